@@ -1,0 +1,96 @@
+//! The event log: an append-only, densely numbered history of what happened,
+//! which clients follow with a cursor.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{AgentId, EventCursor, MessageId, RunId};
+use crate::record::{LifecycleState, Provenance};
+
+/// One entry of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub cursor: EventCursor,
+    pub at_ms: u64,
+    pub agent_id: Option<AgentId>,
+    pub kind: EventKind,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunOutcome {
+    Completed,
+    Failed,
+    /// The daemon stopped or crashed mid-turn; the message goes back on the
+    /// queue.
+    Interrupted,
+}
+
+impl RunOutcome {
+    pub const fn name(self) -> &'static str {
+        match self {
+            RunOutcome::Completed => "completed",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// What happened. Tool inputs and outputs are JSON text, kept as strings so
+/// the log does not depend on a self-describing encoding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventKind {
+    AgentCreated {
+        name: Option<String>,
+        preset: Option<String>,
+        lineage_parent_agent_id: Option<AgentId>,
+        supervisor_agent_id: Option<AgentId>,
+    },
+    AgentStateChanged {
+        state: LifecycleState,
+        reason: String,
+    },
+    AgentRestarted {
+        reason: String,
+    },
+    MessageQueued {
+        message_id: MessageId,
+        provenance: Provenance,
+    },
+    RunStarted {
+        run_id: RunId,
+        message_id: MessageId,
+    },
+    ToolCalled {
+        run_id: RunId,
+        tool: String,
+        input: String,
+        output: String,
+        is_error: bool,
+    },
+    Replied {
+        run_id: RunId,
+        message_id: MessageId,
+        text: String,
+    },
+    RunFinished {
+        run_id: RunId,
+        message_id: MessageId,
+        outcome: RunOutcome,
+        detail: String,
+    },
+}
+
+impl EventKind {
+    pub const fn name(&self) -> &'static str {
+        match self {
+            EventKind::AgentCreated { .. } => "agent_created",
+            EventKind::AgentStateChanged { .. } => "agent_state_changed",
+            EventKind::AgentRestarted { .. } => "agent_restarted",
+            EventKind::MessageQueued { .. } => "message_queued",
+            EventKind::RunStarted { .. } => "run_started",
+            EventKind::ToolCalled { .. } => "tool_called",
+            EventKind::Replied { .. } => "replied",
+            EventKind::RunFinished { .. } => "run_finished",
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! Admission: whether a message with a given provenance may join an agent's
+//! queue. Operator ingress reaches public agents only; a private agent hears
+//! from its supervisor, its children, triggers and the runtime.
+
+use crate::profile::Visibility;
+use crate::record::{AgentRecord, LifecycleState, Provenance};
+
+/// Why a message was not admitted. Each maps to one gRPC status at the edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Operators may not talk to private agents directly.
+    #[error("agent is private: operator ingress reaches public agents only")]
+    PrivateTarget,
+    /// Only an agent's supervisor may send it parent input.
+    #[error("sender is not this agent's supervisor")]
+    NotSupervisor,
+    /// Only an agent's supervisor receives its child results.
+    #[error("sender is not supervised by this agent")]
+    NotChild,
+    /// An archived agent takes nothing.
+    #[error("agent is archived")]
+    Archived,
+}
+
+/// Decides admission. `child_supervisor` is the supervisor of the sending
+/// agent for [`Provenance::ChildResult`] (ignored otherwise).
+pub fn admit(
+    provenance: &Provenance,
+    child_supervisor: Option<crate::AgentId>,
+    target: &AgentRecord,
+) -> Result<(), Refusal> {
+    if target.state == LifecycleState::Archived {
+        return Err(Refusal::Archived);
+    }
+    match provenance {
+        Provenance::Operator => match target.profile.visibility {
+            Visibility::Public => Ok(()),
+            Visibility::Private => Err(Refusal::PrivateTarget),
+        },
+        Provenance::Parent { agent_id } => {
+            if target.supervisor_agent_id == Some(*agent_id) {
+                Ok(())
+            } else {
+                Err(Refusal::NotSupervisor)
+            }
+        }
+        Provenance::ChildResult { .. } => {
+            if child_supervisor == Some(target.id) {
+                Ok(())
+            } else {
+                Err(Refusal::NotChild)
+            }
+        }
+        Provenance::Trigger | Provenance::Runtime => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::ids::AgentId;
+    use crate::profile::{Ownership, Preset};
+
+    fn arb_state() -> impl Strategy<Value = LifecycleState> {
+        prop_oneof![
+            Just(LifecycleState::Active),
+            Just(LifecycleState::Paused),
+            Just(LifecycleState::Failed),
+            Just(LifecycleState::Archived),
+        ]
+    }
+
+    fn arb_agent() -> impl Strategy<Value = AgentRecord> {
+        (
+            any::<u128>(),
+            prop_oneof![Just(Preset::PrivateChild), Just(Preset::PublicNamed)],
+            proptest::option::of(any::<u128>()),
+            arb_state(),
+        )
+            .prop_map(|(id, preset, parent, state)| {
+                let profile = preset.profile();
+                let parent = parent.map(AgentId::from_u128);
+                let supervisor = match profile.ownership {
+                    Ownership::ParentSupervised => parent,
+                    Ownership::SelfOwned => None,
+                };
+                AgentRecord {
+                    id: AgentId::from_u128(id),
+                    name: None,
+                    profile,
+                    lineage_parent_agent_id: parent,
+                    supervisor_agent_id: supervisor,
+                    state,
+                    created_at_ms: 0,
+                    updated_at_ms: 0,
+                }
+            })
+    }
+
+    fn arb_provenance() -> impl Strategy<Value = Provenance> {
+        prop_oneof![
+            Just(Provenance::Operator),
+            any::<u128>().prop_map(|a| Provenance::Parent {
+                agent_id: AgentId::from_u128(a)
+            }),
+            any::<u128>().prop_map(|a| Provenance::ChildResult {
+                agent_id: AgentId::from_u128(a)
+            }),
+            Just(Provenance::Trigger),
+            Just(Provenance::Runtime),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn operator_ingress_never_reaches_a_private_agent(target in arb_agent()) {
+            let verdict = admit(&Provenance::Operator, None, &target);
+            if target.profile.visibility == Visibility::Private {
+                prop_assert!(verdict.is_err());
+            }
+        }
+
+        #[test]
+        fn operator_ingress_reaches_every_live_public_agent(target in arb_agent()) {
+            let verdict = admit(&Provenance::Operator, None, &target);
+            let open = target.profile.visibility == Visibility::Public
+                && target.state != LifecycleState::Archived;
+            prop_assert_eq!(verdict.is_ok(), open);
+        }
+
+        #[test]
+        fn parent_input_comes_only_from_the_supervisor(
+            target in arb_agent(),
+            sender in any::<u128>(),
+            use_supervisor in any::<bool>(),
+        ) {
+            let from = match (use_supervisor, target.supervisor_agent_id) {
+                (true, Some(sup)) => sup,
+                _ => AgentId::from_u128(sender),
+            };
+            let verdict = admit(&Provenance::Parent { agent_id: from }, None, &target);
+            let expected = target.state != LifecycleState::Archived
+                && target.supervisor_agent_id == Some(from);
+            prop_assert_eq!(verdict.is_ok(), expected);
+        }
+
+        #[test]
+        fn archived_agents_admit_nothing(
+            mut target in arb_agent(),
+            provenance in arb_provenance(),
+            child_sup in proptest::option::of(any::<u128>()),
+        ) {
+            target.state = LifecycleState::Archived;
+            let verdict = admit(&provenance, child_sup.map(AgentId::from_u128), &target);
+            prop_assert_eq!(verdict, Err(Refusal::Archived));
+        }
+
+        #[test]
+        fn refusals_are_typed_by_provenance(
+            target in arb_agent(),
+            provenance in arb_provenance(),
+            child_sup in proptest::option::of(any::<u128>()),
+        ) {
+            let child_sup = child_sup.map(AgentId::from_u128);
+            match admit(&provenance, child_sup, &target) {
+                Ok(()) => {}
+                Err(Refusal::Archived) => prop_assert_eq!(target.state, LifecycleState::Archived),
+                Err(Refusal::PrivateTarget) => prop_assert_eq!(provenance, Provenance::Operator),
+                Err(Refusal::NotSupervisor) => {
+                    let is_parent = matches!(provenance, Provenance::Parent { .. });
+                    prop_assert!(is_parent);
+                }
+                Err(Refusal::NotChild) => {
+                    let is_child = matches!(provenance, Provenance::ChildResult { .. });
+                    prop_assert!(is_child);
+                }
+            }
+        }
+    }
+}

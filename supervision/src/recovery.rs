@@ -1,0 +1,270 @@
+//! Recovery: from what the store holds after a crash, decide which agents
+//! come back, in which order, and what goes back on their queues. Pure, so
+//! the at-least-once and parents-first rules are tested without a daemon.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::ids::{AgentId, MessageId};
+use crate::record::{AgentRecord, MessageRecord, MessageStatus};
+
+/// One agent to respawn, with its queue rebuilt in message-id order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRecovery {
+    pub record: AgentRecord,
+    pub queue: Vec<MessageId>,
+}
+
+/// What a daemon start does before it reports SERVING.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryPlan {
+    /// Live agents, every supervisor before the agents it supervises.
+    pub spawn: Vec<AgentRecovery>,
+    /// Messages whose turn was cut short: they are queued again and their
+    /// run is recorded as interrupted.
+    pub interrupted: Vec<MessageRecord>,
+    /// Live agents whose supervisor is no longer live. They are not spawned:
+    /// their cleanup belongs to the supervision plane.
+    pub orphans: Vec<AgentRecord>,
+    /// Pending messages of agents that are not live (archived, failed or
+    /// unknown). Left as they are, and counted for the operator.
+    pub stranded_messages: usize,
+}
+
+/// Builds the plan. `agents` may hold any agent; `pending` holds the
+/// messages whose status is pending, in any order.
+pub fn recover(agents: Vec<AgentRecord>, pending: Vec<MessageRecord>) -> RecoveryPlan {
+    let live: HashMap<AgentId, AgentRecord> = agents
+        .into_iter()
+        .filter(|a| a.state.is_live())
+        .map(|a| (a.id, a))
+        .collect();
+
+    let mut plan = RecoveryPlan::default();
+
+    // Breadth-first from the roots, so a child is spawned under a
+    // supervisor that already runs.
+    let mut children: HashMap<AgentId, Vec<AgentId>> = HashMap::new();
+    let mut roots = Vec::new();
+    for agent in live.values() {
+        match agent.supervisor_agent_id {
+            None => roots.push(agent.id),
+            Some(sup) if live.contains_key(&sup) => children.entry(sup).or_default().push(agent.id),
+            Some(_) => plan.orphans.push(agent.clone()),
+        }
+    }
+    roots.sort();
+    let mut order = roots;
+    let mut seen: HashSet<AgentId> = order.iter().copied().collect();
+    let mut next = 0;
+    while next < order.len() {
+        let id = order[next];
+        next += 1;
+        if let Some(kids) = children.get_mut(&id) {
+            kids.sort();
+            for kid in kids.iter() {
+                if seen.insert(*kid) {
+                    order.push(*kid);
+                }
+            }
+        }
+    }
+    // Agents on a supervision cycle are unreachable from a root; a cycle
+    // can only come from a corrupted store, so they stay down as orphans.
+    for agent in live.values() {
+        if !seen.contains(&agent.id)
+            && agent
+                .supervisor_agent_id
+                .is_some_and(|s| live.contains_key(&s))
+        {
+            plan.orphans.push(agent.clone());
+        }
+    }
+    plan.orphans.sort_by_key(|a| a.id);
+
+    // Queues are rebuilt only for agents that come back; whatever else is
+    // pending stays in the store untouched.
+    let spawned: HashSet<AgentId> = order.iter().copied().collect();
+    let mut queues: HashMap<AgentId, Vec<MessageId>> = HashMap::new();
+    let mut pending = pending;
+    pending.retain(|m| m.status.is_pending());
+    pending.sort_by_key(|m| m.id);
+    for message in pending {
+        if !spawned.contains(&message.agent_id) {
+            plan.stranded_messages += 1;
+            continue;
+        }
+        queues.entry(message.agent_id).or_default().push(message.id);
+        if let MessageStatus::Handling { .. } = message.status {
+            plan.interrupted.push(message);
+        }
+    }
+
+    let mut live = live;
+    plan.spawn = order
+        .into_iter()
+        .filter_map(|id| live.remove(&id))
+        .map(|record| AgentRecovery {
+            queue: queues.remove(&record.id).unwrap_or_default(),
+            record,
+        })
+        .collect();
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::ids::RunId;
+    use crate::profile::Preset;
+    use crate::record::{LifecycleState, Provenance};
+
+    fn agent(id: u128, supervisor: Option<u128>, state: LifecycleState) -> AgentRecord {
+        let preset = if supervisor.is_some() {
+            Preset::PrivateChild
+        } else {
+            Preset::PublicNamed
+        };
+        AgentRecord {
+            id: AgentId::from_u128(id),
+            name: None,
+            profile: preset.profile(),
+            lineage_parent_agent_id: supervisor.map(AgentId::from_u128),
+            supervisor_agent_id: supervisor.map(AgentId::from_u128),
+            state,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        }
+    }
+
+    fn message(id: u128, agent: u128, status: MessageStatus) -> MessageRecord {
+        MessageRecord {
+            id: MessageId::from_u128(id),
+            agent_id: AgentId::from_u128(agent),
+            provenance: Provenance::Operator,
+            body: String::new(),
+            dedupe_key: None,
+            status,
+            reply: None,
+            attempts: 0,
+            created_at_ms: 0,
+        }
+    }
+
+    fn arb_state() -> impl Strategy<Value = LifecycleState> {
+        prop_oneof![
+            3 => Just(LifecycleState::Active),
+            1 => Just(LifecycleState::Paused),
+            1 => Just(LifecycleState::Failed),
+            1 => Just(LifecycleState::Archived),
+        ]
+    }
+
+    fn arb_status() -> impl Strategy<Value = MessageStatus> {
+        let run = RunId::from_u128(7);
+        prop_oneof![
+            Just(MessageStatus::Queued),
+            Just(MessageStatus::Handling { run_id: run }),
+            Just(MessageStatus::Handled { run_id: run }),
+        ]
+    }
+
+    /// A forest over ids 1..=n: agent i's supervisor, if any, has a smaller id.
+    fn arb_world() -> impl Strategy<Value = (Vec<AgentRecord>, Vec<MessageRecord>)> {
+        (1usize..30)
+            .prop_flat_map(|n| {
+                (
+                    proptest::collection::vec(
+                        (any::<prop::sample::Index>(), any::<bool>(), arb_state()),
+                        n,
+                    ),
+                    proptest::collection::vec((0u128..(n as u128 + 3), arb_status()), 0..80),
+                )
+            })
+            .prop_map(|(shape, msgs)| {
+                let agents = shape
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (pick, rooted, state))| {
+                        let id = i as u128 + 1;
+                        let sup = if *rooted || i == 0 {
+                            None
+                        } else {
+                            Some(pick.index(i) as u128 + 1)
+                        };
+                        agent(id, sup, *state)
+                    })
+                    .collect();
+                let messages = msgs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (agent, status))| message(1000 - i as u128, agent, status))
+                    .collect();
+                (agents, messages)
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn every_pending_message_of_a_live_agent_is_queued_once_in_order((agents, messages) in arb_world()) {
+            let plan = recover(agents.clone(), messages.clone());
+            let spawned: HashMap<AgentId, &AgentRecovery> = plan.spawn.iter().map(|a| (a.record.id, a)).collect();
+            for m in &messages {
+                let queued = spawned
+                    .get(&m.agent_id)
+                    .map(|a| a.queue.iter().filter(|id| **id == m.id).count())
+                    .unwrap_or(0);
+                if m.status.is_pending() && spawned.contains_key(&m.agent_id) {
+                    prop_assert_eq!(queued, 1);
+                } else {
+                    prop_assert_eq!(queued, 0);
+                }
+            }
+            for a in &plan.spawn {
+                prop_assert!(a.queue.windows(2).all(|w| w[0] < w[1]));
+            }
+        }
+
+        #[test]
+        fn supervisors_are_spawned_before_their_children((agents, messages) in arb_world()) {
+            let plan = recover(agents, messages);
+            let mut up: HashSet<AgentId> = HashSet::new();
+            for a in &plan.spawn {
+                prop_assert!(a.record.state.is_live());
+                if let Some(sup) = a.record.supervisor_agent_id {
+                    prop_assert!(up.contains(&sup));
+                }
+                up.insert(a.record.id);
+            }
+        }
+
+        #[test]
+        fn no_live_agent_is_lost((agents, messages) in arb_world()) {
+            let plan = recover(agents.clone(), messages);
+            let live = agents.iter().filter(|a| a.state.is_live()).count();
+            prop_assert_eq!(plan.spawn.len() + plan.orphans.len(), live);
+        }
+
+        #[test]
+        fn only_cut_short_turns_are_interrupted((agents, messages) in arb_world()) {
+            let plan = recover(agents, messages);
+            for m in &plan.interrupted {
+                let is_handling = matches!(m.status, MessageStatus::Handling { .. });
+                prop_assert!(is_handling);
+            }
+        }
+    }
+
+    #[test]
+    fn children_of_a_dead_supervisor_are_orphans() {
+        let agents = vec![
+            agent(1, None, LifecycleState::Archived),
+            agent(2, Some(1), LifecycleState::Active),
+        ];
+        let plan = recover(agents, vec![message(5, 2, MessageStatus::Queued)]);
+        assert!(plan.spawn.is_empty());
+        assert_eq!(plan.orphans.len(), 1);
+        assert_eq!(plan.stranded_messages, 1);
+    }
+}
