@@ -2,8 +2,30 @@
 //! queue. Operator ingress reaches public agents only; a private agent hears
 //! from its supervisor, its children, triggers and the runtime.
 
+use crate::ids::AgentId;
 use crate::profile::Visibility;
 use crate::record::{AgentRecord, LifecycleState, Provenance};
+
+/// The part of an agent that admission reads. Agents keep it in RAM, so
+/// admission needs no store read on the hot path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    pub id: AgentId,
+    pub visibility: Visibility,
+    pub supervisor_agent_id: Option<AgentId>,
+    pub state: LifecycleState,
+}
+
+impl From<&AgentRecord> for Target {
+    fn from(record: &AgentRecord) -> Self {
+        Self {
+            id: record.id,
+            visibility: record.profile.visibility,
+            supervisor_agent_id: record.supervisor_agent_id,
+            state: record.state,
+        }
+    }
+}
 
 /// Why a message was not admitted. Each maps to one gRPC status at the edge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -26,14 +48,14 @@ pub enum Refusal {
 /// agent for [`Provenance::ChildResult`] (ignored otherwise).
 pub fn admit(
     provenance: &Provenance,
-    child_supervisor: Option<crate::AgentId>,
-    target: &AgentRecord,
+    child_supervisor: Option<AgentId>,
+    target: Target,
 ) -> Result<(), Refusal> {
     if target.state == LifecycleState::Archived {
         return Err(Refusal::Archived);
     }
     match provenance {
-        Provenance::Operator => match target.profile.visibility {
+        Provenance::Operator => match target.visibility {
             Visibility::Public => Ok(()),
             Visibility::Private => Err(Refusal::PrivateTarget),
         },
@@ -60,7 +82,6 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::ids::AgentId;
     use crate::profile::{Ownership, Preset};
 
     fn arb_state() -> impl Strategy<Value = LifecycleState> {
@@ -116,7 +137,7 @@ mod tests {
     proptest! {
         #[test]
         fn operator_ingress_never_reaches_a_private_agent(target in arb_agent()) {
-            let verdict = admit(&Provenance::Operator, None, &target);
+            let verdict = admit(&Provenance::Operator, None, Target::from(&target));
             if target.profile.visibility == Visibility::Private {
                 prop_assert!(verdict.is_err());
             }
@@ -124,7 +145,7 @@ mod tests {
 
         #[test]
         fn operator_ingress_reaches_every_live_public_agent(target in arb_agent()) {
-            let verdict = admit(&Provenance::Operator, None, &target);
+            let verdict = admit(&Provenance::Operator, None, Target::from(&target));
             let open = target.profile.visibility == Visibility::Public
                 && target.state != LifecycleState::Archived;
             prop_assert_eq!(verdict.is_ok(), open);
@@ -140,7 +161,7 @@ mod tests {
                 (true, Some(sup)) => sup,
                 _ => AgentId::from_u128(sender),
             };
-            let verdict = admit(&Provenance::Parent { agent_id: from }, None, &target);
+            let verdict = admit(&Provenance::Parent { agent_id: from }, None, Target::from(&target));
             let expected = target.state != LifecycleState::Archived
                 && target.supervisor_agent_id == Some(from);
             prop_assert_eq!(verdict.is_ok(), expected);
@@ -153,7 +174,7 @@ mod tests {
             child_sup in proptest::option::of(any::<u128>()),
         ) {
             target.state = LifecycleState::Archived;
-            let verdict = admit(&provenance, child_sup.map(AgentId::from_u128), &target);
+            let verdict = admit(&provenance, child_sup.map(AgentId::from_u128), Target::from(&target));
             prop_assert_eq!(verdict, Err(Refusal::Archived));
         }
 
@@ -164,7 +185,7 @@ mod tests {
             child_sup in proptest::option::of(any::<u128>()),
         ) {
             let child_sup = child_sup.map(AgentId::from_u128);
-            match admit(&provenance, child_sup, &target) {
+            match admit(&provenance, child_sup, Target::from(&target)) {
                 Ok(()) => {}
                 Err(Refusal::Archived) => prop_assert_eq!(target.state, LifecycleState::Archived),
                 Err(Refusal::PrivateTarget) => prop_assert_eq!(provenance, Provenance::Operator),

@@ -23,6 +23,6 @@ pub mod restart;
 
 pub use event::{Event, EventKind, RunOutcome};
 pub use ids::{AgentId, EventCursor, IdParseError, MessageId, RunId};
-pub use ingress::{admit, Refusal};
+pub use ingress::{admit, Refusal, Target};
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};
 pub use record::{AgentRecord, LifecycleState, MessageRecord, MessageStatus, Provenance};

@@ -1,0 +1,439 @@
+//! The agent actor: one per live agent. It owns the agent's queue and runs
+//! one turn at a time. A turn (brain call plus tool calls) runs as its own
+//! task and reports back with [`AgentMsg::TurnDone`], so `handle` never
+//! awaits it and stop or supervision signals are never held up.
+//!
+//! In RAM an idle agent is its [`Target`] view, its profile, an empty queue
+//! and a counter; its history lives in the store.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use holarchy_supervision::{
+    admit, AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord,
+    MessageStatus, Profile, Provenance, Refusal, RunId, RunOutcome, Target,
+};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tokio::task::AbortHandle;
+use tracing::{debug, warn, Instrument};
+
+use crate::brain::TurnInput;
+use crate::store::{Batch, StoreError, Write};
+use crate::tools::{self, ToolResult};
+use crate::{now_ms, Ctx};
+
+/// A message on its way onto an agent's queue.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub provenance: Provenance,
+    pub body: String,
+    pub dedupe_key: Option<String>,
+}
+
+/// A message that is on the queue (and, once the reply is sent, durable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    pub message_id: MessageId,
+    /// The dedupe key matched an earlier message; nothing new was queued.
+    pub duplicate: bool,
+}
+
+/// Why a message did not join the queue.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliverError {
+    #[error("agent {0} not found")]
+    NotFound(AgentId),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error("agent {agent_id} is {state}: its actor is not running")]
+    NotRunning {
+        agent_id: AgentId,
+        state: &'static str,
+    },
+    #[error("agent queue is full ({limit} messages waiting)")]
+    QueueFull { limit: usize },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the runtime did not answer: {0}")]
+    Unavailable(String),
+}
+
+/// What operators and tests can see of a running agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSnapshot {
+    pub agent_id: AgentId,
+    pub state: LifecycleState,
+    pub queue_len: usize,
+    pub current_run: Option<RunId>,
+    pub current_message: Option<MessageId>,
+    pub turns_completed: u64,
+}
+
+/// How a turn came out, reported by the turn task.
+#[derive(Debug)]
+pub enum TurnOutcome {
+    Decided {
+        reply: Option<String>,
+        tool_results: Vec<ToolResult>,
+        done: bool,
+    },
+    BrainFailed(String),
+}
+
+#[derive(Debug)]
+pub struct TurnDone {
+    pub run_id: RunId,
+    pub outcome: TurnOutcome,
+}
+
+#[derive(Debug)]
+pub enum AgentMsg {
+    Deliver {
+        message: NewMessage,
+        reply: RpcReplyPort<Result<Delivered, DeliverError>>,
+    },
+    TurnDone(Box<TurnDone>),
+    Snapshot(RpcReplyPort<AgentSnapshot>),
+}
+
+/// Start-up arguments: the record and the queue rebuilt from the store.
+#[derive(Debug)]
+pub struct AgentArgs {
+    pub record: AgentRecord,
+    pub queue: Vec<MessageId>,
+}
+
+/// The turn in flight. Dropping it (turn done, or the actor killed with its
+/// state) cancels the turn task, so no turn outlives its agent.
+#[derive(Debug)]
+struct ActiveRun {
+    run_id: RunId,
+    message_id: MessageId,
+    task: AbortHandle,
+    busy: Arc<AtomicUsize>,
+}
+
+impl Drop for ActiveRun {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[derive(Debug)]
+pub struct AgentState {
+    target: Target,
+    profile: Profile,
+    queue: VecDeque<MessageId>,
+    run: Option<ActiveRun>,
+    turns_completed: u64,
+}
+
+impl AgentState {
+    fn id(&self) -> AgentId {
+        self.target.id
+    }
+
+    fn snapshot(&self) -> AgentSnapshot {
+        AgentSnapshot {
+            agent_id: self.id(),
+            state: self.target.state,
+            queue_len: self.queue.len(),
+            current_run: self.run.as_ref().map(|r| r.run_id),
+            current_message: self.run.as_ref().map(|r| r.message_id),
+            turns_completed: self.turns_completed,
+        }
+    }
+}
+
+/// The actor. Holds only shared, read-only context.
+#[derive(Debug, Clone)]
+pub struct AgentActor {
+    ctx: Arc<Ctx>,
+}
+
+impl AgentActor {
+    pub fn new(ctx: Arc<Ctx>) -> Self {
+        Self { ctx }
+    }
+
+    /// The synchronous part of a delivery: admission, dedupe, bound, write.
+    fn enqueue(
+        &self,
+        state: &mut AgentState,
+        message: NewMessage,
+    ) -> Result<Delivered, DeliverError> {
+        admit(&message.provenance, None, state.target)?;
+        let agent_id = state.id();
+        if let Some(key) = &message.dedupe_key {
+            if let Some(message_id) = self.ctx.store.message_id_by_dedupe_key(agent_id, key)? {
+                return Ok(Delivered {
+                    message_id,
+                    duplicate: true,
+                });
+            }
+        }
+        let limit = self.ctx.config.max_queue_len;
+        if state.queue.len() >= limit {
+            return Err(DeliverError::QueueFull { limit });
+        }
+        let record = MessageRecord {
+            id: MessageId::generate(),
+            agent_id,
+            provenance: message.provenance,
+            body: message.body,
+            dedupe_key: message.dedupe_key,
+            status: MessageStatus::Queued,
+            reply: None,
+            attempts: 0,
+            created_at_ms: now_ms(),
+        };
+        let message_id = record.id;
+        let provenance = record.provenance;
+        self.ctx
+            .store
+            .commit(Batch::new().write(Write::PutMessage(record)).event(
+                agent_id,
+                EventKind::MessageQueued {
+                    message_id,
+                    provenance,
+                },
+            ))?;
+        state.queue.push_back(message_id);
+        Ok(Delivered {
+            message_id,
+            duplicate: false,
+        })
+    }
+
+    /// Starts the next turn if the agent is active and idle.
+    fn maybe_start_turn(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        state: &mut AgentState,
+    ) -> Result<(), StoreError> {
+        while state.run.is_none() && state.target.state == LifecycleState::Active {
+            let Some(message_id) = state.queue.pop_front() else {
+                return Ok(());
+            };
+            let agent_id = state.id();
+            let Some(mut message) = self.ctx.store.message(agent_id, message_id)? else {
+                warn!(agent_id = %agent_id, message_id = %message_id, "queued message missing from store");
+                continue;
+            };
+            if !message.status.is_pending() {
+                continue;
+            }
+            let run_id = RunId::generate();
+            message.status = MessageStatus::Handling { run_id };
+            message.attempts += 1;
+            let input = TurnInput {
+                agent_id,
+                run_id,
+                provenance: message.provenance,
+                body: message.body.clone(),
+            };
+            self.ctx.store.commit(
+                Batch::new()
+                    .write(Write::PutMessage(message))
+                    .event(agent_id, EventKind::RunStarted { run_id, message_id }),
+            )?;
+            let span = tracing::info_span!("turn", agent_id = %agent_id, run_id = %run_id);
+            let task = tokio::spawn(
+                run_turn(self.ctx.clone(), state.profile, input, myself.clone()).instrument(span),
+            );
+            self.ctx.busy.fetch_add(1, Ordering::Relaxed);
+            state.run = Some(ActiveRun {
+                run_id,
+                message_id,
+                task: task.abort_handle(),
+                busy: self.ctx.busy.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Records a finished turn and frees the agent for the next one.
+    fn finish_turn(&self, state: &mut AgentState, done: TurnDone) -> Result<(), StoreError> {
+        let Some(run) = state.run.take_if(|r| r.run_id == done.run_id) else {
+            debug!(agent_id = %state.id(), run_id = %done.run_id, "stale turn result ignored");
+            return Ok(());
+        };
+        let agent_id = state.id();
+        let run_id = run.run_id;
+        let message_id = run.message_id;
+        let Some(mut message) = self.ctx.store.message(agent_id, message_id)? else {
+            warn!(agent_id = %agent_id, run_id = %run_id, "message of finished turn missing from store");
+            return Ok(());
+        };
+        let mut batch = Batch::new();
+        match done.outcome {
+            TurnOutcome::Decided {
+                reply,
+                tool_results,
+                done,
+            } => {
+                for result in tool_results {
+                    batch = batch.event(
+                        agent_id,
+                        EventKind::ToolCalled {
+                            run_id,
+                            tool: result.tool,
+                            input: result.input,
+                            output: result.output,
+                            is_error: result.is_error,
+                        },
+                    );
+                }
+                if let Some(text) = &reply {
+                    batch = batch.event(
+                        agent_id,
+                        EventKind::Replied {
+                            run_id,
+                            message_id,
+                            text: text.clone(),
+                        },
+                    );
+                }
+                batch = batch.event(
+                    agent_id,
+                    EventKind::RunFinished {
+                        run_id,
+                        message_id,
+                        outcome: RunOutcome::Completed,
+                        detail: if done { "done".into() } else { String::new() },
+                    },
+                );
+                message.status = MessageStatus::Handled { run_id };
+                message.reply = reply;
+            }
+            TurnOutcome::BrainFailed(detail) => {
+                batch = batch.event(
+                    agent_id,
+                    EventKind::RunFinished {
+                        run_id,
+                        message_id,
+                        outcome: RunOutcome::Failed,
+                        detail,
+                    },
+                );
+                message.status = MessageStatus::Failed { run_id };
+            }
+        }
+        self.ctx
+            .store
+            .commit(batch.write(Write::PutMessage(message)))?;
+        state.turns_completed += 1;
+        Ok(())
+    }
+}
+
+/// The turn itself: runs outside the actor, reports back by message.
+async fn run_turn(ctx: Arc<Ctx>, profile: Profile, input: TurnInput, myself: ActorRef<AgentMsg>) {
+    let run_id = input.run_id;
+    let agent_id = input.agent_id;
+    let outcome = match ctx.brain.decide(input).await {
+        Ok(plan) => {
+            let mut tool_results = Vec::with_capacity(plan.tool_calls.len());
+            for call in &plan.tool_calls {
+                tool_results.push(tools::call(&ctx, agent_id, profile, call).await);
+            }
+            TurnOutcome::Decided {
+                reply: plan.reply,
+                tool_results,
+                done: plan.done,
+            }
+        }
+        Err(err) => TurnOutcome::BrainFailed(err.to_string()),
+    };
+    // The agent may be gone (archived, killed); its turn result goes with it.
+    let _ = myself.cast(AgentMsg::TurnDone(Box::new(TurnDone { run_id, outcome })));
+}
+
+impl Actor for AgentActor {
+    type Msg = AgentMsg;
+    type State = AgentState;
+    type Arguments = AgentArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: AgentArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(AgentState {
+            target: Target::from(&args.record),
+            profile: args.record.profile,
+            queue: args.queue.into(),
+            run: None,
+            turns_completed: 0,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        self.maybe_start_turn(&myself, state)?;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            AgentMsg::Deliver { message, reply } => {
+                match self.enqueue(state, message) {
+                    Ok(delivered) => {
+                        // Acknowledge only once the message is on disk; the
+                        // wait runs beside the actor, not inside `handle`.
+                        let durable = self.ctx.store.durable();
+                        tokio::spawn(async move {
+                            let answer = durable
+                                .await
+                                .map(|()| delivered)
+                                .map_err(DeliverError::from);
+                            let _ = reply.send(answer);
+                        });
+                    }
+                    Err(err) => {
+                        let _ = reply.send(Err(err));
+                    }
+                }
+                self.maybe_start_turn(&myself, state)?;
+            }
+            AgentMsg::TurnDone(done) => {
+                self.finish_turn(state, *done)?;
+                self.maybe_start_turn(&myself, state)?;
+            }
+            AgentMsg::Snapshot(reply) => {
+                let _ = reply.send(state.snapshot());
+            }
+        }
+        Ok(())
+    }
+
+    /// Overrides ractor's default, which would stop this agent whenever any
+    /// linked child exits.
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorFailed(child, err) => {
+                warn!(agent_id = %state.id(), child = %child.get_id(), error = %err, "child actor failed");
+            }
+            SupervisionEvent::ActorTerminated(child, _, reason) => {
+                debug!(agent_id = %state.id(), child = %child.get_id(), reason = ?reason, "child actor stopped");
+            }
+            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,137 @@
+//! Brains decide what an agent does with a message: a reply, tool calls,
+//! and whether the delegated work is done. The runtime is the same whatever
+//! decides; this module holds the trait and the deterministic `scripted`
+//! brain that tests, benchmarks and hand-driving operators use.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use holarchy_supervision::{AgentId, Provenance, RunId};
+use serde::Deserialize;
+
+/// What a brain is asked to decide on.
+#[derive(Debug, Clone)]
+pub struct TurnInput {
+    pub agent_id: AgentId,
+    pub run_id: RunId,
+    pub provenance: Provenance,
+    pub body: String,
+}
+
+/// One tool call a brain asks for. `input` is a JSON value.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ToolCall {
+    pub name: String,
+    #[serde(default)]
+    pub input: serde_json::Value,
+}
+
+/// A brain's decision for one turn.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnPlan {
+    pub reply: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    /// The delegated work is finished (meaningful for supervised children).
+    pub done: bool,
+}
+
+/// Why a brain could not decide; the turn is recorded as failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("brain `{brain}` failed: {detail}")]
+pub struct BrainError {
+    pub brain: &'static str,
+    pub detail: String,
+}
+
+pub type BrainFuture = Pin<Box<dyn Future<Output = Result<TurnPlan, BrainError>> + Send>>;
+
+/// Decides turns. Implementations must be cheap to share: one instance
+/// serves every agent of a daemon.
+pub trait Brain: Send + Sync + 'static {
+    fn name(&self) -> &'static str;
+    fn decide(&self, input: TurnInput) -> BrainFuture;
+}
+
+/// Follows the message when it is a script, acknowledges it otherwise.
+///
+/// A script is a JSON object with only the keys `reply` (string),
+/// `tool_calls` (array of `{name, input}`) and `done` (bool), all optional.
+/// Anything else, including JSON of another shape, is plain text and gets
+/// `ack: <text>`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScriptedBrain;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Script {
+    reply: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCall>,
+    #[serde(default)]
+    done: bool,
+}
+
+impl ScriptedBrain {
+    pub fn plan(body: &str) -> TurnPlan {
+        match serde_json::from_str::<Script>(body) {
+            Ok(script) => TurnPlan {
+                reply: script.reply,
+                tool_calls: script.tool_calls,
+                done: script.done,
+            },
+            Err(_) => TurnPlan {
+                reply: Some(format!("ack: {body}")),
+                tool_calls: Vec::new(),
+                done: false,
+            },
+        }
+    }
+}
+
+impl Brain for ScriptedBrain {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+
+    fn decide(&self, input: TurnInput) -> BrainFuture {
+        let plan = Self::plan(&input.body);
+        Box::pin(async move { Ok(plan) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_is_acknowledged() {
+        let plan = ScriptedBrain::plan("hello there");
+        assert_eq!(plan.reply.as_deref(), Some("ack: hello there"));
+        assert!(plan.tool_calls.is_empty());
+        assert!(!plan.done);
+    }
+
+    #[test]
+    fn a_script_is_followed() {
+        let plan = ScriptedBrain::plan(
+            r#"{"reply":"on it","tool_calls":[{"name":"AgentGet","input":{}}],"done":true}"#,
+        );
+        assert_eq!(plan.reply.as_deref(), Some("on it"));
+        assert_eq!(plan.tool_calls.len(), 1);
+        assert_eq!(plan.tool_calls[0].name, "AgentGet");
+        assert!(plan.done);
+    }
+
+    #[test]
+    fn json_of_another_shape_is_plain_text() {
+        let plan = ScriptedBrain::plan(r#"{"task":"x"}"#);
+        assert_eq!(plan.reply.as_deref(), Some(r#"ack: {"task":"x"}"#));
+        let plan = ScriptedBrain::plan("[1,2]");
+        assert_eq!(plan.reply.as_deref(), Some("ack: [1,2]"));
+    }
+
+    #[test]
+    fn an_empty_script_does_nothing() {
+        assert_eq!(ScriptedBrain::plan("{}"), TurnPlan::default());
+    }
+}

@@ -1,0 +1,103 @@
+//! The gateway actor: the one door for operator ingress. It looks the target
+//! up, refuses private or archived agents, and forwards the rest to the
+//! agent's actor with the caller's reply port, so it never waits on an agent.
+
+use std::sync::Arc;
+
+use holarchy_supervision::{admit, AgentId, LifecycleState, Provenance, Target};
+use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
+
+use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage};
+use crate::Ctx;
+
+#[derive(Debug)]
+pub enum GatewayMsg {
+    /// An operator's message for an agent.
+    Ingress {
+        agent_id: AgentId,
+        body: String,
+        dedupe_key: Option<String>,
+        reply: RpcReplyPort<Result<Delivered, DeliverError>>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct GatewayActor {
+    ctx: Arc<Ctx>,
+}
+
+impl GatewayActor {
+    pub fn new(ctx: Arc<Ctx>) -> Self {
+        Self { ctx }
+    }
+
+    fn route(&self, agent_id: AgentId) -> Result<ActorRef<AgentMsg>, DeliverError> {
+        let record = self
+            .ctx
+            .store
+            .agent(agent_id)?
+            .ok_or(DeliverError::NotFound(agent_id))?;
+        admit(&Provenance::Operator, None, Target::from(&record))?;
+        match self.ctx.directory.get(agent_id) {
+            Some(entry) => Ok(entry.actor),
+            None => Err(DeliverError::NotRunning {
+                agent_id,
+                state: match record.state {
+                    // Live in the store but not running: being restarted.
+                    LifecycleState::Active | LifecycleState::Paused => "restarting",
+                    other => other.name(),
+                },
+            }),
+        }
+    }
+}
+
+impl Actor for GatewayActor {
+    type Msg = GatewayMsg;
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        _args: (),
+    ) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        _state: &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            GatewayMsg::Ingress {
+                agent_id,
+                body,
+                dedupe_key,
+                reply,
+            } => match self.route(agent_id) {
+                Ok(actor) => {
+                    let message = NewMessage {
+                        provenance: Provenance::Operator,
+                        body,
+                        dedupe_key,
+                    };
+                    if let Err(MessagingErr::SendErr(AgentMsg::Deliver { reply, .. })) =
+                        actor.cast(AgentMsg::Deliver { message, reply })
+                    {
+                        let _ = reply.send(Err(DeliverError::NotRunning {
+                            agent_id,
+                            state: "stopping",
+                        }));
+                    }
+                }
+                Err(err) => {
+                    let _ = reply.send(Err(err));
+                }
+            },
+        }
+        Ok(())
+    }
+}

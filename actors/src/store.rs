@@ -1,0 +1,98 @@
+//! The storage the actors need, as a trait defined where it is used. The
+//! daemon implements it once, with sled; tests use that same implementation.
+//!
+//! Writes go through [`Store::commit`], which applies a [`Batch`] of records
+//! and events atomically. A commit is not yet durable: callers that are
+//! about to acknowledge something to a client await [`Store::durable`],
+//! which shares one flush among every concurrent caller (group commit).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use holarchy_supervision::{AgentId, AgentRecord, EventKind, MessageId, MessageRecord};
+
+/// Why the store could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another agent already holds this name.
+    #[error("an agent named `{0}` already exists")]
+    NameTaken(String),
+    /// A value was written by a newer (or unknown) format.
+    #[error("record in `{tree}` has format version {version}, which this build cannot read")]
+    UnsupportedVersion { tree: &'static str, version: u8 },
+    /// A value or key could not be decoded.
+    #[error("corrupt record in `{tree}`: {detail}")]
+    Corrupt { tree: &'static str, detail: String },
+    /// The storage engine failed (I/O, or it was closed).
+    #[error("storage failure: {0}")]
+    Backend(String),
+}
+
+/// A future that resolves once everything committed before it was created
+/// is on disk.
+pub type DurableFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
+
+/// One record write inside a [`Batch`].
+#[derive(Debug, Clone)]
+pub enum Write {
+    /// A new agent: claims its name (if any) or fails the whole batch with
+    /// [`StoreError::NameTaken`].
+    CreateAgent(AgentRecord),
+    /// An update of an existing agent.
+    PutAgent(AgentRecord),
+    /// A message, new or updated. The store keeps the pending index and the
+    /// dedupe index in step with the record.
+    PutMessage(MessageRecord),
+}
+
+/// Record writes and events that land together or not at all.
+#[derive(Debug, Default, Clone)]
+pub struct Batch {
+    pub writes: Vec<Write>,
+    pub events: Vec<(Option<AgentId>, EventKind)>,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn write(mut self, write: Write) -> Self {
+        self.writes.push(write);
+        self
+    }
+
+    pub fn event(mut self, agent_id: AgentId, kind: EventKind) -> Self {
+        self.events.push((Some(agent_id), kind));
+        self
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.events.is_empty()
+    }
+}
+
+/// Everything the actors read and write.
+pub trait Store: Send + Sync + 'static {
+    fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
+    fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError>;
+    fn message(
+        &self,
+        agent_id: AgentId,
+        id: MessageId,
+    ) -> Result<Option<MessageRecord>, StoreError>;
+    fn message_id_by_dedupe_key(
+        &self,
+        agent_id: AgentId,
+        key: &str,
+    ) -> Result<Option<MessageId>, StoreError>;
+    /// The agent's pending messages (queued or being handled), oldest first.
+    fn pending_messages(&self, agent_id: AgentId) -> Result<Vec<MessageRecord>, StoreError>;
+    /// Every agent record and every pending message, for recovery.
+    fn recovery_input(&self) -> Result<(Vec<AgentRecord>, Vec<MessageRecord>), StoreError>;
+    /// Applies a batch atomically. Durable only once a later
+    /// [`Store::durable`] resolves; the store flushes soon on its own too.
+    fn commit(&self, batch: Batch) -> Result<(), StoreError>;
+    /// Resolves when every commit made before this call is flushed.
+    fn durable(&self) -> DurableFuture;
+}

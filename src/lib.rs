@@ -1,0 +1,13 @@
+//! holarchy: a durable, event-driven runtime for long-lived agents, each a
+//! supervised ractor actor, driven over gRPC.
+//!
+//! # Layout
+//! - [`store`]: sled storage behind the actors' `Store` trait, group commit.
+//! - [`api`]: the tonic services; they translate proto to domain and back.
+//! - [`daemon`]: `holarchy serve`: data directory, lock, listeners, shutdown.
+//! - [`client`]: connecting to a daemon over its Unix socket or TCP.
+//! - [`cli`]: the operator commands, clients of the same API.
+//!
+//! The model lives in `holarchy-supervision`, the actors in `holarchy-actors`.
+
+pub mod store;

@@ -1,0 +1,13 @@
+//! Durable storage on sled: one tree per record kind, values behind a format
+//! version byte, keys big-endian so scans come back in id order.
+//!
+//! - [`codec`]: the versioned bincode encoding of values.
+//! - [`group_commit`]: one flush shared by every writer waiting on it.
+//! - [`sled_store`]: [`SledStore`], the one implementation of the actors'
+//!   [`holarchy_actors::Store`] trait, plus the reads the API needs.
+
+pub mod codec;
+pub mod group_commit;
+pub mod sled_store;
+
+pub use sled_store::SledStore;
