@@ -11,3 +11,7 @@
 //! The model lives in `holarchy-supervision`, the actors in `holarchy-actors`.
 
 pub mod store;
+pub mod api;
+pub mod daemon;
+pub mod client;
+pub mod cli;

@@ -1,1 +1,39 @@
-fn main() {}
+//! The `holarchy` binary: parses the command line, sets up tracing, and
+//! hands over to the library.
+
+use std::io::IsTerminal;
+
+use clap::Parser;
+use holarchy::cli::{self, Cli};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    match cli::run(Cli::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            // A refusal from the daemon reads best as its code and message.
+            match err.downcast_ref::<tonic::Status>() {
+                Some(status) => eprintln!("holarchy: {}: {}", code_name(status.code()), status.message()),
+                None => eprintln!("holarchy: {err:#}"),
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn code_name(code: tonic::Code) -> String {
+    format!("{code:?}")
+        .chars()
+        .enumerate()
+        .flat_map(|(i, c)| {
+            let sep = (i > 0 && c.is_uppercase()).then_some(' ');
+            sep.into_iter().chain(c.to_lowercase())
+        })
+        .collect()
+}

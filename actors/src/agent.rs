@@ -42,6 +42,8 @@ pub struct Delivered {
 /// Why a message did not join the queue.
 #[derive(Debug, thiserror::Error)]
 pub enum DeliverError {
+    #[error(transparent)]
+    Invalid(#[from] holarchy_supervision::limits::InvalidInput),
     #[error("agent {0} not found")]
     NotFound(AgentId),
     #[error(transparent)]

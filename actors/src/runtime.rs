@@ -456,7 +456,7 @@ impl Actor for RuntimeActor {
 pub struct Runtime {
     ctx: Arc<Ctx>,
     root: ActorRef<RuntimeMsg>,
-    join: JoinHandle<()>,
+    join: std::sync::Mutex<Option<JoinHandle<()>>>,
     started: Instant,
 }
 
@@ -475,7 +475,7 @@ impl Runtime {
         Ok(Self {
             ctx,
             root,
-            join,
+            join: std::sync::Mutex::new(Some(join)),
             started: Instant::now(),
         })
     }
@@ -523,7 +523,10 @@ impl Runtime {
         body: String,
         dedupe_key: Option<String>,
     ) -> Result<Delivered, DeliverError> {
-        limits::check_message(&body).map_err(|e| DeliverError::Unavailable(e.to_string()))?;
+        limits::check_message(&body)?;
+        if let Some(key) = &dedupe_key {
+            limits::check_dedupe_key(key)?;
+        }
         let gateway = self
             .ctx
             .gateway()
@@ -574,7 +577,7 @@ impl Runtime {
 
     /// Stops every actor, top-down, within `timeout`. Pending work stays in
     /// the store and resumes on the next start.
-    pub async fn shutdown(self, timeout: Duration) {
+    pub async fn shutdown(&self, timeout: Duration) {
         self.ctx.shutting_down.store(true, Ordering::Release);
         if let Err(err) = self
             .root
@@ -584,6 +587,13 @@ impl Runtime {
             warn!(error = %err, "runtime did not stop in time; killing it");
             self.root.kill();
         }
-        let _ = tokio::time::timeout(timeout, self.join).await;
+        let join = self
+            .join
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(join) = join {
+            let _ = tokio::time::timeout(timeout, join).await;
+        }
     }
 }

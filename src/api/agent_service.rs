@@ -1,0 +1,236 @@
+//! `holarchy.v1.AgentService`: translates requests into runtime and store
+//! calls and their results back into proto. No rule lives here.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use holarchy_actors::Runtime;
+use holarchy_supervision::{limits, AgentId, AgentRecord, MessageId};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status};
+use tracing::instrument;
+
+use super::convert::{self, ApiError};
+use super::pb;
+use super::pb::agent_service_server::AgentService;
+use crate::store::SledStore;
+
+/// Default and largest page sizes for listings.
+const DEFAULT_PAGE: usize = 100;
+const MAX_PAGE: usize = 1000;
+/// Events read from the store per step of a watch.
+const EVENT_BATCH: usize = 512;
+
+#[derive(Debug, Clone)]
+pub struct AgentApi {
+    runtime: Arc<Runtime>,
+    store: Arc<SledStore>,
+    /// Flips to `true` when the daemon shuts down; open watches end then.
+    shutdown: watch::Receiver<bool>,
+}
+
+impl AgentApi {
+    pub fn new(runtime: Arc<Runtime>, store: Arc<SledStore>, shutdown: watch::Receiver<bool>) -> Self {
+        Self { runtime, store, shutdown }
+    }
+
+    fn record(&self, agent_id: AgentId) -> Result<AgentRecord, ApiError> {
+        self.store
+            .agent(agent_id)?
+            .ok_or_else(|| ApiError::NotFound(format!("agent {agent_id} not found")))
+    }
+
+    async fn summary(&self, record: &AgentRecord) -> pb::AgentSummary {
+        let live = self.runtime.agent_snapshot(record.id).await;
+        convert::summary(record, live.as_ref())
+    }
+}
+
+fn parse_agent_id(text: &str) -> Result<AgentId, ApiError> {
+    if text.is_empty() {
+        return Err(ApiError::InvalidArgument("agent_id is required".into()));
+    }
+    Ok(text.parse()?)
+}
+
+fn page_size(requested: u32) -> usize {
+    match requested as usize {
+        0 => DEFAULT_PAGE,
+        n => n.min(MAX_PAGE),
+    }
+}
+
+fn page_token<T: std::str::FromStr>(token: &str) -> Result<Option<T>, ApiError> {
+    if token.is_empty() {
+        return Ok(None);
+    }
+    token
+        .parse()
+        .map(Some)
+        .map_err(|_| ApiError::InvalidArgument(format!("malformed page token `{token}`")))
+}
+
+use holarchy_actors::Store as _;
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl AgentService for AgentApi {
+    #[instrument(skip_all, fields(name = %request.get_ref().name))]
+    async fn create_agent(
+        &self,
+        request: Request<pb::CreateAgentRequest>,
+    ) -> Result<Response<pb::CreateAgentResponse>, Status> {
+        let req = request.into_inner();
+        limits::check_name(&req.name).map_err(ApiError::from)?;
+        if let Some(body) = &req.initial_message {
+            limits::check_message(body).map_err(ApiError::from)?;
+        }
+        let agent_id = self
+            .runtime
+            .create_agent(req.name, req.initial_message)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::CreateAgentResponse { agent_id: agent_id.to_string() }))
+    }
+
+    async fn get_agent(
+        &self,
+        request: Request<pb::GetAgentRequest>,
+    ) -> Result<Response<pb::AgentGetResult>, Status> {
+        let agent_id = match request.into_inner().agent {
+            Some(pb::get_agent_request::Agent::AgentId(id)) => parse_agent_id(&id)?,
+            Some(pb::get_agent_request::Agent::Name(name)) => self
+                .store
+                .agent_id_by_name(&name)
+                .map_err(ApiError::from)?
+                .ok_or_else(|| ApiError::NotFound(format!("no agent named `{name}`")))?,
+            None => return Err(ApiError::InvalidArgument("give agent_id or name".into()).into()),
+        };
+        let record = self.record(agent_id)?;
+        Ok(Response::new(pb::AgentGetResult { agent: Some(self.summary(&record).await) }))
+    }
+
+    async fn list_agents(
+        &self,
+        request: Request<pb::ListAgentsRequest>,
+    ) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        let req = request.into_inner();
+        let limit = page_size(req.page_size);
+        let after: Option<AgentId> = page_token(&req.page_token)?;
+        let mut records = self
+            .store
+            .list_agents(after, limit + 1, req.include_private)
+            .map_err(ApiError::from)?;
+        let next_page_token = if records.len() > limit {
+            records.truncate(limit);
+            records.last().map(|r| r.id.to_string()).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        let mut agents = Vec::with_capacity(records.len());
+        for record in &records {
+            agents.push(self.summary(record).await);
+        }
+        Ok(Response::new(pb::ListAgentsResponse { agents, next_page_token }))
+    }
+
+    #[instrument(skip_all, fields(agent_id = %request.get_ref().agent_id))]
+    async fn send_message(
+        &self,
+        request: Request<pb::SendMessageRequest>,
+    ) -> Result<Response<pb::SendMessageResponse>, Status> {
+        let req = request.into_inner();
+        let agent_id = parse_agent_id(&req.agent_id)?;
+        limits::check_message(&req.text).map_err(ApiError::from)?;
+        limits::check_dedupe_key(&req.dedupe_key).map_err(ApiError::from)?;
+        let dedupe_key = (!req.dedupe_key.is_empty()).then_some(req.dedupe_key);
+        let delivered = self
+            .runtime
+            .send_message(agent_id, req.text, dedupe_key)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::SendMessageResponse {
+            message_id: delivered.message_id.to_string(),
+            duplicate: delivered.duplicate,
+        }))
+    }
+
+    async fn list_messages(
+        &self,
+        request: Request<pb::ListMessagesRequest>,
+    ) -> Result<Response<pb::ListMessagesResponse>, Status> {
+        let req = request.into_inner();
+        let agent_id = parse_agent_id(&req.agent_id)?;
+        self.record(agent_id)?;
+        let limit = page_size(req.page_size);
+        let after: Option<MessageId> = page_token(&req.page_token)?;
+        let mut records = self
+            .store
+            .list_messages(agent_id, after, limit + 1)
+            .map_err(ApiError::from)?;
+        let next_page_token = if records.len() > limit {
+            records.truncate(limit);
+            records.last().map(|r| r.id.to_string()).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(pb::ListMessagesResponse {
+            messages: records.iter().map(convert::message).collect(),
+            next_page_token,
+        }))
+    }
+
+    type WatchEventsStream = EventStream;
+
+    async fn watch_events(
+        &self,
+        request: Request<pb::WatchEventsRequest>,
+    ) -> Result<Response<Self::WatchEventsStream>, Status> {
+        let req = request.into_inner();
+        let filter = if req.agent_id.is_empty() { None } else { Some(parse_agent_id(&req.agent_id)?) };
+        let (tx, rx) = mpsc::channel(EVENT_BATCH);
+        let store = self.store.clone();
+        let mut shutdown = self.shutdown.clone();
+        let mut watermark = store.event_watermark();
+        tokio::spawn(async move {
+            let mut cursor = req.after_cursor;
+            loop {
+                // Mark the watermark seen before reading, so an event made
+                // durable during the read still wakes the wait below.
+                watermark.borrow_and_update();
+                let events = match store.events_after(cursor, EVENT_BATCH) {
+                    Ok(events) => events,
+                    Err(err) => {
+                        let _ = tx.send(Err(Status::from(ApiError::from(err)))).await;
+                        return;
+                    }
+                };
+                let full = events.len() == EVENT_BATCH;
+                for event in &events {
+                    cursor = event.cursor;
+                    if filter.is_some_and(|id| event.agent_id != Some(id)) {
+                        continue;
+                    }
+                    if tx.send(Ok(convert::event(event))).await.is_err() {
+                        return;
+                    }
+                }
+                if full {
+                    continue;
+                }
+                if !req.follow {
+                    return;
+                }
+                tokio::select! {
+                    changed = watermark.changed() => if changed.is_err() { return },
+                    _ = shutdown.wait_for(|stop| *stop) => return,
+                    _ = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}

@@ -1,0 +1,263 @@
+//! Domain to proto, and the one place errors become gRPC statuses.
+
+use holarchy_actors::{AgentSnapshot, CreateError, DeliverError, RuntimeError, StoreError};
+use holarchy_supervision::limits::InvalidInput;
+use holarchy_supervision::{
+    AgentRecord, Event, EventKind, IdParseError, LifecycleState, MessageRecord, MessageStatus,
+    Ownership, Provenance, Refusal, Visibility,
+};
+use serde_json::json;
+use tonic::Status;
+
+use super::pb;
+
+/// Every way an API call can fail, by the status it maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    AlreadyExists(String),
+    #[error("{0}")]
+    PermissionDenied(String),
+    #[error("{0}")]
+    FailedPrecondition(String),
+    #[error("{0}")]
+    ResourceExhausted(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<ApiError> for Status {
+    fn from(err: ApiError) -> Self {
+        match err {
+            ApiError::InvalidArgument(m) => Status::invalid_argument(m),
+            ApiError::NotFound(m) => Status::not_found(m),
+            ApiError::AlreadyExists(m) => Status::already_exists(m),
+            ApiError::PermissionDenied(m) => Status::permission_denied(m),
+            ApiError::FailedPrecondition(m) => Status::failed_precondition(m),
+            ApiError::ResourceExhausted(m) => Status::resource_exhausted(m),
+            ApiError::Unavailable(m) => Status::unavailable(m),
+            ApiError::Internal(m) => Status::internal(m),
+        }
+    }
+}
+
+impl From<InvalidInput> for ApiError {
+    fn from(err: InvalidInput) -> Self {
+        ApiError::InvalidArgument(err.to_string())
+    }
+}
+
+impl From<IdParseError> for ApiError {
+    fn from(err: IdParseError) -> Self {
+        ApiError::InvalidArgument(err.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NameTaken(name) => ApiError::AlreadyExists(format!("an agent named `{name}` already exists")),
+            StoreError::UnsupportedVersion { .. } | StoreError::Corrupt { .. } | StoreError::Backend(_) => {
+                ApiError::Internal(err.to_string())
+            }
+        }
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(err: Refusal) -> Self {
+        match err {
+            Refusal::PrivateTarget | Refusal::NotSupervisor | Refusal::NotChild => {
+                ApiError::PermissionDenied(err.to_string())
+            }
+            Refusal::Archived => ApiError::FailedPrecondition(err.to_string()),
+        }
+    }
+}
+
+impl From<CreateError> for ApiError {
+    fn from(err: CreateError) -> Self {
+        match err {
+            CreateError::Invalid(e) => e.into(),
+            CreateError::NameTaken(_) => ApiError::AlreadyExists(err.to_string()),
+            CreateError::Store(e) => e.into(),
+            CreateError::Spawn(_) => ApiError::Internal(err.to_string()),
+            CreateError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
+        }
+    }
+}
+
+impl From<DeliverError> for ApiError {
+    fn from(err: DeliverError) -> Self {
+        match err {
+            DeliverError::Invalid(e) => e.into(),
+            DeliverError::NotFound(_) => ApiError::NotFound(err.to_string()),
+            DeliverError::Refused(refusal) => refusal.into(),
+            DeliverError::NotRunning { .. } => ApiError::FailedPrecondition(err.to_string()),
+            DeliverError::QueueFull { .. } => ApiError::ResourceExhausted(err.to_string()),
+            DeliverError::Store(e) => e.into(),
+            DeliverError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
+        }
+    }
+}
+
+impl From<RuntimeError> for ApiError {
+    fn from(err: RuntimeError) -> Self {
+        match err {
+            RuntimeError::Recovery(e) => e.into(),
+            RuntimeError::Spawn(_) | RuntimeError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
+        }
+    }
+}
+
+pub fn visibility(v: Visibility) -> pb::Visibility {
+    match v {
+        Visibility::Public => pb::Visibility::Public,
+        Visibility::Private => pb::Visibility::Private,
+    }
+}
+
+pub fn ownership(o: Ownership) -> pb::Ownership {
+    match o {
+        Ownership::SelfOwned => pb::Ownership::SelfOwned,
+        Ownership::ParentSupervised => pb::Ownership::ParentSupervised,
+    }
+}
+
+pub fn lifecycle(state: LifecycleState) -> pb::LifecycleState {
+    match state {
+        LifecycleState::Active => pb::LifecycleState::Active,
+        LifecycleState::Paused => pb::LifecycleState::Paused,
+        LifecycleState::Failed => pb::LifecycleState::Failed,
+        LifecycleState::Archived => pb::LifecycleState::Archived,
+    }
+}
+
+fn opt_id(id: Option<impl ToString>) -> String {
+    id.map(|id| id.to_string()).unwrap_or_default()
+}
+
+/// A summary from the stored record and, when its actor runs, its live view.
+pub fn summary(record: &AgentRecord, live: Option<&AgentSnapshot>) -> pb::AgentSummary {
+    let profile = record.profile;
+    let activity = match live {
+        None => pb::Activity::Stopped,
+        Some(s) if s.current_run.is_some() || s.queue_len > 0 => pb::Activity::Busy,
+        Some(_) => pb::Activity::Idle,
+    };
+    pb::AgentSummary {
+        agent_id: record.id.to_string(),
+        name: record.name.clone().unwrap_or_default(),
+        profile: Some(pb::Profile {
+            preset: profile.preset().map(|p| p.name().to_owned()).unwrap_or_default(),
+            visibility: visibility(profile.visibility).into(),
+            ownership: ownership(profile.ownership).into(),
+            tool_families: profile.tool_families.iter().map(|f| f.name().to_owned()).collect(),
+        }),
+        visibility: visibility(profile.visibility).into(),
+        ownership: ownership(profile.ownership).into(),
+        lineage_parent_agent_id: opt_id(record.lineage_parent_agent_id),
+        supervisor_agent_id: opt_id(record.supervisor_agent_id),
+        state: lifecycle(record.state).into(),
+        activity: activity.into(),
+        queue_length: live.map(|s| s.queue_len as u32).unwrap_or(0),
+        current_run_id: opt_id(live.and_then(|s| s.current_run)),
+        turns_completed: live.map(|s| s.turns_completed).unwrap_or(0),
+        created_at_ms: record.created_at_ms as i64,
+    }
+}
+
+pub fn message(record: &MessageRecord) -> pb::Message {
+    let provenance_agent = match record.provenance {
+        Provenance::Parent { agent_id } | Provenance::ChildResult { agent_id } => Some(agent_id),
+        Provenance::Operator | Provenance::Trigger | Provenance::Runtime => None,
+    };
+    let status = match record.status {
+        MessageStatus::Queued => pb::MessageStatus::Queued,
+        MessageStatus::Handling { .. } => pb::MessageStatus::Handling,
+        MessageStatus::Handled { .. } => pb::MessageStatus::Handled,
+        MessageStatus::Failed { .. } => pb::MessageStatus::Failed,
+    };
+    pb::Message {
+        message_id: record.id.to_string(),
+        agent_id: record.agent_id.to_string(),
+        provenance: record.provenance.kind().to_owned(),
+        provenance_agent_id: opt_id(provenance_agent),
+        text: record.body.clone(),
+        dedupe_key: record.dedupe_key.clone().unwrap_or_default(),
+        status: status.into(),
+        run_id: opt_id(record.status.run_id()),
+        reply: record.reply.clone().unwrap_or_default(),
+        attempts: record.attempts,
+        created_at_ms: record.created_at_ms as i64,
+    }
+}
+
+pub fn event(event: &Event) -> pb::Event {
+    let mut out = pb::Event {
+        cursor: event.cursor,
+        at_ms: event.at_ms as i64,
+        agent_id: opt_id(event.agent_id),
+        kind: event.kind.name().to_owned(),
+        ..Default::default()
+    };
+    let detail = match &event.kind {
+        EventKind::AgentCreated { name, preset, lineage_parent_agent_id, supervisor_agent_id } => {
+            out.text = name.clone().unwrap_or_default();
+            json!({
+                "name": name,
+                "preset": preset,
+                "lineage_parent_agent_id": lineage_parent_agent_id.map(|id| id.to_string()),
+                "supervisor_agent_id": supervisor_agent_id.map(|id| id.to_string()),
+            })
+        }
+        EventKind::AgentStateChanged { state, reason } => {
+            out.text = state.name().to_owned();
+            json!({ "state": state.name(), "reason": reason })
+        }
+        EventKind::AgentRestarted { reason } => {
+            out.text = reason.clone();
+            json!({ "reason": reason })
+        }
+        EventKind::MessageQueued { message_id, provenance } => {
+            out.message_id = message_id.to_string();
+            out.text = provenance.kind().to_owned();
+            json!({ "message_id": message_id.to_string(), "provenance": provenance.kind() })
+        }
+        EventKind::RunStarted { run_id, message_id } => {
+            out.run_id = run_id.to_string();
+            out.message_id = message_id.to_string();
+            json!({ "run_id": run_id.to_string(), "message_id": message_id.to_string() })
+        }
+        EventKind::ToolCalled { run_id, tool, input, output, is_error } => {
+            out.run_id = run_id.to_string();
+            out.text = tool.clone();
+            json!({ "run_id": run_id.to_string(), "tool": tool, "input": input, "output": output, "is_error": is_error })
+        }
+        EventKind::Replied { run_id, message_id, text } => {
+            out.run_id = run_id.to_string();
+            out.message_id = message_id.to_string();
+            out.text = text.clone();
+            json!({ "run_id": run_id.to_string(), "message_id": message_id.to_string(), "text": text })
+        }
+        EventKind::RunFinished { run_id, message_id, outcome, detail } => {
+            out.run_id = run_id.to_string();
+            out.message_id = message_id.to_string();
+            out.text = outcome.name().to_owned();
+            json!({
+                "run_id": run_id.to_string(),
+                "message_id": message_id.to_string(),
+                "outcome": outcome.name(),
+                "detail": detail,
+            })
+        }
+    };
+    out.detail_json = detail.to_string();
+    out
+}

@@ -1,0 +1,279 @@
+//! The `holarchy` command line: `serve` runs the daemon; every other
+//! command is a gRPC client of it. Data goes to stdout (human-readable, or
+//! JSON with `--json`); diagnostics go to stderr.
+
+mod output;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use tokio_stream::StreamExt;
+
+use crate::api::pb;
+use crate::client::{self, Clients, Target};
+use crate::daemon::{self, ServeConfig, SOCKET_FILE};
+use output::Output;
+
+#[derive(Debug, Parser)]
+#[command(name = "holarchy", version, about = "A durable runtime for long-lived agents")]
+pub struct Cli {
+    /// Data directory of the daemon (the socket lives there too).
+    #[arg(long, global = true, env = "HOLARCHY_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Talk to the daemon at this Unix socket instead of <data-dir>/holarchy.sock.
+    #[arg(long, global = true, env = "HOLARCHY_SOCKET")]
+    pub socket: Option<PathBuf>,
+    /// Talk to the daemon over TCP at this URL, e.g. http://127.0.0.1:7420.
+    #[arg(long, global = true, env = "HOLARCHY_ADDR")]
+    pub addr: Option<String>,
+    /// Bearer token for TCP (see <data-dir>/token).
+    #[arg(long, global = true, env = "HOLARCHY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print JSON, one object per line, for scripts.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon in the foreground.
+    Serve(ServeArgs),
+    /// Create, list, inspect and message agents.
+    #[command(subcommand)]
+    Agent(AgentCommand),
+    /// Print the event log; with --follow, keep printing new events.
+    Events {
+        /// Start after this cursor (0: from the beginning).
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long, short)]
+        follow: bool,
+        /// Only this agent's events (id or name).
+        #[arg(long)]
+        agent: Option<String>,
+    },
+    /// The daemon's status.
+    Status,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Also serve gRPC on TCP at this address (requires the bearer token).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Seconds each shutdown step may take.
+    #[arg(long, default_value_t = 10)]
+    pub shutdown_timeout: u64,
+    /// Messages an agent may hold waiting before ingress is refused.
+    #[arg(long, default_value_t = 1024)]
+    pub max_queue: usize,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Create a public named agent.
+    Create {
+        name: String,
+        /// A first message for it.
+        #[arg(long, short)]
+        message: Option<String>,
+    },
+    /// List agents in creation order.
+    List {
+        #[arg(long)]
+        include_private: bool,
+        #[arg(long, default_value_t = 100)]
+        page_size: u32,
+        /// Follow page tokens to the end.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show one agent (id or name).
+    Get { agent: String },
+    /// Send an operator message (public agents only).
+    Send {
+        agent: String,
+        text: String,
+        /// Makes retries safe: the same key sends the message once.
+        #[arg(long)]
+        dedupe_key: Option<String>,
+    },
+    /// An agent's messages and replies, oldest first.
+    Messages { agent: String },
+}
+
+impl Cli {
+    fn data_dir(&self) -> PathBuf {
+        self.data_dir.clone().unwrap_or_else(daemon::default_data_dir)
+    }
+
+    fn target(&self) -> Target {
+        if let Some(url) = &self.addr {
+            return Target::Tcp { url: url.clone(), token: self.token.clone() };
+        }
+        Target::Unix(self.socket.clone().unwrap_or_else(|| self.data_dir().join(SOCKET_FILE)))
+    }
+}
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let out = Output { json: cli.json };
+    match &cli.command {
+        Command::Serve(args) => {
+            let mut config = ServeConfig::new(cli.data_dir());
+            config.listen = args.listen;
+            config.token = cli.token.clone();
+            config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
+            config.runtime.max_queue_len = args.max_queue;
+            daemon::run(config, shutdown_signal()).await
+        }
+        Command::Agent(command) => {
+            let clients = client::connect(&cli.target()).await?;
+            agent_command(clients, command, &out).await
+        }
+        Command::Events { after, follow, agent } => {
+            let mut clients = client::connect(&cli.target()).await?;
+            let agent_id = match agent {
+                Some(agent) => resolve(&mut clients, agent).await?,
+                None => String::new(),
+            };
+            let mut stream = clients
+                .agents
+                .watch_events(pb::WatchEventsRequest { after_cursor: *after, follow: *follow, agent_id })
+                .await?
+                .into_inner();
+            while let Some(event) = stream.next().await {
+                out.event(&event?);
+            }
+            Ok(())
+        }
+        Command::Status => {
+            let mut clients = client::connect(&cli.target()).await?;
+            let status = clients.runtime.get_status(pb::GetStatusRequest {}).await?.into_inner();
+            out.status(&status);
+            Ok(())
+        }
+    }
+}
+
+/// Turns a name or id into an id (ids pass through unchecked; the daemon
+/// validates them).
+async fn resolve(clients: &mut Clients, agent: &str) -> anyhow::Result<String> {
+    if agent.starts_with("agt_") {
+        return Ok(agent.to_owned());
+    }
+    let found = clients
+        .agents
+        .get_agent(pb::GetAgentRequest { agent: Some(pb::get_agent_request::Agent::Name(agent.to_owned())) })
+        .await
+        .with_context(|| format!("cannot find agent `{agent}`"))?
+        .into_inner();
+    Ok(found.agent.map(|a| a.agent_id).unwrap_or_default())
+}
+
+async fn agent_command(mut clients: Clients, command: &AgentCommand, out: &Output) -> anyhow::Result<()> {
+    match command {
+        AgentCommand::Create { name, message } => {
+            let created = clients
+                .agents
+                .create_agent(pb::CreateAgentRequest { name: name.clone(), initial_message: message.clone() })
+                .await?
+                .into_inner();
+            out.created(name, &created.agent_id);
+        }
+        AgentCommand::List { include_private, page_size, all } => {
+            let mut page_token = String::new();
+            out.agent_table_header();
+            loop {
+                let page = clients
+                    .agents
+                    .list_agents(pb::ListAgentsRequest {
+                        page_size: *page_size,
+                        page_token: page_token.clone(),
+                        include_private: *include_private,
+                    })
+                    .await?
+                    .into_inner();
+                for agent in &page.agents {
+                    out.agent_row(agent);
+                }
+                if !*all || page.next_page_token.is_empty() {
+                    if !page.next_page_token.is_empty() {
+                        eprintln!("more agents: use --all, or page token {}", page.next_page_token);
+                    }
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+        }
+        AgentCommand::Get { agent } => {
+            let request = if agent.starts_with("agt_") {
+                pb::get_agent_request::Agent::AgentId(agent.clone())
+            } else {
+                pb::get_agent_request::Agent::Name(agent.clone())
+            };
+            let found = clients.agents.get_agent(pb::GetAgentRequest { agent: Some(request) }).await?.into_inner();
+            if let Some(summary) = found.agent {
+                out.agent_detail(&summary);
+            }
+        }
+        AgentCommand::Send { agent, text, dedupe_key } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let sent = clients
+                .agents
+                .send_message(pb::SendMessageRequest {
+                    agent_id,
+                    text: text.clone(),
+                    dedupe_key: dedupe_key.clone().unwrap_or_default(),
+                })
+                .await?
+                .into_inner();
+            out.sent(&sent);
+        }
+        AgentCommand::Messages { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let mut page_token = String::new();
+            loop {
+                let page = clients
+                    .agents
+                    .list_messages(pb::ListMessagesRequest { agent_id: agent_id.clone(), page_size: 1000, page_token })
+                    .await?
+                    .into_inner();
+                for message in &page.messages {
+                    out.message(message);
+                }
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Resolves on the first Ctrl-C or SIGTERM; a second Ctrl-C exits at once.
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => Some(term),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot listen for SIGTERM");
+            None
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+    tokio::spawn(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("second interrupt: exiting now");
+            std::process::exit(130);
+        }
+    });
+}

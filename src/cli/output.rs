@@ -1,0 +1,212 @@
+//! How the CLI prints results: aligned text for people, one JSON object per
+//! line for scripts.
+
+use std::fmt::Display;
+use std::io::Write as _;
+
+use serde_json::{json, Value};
+
+use crate::api::pb;
+
+/// Prints one line to stdout. A closed pipe (`holarchy events | head`)
+/// ends the program quietly instead of panicking like `println!`.
+fn emit(line: impl Display) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(err) = writeln!(stdout, "{line}") {
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("holarchy: cannot write output: {err}");
+        std::process::exit(1);
+    }
+}
+
+macro_rules! say {
+    ($($arg:tt)*) => { emit(format_args!($($arg)*)) };
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    pub json: bool,
+}
+
+fn enum_name<E: TryFrom<i32>>(value: i32, name: impl Fn(&E) -> &'static str, prefix: &str) -> String {
+    E::try_from(value)
+        .map(|e| name(&e).trim_start_matches(prefix).to_lowercase())
+        .unwrap_or_else(|_| value.to_string())
+}
+
+fn visibility(v: i32) -> String {
+    enum_name(v, pb::Visibility::as_str_name, "VISIBILITY_")
+}
+fn ownership(v: i32) -> String {
+    enum_name(v, pb::Ownership::as_str_name, "OWNERSHIP_")
+}
+fn lifecycle(v: i32) -> String {
+    enum_name(v, pb::LifecycleState::as_str_name, "LIFECYCLE_STATE_")
+}
+fn activity(v: i32) -> String {
+    enum_name(v, pb::Activity::as_str_name, "ACTIVITY_")
+}
+fn message_status(v: i32) -> String {
+    enum_name(v, pb::MessageStatus::as_str_name, "MESSAGE_STATUS_")
+}
+
+fn or_dash(text: &str) -> &str {
+    if text.is_empty() {
+        "-"
+    } else {
+        text
+    }
+}
+
+pub fn agent_json(a: &pb::AgentSummary) -> Value {
+    json!({
+        "agent_id": a.agent_id,
+        "name": a.name,
+        "preset": a.profile.as_ref().map(|p| p.preset.clone()),
+        "tool_families": a.profile.as_ref().map(|p| p.tool_families.clone()),
+        "visibility": visibility(a.visibility),
+        "ownership": ownership(a.ownership),
+        "lineage_parent_agent_id": a.lineage_parent_agent_id,
+        "supervisor_agent_id": a.supervisor_agent_id,
+        "state": lifecycle(a.state),
+        "activity": activity(a.activity),
+        "queue_length": a.queue_length,
+        "current_run_id": a.current_run_id,
+        "turns_completed": a.turns_completed,
+        "created_at_ms": a.created_at_ms,
+    })
+}
+
+impl Output {
+    pub fn created(&self, name: &str, agent_id: &str) {
+        if self.json {
+            say!("{}", json!({ "agent_id": agent_id, "name": name }));
+        } else {
+            say!("created {name} {agent_id}");
+        }
+    }
+
+    pub fn agent_table_header(&self) {
+        if !self.json {
+            say!("{:<30}  {:<20}  {:<14}  {:<8}  {:<8}  {:>5}", "AGENT", "NAME", "PROFILE", "STATE", "ACTIVITY", "QUEUE");
+        }
+    }
+
+    pub fn agent_row(&self, a: &pb::AgentSummary) {
+        if self.json {
+            say!("{}", agent_json(a));
+        } else {
+            let preset = a.profile.as_ref().map(|p| p.preset.as_str()).unwrap_or("");
+            say!(
+                "{:<30}  {:<20}  {:<14}  {:<8}  {:<8}  {:>5}",
+                a.agent_id,
+                or_dash(&a.name),
+                or_dash(preset),
+                lifecycle(a.state),
+                activity(a.activity),
+                a.queue_length
+            );
+        }
+    }
+
+    pub fn agent_detail(&self, a: &pb::AgentSummary) {
+        if self.json {
+            say!("{}", agent_json(a));
+            return;
+        }
+        let families = a.profile.as_ref().map(|p| p.tool_families.join(", ")).unwrap_or_default();
+        let preset = a.profile.as_ref().map(|p| p.preset.as_str()).unwrap_or("");
+        say!("agent        {}", a.agent_id);
+        say!("name         {}", or_dash(&a.name));
+        say!("profile      {} ({}, {})", or_dash(preset), visibility(a.visibility), ownership(a.ownership));
+        say!("tools        {families}");
+        say!("lineage      {}", or_dash(&a.lineage_parent_agent_id));
+        say!("supervisor   {}", or_dash(&a.supervisor_agent_id));
+        say!("state        {} / {}", lifecycle(a.state), activity(a.activity));
+        say!("queue        {}", a.queue_length);
+        say!("current run  {}", or_dash(&a.current_run_id));
+        say!("turns        {}", a.turns_completed);
+    }
+
+    pub fn sent(&self, sent: &pb::SendMessageResponse) {
+        if self.json {
+            say!("{}", json!({ "message_id": sent.message_id, "duplicate": sent.duplicate }));
+        } else if sent.duplicate {
+            say!("already sent {}", sent.message_id);
+        } else {
+            say!("sent {}", sent.message_id);
+        }
+    }
+
+    pub fn message(&self, m: &pb::Message) {
+        if self.json {
+            say!(
+                "{}",
+                json!({
+                    "message_id": m.message_id,
+                    "agent_id": m.agent_id,
+                    "provenance": m.provenance,
+                    "provenance_agent_id": m.provenance_agent_id,
+                    "text": m.text,
+                    "dedupe_key": m.dedupe_key,
+                    "status": message_status(m.status),
+                    "run_id": m.run_id,
+                    "reply": m.reply,
+                    "attempts": m.attempts,
+                    "created_at_ms": m.created_at_ms,
+                })
+            );
+        } else {
+            say!("{}  [{}] {}: {}", m.message_id, message_status(m.status), m.provenance, m.text);
+            if !m.reply.is_empty() {
+                say!("{:<30}  -> {}", "", m.reply);
+            }
+        }
+    }
+
+    pub fn event(&self, e: &pb::Event) {
+        if self.json {
+            let detail: Value = serde_json::from_str(&e.detail_json).unwrap_or(Value::Null);
+            say!(
+                "{}",
+                json!({ "cursor": e.cursor, "at_ms": e.at_ms, "agent_id": e.agent_id, "kind": e.kind, "detail": detail })
+            );
+        } else {
+            say!("{:>8}  {}  {:<20}  {}", e.cursor, or_dash(&e.agent_id), e.kind, e.text);
+        }
+    }
+
+    pub fn status(&self, s: &pb::GetStatusResponse) {
+        if self.json {
+            say!(
+                "{}",
+                json!({
+                    "version": s.version,
+                    "uptime_ms": s.uptime_ms,
+                    "public_agents": s.public_agents,
+                    "private_agents": s.private_agents,
+                    "activity": s.activity,
+                    "busy_runs": s.busy_runs,
+                    "restarts": s.restarts,
+                    "agents_given_up": s.agents_given_up,
+                    "recovered_agents": s.recovered_agents,
+                    "interrupted_runs": s.interrupted_runs,
+                    "rss_bytes": s.rss_bytes,
+                    "store_bytes": s.store_bytes,
+                    "event_cursor": s.event_cursor,
+                    "data_dir": s.data_dir,
+                })
+            );
+        } else {
+            say!("holarchy {} up {:.1}s, {}", s.version, s.uptime_ms as f64 / 1000.0, s.activity);
+            say!("agents     {} public, {} private", s.public_agents, s.private_agents);
+            say!("recovered  {} agents, {} interrupted runs", s.recovered_agents, s.interrupted_runs);
+            say!("restarts   {} (gave up on {})", s.restarts, s.agents_given_up);
+            say!("memory     {:.1} MiB rss, {:.1} MiB on disk", s.rss_bytes as f64 / 1048576.0, s.store_bytes as f64 / 1048576.0);
+            say!("events     {}", s.event_cursor);
+            say!("data       {}", s.data_dir);
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Connecting to a daemon: over its Unix socket (the default) or over TCP
+//! with the daemon's bearer token. The CLI and the end-to-end tests both use
+//! this; it is a plain tonic client of the public API.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
+use tonic::transport::{Channel, Endpoint, Uri};
+use tower::service_fn;
+
+use crate::api::pb::agent_service_client::AgentServiceClient;
+use crate::api::pb::runtime_service_client::RuntimeServiceClient;
+
+/// Where the daemon listens.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Unix(PathBuf),
+    Tcp { url: String, token: Option<String> },
+}
+
+/// Adds the bearer token to every call, when there is one.
+#[derive(Debug, Clone, Default)]
+pub struct Auth(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for Auth {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.0 {
+            request.metadata_mut().insert("authorization", token.clone());
+        }
+        Ok(request)
+    }
+}
+
+pub type AgentClient = AgentServiceClient<InterceptedService<Channel, Auth>>;
+pub type RuntimeClient = RuntimeServiceClient<InterceptedService<Channel, Auth>>;
+
+/// Clients of every holarchy service, sharing one connection.
+#[derive(Debug, Clone)]
+pub struct Clients {
+    pub agents: AgentClient,
+    pub runtime: RuntimeClient,
+    pub channel: Channel,
+}
+
+/// Opens a channel to the daemon.
+pub async fn channel(target: &Target) -> anyhow::Result<Channel> {
+    match target {
+        Target::Unix(path) => {
+            let path = path.clone();
+            // The URI is required by tonic but unused: the connector dials
+            // the socket.
+            Endpoint::try_from("http://holarchy.local")?
+                .connect_with_connector(service_fn(move |_: Uri| {
+                    let path = path.clone();
+                    async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
+                }))
+                .await
+                .with_context(|| format!("cannot reach the daemon at {}", target_display(target)))
+        }
+        Target::Tcp { url, .. } => Endpoint::try_from(url.clone())?
+            .connect()
+            .await
+            .with_context(|| format!("cannot reach the daemon at {url}")),
+    }
+}
+
+fn target_display(target: &Target) -> String {
+    match target {
+        Target::Unix(path) => path.display().to_string(),
+        Target::Tcp { url, .. } => url.clone(),
+    }
+}
+
+pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
+    let channel = channel(target).await?;
+    let auth = match target {
+        Target::Tcp { token: Some(token), .. } => Auth(Some(
+            format!("Bearer {token}").parse().context("token is not valid header text")?,
+        )),
+        Target::Tcp { token: None, .. } | Target::Unix(_) => Auth(None),
+    };
+    Ok(Clients {
+        agents: AgentServiceClient::with_interceptor(channel.clone(), auth.clone()),
+        runtime: RuntimeServiceClient::with_interceptor(channel.clone(), auth),
+        channel,
+    })
+}

@@ -1,0 +1,230 @@
+//! `holarchy serve`: owns a data directory, recovers the runtime from it,
+//! and serves the gRPC API on a Unix socket (and, when asked, on TCP with a
+//! bearer token) until told to stop.
+//!
+//! Shutdown order: stop accepting gRPC (open watches end), stop the actors
+//! top-down, then flush and close the store.
+
+use std::fs::{File, OpenOptions, Permissions};
+use std::future::Future;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use holarchy_actors::{Runtime, RuntimeConfig, ScriptedBrain};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+use tonic::service::InterceptorLayer;
+use tonic::transport::Server;
+use tracing::{info, warn};
+
+use crate::api::agent_service::AgentApi;
+use crate::api::pb;
+use crate::api::pb::agent_service_server::AgentServiceServer;
+use crate::api::pb::runtime_service_server::RuntimeServiceServer;
+use crate::api::runtime_service::RuntimeApi;
+use crate::store::sled_store::StoreConfig;
+use crate::store::SledStore;
+
+/// File names inside the data directory.
+pub const SOCKET_FILE: &str = "holarchy.sock";
+pub const LOCK_FILE: &str = "holarchy.lock";
+pub const TOKEN_FILE: &str = "token";
+const DB_DIR: &str = "db";
+
+/// How the daemon runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub data_dir: PathBuf,
+    /// Also listen on TCP here; callers then need the bearer token.
+    pub listen: Option<SocketAddr>,
+    /// The TCP bearer token; made up and written to `<data>/token` if unset.
+    pub token: Option<String>,
+    /// How long each shutdown step may take.
+    pub shutdown_timeout: Duration,
+    pub store: StoreConfig,
+    pub runtime: RuntimeConfig,
+}
+
+impl ServeConfig {
+    pub fn new(data_dir: PathBuf) -> Self {
+        Self {
+            data_dir,
+            listen: None,
+            token: None,
+            shutdown_timeout: Duration::from_secs(10),
+            store: StoreConfig::default(),
+            runtime: RuntimeConfig::default(),
+        }
+    }
+}
+
+/// The data directory the CLI uses when neither `--data-dir` nor
+/// `HOLARCHY_DATA_DIR` names one.
+pub fn default_data_dir() -> PathBuf {
+    dirs::data_dir()
+        .map(|d| d.join("holarchy"))
+        .unwrap_or_else(|| PathBuf::from(".holarchy"))
+}
+
+/// Holds the data directory's lock for the daemon's lifetime. The OS drops
+/// the lock if the process dies, even by `kill -9`.
+#[derive(Debug)]
+struct DirLock {
+    _file: File,
+}
+
+fn lock_data_dir(dir: &Path) -> anyhow::Result<DirLock> {
+    let path = dir.join(LOCK_FILE);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("cannot open lock file {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            bail!(
+                "another holarchy daemon already serves {} (pid {})",
+                dir.display(),
+                holder.trim()
+            );
+        }
+        Err(std::fs::TryLockError::Error(err)) => {
+            return Err(err).with_context(|| format!("cannot lock {}", path.display()));
+        }
+    }
+    file.set_len(0)?;
+    write!(file, "{}", std::process::id())?;
+    Ok(DirLock { _file: file })
+}
+
+fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create data directory {}", dir.display()))
+}
+
+fn tcp_token(config: &ServeConfig) -> anyhow::Result<String> {
+    if let Some(token) = &config.token {
+        return Ok(token.clone());
+    }
+    let path = config.data_dir.join(TOKEN_FILE);
+    if let Ok(existing) = std::fs::read_to_string(&path) {
+        if !existing.trim().is_empty() {
+            return Ok(existing.trim().to_owned());
+        }
+    }
+    // Two ULIDs: 256 bits, about half of them random.
+    let token = format!("{}{}", ulid::Ulid::new(), ulid::Ulid::new()).to_lowercase();
+    let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&path)?;
+    file.set_permissions(Permissions::from_mode(0o600))?;
+    file.write_all(token.as_bytes())?;
+    Ok(token)
+}
+
+/// Runs the daemon until `shutdown` resolves.
+pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+    prepare_dir(&config.data_dir)?;
+    let _lock = lock_data_dir(&config.data_dir)?;
+
+    let store = Arc::new(
+        SledStore::open(&config.data_dir.join(DB_DIR), &config.store).context("cannot open the store")?,
+    );
+    let started = std::time::Instant::now();
+    let runtime = Arc::new(
+        Runtime::start(store.clone(), Arc::new(ScriptedBrain), config.runtime.clone())
+            .await
+            .context("cannot start the runtime")?,
+    );
+    info!(elapsed_ms = started.elapsed().as_millis() as u64, "runtime recovered");
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<AgentServiceServer<AgentApi>>().await;
+    health.set_serving::<RuntimeServiceServer<RuntimeApi>>().await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    let agents = AgentServiceServer::new(AgentApi::new(runtime.clone(), store.clone(), stop_rx.clone()));
+    let status = RuntimeServiceServer::new(RuntimeApi::new(runtime.clone(), store.clone(), config.data_dir.clone()));
+
+    let socket = config.data_dir.join(SOCKET_FILE);
+    // We hold the lock, so a socket file left here is a dead daemon's.
+    let _ = std::fs::remove_file(&socket);
+    let unix = UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    std::fs::set_permissions(&socket, Permissions::from_mode(0o600))?;
+
+    let router = Server::builder()
+        .add_service(health_service.clone())
+        .add_service(reflection_v1.clone())
+        .add_service(reflection_v1alpha.clone())
+        .add_service(agents.clone())
+        .add_service(status.clone());
+    let mut unix_stop = stop_rx.clone();
+    let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(UnixListenerStream::new(unix), async move {
+        let _ = unix_stop.wait_for(|s| *s).await;
+    }));
+
+    let tcp_server = match config.listen {
+        None => None,
+        Some(addr) => {
+            let token = tcp_token(&config)?;
+            let expected: tonic::metadata::MetadataValue<_> = format!("Bearer {token}")
+                .parse()
+                .context("token is not valid header text")?;
+            let check = move |request: tonic::Request<()>| match request.metadata().get("authorization") {
+                Some(given) if given == expected => Ok(request),
+                _ => Err(tonic::Status::unauthenticated("missing or wrong bearer token")),
+            };
+            let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+            info!(addr = %listener.local_addr()?, "listening on tcp");
+            let mut tcp_stop = stop_rx.clone();
+            let router = Server::builder()
+                .layer(InterceptorLayer::new(check))
+                .add_service(health_service)
+                .add_service(reflection_v1)
+                .add_service(reflection_v1alpha)
+                .add_service(agents)
+                .add_service(status);
+            Some(tokio::spawn(router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+                let _ = tcp_stop.wait_for(|s| *s).await;
+            })))
+        }
+    };
+    info!(socket = %socket.display(), "serving");
+
+    shutdown.await;
+    info!("shutting down");
+    let _ = stop_tx.send(true);
+    health.set_not_serving::<AgentServiceServer<AgentApi>>().await;
+    let timeout = config.shutdown_timeout;
+    for server in [Some(unix_server), tcp_server].into_iter().flatten() {
+        match tokio::time::timeout(timeout, server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(err))) => warn!(error = %err, "grpc server ended with an error"),
+            Ok(Err(join)) => warn!(error = %join, "grpc server task failed"),
+            Err(_) => warn!("grpc server did not drain in time"),
+        }
+    }
+    runtime.shutdown(timeout).await;
+    store.close().await;
+    let _ = std::fs::remove_file(&socket);
+    info!("stopped");
+    Ok(())
+}
