@@ -1,0 +1,217 @@
+//! Helpers for black-box tests: start the real `holarchy` binary on a
+//! temporary data directory, wait for it to report SERVING, connect the
+//! generated tonic clients, and kill or stop it.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use holarchy::api::pb;
+use holarchy::client::{self, Clients, Target};
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest};
+
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A running daemon. Dropping it kills the process.
+pub struct Daemon {
+    child: Option<Child>,
+    pub data_dir: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `holarchy serve` on `data_dir` with extra arguments and waits
+    /// until its health service reports SERVING.
+    pub async fn start_with(data_dir: &Path, extra: &[&str]) -> Daemon {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data_dir.with_extension("log"))
+            .expect("daemon log opens");
+        let child = Command::new(env!("CARGO_BIN_EXE_holarchy"))
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("holarchy binary starts");
+        let mut daemon = Daemon { child: Some(child), data_dir: data_dir.to_owned() };
+        daemon.wait_serving().await;
+        daemon
+    }
+
+    pub async fn start(data_dir: &Path) -> Daemon {
+        Self::start_with(data_dir, &[]).await
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).expect("daemon running")
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.data_dir.join("holarchy.sock")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
+    }
+
+    async fn wait_serving(&mut self) {
+        let started = Instant::now();
+        loop {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("daemon exited early with {status}:\n{}", self.log());
+                }
+            }
+            if let Ok(channel) = client::channel(&Target::Unix(self.socket())).await {
+                let reply = HealthClient::new(channel)
+                    .check(HealthCheckRequest { service: String::new() })
+                    .await;
+                if let Ok(reply) = reply {
+                    if reply.into_inner().status == ServingStatus::Serving as i32 {
+                        return;
+                    }
+                }
+            }
+            assert!(started.elapsed() < DEADLINE, "daemon not serving in time:\n{}", self.log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn clients(&self) -> Clients {
+        client::connect(&Target::Unix(self.socket())).await.expect("connects")
+    }
+
+    /// `kill -9`: no shutdown code runs.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("SIGKILL delivered");
+            child.wait().expect("reaped");
+        }
+    }
+
+    /// SIGTERM, then waits for the exit (at most `within`).
+    pub fn terminate(&mut self, within: Duration) -> ExitStatus {
+        let mut child = self.child.take().expect("daemon running");
+        let sent = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().expect("kill runs");
+        assert!(sent.success());
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("waits") {
+                return status;
+            }
+            if started.elapsed() > within {
+                let _ = child.kill();
+                panic!("daemon did not exit within {within:?} of SIGTERM:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A fresh data directory inside a temporary folder that outlives restarts.
+pub fn data_dir(root: &tempfile::TempDir) -> PathBuf {
+    root.path().join("data")
+}
+
+/// Polls `check` until it returns `Some`, or panics after the deadline.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(started.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub async fn create(clients: &mut Clients, name: &str, initial: Option<&str>) -> String {
+    clients
+        .agents
+        .create_agent(pb::CreateAgentRequest { name: name.into(), initial_message: initial.map(str::to_owned) })
+        .await
+        .expect("agent created")
+        .into_inner()
+        .agent_id
+}
+
+pub async fn send(clients: &mut Clients, agent_id: &str, text: &str) -> String {
+    clients
+        .agents
+        .send_message(pb::SendMessageRequest { agent_id: agent_id.into(), text: text.into(), dedupe_key: String::new() })
+        .await
+        .expect("message accepted")
+        .into_inner()
+        .message_id
+}
+
+pub async fn messages(clients: &mut Clients, agent_id: &str) -> Vec<pb::Message> {
+    let mut all = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = clients
+            .agents
+            .list_messages(pb::ListMessagesRequest { agent_id: agent_id.into(), page_size: 1000, page_token })
+            .await
+            .expect("messages listed")
+            .into_inner();
+        all.extend(page.messages);
+        if page.next_page_token.is_empty() {
+            return all;
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+/// Waits until the agent has at least `count` messages, all handled.
+pub async fn handled(clients: &Clients, agent_id: &str, count: usize) -> Vec<pb::Message> {
+    eventually("messages handled", || {
+        let mut clients = clients.clone();
+        let agent_id = agent_id.to_owned();
+        async move {
+            let all = messages(&mut clients, &agent_id).await;
+            let done = all.len() >= count
+                && all.iter().all(|m| m.status == pb::MessageStatus::Handled as i32);
+            done.then_some(all)
+        }
+    })
+    .await
+}
+
+/// Every event after `after`, without following.
+pub async fn events(clients: &mut Clients, after: u64) -> Vec<pb::Event> {
+    use tokio_stream::StreamExt;
+    let mut stream = clients
+        .agents
+        .watch_events(pb::WatchEventsRequest { after_cursor: after, follow: false, agent_id: String::new() })
+        .await
+        .expect("watch opens")
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(event) = stream.next().await {
+        out.push(event.expect("event"));
+    }
+    out
+}
