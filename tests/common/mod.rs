@@ -99,7 +99,7 @@ impl Daemon {
     }
 
     /// SIGTERM, then waits for the exit (at most `within`).
-    pub fn terminate(&mut self, within: Duration) -> ExitStatus {
+    pub async fn terminate(&mut self, within: Duration) -> ExitStatus {
         let mut child = self.child.take().expect("daemon running");
         let sent = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().expect("kill runs");
         assert!(sent.success());
@@ -112,7 +112,7 @@ impl Daemon {
                 let _ = child.kill();
                 panic!("daemon did not exit within {within:?} of SIGTERM:\n{}", self.log());
             }
-            std::thread::sleep(Duration::from_millis(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }

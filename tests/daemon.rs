@@ -1,0 +1,122 @@
+//! End-to-end: the daemon process itself: one per data directory, graceful
+//! shutdown, health, reflection, TCP with a token.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{create, data_dir, Daemon};
+use holarchy::api::pb;
+use holarchy::client::{self, Target};
+use tokio_stream::StreamExt;
+use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+use tonic_reflection::pb::v1::ServerReflectionRequest;
+
+#[tokio::test]
+async fn a_second_daemon_on_the_same_data_dir_exits_with_a_clear_error() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = data_dir(&root);
+    let first = Daemon::start(&dir).await;
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_holarchy"))
+        .args(["serve", "--data-dir"])
+        .arg(&dir)
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("another holarchy daemon already serves"), "{stderr}");
+    assert!(stderr.contains(&first.pid().to_string()), "{stderr}");
+    // The first one is unharmed.
+    let mut c = first.clients().await;
+    create(&mut c, "still-here", None).await;
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_daemon_promptly_even_with_an_open_follow_stream() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    create(&mut c, "watched", None).await;
+    let mut stream = c
+        .agents
+        .watch_events(pb::WatchEventsRequest { after_cursor: 0, follow: true, agent_id: String::new() })
+        .await
+        .expect("watch")
+        .into_inner();
+    stream.next().await.expect("first event").expect("ok");
+    let started = Instant::now();
+    let status = daemon.terminate(Duration::from_secs(15)).await;
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    // The stream ended rather than hanging.
+    let rest = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(item) = stream.next().await {
+            if item.is_err() {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(rest.is_ok(), "follow stream did not end at shutdown");
+    assert!(!daemon.socket().exists(), "socket removed on a clean stop");
+}
+
+#[tokio::test]
+async fn the_socket_is_private_to_its_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mode = std::fs::metadata(daemon.socket()).expect("socket").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[tokio::test]
+async fn reflection_lists_every_service_for_stock_clients() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let channel = client::channel(&Target::Unix(daemon.socket())).await.expect("channel");
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut replies = reflection
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .expect("reflection answers")
+        .into_inner();
+    let reply = replies.next().await.expect("one reply").expect("ok");
+    let Some(MessageResponse::ListServicesResponse(list)) = reply.message_response else {
+        panic!("unexpected reflection reply");
+    };
+    let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
+    for wanted in ["holarchy.v1.AgentService", "holarchy.v1.RuntimeService", "grpc.health.v1.Health"] {
+        assert!(names.iter().any(|n| n == wanted), "{wanted} missing from {names:?}");
+    }
+}
+
+#[tokio::test]
+async fn tcp_requires_the_bearer_token() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+    let listen = format!("127.0.0.1:{port}");
+    let daemon = Daemon::start_with(&data_dir(&root), &["--listen", &listen]).await;
+    let token = std::fs::read_to_string(daemon.data_dir.join("token")).expect("token written");
+    let url = format!("http://{listen}");
+
+    let mut anonymous = client::connect(&Target::Tcp { url: url.clone(), token: None }).await.expect("connects");
+    let refused = anonymous.runtime.get_status(pb::GetStatusRequest {}).await.expect_err("refused");
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    let mut wrong = client::connect(&Target::Tcp { url: url.clone(), token: Some("nope".into()) }).await.expect("connects");
+    assert!(wrong.runtime.get_status(pb::GetStatusRequest {}).await.is_err());
+
+    let mut allowed = client::connect(&Target::Tcp { url, token: Some(token) }).await.expect("connects");
+    let status = allowed.runtime.get_status(pb::GetStatusRequest {}).await.expect("status").into_inner();
+    assert_eq!(status.version, env!("CARGO_PKG_VERSION"));
+}
