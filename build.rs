@@ -6,7 +6,10 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
-    let files = ["proto/holarchy/v1/agent.proto", "proto/holarchy/v1/runtime.proto"];
+    let files = [
+        "proto/holarchy/v1/agent.proto",
+        "proto/holarchy/v1/runtime.proto",
+    ];
     let descriptors = protox::compile(files, ["proto"])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(

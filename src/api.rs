@@ -1,7 +1,7 @@
 //! The gRPC API: generated protobuf types and the tonic services.
 //!
-//! - [`agent_service`]: `holarchy.v1.AgentService`.
-//! - [`runtime_service`]: `holarchy.v1.RuntimeService`.
+//! - [`agent_service`] serves `holarchy.v1.AgentService`.
+//! - [`runtime_service`] serves `holarchy.v1.RuntimeService`.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
 
 pub mod agent_service;
@@ -10,9 +10,15 @@ pub mod runtime_service;
 
 /// Generated code for `holarchy.v1`.
 pub mod pb {
-    #![allow(missing_docs, missing_debug_implementations, clippy::all, clippy::pedantic)]
+    #![allow(
+        missing_docs,
+        missing_debug_implementations,
+        clippy::all,
+        clippy::pedantic
+    )]
     tonic::include_proto!("holarchy.v1");
 
     /// The encoded descriptor set, for server reflection.
-    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("holarchy_descriptor");
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        tonic::include_file_descriptor_set!("holarchy_descriptor");
 }

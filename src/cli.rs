@@ -18,7 +18,11 @@ use crate::daemon::{self, ServeConfig, SOCKET_FILE};
 use output::Output;
 
 #[derive(Debug, Parser)]
-#[command(name = "holarchy", version, about = "A durable runtime for long-lived agents")]
+#[command(
+    name = "holarchy",
+    version,
+    about = "A durable runtime for long-lived agents"
+)]
 pub struct Cli {
     /// Data directory of the daemon (the socket lives there too).
     #[arg(long, global = true, env = "HOLARCHY_DATA_DIR")]
@@ -109,14 +113,23 @@ pub enum AgentCommand {
 
 impl Cli {
     fn data_dir(&self) -> PathBuf {
-        self.data_dir.clone().unwrap_or_else(daemon::default_data_dir)
+        self.data_dir
+            .clone()
+            .unwrap_or_else(daemon::default_data_dir)
     }
 
     fn target(&self) -> Target {
         if let Some(url) = &self.addr {
-            return Target::Tcp { url: url.clone(), token: self.token.clone() };
+            return Target::Tcp {
+                url: url.clone(),
+                token: self.token.clone(),
+            };
         }
-        Target::Unix(self.socket.clone().unwrap_or_else(|| self.data_dir().join(SOCKET_FILE)))
+        Target::Unix(
+            self.socket
+                .clone()
+                .unwrap_or_else(|| self.data_dir().join(SOCKET_FILE)),
+        )
     }
 }
 
@@ -136,7 +149,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let clients = client::connect(&cli.target()).await?;
             agent_command(clients, command, &out).await
         }
-        Command::Events { after, follow, agent } => {
+        Command::Events {
+            after,
+            follow,
+            agent,
+        } => {
             let mut clients = client::connect(&cli.target()).await?;
             let agent_id = match agent {
                 Some(agent) => resolve(&mut clients, agent).await?,
@@ -144,7 +161,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let mut stream = clients
                 .agents
-                .watch_events(pb::WatchEventsRequest { after_cursor: *after, follow: *follow, agent_id })
+                .watch_events(pb::WatchEventsRequest {
+                    after_cursor: *after,
+                    follow: *follow,
+                    agent_id,
+                })
                 .await?
                 .into_inner();
             while let Some(event) = stream.next().await {
@@ -154,7 +175,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Status => {
             let mut clients = client::connect(&cli.target()).await?;
-            let status = clients.runtime.get_status(pb::GetStatusRequest {}).await?.into_inner();
+            let status = clients
+                .runtime
+                .get_status(pb::GetStatusRequest {})
+                .await?
+                .into_inner();
             out.status(&status);
             Ok(())
         }
@@ -169,24 +194,37 @@ async fn resolve(clients: &mut Clients, agent: &str) -> anyhow::Result<String> {
     }
     let found = clients
         .agents
-        .get_agent(pb::GetAgentRequest { agent: Some(pb::get_agent_request::Agent::Name(agent.to_owned())) })
+        .get_agent(pb::GetAgentRequest {
+            agent: Some(pb::get_agent_request::Agent::Name(agent.to_owned())),
+        })
         .await
         .with_context(|| format!("cannot find agent `{agent}`"))?
         .into_inner();
     Ok(found.agent.map(|a| a.agent_id).unwrap_or_default())
 }
 
-async fn agent_command(mut clients: Clients, command: &AgentCommand, out: &Output) -> anyhow::Result<()> {
+async fn agent_command(
+    mut clients: Clients,
+    command: &AgentCommand,
+    out: &Output,
+) -> anyhow::Result<()> {
     match command {
         AgentCommand::Create { name, message } => {
             let created = clients
                 .agents
-                .create_agent(pb::CreateAgentRequest { name: name.clone(), initial_message: message.clone() })
+                .create_agent(pb::CreateAgentRequest {
+                    name: name.clone(),
+                    initial_message: message.clone(),
+                })
                 .await?
                 .into_inner();
             out.created(name, &created.agent_id);
         }
-        AgentCommand::List { include_private, page_size, all } => {
+        AgentCommand::List {
+            include_private,
+            page_size,
+            all,
+        } => {
             let mut page_token = String::new();
             out.agent_table_header();
             loop {
@@ -204,7 +242,10 @@ async fn agent_command(mut clients: Clients, command: &AgentCommand, out: &Outpu
                 }
                 if !*all || page.next_page_token.is_empty() {
                     if !page.next_page_token.is_empty() {
-                        eprintln!("more agents: use --all, or page token {}", page.next_page_token);
+                        eprintln!(
+                            "more agents: use --all, or page token {}",
+                            page.next_page_token
+                        );
                     }
                     break;
                 }
@@ -217,12 +258,22 @@ async fn agent_command(mut clients: Clients, command: &AgentCommand, out: &Outpu
             } else {
                 pb::get_agent_request::Agent::Name(agent.clone())
             };
-            let found = clients.agents.get_agent(pb::GetAgentRequest { agent: Some(request) }).await?.into_inner();
+            let found = clients
+                .agents
+                .get_agent(pb::GetAgentRequest {
+                    agent: Some(request),
+                })
+                .await?
+                .into_inner();
             if let Some(summary) = found.agent {
                 out.agent_detail(&summary);
             }
         }
-        AgentCommand::Send { agent, text, dedupe_key } => {
+        AgentCommand::Send {
+            agent,
+            text,
+            dedupe_key,
+        } => {
             let agent_id = resolve(&mut clients, agent).await?;
             let sent = clients
                 .agents
@@ -241,7 +292,11 @@ async fn agent_command(mut clients: Clients, command: &AgentCommand, out: &Outpu
             loop {
                 let page = clients
                     .agents
-                    .list_messages(pb::ListMessagesRequest { agent_id: agent_id.clone(), page_size: 1000, page_token })
+                    .list_messages(pb::ListMessagesRequest {
+                        agent_id: agent_id.clone(),
+                        page_size: 1000,
+                        page_token,
+                    })
                     .await?
                     .into_inner();
                 for message in &page.messages {

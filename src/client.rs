@@ -28,9 +28,14 @@ pub enum Target {
 pub struct Auth(Option<MetadataValue<Ascii>>);
 
 impl Interceptor for Auth {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
         if let Some(token) = &self.0 {
-            request.metadata_mut().insert("authorization", token.clone());
+            request
+                .metadata_mut()
+                .insert("authorization", token.clone());
         }
         Ok(request)
     }
@@ -57,7 +62,9 @@ pub async fn channel(target: &Target) -> anyhow::Result<Channel> {
             Endpoint::try_from("http://holarchy.local")?
                 .connect_with_connector(service_fn(move |_: Uri| {
                     let path = path.clone();
-                    async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }
+                    async move {
+                        Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?))
+                    }
                 }))
                 .await
                 .with_context(|| format!("cannot reach the daemon at {}", target_display(target)))
@@ -79,8 +86,12 @@ fn target_display(target: &Target) -> String {
 pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
     let channel = channel(target).await?;
     let auth = match target {
-        Target::Tcp { token: Some(token), .. } => Auth(Some(
-            format!("Bearer {token}").parse().context("token is not valid header text")?,
+        Target::Tcp {
+            token: Some(token), ..
+        } => Auth(Some(
+            format!("Bearer {token}")
+                .parse()
+                .context("token is not valid header text")?,
         )),
         Target::Tcp { token: None, .. } | Target::Unix(_) => Auth(None),
     };

@@ -127,7 +127,11 @@ fn tcp_token(config: &ServeConfig) -> anyhow::Result<String> {
     }
     // Two ULIDs: 256 bits, about half of them random.
     let token = format!("{}{}", ulid::Ulid::new(), ulid::Ulid::new()).to_lowercase();
-    let mut file = OpenOptions::new().write(true).create(true).truncate(true).open(&path)?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)?;
     file.set_permissions(Permissions::from_mode(0o600))?;
     file.write_all(token.as_bytes())?;
     Ok(token)
@@ -139,20 +143,30 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     let _lock = lock_data_dir(&config.data_dir)?;
 
     let store = Arc::new(
-        SledStore::open(&config.data_dir.join(DB_DIR), &config.store).context("cannot open the store")?,
+        SledStore::open(&config.data_dir.join(DB_DIR), &config.store)
+            .context("cannot open the store")?,
     );
     let started = std::time::Instant::now();
     let runtime = Arc::new(
-        Runtime::start(store.clone(), Arc::new(ScriptedBrain), config.runtime.clone())
-            .await
-            .context("cannot start the runtime")?,
+        Runtime::start(
+            store.clone(),
+            Arc::new(ScriptedBrain),
+            config.runtime.clone(),
+        )
+        .await
+        .context("cannot start the runtime")?,
     );
-    info!(elapsed_ms = started.elapsed().as_millis() as u64, "runtime recovered");
+    info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "runtime recovered"
+    );
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<AgentServiceServer<AgentApi>>().await;
-    health.set_serving::<RuntimeServiceServer<RuntimeApi>>().await;
+    health
+        .set_serving::<RuntimeServiceServer<RuntimeApi>>()
+        .await;
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -161,13 +175,22 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let agents = AgentServiceServer::new(AgentApi::new(runtime.clone(), store.clone(), stop_rx.clone()));
-    let status = RuntimeServiceServer::new(RuntimeApi::new(runtime.clone(), store.clone(), config.data_dir.clone()));
+    let agents = AgentServiceServer::new(AgentApi::new(
+        runtime.clone(),
+        store.clone(),
+        stop_rx.clone(),
+    ));
+    let status = RuntimeServiceServer::new(RuntimeApi::new(
+        runtime.clone(),
+        store.clone(),
+        config.data_dir.clone(),
+    ));
 
     let socket = config.data_dir.join(SOCKET_FILE);
     // We hold the lock, so a socket file left here is a dead daemon's.
     let _ = std::fs::remove_file(&socket);
-    let unix = UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    let unix =
+        UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     std::fs::set_permissions(&socket, Permissions::from_mode(0o600))?;
 
     let router = Server::builder()
@@ -177,9 +200,12 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .add_service(agents.clone())
         .add_service(status.clone());
     let mut unix_stop = stop_rx.clone();
-    let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(UnixListenerStream::new(unix), async move {
-        let _ = unix_stop.wait_for(|s| *s).await;
-    }));
+    let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
+        UnixListenerStream::new(unix),
+        async move {
+            let _ = unix_stop.wait_for(|s| *s).await;
+        },
+    ));
 
     let tcp_server = match config.listen {
         None => None,
@@ -188,11 +214,16 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
             let expected: tonic::metadata::MetadataValue<_> = format!("Bearer {token}")
                 .parse()
                 .context("token is not valid header text")?;
-            let check = move |request: tonic::Request<()>| match request.metadata().get("authorization") {
-                Some(given) if given == expected => Ok(request),
-                _ => Err(tonic::Status::unauthenticated("missing or wrong bearer token")),
-            };
-            let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+            let check =
+                move |request: tonic::Request<()>| match request.metadata().get("authorization") {
+                    Some(given) if given == expected => Ok(request),
+                    _ => Err(tonic::Status::unauthenticated(
+                        "missing or wrong bearer token",
+                    )),
+                };
+            let listener = TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
             info!(addr = %listener.local_addr()?, "listening on tcp");
             let mut tcp_stop = stop_rx.clone();
             let router = Server::builder()
@@ -202,9 +233,12 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 .add_service(reflection_v1alpha)
                 .add_service(agents)
                 .add_service(status);
-            Some(tokio::spawn(router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
-                let _ = tcp_stop.wait_for(|s| *s).await;
-            })))
+            Some(tokio::spawn(router.serve_with_incoming_shutdown(
+                TcpListenerStream::new(listener),
+                async move {
+                    let _ = tcp_stop.wait_for(|s| *s).await;
+                },
+            )))
         }
     };
     info!(socket = %socket.display(), "serving");
@@ -212,7 +246,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     shutdown.await;
     info!("shutting down");
     let _ = stop_tx.send(true);
-    health.set_not_serving::<AgentServiceServer<AgentApi>>().await;
+    health
+        .set_not_serving::<AgentServiceServer<AgentApi>>()
+        .await;
     let timeout = config.shutdown_timeout;
     for server in [Some(unix_server), tcp_server].into_iter().flatten() {
         match tokio::time::timeout(timeout, server).await {

@@ -10,8 +10,8 @@
 //!
 //! The model lives in `holarchy-supervision`, the actors in `holarchy-actors`.
 
-pub mod store;
 pub mod api;
-pub mod daemon;
-pub mod client;
 pub mod cli;
+pub mod client;
+pub mod daemon;
+pub mod store;

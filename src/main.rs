@@ -10,7 +10,9 @@ use tracing_subscriber::EnvFilter;
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
@@ -19,7 +21,11 @@ async fn main() -> std::process::ExitCode {
         Err(err) => {
             // A refusal from the daemon reads best as its code and message.
             match err.downcast_ref::<tonic::Status>() {
-                Some(status) => eprintln!("holarchy: {}: {}", code_name(status.code()), status.message()),
+                Some(status) => eprintln!(
+                    "holarchy: {}: {}",
+                    code_name(status.code()),
+                    status.message()
+                ),
                 None => eprintln!("holarchy: {err:#}"),
             }
             std::process::ExitCode::FAILURE

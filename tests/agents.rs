@@ -20,15 +20,24 @@ async fn agent_replies_to_messages_and_the_log_tells_the_story() {
     let all = handled(&c, &id, 2).await;
     let replies: Vec<_> = all.iter().map(|m| m.reply.as_str()).collect();
     assert_eq!(replies, ["ack: hello", "ack: second"]);
-    assert!(all.iter().all(|m| m.provenance == "operator" && m.attempts == 1));
+    assert!(all
+        .iter()
+        .all(|m| m.provenance == "operator" && m.attempts == 1));
 
     let log = events(&mut c, 0).await;
     let kinds: Vec<_> = log.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(
         kinds,
         [
-            "agent_created", "message_queued", "run_started", "replied", "run_finished",
-            "message_queued", "run_started", "replied", "run_finished",
+            "agent_created",
+            "message_queued",
+            "run_started",
+            "replied",
+            "run_finished",
+            "message_queued",
+            "run_started",
+            "replied",
+            "run_finished",
         ]
     );
     let cursors: Vec<_> = log.iter().map(|e| e.cursor).collect();
@@ -36,7 +45,9 @@ async fn agent_replies_to_messages_and_the_log_tells_the_story() {
 
     let got = c
         .agents
-        .get_agent(pb::GetAgentRequest { agent: Some(pb::get_agent_request::Agent::Name("ops".into())) })
+        .get_agent(pb::GetAgentRequest {
+            agent: Some(pb::get_agent_request::Agent::Name("ops".into())),
+        })
         .await
         .expect("get by name")
         .into_inner()
@@ -53,7 +64,13 @@ async fn agent_replies_to_messages_and_the_log_tells_the_story() {
     assert_eq!(profile.preset, "public_named");
     assert_eq!(
         profile.tool_families,
-        ["core", "local_environment", "agent_creation", "authority_expansion", "external_trigger"]
+        [
+            "core",
+            "local_environment",
+            "agent_creation",
+            "authority_expansion",
+            "external_trigger"
+        ]
     );
 }
 
@@ -81,7 +98,8 @@ async fn scripted_messages_call_tools_and_unknown_tools_are_tool_errors() {
     assert_eq!(tools.len(), 2);
     assert_eq!(tools[0]["tool"], "AgentGet");
     assert_eq!(tools[0]["is_error"], false);
-    let output: serde_json::Value = serde_json::from_str(tools[0]["output"].as_str().expect("text")).expect("json");
+    let output: serde_json::Value =
+        serde_json::from_str(tools[0]["output"].as_str().expect("text")).expect("json");
     assert_eq!(output["agent_id"], id.as_str());
     assert_eq!(output["visibility"], "public");
     assert_eq!(tools[1]["tool"], "LaunchRockets");
@@ -94,9 +112,23 @@ async fn a_dedupe_key_sends_a_message_once() {
     let daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
     let id = create(&mut c, "dedupe", None).await;
-    let request = pb::SendMessageRequest { agent_id: id.clone(), text: "pay once".into(), dedupe_key: "invoice-7".into() };
-    let first = c.agents.send_message(request.clone()).await.expect("first").into_inner();
-    let again = c.agents.send_message(request).await.expect("retry").into_inner();
+    let request = pb::SendMessageRequest {
+        agent_id: id.clone(),
+        text: "pay once".into(),
+        dedupe_key: "invoice-7".into(),
+    };
+    let first = c
+        .agents
+        .send_message(request.clone())
+        .await
+        .expect("first")
+        .into_inner();
+    let again = c
+        .agents
+        .send_message(request)
+        .await
+        .expect("retry")
+        .into_inner();
     assert!(!first.duplicate);
     assert!(again.duplicate);
     assert_eq!(first.message_id, again.message_id);
@@ -119,7 +151,11 @@ async fn list_agents_pages_through_every_agent_once_in_creation_order() {
     loop {
         let page = c
             .agents
-            .list_agents(pb::ListAgentsRequest { page_size: 10, page_token, include_private: false })
+            .list_agents(pb::ListAgentsRequest {
+                page_size: 10,
+                page_token,
+                include_private: false,
+            })
             .await
             .expect("page")
             .into_inner();
@@ -143,7 +179,11 @@ async fn a_follower_that_reconnects_with_its_cursor_misses_nothing_and_sees_noth
 
     let mut stream = c
         .agents
-        .watch_events(pb::WatchEventsRequest { after_cursor: 0, follow: true, agent_id: String::new() })
+        .watch_events(pb::WatchEventsRequest {
+            after_cursor: 0,
+            follow: true,
+            agent_id: String::new(),
+        })
         .await
         .expect("watch")
         .into_inner();
@@ -162,7 +202,11 @@ async fn a_follower_that_reconnects_with_its_cursor_misses_nothing_and_sees_noth
     let last = *cursors.last().expect("some");
     let mut resumed = c
         .agents
-        .watch_events(pb::WatchEventsRequest { after_cursor: last, follow: true, agent_id: String::new() })
+        .watch_events(pb::WatchEventsRequest {
+            after_cursor: last,
+            follow: true,
+            agent_id: String::new(),
+        })
         .await
         .expect("watch again")
         .into_inner();
@@ -191,7 +235,11 @@ async fn events_can_be_filtered_by_agent() {
     handled(&c, &b, 1).await;
     let mut stream = c
         .agents
-        .watch_events(pb::WatchEventsRequest { after_cursor: 0, follow: false, agent_id: b.clone() })
+        .watch_events(pb::WatchEventsRequest {
+            after_cursor: 0,
+            follow: false,
+            agent_id: b.clone(),
+        })
         .await
         .expect("watch")
         .into_inner();
@@ -211,7 +259,12 @@ async fn status_counts_agents_and_reports_idle() {
     let id = create(&mut c, "one", Some("hi")).await;
     create(&mut c, "two", None).await;
     handled(&c, &id, 1).await;
-    let status = c.runtime.get_status(pb::GetStatusRequest {}).await.expect("status").into_inner();
+    let status = c
+        .runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
     assert_eq!(status.public_agents, 2);
     assert_eq!(status.private_agents, 0);
     assert_eq!(status.activity, "idle");

@@ -26,7 +26,10 @@ async fn a_second_daemon_on_the_same_data_dir_exits_with_a_clear_error() {
         .expect("runs");
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("another holarchy daemon already serves"), "{stderr}");
+    assert!(
+        stderr.contains("another holarchy daemon already serves"),
+        "{stderr}"
+    );
     assert!(stderr.contains(&first.pid().to_string()), "{stderr}");
     // The first one is unharmed.
     let mut c = first.clients().await;
@@ -41,7 +44,11 @@ async fn sigterm_stops_the_daemon_promptly_even_with_an_open_follow_stream() {
     create(&mut c, "watched", None).await;
     let mut stream = c
         .agents
-        .watch_events(pb::WatchEventsRequest { after_cursor: 0, follow: true, agent_id: String::new() })
+        .watch_events(pb::WatchEventsRequest {
+            after_cursor: 0,
+            follow: true,
+            agent_id: String::new(),
+        })
         .await
         .expect("watch")
         .into_inner();
@@ -72,7 +79,10 @@ async fn the_socket_is_private_to_its_owner() {
     use std::os::unix::fs::PermissionsExt;
     let root = tempfile::tempdir().expect("tempdir");
     let daemon = Daemon::start(&data_dir(&root)).await;
-    let mode = std::fs::metadata(daemon.socket()).expect("socket").permissions().mode();
+    let mode = std::fs::metadata(daemon.socket())
+        .expect("socket")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
 
@@ -80,7 +90,9 @@ async fn the_socket_is_private_to_its_owner() {
 async fn reflection_lists_every_service_for_stock_clients() {
     let root = tempfile::tempdir().expect("tempdir");
     let daemon = Daemon::start(&data_dir(&root)).await;
-    let channel = client::channel(&Target::Unix(daemon.socket())).await.expect("channel");
+    let channel = client::channel(&Target::Unix(daemon.socket()))
+        .await
+        .expect("channel");
     let mut reflection = ServerReflectionClient::new(channel);
     let request = ServerReflectionRequest {
         host: String::new(),
@@ -96,27 +108,66 @@ async fn reflection_lists_every_service_for_stock_clients() {
         panic!("unexpected reflection reply");
     };
     let names: Vec<_> = list.service.into_iter().map(|s| s.name).collect();
-    for wanted in ["holarchy.v1.AgentService", "holarchy.v1.RuntimeService", "grpc.health.v1.Health"] {
-        assert!(names.iter().any(|n| n == wanted), "{wanted} missing from {names:?}");
+    for wanted in [
+        "holarchy.v1.AgentService",
+        "holarchy.v1.RuntimeService",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(
+            names.iter().any(|n| n == wanted),
+            "{wanted} missing from {names:?}"
+        );
     }
 }
 
 #[tokio::test]
 async fn tcp_requires_the_bearer_token() {
     let root = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("free port")
+        .local_addr()
+        .expect("addr")
+        .port();
     let listen = format!("127.0.0.1:{port}");
     let daemon = Daemon::start_with(&data_dir(&root), &["--listen", &listen]).await;
     let token = std::fs::read_to_string(daemon.data_dir.join("token")).expect("token written");
     let url = format!("http://{listen}");
 
-    let mut anonymous = client::connect(&Target::Tcp { url: url.clone(), token: None }).await.expect("connects");
-    let refused = anonymous.runtime.get_status(pb::GetStatusRequest {}).await.expect_err("refused");
+    let mut anonymous = client::connect(&Target::Tcp {
+        url: url.clone(),
+        token: None,
+    })
+    .await
+    .expect("connects");
+    let refused = anonymous
+        .runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect_err("refused");
     assert_eq!(refused.code(), tonic::Code::Unauthenticated);
-    let mut wrong = client::connect(&Target::Tcp { url: url.clone(), token: Some("nope".into()) }).await.expect("connects");
-    assert!(wrong.runtime.get_status(pb::GetStatusRequest {}).await.is_err());
+    let mut wrong = client::connect(&Target::Tcp {
+        url: url.clone(),
+        token: Some("nope".into()),
+    })
+    .await
+    .expect("connects");
+    assert!(wrong
+        .runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .is_err());
 
-    let mut allowed = client::connect(&Target::Tcp { url, token: Some(token) }).await.expect("connects");
-    let status = allowed.runtime.get_status(pb::GetStatusRequest {}).await.expect("status").into_inner();
+    let mut allowed = client::connect(&Target::Tcp {
+        url,
+        token: Some(token),
+    })
+    .await
+    .expect("connects");
+    let status = allowed
+        .runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
     assert_eq!(status.version, env!("CARGO_PKG_VERSION"));
 }

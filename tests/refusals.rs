@@ -19,14 +19,28 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
     let id = create(&mut c, "ops", None).await;
     let before = events(&mut c, 0).await.len();
 
-    let create_named = |name: &str| pb::CreateAgentRequest { name: name.into(), initial_message: None };
+    let create_named = |name: &str| pb::CreateAgentRequest {
+        name: name.into(),
+        initial_message: None,
+    };
     let cases_create = [
         (create_named(""), Code::InvalidArgument, "empty"),
-        (create_named(&"a".repeat(65)), Code::InvalidArgument, "limit is 64"),
-        (create_named("Has Space"), Code::InvalidArgument, "may only hold"),
+        (
+            create_named(&"a".repeat(65)),
+            Code::InvalidArgument,
+            "limit is 64",
+        ),
+        (
+            create_named("Has Space"),
+            Code::InvalidArgument,
+            "may only hold",
+        ),
         (create_named("ops"), Code::AlreadyExists, "already exists"),
         (
-            pb::CreateAgentRequest { name: "big".into(), initial_message: Some("x".repeat(64 * 1024 + 1)) },
+            pb::CreateAgentRequest {
+                name: "big".into(),
+                initial_message: Some("x".repeat(64 * 1024 + 1)),
+            },
             Code::InvalidArgument,
             "limit is 65536",
         ),
@@ -34,7 +48,10 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
     for (request, want, words) in cases_create {
         let (got, message) = code(c.agents.create_agent(request).await);
         assert_eq!(got, want, "{message}");
-        assert!(message.contains(words), "`{message}` should mention `{words}`");
+        assert!(
+            message.contains(words),
+            "`{message}` should mention `{words}`"
+        );
     }
 
     let send = |agent_id: &str, text: &str| pb::SendMessageRequest {
@@ -44,14 +61,34 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
     };
     let unknown = "agt_01KAAAAAAAAAAAAAAAAAAAAAAA";
     let cases_send = [
-        (send("", "hi"), Code::InvalidArgument, "agent_id is required"),
-        (send("agt_nope", "hi"), Code::InvalidArgument, "not a valid id"),
-        (send("msg_01KAAAAAAAAAAAAAAAAAAAAAAA", "hi"), Code::InvalidArgument, "agt_"),
+        (
+            send("", "hi"),
+            Code::InvalidArgument,
+            "agent_id is required",
+        ),
+        (
+            send("agt_nope", "hi"),
+            Code::InvalidArgument,
+            "not a valid id",
+        ),
+        (
+            send("msg_01KAAAAAAAAAAAAAAAAAAAAAAA", "hi"),
+            Code::InvalidArgument,
+            "agt_",
+        ),
         (send(unknown, "hi"), Code::NotFound, "not found"),
         (send(&id, ""), Code::InvalidArgument, "must not be empty"),
-        (send(&id, &"x".repeat(64 * 1024 + 1)), Code::InvalidArgument, "limit is 65536"),
         (
-            pb::SendMessageRequest { agent_id: id.clone(), text: "hi".into(), dedupe_key: "k".repeat(129) },
+            send(&id, &"x".repeat(64 * 1024 + 1)),
+            Code::InvalidArgument,
+            "limit is 65536",
+        ),
+        (
+            pb::SendMessageRequest {
+                agent_id: id.clone(),
+                text: "hi".into(),
+                dedupe_key: "k".repeat(129),
+            },
             Code::InvalidArgument,
             "dedupe key",
         ),
@@ -59,33 +96,52 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
     for (request, want, words) in cases_send {
         let (got, message) = code(c.agents.send_message(request).await);
         assert_eq!(got, want, "{message}");
-        assert!(message.contains(words), "`{message}` should mention `{words}`");
+        assert!(
+            message.contains(words),
+            "`{message}` should mention `{words}`"
+        );
     }
 
     let (got, _) = code(
         c.agents
-            .get_agent(pb::GetAgentRequest { agent: Some(pb::get_agent_request::Agent::AgentId(unknown.into())) })
+            .get_agent(pb::GetAgentRequest {
+                agent: Some(pb::get_agent_request::Agent::AgentId(unknown.into())),
+            })
             .await,
     );
     assert_eq!(got, Code::NotFound);
     let (got, _) = code(
         c.agents
-            .get_agent(pb::GetAgentRequest { agent: Some(pb::get_agent_request::Agent::Name("nobody".into())) })
+            .get_agent(pb::GetAgentRequest {
+                agent: Some(pb::get_agent_request::Agent::Name("nobody".into())),
+            })
             .await,
     );
     assert_eq!(got, Code::NotFound);
-    let (got, _) = code(c.agents.get_agent(pb::GetAgentRequest { agent: None }).await);
+    let (got, _) = code(
+        c.agents
+            .get_agent(pb::GetAgentRequest { agent: None })
+            .await,
+    );
     assert_eq!(got, Code::InvalidArgument);
     let (got, message) = code(
         c.agents
-            .list_agents(pb::ListAgentsRequest { page_size: 10, page_token: "garbage".into(), include_private: false })
+            .list_agents(pb::ListAgentsRequest {
+                page_size: 10,
+                page_token: "garbage".into(),
+                include_private: false,
+            })
             .await,
     );
     assert_eq!(got, Code::InvalidArgument);
     assert!(message.contains("page token"));
     let (got, _) = code(
         c.agents
-            .list_messages(pb::ListMessagesRequest { agent_id: unknown.into(), page_size: 0, page_token: String::new() })
+            .list_messages(pb::ListMessagesRequest {
+                agent_id: unknown.into(),
+                page_size: 0,
+                page_token: String::new(),
+            })
             .await,
     );
     assert_eq!(got, Code::NotFound);
@@ -94,7 +150,11 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
     assert_eq!(events(&mut c, 0).await.len(), before);
     let listed = c
         .agents
-        .list_agents(pb::ListAgentsRequest { page_size: 0, page_token: String::new(), include_private: true })
+        .list_agents(pb::ListAgentsRequest {
+            page_size: 0,
+            page_token: String::new(),
+            include_private: true,
+        })
         .await
         .expect("list")
         .into_inner();
@@ -110,7 +170,11 @@ async fn a_full_queue_refuses_with_resource_exhausted() {
     let id = create(&mut c, "tiny", None).await;
     let (got, message) = code(
         c.agents
-            .send_message(pb::SendMessageRequest { agent_id: id, text: "hi".into(), dedupe_key: String::new() })
+            .send_message(pb::SendMessageRequest {
+                agent_id: id,
+                text: "hi".into(),
+                dedupe_key: String::new(),
+            })
             .await,
     );
     assert_eq!(got, Code::ResourceExhausted);

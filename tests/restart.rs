@@ -58,14 +58,21 @@ async fn kill_9_after_acknowledged_writes_loses_nothing() {
 
     let daemon = Daemon::start(&dir).await;
     let mut c = daemon.clients().await;
-    let status = c.runtime.get_status(pb::GetStatusRequest {}).await.expect("status").into_inner();
+    let status = c
+        .runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
     assert_eq!(status.public_agents, 12);
     assert_eq!(status.recovered_agents, 12);
 
     for (id, ids) in &acked {
         let summary = c
             .agents
-            .get_agent(pb::GetAgentRequest { agent: Some(pb::get_agent_request::Agent::AgentId(id.clone())) })
+            .get_agent(pb::GetAgentRequest {
+                agent: Some(pb::get_agent_request::Agent::AgentId(id.clone())),
+            })
             .await
             .expect("agent survived")
             .into_inner()
@@ -75,7 +82,10 @@ async fn kill_9_after_acknowledged_writes_loses_nothing() {
         let all = handled(&c, id, 9).await;
         let present: HashSet<_> = all.iter().map(|m| m.message_id.clone()).collect();
         for message_id in ids {
-            assert!(present.contains(message_id), "acknowledged {message_id} lost");
+            assert!(
+                present.contains(message_id),
+                "acknowledged {message_id} lost"
+            );
         }
         for m in &all {
             assert_eq!(m.reply, format!("ack: {}", m.text));
@@ -86,7 +96,11 @@ async fn kill_9_after_acknowledged_writes_loses_nothing() {
         // Retrying an acknowledged send after the crash is still deduplicated.
         let again = c
             .agents
-            .send_message(pb::SendMessageRequest { agent_id: id.clone(), text: "m0".into(), dedupe_key: "key-0".into() })
+            .send_message(pb::SendMessageRequest {
+                agent_id: id.clone(),
+                text: "m0".into(),
+                dedupe_key: "key-0".into(),
+            })
             .await
             .expect("retry")
             .into_inner();
@@ -108,14 +122,19 @@ async fn a_clean_restart_recovers_agents_and_names() {
     let mut c = daemon.clients().await;
     let id = create(&mut c, "keeper", Some("remember me")).await;
     handled(&c, &id, 1).await;
-    assert!(daemon.terminate(std::time::Duration::from_secs(15)).await.success());
+    assert!(daemon
+        .terminate(std::time::Duration::from_secs(15))
+        .await
+        .success());
     drop(c);
 
     let daemon = Daemon::start(&dir).await;
     let mut c = daemon.clients().await;
     let got = c
         .agents
-        .get_agent(pb::GetAgentRequest { agent: Some(pb::get_agent_request::Agent::Name("keeper".into())) })
+        .get_agent(pb::GetAgentRequest {
+            agent: Some(pb::get_agent_request::Agent::Name("keeper".into())),
+        })
         .await
         .expect("found by name")
         .into_inner()
@@ -128,7 +147,10 @@ async fn a_clean_restart_recovers_agents_and_names() {
     assert_eq!(all[0].attempts, 1, "a handled message is not handled again");
     let refused = c
         .agents
-        .create_agent(pb::CreateAgentRequest { name: "keeper".into(), initial_message: None })
+        .create_agent(pb::CreateAgentRequest {
+            name: "keeper".into(),
+            initial_message: None,
+        })
         .await
         .expect_err("name still taken");
     assert_eq!(refused.code(), tonic::Code::AlreadyExists);

@@ -32,8 +32,16 @@ pub struct AgentApi {
 }
 
 impl AgentApi {
-    pub fn new(runtime: Arc<Runtime>, store: Arc<SledStore>, shutdown: watch::Receiver<bool>) -> Self {
-        Self { runtime, store, shutdown }
+    pub fn new(
+        runtime: Arc<Runtime>,
+        store: Arc<SledStore>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            runtime,
+            store,
+            shutdown,
+        }
     }
 
     fn record(&self, agent_id: AgentId) -> Result<AgentRecord, ApiError> {
@@ -93,7 +101,9 @@ impl AgentService for AgentApi {
             .create_agent(req.name, req.initial_message)
             .await
             .map_err(ApiError::from)?;
-        Ok(Response::new(pb::CreateAgentResponse { agent_id: agent_id.to_string() }))
+        Ok(Response::new(pb::CreateAgentResponse {
+            agent_id: agent_id.to_string(),
+        }))
     }
 
     async fn get_agent(
@@ -110,7 +120,9 @@ impl AgentService for AgentApi {
             None => return Err(ApiError::InvalidArgument("give agent_id or name".into()).into()),
         };
         let record = self.record(agent_id)?;
-        Ok(Response::new(pb::AgentGetResult { agent: Some(self.summary(&record).await) }))
+        Ok(Response::new(pb::AgentGetResult {
+            agent: Some(self.summary(&record).await),
+        }))
     }
 
     async fn list_agents(
@@ -134,7 +146,10 @@ impl AgentService for AgentApi {
         for record in &records {
             agents.push(self.summary(record).await);
         }
-        Ok(Response::new(pb::ListAgentsResponse { agents, next_page_token }))
+        Ok(Response::new(pb::ListAgentsResponse {
+            agents,
+            next_page_token,
+        }))
     }
 
     #[instrument(skip_all, fields(agent_id = %request.get_ref().agent_id))]
@@ -190,7 +205,11 @@ impl AgentService for AgentApi {
         request: Request<pb::WatchEventsRequest>,
     ) -> Result<Response<Self::WatchEventsStream>, Status> {
         let req = request.into_inner();
-        let filter = if req.agent_id.is_empty() { None } else { Some(parse_agent_id(&req.agent_id)?) };
+        let filter = if req.agent_id.is_empty() {
+            None
+        } else {
+            Some(parse_agent_id(&req.agent_id)?)
+        };
         let (tx, rx) = mpsc::channel(EVENT_BATCH);
         let store = self.store.clone();
         let mut shutdown = self.shutdown.clone();

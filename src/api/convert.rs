@@ -62,10 +62,12 @@ impl From<IdParseError> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
-            StoreError::NameTaken(name) => ApiError::AlreadyExists(format!("an agent named `{name}` already exists")),
-            StoreError::UnsupportedVersion { .. } | StoreError::Corrupt { .. } | StoreError::Backend(_) => {
-                ApiError::Internal(err.to_string())
+            StoreError::NameTaken(name) => {
+                ApiError::AlreadyExists(format!("an agent named `{name}` already exists"))
             }
+            StoreError::UnsupportedVersion { .. }
+            | StoreError::Corrupt { .. }
+            | StoreError::Backend(_) => ApiError::Internal(err.to_string()),
         }
     }
 }
@@ -111,7 +113,9 @@ impl From<RuntimeError> for ApiError {
     fn from(err: RuntimeError) -> Self {
         match err {
             RuntimeError::Recovery(e) => e.into(),
-            RuntimeError::Spawn(_) | RuntimeError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
+            RuntimeError::Spawn(_) | RuntimeError::Unavailable(_) => {
+                ApiError::Unavailable(err.to_string())
+            }
         }
     }
 }
@@ -155,10 +159,17 @@ pub fn summary(record: &AgentRecord, live: Option<&AgentSnapshot>) -> pb::AgentS
         agent_id: record.id.to_string(),
         name: record.name.clone().unwrap_or_default(),
         profile: Some(pb::Profile {
-            preset: profile.preset().map(|p| p.name().to_owned()).unwrap_or_default(),
+            preset: profile
+                .preset()
+                .map(|p| p.name().to_owned())
+                .unwrap_or_default(),
             visibility: visibility(profile.visibility).into(),
             ownership: ownership(profile.ownership).into(),
-            tool_families: profile.tool_families.iter().map(|f| f.name().to_owned()).collect(),
+            tool_families: profile
+                .tool_families
+                .iter()
+                .map(|f| f.name().to_owned())
+                .collect(),
         }),
         visibility: visibility(profile.visibility).into(),
         ownership: ownership(profile.ownership).into(),
@@ -208,7 +219,12 @@ pub fn event(event: &Event) -> pb::Event {
         ..Default::default()
     };
     let detail = match &event.kind {
-        EventKind::AgentCreated { name, preset, lineage_parent_agent_id, supervisor_agent_id } => {
+        EventKind::AgentCreated {
+            name,
+            preset,
+            lineage_parent_agent_id,
+            supervisor_agent_id,
+        } => {
             out.text = name.clone().unwrap_or_default();
             json!({
                 "name": name,
@@ -225,7 +241,10 @@ pub fn event(event: &Event) -> pb::Event {
             out.text = reason.clone();
             json!({ "reason": reason })
         }
-        EventKind::MessageQueued { message_id, provenance } => {
+        EventKind::MessageQueued {
+            message_id,
+            provenance,
+        } => {
             out.message_id = message_id.to_string();
             out.text = provenance.kind().to_owned();
             json!({ "message_id": message_id.to_string(), "provenance": provenance.kind() })
@@ -235,18 +254,33 @@ pub fn event(event: &Event) -> pb::Event {
             out.message_id = message_id.to_string();
             json!({ "run_id": run_id.to_string(), "message_id": message_id.to_string() })
         }
-        EventKind::ToolCalled { run_id, tool, input, output, is_error } => {
+        EventKind::ToolCalled {
+            run_id,
+            tool,
+            input,
+            output,
+            is_error,
+        } => {
             out.run_id = run_id.to_string();
             out.text = tool.clone();
             json!({ "run_id": run_id.to_string(), "tool": tool, "input": input, "output": output, "is_error": is_error })
         }
-        EventKind::Replied { run_id, message_id, text } => {
+        EventKind::Replied {
+            run_id,
+            message_id,
+            text,
+        } => {
             out.run_id = run_id.to_string();
             out.message_id = message_id.to_string();
             out.text = text.clone();
             json!({ "run_id": run_id.to_string(), "message_id": message_id.to_string(), "text": text })
         }
-        EventKind::RunFinished { run_id, message_id, outcome, detail } => {
+        EventKind::RunFinished {
+            run_id,
+            message_id,
+            outcome,
+            detail,
+        } => {
             out.run_id = run_id.to_string();
             out.message_id = message_id.to_string();
             out.text = outcome.name().to_owned();

@@ -20,7 +20,11 @@ pub struct RuntimeApi {
 
 impl RuntimeApi {
     pub fn new(runtime: Arc<Runtime>, store: Arc<SledStore>, data_dir: PathBuf) -> Self {
-        Self { runtime, store, data_dir }
+        Self {
+            runtime,
+            store,
+            data_dir,
+        }
     }
 }
 
@@ -32,7 +36,13 @@ pub fn rss_bytes() -> u64 {
     status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
         .map(|kib| kib * 1024)
         .unwrap_or(0)
 }
@@ -49,7 +59,12 @@ impl RuntimeService for RuntimeApi {
             uptime_ms: self.runtime.uptime().as_millis() as u64,
             public_agents: snapshot.public_agents as u64,
             private_agents: snapshot.private_agents as u64,
-            activity: if snapshot.busy_runs > 0 { "busy" } else { "idle" }.to_owned(),
+            activity: if snapshot.busy_runs > 0 {
+                "busy"
+            } else {
+                "idle"
+            }
+            .to_owned(),
             busy_runs: snapshot.busy_runs as u64,
             restarts: snapshot.restarts,
             agents_given_up: snapshot.given_up,

@@ -30,7 +30,11 @@ pub struct Output {
     pub json: bool,
 }
 
-fn enum_name<E: TryFrom<i32>>(value: i32, name: impl Fn(&E) -> &'static str, prefix: &str) -> String {
+fn enum_name<E: TryFrom<i32>>(
+    value: i32,
+    name: impl Fn(&E) -> &'static str,
+    prefix: &str,
+) -> String {
     E::try_from(value)
         .map(|e| name(&e).trim_start_matches(prefix).to_lowercase())
         .unwrap_or_else(|_| value.to_string())
@@ -90,7 +94,15 @@ impl Output {
 
     pub fn agent_table_header(&self) {
         if !self.json {
-            say!("{:<30}  {:<20}  {:<14}  {:<8}  {:<8}  {:>5}", "AGENT", "NAME", "PROFILE", "STATE", "ACTIVITY", "QUEUE");
+            say!(
+                "{:<30}  {:<20}  {:<14}  {:<8}  {:<8}  {:>5}",
+                "AGENT",
+                "NAME",
+                "PROFILE",
+                "STATE",
+                "ACTIVITY",
+                "QUEUE"
+            );
         }
     }
 
@@ -116,15 +128,28 @@ impl Output {
             say!("{}", agent_json(a));
             return;
         }
-        let families = a.profile.as_ref().map(|p| p.tool_families.join(", ")).unwrap_or_default();
+        let families = a
+            .profile
+            .as_ref()
+            .map(|p| p.tool_families.join(", "))
+            .unwrap_or_default();
         let preset = a.profile.as_ref().map(|p| p.preset.as_str()).unwrap_or("");
         say!("agent        {}", a.agent_id);
         say!("name         {}", or_dash(&a.name));
-        say!("profile      {} ({}, {})", or_dash(preset), visibility(a.visibility), ownership(a.ownership));
+        say!(
+            "profile      {} ({}, {})",
+            or_dash(preset),
+            visibility(a.visibility),
+            ownership(a.ownership)
+        );
         say!("tools        {families}");
         say!("lineage      {}", or_dash(&a.lineage_parent_agent_id));
         say!("supervisor   {}", or_dash(&a.supervisor_agent_id));
-        say!("state        {} / {}", lifecycle(a.state), activity(a.activity));
+        say!(
+            "state        {} / {}",
+            lifecycle(a.state),
+            activity(a.activity)
+        );
         say!("queue        {}", a.queue_length);
         say!("current run  {}", or_dash(&a.current_run_id));
         say!("turns        {}", a.turns_completed);
@@ -132,7 +157,10 @@ impl Output {
 
     pub fn sent(&self, sent: &pb::SendMessageResponse) {
         if self.json {
-            say!("{}", json!({ "message_id": sent.message_id, "duplicate": sent.duplicate }));
+            say!(
+                "{}",
+                json!({ "message_id": sent.message_id, "duplicate": sent.duplicate })
+            );
         } else if sent.duplicate {
             say!("already sent {}", sent.message_id);
         } else {
@@ -159,7 +187,13 @@ impl Output {
                 })
             );
         } else {
-            say!("{}  [{}] {}: {}", m.message_id, message_status(m.status), m.provenance, m.text);
+            say!(
+                "{}  [{}] {}: {}",
+                m.message_id,
+                message_status(m.status),
+                m.provenance,
+                m.text
+            );
             if !m.reply.is_empty() {
                 say!("{:<30}  -> {}", "", m.reply);
             }
@@ -174,7 +208,13 @@ impl Output {
                 json!({ "cursor": e.cursor, "at_ms": e.at_ms, "agent_id": e.agent_id, "kind": e.kind, "detail": detail })
             );
         } else {
-            say!("{:>8}  {}  {:<20}  {}", e.cursor, or_dash(&e.agent_id), e.kind, e.text);
+            say!(
+                "{:>8}  {}  {:<20}  {}",
+                e.cursor,
+                or_dash(&e.agent_id),
+                e.kind,
+                e.text
+            );
         }
     }
 
@@ -200,11 +240,32 @@ impl Output {
                 })
             );
         } else {
-            say!("holarchy {} up {:.1}s, {}", s.version, s.uptime_ms as f64 / 1000.0, s.activity);
-            say!("agents     {} public, {} private", s.public_agents, s.private_agents);
-            say!("recovered  {} agents, {} interrupted runs", s.recovered_agents, s.interrupted_runs);
-            say!("restarts   {} (gave up on {})", s.restarts, s.agents_given_up);
-            say!("memory     {:.1} MiB rss, {:.1} MiB on disk", s.rss_bytes as f64 / 1048576.0, s.store_bytes as f64 / 1048576.0);
+            say!(
+                "holarchy {} up {:.1}s, {}",
+                s.version,
+                s.uptime_ms as f64 / 1000.0,
+                s.activity
+            );
+            say!(
+                "agents     {} public, {} private",
+                s.public_agents,
+                s.private_agents
+            );
+            say!(
+                "recovered  {} agents, {} interrupted runs",
+                s.recovered_agents,
+                s.interrupted_runs
+            );
+            say!(
+                "restarts   {} (gave up on {})",
+                s.restarts,
+                s.agents_given_up
+            );
+            say!(
+                "memory     {:.1} MiB rss, {:.1} MiB on disk",
+                s.rss_bytes as f64 / 1048576.0,
+                s.store_bytes as f64 / 1048576.0
+            );
             say!("events     {}", s.event_cursor);
             say!("data       {}", s.data_dir);
         }

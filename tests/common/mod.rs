@@ -42,7 +42,10 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .expect("holarchy binary starts");
-        let mut daemon = Daemon { child: Some(child), data_dir: data_dir.to_owned() };
+        let mut daemon = Daemon {
+            child: Some(child),
+            data_dir: data_dir.to_owned(),
+        };
         daemon.wait_serving().await;
         daemon
     }
@@ -73,7 +76,9 @@ impl Daemon {
             }
             if let Ok(channel) = client::channel(&Target::Unix(self.socket())).await {
                 let reply = HealthClient::new(channel)
-                    .check(HealthCheckRequest { service: String::new() })
+                    .check(HealthCheckRequest {
+                        service: String::new(),
+                    })
                     .await;
                 if let Ok(reply) = reply {
                     if reply.into_inner().status == ServingStatus::Serving as i32 {
@@ -81,13 +86,19 @@ impl Daemon {
                     }
                 }
             }
-            assert!(started.elapsed() < DEADLINE, "daemon not serving in time:\n{}", self.log());
+            assert!(
+                started.elapsed() < DEADLINE,
+                "daemon not serving in time:\n{}",
+                self.log()
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     pub async fn clients(&self) -> Clients {
-        client::connect(&Target::Unix(self.socket())).await.expect("connects")
+        client::connect(&Target::Unix(self.socket()))
+            .await
+            .expect("connects")
     }
 
     /// `kill -9`: no shutdown code runs.
@@ -101,7 +112,11 @@ impl Daemon {
     /// SIGTERM, then waits for the exit (at most `within`).
     pub async fn terminate(&mut self, within: Duration) -> ExitStatus {
         let mut child = self.child.take().expect("daemon running");
-        let sent = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().expect("kill runs");
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .expect("kill runs");
         assert!(sent.success());
         let started = Instant::now();
         loop {
@@ -110,7 +125,10 @@ impl Daemon {
             }
             if started.elapsed() > within {
                 let _ = child.kill();
-                panic!("daemon did not exit within {within:?} of SIGTERM:\n{}", self.log());
+                panic!(
+                    "daemon did not exit within {within:?} of SIGTERM:\n{}",
+                    self.log()
+                );
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -150,7 +168,10 @@ where
 pub async fn create(clients: &mut Clients, name: &str, initial: Option<&str>) -> String {
     clients
         .agents
-        .create_agent(pb::CreateAgentRequest { name: name.into(), initial_message: initial.map(str::to_owned) })
+        .create_agent(pb::CreateAgentRequest {
+            name: name.into(),
+            initial_message: initial.map(str::to_owned),
+        })
         .await
         .expect("agent created")
         .into_inner()
@@ -160,7 +181,11 @@ pub async fn create(clients: &mut Clients, name: &str, initial: Option<&str>) ->
 pub async fn send(clients: &mut Clients, agent_id: &str, text: &str) -> String {
     clients
         .agents
-        .send_message(pb::SendMessageRequest { agent_id: agent_id.into(), text: text.into(), dedupe_key: String::new() })
+        .send_message(pb::SendMessageRequest {
+            agent_id: agent_id.into(),
+            text: text.into(),
+            dedupe_key: String::new(),
+        })
         .await
         .expect("message accepted")
         .into_inner()
@@ -173,7 +198,11 @@ pub async fn messages(clients: &mut Clients, agent_id: &str) -> Vec<pb::Message>
     loop {
         let page = clients
             .agents
-            .list_messages(pb::ListMessagesRequest { agent_id: agent_id.into(), page_size: 1000, page_token })
+            .list_messages(pb::ListMessagesRequest {
+                agent_id: agent_id.into(),
+                page_size: 1000,
+                page_token,
+            })
             .await
             .expect("messages listed")
             .into_inner();
@@ -193,7 +222,9 @@ pub async fn handled(clients: &Clients, agent_id: &str, count: usize) -> Vec<pb:
         async move {
             let all = messages(&mut clients, &agent_id).await;
             let done = all.len() >= count
-                && all.iter().all(|m| m.status == pb::MessageStatus::Handled as i32);
+                && all
+                    .iter()
+                    .all(|m| m.status == pb::MessageStatus::Handled as i32);
             done.then_some(all)
         }
     })
@@ -205,7 +236,11 @@ pub async fn events(clients: &mut Clients, after: u64) -> Vec<pb::Event> {
     use tokio_stream::StreamExt;
     let mut stream = clients
         .agents
-        .watch_events(pb::WatchEventsRequest { after_cursor: after, follow: false, agent_id: String::new() })
+        .watch_events(pb::WatchEventsRequest {
+            after_cursor: after,
+            follow: false,
+            agent_id: String::new(),
+        })
         .await
         .expect("watch opens")
         .into_inner();
