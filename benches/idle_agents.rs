@@ -42,7 +42,9 @@ fn options() -> Options {
         let mut value = || args.next().unwrap_or_else(|| panic!("{arg} needs a value"));
         match arg.as_str() {
             "--agents" => opts.agents = value().parse().expect("--agents takes a number"),
-            "--concurrency" => opts.concurrency = value().parse().expect("--concurrency takes a number"),
+            "--concurrency" => {
+                opts.concurrency = value().parse().expect("--concurrency takes a number")
+            }
             "--json" => opts.json_out = PathBuf::from(value()),
             "--phase" => opts.phase = Some(value()),
             "--dir" => opts.dir = Some(PathBuf::from(value())),
@@ -77,7 +79,9 @@ async fn phase_bare(n: usize) -> Value {
     let started = Instant::now();
     let mut actors = Vec::with_capacity(n);
     for _ in 0..n {
-        let (actor, _) = Actor::spawn(None, Bare, ()).await.expect("bare actor spawns");
+        let (actor, _) = Actor::spawn(None, Bare, ())
+            .await
+            .expect("bare actor spawns");
         actors.push(actor);
     }
     let elapsed = started.elapsed();
@@ -90,9 +94,13 @@ async fn phase_bare(n: usize) -> Value {
 
 async fn open(dir: &Path) -> (Arc<SledStore>, Runtime) {
     let store = Arc::new(SledStore::open(dir, &StoreConfig::default()).expect("store opens"));
-    let runtime = Runtime::start(store.clone(), Arc::new(ScriptedBrain), RuntimeConfig::default())
-        .await
-        .expect("runtime starts");
+    let runtime = Runtime::start(
+        store.clone(),
+        Arc::new(ScriptedBrain),
+        RuntimeConfig::default(),
+    )
+    .await
+    .expect("runtime starts");
     (store, runtime)
 }
 
@@ -107,7 +115,10 @@ async fn phase_create(n: usize, concurrency: usize, dir: &Path) -> Value {
         tasks.push(tokio::spawn(async move {
             let mut i = worker;
             while i < n {
-                runtime.create_agent(format!("idle-{i}"), None).await.expect("agent created");
+                runtime
+                    .create_agent(format!("idle-{i}"), None)
+                    .await
+                    .expect("agent created");
                 i += concurrency;
             }
         }));
@@ -117,7 +128,10 @@ async fn phase_create(n: usize, concurrency: usize, dir: &Path) -> Value {
     }
     let elapsed = started.elapsed();
     let after = settle().await;
-    let flushes = store.flush_stats().flushes.load(std::sync::atomic::Ordering::Relaxed);
+    let flushes = store
+        .flush_stats()
+        .flushes
+        .load(std::sync::atomic::Ordering::Relaxed);
     runtime.shutdown(Duration::from_secs(30)).await;
     store.close().await;
     json!({
@@ -153,13 +167,20 @@ fn run_phase(phase: &str, opts: &Options, dir: &Path) -> Value {
         .arg(dir)
         .output()
         .expect("phase runs");
-    assert!(output.status.success(), "phase {phase} failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "phase {phase} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).expect("phase prints JSON")
 }
 
 fn main() {
     let opts = options();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio");
     if let Some(phase) = &opts.phase {
         let dir = opts.dir.clone().expect("--dir");
         let result = runtime.block_on(async {
@@ -176,30 +197,74 @@ fn main() {
 
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("db");
-    eprintln!("measuring {} idle agents (concurrency {})", opts.agents, opts.concurrency);
+    eprintln!(
+        "measuring {} idle agents (concurrency {})",
+        opts.agents, opts.concurrency
+    );
     let bare = run_phase("bare", &opts, &dir);
     let create = run_phase("create", &opts, &dir);
     let recover = run_phase("recover", &opts, &dir);
     let bare_bytes = bare["bytes_per_actor"].as_f64().unwrap_or(0.0);
     let agent_bytes = create["bytes_per_agent"].as_f64().unwrap_or(0.0);
-    let recovered_bytes = recover["bytes_per_agent_after_recovery"].as_f64().unwrap_or(0.0);
+    let recovered_bytes = recover["bytes_per_agent_after_recovery"]
+        .as_f64()
+        .unwrap_or(0.0);
     let bare_rate = bare["spawn_per_s"].as_f64().unwrap_or(0.0);
     let create_rate = create["create_per_s"].as_f64().unwrap_or(0.0);
     let recover_s = recover["recover_s"].as_f64().unwrap_or(0.0);
     let recover_rate = opts.agents as f64 / recover_s.max(1e-9);
 
-    println!("idle agents: {} (create concurrency {})", opts.agents, opts.concurrency);
-    println!("{:<40} {:>14} {:>14} {:>8}", "figure", "holarchy", "bare ractor", "ratio");
+    println!(
+        "idle agents: {} (create concurrency {})",
+        opts.agents, opts.concurrency
+    );
+    println!(
+        "{:<40} {:>14} {:>14} {:>8}",
+        "figure", "holarchy", "bare ractor", "ratio"
+    );
     let row = |name: &str, ours: f64, reference: f64, unit: &str| {
-        let ratio = if reference > 0.0 { ours / reference } else { 0.0 };
-        println!("{:<40} {:>11.0} {unit:<2} {:>11.0} {unit:<2} {:>7.2}x", name, ours, reference, ratio);
+        let ratio = if reference > 0.0 {
+            ours / reference
+        } else {
+            0.0
+        };
+        println!(
+            "{:<40} {:>11.0} {unit:<2} {:>11.0} {unit:<2} {:>7.2}x",
+            name, ours, reference, ratio
+        );
     };
-    row("RSS per idle agent (after create)", agent_bytes, bare_bytes, "B");
-    row("RSS per idle agent (after recovery)", recovered_bytes, bare_bytes, "B");
-    row("durable creations / s vs bare spawns / s", create_rate, bare_rate, "/s");
-    row("recovered agents / s vs bare spawns / s", recover_rate, bare_rate, "/s");
-    println!("{:<40} {:>11.3} s", "recovery to all actors live", recover_s);
-    println!("{:<40} {:>14}", "flushes during creation", create["flushes"]);
+    row(
+        "RSS per idle agent (after create)",
+        agent_bytes,
+        bare_bytes,
+        "B",
+    );
+    row(
+        "RSS per idle agent (after recovery)",
+        recovered_bytes,
+        bare_bytes,
+        "B",
+    );
+    row(
+        "durable creations / s vs bare spawns / s",
+        create_rate,
+        bare_rate,
+        "/s",
+    );
+    row(
+        "recovered agents / s vs bare spawns / s",
+        recover_rate,
+        bare_rate,
+        "/s",
+    );
+    println!(
+        "{:<40} {:>11.3} s",
+        "recovery to all actors live", recover_s
+    );
+    println!(
+        "{:<40} {:>14}",
+        "flushes during creation", create["flushes"]
+    );
 
     let report = json!({
         "bench": "idle_agents",
