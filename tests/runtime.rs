@@ -7,7 +7,11 @@ use std::time::{Duration, Instant};
 
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
-use holarchy_actors::{Batch, DeliverError, Runtime, RuntimeConfig, ScriptedBrain, Store, Write};
+use holarchy_actors::agent::NotRunning;
+use holarchy_actors::brain::{BrainFuture, TurnInput, TurnPlan};
+use holarchy_actors::{
+    Batch, Brain, DeliverError, Runtime, RuntimeConfig, ScriptedBrain, Store, Write,
+};
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord, MessageStatus,
@@ -120,7 +124,7 @@ async fn an_agent_failing_past_the_restart_intensity_is_marked_failed() {
         matches!(
             refused,
             Err(DeliverError::NotRunning {
-                state: "failed",
+                why: NotRunning::Ended(LifecycleState::Failed),
                 ..
             })
         ),
@@ -198,6 +202,89 @@ async fn a_turn_cut_short_by_a_crash_is_run_again_on_start() {
         e.kind,
         EventKind::RunFinished { run_id, outcome: RunOutcome::Interrupted, .. } if run_id == lost_run
     )));
+    runtime.shutdown(Duration::from_secs(5)).await;
+    store.close().await;
+}
+
+/// Panics on "panic", never answers "hang", acknowledges anything else.
+struct Unruly;
+
+impl Brain for Unruly {
+    fn name(&self) -> &'static str {
+        "unruly"
+    }
+
+    fn decide(&self, input: TurnInput) -> BrainFuture {
+        Box::pin(async move {
+            match input.body.as_str() {
+                "panic" => panic!("brain panicked on purpose"),
+                "hang" => std::future::pending().await,
+                other => Ok(TurnPlan {
+                    reply: Some(format!("ok: {other}")),
+                    ..TurnPlan::default()
+                }),
+            }
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_or_hanging_turn_fails_and_the_agent_moves_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let config = RuntimeConfig {
+        turn_timeout: Duration::from_millis(200),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::start(store.clone(), Arc::new(Unruly), config)
+        .await
+        .expect("starts");
+    let id = runtime
+        .create_agent("unruly".into(), None)
+        .await
+        .expect("created");
+    let mut sent = Vec::new();
+    for body in ["panic", "hang", "fine"] {
+        sent.push(
+            runtime
+                .send_message(id, body.into(), None)
+                .await
+                .expect("delivered")
+                .message_id,
+        );
+    }
+    until("every message finished", || {
+        sent.iter().all(|m| {
+            store
+                .message(id, *m)
+                .ok()
+                .flatten()
+                .is_some_and(|m| !m.status.is_pending())
+        })
+    })
+    .await;
+    let status = |m: MessageId| store.message(id, m).expect("read").expect("present").status;
+    assert!(matches!(status(sent[0]), MessageStatus::Failed { .. }));
+    assert!(matches!(status(sent[1]), MessageStatus::Failed { .. }));
+    assert!(matches!(status(sent[2]), MessageStatus::Handled { .. }));
+    store.durable().await.expect("durable");
+    let details: Vec<String> = store
+        .events_after(0, 100)
+        .expect("events")
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::RunFinished {
+                outcome: RunOutcome::Failed,
+                detail,
+                ..
+            } => Some(detail),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(details.len(), 2);
+    assert!(details[0].contains("panicked"), "{details:?}");
+    assert!(details[1].contains("deadline"), "{details:?}");
+    assert_eq!(runtime.snapshot().await.expect("snapshot").busy_runs, 0);
     runtime.shutdown(Duration::from_secs(5)).await;
     store.close().await;
 }

@@ -48,17 +48,35 @@ pub enum DeliverError {
     NotFound(AgentId),
     #[error(transparent)]
     Refused(#[from] Refusal),
-    #[error("agent {agent_id} is {state}: its actor is not running")]
-    NotRunning {
-        agent_id: AgentId,
-        state: &'static str,
-    },
+    #[error("agent {agent_id} is {why}: its actor is not running")]
+    NotRunning { agent_id: AgentId, why: NotRunning },
     #[error("agent queue is full ({limit} messages waiting)")]
     QueueFull { limit: usize },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the runtime did not answer: {0}")]
     Unavailable(String),
+}
+
+/// Why an agent that exists has no actor to take a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRunning {
+    /// Live in the store, between a failure and its restart: retry.
+    Restarting,
+    /// Its actor is going away right now: retry.
+    Stopping,
+    /// Its supervisor gave up on it, or it was archived: do not retry.
+    Ended(LifecycleState),
+}
+
+impl std::fmt::Display for NotRunning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotRunning::Restarting => f.write_str("restarting"),
+            NotRunning::Stopping => f.write_str("stopping"),
+            NotRunning::Ended(state) => f.write_str(state.name()),
+        }
+    }
 }
 
 /// What operators and tests can see of a running agent.
@@ -331,11 +349,37 @@ impl AgentActor {
     }
 }
 
-/// The turn itself: runs outside the actor, reports back by message.
+/// Aborts a task when dropped, so a cancelled turn takes its work along.
+struct AbortOnDrop(AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The turn itself: runs outside the actor and always reports back by
+/// message, even when the brain or a tool panics or the turn runs past its
+/// deadline; otherwise the agent would wait for it forever.
 async fn run_turn(ctx: Arc<Ctx>, profile: Profile, input: TurnInput, myself: ActorRef<AgentMsg>) {
     let run_id = input.run_id;
+    let deadline = ctx.config.turn_timeout;
+    let mut work = tokio::spawn(decide_and_act(ctx, profile, input).in_current_span());
+    let _guard = AbortOnDrop(work.abort_handle());
+    let outcome = match tokio::time::timeout(deadline, &mut work).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(join)) if join.is_panic() => TurnOutcome::BrainFailed("the turn panicked".into()),
+        // Cancelled: only our own abort does that, and then nobody listens.
+        Ok(Err(_)) => return,
+        Err(_) => TurnOutcome::BrainFailed(format!("the turn ran past its {deadline:?} deadline")),
+    };
+    // The agent may be gone (archived, killed); its turn result goes with it.
+    let _ = myself.cast(AgentMsg::TurnDone(Box::new(TurnDone { run_id, outcome })));
+}
+
+async fn decide_and_act(ctx: Arc<Ctx>, profile: Profile, input: TurnInput) -> TurnOutcome {
     let agent_id = input.agent_id;
-    let outcome = match ctx.brain.decide(input).await {
+    match ctx.brain.decide(input).await {
         Ok(plan) => {
             let mut tool_results = Vec::with_capacity(plan.tool_calls.len());
             for call in &plan.tool_calls {
@@ -348,9 +392,7 @@ async fn run_turn(ctx: Arc<Ctx>, profile: Profile, input: TurnInput, myself: Act
             }
         }
         Err(err) => TurnOutcome::BrainFailed(err.to_string()),
-    };
-    // The agent may be gone (archived, killed); its turn result goes with it.
-    let _ = myself.cast(AgentMsg::TurnDone(Box::new(TurnDone { run_id, outcome })));
+    }
 }
 
 impl Actor for AgentActor {

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use holarchy_supervision::{admit, AgentId, LifecycleState, Provenance, Target};
+use holarchy_supervision::{admit, AgentId, Provenance, Target};
 use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
 
-use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage};
+use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage, NotRunning};
 use crate::Ctx;
 
 #[derive(Debug)]
@@ -42,10 +42,10 @@ impl GatewayActor {
             Some(entry) => Ok(entry.actor),
             None => Err(DeliverError::NotRunning {
                 agent_id,
-                state: match record.state {
-                    // Live in the store but not running: being restarted.
-                    LifecycleState::Active | LifecycleState::Paused => "restarting",
-                    other => other.name(),
+                why: if record.state.is_live() {
+                    NotRunning::Restarting
+                } else {
+                    NotRunning::Ended(record.state)
                 },
             }),
         }
@@ -89,7 +89,7 @@ impl Actor for GatewayActor {
                     {
                         let _ = reply.send(Err(DeliverError::NotRunning {
                             agent_id,
-                            state: "stopping",
+                            why: NotRunning::Stopping,
                         }));
                     }
                 }

@@ -48,6 +48,9 @@ pub struct RuntimeConfig {
     pub restart_policy: RestartPolicy,
     /// How long a caller waits for an actor to answer.
     pub call_timeout: Duration,
+    /// How long one turn (brain call and tool calls) may run before it is
+    /// recorded as failed and the agent moves on.
+    pub turn_timeout: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -56,6 +59,7 @@ impl Default for RuntimeConfig {
             max_queue_len: 1024,
             restart_policy: RestartPolicy::default(),
             call_timeout: Duration::from_secs(10),
+            turn_timeout: Duration::from_secs(600),
         }
     }
 }

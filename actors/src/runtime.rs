@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::recovery::recover;
@@ -19,18 +18,20 @@ use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord, MessageStatus,
     Preset, Provenance, RunOutcome,
 };
-use ractor::rpc::CallResult;
 use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
-use tokio::task::JoinHandle;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
-use crate::agent::{AgentActor, AgentArgs, AgentMsg, AgentSnapshot, DeliverError, Delivered};
+use crate::agent::{AgentActor, AgentArgs};
 use crate::directory::DirectoryEntry;
 use crate::gateway::{GatewayActor, GatewayMsg};
 use crate::store::{Batch, StoreError, Write};
-use crate::{now_ms, Brain, Ctx, RuntimeConfig, Store};
+use crate::{now_ms, Ctx};
+
+mod handle;
+
+pub use handle::Runtime;
 
 /// Why an agent was not created.
 #[derive(Debug, thiserror::Error)]
@@ -220,13 +221,18 @@ impl RuntimeActor {
                 .write(Write::PutMessage(message));
         }
         self.ctx.store.commit(batch)?;
-        self.spawn_agent(myself, state, record, queue)
-            .await
-            .map_err(|err| CreateError::Spawn(err.to_string()))?;
+        if let Err(err) = self.spawn_agent(myself, state, record, queue).await {
+            // The record is committed; leave it failed rather than live with
+            // no actor, so status, listings and a retry all tell the truth.
+            self.mark_failed(agent_id, format!("could not start: {err}"))?;
+            return Err(CreateError::Spawn(err.to_string()));
+        }
         Ok(agent_id)
     }
 
     /// One-for-one restart of a failed agent, within its restart budget.
+    /// Either way, a turn the failure cut short is closed as interrupted
+    /// and its message queued again, so no run is left open.
     async fn on_agent_failure(
         &self,
         myself: &ActorRef<RuntimeMsg>,
@@ -234,7 +240,7 @@ impl RuntimeActor {
         agent_id: AgentId,
         reason: String,
     ) -> Result<(), ActorProcessingErr> {
-        let Some(mut record) = self.ctx.store.agent(agent_id)? else {
+        let Some(record) = self.ctx.store.agent(agent_id)? else {
             return Ok(());
         };
         if !record.state.is_live() {
@@ -246,58 +252,82 @@ impl RuntimeActor {
             .entry(agent_id)
             .or_default()
             .on_failure(policy, now_ms());
+        let (batch, queue) = self.requeue_interrupted(agent_id, &reason)?;
         match decision {
             RestartDecision::Restart => {
-                let pending = self.ctx.store.pending_messages(agent_id)?;
-                let mut batch = Batch::new().event(
+                self.ctx.store.commit(batch.event(
                     agent_id,
                     EventKind::AgentRestarted {
                         reason: reason.clone(),
                     },
-                );
-                let mut queue = Vec::with_capacity(pending.len());
-                for mut message in pending {
-                    queue.push(message.id);
-                    if let MessageStatus::Handling { run_id } = message.status {
-                        batch = batch.event(
-                            agent_id,
-                            EventKind::RunFinished {
-                                run_id,
-                                message_id: message.id,
-                                outcome: RunOutcome::Interrupted,
-                                detail: format!("agent actor failed: {reason}"),
-                            },
-                        );
-                        message.status = MessageStatus::Queued;
-                        batch = batch.write(Write::PutMessage(message));
-                    }
-                }
-                self.ctx.store.commit(batch)?;
+                ))?;
                 state.restarts += 1;
                 warn!(agent_id = %agent_id, reason = %reason, "restarting failed agent");
-                self.spawn_agent(myself, state, record, queue).await
+                if let Err(err) = self.spawn_agent(myself, state, record, queue).await {
+                    self.mark_failed(agent_id, format!("restart failed: {err}"))?;
+                    state.given_up += 1;
+                }
+                Ok(())
             }
             RestartDecision::GiveUp => {
-                record.state = LifecycleState::Failed;
-                record.updated_at_ms = now_ms();
+                self.ctx.store.commit(batch)?;
                 let why = format!(
                     "restart intensity exceeded ({} in {} ms): {reason}",
                     policy.max_restarts, policy.period_ms
                 );
-                self.ctx
-                    .store
-                    .commit(Batch::new().write(Write::PutAgent(record)).event(
-                        agent_id,
-                        EventKind::AgentStateChanged {
-                            state: LifecycleState::Failed,
-                            reason: why.clone(),
-                        },
-                    ))?;
+                self.mark_failed(agent_id, why)?;
                 state.given_up += 1;
-                warn!(agent_id = %agent_id, reason = %why, "agent marked failed");
                 Ok(())
             }
         }
+    }
+
+    /// The agent's pending messages in queue order, with a batch that puts
+    /// any in-flight one back to queued and closes its run as interrupted.
+    fn requeue_interrupted(
+        &self,
+        agent_id: AgentId,
+        reason: &str,
+    ) -> Result<(Batch, Vec<MessageId>), StoreError> {
+        let pending = self.ctx.store.pending_messages(agent_id)?;
+        let mut batch = Batch::new();
+        let mut queue = Vec::with_capacity(pending.len());
+        for mut message in pending {
+            queue.push(message.id);
+            if let MessageStatus::Handling { run_id } = message.status {
+                batch = batch.event(
+                    agent_id,
+                    EventKind::RunFinished {
+                        run_id,
+                        message_id: message.id,
+                        outcome: RunOutcome::Interrupted,
+                        detail: format!("agent actor failed: {reason}"),
+                    },
+                );
+                message.status = MessageStatus::Queued;
+                batch = batch.write(Write::PutMessage(message));
+            }
+        }
+        Ok((batch, queue))
+    }
+
+    /// Records that the supervisor gave up on an agent; its actor is gone.
+    fn mark_failed(&self, agent_id: AgentId, reason: String) -> Result<(), StoreError> {
+        let Some(mut record) = self.ctx.store.agent(agent_id)? else {
+            return Ok(());
+        };
+        record.state = LifecycleState::Failed;
+        record.updated_at_ms = now_ms();
+        warn!(agent_id = %agent_id, reason = %reason, "agent marked failed");
+        self.ctx
+            .store
+            .commit(Batch::new().write(Write::PutAgent(record)).event(
+                agent_id,
+                EventKind::AgentStateChanged {
+                    state: LifecycleState::Failed,
+                    reason,
+                },
+            ))
     }
 
     async fn on_child_exit(
@@ -319,8 +349,11 @@ impl RuntimeActor {
             self.ctx.directory.remove(agent_id);
             // An agent stopped on purpose is no longer live in the store;
             // one that is still live has failed, whatever ractor reports.
-            self.on_agent_failure(myself, state, agent_id, reason)
-                .await?;
+            if let Err(err) = self.on_agent_failure(myself, state, agent_id, reason).await {
+                // The root must outlive any one agent: if even recording the
+                // failure fails, log it; the next start recovers the agent.
+                error!(agent_id = %agent_id, error = %err, "could not handle agent failure");
+            }
         }
         Ok(())
     }
@@ -436,164 +469,20 @@ impl Actor for RuntimeActor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        match event {
-            SupervisionEvent::ActorFailed(child, err) => {
-                self.on_child_exit(&myself, state, child, err.to_string())
-                    .await?;
-            }
+        let (child, reason) = match event {
+            SupervisionEvent::ActorFailed(child, err) => (child, err.to_string()),
             SupervisionEvent::ActorTerminated(child, _, reason) => {
-                let reason = reason.unwrap_or_else(|| "stopped".into());
-                self.on_child_exit(&myself, state, child, reason).await?;
+                (child, reason.unwrap_or_else(|| "stopped".into()))
             }
-            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {}
+            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
+                return Ok(());
+            }
+        };
+        // An error here would stop the root and, through linkage, every
+        // agent: supervision problems are logged, never propagated.
+        if let Err(err) = self.on_child_exit(&myself, state, child, reason).await {
+            error!(error = %err, "supervision step failed");
         }
         Ok(())
-    }
-}
-
-/// The handle to a running runtime.
-#[derive(Debug)]
-pub struct Runtime {
-    ctx: Arc<Ctx>,
-    root: ActorRef<RuntimeMsg>,
-    join: std::sync::Mutex<Option<JoinHandle<()>>>,
-    started: Instant,
-}
-
-impl Runtime {
-    /// Recovers from the store and starts every live agent. Returns once
-    /// all of them run, so a caller can report SERVING right after.
-    pub async fn start(
-        store: Arc<dyn Store>,
-        brain: Arc<dyn Brain>,
-        config: RuntimeConfig,
-    ) -> Result<Self, RuntimeError> {
-        let ctx = Arc::new(Ctx::new(store, brain, config));
-        let (root, join) = Actor::spawn(None, RuntimeActor { ctx: ctx.clone() }, ())
-            .await
-            .map_err(|err| RuntimeError::Spawn(err.to_string()))?;
-        Ok(Self {
-            ctx,
-            root,
-            join: std::sync::Mutex::new(Some(join)),
-            started: Instant::now(),
-        })
-    }
-
-    pub fn ctx(&self) -> &Arc<Ctx> {
-        &self.ctx
-    }
-
-    pub fn uptime(&self) -> Duration {
-        self.started.elapsed()
-    }
-
-    /// Creates a `public_named` agent as an operator would.
-    pub async fn create_agent(
-        &self,
-        name: String,
-        initial_message: Option<String>,
-    ) -> Result<AgentId, CreateError> {
-        let result = self
-            .root
-            .call(
-                |reply| RuntimeMsg::CreateAgent {
-                    name,
-                    initial_message,
-                    reply,
-                },
-                Some(self.ctx.config.call_timeout),
-            )
-            .await;
-        match result {
-            Ok(CallResult::Success(answer)) => answer,
-            Ok(CallResult::Timeout) => Err(CreateError::Unavailable("timed out".into())),
-            Ok(CallResult::SenderError) => Err(CreateError::Unavailable(
-                "runtime dropped the request".into(),
-            )),
-            Err(err) => Err(CreateError::Unavailable(err.to_string())),
-        }
-    }
-
-    /// Operator ingress: through the gateway, to public agents only.
-    /// Resolves once the message is durable.
-    pub async fn send_message(
-        &self,
-        agent_id: AgentId,
-        body: String,
-        dedupe_key: Option<String>,
-    ) -> Result<Delivered, DeliverError> {
-        limits::check_message(&body)?;
-        if let Some(key) = &dedupe_key {
-            limits::check_dedupe_key(key)?;
-        }
-        let gateway = self
-            .ctx
-            .gateway()
-            .ok_or_else(|| DeliverError::Unavailable("gateway not running".into()))?;
-        let result = gateway
-            .call(
-                |reply| GatewayMsg::Ingress {
-                    agent_id,
-                    body,
-                    dedupe_key,
-                    reply,
-                },
-                Some(self.ctx.config.call_timeout),
-            )
-            .await;
-        match result {
-            Ok(CallResult::Success(answer)) => answer,
-            Ok(CallResult::Timeout) => Err(DeliverError::Unavailable("timed out".into())),
-            Ok(CallResult::SenderError) => Err(DeliverError::Unavailable("request dropped".into())),
-            Err(err) => Err(DeliverError::Unavailable(err.to_string())),
-        }
-    }
-
-    /// The live view of a running agent; `None` if its actor is not running.
-    pub async fn agent_snapshot(&self, agent_id: AgentId) -> Option<AgentSnapshot> {
-        let entry = self.ctx.directory.get(agent_id)?;
-        match entry
-            .actor
-            .call(AgentMsg::Snapshot, Some(self.ctx.config.call_timeout))
-            .await
-        {
-            Ok(CallResult::Success(snapshot)) => Some(snapshot),
-            _ => None,
-        }
-    }
-
-    pub async fn snapshot(&self) -> Result<RuntimeSnapshot, RuntimeError> {
-        match self
-            .root
-            .call(RuntimeMsg::Snapshot, Some(self.ctx.config.call_timeout))
-            .await
-        {
-            Ok(CallResult::Success(snapshot)) => Ok(snapshot),
-            Ok(_) => Err(RuntimeError::Unavailable("no answer".into())),
-            Err(err) => Err(RuntimeError::Unavailable(err.to_string())),
-        }
-    }
-
-    /// Stops every actor, top-down, within `timeout`. Pending work stays in
-    /// the store and resumes on the next start.
-    pub async fn shutdown(&self, timeout: Duration) {
-        self.ctx.shutting_down.store(true, Ordering::Release);
-        if let Err(err) = self
-            .root
-            .stop_and_wait(Some("shutdown".into()), Some(timeout))
-            .await
-        {
-            warn!(error = %err, "runtime did not stop in time; killing it");
-            self.root.kill();
-        }
-        let join = self
-            .join
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(join) = join {
-            let _ = tokio::time::timeout(timeout, join).await;
-        }
     }
 }

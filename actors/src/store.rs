@@ -23,9 +23,12 @@ pub enum StoreError {
     /// A value or key could not be decoded.
     #[error("corrupt record in `{tree}`: {detail}")]
     Corrupt { tree: &'static str, detail: String },
-    /// The storage engine failed (I/O, or it was closed).
+    /// The storage engine failed (I/O).
     #[error("storage failure: {0}")]
     Backend(String),
+    /// The store was closed: the daemon is shutting down.
+    #[error("the store is closed")]
+    Closed,
 }
 
 /// A future that resolves once everything committed before it was created

@@ -54,6 +54,13 @@ impl AgentApi {
         let live = self.runtime.agent_snapshot(record.id).await;
         convert::summary(record, live.as_ref())
     }
+
+    /// Reads see the store's memory, which may hold writes a crash could
+    /// still take back; wait until what was read is durable before showing
+    /// it. Free when nothing is left unflushed.
+    async fn durable(&self) -> Result<(), ApiError> {
+        self.store.durable().await.map_err(ApiError::from)
+    }
 }
 
 fn parse_agent_id(text: &str) -> Result<AgentId, ApiError> {
@@ -120,6 +127,7 @@ impl AgentService for AgentApi {
             None => return Err(ApiError::InvalidArgument("give agent_id or name".into()).into()),
         };
         let record = self.record(agent_id)?;
+        self.durable().await?;
         Ok(Response::new(pb::AgentGetResult {
             agent: Some(self.summary(&record).await),
         }))
@@ -146,6 +154,7 @@ impl AgentService for AgentApi {
         for record in &records {
             agents.push(self.summary(record).await);
         }
+        self.durable().await?;
         Ok(Response::new(pb::ListAgentsResponse {
             agents,
             next_page_token,
@@ -192,6 +201,7 @@ impl AgentService for AgentApi {
         } else {
             String::new()
         };
+        self.durable().await?;
         Ok(Response::new(pb::ListMessagesResponse {
             messages: records.iter().map(convert::message).collect(),
             next_page_token,

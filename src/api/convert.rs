@@ -1,5 +1,6 @@
 //! Domain to proto, and the one place errors become gRPC statuses.
 
+use holarchy_actors::agent::NotRunning;
 use holarchy_actors::{AgentSnapshot, CreateError, DeliverError, RuntimeError, StoreError};
 use holarchy_supervision::limits::InvalidInput;
 use holarchy_supervision::{
@@ -65,6 +66,7 @@ impl From<StoreError> for ApiError {
             StoreError::NameTaken(name) => {
                 ApiError::AlreadyExists(format!("an agent named `{name}` already exists"))
             }
+            StoreError::Closed => ApiError::Unavailable("the daemon is shutting down".into()),
             StoreError::UnsupportedVersion { .. }
             | StoreError::Corrupt { .. }
             | StoreError::Backend(_) => ApiError::Internal(err.to_string()),
@@ -101,7 +103,13 @@ impl From<DeliverError> for ApiError {
             DeliverError::Invalid(e) => e.into(),
             DeliverError::NotFound(_) => ApiError::NotFound(err.to_string()),
             DeliverError::Refused(refusal) => refusal.into(),
-            DeliverError::NotRunning { .. } => ApiError::FailedPrecondition(err.to_string()),
+            // Passing states: the client should retry, not give up.
+            DeliverError::NotRunning { why, .. } => match why {
+                NotRunning::Restarting | NotRunning::Stopping => {
+                    ApiError::Unavailable(err.to_string())
+                }
+                NotRunning::Ended(_) => ApiError::FailedPrecondition(err.to_string()),
+            },
             DeliverError::QueueFull { .. } => ApiError::ResourceExhausted(err.to_string()),
             DeliverError::Store(e) => e.into(),
             DeliverError::Unavailable(_) => ApiError::Unavailable(err.to_string()),

@@ -23,10 +23,23 @@ enum Request {
     Close,
 }
 
+/// Counts writes so that a caller with nothing unflushed behind it need not
+/// wait for a flush at all (reads, mostly).
+#[derive(Debug, Default)]
+struct WriteCounters {
+    /// Writes that began applying; bumped before the data is visible.
+    started: AtomicU64,
+    /// Writes that finished applying.
+    done: AtomicU64,
+    /// `done` as read before the latest successful flush began.
+    flushed: AtomicU64,
+}
+
 /// The handle writers hold.
 #[derive(Debug)]
 pub struct GroupCommit {
     requests: mpsc::UnboundedSender<Request>,
+    writes: Arc<WriteCounters>,
     watermark: watch::Receiver<u64>,
     flusher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -44,6 +57,8 @@ impl GroupCommit {
     pub fn start(db: sled::Db, committed: Arc<AtomicU64>, stats: Arc<FlushStats>) -> Self {
         let (requests, mut inbox) = mpsc::unbounded_channel::<Request>();
         let (publish, watermark) = watch::channel(committed.load(Ordering::Acquire));
+        let writes = Arc::new(WriteCounters::default());
+        let counters = writes.clone();
         let flusher = tokio::spawn(async move {
             let mut waiters = Vec::new();
             let mut closing = false;
@@ -60,6 +75,7 @@ impl GroupCommit {
                 // Read before flushing: everything up to here was applied
                 // before the flush began, so the flush covers it.
                 let upto = committed.load(Ordering::Acquire);
+                let writes_done = counters.done.load(Ordering::SeqCst);
                 let db = db.clone();
                 let result = match tokio::task::spawn_blocking(move || db.flush()).await {
                     Ok(Ok(_)) => Ok(()),
@@ -68,6 +84,7 @@ impl GroupCommit {
                 };
                 match &result {
                     Ok(()) => {
+                        counters.flushed.fetch_max(writes_done, Ordering::SeqCst);
                         publish.send_if_modified(|current| {
                             let moved = upto > *current;
                             *current = (*current).max(upto);
@@ -90,6 +107,7 @@ impl GroupCommit {
         });
         Self {
             requests,
+            writes,
             watermark,
             flusher: std::sync::Mutex::new(Some(flusher)),
         }
@@ -109,18 +127,35 @@ impl GroupCommit {
         }
     }
 
+    /// Call before a write becomes visible to readers.
+    pub fn begin_write(&self) {
+        self.writes.started.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Call once the write has been applied (or has failed).
+    pub fn end_write(&self) {
+        self.writes.done.fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Resolves once everything committed before this call is on disk.
+    /// Anything a caller could have read was counted by `begin_write`
+    /// first, so when every started write is already flushed there is
+    /// nothing to wait for.
     pub fn durable(&self) -> DurableFuture {
+        if self.writes.started.load(Ordering::SeqCst) <= self.writes.flushed.load(Ordering::SeqCst)
+        {
+            return Box::pin(std::future::ready(Ok(())));
+        }
         let (tx, rx) = oneshot::channel();
         let sent = self.requests.send(Request::Wait(tx)).is_ok();
         Box::pin(async move {
             if !sent {
-                return Err(StoreError::Backend("store is closed".into()));
+                return Err(StoreError::Closed);
             }
             match rx.await {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(err)) => Err(StoreError::Backend(format!("flush failed: {err}"))),
-                Err(_) => Err(StoreError::Backend("store closed before the flush".into())),
+                Err(_) => Err(StoreError::Closed),
             }
         })
     }

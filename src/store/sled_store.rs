@@ -94,6 +94,9 @@ impl SledStore {
             .cache_capacity(config.cache_capacity)
             .open()
             .map_err(backend)?;
+        // After a crash sled replays log bytes that may never have been
+        // fsynced; flush them before calling any of it durable.
+        db.flush().map_err(backend)?;
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let events = tree(EVENTS)?;
         let last = match events.last().map_err(backend)? {
@@ -362,6 +365,7 @@ impl Store for SledStore {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
 
+        self.group.begin_write();
         let trees = (
             &self.agents,
             &self.names,
@@ -411,6 +415,7 @@ impl Store for SledStore {
                 Ok(())
             },
         );
+        self.group.end_write();
         match result {
             Ok(()) => {
                 *next += events.len() as u64;

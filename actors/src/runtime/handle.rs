@@ -1,0 +1,163 @@
+//! [`Runtime`]: the handle the daemon, benchmarks and tests drive a running
+//! runtime through. Every call has a timeout; none blocks an actor.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use holarchy_supervision::limits;
+use holarchy_supervision::AgentId;
+use ractor::rpc::CallResult;
+use ractor::{Actor, ActorRef};
+use tokio::sync::watch;
+use tracing::{error, warn};
+
+use super::{CreateError, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot};
+use crate::agent::{AgentMsg, AgentSnapshot, DeliverError, Delivered};
+use crate::gateway::GatewayMsg;
+use crate::{Brain, Ctx, RuntimeConfig, Store};
+
+/// The handle to a running runtime.
+#[derive(Debug)]
+pub struct Runtime {
+    ctx: Arc<Ctx>,
+    root: ActorRef<RuntimeMsg>,
+    /// Turns `true` once the root actor has stopped, for whatever reason.
+    stopped: watch::Receiver<bool>,
+    started: Instant,
+}
+
+fn unanswered<T>(result: Result<CallResult<T>, impl std::fmt::Display>) -> Result<T, String> {
+    match result {
+        Ok(CallResult::Success(answer)) => Ok(answer),
+        Ok(CallResult::Timeout) => Err("timed out".into()),
+        Ok(CallResult::SenderError) => Err("request dropped".into()),
+        Err(err) => Err(err.to_string()),
+    }
+}
+
+impl Runtime {
+    /// Recovers from the store and starts every live agent. Returns once
+    /// all of them run, so a caller can report SERVING right after.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        brain: Arc<dyn Brain>,
+        config: RuntimeConfig,
+    ) -> Result<Self, RuntimeError> {
+        let ctx = Arc::new(Ctx::new(store, brain, config));
+        let (root, join) = Actor::spawn(None, RuntimeActor { ctx: ctx.clone() }, ())
+            .await
+            .map_err(|err| RuntimeError::Spawn(err.to_string()))?;
+        let (mark_stopped, stopped) = watch::channel(false);
+        let watched = ctx.clone();
+        tokio::spawn(async move {
+            let _ = join.await;
+            if !watched.shutting_down.load(Ordering::Acquire) {
+                error!("runtime root actor stopped unexpectedly");
+            }
+            let _ = mark_stopped.send(true);
+        });
+        Ok(Self {
+            ctx,
+            root,
+            stopped,
+            started: Instant::now(),
+        })
+    }
+
+    pub fn ctx(&self) -> &Arc<Ctx> {
+        &self.ctx
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Resolves when the root actor has stopped: after [`Runtime::shutdown`],
+    /// or on its own, which the daemon treats as fatal.
+    pub async fn stopped(&self) {
+        let mut stopped = self.stopped.clone();
+        let _ = stopped.wait_for(|s| *s).await;
+    }
+
+    /// Creates a `public_named` agent as an operator would. Resolves once the
+    /// agent is durable.
+    pub async fn create_agent(
+        &self,
+        name: String,
+        initial_message: Option<String>,
+    ) -> Result<AgentId, CreateError> {
+        let timeout = Some(self.ctx.config.call_timeout);
+        let result = self
+            .root
+            .call(
+                |reply| RuntimeMsg::CreateAgent {
+                    name,
+                    initial_message,
+                    reply,
+                },
+                timeout,
+            )
+            .await;
+        unanswered(result).map_err(CreateError::Unavailable)?
+    }
+
+    /// Operator ingress: through the gateway, to public agents only.
+    /// Resolves once the message is durable.
+    pub async fn send_message(
+        &self,
+        agent_id: AgentId,
+        body: String,
+        dedupe_key: Option<String>,
+    ) -> Result<Delivered, DeliverError> {
+        limits::check_message(&body)?;
+        if let Some(key) = &dedupe_key {
+            limits::check_dedupe_key(key)?;
+        }
+        let gateway = self
+            .ctx
+            .gateway()
+            .ok_or_else(|| DeliverError::Unavailable("gateway not running".into()))?;
+        let timeout = Some(self.ctx.config.call_timeout);
+        let result = gateway
+            .call(
+                |reply| GatewayMsg::Ingress {
+                    agent_id,
+                    body,
+                    dedupe_key,
+                    reply,
+                },
+                timeout,
+            )
+            .await;
+        unanswered(result).map_err(DeliverError::Unavailable)?
+    }
+
+    /// The live view of a running agent; `None` if its actor is not running.
+    pub async fn agent_snapshot(&self, agent_id: AgentId) -> Option<AgentSnapshot> {
+        let entry = self.ctx.directory.get(agent_id)?;
+        let timeout = Some(self.ctx.config.call_timeout);
+        unanswered(entry.actor.call(AgentMsg::Snapshot, timeout).await).ok()
+    }
+
+    pub async fn snapshot(&self) -> Result<RuntimeSnapshot, RuntimeError> {
+        let timeout = Some(self.ctx.config.call_timeout);
+        unanswered(self.root.call(RuntimeMsg::Snapshot, timeout).await)
+            .map_err(RuntimeError::Unavailable)
+    }
+
+    /// Stops every actor, top-down, within `timeout`. Pending work stays in
+    /// the store and resumes on the next start.
+    pub async fn shutdown(&self, timeout: Duration) {
+        self.ctx.shutting_down.store(true, Ordering::Release);
+        if let Err(err) = self
+            .root
+            .stop_and_wait(Some("shutdown".into()), Some(timeout))
+            .await
+        {
+            warn!(error = %err, "runtime did not stop in time; killing it");
+            self.root.kill();
+        }
+        let _ = tokio::time::timeout(timeout, self.stopped()).await;
+    }
+}
