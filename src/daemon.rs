@@ -243,7 +243,12 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     };
     info!(socket = %socket.display(), "serving");
 
-    shutdown.await;
+    // The root supervisor stopping on its own would leave a daemon that
+    // answers SERVING but can do nothing: shut down and report it instead.
+    let root_died = tokio::select! {
+        () = shutdown => false,
+        () = runtime.stopped() => true,
+    };
     info!("shutting down");
     let _ = stop_tx.send(true);
     health
@@ -262,5 +267,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     store.close().await;
     let _ = std::fs::remove_file(&socket);
     info!("stopped");
+    if root_died {
+        bail!("the runtime's root supervisor stopped unexpectedly; see the log above");
+    }
     Ok(())
 }

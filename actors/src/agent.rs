@@ -429,6 +429,9 @@ impl Actor for AgentActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        // Nothing below awaits, so holding the span guard is safe; it puts
+        // `agent_id` on everything this message logs.
+        let _span = tracing::info_span!("agent", agent_id = %state.id()).entered();
         match message {
             AgentMsg::Deliver { message, reply } => {
                 match self.enqueue(state, message) {
