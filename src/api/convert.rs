@@ -194,7 +194,9 @@ pub fn summary(record: &AgentRecord, live: Option<&AgentSnapshot>) -> pb::AgentS
 
 pub fn message(record: &MessageRecord) -> pb::Message {
     let provenance_agent = match record.provenance {
-        Provenance::Parent { agent_id } | Provenance::ChildResult { agent_id } => Some(agent_id),
+        Provenance::Parent { agent_id }
+        | Provenance::ChildResult { agent_id }
+        | Provenance::Creator { agent_id } => Some(agent_id),
         Provenance::Operator | Provenance::Trigger | Provenance::Runtime => None,
     };
     let status = match record.status {

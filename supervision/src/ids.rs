@@ -1,5 +1,5 @@
 //! Identifiers: 128-bit ULIDs behind a type per kind, printed with a short
-//! prefix (`agt_`, `msg_`, `run_`) so an id pasted in the wrong place is
+//! prefix (`agt_`, `msg_`, `run_`, `tsk_`, `cln_`) so an id pasted in the wrong place is
 //! refused instead of silently matching nothing. Ids sort by creation time,
 //! which the store relies on for key order (queues, listings).
 
@@ -115,6 +115,16 @@ ulid_id!(
     /// Identifies one turn: a brain call and the tool calls it made.
     RunId,
     "run_"
+);
+ulid_id!(
+    /// Identifies one task: managed execution owned by an agent.
+    TaskId,
+    "tsk_"
+);
+ulid_id!(
+    /// Identifies one recorded cleanup of a supervision subtree.
+    CleanupId,
+    "cln_"
 );
 
 /// Position in the event log. Cursor `n` names the `n`-th event (1-based);

@@ -74,6 +74,12 @@ pub fn admit(
             }
         }
         Provenance::Trigger | Provenance::Runtime => Ok(()),
+        // Bootstrap input from a creator reaches only the public agent it
+        // made; a private agent's first message comes from its supervisor.
+        Provenance::Creator { .. } => match target.visibility {
+            Visibility::Public => Ok(()),
+            Visibility::Private => Err(Refusal::PrivateTarget),
+        },
     }
 }
 
@@ -188,7 +194,11 @@ mod tests {
             match admit(&provenance, child_sup, Target::from(&target)) {
                 Ok(()) => {}
                 Err(Refusal::Archived) => prop_assert_eq!(target.state, LifecycleState::Archived),
-                Err(Refusal::PrivateTarget) => prop_assert_eq!(provenance, Provenance::Operator),
+                Err(Refusal::PrivateTarget) => {
+                    let operator_or_creator =
+                        matches!(provenance, Provenance::Operator | Provenance::Creator { .. });
+                    prop_assert!(operator_or_creator);
+                }
                 Err(Refusal::NotSupervisor) => {
                     let is_parent = matches!(provenance, Provenance::Parent { .. });
                     prop_assert!(is_parent);

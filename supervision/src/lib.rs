@@ -9,9 +9,13 @@
 //! - [`event`]: the append-only event log entries.
 //! - [`ingress`]: who may put a message on which agent's queue.
 //! - [`restart`]: OTP-style restart intensity for supervisors.
+//! - [`spawn`]: who may spawn which preset, and the relations of a child.
+//! - [`task`]: tasks, the first kind being a parent's handle on a child.
+//! - [`cleanup`]: which agents and tasks a subtree cleanup stops.
 //! - [`recovery`]: what a restarting daemon respawns and requeues.
 //! - [`limits`]: input validation shared by the API and the actors.
 
+pub mod cleanup;
 pub mod event;
 pub mod ids;
 pub mod ingress;
@@ -20,9 +24,12 @@ pub mod profile;
 pub mod record;
 pub mod recovery;
 pub mod restart;
+pub mod spawn;
+pub mod task;
 
 pub use event::{Event, EventKind, RunOutcome};
-pub use ids::{AgentId, EventCursor, IdParseError, MessageId, RunId};
+pub use ids::{AgentId, CleanupId, EventCursor, IdParseError, MessageId, RunId, TaskId};
 pub use ingress::{admit, Refusal, Target};
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};
 pub use record::{AgentRecord, LifecycleState, MessageRecord, MessageStatus, Provenance};
+pub use task::{TaskKind, TaskRecord, TaskStatus};

@@ -125,15 +125,24 @@ pub enum Preset {
     PrivateChild,
     /// A public, self-owned agent with every first-pass family.
     PublicNamed,
+    /// `private_child` plus `agent_creation`, restricted to spawning
+    /// private children: the seeds' deferred "child-delegating private
+    /// preset", which makes supervision trees deeper than one level.
+    PrivateDelegator,
 }
 
 impl Preset {
-    pub const ALL: [Preset; 2] = [Preset::PrivateChild, Preset::PublicNamed];
+    pub const ALL: [Preset; 3] = [
+        Preset::PrivateChild,
+        Preset::PublicNamed,
+        Preset::PrivateDelegator,
+    ];
 
     pub const fn name(self) -> &'static str {
         match self {
             Preset::PrivateChild => "private_child",
             Preset::PublicNamed => "public_named",
+            Preset::PrivateDelegator => "private_delegator",
         }
     }
 
@@ -161,6 +170,15 @@ impl Preset {
                     .with(ToolFamily::AuthorityExpansion)
                     .with(ToolFamily::ExternalTrigger),
             },
+            Preset::PrivateDelegator => Profile {
+                visibility: Visibility::Private,
+                ownership: Ownership::ParentSupervised,
+                tool_families: ToolFamilies::empty()
+                    .with(ToolFamily::Core)
+                    .with(ToolFamily::LocalEnvironment)
+                    .with(ToolFamily::AgentCreation)
+                    .with(ToolFamily::ExternalTrigger),
+            },
         }
     }
 }
@@ -184,6 +202,18 @@ mod tests {
         assert_eq!(p.visibility, Visibility::Public);
         assert_eq!(p.ownership, Ownership::SelfOwned);
         assert!(ToolFamily::ALL.iter().all(|f| p.tool_families.contains(*f)));
+    }
+
+    #[test]
+    fn private_delegator_is_private_child_plus_agent_creation() {
+        let child = Preset::PrivateChild.profile();
+        let delegator = Preset::PrivateDelegator.profile();
+        assert_eq!(delegator.visibility, child.visibility);
+        assert_eq!(delegator.ownership, child.ownership);
+        assert_eq!(
+            delegator.tool_families,
+            child.tool_families.with(ToolFamily::AgentCreation)
+        );
     }
 
     #[test]

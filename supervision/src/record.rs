@@ -71,6 +71,9 @@ pub enum Provenance {
     Trigger,
     /// The runtime itself (timers, task results, recovery notices).
     Runtime,
+    /// The agent that created this (public) agent, bootstrapping it; not
+    /// parent supervision.
+    Creator { agent_id: AgentId },
 }
 
 impl Provenance {
@@ -81,6 +84,7 @@ impl Provenance {
             Provenance::ChildResult { .. } => "child_result",
             Provenance::Trigger => "trigger",
             Provenance::Runtime => "runtime",
+            Provenance::Creator { .. } => "creator",
         }
     }
 }
