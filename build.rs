@@ -9,6 +9,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
         "proto/holarchy/v1/agent.proto",
         "proto/holarchy/v1/runtime.proto",
+        "proto/holarchy/v1/task.proto",
+        "proto/holarchy/v1/supervision.proto",
     ];
     let descriptors = protox::compile(files, ["proto"])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);

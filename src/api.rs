@@ -2,11 +2,15 @@
 //!
 //! - [`agent_service`] serves `holarchy.v1.AgentService`.
 //! - [`runtime_service`] serves `holarchy.v1.RuntimeService`.
+//! - [`task_service`] serves `holarchy.v1.TaskService`.
+//! - [`supervision_service`] serves `holarchy.v1.SupervisionService`.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
 
 pub mod agent_service;
 pub mod convert;
 pub mod runtime_service;
+pub mod supervision_service;
+pub mod task_service;
 
 /// Generated code for `holarchy.v1`.
 pub mod pb {

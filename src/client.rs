@@ -15,6 +15,8 @@ use tower::service_fn;
 
 use crate::api::pb::agent_service_client::AgentServiceClient;
 use crate::api::pb::runtime_service_client::RuntimeServiceClient;
+use crate::api::pb::supervision_service_client::SupervisionServiceClient;
+use crate::api::pb::task_service_client::TaskServiceClient;
 
 /// Where the daemon listens.
 #[derive(Debug, Clone)]
@@ -43,12 +45,16 @@ impl Interceptor for Auth {
 
 pub type AgentClient = AgentServiceClient<InterceptedService<Channel, Auth>>;
 pub type RuntimeClient = RuntimeServiceClient<InterceptedService<Channel, Auth>>;
+pub type TaskClient = TaskServiceClient<InterceptedService<Channel, Auth>>;
+pub type SupervisionClient = SupervisionServiceClient<InterceptedService<Channel, Auth>>;
 
 /// Clients of every holarchy service, sharing one connection.
 #[derive(Debug, Clone)]
 pub struct Clients {
     pub agents: AgentClient,
     pub runtime: RuntimeClient,
+    pub tasks: TaskClient,
+    pub supervision: SupervisionClient,
     pub channel: Channel,
 }
 
@@ -97,7 +103,9 @@ pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
     };
     Ok(Clients {
         agents: AgentServiceClient::with_interceptor(channel.clone(), auth.clone()),
-        runtime: RuntimeServiceClient::with_interceptor(channel.clone(), auth),
+        runtime: RuntimeServiceClient::with_interceptor(channel.clone(), auth.clone()),
+        tasks: TaskServiceClient::with_interceptor(channel.clone(), auth.clone()),
+        supervision: SupervisionServiceClient::with_interceptor(channel.clone(), auth),
         channel,
     })
 }

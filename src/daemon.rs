@@ -27,7 +27,11 @@ use crate::api::agent_service::AgentApi;
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentServiceServer;
 use crate::api::pb::runtime_service_server::RuntimeServiceServer;
+use crate::api::pb::supervision_service_server::SupervisionServiceServer;
+use crate::api::pb::task_service_server::TaskServiceServer;
 use crate::api::runtime_service::RuntimeApi;
+use crate::api::supervision_service::SupervisionApi;
+use crate::api::task_service::TaskApi;
 use crate::store::sled_store::StoreConfig;
 use crate::store::SledStore;
 
@@ -186,6 +190,13 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         config.data_dir.clone(),
     ));
 
+    let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone()));
+    let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()));
+    health.set_serving::<TaskServiceServer<TaskApi>>().await;
+    health
+        .set_serving::<SupervisionServiceServer<SupervisionApi>>()
+        .await;
+
     let socket = config.data_dir.join(SOCKET_FILE);
     // We hold the lock, so a socket file left here is a dead daemon's.
     let _ = std::fs::remove_file(&socket);
@@ -198,7 +209,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .add_service(reflection_v1.clone())
         .add_service(reflection_v1alpha.clone())
         .add_service(agents.clone())
-        .add_service(status.clone());
+        .add_service(status.clone())
+        .add_service(tasks.clone())
+        .add_service(tree.clone());
     let mut unix_stop = stop_rx.clone();
     let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
         UnixListenerStream::new(unix),
@@ -232,7 +245,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 .add_service(reflection_v1)
                 .add_service(reflection_v1alpha)
                 .add_service(agents)
-                .add_service(status);
+                .add_service(status)
+                .add_service(tasks)
+                .add_service(tree);
             Some(tokio::spawn(router.serve_with_incoming_shutdown(
                 TcpListenerStream::new(listener),
                 async move {

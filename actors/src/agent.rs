@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use holarchy_supervision::{
     admit, AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord,
-    MessageStatus, Profile, Provenance, Refusal, RunId, RunOutcome, Target,
+    MessageStatus, Profile, Provenance, Refusal, RunId, RunOutcome, Target, TaskStatus,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::task::AbortHandle;
@@ -20,6 +20,7 @@ use tracing::{debug, warn, Instrument};
 
 use crate::brain::TurnInput;
 use crate::store::{Batch, StoreError, Write};
+use crate::supervise;
 use crate::tools::{self, ToolResult};
 use crate::{now_ms, Ctx};
 
@@ -115,6 +116,9 @@ pub enum AgentMsg {
     },
     TurnDone(Box<TurnDone>),
     Snapshot(RpcReplyPort<AgentSnapshot>),
+    /// A message someone else already wrote to the store for this agent
+    /// (a child's result): put it on the queue.
+    Wake(MessageId),
 }
 
 /// Start-up arguments: the record and the queue rebuilt from the store.
@@ -274,7 +278,9 @@ impl AgentActor {
         Ok(())
     }
 
-    /// Records a finished turn and frees the agent for the next one.
+    /// Records a finished turn and frees the agent for the next one. A
+    /// supervised child whose brain said `done` then hands its result to its
+    /// parent and is cleaned up, in a task of its own.
     fn finish_turn(&self, state: &mut AgentState, done: TurnDone) -> Result<(), StoreError> {
         let Some(run) = state.run.take_if(|r| r.run_id == done.run_id) else {
             debug!(agent_id = %state.id(), run_id = %done.run_id, "stale turn result ignored");
@@ -326,6 +332,22 @@ impl AgentActor {
                     },
                 );
                 message.status = MessageStatus::Handled { run_id };
+                if done && state.target.supervisor_agent_id.is_some() {
+                    let ctx = self.ctx.clone();
+                    let output = reply.clone().unwrap_or_else(|| "done".into());
+                    tokio::spawn(async move {
+                        let ended = supervise::end_child(
+                            &ctx,
+                            agent_id,
+                            TaskStatus::Completed,
+                            output,
+                            true,
+                        );
+                        if let Err(err) = ended.await {
+                            warn!(agent_id = %agent_id, error = %err, "could not hand the result to the parent");
+                        }
+                    });
+                }
                 message.reply = reply;
             }
             TurnOutcome::BrainFailed(detail) => {
@@ -460,27 +482,35 @@ impl Actor for AgentActor {
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
             }
+            AgentMsg::Wake(message_id) => {
+                if !state.queue.contains(&message_id) {
+                    state.queue.push_back(message_id);
+                }
+                self.maybe_start_turn(&myself, state)?;
+            }
         }
         Ok(())
     }
 
     /// Overrides ractor's default, which would stop this agent whenever any
-    /// linked child exits.
+    /// linked child exits: private children and task handles are restarted
+    /// one-for-one instead.
     async fn handle_supervisor_evt(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         event: SupervisionEvent,
-        state: &mut Self::State,
+        _state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        match event {
-            SupervisionEvent::ActorFailed(child, err) => {
-                warn!(agent_id = %state.id(), child = %child.get_id(), error = %err, "child actor failed");
-            }
+        let (child, reason) = match event {
+            SupervisionEvent::ActorFailed(child, err) => (child, err.to_string()),
             SupervisionEvent::ActorTerminated(child, _, reason) => {
-                debug!(agent_id = %state.id(), child = %child.get_id(), reason = ?reason, "child actor stopped");
+                (child, reason.unwrap_or_else(|| "stopped".into()))
             }
-            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {}
-        }
+            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
+                return Ok(());
+            }
+        };
+        supervise::on_child_exit(&self.ctx, myself.get_cell(), child, reason).await;
         Ok(())
     }
 }

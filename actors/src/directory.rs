@@ -1,14 +1,15 @@
-//! The directory of running agents: agent id to actor reference. Shared by
-//! the runtime (which spawns and reaps agents) and the gateway (which routes
-//! to them), so routing costs a read lock, not a message to the runtime.
+//! The directory of running actors: agents and task handles by id, and
+//! which id each actor runs. Shared by every supervisor (the runtime and the
+//! agents) and by the gateway, so routing costs a read lock, not a message.
 
 use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
 
-use holarchy_supervision::{AgentId, Visibility};
-use ractor::ActorRef;
+use holarchy_supervision::{AgentId, TaskId, Visibility};
+use ractor::{ActorId, ActorRef};
 
 use crate::agent::AgentMsg;
+use crate::task::TaskMsg;
 
 #[derive(Debug, Clone)]
 pub struct DirectoryEntry {
@@ -16,52 +17,133 @@ pub struct DirectoryEntry {
     pub visibility: Visibility,
 }
 
+/// What a supervised actor runs, read from a supervision event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Member {
+    Agent(AgentId),
+    Task(TaskId),
+}
+
 /// Counts of running agents, by visibility.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DirectoryCounts {
     pub public: usize,
     pub private: usize,
+    pub tasks: usize,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    agents: HashMap<AgentId, DirectoryEntry>,
+    tasks: HashMap<TaskId, ActorRef<TaskMsg>>,
+    members: HashMap<ActorId, Member>,
 }
 
 #[derive(Debug, Default)]
 pub struct Directory {
-    entries: RwLock<HashMap<AgentId, DirectoryEntry>>,
+    inner: RwLock<Inner>,
 }
 
 impl Directory {
     // Entries are plain data, so a panic while the lock was held cannot have
     // left a half-made entry: a poisoned lock is still safe to use.
 
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub fn get(&self, id: AgentId) -> Option<DirectoryEntry> {
-        let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
-        entries.get(&id).cloned()
+        self.read().agents.get(&id).cloned()
+    }
+
+    pub fn task(&self, id: TaskId) -> Option<ActorRef<TaskMsg>> {
+        self.read().tasks.get(&id).cloned()
+    }
+
+    pub fn member(&self, actor: ActorId) -> Option<Member> {
+        self.read().members.get(&actor).copied()
     }
 
     pub fn insert(&self, id: AgentId, entry: DirectoryEntry) {
-        let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
-        entries.insert(id, entry);
+        let mut inner = self.write();
+        inner
+            .members
+            .insert(entry.actor.get_id(), Member::Agent(id));
+        if let Some(old) = inner.agents.insert(id, entry) {
+            inner.members.remove(&old.actor.get_id());
+        }
+    }
+
+    pub fn insert_task(&self, id: TaskId, actor: ActorRef<TaskMsg>) {
+        let mut inner = self.write();
+        inner.members.insert(actor.get_id(), Member::Task(id));
+        if let Some(old) = inner.tasks.insert(id, actor) {
+            inner.members.remove(&old.get_id());
+        }
+    }
+
+    /// Forgets an agent, if `actor` is still the one registered for it (a
+    /// late exit of a replaced actor must not remove its successor).
+    pub fn remove_actor(&self, actor: ActorId) -> Option<Member> {
+        let mut inner = self.write();
+        let member = inner.members.remove(&actor)?;
+        match member {
+            Member::Agent(id) => {
+                if inner
+                    .agents
+                    .get(&id)
+                    .is_some_and(|e| e.actor.get_id() == actor)
+                {
+                    inner.agents.remove(&id);
+                }
+            }
+            Member::Task(id) => {
+                if inner.tasks.get(&id).is_some_and(|a| a.get_id() == actor) {
+                    inner.tasks.remove(&id);
+                }
+            }
+        }
+        Some(member)
     }
 
     pub fn remove(&self, id: AgentId) -> Option<DirectoryEntry> {
-        let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
-        entries.remove(&id)
+        let mut inner = self.write();
+        let entry = inner.agents.remove(&id)?;
+        inner.members.remove(&entry.actor.get_id());
+        Some(entry)
+    }
+
+    pub fn remove_task(&self, id: TaskId) -> Option<ActorRef<TaskMsg>> {
+        let mut inner = self.write();
+        let actor = inner.tasks.remove(&id)?;
+        inner.members.remove(&actor.get_id());
+        Some(actor)
+    }
+
+    /// Every running agent, for whole-tree checks.
+    pub fn agents(&self) -> Vec<(AgentId, DirectoryEntry)> {
+        self.read()
+            .agents
+            .iter()
+            .map(|(id, e)| (*id, e.clone()))
+            .collect()
     }
 
     pub fn counts(&self) -> DirectoryCounts {
-        let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
-        let public = entries
+        let inner = self.read();
+        let public = inner
+            .agents
             .values()
             .filter(|e| e.visibility == Visibility::Public)
             .count();
         DirectoryCounts {
             public,
-            private: entries.len() - public,
+            private: inner.agents.len() - public,
+            tasks: inner.tasks.len(),
         }
-    }
-
-    /// Every running agent; used to ask them all for snapshots.
-    pub fn actors(&self) -> Vec<ActorRef<AgentMsg>> {
-        let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
-        entries.values().map(|e| e.actor.clone()).collect()
     }
 }

@@ -9,31 +9,46 @@
 //!   its `handle`, never inside it.
 //! - [`brain`]: what decides a turn; the deterministic `scripted` brain.
 //! - [`tools`]: the tools a brain may call, by profile.
-//! - [`directory`]: running agents by id, shared by runtime and gateway.
+//! - [`supervise`]: what every supervisor (runtime or agent) does when a
+//!   child exits: one-for-one restart of the child's whole subtree within
+//!   an intensity, or give up and clean the subtree up.
+//! - [`cleanup`]: durable cleanup of a supervision subtree.
+//! - [`spawn`]: the `SpawnAgent` tool: private children linked under their
+//!   supervisor, public agents under the runtime.
+//! - [`task`]: the task actor, a parent's live handle on a child.
+//! - [`directory`]: running actors by id, shared by every supervisor.
 //! - [`store`]: the storage trait these actors need.
 //!
 //! Every actor overrides `handle_supervisor_evt`: ractor's default stops a
 //! parent whenever any child exits.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use holarchy_supervision::restart::RestartPolicy;
-use ractor::ActorRef;
+use holarchy_supervision::restart::{RestartBudget, RestartPolicy};
+use holarchy_supervision::AgentId;
+use ractor::{ActorCell, ActorRef};
 
 pub mod agent;
 pub mod brain;
+pub mod cleanup;
 pub mod directory;
 pub mod gateway;
 pub mod runtime;
+pub mod spawn;
 pub mod store;
+pub mod supervise;
+pub mod task;
+pub mod task_plane;
 pub mod tools;
+pub mod tree;
 
 pub use agent::{AgentSnapshot, DeliverError, Delivered};
 pub use brain::{Brain, ScriptedBrain};
-pub use runtime::{CreateError, Runtime, RuntimeError, RuntimeSnapshot};
-pub use store::{Batch, DurableFuture, Store, StoreError, Write};
+pub use runtime::{ArchiveError, CreateError, Runtime, RuntimeError, RuntimeSnapshot};
+pub use store::{Batch, DurableFuture, RecoveryInput, Store, StoreError, Write};
 
 use crate::directory::Directory;
 use crate::gateway::GatewayMsg;
@@ -76,7 +91,16 @@ pub struct Ctx {
     /// Set before the runtime stops its children, so their exits are not
     /// taken for failures.
     pub shutting_down: AtomicBool,
+    /// Held by structural changes (spawns from tools, cleanups) so a child
+    /// is never created under a supervisor being cleaned up. Never taken
+    /// inside an actor's `handle`.
+    pub tree_lock: tokio::sync::Mutex<()>,
+    /// Restart windows, only for agents that have failed at least once.
+    pub budgets: Mutex<HashMap<AgentId, RestartBudget>>,
+    pub restarts: AtomicU64,
+    pub given_up: AtomicU64,
     gateway: RwLock<Option<ActorRef<GatewayMsg>>>,
+    root: RwLock<Option<ActorCell>>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -97,7 +121,12 @@ impl Ctx {
             config,
             busy: Arc::new(AtomicUsize::new(0)),
             shutting_down: AtomicBool::new(false),
+            tree_lock: tokio::sync::Mutex::new(()),
+            budgets: Mutex::new(HashMap::new()),
+            restarts: AtomicU64::new(0),
+            given_up: AtomicU64::new(0),
             gateway: RwLock::new(None),
+            root: RwLock::new(None),
         }
     }
 
@@ -110,6 +139,18 @@ impl Ctx {
 
     fn set_gateway(&self, gateway: ActorRef<GatewayMsg>) {
         *self.gateway.write().unwrap_or_else(PoisonError::into_inner) = Some(gateway);
+    }
+
+    /// The runtime's root actor, supervisor of every self-owned agent.
+    pub fn root(&self) -> Option<ActorCell> {
+        self.root
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_root(&self, root: ActorCell) {
+        *self.root.write().unwrap_or_else(PoisonError::into_inner) = Some(root);
     }
 }
 

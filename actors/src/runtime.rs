@@ -1,37 +1,32 @@
 //! The runtime: the root supervisor actor, and [`Runtime`], the handle the
 //! daemon (and benchmarks and tests) drive it through.
 //!
-//! The root supervises the gateway and every public agent. On start it
-//! recovers from the store before it answers anything: interrupted turns
-//! are requeued, live agents respawned, parents before children. A failed
-//! agent is restarted one-for-one within the restart policy's intensity;
-//! past it, the agent is marked failed in the store.
+//! The root supervises the gateway and every self-owned agent. On start it
+//! recovers from the store before it answers anything: cleanups a crash
+//! interrupted are finished, private agents without a live supervisor are
+//! archived, interrupted turns are requeued, and live agents respawned under
+//! their supervisors, parents before children, with their task handles.
+//! Failed children are handled by [`crate::supervise`].
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::recovery::recover;
-use holarchy_supervision::restart::{RestartBudget, RestartDecision};
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord, MessageStatus,
-    Preset, Provenance, RunOutcome,
+    Preset, Provenance, RunOutcome, TaskStatus,
 };
-use ractor::{
-    Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
-};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
 
-use crate::agent::{AgentActor, AgentArgs};
-use crate::directory::DirectoryEntry;
 use crate::gateway::{GatewayActor, GatewayMsg};
 use crate::store::{Batch, StoreError, Write};
-use crate::{now_ms, Ctx};
+use crate::{cleanup, now_ms, supervise, Ctx};
 
 mod handle;
 
-pub use handle::Runtime;
+pub use handle::{ArchiveError, Runtime};
 
 /// Why an agent was not created.
 #[derive(Debug, thiserror::Error)]
@@ -73,12 +68,15 @@ pub enum RuntimeError {
 pub struct RuntimeSnapshot {
     pub public_agents: usize,
     pub private_agents: usize,
+    pub running_tasks: usize,
     pub busy_runs: usize,
     pub restarts: u64,
     pub given_up: u64,
     pub recovered_agents: usize,
     pub interrupted_runs: usize,
     pub stranded_messages: usize,
+    pub orphans_archived: usize,
+    pub cleanups_finished: usize,
 }
 
 #[derive(Debug)]
@@ -94,20 +92,31 @@ pub enum RuntimeMsg {
 #[derive(Debug)]
 pub struct RuntimeState {
     gateway: ActorRef<GatewayMsg>,
-    /// Which agent each child actor runs, to read supervision events.
-    agents_by_actor: HashMap<ActorId, AgentId>,
-    /// Restart windows, only for agents that have failed at least once.
-    budgets: HashMap<AgentId, RestartBudget>,
-    restarts: u64,
-    given_up: u64,
-    recovered_agents: usize,
-    interrupted_runs: usize,
-    stranded_messages: usize,
+    /// What the start recovered, for status.
+    recovered: RuntimeSnapshot,
 }
 
 #[derive(Debug, Clone)]
 pub struct RuntimeActor {
     ctx: Arc<Ctx>,
+}
+
+/// Marks an agent failed, with the reason, when its actor could not start.
+fn mark_failed(ctx: &Ctx, agent_id: AgentId, reason: String) -> Result<(), StoreError> {
+    let Some(mut record) = ctx.store.agent(agent_id)? else {
+        return Ok(());
+    };
+    record.state = LifecycleState::Failed;
+    record.updated_at_ms = now_ms();
+    warn!(agent_id = %agent_id, reason = %reason, "agent marked failed");
+    ctx.store
+        .commit(Batch::new().write(Write::PutAgent(record)).event(
+            agent_id,
+            EventKind::AgentStateChanged {
+                state: LifecycleState::Failed,
+                reason,
+            },
+        ))
 }
 
 impl RuntimeActor {
@@ -126,42 +135,9 @@ impl RuntimeActor {
         Ok(gateway)
     }
 
-    /// Spawns an agent's actor under its supervisor: the runtime for a
-    /// self-owned agent, the supervising agent's actor for a private child.
-    async fn spawn_agent(
-        &self,
-        myself: &ActorRef<RuntimeMsg>,
-        state: &mut RuntimeState,
-        record: AgentRecord,
-        queue: Vec<MessageId>,
-    ) -> Result<(), ActorProcessingErr> {
-        let agent_id = record.id;
-        let visibility = record.profile.visibility;
-        let supervisor: ActorCell = match record.supervisor_agent_id {
-            None => myself.get_cell(),
-            Some(sup) => match self.ctx.directory.get(sup) {
-                Some(entry) => entry.actor.get_cell(),
-                None => return Err(format!("supervisor {sup} of {agent_id} is not running").into()),
-            },
-        };
-        let (actor, _) = Actor::spawn_linked(
-            None,
-            AgentActor::new(self.ctx.clone()),
-            AgentArgs { record, queue },
-            supervisor,
-        )
-        .await?;
-        state.agents_by_actor.insert(actor.get_id(), agent_id);
-        self.ctx
-            .directory
-            .insert(agent_id, DirectoryEntry { actor, visibility });
-        Ok(())
-    }
-
     async fn create_agent(
         &self,
         myself: &ActorRef<RuntimeMsg>,
-        state: &mut RuntimeState,
         name: String,
         initial_message: Option<String>,
     ) -> Result<AgentId, CreateError> {
@@ -173,11 +149,10 @@ impl RuntimeActor {
             return Err(CreateError::NameTaken(name));
         }
         let now = now_ms();
-        let profile = Preset::PublicNamed.profile();
         let record = AgentRecord {
             id: AgentId::generate(),
             name: Some(name.clone()),
-            profile,
+            profile: Preset::PublicNamed.profile(),
             lineage_parent_agent_id: None,
             supervisor_agent_id: None,
             state: LifecycleState::Active,
@@ -221,156 +196,37 @@ impl RuntimeActor {
                 .write(Write::PutMessage(message));
         }
         self.ctx.store.commit(batch)?;
-        if let Err(err) = self.spawn_agent(myself, state, record, queue).await {
+        if let Err(err) = supervise::spawn_agent(&self.ctx, record, queue, myself.get_cell()).await
+        {
             // The record is committed; leave it failed rather than live with
             // no actor, so status, listings and a retry all tell the truth.
-            self.mark_failed(agent_id, format!("could not start: {err}"))?;
+            mark_failed(&self.ctx, agent_id, format!("could not start: {err}"))?;
             return Err(CreateError::Spawn(err.to_string()));
         }
         Ok(agent_id)
     }
 
-    /// One-for-one restart of a failed agent, within its restart budget.
-    /// Either way, a turn the failure cut short is closed as interrupted
-    /// and its message queued again, so no run is left open.
-    async fn on_agent_failure(
+    /// Brings the store to a consistent tree and respawns it.
+    async fn recover(
         &self,
         myself: &ActorRef<RuntimeMsg>,
-        state: &mut RuntimeState,
-        agent_id: AgentId,
-        reason: String,
-    ) -> Result<(), ActorProcessingErr> {
-        let Some(record) = self.ctx.store.agent(agent_id)? else {
-            return Ok(());
+    ) -> Result<RuntimeSnapshot, ActorProcessingErr> {
+        let ctx = &self.ctx;
+        let mut report = RuntimeSnapshot::default();
+        let input = ctx.store.recovery_input()?;
+        for intent in &input.intents {
+            let finished = cleanup::finish(ctx, intent)?;
+            info!(agent_id = %intent.root_agent_id, finished, "finished an interrupted cleanup");
+            report.cleanups_finished += 1;
+        }
+        // Finishing cleanups changed records; read again if there were any.
+        let input = if input.intents.is_empty() {
+            input
+        } else {
+            ctx.store.recovery_input()?
         };
-        if !record.state.is_live() {
-            return Ok(());
-        }
-        let policy = self.ctx.config.restart_policy;
-        let decision = state
-            .budgets
-            .entry(agent_id)
-            .or_default()
-            .on_failure(policy, now_ms());
-        let (batch, queue) = self.requeue_interrupted(agent_id, &reason)?;
-        match decision {
-            RestartDecision::Restart => {
-                self.ctx.store.commit(batch.event(
-                    agent_id,
-                    EventKind::AgentRestarted {
-                        reason: reason.clone(),
-                    },
-                ))?;
-                state.restarts += 1;
-                warn!(agent_id = %agent_id, reason = %reason, "restarting failed agent");
-                if let Err(err) = self.spawn_agent(myself, state, record, queue).await {
-                    self.mark_failed(agent_id, format!("restart failed: {err}"))?;
-                    state.given_up += 1;
-                }
-                Ok(())
-            }
-            RestartDecision::GiveUp => {
-                self.ctx.store.commit(batch)?;
-                let why = format!(
-                    "restart intensity exceeded ({} in {} ms): {reason}",
-                    policy.max_restarts, policy.period_ms
-                );
-                self.mark_failed(agent_id, why)?;
-                state.given_up += 1;
-                Ok(())
-            }
-        }
-    }
+        let plan = recover(input.agents, input.pending);
 
-    /// The agent's pending messages in queue order, with a batch that puts
-    /// any in-flight one back to queued and closes its run as interrupted.
-    fn requeue_interrupted(
-        &self,
-        agent_id: AgentId,
-        reason: &str,
-    ) -> Result<(Batch, Vec<MessageId>), StoreError> {
-        let pending = self.ctx.store.pending_messages(agent_id)?;
-        let mut batch = Batch::new();
-        let mut queue = Vec::with_capacity(pending.len());
-        for mut message in pending {
-            queue.push(message.id);
-            if let MessageStatus::Handling { run_id } = message.status {
-                batch = batch.event(
-                    agent_id,
-                    EventKind::RunFinished {
-                        run_id,
-                        message_id: message.id,
-                        outcome: RunOutcome::Interrupted,
-                        detail: format!("agent actor failed: {reason}"),
-                    },
-                );
-                message.status = MessageStatus::Queued;
-                batch = batch.write(Write::PutMessage(message));
-            }
-        }
-        Ok((batch, queue))
-    }
-
-    /// Records that the supervisor gave up on an agent; its actor is gone.
-    fn mark_failed(&self, agent_id: AgentId, reason: String) -> Result<(), StoreError> {
-        let Some(mut record) = self.ctx.store.agent(agent_id)? else {
-            return Ok(());
-        };
-        record.state = LifecycleState::Failed;
-        record.updated_at_ms = now_ms();
-        warn!(agent_id = %agent_id, reason = %reason, "agent marked failed");
-        self.ctx
-            .store
-            .commit(Batch::new().write(Write::PutAgent(record)).event(
-                agent_id,
-                EventKind::AgentStateChanged {
-                    state: LifecycleState::Failed,
-                    reason,
-                },
-            ))
-    }
-
-    async fn on_child_exit(
-        &self,
-        myself: &ActorRef<RuntimeMsg>,
-        state: &mut RuntimeState,
-        child: ActorCell,
-        reason: String,
-    ) -> Result<(), ActorProcessingErr> {
-        if self.ctx.shutting_down.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        if child.get_id() == state.gateway.get_id() {
-            warn!(reason = %reason, "gateway exited; restarting it");
-            state.gateway = self.spawn_gateway(myself).await?;
-            return Ok(());
-        }
-        if let Some(agent_id) = state.agents_by_actor.remove(&child.get_id()) {
-            self.ctx.directory.remove(agent_id);
-            // An agent stopped on purpose is no longer live in the store;
-            // one that is still live has failed, whatever ractor reports.
-            if let Err(err) = self.on_agent_failure(myself, state, agent_id, reason).await {
-                // The root must outlive any one agent: if even recording the
-                // failure fails, log it; the next start recovers the agent.
-                error!(agent_id = %agent_id, error = %err, "could not handle agent failure");
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Actor for RuntimeActor {
-    type Msg = RuntimeMsg;
-    type State = RuntimeState;
-    type Arguments = ();
-
-    async fn pre_start(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        _args: (),
-    ) -> Result<Self::State, ActorProcessingErr> {
-        let (agents, pending) = self.ctx.store.recovery_input()?;
-        let plan = recover(agents, pending);
         let mut batch = Batch::new();
         for mut message in plan.interrupted.iter().cloned() {
             if let MessageStatus::Handling { run_id } = message.status {
@@ -387,33 +243,92 @@ impl Actor for RuntimeActor {
             message.status = MessageStatus::Queued;
             batch = batch.write(Write::PutMessage(message));
         }
+        // No private agent may live without a live supervisor.
+        for mut orphan in plan.orphans.iter().cloned() {
+            warn!(agent_id = %orphan.id, "archiving a private agent whose supervisor is gone");
+            orphan.state = LifecycleState::Archived;
+            orphan.updated_at_ms = now_ms();
+            batch = batch.event(
+                orphan.id,
+                EventKind::AgentStateChanged {
+                    state: LifecycleState::Archived,
+                    reason: "orphaned: supervisor not live at restart".into(),
+                },
+            );
+            batch = batch.write(Write::PutAgent(orphan));
+        }
+        let spawned: std::collections::HashSet<AgentId> =
+            plan.spawn.iter().map(|a| a.record.id).collect();
+        let mut tasks_to_spawn = Vec::new();
+        for mut task in input.running_tasks {
+            let child_alive = match task.kind {
+                holarchy_supervision::TaskKind::ChildAgent { child_agent_id } => {
+                    spawned.contains(&child_agent_id)
+                }
+            };
+            if spawned.contains(&task.owner_agent_id) && child_alive {
+                tasks_to_spawn.push(task);
+            } else {
+                task.status = TaskStatus::Failed;
+                task.output = Some("its child was not live at restart".into());
+                task.updated_at_ms = now_ms();
+                batch = batch.write(Write::PutTask(task));
+            }
+        }
         if !batch.is_empty() {
-            self.ctx.store.commit(batch)?;
+            ctx.store.commit(batch)?;
         }
-        for orphan in &plan.orphans {
-            warn!(agent_id = %orphan.id, "live agent whose supervisor is gone was not respawned");
-        }
-        let gateway = self.spawn_gateway(&myself).await?;
-        let mut state = RuntimeState {
-            gateway,
-            agents_by_actor: HashMap::with_capacity(plan.spawn.len()),
-            budgets: HashMap::new(),
-            restarts: 0,
-            given_up: 0,
-            recovered_agents: plan.spawn.len(),
-            interrupted_runs: plan.interrupted.len(),
-            stranded_messages: plan.stranded_messages,
-        };
+        report.recovered_agents = plan.spawn.len();
+        report.interrupted_runs = plan.interrupted.len();
+        report.stranded_messages = plan.stranded_messages;
+        report.orphans_archived = plan.orphans.len();
+
         for agent in plan.spawn {
-            self.spawn_agent(&myself, &mut state, agent.record, agent.queue)
-                .await?;
+            let supervisor = match agent.record.supervisor_agent_id {
+                None => myself.get_cell(),
+                Some(sup) => match ctx.directory.get(sup) {
+                    Some(entry) => entry.actor.get_cell(),
+                    None => {
+                        return Err(format!(
+                            "supervisor {sup} of {} did not start",
+                            agent.record.id
+                        )
+                        .into())
+                    }
+                },
+            };
+            supervise::spawn_agent(ctx, agent.record, agent.queue, supervisor).await?;
         }
+        for task in &tasks_to_spawn {
+            if let Some(owner) = ctx.directory.get(task.owner_agent_id) {
+                supervise::spawn_task(ctx, task, owner.actor.get_cell()).await?;
+            }
+        }
+        Ok(report)
+    }
+}
+
+impl Actor for RuntimeActor {
+    type Msg = RuntimeMsg;
+    type State = RuntimeState;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        _args: (),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        self.ctx.set_root(myself.get_cell());
+        let gateway = self.spawn_gateway(&myself).await?;
+        let recovered = self.recover(&myself).await?;
         info!(
-            agents = state.recovered_agents,
-            interrupted = state.interrupted_runs,
+            agents = recovered.recovered_agents,
+            interrupted = recovered.interrupted_runs,
+            orphans = recovered.orphans_archived,
+            cleanups = recovered.cleanups_finished,
             "runtime recovered"
         );
-        Ok(state)
+        Ok(RuntimeState { gateway, recovered })
     }
 
     async fn handle(
@@ -427,42 +342,37 @@ impl Actor for RuntimeActor {
                 name,
                 initial_message,
                 reply,
-            } => {
-                match self
-                    .create_agent(&myself, state, name, initial_message)
-                    .await
-                {
-                    Ok(agent_id) => {
-                        let durable = self.ctx.store.durable();
-                        tokio::spawn(async move {
-                            let _ = reply
-                                .send(durable.await.map(|()| agent_id).map_err(CreateError::Store));
-                        });
-                    }
-                    Err(err) => {
-                        let _ = reply.send(Err(err));
-                    }
+            } => match self.create_agent(&myself, name, initial_message).await {
+                Ok(agent_id) => {
+                    let durable = self.ctx.store.durable();
+                    tokio::spawn(async move {
+                        let _ = reply
+                            .send(durable.await.map(|()| agent_id).map_err(CreateError::Store));
+                    });
                 }
-            }
+                Err(err) => {
+                    let _ = reply.send(Err(err));
+                }
+            },
             RuntimeMsg::Snapshot(reply) => {
                 let counts = self.ctx.directory.counts();
                 let _ = reply.send(RuntimeSnapshot {
                     public_agents: counts.public,
                     private_agents: counts.private,
+                    running_tasks: counts.tasks,
                     busy_runs: self.ctx.busy.load(Ordering::Relaxed),
-                    restarts: state.restarts,
-                    given_up: state.given_up,
-                    recovered_agents: state.recovered_agents,
-                    interrupted_runs: state.interrupted_runs,
-                    stranded_messages: state.stranded_messages,
+                    restarts: self.ctx.restarts.load(Ordering::Relaxed),
+                    given_up: self.ctx.given_up.load(Ordering::Relaxed),
+                    ..state.recovered.clone()
                 });
             }
         }
         Ok(())
     }
 
-    /// Replaces ractor's default (stop on any child exit) with one-for-one
-    /// restarts of the gateway and of failed agents.
+    /// Replaces ractor's default (stop on any child exit): the gateway is
+    /// restarted, agents go through [`supervise::on_child_exit`]. Nothing
+    /// here may fail: an error would stop the root and every agent with it.
     async fn handle_supervisor_evt(
         &self,
         myself: ActorRef<Self::Msg>,
@@ -478,11 +388,18 @@ impl Actor for RuntimeActor {
                 return Ok(());
             }
         };
-        // An error here would stop the root and, through linkage, every
-        // agent: supervision problems are logged, never propagated.
-        if let Err(err) = self.on_child_exit(&myself, state, child, reason).await {
-            error!(error = %err, "supervision step failed");
+        if self.ctx.shutting_down.load(Ordering::Acquire) {
+            return Ok(());
         }
+        if child.get_id() == state.gateway.get_id() {
+            warn!(reason = %reason, "gateway exited; restarting it");
+            match self.spawn_gateway(&myself).await {
+                Ok(gateway) => state.gateway = gateway,
+                Err(err) => error!(error = %err, "could not restart the gateway"),
+            }
+            return Ok(());
+        }
+        supervise::on_child_exit(&self.ctx, myself.get_cell(), child, reason).await;
         Ok(())
     }
 }

@@ -9,7 +9,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use holarchy_supervision::{AgentId, AgentRecord, EventKind, MessageId, MessageRecord};
+use holarchy_supervision::cleanup::CleanupIntent;
+use holarchy_supervision::{
+    AgentId, AgentRecord, CleanupId, EventKind, MessageId, MessageRecord, TaskId, TaskRecord,
+};
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +20,10 @@ pub enum StoreError {
     /// Another agent already holds this name.
     #[error("an agent named `{0}` already exists")]
     NameTaken(String),
+    /// A supervised agent was to be created under a supervisor that is not
+    /// live: no private agent may exist without a live supervisor.
+    #[error("supervisor {0} is not live")]
+    SupervisorGone(AgentId),
     /// A value was written by a newer (or unknown) format.
     #[error("record in `{tree}` has format version {version}, which this build cannot read")]
     UnsupportedVersion { tree: &'static str, version: u8 },
@@ -39,10 +46,18 @@ pub type DurableFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + S
 #[derive(Debug, Clone)]
 pub enum Write {
     /// A new agent: claims its name (if any) or fails the whole batch with
-    /// [`StoreError::NameTaken`].
+    /// [`StoreError::NameTaken`]; a supervised one also needs its supervisor
+    /// live, or the batch fails with [`StoreError::SupervisorGone`].
     CreateAgent(AgentRecord),
-    /// An update of an existing agent.
+    /// An update of an existing agent. The store keeps its supervisor's
+    /// index of live children in step.
     PutAgent(AgentRecord),
+    /// A task, new or updated.
+    PutTask(TaskRecord),
+    /// A cleanup about to stop actors.
+    PutIntent(CleanupIntent),
+    /// A cleanup whose actors are gone.
+    DeleteIntent(CleanupId),
     /// A message, new or updated. The store keeps the pending index and the
     /// dedupe index in step with the record.
     PutMessage(MessageRecord),
@@ -75,6 +90,18 @@ impl Batch {
     }
 }
 
+/// What recovery reads in one pass.
+#[derive(Debug, Default)]
+pub struct RecoveryInput {
+    pub agents: Vec<AgentRecord>,
+    /// Messages queued or being handled.
+    pub pending: Vec<MessageRecord>,
+    /// Tasks still running.
+    pub running_tasks: Vec<TaskRecord>,
+    /// Cleanups a crash interrupted.
+    pub intents: Vec<CleanupIntent>,
+}
+
 /// Everything the actors read and write.
 pub trait Store: Send + Sync + 'static {
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
@@ -89,10 +116,22 @@ pub trait Store: Send + Sync + 'static {
         agent_id: AgentId,
         key: &str,
     ) -> Result<Option<MessageId>, StoreError>;
+    /// One page of an agent's messages after `after`, oldest first.
+    fn list_messages(
+        &self,
+        agent_id: AgentId,
+        after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<Vec<MessageRecord>, StoreError>;
     /// The agent's pending messages (queued or being handled), oldest first.
     fn pending_messages(&self, agent_id: AgentId) -> Result<Vec<MessageRecord>, StoreError>;
-    /// Every agent record and every pending message, for recovery.
-    fn recovery_input(&self) -> Result<(Vec<AgentRecord>, Vec<MessageRecord>), StoreError>;
+    /// Everything recovery needs.
+    fn recovery_input(&self) -> Result<RecoveryInput, StoreError>;
+    fn task(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError>;
+    /// Every task the agent owns, oldest first.
+    fn tasks_of(&self, owner: AgentId) -> Result<Vec<TaskRecord>, StoreError>;
+    /// The live agents this agent supervises.
+    fn children_of(&self, supervisor: AgentId) -> Result<Vec<AgentId>, StoreError>;
     /// Applies a batch atomically. Durable only once a later
     /// [`Store::durable`] resolves; the store flushes soon on its own too.
     fn commit(&self, batch: Batch) -> Result<(), StoreError>;

@@ -2,11 +2,14 @@
 //! agent has follows from its profile's tool families alone, never from who
 //! sent the current message.
 
-use holarchy_supervision::{AgentId, AgentRecord, Profile, ToolFamily};
-use serde_json::json;
+use holarchy_supervision::{
+    AgentId, AgentRecord, Preset, Profile, TaskId, TaskKind, TaskRecord, ToolFamily,
+};
+use serde_json::{json, Value};
 
 use crate::brain::ToolCall;
-use crate::Ctx;
+use crate::spawn::{self, SpawnRequest};
+use crate::{task_plane, Ctx};
 
 /// One tool of the catalog.
 #[derive(Debug, Clone, Copy)]
@@ -17,11 +20,43 @@ pub struct ToolSpec {
 }
 
 /// Every tool this build knows. Later planes add theirs here.
-pub const CATALOG: &[ToolSpec] = &[ToolSpec {
-    name: "AgentGet",
-    family: ToolFamily::Core,
-    description: "Returns the calling agent's own summary: identity, profile, lineage, supervisor and lifecycle state.",
-}];
+pub const CATALOG: &[ToolSpec] = &[
+    ToolSpec {
+        name: "AgentGet",
+        family: ToolFamily::Core,
+        description: "Returns the calling agent's own summary: identity, profile, lineage, supervisor and lifecycle state.",
+    },
+    ToolSpec {
+        name: "SpawnAgent",
+        family: ToolFamily::AgentCreation,
+        description: "Creates an agent. `preset` is private_child (default), private_delegator or public_named; `initial_message` is required for private children; `name` for public agents. A private child returns a task handle.",
+    },
+    ToolSpec {
+        name: "TaskList",
+        family: ToolFamily::Core,
+        description: "Lists the tasks this agent owns, with their kind, label and status.",
+    },
+    ToolSpec {
+        name: "TaskStatus",
+        family: ToolFamily::Core,
+        description: "Returns the lifecycle state of one of this agent's tasks: `{\"task_id\": ...}`.",
+    },
+    ToolSpec {
+        name: "TaskOutput",
+        family: ToolFamily::Core,
+        description: "Returns a task's result, or its progress while it runs: `{\"task_id\": ...}`.",
+    },
+    ToolSpec {
+        name: "TaskInput",
+        family: ToolFamily::Core,
+        description: "Sends follow-up input to a supervised child: `{\"task_id\": ..., \"text\": ...}`.",
+    },
+    ToolSpec {
+        name: "TaskStop",
+        family: ToolFamily::Core,
+        description: "Stops a task; for a child agent, the child and its whole private subtree: `{\"task_id\": ...}`.",
+    },
+];
 
 /// The tools an agent with this profile may call, in catalog order.
 pub fn tool_surface(profile: Profile) -> impl Iterator<Item = &'static ToolSpec> {
@@ -39,46 +74,137 @@ pub struct ToolResult {
     pub is_error: bool,
 }
 
-impl ToolResult {
-    fn error(call: &ToolCall, message: String) -> Self {
-        Self {
-            tool: call.name.clone(),
-            input: call.input.to_string(),
-            output: json!({ "error": message }).to_string(),
-            is_error: true,
-        }
-    }
-
-    fn ok(call: &ToolCall, output: serde_json::Value) -> Self {
-        Self {
-            tool: call.name.clone(),
-            input: call.input.to_string(),
-            output: output.to_string(),
-            is_error: false,
-        }
-    }
-}
-
 /// Runs one tool call for `agent_id`. Failures are tool errors the brain
 /// can read, not turn failures.
-pub async fn call(ctx: &Ctx, agent_id: AgentId, profile: Profile, call: &ToolCall) -> ToolResult {
-    if !tool_surface(profile).any(|spec| spec.name == call.name) {
-        return ToolResult::error(
-            call,
-            format!("tool `{}` is not in this agent's tool catalog", call.name),
-        );
-    }
-    match call.name.as_str() {
-        "AgentGet" => match ctx.store.agent(agent_id) {
-            Ok(Some(record)) => ToolResult::ok(call, agent_json(&record)),
-            Ok(None) => ToolResult::error(call, "agent record not found".into()),
-            Err(err) => ToolResult::error(call, err.to_string()),
-        },
-        other => ToolResult::error(call, format!("tool `{other}` has no implementation")),
+pub async fn call(
+    ctx: &std::sync::Arc<Ctx>,
+    agent_id: AgentId,
+    profile: Profile,
+    call: &ToolCall,
+) -> ToolResult {
+    let outcome = if tool_surface(profile).any(|spec| spec.name == call.name) {
+        run(ctx, agent_id, profile, &call.name, &call.input).await
+    } else {
+        Err(format!(
+            "tool `{}` is not in this agent's tool catalog",
+            call.name
+        ))
+    };
+    let (output, is_error) = match outcome {
+        Ok(value) => (value, false),
+        Err(message) => (json!({ "error": message }), true),
+    };
+    ToolResult {
+        tool: call.name.clone(),
+        input: call.input.to_string(),
+        output: output.to_string(),
+        is_error,
     }
 }
 
-fn agent_json(record: &AgentRecord) -> serde_json::Value {
+fn text_field<'a>(input: &'a Value, field: &str) -> Result<Option<&'a str>, String> {
+    match input.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("`{field}` must be a string")),
+    }
+}
+
+fn task_id(input: &Value) -> Result<TaskId, String> {
+    text_field(input, "task_id")?
+        .ok_or("`task_id` is required")?
+        .parse()
+        .map_err(|e| format!("`task_id`: {e}"))
+}
+
+async fn run(
+    ctx: &std::sync::Arc<Ctx>,
+    agent_id: AgentId,
+    profile: Profile,
+    tool: &str,
+    input: &Value,
+) -> Result<Value, String> {
+    match tool {
+        "AgentGet" => match ctx.store.agent(agent_id) {
+            Ok(Some(record)) => Ok(agent_json(&record)),
+            Ok(None) => Err("agent record not found".into()),
+            Err(err) => Err(err.to_string()),
+        },
+        "SpawnAgent" => {
+            let preset = match text_field(input, "preset")? {
+                None => Preset::PrivateChild,
+                Some(name) => {
+                    Preset::from_name(name).ok_or_else(|| format!("unknown preset `{name}`"))?
+                }
+            };
+            let request = SpawnRequest {
+                preset,
+                initial_message: text_field(input, "initial_message")?.map(str::to_owned),
+                name: text_field(input, "name")?.map(str::to_owned),
+            };
+            let spawned = spawn::spawn_agent(ctx, agent_id, profile, request)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(json!({
+                "agent_id": spawned.agent_id.to_string(),
+                "task_handle": spawned.task.as_ref().map(|t| json!({
+                    "task_id": t.id.to_string(),
+                    "task_kind": t.kind.name(),
+                    "status": t.status.name(),
+                    "initial_output": Value::Null,
+                })),
+            }))
+        }
+        "TaskList" => {
+            let tasks = task_plane::list(ctx, agent_id).map_err(|e| e.to_string())?;
+            Ok(Value::Array(tasks.iter().map(task_json).collect()))
+        }
+        "TaskStatus" => {
+            let task =
+                task_plane::get(ctx, task_id(input)?, Some(agent_id)).map_err(|e| e.to_string())?;
+            Ok(task_json(&task))
+        }
+        "TaskOutput" => {
+            let (task, output) = task_plane::output(ctx, task_id(input)?, Some(agent_id))
+                .map_err(|e| e.to_string())?;
+            Ok(
+                json!({ "task_id": task.id.to_string(), "status": task.status.name(), "output": output }),
+            )
+        }
+        "TaskInput" => {
+            let text = text_field(input, "text")?
+                .ok_or("`text` is required")?
+                .to_owned();
+            let delivered = task_plane::input(ctx, task_id(input)?, Some(agent_id), text)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(json!({ "message_id": delivered.message_id.to_string() }))
+        }
+        "TaskStop" => {
+            let task = task_plane::stop(ctx, task_id(input)?, Some(agent_id), "by its owner")
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(task_json(&task))
+        }
+        other => Err(format!("tool `{other}` has no implementation")),
+    }
+}
+
+pub fn task_json(task: &TaskRecord) -> Value {
+    let child = match task.kind {
+        TaskKind::ChildAgent { child_agent_id } => child_agent_id,
+    };
+    json!({
+        "task_id": task.id.to_string(),
+        "task_kind": task.kind.name(),
+        "label": task.label,
+        "status": task.status.name(),
+        "child_agent_id": child.to_string(),
+        "output": task.output,
+    })
+}
+
+fn agent_json(record: &AgentRecord) -> Value {
     json!({
         "agent_id": record.id.to_string(),
         "name": record.name,

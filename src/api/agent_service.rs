@@ -63,7 +63,7 @@ impl AgentApi {
     }
 }
 
-fn parse_agent_id(text: &str) -> Result<AgentId, ApiError> {
+pub(crate) fn parse_agent_id(text: &str) -> Result<AgentId, ApiError> {
     if text.is_empty() {
         return Err(ApiError::InvalidArgument("agent_id is required".into()));
     }
@@ -205,6 +205,23 @@ impl AgentService for AgentApi {
         Ok(Response::new(pb::ListMessagesResponse {
             messages: records.iter().map(convert::message).collect(),
             next_page_token,
+        }))
+    }
+
+    #[instrument(skip_all, fields(agent_id = %request.get_ref().agent_id))]
+    async fn archive_agent(
+        &self,
+        request: Request<pb::ArchiveAgentRequest>,
+    ) -> Result<Response<pb::ArchiveAgentResponse>, Status> {
+        let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
+        let outcome = self
+            .runtime
+            .archive_agent(agent_id)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ArchiveAgentResponse {
+            agents: outcome.agents as u32,
+            tasks: outcome.tasks as u32,
         }))
     }
 

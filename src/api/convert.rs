@@ -1,11 +1,14 @@
 //! Domain to proto, and the one place errors become gRPC statuses.
 
 use holarchy_actors::agent::NotRunning;
-use holarchy_actors::{AgentSnapshot, CreateError, DeliverError, RuntimeError, StoreError};
+use holarchy_actors::task_plane::TaskError;
+use holarchy_actors::{
+    AgentSnapshot, ArchiveError, CreateError, DeliverError, RuntimeError, StoreError,
+};
 use holarchy_supervision::limits::InvalidInput;
 use holarchy_supervision::{
     AgentRecord, Event, EventKind, IdParseError, LifecycleState, MessageRecord, MessageStatus,
-    Ownership, Provenance, Refusal, Visibility,
+    Ownership, Provenance, Refusal, TaskKind, TaskRecord, Visibility,
 };
 use serde_json::json;
 use tonic::Status;
@@ -67,6 +70,7 @@ impl From<StoreError> for ApiError {
                 ApiError::AlreadyExists(format!("an agent named `{name}` already exists"))
             }
             StoreError::Closed => ApiError::Unavailable("the daemon is shutting down".into()),
+            StoreError::SupervisorGone(_) => ApiError::FailedPrecondition(err.to_string()),
             StoreError::UnsupportedVersion { .. }
             | StoreError::Corrupt { .. }
             | StoreError::Backend(_) => ApiError::Internal(err.to_string()),
@@ -204,6 +208,7 @@ pub fn message(record: &MessageRecord) -> pb::Message {
         MessageStatus::Handling { .. } => pb::MessageStatus::Handling,
         MessageStatus::Handled { .. } => pb::MessageStatus::Handled,
         MessageStatus::Failed { .. } => pb::MessageStatus::Failed,
+        MessageStatus::Cancelled => pb::MessageStatus::Cancelled,
     };
     pb::Message {
         message_id: record.id.to_string(),
@@ -285,6 +290,23 @@ pub fn event(event: &Event) -> pb::Event {
             out.text = text.clone();
             json!({ "run_id": run_id.to_string(), "message_id": message_id.to_string(), "text": text })
         }
+        EventKind::TaskUpdated {
+            task_id,
+            kind,
+            status,
+            detail,
+        } => {
+            out.text = status.name().to_owned();
+            json!({ "task_id": task_id.to_string(), "task_kind": kind, "status": status.name(), "detail": detail })
+        }
+        EventKind::CleanupStarted {
+            reason,
+            agents,
+            tasks,
+        } => {
+            out.text = reason.clone();
+            json!({ "reason": reason, "agents": agents, "tasks": tasks })
+        }
         EventKind::RunFinished {
             run_id,
             message_id,
@@ -304,4 +326,43 @@ pub fn event(event: &Event) -> pb::Event {
     };
     out.detail_json = detail.to_string();
     out
+}
+
+pub fn task(task: &TaskRecord) -> pb::TaskHandle {
+    let child = match task.kind {
+        TaskKind::ChildAgent { child_agent_id } => child_agent_id,
+    };
+    pb::TaskHandle {
+        task_id: task.id.to_string(),
+        task_kind: task.kind.name().to_owned(),
+        status: task.status.name().to_owned(),
+        owner_agent_id: task.owner_agent_id.to_string(),
+        child_agent_id: child.to_string(),
+        label: task.label.clone(),
+        output: task.output.clone().unwrap_or_default(),
+        created_at_ms: task.created_at_ms as i64,
+        updated_at_ms: task.updated_at_ms as i64,
+    }
+}
+
+impl From<TaskError> for ApiError {
+    fn from(err: TaskError) -> Self {
+        match err {
+            TaskError::NotFound(_) => ApiError::NotFound(err.to_string()),
+            TaskError::NotRunning { .. } => ApiError::FailedPrecondition(err.to_string()),
+            TaskError::Deliver(e) => e.into(),
+            TaskError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<ArchiveError> for ApiError {
+    fn from(err: ArchiveError) -> Self {
+        match err {
+            ArchiveError::NotFound(_) => ApiError::NotFound(err.to_string()),
+            ArchiveError::Private(_) => ApiError::PermissionDenied(err.to_string()),
+            ArchiveError::NotLive { .. } => ApiError::FailedPrecondition(err.to_string()),
+            ArchiveError::Store(e) => e.into(),
+        }
+    }
 }

@@ -7,6 +7,10 @@
 //! - `pending`:  agent id ++ message id   -> (empty) for queued or handling messages
 //! - `dedupe`:   agent id ++ dedupe key   -> message id
 //! - `events`:   cursor (u64)             -> Event
+//! - `tasks`:    task id                  -> TaskRecord
+//! - `owned`:    owner id ++ task id       -> (empty): tasks by owner
+//! - `children`: supervisor id ++ agent id -> (empty): live supervised agents
+//! - `cleanups`: cleanup id               -> CleanupIntent
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -16,9 +20,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use holarchy_actors::{Batch, DurableFuture, Store, StoreError, Write};
+use holarchy_actors::{Batch, DurableFuture, RecoveryInput, Store, StoreError, Write};
+use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::{
-    AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, Visibility,
+    AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, TaskId, TaskRecord,
+    TaskStatus, Visibility,
 };
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Tree;
@@ -33,6 +39,10 @@ const MESSAGES: &str = "messages";
 const PENDING: &str = "pending";
 const DEDUPE: &str = "dedupe";
 const EVENTS: &str = "events";
+const TASKS: &str = "tasks";
+const OWNED: &str = "owned";
+const CHILDREN: &str = "children";
+const CLEANUPS: &str = "cleanups";
 
 fn backend(err: sled::Error) -> StoreError {
     StoreError::Backend(err.to_string())
@@ -77,6 +87,10 @@ pub struct SledStore {
     pending: Tree,
     dedupe: Tree,
     events: Tree,
+    tasks: Tree,
+    owned: Tree,
+    children: Tree,
+    cleanups: Tree,
     /// The last event cursor handed out; held across each transaction.
     next_cursor: Mutex<EventCursor>,
     /// The last event cursor whose transaction has been applied.
@@ -112,6 +126,10 @@ impl SledStore {
             messages: tree(MESSAGES)?,
             pending: tree(PENDING)?,
             dedupe: tree(DEDUPE)?,
+            tasks: tree(TASKS)?,
+            owned: tree(OWNED)?,
+            children: tree(CHILDREN)?,
+            cleanups: tree(CLEANUPS)?,
             events,
             next_cursor: Mutex::new(last),
             committed,
@@ -161,29 +179,6 @@ impl SledStore {
         Ok(page)
     }
 
-    /// One page of an agent's messages after `after`, oldest first.
-    pub fn list_messages(
-        &self,
-        agent_id: AgentId,
-        after: Option<MessageId>,
-        limit: usize,
-    ) -> Result<Vec<MessageRecord>, StoreError> {
-        let start = match after {
-            Some(id) if id.as_u128() == u128::MAX => return Ok(Vec::new()),
-            Some(id) => pair_key(agent_id, &(id.as_u128() + 1).to_be_bytes()),
-            None => agent_id.to_bytes().to_vec(),
-        };
-        let end = pair_key(agent_id, &[0xff; 17]);
-        self.messages
-            .range(start..end)
-            .take(limit)
-            .map(|entry| {
-                let (_, value) = entry.map_err(backend)?;
-                decode(MESSAGES, &value)
-            })
-            .collect()
-    }
-
     /// Durable events after `cursor`, at most `limit`.
     pub fn events_after(
         &self,
@@ -229,10 +224,13 @@ enum Encoded {
     CreateAgent {
         id: [u8; 16],
         name: Option<String>,
+        supervisor: Option<AgentId>,
         value: Vec<u8>,
     },
     PutAgent {
         id: [u8; 16],
+        /// `supervisor ++ agent`, and whether the agent is live.
+        child_key: Option<(Vec<u8>, bool)>,
         value: Vec<u8>,
     },
     PutMessage {
@@ -241,6 +239,18 @@ enum Encoded {
         dedupe: Option<(Vec<u8>, [u8; 16])>,
         value: Vec<u8>,
     },
+    PutTask {
+        id: [u8; 16],
+        owned_key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    PutIntent {
+        id: [u8; 16],
+        value: Vec<u8>,
+    },
+    DeleteIntent {
+        id: [u8; 16],
+    },
 }
 
 fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
@@ -248,10 +258,14 @@ fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
         Write::CreateAgent(record) => Encoded::CreateAgent {
             id: record.id.to_bytes(),
             name: record.name.clone(),
+            supervisor: record.supervisor_agent_id,
             value: encode(AGENTS, record)?,
         },
         Write::PutAgent(record) => Encoded::PutAgent {
             id: record.id.to_bytes(),
+            child_key: record
+                .supervisor_agent_id
+                .map(|sup| (pair_key(sup, &record.id.to_bytes()), record.state.is_live())),
             value: encode(AGENTS, record)?,
         },
         Write::PutMessage(message) => Encoded::PutMessage {
@@ -265,7 +279,61 @@ fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             }),
             value: encode(MESSAGES, message)?,
         },
+        Write::PutTask(task) => Encoded::PutTask {
+            id: task.id.to_bytes(),
+            owned_key: pair_key(task.owner_agent_id, &task.id.to_bytes()),
+            value: encode(TASKS, task)?,
+        },
+        Write::PutIntent(intent) => Encoded::PutIntent {
+            id: intent.id.to_bytes(),
+            value: encode(CLEANUPS, intent)?,
+        },
+        Write::DeleteIntent(id) => Encoded::DeleteIntent { id: id.to_bytes() },
     })
+}
+
+/// Why a transaction gave up on purpose.
+enum Abort {
+    NameTaken(String),
+    SupervisorGone(AgentId),
+    Corrupt(StoreError),
+}
+
+type TxResult = Result<(), ConflictableTransactionError<Abort>>;
+
+fn supervisor_is_live(
+    agents: &sled::transaction::TransactionalTree,
+    sup: AgentId,
+) -> Result<bool, ConflictableTransactionError<Abort>> {
+    match agents.get(sup.to_bytes())? {
+        Some(bytes) => decode::<AgentRecord>(AGENTS, &bytes)
+            .map(|r| r.state.is_live())
+            .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e))),
+        None => Ok(false),
+    }
+}
+
+impl SledStore {
+    fn scan_keys(
+        &self,
+        tree: &Tree,
+        prefix: AgentId,
+    ) -> impl Iterator<Item = Result<sled::IVec, StoreError>> {
+        tree.scan_prefix(prefix.to_bytes())
+            .map(|entry| entry.map(|(key, _)| key).map_err(backend))
+    }
+
+    fn decode_all<T: serde::de::DeserializeOwned>(
+        tree: &Tree,
+        name: &'static str,
+    ) -> Result<Vec<T>, StoreError> {
+        tree.iter()
+            .map(|entry| {
+                let (_, value) = entry.map_err(backend)?;
+                decode(name, &value)
+            })
+            .collect()
+    }
 }
 
 impl Store for SledStore {
@@ -307,26 +375,39 @@ impl Store for SledStore {
         }
     }
 
+    fn list_messages(
+        &self,
+        agent_id: AgentId,
+        after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<Vec<MessageRecord>, StoreError> {
+        let start = match after {
+            Some(id) if id.as_u128() == u128::MAX => return Ok(Vec::new()),
+            Some(id) => pair_key(agent_id, &(id.as_u128() + 1).to_be_bytes()),
+            None => agent_id.to_bytes().to_vec(),
+        };
+        let end = pair_key(agent_id, &[0xff; 17]);
+        self.messages
+            .range(start..end)
+            .take(limit)
+            .map(|entry| {
+                let (_, value) = entry.map_err(backend)?;
+                decode(MESSAGES, &value)
+            })
+            .collect()
+    }
+
     fn pending_messages(&self, agent_id: AgentId) -> Result<Vec<MessageRecord>, StoreError> {
         let mut out = Vec::new();
-        for entry in self.pending.scan_prefix(agent_id.to_bytes()) {
-            let (key, _) = entry.map_err(backend)?;
-            if let Some(bytes) = self.messages.get(&key).map_err(backend)? {
+        for key in self.scan_keys(&self.pending, agent_id) {
+            if let Some(bytes) = self.messages.get(key?).map_err(backend)? {
                 out.push(decode(MESSAGES, &bytes)?);
             }
         }
         Ok(out)
     }
 
-    fn recovery_input(&self) -> Result<(Vec<AgentRecord>, Vec<MessageRecord>), StoreError> {
-        let agents = self
-            .agents
-            .iter()
-            .map(|entry| {
-                let (_, value) = entry.map_err(backend)?;
-                decode(AGENTS, &value)
-            })
-            .collect::<Result<Vec<AgentRecord>, _>>()?;
+    fn recovery_input(&self) -> Result<RecoveryInput, StoreError> {
         let mut pending = Vec::new();
         for entry in self.pending.iter() {
             let (key, _) = entry.map_err(backend)?;
@@ -334,7 +415,43 @@ impl Store for SledStore {
                 pending.push(decode(MESSAGES, &bytes)?);
             }
         }
-        Ok((agents, pending))
+        let tasks: Vec<TaskRecord> = Self::decode_all(&self.tasks, TASKS)?;
+        Ok(RecoveryInput {
+            agents: Self::decode_all(&self.agents, AGENTS)?,
+            pending,
+            running_tasks: tasks
+                .into_iter()
+                .filter(|t| t.status == TaskStatus::Running)
+                .collect(),
+            intents: Self::decode_all::<CleanupIntent>(&self.cleanups, CLEANUPS)?,
+        })
+    }
+
+    fn task(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
+        self.get(&self.tasks, TASKS, &id.to_bytes())
+    }
+
+    fn tasks_of(&self, owner: AgentId) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut out = Vec::new();
+        for key in self.scan_keys(&self.owned, owner) {
+            let key = key?;
+            let id = TaskId::from_bytes(id_from_key(OWNED, key.get(16..).unwrap_or_default())?);
+            if let Some(task) = self.task(id)? {
+                out.push(task);
+            }
+        }
+        Ok(out)
+    }
+
+    fn children_of(&self, supervisor: AgentId) -> Result<Vec<AgentId>, StoreError> {
+        self.scan_keys(&self.children, supervisor)
+            .map(|key| {
+                Ok(AgentId::from_bytes(id_from_key(
+                    CHILDREN,
+                    key?.get(16..).unwrap_or_default(),
+                )?))
+            })
+            .collect()
     }
 
     fn commit(&self, batch: Batch) -> Result<(), StoreError> {
@@ -366,55 +483,98 @@ impl Store for SledStore {
             .collect::<Result<Vec<_>, StoreError>>()?;
 
         self.group.begin_write();
-        let trees = (
+        let trees = [
             &self.agents,
             &self.names,
             &self.messages,
             &self.pending,
             &self.dedupe,
             &self.events,
-        );
-        let result = sled::Transactional::transaction(
-            &trees,
-            |(agents, names, messages, pending, dedupe, log)| {
-                for write in &writes {
-                    match write {
-                        Encoded::CreateAgent { id, name, value } => {
-                            if let Some(name) = name {
-                                if names.get(name.as_bytes())?.is_some() {
-                                    return Err(ConflictableTransactionError::Abort(name.clone()));
-                                }
-                                names.insert(name.as_bytes(), id.as_slice())?;
+            &self.tasks,
+            &self.owned,
+            &self.children,
+            &self.cleanups,
+        ];
+        let result = sled::Transactional::transaction(&trees[..], |t| -> TxResult {
+            let (agents, names, messages, pending, dedupe) = (&t[0], &t[1], &t[2], &t[3], &t[4]);
+            let (log, tasks, owned, children, cleanups) = (&t[5], &t[6], &t[7], &t[8], &t[9]);
+            for write in &writes {
+                match write {
+                    Encoded::CreateAgent {
+                        id,
+                        name,
+                        supervisor,
+                        value,
+                    } => {
+                        if let Some(name) = name {
+                            if names.get(name.as_bytes())?.is_some() {
+                                return Err(ConflictableTransactionError::Abort(Abort::NameTaken(
+                                    name.clone(),
+                                )));
                             }
-                            agents.insert(id.as_slice(), value.as_slice())?;
+                            names.insert(name.as_bytes(), id.as_slice())?;
                         }
-                        Encoded::PutAgent { id, value } => {
-                            agents.insert(id.as_slice(), value.as_slice())?;
+                        if let Some(sup) = supervisor {
+                            if !supervisor_is_live(agents, *sup)? {
+                                return Err(ConflictableTransactionError::Abort(
+                                    Abort::SupervisorGone(*sup),
+                                ));
+                            }
+                            children.insert(pair_key(*sup, id), &[] as &[u8])?;
                         }
-                        Encoded::PutMessage {
-                            key,
-                            pending: is_pending,
-                            dedupe: dedupe_entry,
-                            value,
-                        } => {
-                            messages.insert(key.as_slice(), value.as_slice())?;
-                            if *is_pending {
-                                pending.insert(key.as_slice(), &[] as &[u8])?;
+                        agents.insert(id.as_slice(), value.as_slice())?;
+                    }
+                    Encoded::PutAgent {
+                        id,
+                        child_key,
+                        value,
+                    } => {
+                        if let Some((key, live)) = child_key {
+                            if *live {
+                                children.insert(key.as_slice(), &[] as &[u8])?;
                             } else {
-                                pending.remove(key.as_slice())?;
+                                children.remove(key.as_slice())?;
                             }
-                            if let Some((dedupe_key, message_id)) = dedupe_entry {
-                                dedupe.insert(dedupe_key.as_slice(), message_id.as_slice())?;
-                            }
+                        }
+                        agents.insert(id.as_slice(), value.as_slice())?;
+                    }
+                    Encoded::PutMessage {
+                        key,
+                        pending: is_pending,
+                        dedupe: dedupe_entry,
+                        value,
+                    } => {
+                        messages.insert(key.as_slice(), value.as_slice())?;
+                        if *is_pending {
+                            pending.insert(key.as_slice(), &[] as &[u8])?;
+                        } else {
+                            pending.remove(key.as_slice())?;
+                        }
+                        if let Some((dedupe_key, message_id)) = dedupe_entry {
+                            dedupe.insert(dedupe_key.as_slice(), message_id.as_slice())?;
                         }
                     }
+                    Encoded::PutTask {
+                        id,
+                        owned_key,
+                        value,
+                    } => {
+                        tasks.insert(id.as_slice(), value.as_slice())?;
+                        owned.insert(owned_key.as_slice(), &[] as &[u8])?;
+                    }
+                    Encoded::PutIntent { id, value } => {
+                        cleanups.insert(id.as_slice(), value.as_slice())?;
+                    }
+                    Encoded::DeleteIntent { id } => {
+                        cleanups.remove(id.as_slice())?;
+                    }
                 }
-                for (cursor, value) in &events {
-                    log.insert(cursor.as_slice(), value.as_slice())?;
-                }
-                Ok(())
-            },
-        );
+            }
+            for (cursor, value) in &events {
+                log.insert(cursor.as_slice(), value.as_slice())?;
+            }
+            Ok(())
+        });
         self.group.end_write();
         match result {
             Ok(()) => {
@@ -424,7 +584,13 @@ impl Store for SledStore {
                 self.group.nudge();
                 Ok(())
             }
-            Err(TransactionError::Abort(name)) => Err(StoreError::NameTaken(name)),
+            Err(TransactionError::Abort(Abort::NameTaken(name))) => {
+                Err(StoreError::NameTaken(name))
+            }
+            Err(TransactionError::Abort(Abort::SupervisorGone(sup))) => {
+                Err(StoreError::SupervisorGone(sup))
+            }
+            Err(TransactionError::Abort(Abort::Corrupt(err))) => Err(err),
             Err(TransactionError::Storage(err)) => Err(backend(err)),
         }
     }
@@ -435,159 +601,4 @@ impl Store for SledStore {
 }
 
 #[cfg(test)]
-mod tests {
-    use holarchy_supervision::{
-        EventKind, LifecycleState, MessageStatus, Preset, Provenance, RunId,
-    };
-
-    use super::*;
-
-    fn agent(name: &str) -> AgentRecord {
-        AgentRecord {
-            id: AgentId::generate(),
-            name: Some(name.into()),
-            profile: Preset::PublicNamed.profile(),
-            lineage_parent_agent_id: None,
-            supervisor_agent_id: None,
-            state: LifecycleState::Active,
-            created_at_ms: 1,
-            updated_at_ms: 1,
-        }
-    }
-
-    fn message(agent_id: AgentId, status: MessageStatus, dedupe: Option<&str>) -> MessageRecord {
-        MessageRecord {
-            id: MessageId::generate(),
-            agent_id,
-            provenance: Provenance::Operator,
-            body: "hi".into(),
-            dedupe_key: dedupe.map(str::to_owned),
-            status,
-            reply: None,
-            attempts: 0,
-            created_at_ms: 1,
-        }
-    }
-
-    fn created(record: &AgentRecord) -> Batch {
-        Batch::new()
-            .write(Write::CreateAgent(record.clone()))
-            .event(
-                record.id,
-                EventKind::AgentCreated {
-                    name: record.name.clone(),
-                    preset: None,
-                    lineage_parent_agent_id: None,
-                    supervisor_agent_id: None,
-                },
-            )
-    }
-
-    #[tokio::test]
-    async fn a_taken_name_fails_the_whole_batch() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
-        let first = agent("ops");
-        store.commit(created(&first)).expect("first create");
-        let second = agent("ops");
-        assert!(
-            matches!(store.commit(created(&second)), Err(StoreError::NameTaken(n)) if n == "ops")
-        );
-        assert_eq!(store.agent(second.id).expect("reads"), None);
-        store.durable().await.expect("flushes");
-        let events = store.events_after(0, 10).expect("reads events");
-        assert_eq!(events.len(), 1, "the failed batch wrote no event");
-        assert_eq!(events[0].cursor, 1);
-    }
-
-    #[tokio::test]
-    async fn pending_and_dedupe_indexes_follow_the_message() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
-        let owner = agent("a");
-        store.commit(created(&owner)).expect("create");
-        let mut m = message(owner.id, MessageStatus::Queued, Some("k1"));
-        store
-            .commit(Batch::new().write(Write::PutMessage(m.clone())))
-            .expect("put");
-        assert_eq!(store.pending_messages(owner.id).expect("pending").len(), 1);
-        assert_eq!(
-            store
-                .message_id_by_dedupe_key(owner.id, "k1")
-                .expect("dedupe"),
-            Some(m.id)
-        );
-        m.status = MessageStatus::Handled {
-            run_id: RunId::generate(),
-        };
-        store
-            .commit(Batch::new().write(Write::PutMessage(m.clone())))
-            .expect("put");
-        assert!(store
-            .pending_messages(owner.id)
-            .expect("pending")
-            .is_empty());
-        assert_eq!(
-            store.list_messages(owner.id, None, 10).expect("list"),
-            vec![m.clone()]
-        );
-        assert!(store
-            .list_messages(owner.id, Some(m.id), 10)
-            .expect("list")
-            .is_empty());
-    }
-
-    #[tokio::test]
-    async fn events_become_visible_only_once_durable_and_survive_reopen() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        {
-            let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
-            for i in 0..5 {
-                store
-                    .commit(created(&agent(&format!("a{i}"))))
-                    .expect("create");
-            }
-            store.durable().await.expect("flushes");
-            let events = store.events_after(0, 100).expect("events");
-            let cursors: Vec<_> = events.iter().map(|e| e.cursor).collect();
-            assert_eq!(cursors, [1, 2, 3, 4, 5]);
-            assert_eq!(store.events_after(3, 1).expect("events")[0].cursor, 4);
-            store.close().await;
-        }
-        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
-        store.commit(created(&agent("later"))).expect("create");
-        store.durable().await.expect("flushes");
-        let cursors: Vec<_> = store
-            .events_after(4, 100)
-            .expect("events")
-            .iter()
-            .map(|e| e.cursor)
-            .collect();
-        assert_eq!(cursors, [5, 6], "cursors continue densely after a reopen");
-    }
-
-    #[tokio::test]
-    async fn concurrent_waiters_share_flushes() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("opens"));
-        let mut tasks = Vec::new();
-        for i in 0..200 {
-            let store = store.clone();
-            tasks.push(tokio::spawn(async move {
-                store
-                    .commit(created(&agent(&format!("n{i}"))))
-                    .expect("create");
-                store.durable().await
-            }));
-        }
-        for task in tasks {
-            task.await.expect("joins").expect("durable");
-        }
-        let flushes = store.flush_stats().flushes.load(Ordering::Relaxed);
-        assert!(flushes < 200, "200 waiters took {flushes} flushes");
-        assert_eq!(
-            store.list_agents(None, 1000, true).expect("list").len(),
-            200
-        );
-    }
-}
+mod tests;

@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AgentId, EventCursor, MessageId, RunId};
+use crate::ids::{AgentId, EventCursor, MessageId, RunId, TaskId};
 use crate::record::{LifecycleState, Provenance};
+use crate::task::TaskStatus;
 
 /// One entry of the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +79,17 @@ pub enum EventKind {
         outcome: RunOutcome,
         detail: String,
     },
+    TaskUpdated {
+        task_id: TaskId,
+        kind: String,
+        status: TaskStatus,
+        detail: String,
+    },
+    CleanupStarted {
+        reason: String,
+        agents: u32,
+        tasks: u32,
+    },
 }
 
 impl EventKind {
@@ -91,6 +103,8 @@ impl EventKind {
             EventKind::ToolCalled { .. } => "tool_called",
             EventKind::Replied { .. } => "replied",
             EventKind::RunFinished { .. } => "run_finished",
+            EventKind::TaskUpdated { .. } => "task_updated",
+            EventKind::CleanupStarted { .. } => "cleanup_started",
         }
     }
 }

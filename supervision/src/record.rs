@@ -94,9 +94,17 @@ impl Provenance {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MessageStatus {
     Queued,
-    Handling { run_id: RunId },
-    Handled { run_id: RunId },
-    Failed { run_id: RunId },
+    Handling {
+        run_id: RunId,
+    },
+    Handled {
+        run_id: RunId,
+    },
+    Failed {
+        run_id: RunId,
+    },
+    /// Never handled: its agent was cleaned up first.
+    Cancelled,
 }
 
 impl MessageStatus {
@@ -106,19 +114,22 @@ impl MessageStatus {
             MessageStatus::Handling { .. } => "handling",
             MessageStatus::Handled { .. } => "handled",
             MessageStatus::Failed { .. } => "failed",
+            MessageStatus::Cancelled => "cancelled",
         }
     }
 
     pub const fn is_pending(&self) -> bool {
         match self {
             MessageStatus::Queued | MessageStatus::Handling { .. } => true,
-            MessageStatus::Handled { .. } | MessageStatus::Failed { .. } => false,
+            MessageStatus::Handled { .. }
+            | MessageStatus::Failed { .. }
+            | MessageStatus::Cancelled => false,
         }
     }
 
     pub const fn run_id(&self) -> Option<RunId> {
         match self {
-            MessageStatus::Queued => None,
+            MessageStatus::Queued | MessageStatus::Cancelled => None,
             MessageStatus::Handling { run_id }
             | MessageStatus::Handled { run_id }
             | MessageStatus::Failed { run_id } => Some(*run_id),

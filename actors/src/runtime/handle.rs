@@ -12,10 +12,31 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::watch;
 use tracing::{error, warn};
 
+use holarchy_supervision::cleanup::CleanupReason;
+use holarchy_supervision::{LifecycleState, Visibility};
+
 use super::{CreateError, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot};
 use crate::agent::{AgentMsg, AgentSnapshot, DeliverError, Delivered};
+use crate::cleanup::{self, CleanupOutcome};
 use crate::gateway::GatewayMsg;
+use crate::store::{Batch, StoreError};
 use crate::{Brain, Ctx, RuntimeConfig, Store};
+
+/// Why an archive was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("agent {0} not found")]
+    NotFound(AgentId),
+    #[error("agent {0} is private: stop its supervisor's task handle instead")]
+    Private(AgentId),
+    #[error("agent {agent_id} is already {}", state.name())]
+    NotLive {
+        agent_id: AgentId,
+        state: LifecycleState,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// The handle to a running runtime.
 #[derive(Debug)]
@@ -144,6 +165,26 @@ impl Runtime {
         let timeout = Some(self.ctx.config.call_timeout);
         unanswered(self.root.call(RuntimeMsg::Snapshot, timeout).await)
             .map_err(RuntimeError::Unavailable)
+    }
+
+    /// Operator archive of a public agent: it and its whole private subtree
+    /// end, durably, then their actors stop.
+    pub async fn archive_agent(&self, agent_id: AgentId) -> Result<CleanupOutcome, ArchiveError> {
+        let record = self
+            .ctx
+            .store
+            .agent(agent_id)?
+            .ok_or(ArchiveError::NotFound(agent_id))?;
+        if record.profile.visibility == Visibility::Private {
+            return Err(ArchiveError::Private(agent_id));
+        }
+        if !record.state.is_live() {
+            return Err(ArchiveError::NotLive {
+                agent_id,
+                state: record.state,
+            });
+        }
+        Ok(cleanup::run(&self.ctx, agent_id, CleanupReason::Archived, Batch::new()).await?)
     }
 
     /// Stops every actor, top-down, within `timeout`. Pending work stays in

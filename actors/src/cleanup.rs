@@ -1,0 +1,213 @@
+//! Durable cleanup of a supervision subtree: archive, `TaskStop`, a child
+//! finishing its work, or a supervisor giving up.
+//!
+//! Durability first: one batch records the intent and brings every record
+//! of the subtree (agents, their queued messages, their tasks) to its
+//! terminal state; only then does the root actor stop, and ractor's linkage
+//! takes the subtree's actors with it. A crash after that batch leaves an
+//! intent that the next start finishes; a crash before it leaves the
+//! subtree as it was, whole.
+//!
+//! Runs in its own task, never inside an actor's `handle`: it waits for the
+//! root actor to stop, and a `handle` that waited for that would deadlock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use holarchy_supervision::cleanup::{cleanup_plan, CleanupIntent, CleanupReason};
+use holarchy_supervision::{
+    AgentId, CleanupId, EventKind, LifecycleState, MessageStatus, TaskStatus,
+};
+use tracing::{info, warn};
+
+use crate::store::{Batch, StoreError, Write};
+use crate::{now_ms, Ctx};
+
+/// How long the root actor may take to stop before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a cleanup did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanupOutcome {
+    pub agents: usize,
+    pub tasks: usize,
+}
+
+/// Cleans up `root` and its supervised subtree. `extra` lands in the same
+/// batch (the root's handle task, a message to its parent). A root that is
+/// no longer live is left alone and nothing is written.
+pub async fn run(
+    ctx: &Arc<Ctx>,
+    root: AgentId,
+    reason: CleanupReason,
+    extra: Batch,
+) -> Result<CleanupOutcome, StoreError> {
+    let _tree = ctx.tree_lock.lock().await;
+    let store = &ctx.store;
+    let Some(root_record) = store.agent(root)? else {
+        return Ok(CleanupOutcome::default());
+    };
+    if !root_record.state.is_live() {
+        return Ok(CleanupOutcome::default());
+    }
+    let plan = cleanup_plan(
+        root,
+        |a| store.children_of(a),
+        |a| {
+            Ok(store
+                .tasks_of(a)?
+                .into_iter()
+                .filter(|t| t.status == TaskStatus::Running)
+                .map(|t| t.id)
+                .collect())
+        },
+    )?;
+
+    let now = now_ms();
+    let mut batch = extra;
+    for agent_id in &plan.agents {
+        let Some(mut record) = store.agent(*agent_id)? else {
+            continue;
+        };
+        record.state = match reason {
+            CleanupReason::Failed { .. } if *agent_id == root => LifecycleState::Failed,
+            _ => LifecycleState::Archived,
+        };
+        record.updated_at_ms = now;
+        let state = record.state;
+        batch = batch.write(Write::PutAgent(record)).event(
+            *agent_id,
+            EventKind::AgentStateChanged {
+                state,
+                reason: reason.name().into(),
+            },
+        );
+        for mut message in store.pending_messages(*agent_id)? {
+            message.status = MessageStatus::Cancelled;
+            batch = batch.write(Write::PutMessage(message));
+        }
+    }
+    for task_id in &plan.tasks {
+        let Some(mut task) = store.task(*task_id)? else {
+            continue;
+        };
+        task.status = TaskStatus::Stopped;
+        task.output = Some(format!(
+            "stopped: its owner was cleaned up ({})",
+            reason.name()
+        ));
+        task.updated_at_ms = now;
+        batch = batch.event(
+            task.owner_agent_id,
+            EventKind::TaskUpdated {
+                task_id: task.id,
+                kind: task.kind.name().into(),
+                status: task.status,
+                detail: reason.name().into(),
+            },
+        );
+        batch = batch.write(Write::PutTask(task));
+    }
+    let intent = CleanupIntent {
+        id: CleanupId::generate(),
+        root_agent_id: root,
+        reason,
+        agents: plan.agents.clone(),
+        created_at_ms: now,
+    };
+    let intent_id = intent.id;
+    batch = batch.event(
+        root,
+        EventKind::CleanupStarted {
+            reason: reason.name().into(),
+            agents: plan.agents.len() as u32,
+            tasks: plan.tasks.len() as u32,
+        },
+    );
+    store.commit(batch.write(Write::PutIntent(intent)))?;
+
+    stop_actors(ctx, root, &plan.agents, &plan.tasks, reason).await;
+    store.commit(Batch::new().write(Write::DeleteIntent(intent_id)))?;
+    store.durable().await?;
+    info!(
+        agent_id = %root,
+        reason = reason.name(),
+        agents = plan.agents.len(),
+        tasks = plan.tasks.len(),
+        "subtree cleaned up"
+    );
+    Ok(CleanupOutcome {
+        agents: plan.agents.len(),
+        tasks: plan.tasks.len(),
+    })
+}
+
+/// Stops the root actor (linkage takes its subtree) and forgets every actor
+/// of the subtree, plus the root's own handle task held by its supervisor.
+async fn stop_actors(
+    ctx: &Ctx,
+    root: AgentId,
+    agents: &[AgentId],
+    tasks: &[holarchy_supervision::TaskId],
+    reason: CleanupReason,
+) {
+    if let Some(entry) = ctx.directory.remove(root) {
+        let stopped = entry
+            .actor
+            .stop_and_wait(Some(reason.name().into()), Some(STOP_TIMEOUT))
+            .await;
+        if let Err(err) = stopped {
+            warn!(agent_id = %root, error = %err, "agent did not stop in time; killing it");
+            entry.actor.kill();
+        }
+    }
+    for agent_id in agents {
+        if let Some(entry) = ctx.directory.remove(*agent_id) {
+            // Normally already dead with the root; make sure.
+            entry.actor.kill();
+        }
+    }
+    for task_id in tasks {
+        if let Some(actor) = ctx.directory.remove_task(*task_id) {
+            actor.kill();
+        }
+    }
+    let handle = match reason {
+        CleanupReason::TaskStopped { task_id } | CleanupReason::Completed { task_id } => {
+            Some(task_id)
+        }
+        CleanupReason::Failed { task_id } => task_id,
+        CleanupReason::Archived | CleanupReason::Orphaned => None,
+    };
+    if let Some(actor) = handle.and_then(|t| ctx.directory.remove_task(t)) {
+        actor.stop(Some(reason.name().into()));
+    }
+}
+
+/// Finishes a cleanup a crash interrupted: every agent it named that is
+/// still live is archived, then the intent goes. Called at start, before
+/// any actor runs, so there is nothing to stop.
+pub fn finish(ctx: &Ctx, intent: &CleanupIntent) -> Result<usize, StoreError> {
+    let mut batch = Batch::new().write(Write::DeleteIntent(intent.id));
+    let mut finished = 0;
+    for agent_id in &intent.agents {
+        let Some(mut record) = ctx.store.agent(*agent_id)? else {
+            continue;
+        };
+        if !record.state.is_live() {
+            continue;
+        }
+        record.state = LifecycleState::Archived;
+        record.updated_at_ms = now_ms();
+        batch = batch.write(Write::PutAgent(record)).event(
+            *agent_id,
+            EventKind::AgentStateChanged {
+                state: LifecycleState::Archived,
+                reason: format!("{} (finished after restart)", intent.reason.name()),
+            },
+        );
+        finished += 1;
+    }
+    ctx.store.commit(batch)?;
+    Ok(finished)
+}

@@ -1,0 +1,347 @@
+//! What every supervisor does, whether it is the runtime (for self-owned
+//! agents) or an agent (for its private children and task handles).
+//!
+//! A supervised actor that exits while its record is still live has
+//! failed. Its whole linked subtree died with it, so a restart respawns the
+//! subtree from the store, parents first. Past the restart intensity the
+//! supervisor gives up: the subtree is cleaned up, the agent marked failed,
+//! and its parent learns it through the task handle.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use holarchy_supervision::cleanup::CleanupReason;
+use holarchy_supervision::restart::RestartDecision;
+use holarchy_supervision::{
+    AgentId, AgentRecord, EventKind, MessageId, MessageRecord, MessageStatus, Provenance,
+    RunOutcome, TaskId, TaskKind, TaskRecord, TaskStatus,
+};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
+use tracing::{error, warn};
+
+use crate::agent::{AgentActor, AgentArgs, AgentMsg};
+use crate::directory::{DirectoryEntry, Member};
+use crate::store::{Batch, StoreError, Write};
+use crate::task::{TaskActor, TaskSnapshot};
+use crate::{cleanup, now_ms, Ctx};
+
+/// Spawns one agent actor under `supervisor` with the given queue, and
+/// registers it.
+pub async fn spawn_agent(
+    ctx: &Arc<Ctx>,
+    record: AgentRecord,
+    queue: Vec<MessageId>,
+    supervisor: ActorCell,
+) -> Result<ActorRef<AgentMsg>, ActorProcessingErr> {
+    let agent_id = record.id;
+    let visibility = record.profile.visibility;
+    let (actor, _) = Actor::spawn_linked(
+        None,
+        AgentActor::new(ctx.clone()),
+        AgentArgs { record, queue },
+        supervisor,
+    )
+    .await?;
+    ctx.directory.insert(
+        agent_id,
+        DirectoryEntry {
+            actor: actor.clone(),
+            visibility,
+        },
+    );
+    Ok(actor)
+}
+
+/// Spawns the task actor of a running task under its owner's actor.
+pub async fn spawn_task(
+    ctx: &Ctx,
+    task: &TaskRecord,
+    owner: ActorCell,
+) -> Result<(), ActorProcessingErr> {
+    let snapshot = TaskSnapshot {
+        task_id: task.id,
+        owner_agent_id: task.owner_agent_id,
+    };
+    let (actor, _) = Actor::spawn_linked(None, TaskActor, snapshot, owner).await?;
+    ctx.directory.insert_task(task.id, actor);
+    Ok(())
+}
+
+/// The agent's pending messages in queue order, and a batch that puts an
+/// in-flight one back to queued and closes its run as interrupted.
+pub fn requeue_interrupted(
+    ctx: &Ctx,
+    agent_id: AgentId,
+    reason: &str,
+) -> Result<(Batch, Vec<MessageId>), StoreError> {
+    let pending = ctx.store.pending_messages(agent_id)?;
+    let mut batch = Batch::new();
+    let mut queue = Vec::with_capacity(pending.len());
+    for mut message in pending {
+        queue.push(message.id);
+        if let MessageStatus::Handling { run_id } = message.status {
+            batch = batch.event(
+                agent_id,
+                EventKind::RunFinished {
+                    run_id,
+                    message_id: message.id,
+                    outcome: RunOutcome::Interrupted,
+                    detail: reason.to_owned(),
+                },
+            );
+            message.status = MessageStatus::Queued;
+            batch = batch.write(Write::PutMessage(message));
+        }
+    }
+    Ok((batch, queue))
+}
+
+/// Respawns `record`'s agent under `supervisor`, then every live agent it
+/// supervises (recursively, parents first) and every running task handle,
+/// each from its stored state. Returns how many agents run again.
+pub async fn spawn_tree(
+    ctx: &Arc<Ctx>,
+    record: AgentRecord,
+    supervisor: ActorCell,
+    reason: &str,
+) -> Result<usize, ActorProcessingErr> {
+    let mut todo = VecDeque::from([(record, supervisor)]);
+    let mut spawned = 0;
+    while let Some((record, supervisor)) = todo.pop_front() {
+        let agent_id = record.id;
+        let (batch, queue) = requeue_interrupted(ctx, agent_id, reason)?;
+        if !batch.is_empty() {
+            ctx.store.commit(batch)?;
+        }
+        let actor = spawn_agent(ctx, record, queue, supervisor).await?;
+        spawned += 1;
+        for task in ctx.store.tasks_of(agent_id)? {
+            if task.status == TaskStatus::Running {
+                spawn_task(ctx, &task, actor.get_cell()).await?;
+            }
+        }
+        for child in ctx.store.children_of(agent_id)? {
+            if let Some(child) = ctx.store.agent(child)?.filter(|c| c.state.is_live()) {
+                todo.push_back((child, actor.get_cell()));
+            }
+        }
+    }
+    Ok(spawned)
+}
+
+/// Forgets every actor of `root`'s subtree: they died with it.
+fn forget_subtree(ctx: &Ctx, root: AgentId) -> Result<(), StoreError> {
+    let mut todo = vec![root];
+    while let Some(agent_id) = todo.pop() {
+        ctx.directory.remove(agent_id);
+        for task in ctx.store.tasks_of(agent_id)? {
+            ctx.directory.remove_task(task.id);
+        }
+        todo.extend(ctx.store.children_of(agent_id)?);
+    }
+    Ok(())
+}
+
+/// The task through which `child`'s supervisor holds it, if any.
+pub fn handle_task_of(ctx: &Ctx, child: &AgentRecord) -> Result<Option<TaskRecord>, StoreError> {
+    let Some(supervisor) = child.supervisor_agent_id else {
+        return Ok(None);
+    };
+    Ok(ctx.store.tasks_of(supervisor)?.into_iter().find(|t| {
+        t.status == TaskStatus::Running
+            && matches!(t.kind, TaskKind::ChildAgent { child_agent_id } if child_agent_id == child.id)
+    }))
+}
+
+/// A batch ending `task` with `status` and `output`, and telling its owner
+/// with a child-result message. Returns the batch and the message's id.
+pub fn finish_handle(
+    task: &TaskRecord,
+    child: AgentId,
+    status: TaskStatus,
+    output: String,
+    notify_owner: bool,
+) -> (Batch, Option<MessageId>) {
+    let mut task = task.clone();
+    task.status = status;
+    task.output = Some(output.clone());
+    task.updated_at_ms = now_ms();
+    let owner = task.owner_agent_id;
+    let mut batch = Batch::new().event(
+        owner,
+        EventKind::TaskUpdated {
+            task_id: task.id,
+            kind: task.kind.name().into(),
+            status,
+            detail: output.clone(),
+        },
+    );
+    batch = batch.write(Write::PutTask(task));
+    if !notify_owner {
+        return (batch, None);
+    }
+    let message = MessageRecord {
+        id: MessageId::generate(),
+        agent_id: owner,
+        provenance: Provenance::ChildResult { agent_id: child },
+        body: output,
+        dedupe_key: None,
+        status: MessageStatus::Queued,
+        reply: None,
+        attempts: 0,
+        created_at_ms: now_ms(),
+    };
+    let message_id = message.id;
+    batch = batch
+        .event(
+            owner,
+            EventKind::MessageQueued {
+                message_id,
+                provenance: message.provenance,
+            },
+        )
+        .write(Write::PutMessage(message));
+    (batch, Some(message_id))
+}
+
+/// Puts a message already in the store on its agent's queue.
+pub fn wake(ctx: &Ctx, agent_id: AgentId, message_id: MessageId) {
+    if let Some(entry) = ctx.directory.get(agent_id) {
+        // A parent that is not running picks the message up from the store
+        // when it next starts.
+        let _ = entry.actor.cast(AgentMsg::Wake(message_id));
+    }
+}
+
+/// Ends a supervised child's subtree and its handle: completion, a stop,
+/// or a failure. Tells the owner with a child-result message when asked.
+pub async fn end_child(
+    ctx: &Arc<Ctx>,
+    child: AgentId,
+    status: TaskStatus,
+    output: String,
+    notify_owner: bool,
+) -> Result<Option<TaskId>, StoreError> {
+    let Some(record) = ctx.store.agent(child)? else {
+        return Ok(None);
+    };
+    let handle = handle_task_of(ctx, &record)?;
+    let task_id = handle.as_ref().map(|t| t.id);
+    let (extra, message) = match &handle {
+        Some(task) => finish_handle(task, child, status, output, notify_owner),
+        None => (Batch::new(), None),
+    };
+    let reason = match (status, task_id) {
+        (TaskStatus::Completed, Some(task_id)) => CleanupReason::Completed { task_id },
+        (TaskStatus::Stopped, Some(task_id)) => CleanupReason::TaskStopped { task_id },
+        (TaskStatus::Failed, task_id) => CleanupReason::Failed { task_id },
+        (_, _) => CleanupReason::Archived,
+    };
+    cleanup::run(ctx, child, reason, extra).await?;
+    if let (Some(owner), Some(message_id)) = (record.supervisor_agent_id, message) {
+        wake(ctx, owner, message_id);
+    }
+    Ok(task_id)
+}
+
+/// Handles the exit of a supervised actor. Never fails: a supervisor must
+/// outlive any one child, so problems are logged.
+pub async fn on_child_exit(
+    ctx: &Arc<Ctx>,
+    supervisor: ActorCell,
+    child: ActorCell,
+    reason: String,
+) {
+    if ctx.shutting_down.load(Ordering::Acquire) {
+        return;
+    }
+    let result = match ctx.directory.remove_actor(child.get_id()) {
+        // Forgotten on purpose already (a cleanup).
+        None => Ok(()),
+        Some(Member::Task(task_id)) => restart_task(ctx, task_id, supervisor).await,
+        Some(Member::Agent(agent_id)) => restart_agent(ctx, agent_id, supervisor, reason).await,
+    };
+    if let Err(err) = result {
+        error!(error = %err, "supervision step failed");
+    }
+}
+
+async fn restart_task(
+    ctx: &Ctx,
+    task_id: TaskId,
+    owner: ActorCell,
+) -> Result<(), ActorProcessingErr> {
+    if let Some(task) = ctx
+        .store
+        .task(task_id)?
+        .filter(|t| t.status == TaskStatus::Running)
+    {
+        warn!(task_id = %task_id, "task actor exited; restarting it");
+        spawn_task(ctx, &task, owner).await?;
+    }
+    Ok(())
+}
+
+async fn restart_agent(
+    ctx: &Arc<Ctx>,
+    agent_id: AgentId,
+    supervisor: ActorCell,
+    reason: String,
+) -> Result<(), ActorProcessingErr> {
+    let Some(record) = ctx.store.agent(agent_id)? else {
+        return Ok(());
+    };
+    // An agent stopped on purpose is no longer live in the store; one that
+    // is still live has failed, whatever ractor reports.
+    if !record.state.is_live() {
+        return Ok(());
+    }
+    forget_subtree(ctx, agent_id)?;
+    let policy = ctx.config.restart_policy;
+    let decision = ctx
+        .budgets
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(agent_id)
+        .or_default()
+        .on_failure(policy, now_ms());
+    match decision {
+        RestartDecision::Restart => {
+            ctx.store.commit(Batch::new().event(
+                agent_id,
+                EventKind::AgentRestarted {
+                    reason: reason.clone(),
+                },
+            ))?;
+            ctx.restarts.fetch_add(1, Ordering::Relaxed);
+            warn!(agent_id = %agent_id, reason = %reason, "restarting failed agent");
+            let detail = format!("agent actor failed: {reason}");
+            if let Err(err) = spawn_tree(ctx, record, supervisor, &detail).await {
+                give_up(ctx, agent_id, format!("restart failed: {err}"));
+            }
+        }
+        RestartDecision::GiveUp => {
+            let why = format!(
+                "restart intensity exceeded ({} in {} ms): {reason}",
+                policy.max_restarts, policy.period_ms
+            );
+            give_up(ctx, agent_id, why);
+        }
+    }
+    Ok(())
+}
+
+/// Marks the agent failed and cleans up its subtree, in a task of its own
+/// (a cleanup never runs inside a `handle`).
+fn give_up(ctx: &Arc<Ctx>, agent_id: AgentId, why: String) {
+    ctx.given_up.fetch_add(1, Ordering::Relaxed);
+    warn!(agent_id = %agent_id, reason = %why, "giving up on agent");
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let output = format!("failed: {why}");
+        if let Err(err) = end_child(&ctx, agent_id, TaskStatus::Failed, output, true).await {
+            error!(agent_id = %agent_id, error = %err, "could not record a failed agent");
+        }
+    });
+}

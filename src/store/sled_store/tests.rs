@@ -1,0 +1,152 @@
+//! Tests of the sled store against a temporary directory.
+
+use holarchy_supervision::{EventKind, LifecycleState, MessageStatus, Preset, Provenance, RunId};
+
+use super::*;
+
+fn agent(name: &str) -> AgentRecord {
+    AgentRecord {
+        id: AgentId::generate(),
+        name: Some(name.into()),
+        profile: Preset::PublicNamed.profile(),
+        lineage_parent_agent_id: None,
+        supervisor_agent_id: None,
+        state: LifecycleState::Active,
+        created_at_ms: 1,
+        updated_at_ms: 1,
+    }
+}
+
+fn message(agent_id: AgentId, status: MessageStatus, dedupe: Option<&str>) -> MessageRecord {
+    MessageRecord {
+        id: MessageId::generate(),
+        agent_id,
+        provenance: Provenance::Operator,
+        body: "hi".into(),
+        dedupe_key: dedupe.map(str::to_owned),
+        status,
+        reply: None,
+        attempts: 0,
+        created_at_ms: 1,
+    }
+}
+
+fn created(record: &AgentRecord) -> Batch {
+    Batch::new()
+        .write(Write::CreateAgent(record.clone()))
+        .event(
+            record.id,
+            EventKind::AgentCreated {
+                name: record.name.clone(),
+                preset: None,
+                lineage_parent_agent_id: None,
+                supervisor_agent_id: None,
+            },
+        )
+}
+
+#[tokio::test]
+async fn a_taken_name_fails_the_whole_batch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let first = agent("ops");
+    store.commit(created(&first)).expect("first create");
+    let second = agent("ops");
+    assert!(matches!(store.commit(created(&second)), Err(StoreError::NameTaken(n)) if n == "ops"));
+    assert_eq!(store.agent(second.id).expect("reads"), None);
+    store.durable().await.expect("flushes");
+    let events = store.events_after(0, 10).expect("reads events");
+    assert_eq!(events.len(), 1, "the failed batch wrote no event");
+    assert_eq!(events[0].cursor, 1);
+}
+
+#[tokio::test]
+async fn pending_and_dedupe_indexes_follow_the_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let owner = agent("a");
+    store.commit(created(&owner)).expect("create");
+    let mut m = message(owner.id, MessageStatus::Queued, Some("k1"));
+    store
+        .commit(Batch::new().write(Write::PutMessage(m.clone())))
+        .expect("put");
+    assert_eq!(store.pending_messages(owner.id).expect("pending").len(), 1);
+    assert_eq!(
+        store
+            .message_id_by_dedupe_key(owner.id, "k1")
+            .expect("dedupe"),
+        Some(m.id)
+    );
+    m.status = MessageStatus::Handled {
+        run_id: RunId::generate(),
+    };
+    store
+        .commit(Batch::new().write(Write::PutMessage(m.clone())))
+        .expect("put");
+    assert!(store
+        .pending_messages(owner.id)
+        .expect("pending")
+        .is_empty());
+    assert_eq!(
+        store.list_messages(owner.id, None, 10).expect("list"),
+        vec![m.clone()]
+    );
+    assert!(store
+        .list_messages(owner.id, Some(m.id), 10)
+        .expect("list")
+        .is_empty());
+}
+
+#[tokio::test]
+async fn events_become_visible_only_once_durable_and_survive_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+        for i in 0..5 {
+            store
+                .commit(created(&agent(&format!("a{i}"))))
+                .expect("create");
+        }
+        store.durable().await.expect("flushes");
+        let events = store.events_after(0, 100).expect("events");
+        let cursors: Vec<_> = events.iter().map(|e| e.cursor).collect();
+        assert_eq!(cursors, [1, 2, 3, 4, 5]);
+        assert_eq!(store.events_after(3, 1).expect("events")[0].cursor, 4);
+        store.close().await;
+    }
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+    store.commit(created(&agent("later"))).expect("create");
+    store.durable().await.expect("flushes");
+    let cursors: Vec<_> = store
+        .events_after(4, 100)
+        .expect("events")
+        .iter()
+        .map(|e| e.cursor)
+        .collect();
+    assert_eq!(cursors, [5, 6], "cursors continue densely after a reopen");
+}
+
+#[tokio::test]
+async fn concurrent_waiters_share_flushes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("opens"));
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .commit(created(&agent(&format!("n{i}"))))
+                .expect("create");
+            store.durable().await
+        }));
+    }
+    for task in tasks {
+        task.await.expect("joins").expect("durable");
+    }
+    let flushes = store.flush_stats().flushes.load(Ordering::Relaxed);
+    assert!(flushes < 200, "200 waiters took {flushes} flushes");
+    assert_eq!(
+        store.list_agents(None, 1000, true).expect("list").len(),
+        200
+    );
+}

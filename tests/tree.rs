@@ -1,0 +1,310 @@
+//! End-to-end: supervision trees of private agents built with SpawnAgent,
+//! their task handles, completion, archive and restart.
+
+mod common;
+
+use common::{create, data_dir, eventually, handled, messages, send, Daemon};
+use holarchy::api::pb;
+use holarchy::client::Clients;
+use serde_json::{json, Value};
+
+/// The JSON result of the agent's last call of `tool`.
+async fn tool_result(c: &mut Clients, agent_id: &str, tool: &str) -> Value {
+    let events = common::events(c, 0).await;
+    let detail = events
+        .iter()
+        .rev()
+        .filter(|e| e.kind == "tool_called" && e.agent_id == agent_id && e.text == tool)
+        .map(|e| serde_json::from_str::<Value>(&e.detail_json).expect("json"))
+        .next()
+        .unwrap_or_else(|| panic!("{agent_id} never called {tool}"));
+    assert_eq!(
+        detail["is_error"], false,
+        "{tool} failed: {}",
+        detail["output"]
+    );
+    serde_json::from_str(detail["output"].as_str().expect("output text")).expect("output json")
+}
+
+/// Asks `agent_id` to spawn a child; returns (child id, task id).
+async fn spawn(c: &mut Clients, agent_id: &str, preset: &str, initial: &str) -> (String, String) {
+    let before = messages(c, agent_id).await.len();
+    let script = json!({ "tool_calls": [{ "name": "SpawnAgent", "input": { "preset": preset, "initial_message": initial } }] });
+    send_any(c, agent_id, &script.to_string()).await;
+    handled(c, agent_id, before + 1).await;
+    let out = tool_result(c, agent_id, "SpawnAgent").await;
+    let child = out["agent_id"].as_str().expect("agent id").to_owned();
+    let task = out["task_handle"]["task_id"]
+        .as_str()
+        .expect("task id")
+        .to_owned();
+    assert_eq!(out["task_handle"]["task_kind"], "child_agent_task");
+    (child, task)
+}
+
+/// Delivers a message to any agent: operators through SendMessage for
+/// public ones, through the parent's task handle for private ones.
+async fn send_any(c: &mut Clients, agent_id: &str, text: &str) {
+    let summary = get(c, agent_id).await;
+    if summary.visibility == pb::Visibility::Public as i32 {
+        send(c, agent_id, text).await;
+    } else {
+        let parent = summary.supervisor_agent_id;
+        let tasks = c
+            .tasks
+            .list_tasks(pb::ListTasksRequest { agent_id: parent })
+            .await
+            .expect("tasks")
+            .into_inner();
+        let task = tasks
+            .tasks
+            .iter()
+            .find(|t| t.child_agent_id == agent_id)
+            .expect("handle of the child");
+        c.tasks
+            .send_task_input(pb::SendTaskInputRequest {
+                task_id: task.task_id.clone(),
+                text: text.into(),
+            })
+            .await
+            .expect("task input");
+    }
+}
+
+async fn get(c: &mut Clients, agent_id: &str) -> pb::AgentSummary {
+    c.agents
+        .get_agent(pb::GetAgentRequest {
+            agent: Some(pb::get_agent_request::Agent::AgentId(agent_id.into())),
+        })
+        .await
+        .expect("agent")
+        .into_inner()
+        .agent
+        .expect("summary")
+}
+
+async fn tree(c: &mut Clients) -> pb::GetTreeResponse {
+    c.supervision
+        .get_tree(pb::GetTreeRequest {
+            agent_id: String::new(),
+        })
+        .await
+        .expect("tree")
+        .into_inner()
+}
+
+fn count(node: &pb::TreeNode, kind: &str) -> usize {
+    usize::from(node.node_type == kind)
+        + node.children.iter().map(|n| count(n, kind)).sum::<usize>()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_four_level_private_tree_mirrors_the_store_and_archive_takes_it_all() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let ops = create(&mut c, "ops", None).await;
+    let (d1, _) = spawn(&mut c, &ops, "private_delegator", "coordinate the release").await;
+    let (d2, _) = spawn(&mut c, &d1, "private_delegator", "split the work").await;
+    let (leaf, _) = spawn(&mut c, &d2, "private_child", "run the checks").await;
+
+    let leaf_summary = get(&mut c, &leaf).await;
+    assert_eq!(leaf_summary.visibility, pb::Visibility::Private as i32);
+    assert_eq!(
+        leaf_summary.ownership,
+        pb::Ownership::ParentSupervised as i32
+    );
+    assert_eq!(leaf_summary.supervisor_agent_id, d2);
+    assert_eq!(leaf_summary.lineage_parent_agent_id, d2);
+
+    // Operators cannot talk to private agents directly.
+    let refused = c
+        .agents
+        .send_message(pb::SendMessageRequest {
+            agent_id: leaf.clone(),
+            text: "hi".into(),
+            dedupe_key: String::new(),
+        })
+        .await
+        .expect_err("private agent");
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+
+    // A private_child may not spawn, and a delegator may not spawn public agents.
+    send_any(
+        &mut c,
+        &leaf,
+        r#"{"tool_calls":[{"name":"SpawnAgent","input":{"initial_message":"x"}}]}"#,
+    )
+    .await;
+    send_any(&mut c, &d2, r#"{"tool_calls":[{"name":"SpawnAgent","input":{"preset":"public_named","name":"sneaky"}}]}"#).await;
+    eventually("both refusals recorded", || {
+        let mut c = c.clone();
+        async move {
+            let refusals = common::events(&mut c, 0)
+                .await
+                .into_iter()
+                .filter(|e| {
+                    e.kind == "tool_called"
+                        && e.text == "SpawnAgent"
+                        && e.detail_json.contains("\"is_error\":true")
+                })
+                .count();
+            (refusals == 2).then_some(())
+        }
+    })
+    .await;
+
+    let shape = tree(&mut c).await;
+    assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
+    assert_eq!(shape.roots.len(), 1);
+    assert_eq!(count(&shape.roots[0], "agent"), 4);
+    assert_eq!(count(&shape.roots[0], "task"), 3);
+    assert_eq!(shape.agents, 4);
+    let status = c
+        .runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    assert_eq!((status.public_agents, status.private_agents), (1, 3));
+
+    let archived = c
+        .agents
+        .archive_agent(pb::ArchiveAgentRequest {
+            agent_id: ops.clone(),
+        })
+        .await
+        .expect("archive")
+        .into_inner();
+    assert_eq!((archived.agents, archived.tasks), (4, 3));
+    for id in [&ops, &d1, &d2, &leaf] {
+        assert_eq!(
+            get(&mut c, id).await.state,
+            pb::LifecycleState::Archived as i32
+        );
+        assert_eq!(get(&mut c, id).await.activity, pb::Activity::Stopped as i32);
+    }
+    let shape = tree(&mut c).await;
+    assert!(
+        shape.roots.is_empty() && shape.mismatches.is_empty(),
+        "{shape:?}"
+    );
+    let status = c
+        .runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    assert_eq!((status.public_agents, status.private_agents), (0, 0));
+    let again = c
+        .agents
+        .archive_agent(pb::ArchiveAgentRequest { agent_id: ops })
+        .await
+        .expect_err("twice");
+    assert_eq!(again.code(), tonic::Code::FailedPrecondition);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_finishes_reports_to_its_parent_and_is_cleaned_up() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let ops = create(&mut c, "ops", None).await;
+    let (child, task) = spawn(&mut c, &ops, "private_child", "count the widgets").await;
+    let handle = c
+        .tasks
+        .get_task(pb::GetTaskRequest {
+            task_id: task.clone(),
+        })
+        .await
+        .expect("task")
+        .into_inner();
+    assert_eq!(
+        (handle.status.as_str(), handle.label.as_str()),
+        ("running", "count the widgets")
+    );
+    assert_eq!(handle.owner_agent_id, ops);
+
+    send_any(&mut c, &child, r#"{"reply":"42 widgets","done":true}"#).await;
+    let done = eventually("the handle completes", || {
+        let mut c = c.clone();
+        let task = task.clone();
+        async move {
+            let t = c
+                .tasks
+                .get_task(pb::GetTaskRequest { task_id: task })
+                .await
+                .ok()?
+                .into_inner();
+            (t.status == "completed").then_some(t)
+        }
+    })
+    .await;
+    assert_eq!(done.output, "42 widgets");
+    // The parent got the result as a child-result message and handled it.
+    let all = handled(&c, &ops, 2).await;
+    let result = all
+        .iter()
+        .find(|m| m.provenance == "child_result")
+        .expect("child result message");
+    assert_eq!(result.text, "42 widgets");
+    assert_eq!(result.provenance_agent_id, child);
+    assert_eq!(
+        get(&mut c, &child).await.state,
+        pb::LifecycleState::Archived as i32
+    );
+    let shape = tree(&mut c).await;
+    assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
+    assert_eq!(count(&shape.roots[0], "agent"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_task_takes_the_subtree_and_kill_9_respawns_the_rest_under_its_supervisors() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = data_dir(&root);
+    let mut daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let ops = create(&mut c, "ops", None).await;
+    let (keep, _) = spawn(&mut c, &ops, "private_delegator", "keep me").await;
+    let (keep_leaf, _) = spawn(&mut c, &keep, "private_child", "and me").await;
+    let (gone, gone_task) = spawn(&mut c, &ops, "private_delegator", "stop me").await;
+    let (gone_leaf, _) = spawn(&mut c, &gone, "private_child", "and me too").await;
+
+    let stopped = c
+        .tasks
+        .stop_task(pb::StopTaskRequest { task_id: gone_task })
+        .await
+        .expect("stop")
+        .into_inner();
+    assert_eq!(stopped.status, "stopped");
+    for id in [&gone, &gone_leaf] {
+        assert_eq!(
+            get(&mut c, id).await.state,
+            pb::LifecycleState::Archived as i32
+        );
+    }
+
+    daemon.kill9();
+    drop(c);
+    let daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let shape = tree(&mut c).await;
+    assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
+    assert_eq!((shape.agents, shape.tasks), (3, 2));
+    for id in [&ops, &keep, &keep_leaf] {
+        let summary = get(&mut c, id).await;
+        assert_eq!(summary.state, pb::LifecycleState::Active as i32);
+        assert_eq!(
+            summary.activity,
+            pb::Activity::Idle as i32,
+            "{id} runs again"
+        );
+    }
+    // The respawned leaf still works through its parent's handle.
+    send_any(&mut c, &keep_leaf, "still here").await;
+    let all = handled(&c, &keep_leaf, 2).await;
+    assert_eq!(
+        all.last().map(|m| m.reply.as_str()),
+        Some("ack: still here")
+    );
+}
