@@ -63,6 +63,29 @@ pub enum Command {
     },
     /// The daemon's status.
     Status,
+    /// The supervision tree, like pstree: agents, task handles, and whether
+    /// each actor is alive; private agents marked.
+    Tree {
+        /// Only this agent's subtree (id or name).
+        agent: Option<String>,
+    },
+    /// Task handles: how parents supervise their private children.
+    #[command(subcommand)]
+    Task(TaskCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Tasks an agent owns.
+    List { agent: String },
+    /// One task.
+    Get { task_id: String },
+    /// Its result, or its progress while it runs.
+    Output { task_id: String },
+    /// Follow-up input to the supervised child.
+    Input { task_id: String, text: String },
+    /// Stop it: for a child agent, the child and its whole subtree.
+    Stop { task_id: String },
 }
 
 #[derive(Debug, Args)]
@@ -109,6 +132,8 @@ pub enum AgentCommand {
     },
     /// An agent's messages and replies, oldest first.
     Messages { agent: String },
+    /// Archive a public agent and clean up its whole private subtree.
+    Archive { agent: String },
 }
 
 impl Cli {
@@ -172,6 +197,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 out.event(&event?);
             }
             Ok(())
+        }
+        Command::Tree { agent } => {
+            let mut clients = client::connect(&cli.target()).await?;
+            let agent_id = match agent {
+                Some(agent) => resolve(&mut clients, agent).await?,
+                None => String::new(),
+            };
+            let tree = clients
+                .supervision
+                .get_tree(pb::GetTreeRequest { agent_id })
+                .await?
+                .into_inner();
+            out.tree(&tree);
+            Ok(())
+        }
+        Command::Task(command) => {
+            let clients = client::connect(&cli.target()).await?;
+            task_command(clients, command, &out).await
         }
         Command::Status => {
             let mut clients = client::connect(&cli.target()).await?;
@@ -286,6 +329,17 @@ async fn agent_command(
                 .into_inner();
             out.sent(&sent);
         }
+        AgentCommand::Archive { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let done = clients
+                .agents
+                .archive_agent(pb::ArchiveAgentRequest {
+                    agent_id: agent_id.clone(),
+                })
+                .await?
+                .into_inner();
+            out.archived(&agent_id, &done);
+        }
         AgentCommand::Messages { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
             let mut page_token = String::new();
@@ -307,6 +361,71 @@ async fn agent_command(
                 }
                 page_token = page.next_page_token;
             }
+        }
+    }
+    Ok(())
+}
+
+async fn task_command(
+    mut clients: Clients,
+    command: &TaskCommand,
+    out: &Output,
+) -> anyhow::Result<()> {
+    match command {
+        TaskCommand::List { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let tasks = clients
+                .tasks
+                .list_tasks(pb::ListTasksRequest { agent_id })
+                .await?
+                .into_inner();
+            for task in &tasks.tasks {
+                out.task(task);
+            }
+        }
+        TaskCommand::Get { task_id } => {
+            let task = clients
+                .tasks
+                .get_task(pb::GetTaskRequest {
+                    task_id: task_id.clone(),
+                })
+                .await?
+                .into_inner();
+            out.task(&task);
+        }
+        TaskCommand::Output { task_id } => {
+            let output = clients
+                .tasks
+                .read_task_output(pb::ReadTaskOutputRequest {
+                    task_id: task_id.clone(),
+                })
+                .await?
+                .into_inner();
+            out.task_output(&output);
+        }
+        TaskCommand::Input { task_id, text } => {
+            let sent = clients
+                .tasks
+                .send_task_input(pb::SendTaskInputRequest {
+                    task_id: task_id.clone(),
+                    text: text.clone(),
+                })
+                .await?
+                .into_inner();
+            out.sent(&pb::SendMessageResponse {
+                message_id: sent.message_id,
+                duplicate: false,
+            });
+        }
+        TaskCommand::Stop { task_id } => {
+            let task = clients
+                .tasks
+                .stop_task(pb::StopTaskRequest {
+                    task_id: task_id.clone(),
+                })
+                .await?
+                .into_inner();
+            out.task(&task);
         }
     }
     Ok(())

@@ -270,4 +270,132 @@ impl Output {
             say!("data       {}", s.data_dir);
         }
     }
+
+    pub fn archived(&self, agent_id: &str, done: &pb::ArchiveAgentResponse) {
+        if self.json {
+            say!(
+                "{}",
+                json!({ "agent_id": agent_id, "agents": done.agents, "tasks": done.tasks })
+            );
+        } else {
+            say!(
+                "archived {agent_id}: {} agents, {} tasks",
+                done.agents,
+                done.tasks
+            );
+        }
+    }
+
+    pub fn task(&self, t: &pb::TaskHandle) {
+        if self.json {
+            say!(
+                "{}",
+                json!({
+                    "task_id": t.task_id,
+                    "task_kind": t.task_kind,
+                    "status": t.status,
+                    "owner_agent_id": t.owner_agent_id,
+                    "child_agent_id": t.child_agent_id,
+                    "label": t.label,
+                    "output": t.output,
+                    "created_at_ms": t.created_at_ms,
+                    "updated_at_ms": t.updated_at_ms,
+                })
+            );
+        } else {
+            say!(
+                "{}  {:<16}  {:<9}  {}  {}",
+                t.task_id,
+                t.task_kind,
+                t.status,
+                t.child_agent_id,
+                t.label
+            );
+            if !t.output.is_empty() {
+                say!("{:<30}  -> {}", "", t.output);
+            }
+        }
+    }
+
+    pub fn task_output(&self, o: &pb::ReadTaskOutputResponse) {
+        if self.json {
+            say!(
+                "{}",
+                json!({ "task_id": o.task_id, "status": o.status, "output": o.output })
+            );
+        } else {
+            say!("{}", o.output);
+        }
+    }
+
+    pub fn tree(&self, tree: &pb::GetTreeResponse) {
+        if self.json {
+            fn node_json(n: &pb::TreeNode) -> Value {
+                json!({
+                    "node_type": n.node_type,
+                    "id": n.id,
+                    "name": n.name,
+                    "kind": n.kind,
+                    "state": n.state,
+                    "visibility": n.visibility,
+                    "ownership": n.ownership,
+                    "actor_alive": n.actor_alive,
+                    "children": n.children.iter().map(node_json).collect::<Vec<_>>(),
+                })
+            }
+            say!(
+                "{}",
+                json!({
+                    "roots": tree.roots.iter().map(node_json).collect::<Vec<_>>(),
+                    "mismatches": tree.mismatches,
+                    "agents": tree.agents,
+                    "tasks": tree.tasks,
+                })
+            );
+            return;
+        }
+        fn line(n: &pb::TreeNode) -> String {
+            let dead = if n.actor_alive { "" } else { "  [actor down]" };
+            match n.node_type.as_str() {
+                "task" => format!(
+                    "task {} ({}, {}) \"{}\"{dead}",
+                    n.id, n.kind, n.state, n.name
+                ),
+                _ => {
+                    let name = if n.name.is_empty() {
+                        String::new()
+                    } else {
+                        format!("\"{}\" ", n.name)
+                    };
+                    let private = if n.visibility == "private" {
+                        " [private]"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "agent {name}{} ({}, {}){private}{dead}",
+                        n.id, n.kind, n.state
+                    )
+                }
+            }
+        }
+        fn walk(n: &pb::TreeNode, prefix: &str, last: bool, top: bool) {
+            let (branch, next) = match (top, last) {
+                (true, _) => ("", String::new()),
+                (false, true) => ("`-- ", format!("{prefix}    ")),
+                (false, false) => ("|-- ", format!("{prefix}|   ")),
+            };
+            say!("{prefix}{branch}{}", line(n));
+            for (i, child) in n.children.iter().enumerate() {
+                walk(child, &next, i + 1 == n.children.len(), false);
+            }
+        }
+        for root in &tree.roots {
+            walk(root, "", true, true);
+        }
+        say!("{} agents, {} tasks", tree.agents, tree.tasks);
+        for mismatch in &tree.mismatches {
+            say!("MISMATCH: {mismatch}");
+        }
+    }
 }
