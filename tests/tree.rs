@@ -323,15 +323,27 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
         .collect();
     send(&mut c, &ops, &json!({ "tool_calls": calls }).to_string()).await;
     handled(&c, &ops, 1).await;
-    let teams = c.tasks.list_tasks(pb::ListTasksRequest { agent_id: ops.clone() }).await.expect("tasks").into_inner();
+    let teams = c
+        .tasks
+        .list_tasks(pb::ListTasksRequest {
+            agent_id: ops.clone(),
+        })
+        .await
+        .expect("tasks")
+        .into_inner();
     assert_eq!(teams.tasks.len(), 10);
     let calls: Vec<Value> = (0..99)
-        .map(|i| json!({ "name": "SpawnAgent", "input": { "initial_message": format!("job {i}") } }))
+        .map(
+            |i| json!({ "name": "SpawnAgent", "input": { "initial_message": format!("job {i}") } }),
+        )
         .collect();
     let script = json!({ "tool_calls": calls }).to_string();
     for team in &teams.tasks {
         c.tasks
-            .send_task_input(pb::SendTaskInputRequest { task_id: team.task_id.clone(), text: script.clone() })
+            .send_task_input(pb::SendTaskInputRequest {
+                task_id: team.task_id.clone(),
+                text: script.clone(),
+            })
             .await
             .expect("team input");
     }
@@ -340,19 +352,30 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
     }
     let shape = tree(&mut c).await;
     assert_eq!(shape.agents, 1001);
-    assert!(shape.mismatches.is_empty(), "{:?}", &shape.mismatches[..shape.mismatches.len().min(5)]);
+    assert!(
+        shape.mismatches.is_empty(),
+        "{:?}",
+        &shape.mismatches[..shape.mismatches.len().min(5)]
+    );
 
     // Archive, and kill the daemon as soon as the archive is on disk,
     // while the actors may still be going down.
     let mut archiver = c.clone();
     let archive_ops = ops.clone();
     let archive = tokio::spawn(async move {
-        archiver.agents.archive_agent(pb::ArchiveAgentRequest { agent_id: archive_ops }).await
+        archiver
+            .agents
+            .archive_agent(pb::ArchiveAgentRequest {
+                agent_id: archive_ops,
+            })
+            .await
     });
     eventually("the archive on disk", || {
         let mut c = c.clone();
         let ops = ops.clone();
-        async move { (get(&mut c, &ops).await.state == pb::LifecycleState::Archived as i32).then_some(()) }
+        async move {
+            (get(&mut c, &ops).await.state == pb::LifecycleState::Archived as i32).then_some(())
+        }
     })
     .await;
     daemon.kill9();
@@ -364,25 +387,52 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
     let shape = tree(&mut c).await;
     assert!(shape.roots.is_empty(), "nothing of the subtree runs again");
     assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
-    let status = c.runtime.get_status(pb::GetStatusRequest {}).await.expect("status").into_inner();
-    assert_eq!((status.public_agents, status.private_agents, status.recovered_agents), (0, 0, 0));
+    let status = c
+        .runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    assert_eq!(
+        (
+            status.public_agents,
+            status.private_agents,
+            status.recovered_agents
+        ),
+        (0, 0, 0)
+    );
     for team in &teams.tasks {
-        assert_eq!(get(&mut c, &team.child_agent_id).await.state, pb::LifecycleState::Archived as i32);
+        assert_eq!(
+            get(&mut c, &team.child_agent_id).await.state,
+            pb::LifecycleState::Archived as i32
+        );
     }
     let listed = c
         .agents
-        .list_agents(pb::ListAgentsRequest { page_size: 1000, page_token: String::new(), include_private: true })
+        .list_agents(pb::ListAgentsRequest {
+            page_size: 1000,
+            page_token: String::new(),
+            include_private: true,
+        })
         .await
         .expect("list")
         .into_inner();
     let mut all = listed.agents;
     let rest = c
         .agents
-        .list_agents(pb::ListAgentsRequest { page_size: 1000, page_token: listed.next_page_token, include_private: true })
+        .list_agents(pb::ListAgentsRequest {
+            page_size: 1000,
+            page_token: listed.next_page_token,
+            include_private: true,
+        })
         .await
         .expect("list")
         .into_inner();
     all.extend(rest.agents);
     assert_eq!(all.len(), 1001);
-    assert!(all.iter().all(|a| a.state == pb::LifecycleState::Archived as i32), "no live record is left");
+    assert!(
+        all.iter()
+            .all(|a| a.state == pb::LifecycleState::Archived as i32),
+        "no live record is left"
+    );
 }

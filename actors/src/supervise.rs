@@ -27,13 +27,14 @@ use crate::task::{TaskActor, TaskSnapshot};
 use crate::{cleanup, now_ms, Ctx};
 
 /// Spawns one agent actor under `supervisor` with the given queue, and
-/// registers it.
+/// registers it. Returns `None` (and stops the new actor) if the agent was
+/// cleaned up while it started.
 pub async fn spawn_agent(
     ctx: &Arc<Ctx>,
     record: AgentRecord,
     queue: Vec<MessageId>,
     supervisor: ActorCell,
-) -> Result<ActorRef<AgentMsg>, ActorProcessingErr> {
+) -> Result<Option<ActorRef<AgentMsg>>, ActorProcessingErr> {
     let agent_id = record.id;
     let visibility = record.profile.visibility;
     let (actor, _) = Actor::spawn_linked(
@@ -43,14 +44,24 @@ pub async fn spawn_agent(
         supervisor,
     )
     .await?;
-    ctx.directory.insert(
-        agent_id,
-        DirectoryEntry {
-            actor: actor.clone(),
-            visibility,
-        },
-    );
-    Ok(actor)
+    let entry = DirectoryEntry {
+        actor: actor.clone(),
+        visibility,
+    };
+    ctx.directory.insert(agent_id, entry);
+    // A restart can race a cleanup of the same agent. A cleanup commits
+    // before it forgets actors, and this check follows the registration, so
+    // one of the two always sees the other: no actor outlives its record.
+    if !ctx
+        .store
+        .agent(agent_id)?
+        .is_some_and(|r| r.state.is_live())
+    {
+        ctx.directory.remove_actor(actor.get_id());
+        actor.stop(Some("ended while starting".into()));
+        return Ok(None);
+    }
+    Ok(Some(actor))
 }
 
 /// Spawns the task actor of a running task under its owner's actor.
@@ -114,7 +125,9 @@ pub async fn spawn_tree(
         if !batch.is_empty() {
             ctx.store.commit(batch)?;
         }
-        let actor = spawn_agent(ctx, record, queue, supervisor).await?;
+        let Some(actor) = spawn_agent(ctx, record, queue, supervisor).await? else {
+            continue;
+        };
         spawned += 1;
         for task in ctx.store.tasks_of(agent_id)? {
             if task.status == TaskStatus::Running {
