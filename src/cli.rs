@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use holarchy_supervision::restart::RestartPolicy;
 use tokio_stream::StreamExt;
 
 use crate::api::pb;
@@ -99,6 +100,13 @@ pub struct ServeArgs {
     /// Messages an agent may hold waiting before ingress is refused.
     #[arg(long, default_value_t = 1024)]
     pub max_queue: usize,
+    /// Restarts a supervisor grants a failing child within the period
+    /// before it gives up (OTP's intensity).
+    #[arg(long, default_value_t = 3)]
+    pub restart_max: u32,
+    /// The restart period, in seconds.
+    #[arg(long, default_value_t = 5)]
+    pub restart_period: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -168,6 +176,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.token = cli.token.clone();
             config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
             config.runtime.max_queue_len = args.max_queue;
+            config.runtime.restart_policy = RestartPolicy {
+                max_restarts: args.restart_max,
+                period_ms: args.restart_period.saturating_mul(1000),
+            };
             daemon::run(config, shutdown_signal()).await
         }
         Command::Agent(command) => {

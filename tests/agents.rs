@@ -100,8 +100,13 @@ async fn scripted_messages_call_tools_and_unknown_tools_are_tool_errors() {
     assert_eq!(tools[0]["is_error"], false);
     let output: serde_json::Value =
         serde_json::from_str(tools[0]["output"].as_str().expect("text")).expect("json");
-    assert_eq!(output["agent_id"], id.as_str());
-    assert_eq!(output["visibility"], "public");
+    assert_eq!(output["agent"]["agent_id"], id.as_str());
+    assert_eq!(output["agent"]["visibility"], "public");
+    assert_eq!(output["agent"]["ownership"], "self_owned");
+    assert_eq!(output["agent"]["profile"]["preset"], "public_named");
+    // Asked mid-turn: the turn in flight is the one calling the tool.
+    assert!(output["agent"]["current_run_id"].as_str().is_some_and(|r| r.starts_with("run_")));
+    assert!(output["agent"]["tools"].as_array().is_some_and(|t| t.iter().any(|n| n == "SpawnAgent")));
     assert_eq!(tools[1]["tool"], "LaunchRockets");
     assert_eq!(tools[1]["is_error"], true);
 }

@@ -3,10 +3,12 @@
 //! sent the current message.
 
 use holarchy_supervision::{
-    AgentId, AgentRecord, Preset, Profile, TaskId, TaskKind, TaskRecord, ToolFamily,
+    AgentId, AgentRecord, Ownership, Preset, Profile, TaskId, TaskKind, TaskRecord, ToolFamily,
 };
+use ractor::rpc::CallResult;
 use serde_json::{json, Value};
 
+use crate::agent::{AgentMsg, AgentSnapshot};
 use crate::brain::ToolCall;
 use crate::spawn::{self, SpawnRequest};
 use crate::{task_plane, Ctx};
@@ -125,11 +127,25 @@ async fn run(
     input: &Value,
 ) -> Result<Value, String> {
     match tool {
-        "AgentGet" => match ctx.store.agent(agent_id) {
-            Ok(Some(record)) => Ok(agent_json(&record)),
-            Ok(None) => Err("agent record not found".into()),
-            Err(err) => Err(err.to_string()),
-        },
+        "AgentGet" => {
+            let record = ctx
+                .store
+                .agent(agent_id)
+                .map_err(|e| e.to_string())?
+                .ok_or("agent record not found")?;
+            // The turn runs beside the actor, so the actor is free to answer.
+            let live = match ctx.directory.get(agent_id) {
+                Some(entry) => {
+                    let timeout = Some(ctx.config.call_timeout);
+                    match entry.actor.call(AgentMsg::Snapshot, timeout).await {
+                        Ok(CallResult::Success(snapshot)) => Some(snapshot),
+                        _ => None,
+                    }
+                }
+                None => None,
+            };
+            Ok(json!({ "agent": agent_json(&record, live.as_ref()) }))
+        }
         "SpawnAgent" => {
             let preset = match text_field(input, "preset")? {
                 None => Preset::PrivateChild,
@@ -204,15 +220,27 @@ pub fn task_json(task: &TaskRecord) -> Value {
     })
 }
 
-fn agent_json(record: &AgentRecord) -> Value {
+/// The agent's summary, shaped like the API's `AgentGetResult.agent`.
+fn agent_json(record: &AgentRecord, live: Option<&AgentSnapshot>) -> Value {
+    let ownership = match record.profile.ownership {
+        Ownership::SelfOwned => "self_owned",
+        Ownership::ParentSupervised => "parent_supervised",
+    };
     json!({
         "agent_id": record.id.to_string(),
         "name": record.name,
-        "profile": record.profile.preset().map(|p| p.name()),
+        "profile": {
+            "preset": record.profile.preset().map(|p| p.name()),
+            "tool_families": record.profile.tool_families.iter().map(|f| f.name()).collect::<Vec<_>>(),
+        },
         "visibility": format!("{:?}", record.profile.visibility).to_lowercase(),
-        "tool_families": record.profile.tool_families.iter().map(|f| f.name()).collect::<Vec<_>>(),
+        "ownership": ownership,
         "lineage_parent_agent_id": record.lineage_parent_agent_id.map(|id| id.to_string()),
         "supervisor_agent_id": record.supervisor_agent_id.map(|id| id.to_string()),
         "state": record.state.name(),
+        "queue_length": live.map(|s| s.queue_len),
+        "current_run_id": live.and_then(|s| s.current_run).map(|id| id.to_string()),
+        "turns_completed": live.map(|s| s.turns_completed),
+        "tools": tool_surface(record.profile).map(|t| t.name).collect::<Vec<_>>(),
     })
 }
