@@ -3,6 +3,12 @@
 //! bare ractor actors measured in the same run.
 //!
 //! `cargo bench --bench idle_agents -- --agents 10000 [--concurrency 64]`
+//! `cargo bench --bench idle_agents -- --agents 1000 --tree 10 --archive 10000`
+//!
+//! `--tree F` adds a tree shape: 1,000 public agents (`--publics`) with F
+//! private children each, and its recovery. `--archive N` adds the time to
+//! archive one public agent with N private descendants (100 delegators,
+//! each with N/100 - 1 children).
 //!
 //! Each measurement runs in a fresh child process (this binary, re-run with
 //! `--phase`), so memory freed by one phase cannot flatter the next. Prints
@@ -17,13 +23,18 @@ use std::time::{Duration, Instant};
 use holarchy::api::runtime_service::rss_bytes;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
+use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::{Runtime, RuntimeConfig, ScriptedBrain};
+use holarchy_supervision::{AgentId, Preset};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{json, Value};
 
 struct Options {
     agents: usize,
     concurrency: usize,
+    tree: usize,
+    publics: usize,
+    archive: usize,
     json_out: PathBuf,
     phase: Option<String>,
     dir: Option<PathBuf>,
@@ -33,6 +44,9 @@ fn options() -> Options {
     let mut opts = Options {
         agents: 10_000,
         concurrency: 64,
+        tree: 0,
+        publics: 1_000,
+        archive: 0,
         json_out: PathBuf::from("target/bench-results/idle_agents.json"),
         phase: None,
         dir: None,
@@ -158,10 +172,149 @@ async fn phase_recover(n: usize, dir: &Path) -> Value {
     })
 }
 
+/// Creates `publics` public agents, then `fanout` private children under
+/// each, every call durable, `concurrency` callers at a time.
+async fn phase_tree(publics: usize, fanout: usize, concurrency: usize, dir: &Path) -> Value {
+    let (store, runtime) = open(dir).await;
+    let runtime = Arc::new(runtime);
+    let before = settle().await;
+    let started = Instant::now();
+    let ids = Arc::new(create_publics(&runtime, publics, concurrency, "tree").await);
+    let publics_s = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..concurrency {
+        let runtime = runtime.clone();
+        let ids = ids.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut i = worker;
+            while i < ids.len() * fanout {
+                spawn_private(&runtime, ids[i / fanout], Preset::PrivateChild).await;
+                i += concurrency;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("spawner task");
+    }
+    let private_s = started.elapsed().as_secs_f64();
+    let after = settle().await;
+    let total = publics * (1 + fanout);
+    runtime.shutdown(Duration::from_secs(60)).await;
+    store.close().await;
+    json!({
+        "agents": total,
+        "bytes_per_agent": (after.saturating_sub(before)) as f64 / total as f64,
+        "public_create_per_s": publics as f64 / publics_s,
+        "private_spawn_per_s": (publics * fanout) as f64 / private_s,
+    })
+}
+
+/// Times the archive of one public agent with `n` private descendants.
+async fn phase_archive(n: usize, concurrency: usize, dir: &Path) -> Value {
+    let (store, runtime) = open(dir).await;
+    let runtime = Arc::new(runtime);
+    let root = runtime
+        .create_agent("archive-root".into(), None)
+        .await
+        .expect("root");
+    let delegators = 100.min(n.max(1));
+    let mut teams = Vec::with_capacity(delegators);
+    for _ in 0..delegators {
+        teams.push(spawn_private(&runtime, root, Preset::PrivateDelegator).await);
+    }
+    let teams = Arc::new(teams);
+    let children = n.saturating_sub(delegators);
+    let mut tasks = Vec::new();
+    for worker in 0..concurrency {
+        let runtime = runtime.clone();
+        let teams = teams.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut i = worker;
+            while i < children {
+                spawn_private(&runtime, teams[i % teams.len()], Preset::PrivateChild).await;
+                i += concurrency;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("spawner task");
+    }
+    let started = Instant::now();
+    let outcome = runtime.archive_agent(root).await.expect("archived");
+    let archive_s = started.elapsed().as_secs_f64();
+    let snapshot = runtime.snapshot().await.expect("snapshot");
+    assert_eq!(
+        snapshot.private_agents, 0,
+        "every descendant's actor stopped"
+    );
+    runtime.shutdown(Duration::from_secs(60)).await;
+    store.close().await;
+    json!({ "descendants": outcome.agents - 1, "tasks_stopped": outcome.tasks, "archive_s": archive_s })
+}
+
+async fn create_publics(
+    runtime: &Arc<Runtime>,
+    n: usize,
+    concurrency: usize,
+    prefix: &str,
+) -> Vec<AgentId> {
+    let mut tasks = Vec::new();
+    for worker in 0..concurrency {
+        let runtime = runtime.clone();
+        let prefix = prefix.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let mut made = Vec::new();
+            let mut i = worker;
+            while i < n {
+                made.push(
+                    runtime
+                        .create_agent(format!("{prefix}-{i}"), None)
+                        .await
+                        .expect("agent created"),
+                );
+                i += concurrency;
+            }
+            made
+        }));
+    }
+    let mut ids = Vec::with_capacity(n);
+    for task in tasks {
+        ids.extend(task.await.expect("creator task"));
+    }
+    ids
+}
+
+async fn spawn_private(runtime: &Runtime, parent: AgentId, preset: Preset) -> AgentId {
+    let profile = runtime
+        .ctx()
+        .store
+        .agent(parent)
+        .expect("read")
+        .expect("parent")
+        .profile;
+    let request = SpawnRequest {
+        preset,
+        initial_message: Some("stand by".into()),
+        name: None,
+    };
+    spawn_agent(runtime.ctx(), parent, profile, request)
+        .await
+        .expect("spawned")
+        .agent_id
+}
+
 fn run_phase(phase: &str, opts: &Options, dir: &Path) -> Value {
     let exe = std::env::current_exe().expect("own path");
     let output = Command::new(exe)
         .args(["--phase", phase, "--agents", &opts.agents.to_string()])
+        .args([
+            "--tree",
+            &opts.tree.to_string(),
+            "--publics",
+            &opts.publics.to_string(),
+        ])
+        .args(["--archive", &opts.archive.to_string()])
         .args(["--concurrency", &opts.concurrency.to_string()])
         .arg("--dir")
         .arg(dir)
@@ -188,6 +341,9 @@ fn main() {
                 "bare" => phase_bare(opts.agents).await,
                 "create" => phase_create(opts.agents, opts.concurrency, &dir).await,
                 "recover" => phase_recover(opts.agents, &dir).await,
+                "tree" => phase_tree(opts.publics, opts.tree, opts.concurrency, &dir).await,
+                "tree-recover" => phase_recover(opts.publics * (1 + opts.tree), &dir).await,
+                "archive" => phase_archive(opts.archive, opts.concurrency, &dir).await,
                 other => panic!("unknown phase {other}"),
             }
         });
@@ -266,11 +422,47 @@ fn main() {
         "flushes during creation", create["flushes"]
     );
 
+    let mut tree = Value::Null;
+    if opts.tree > 0 {
+        let tree_dir = tmp.path().join("tree");
+        let made = run_phase("tree", &opts, &tree_dir);
+        let back = run_phase("tree-recover", &opts, &tree_dir);
+        let total = made["agents"].as_f64().unwrap_or(0.0);
+        let bytes = made["bytes_per_agent"].as_f64().unwrap_or(0.0);
+        println!(
+            "tree: {} public agents x {} private children = {total} agents",
+            opts.publics, opts.tree
+        );
+        row("RSS per agent in the tree", bytes, bare_bytes, "B");
+        row(
+            "private spawns / s vs bare spawns / s",
+            made["private_spawn_per_s"].as_f64().unwrap_or(0.0),
+            bare_rate,
+            "/s",
+        );
+        println!(
+            "{:<40} {:>11.3} s",
+            "tree recovery to all actors live",
+            back["recover_s"].as_f64().unwrap_or(0.0)
+        );
+        tree = json!({ "publics": opts.publics, "fanout": opts.tree, "create": made, "recover": back });
+    }
+    let mut archive = Value::Null;
+    if opts.archive > 0 {
+        let done = run_phase("archive", &opts, &tmp.path().join("archive"));
+        println!(
+            "{:<40} {:>11.3} s",
+            format!("archive of {} descendants", done["descendants"]),
+            done["archive_s"].as_f64().unwrap_or(0.0)
+        );
+        archive = done;
+    }
+
     let report = json!({
         "bench": "idle_agents",
         "agents": opts.agents,
         "concurrency": opts.concurrency,
-        "holarchy": { "create": create, "recover": recover },
+        "holarchy": { "create": create, "recover": recover, "tree": tree, "archive": archive },
         "bare_ractor": bare,
         "ratios": {
             "rss_per_agent_vs_bare": agent_bytes / bare_bytes.max(1.0),

@@ -105,8 +105,12 @@ async fn scripted_messages_call_tools_and_unknown_tools_are_tool_errors() {
     assert_eq!(output["agent"]["ownership"], "self_owned");
     assert_eq!(output["agent"]["profile"]["preset"], "public_named");
     // Asked mid-turn: the turn in flight is the one calling the tool.
-    assert!(output["agent"]["current_run_id"].as_str().is_some_and(|r| r.starts_with("run_")));
-    assert!(output["agent"]["tools"].as_array().is_some_and(|t| t.iter().any(|n| n == "SpawnAgent")));
+    assert!(output["agent"]["current_run_id"]
+        .as_str()
+        .is_some_and(|r| r.starts_with("run_")));
+    assert!(output["agent"]["tools"]
+        .as_array()
+        .is_some_and(|t| t.iter().any(|n| n == "SpawnAgent")));
     assert_eq!(tools[1]["tool"], "LaunchRockets");
     assert_eq!(tools[1]["is_error"], true);
 }

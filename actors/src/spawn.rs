@@ -76,7 +76,7 @@ pub async fn spawn_agent(
 
     // Held until the new actors are registered, so no cleanup of the caller
     // can run between the caller's liveness check and the child's birth.
-    let _tree = ctx.tree_lock.lock().await;
+    let tree = ctx.tree_lock.lock().await;
     let caller_actor = ctx.directory.get(caller).ok_or(SpawnError::CallerGone)?;
     if !ctx.store.agent(caller)?.is_some_and(|r| r.state.is_live()) {
         return Err(SpawnError::CallerGone);
@@ -171,8 +171,11 @@ pub async fn spawn_agent(
         }
         Ok::<_, ractor::ActorProcessingErr>(())
     };
-    if let Err(err) = started.await {
-        drop(_tree);
+    let started = started.await;
+    // The tree is consistent from here on; other spawns need not wait for
+    // this one's flush, and sharing flushes is what makes spawns fast.
+    drop(tree);
+    if let Err(err) = started {
         // Leave no half-made child behind: clean up what was committed.
         let _ = supervise::end_child(
             ctx,
