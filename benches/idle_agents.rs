@@ -59,6 +59,9 @@ fn options() -> Options {
             "--concurrency" => {
                 opts.concurrency = value().parse().expect("--concurrency takes a number")
             }
+            "--tree" => opts.tree = value().parse().expect("--tree takes a number"),
+            "--publics" => opts.publics = value().parse().expect("--publics takes a number"),
+            "--archive" => opts.archive = value().parse().expect("--archive takes a number"),
             "--json" => opts.json_out = PathBuf::from(value()),
             "--phase" => opts.phase = Some(value()),
             "--dir" => opts.dir = Some(PathBuf::from(value())),
