@@ -510,7 +510,10 @@ impl Actor for AgentActor {
                 return Ok(());
             }
         };
-        supervise::on_child_exit(&self.ctx, myself.get_cell(), child, reason).await;
+        // Boxed: every agent's actor task is sized for the largest future
+        // its loop can await, and a restart's future is several KB. Boxing
+        // keeps that cost on the rare restart instead of on every idle agent.
+        Box::pin(supervise::on_child_exit(&self.ctx, myself.get_cell(), child, reason)).await;
         Ok(())
     }
 }
