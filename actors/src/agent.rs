@@ -202,17 +202,13 @@ impl AgentActor {
         if state.queue.len() >= limit {
             return Err(DeliverError::QueueFull { limit });
         }
-        let record = MessageRecord {
-            id: MessageId::generate(),
+        let record = MessageRecord::queued(
             agent_id,
-            provenance: message.provenance,
-            body: message.body,
-            dedupe_key: message.dedupe_key,
-            status: MessageStatus::Queued,
-            reply: None,
-            attempts: 0,
-            created_at_ms: now_ms(),
-        };
+            message.provenance,
+            message.body,
+            message.dedupe_key,
+            now_ms(),
+        );
         let message_id = record.id;
         let provenance = record.provenance;
         self.ctx
@@ -501,19 +497,19 @@ impl Actor for AgentActor {
         event: SupervisionEvent,
         _state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let (child, reason) = match event {
-            SupervisionEvent::ActorFailed(child, err) => (child, err.to_string()),
-            SupervisionEvent::ActorTerminated(child, _, reason) => {
-                (child, reason.unwrap_or_else(|| "stopped".into()))
-            }
-            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
-                return Ok(());
-            }
+        let Some((child, reason)) = supervise::exit_of(event) else {
+            return Ok(());
         };
         // Boxed: every agent's actor task is sized for the largest future
         // its loop can await, and a restart's future is several KB. Boxing
         // keeps that cost on the rare restart instead of on every idle agent.
-        Box::pin(supervise::on_child_exit(&self.ctx, myself.get_cell(), child, reason)).await;
+        Box::pin(supervise::on_child_exit(
+            &self.ctx,
+            myself.get_cell(),
+            child,
+            reason,
+        ))
+        .await;
         Ok(())
     }
 }

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::recovery::recover;
 use holarchy_supervision::{
-    AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord, MessageStatus,
-    Preset, Provenance, RunOutcome, TaskStatus,
+    AgentId, AgentRecord, EventKind, LifecycleState, MessageRecord, MessageStatus, Preset,
+    Provenance, RunOutcome, TaskStatus,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
@@ -173,17 +173,7 @@ impl RuntimeActor {
             );
         let mut queue = Vec::new();
         if let Some(body) = initial_message {
-            let message = MessageRecord {
-                id: MessageId::generate(),
-                agent_id,
-                provenance: Provenance::Operator,
-                body,
-                dedupe_key: None,
-                status: MessageStatus::Queued,
-                reply: None,
-                attempts: 0,
-                created_at_ms: now,
-            };
+            let message = MessageRecord::queued(agent_id, Provenance::Operator, body, None, now);
             queue.push(message.id);
             batch = batch
                 .event(
@@ -379,14 +369,8 @@ impl Actor for RuntimeActor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let (child, reason) = match event {
-            SupervisionEvent::ActorFailed(child, err) => (child, err.to_string()),
-            SupervisionEvent::ActorTerminated(child, _, reason) => {
-                (child, reason.unwrap_or_else(|| "stopped".into()))
-            }
-            SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => {
-                return Ok(());
-            }
+        let Some((child, reason)) = supervise::exit_of(event) else {
+            return Ok(());
         };
         if self.ctx.shutting_down.load(Ordering::Acquire) {
             return Ok(());

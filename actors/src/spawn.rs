@@ -9,8 +9,8 @@ use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::spawn::{may_spawn, relations, SpawnRefusal};
 use holarchy_supervision::task::task_label;
 use holarchy_supervision::{
-    AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord, MessageStatus,
-    Preset, Profile, Provenance, TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
+    AgentId, AgentRecord, EventKind, LifecycleState, MessageRecord, Preset, Profile, Provenance,
+    TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
 };
 
 use crate::store::{Batch, StoreError, Write};
@@ -111,17 +111,7 @@ pub async fn spawn_agent(
             Some(parent) => Provenance::Parent { agent_id: parent },
             None => Provenance::Creator { agent_id: caller },
         };
-        let message = MessageRecord {
-            id: MessageId::generate(),
-            agent_id,
-            provenance,
-            body,
-            dedupe_key: None,
-            status: MessageStatus::Queued,
-            reply: None,
-            attempts: 0,
-            created_at_ms: now,
-        };
+        let message = MessageRecord::queued(agent_id, provenance, body, None, now);
         queue.push(message.id);
         batch = batch
             .event(

@@ -17,7 +17,7 @@ use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, MessageId, MessageRecord, MessageStatus, Provenance,
     RunOutcome, TaskId, TaskKind, TaskRecord, TaskStatus,
 };
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tracing::{error, warn};
 
 use crate::agent::{AgentActor, AgentArgs, AgentMsg};
@@ -194,17 +194,13 @@ pub fn finish_handle(
     if !notify_owner {
         return (batch, None);
     }
-    let message = MessageRecord {
-        id: MessageId::generate(),
-        agent_id: owner,
-        provenance: Provenance::ChildResult { agent_id: child },
-        body: output,
-        dedupe_key: None,
-        status: MessageStatus::Queued,
-        reply: None,
-        attempts: 0,
-        created_at_ms: now_ms(),
-    };
+    let message = MessageRecord::queued(
+        owner,
+        Provenance::ChildResult { agent_id: child },
+        output,
+        None,
+        now_ms(),
+    );
     let message_id = message.id;
     batch = batch
         .event(
@@ -256,6 +252,17 @@ pub async fn end_child(
         wake(ctx, owner, message_id);
     }
     Ok(task_id)
+}
+
+/// The child and the reason, when a supervision event is an exit.
+pub fn exit_of(event: SupervisionEvent) -> Option<(ActorCell, String)> {
+    match event {
+        SupervisionEvent::ActorFailed(child, err) => Some((child, err.to_string())),
+        SupervisionEvent::ActorTerminated(child, _, reason) => {
+            Some((child, reason.unwrap_or_else(|| "stopped".into())))
+        }
+        SupervisionEvent::ActorStarted(_) | SupervisionEvent::ProcessGroupChanged(_) => None,
+    }
 }
 
 /// Handles the exit of a supervised actor. Never fails: a supervisor must

@@ -89,6 +89,16 @@ fn page_token<T: std::str::FromStr>(token: &str) -> Result<Option<T>, ApiError> 
 
 use holarchy_actors::Store as _;
 
+/// Cuts a listing read with one extra row to `limit`, and returns the page
+/// token that continues after it (empty on the last page).
+fn next_page<T>(rows: &mut Vec<T>, limit: usize, key: impl Fn(&T) -> String) -> String {
+    if rows.len() <= limit {
+        return String::new();
+    }
+    rows.truncate(limit);
+    rows.last().map(key).unwrap_or_default()
+}
+
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -144,12 +154,7 @@ impl AgentService for AgentApi {
             .store
             .list_agents(after, limit + 1, req.include_private)
             .map_err(ApiError::from)?;
-        let next_page_token = if records.len() > limit {
-            records.truncate(limit);
-            records.last().map(|r| r.id.to_string()).unwrap_or_default()
-        } else {
-            String::new()
-        };
+        let next_page_token = next_page(&mut records, limit, |r| r.id.to_string());
         let mut agents = Vec::with_capacity(records.len());
         for record in &records {
             agents.push(self.summary(record).await);
@@ -195,12 +200,7 @@ impl AgentService for AgentApi {
             .store
             .list_messages(agent_id, after, limit + 1)
             .map_err(ApiError::from)?;
-        let next_page_token = if records.len() > limit {
-            records.truncate(limit);
-            records.last().map(|r| r.id.to_string()).unwrap_or_default()
-        } else {
-            String::new()
-        };
+        let next_page_token = next_page(&mut records, limit, |r| r.id.to_string());
         self.durable().await?;
         Ok(Response::new(pb::ListMessagesResponse {
             messages: records.iter().map(convert::message).collect(),

@@ -155,3 +155,26 @@ pub struct MessageRecord {
     pub attempts: u32,
     pub created_at_ms: u64,
 }
+
+impl MessageRecord {
+    /// A new message, queued and not yet handled.
+    pub fn queued(
+        agent_id: AgentId,
+        provenance: Provenance,
+        body: String,
+        dedupe_key: Option<String>,
+        created_at_ms: u64,
+    ) -> Self {
+        Self {
+            id: MessageId::generate(),
+            agent_id,
+            provenance,
+            body,
+            dedupe_key,
+            status: MessageStatus::Queued,
+            reply: None,
+            attempts: 0,
+            created_at_ms,
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! Tests of the sled store against a temporary directory.
 
+use holarchy_actors::Write;
 use holarchy_supervision::{EventKind, LifecycleState, MessageStatus, Preset, Provenance, RunId};
 
 use super::*;

@@ -1,0 +1,81 @@
+//! Batches encoded ahead of their transaction: sled may rerun the
+//! transaction closure, so nothing inside it should allocate or encode.
+
+use holarchy_actors::{StoreError, Write};
+use holarchy_supervision::AgentId;
+
+use super::{pair_key, AGENTS, CLEANUPS, MESSAGES, TASKS};
+use crate::store::codec::encode;
+
+/// A batch, encoded ahead of the transaction (whose closure may rerun).
+pub(super) enum Encoded {
+    CreateAgent {
+        id: [u8; 16],
+        name: Option<String>,
+        supervisor: Option<AgentId>,
+        value: Vec<u8>,
+    },
+    PutAgent {
+        id: [u8; 16],
+        /// `supervisor ++ agent`, and whether the agent is live.
+        child_key: Option<(Vec<u8>, bool)>,
+        value: Vec<u8>,
+    },
+    PutMessage {
+        key: Vec<u8>,
+        pending: bool,
+        dedupe: Option<(Vec<u8>, [u8; 16])>,
+        value: Vec<u8>,
+    },
+    PutTask {
+        id: [u8; 16],
+        owned_key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    PutIntent {
+        id: [u8; 16],
+        value: Vec<u8>,
+    },
+    DeleteIntent {
+        id: [u8; 16],
+    },
+}
+
+pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
+    Ok(match write {
+        Write::CreateAgent(record) => Encoded::CreateAgent {
+            id: record.id.to_bytes(),
+            name: record.name.clone(),
+            supervisor: record.supervisor_agent_id,
+            value: encode(AGENTS, record)?,
+        },
+        Write::PutAgent(record) => Encoded::PutAgent {
+            id: record.id.to_bytes(),
+            child_key: record
+                .supervisor_agent_id
+                .map(|sup| (pair_key(sup, &record.id.to_bytes()), record.state.is_live())),
+            value: encode(AGENTS, record)?,
+        },
+        Write::PutMessage(message) => Encoded::PutMessage {
+            key: pair_key(message.agent_id, &message.id.to_bytes()),
+            pending: message.status.is_pending(),
+            dedupe: message.dedupe_key.as_ref().map(|k| {
+                (
+                    pair_key(message.agent_id, k.as_bytes()),
+                    message.id.to_bytes(),
+                )
+            }),
+            value: encode(MESSAGES, message)?,
+        },
+        Write::PutTask(task) => Encoded::PutTask {
+            id: task.id.to_bytes(),
+            owned_key: pair_key(task.owner_agent_id, &task.id.to_bytes()),
+            value: encode(TASKS, task)?,
+        },
+        Write::PutIntent(intent) => Encoded::PutIntent {
+            id: intent.id.to_bytes(),
+            value: encode(CLEANUPS, intent)?,
+        },
+        Write::DeleteIntent(id) => Encoded::DeleteIntent { id: id.to_bytes() },
+    })
+}
