@@ -436,3 +436,131 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
         "no live record is left"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_public_agent_spawned_by_another_keeps_only_lineage_and_outlives_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let ops = create(&mut c, "ops", None).await;
+    send(&mut c, &ops, r#"{"tool_calls":[{"name":"SpawnAgent","input":{"preset":"public_named","name":"helper","initial_message":"hello helper"}}]}"#).await;
+    handled(&c, &ops, 1).await;
+    let out = tool_result(&mut c, &ops, "SpawnAgent").await;
+    assert!(
+        out["task_handle"].is_null(),
+        "a public agent comes without a task handle"
+    );
+    let helper = out["agent_id"].as_str().expect("id").to_owned();
+
+    let summary = get(&mut c, &helper).await;
+    assert_eq!(summary.name, "helper");
+    assert_eq!(summary.visibility, pb::Visibility::Public as i32);
+    assert_eq!(summary.ownership, pb::Ownership::SelfOwned as i32);
+    assert_eq!(summary.lineage_parent_agent_id, ops);
+    assert!(summary.supervisor_agent_id.is_empty());
+    let first = handled(&c, &helper, 1).await;
+    assert_eq!(first[0].provenance, "creator");
+    assert_eq!(first[0].provenance_agent_id, ops);
+    // Operators may talk to it directly: it is public.
+    send(&mut c, &helper, "direct").await;
+
+    let shape = tree(&mut c).await;
+    assert_eq!(
+        shape.roots.len(),
+        2,
+        "the helper runs under the runtime, not under ops"
+    );
+    c.agents
+        .archive_agent(pb::ArchiveAgentRequest { agent_id: ops })
+        .await
+        .expect("archive");
+    let summary = get(&mut c, &helper).await;
+    assert_eq!(
+        summary.state,
+        pb::LifecycleState::Active as i32,
+        "lineage is not supervision"
+    );
+    handled(&c, &helper, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_supervises_its_child_through_task_tools() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let ops = create(&mut c, "ops", None).await;
+    let (child, task) = spawn(&mut c, &ops, "private_child", "summarise the logs").await;
+    handled(&c, &child, 1).await;
+
+    let tools = |calls: Value| json!({ "tool_calls": calls }).to_string();
+    send(
+        &mut c,
+        &ops,
+        &tools(json!([
+            { "name": "TaskList", "input": {} },
+            { "name": "TaskInput", "input": { "task_id": task, "text": "also count errors" } },
+        ])),
+    )
+    .await;
+    handled(&c, &ops, 2).await;
+    let listed = tool_result(&mut c, &ops, "TaskList").await;
+    assert_eq!(listed[0]["task_id"], task.as_str());
+    assert_eq!(listed[0]["label"], "summarise the logs");
+    assert_eq!(listed[0]["status"], "running");
+    let child_messages = handled(&c, &child, 2).await;
+    assert_eq!(child_messages[1].provenance, "parent");
+    assert_eq!(child_messages[1].provenance_agent_id, ops);
+
+    send(
+        &mut c,
+        &ops,
+        &tools(json!([{ "name": "TaskOutput", "input": { "task_id": task } }])),
+    )
+    .await;
+    handled(&c, &ops, 3).await;
+    let progress = tool_result(&mut c, &ops, "TaskOutput").await;
+    assert_eq!(progress["status"], "running");
+    assert!(
+        progress["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("ack: also count errors")),
+        "{progress}"
+    );
+
+    send(
+        &mut c,
+        &ops,
+        &tools(json!([
+            { "name": "TaskStop", "input": { "task_id": task } },
+            { "name": "TaskStatus", "input": { "task_id": task } },
+        ])),
+    )
+    .await;
+    handled(&c, &ops, 4).await;
+    let status = tool_result(&mut c, &ops, "TaskStatus").await;
+    assert_eq!(status["status"], "stopped");
+    assert_eq!(
+        get(&mut c, &child).await.state,
+        pb::LifecycleState::Archived as i32
+    );
+
+    // Another agent cannot see or stop this task: tasks are per owner.
+    let other = create(&mut c, "other", None).await;
+    send(
+        &mut c,
+        &other,
+        &tools(json!([{ "name": "TaskStatus", "input": { "task_id": task } }])),
+    )
+    .await;
+    handled(&c, &other, 1).await;
+    let events = common::events(&mut c, 0).await;
+    let denied = events
+        .iter()
+        .rev()
+        .find(|e| e.kind == "tool_called" && e.agent_id == other)
+        .expect("the call is recorded");
+    assert!(
+        denied.detail_json.contains("\"is_error\":true")
+            && denied.detail_json.contains("not found")
+    );
+}
