@@ -129,7 +129,9 @@ pub enum AgentCommand {
         all: bool,
     },
     /// Show one agent (id or name).
-    Get { agent: String },
+    Get {
+        agent: String,
+    },
     /// Send an operator message (public agents only).
     Send {
         agent: String,
@@ -139,9 +141,27 @@ pub enum AgentCommand {
         dedupe_key: Option<String>,
     },
     /// An agent's messages and replies, oldest first.
-    Messages { agent: String },
+    Messages {
+        agent: String,
+    },
     /// Archive a public agent and clean up its whole private subtree.
-    Archive { agent: String },
+    Archive {
+        agent: String,
+    },
+    /// Cancel the agent's current turn and pause it.
+    Abort {
+        agent: String,
+        /// Only if this is still the current run.
+        #[arg(long)]
+        run: Option<String>,
+    },
+    /// Stop starting turns (messages still queue), across restarts.
+    Pause {
+        agent: String,
+    },
+    Resume {
+        agent: String,
+    },
 }
 
 impl Cli {
@@ -351,6 +371,33 @@ async fn agent_command(
                 .await?
                 .into_inner();
             out.archived(&agent_id, &done);
+        }
+        AgentCommand::Abort { agent, run } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let request = pb::AbortRunRequest {
+                agent_id,
+                run_id: run.clone().unwrap_or_default(),
+            };
+            let done = clients.agents.abort_run(request).await?.into_inner();
+            out.control("aborted", &done);
+        }
+        AgentCommand::Pause { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let done = clients
+                .agents
+                .pause_agent(pb::PauseAgentRequest { agent_id })
+                .await?
+                .into_inner();
+            out.control("paused", &done);
+        }
+        AgentCommand::Resume { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let done = clients
+                .agents
+                .resume_agent(pb::ResumeAgentRequest { agent_id })
+                .await?
+                .into_inner();
+            out.control("resumed", &done);
         }
         AgentCommand::Messages { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;

@@ -155,3 +155,64 @@ async fn a_clean_restart_recovers_agents_and_names() {
         .expect_err("name still taken");
     assert_eq!(refused.code(), tonic::Code::AlreadyExists);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_agent_keeps_its_queue_through_kill_9_and_resumes() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = data_dir(&root);
+    let mut daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let id = create(&mut c, "sleepy", None).await;
+    let paused = c
+        .agents
+        .pause_agent(pb::PauseAgentRequest {
+            agent_id: id.clone(),
+        })
+        .await
+        .expect("paused")
+        .into_inner();
+    assert_eq!(paused.state, pb::LifecycleState::Paused as i32);
+    let sent = common::send(&mut c, &id, "wait for me").await;
+
+    // A stale or missing run cannot be aborted.
+    let refused = c
+        .agents
+        .abort_run(pb::AbortRunRequest {
+            agent_id: id.clone(),
+            run_id: "run_01KAAAAAAAAAAAAAAAAAAAAAAA".into(),
+        })
+        .await
+        .expect_err("no such run");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+
+    daemon.kill9();
+    drop(c);
+    let daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let summary = c
+        .agents
+        .get_agent(pb::GetAgentRequest {
+            agent: Some(pb::get_agent_request::Agent::AgentId(id.clone())),
+        })
+        .await
+        .expect("agent")
+        .into_inner()
+        .agent
+        .expect("summary");
+    assert_eq!(summary.state, pb::LifecycleState::Paused as i32);
+    assert_eq!(summary.queue_length, 1);
+    let waiting = messages(&mut c, &id).await;
+    assert_eq!(
+        (waiting[0].message_id.as_str(), waiting[0].status),
+        (sent.as_str(), pb::MessageStatus::Queued as i32)
+    );
+
+    c.agents
+        .resume_agent(pb::ResumeAgentRequest {
+            agent_id: id.clone(),
+        })
+        .await
+        .expect("resumed");
+    let all = handled(&c, &id, 1).await;
+    assert_eq!(all[0].reply, "ack: wait for me");
+}

@@ -459,3 +459,116 @@ async fn a_restarted_parent_brings_back_its_whole_subtree() {
     runtime.shutdown(Duration::from_secs(5)).await;
     store.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_cancels_only_the_current_run_and_pauses_the_agent_across_a_restart() {
+    use holarchy_actors::agent::{Control, ControlError};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let runtime = Runtime::start(store.clone(), Arc::new(Unruly), RuntimeConfig::default())
+        .await
+        .expect("starts");
+    let id = runtime
+        .create_agent("busy".into(), None)
+        .await
+        .expect("created");
+    let hung = runtime
+        .send_message(id, "hang".into(), None)
+        .await
+        .expect("delivered")
+        .message_id;
+    let mut run = None;
+    until("the turn running", || {
+        run = store
+            .message(id, hung)
+            .ok()
+            .flatten()
+            .and_then(|m| match m.status {
+                MessageStatus::Handling { run_id } => Some(run_id),
+                _ => None,
+            });
+        run.is_some()
+    })
+    .await;
+    let run = run.expect("a run");
+    let queued = runtime
+        .send_message(id, "fine".into(), None)
+        .await
+        .expect("delivered")
+        .message_id;
+
+    let stale = runtime
+        .control(
+            id,
+            Control::Abort {
+                run_id: Some(RunId::generate()),
+            },
+        )
+        .await;
+    assert!(
+        matches!(stale, Err(ControlError::StaleRun { .. })),
+        "{stale:?}"
+    );
+    let done = runtime
+        .control(id, Control::Abort { run_id: Some(run) })
+        .await
+        .expect("aborted");
+    assert_eq!(
+        (done.state, done.aborted_run),
+        (LifecycleState::Paused, Some(run))
+    );
+    assert_eq!(
+        store.message(id, hung).expect("read").expect("msg").status,
+        MessageStatus::Aborted { run_id: run }
+    );
+    assert!(matches!(
+        runtime.control(id, Control::Abort { run_id: None }).await,
+        Err(ControlError::NoRun)
+    ));
+    let snapshot = runtime.agent_snapshot(id).await.expect("live");
+    assert_eq!(
+        (snapshot.current_run, snapshot.queue_len),
+        (None, 1),
+        "paused: the next message waits"
+    );
+
+    // Pause survives a restart, with the queue intact.
+    runtime.shutdown(Duration::from_secs(5)).await;
+    store.close().await;
+    drop(runtime);
+    drop(store);
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let runtime = Runtime::start(store.clone(), Arc::new(Unruly), RuntimeConfig::default())
+        .await
+        .expect("starts");
+    assert_eq!(
+        store.agent(id).expect("read").expect("agent").state,
+        LifecycleState::Paused
+    );
+    let snapshot = runtime.agent_snapshot(id).await.expect("live");
+    assert_eq!(
+        (snapshot.state, snapshot.queue_len),
+        (LifecycleState::Paused, 1)
+    );
+    assert_eq!(
+        store.message(id, hung).expect("read").expect("msg").status,
+        MessageStatus::Aborted { run_id: run }
+    );
+
+    runtime.control(id, Control::Resume).await.expect("resumed");
+    until("the queued message handled", || {
+        store
+            .message(id, queued)
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.reply.as_deref() == Some("ok: fine"))
+    })
+    .await;
+    store.durable().await.expect("durable");
+    let aborted = store.events_after(0, 100).expect("events").into_iter().any(|e| {
+        matches!(e.kind, EventKind::RunFinished { run_id, outcome: RunOutcome::Aborted, ref detail, .. } if run_id == run && detail == "operator_aborted")
+    });
+    assert!(aborted);
+    runtime.shutdown(Duration::from_secs(5)).await;
+    store.close().await;
+}

@@ -119,6 +119,52 @@ pub enum AgentMsg {
     /// A message someone else already wrote to the store for this agent
     /// (a child's result): put it on the queue.
     Wake(MessageId),
+    /// Operator control: not a message on the queue, acted on at once.
+    Control {
+        action: Control,
+        reply: RpcReplyPort<Result<ControlOutcome, ControlError>>,
+    },
+}
+
+/// What an operator can do to a running agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Keep taking messages, start no turn.
+    Pause,
+    Resume,
+    /// Cancel the turn in flight (if `run_id` is given, only if it is still
+    /// that one); the message is recorded as aborted and the agent paused.
+    Abort {
+        run_id: Option<RunId>,
+    },
+}
+
+/// The agent after a control action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlOutcome {
+    pub state: LifecycleState,
+    pub aborted_run: Option<RunId>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("agent {0} not found")]
+    NotFound(AgentId),
+    #[error("agent {0} is private: control it through its supervisor's task handle")]
+    Private(AgentId),
+    #[error("agent {agent_id} is {why}: its actor is not running")]
+    NotRunning { agent_id: AgentId, why: NotRunning },
+    #[error("no run is in progress")]
+    NoRun,
+    #[error("run {given} is no longer the current run (current: {})", current.map_or("none".to_owned(), |r| r.to_string()))]
+    StaleRun {
+        given: RunId,
+        current: Option<RunId>,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the agent did not answer: {0}")]
+    Unavailable(String),
 }
 
 /// Start-up arguments: the record and the queue rebuilt from the store.
@@ -376,6 +422,101 @@ impl Drop for AbortOnDrop {
     }
 }
 
+impl AgentActor {
+    /// Applies an operator control action; synchronous, like all of `handle`.
+    fn control(
+        &self,
+        state: &mut AgentState,
+        action: Control,
+    ) -> Result<ControlOutcome, ControlError> {
+        let agent_id = state.id();
+        match action {
+            Control::Pause => self.set_lifecycle(
+                state,
+                LifecycleState::Paused,
+                "paused by an operator",
+                Batch::new(),
+            )?,
+            Control::Resume => self.set_lifecycle(
+                state,
+                LifecycleState::Active,
+                "resumed by an operator",
+                Batch::new(),
+            )?,
+            Control::Abort { run_id } => {
+                let current = state.run.as_ref().map(|r| r.run_id);
+                let run = match (current, run_id) {
+                    (None, _) => return Err(ControlError::NoRun),
+                    (Some(current), Some(given)) if given != current => {
+                        return Err(ControlError::StaleRun {
+                            given,
+                            current: Some(current),
+                        })
+                    }
+                    (Some(_), _) => state.run.take(),
+                };
+                let Some(run) = run else {
+                    return Err(ControlError::NoRun);
+                };
+                let mut batch = Batch::new().event(
+                    agent_id,
+                    EventKind::RunFinished {
+                        run_id: run.run_id,
+                        message_id: run.message_id,
+                        outcome: RunOutcome::Aborted,
+                        detail: "operator_aborted".into(),
+                    },
+                );
+                if let Some(mut message) = self.ctx.store.message(agent_id, run.message_id)? {
+                    message.status = MessageStatus::Aborted { run_id: run.run_id };
+                    batch = batch.write(Write::PutMessage(message));
+                }
+                let aborted = run.run_id;
+                // Dropping the run cancels its brain and tool future.
+                drop(run);
+                self.set_lifecycle(state, LifecycleState::Paused, "operator_aborted", batch)?;
+                return Ok(ControlOutcome {
+                    state: state.target.state,
+                    aborted_run: Some(aborted),
+                });
+            }
+        }
+        Ok(ControlOutcome {
+            state: state.target.state,
+            aborted_run: None,
+        })
+    }
+
+    fn set_lifecycle(
+        &self,
+        state: &mut AgentState,
+        to: LifecycleState,
+        reason: &str,
+        batch: Batch,
+    ) -> Result<(), StoreError> {
+        let agent_id = state.id();
+        let mut batch = batch;
+        if let Some(mut record) = self.ctx.store.agent(agent_id)? {
+            if record.state != to {
+                record.state = to;
+                record.updated_at_ms = now_ms();
+                batch = batch.write(Write::PutAgent(record)).event(
+                    agent_id,
+                    EventKind::AgentStateChanged {
+                        state: to,
+                        reason: reason.into(),
+                    },
+                );
+            }
+        }
+        if !batch.is_empty() {
+            self.ctx.store.commit(batch)?;
+        }
+        state.target.state = to;
+        Ok(())
+    }
+}
+
 /// The turn itself: runs outside the actor and always reports back by
 /// message, even when the brain or a tool panics or the turn runs past its
 /// deadline; otherwise the agent would wait for it forever.
@@ -477,6 +618,22 @@ impl Actor for AgentActor {
             }
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
+            }
+            AgentMsg::Control { action, reply } => {
+                match self.control(state, action) {
+                    Ok(outcome) => {
+                        let durable = self.ctx.store.durable();
+                        tokio::spawn(async move {
+                            let answer =
+                                durable.await.map(|()| outcome).map_err(ControlError::from);
+                            let _ = reply.send(answer);
+                        });
+                    }
+                    Err(err) => {
+                        let _ = reply.send(Err(err));
+                    }
+                }
+                self.maybe_start_turn(&myself, state)?;
             }
             AgentMsg::Wake(message_id) => {
                 if !state.queue.contains(&message_id) {

@@ -4,6 +4,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
+use holarchy_actors::agent::Control;
 use holarchy_actors::Runtime;
 use holarchy_supervision::{limits, AgentId, AgentRecord, MessageId};
 use tokio::sync::{mpsc, watch};
@@ -53,6 +54,25 @@ impl AgentApi {
     async fn summary(&self, record: &AgentRecord) -> pb::AgentSummary {
         let live = self.runtime.agent_snapshot(record.id).await;
         convert::summary(record, live.as_ref())
+    }
+
+    async fn control(
+        &self,
+        agent_id: AgentId,
+        action: Control,
+    ) -> Result<Response<pb::ControlResponse>, Status> {
+        let outcome = self
+            .runtime
+            .control(agent_id, action)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::ControlResponse {
+            state: convert::lifecycle(outcome.state).into(),
+            aborted_run_id: outcome
+                .aborted_run
+                .map(|r| r.to_string())
+                .unwrap_or_default(),
+        }))
     }
 
     /// Reads see the store's memory, which may hold writes a crash could
@@ -223,6 +243,39 @@ impl AgentService for AgentApi {
             agents: outcome.agents as u32,
             tasks: outcome.tasks as u32,
         }))
+    }
+
+    #[instrument(skip_all, fields(agent_id = %request.get_ref().agent_id, run_id = %request.get_ref().run_id))]
+    async fn abort_run(
+        &self,
+        request: Request<pb::AbortRunRequest>,
+    ) -> Result<Response<pb::ControlResponse>, Status> {
+        let req = request.into_inner();
+        let agent_id = parse_agent_id(&req.agent_id)?;
+        let run_id = if req.run_id.is_empty() {
+            None
+        } else {
+            Some(req.run_id.parse().map_err(ApiError::from)?)
+        };
+        self.control(agent_id, Control::Abort { run_id }).await
+    }
+
+    #[instrument(skip_all, fields(agent_id = %request.get_ref().agent_id))]
+    async fn pause_agent(
+        &self,
+        request: Request<pb::PauseAgentRequest>,
+    ) -> Result<Response<pb::ControlResponse>, Status> {
+        let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
+        self.control(agent_id, Control::Pause).await
+    }
+
+    #[instrument(skip_all, fields(agent_id = %request.get_ref().agent_id))]
+    async fn resume_agent(
+        &self,
+        request: Request<pb::ResumeAgentRequest>,
+    ) -> Result<Response<pb::ControlResponse>, Status> {
+        let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
+        self.control(agent_id, Control::Resume).await
     }
 
     type WatchEventsStream = EventStream;

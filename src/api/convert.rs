@@ -1,6 +1,6 @@
 //! Domain to proto, and the one place errors become gRPC statuses.
 
-use holarchy_actors::agent::NotRunning;
+use holarchy_actors::agent::{ControlError, NotRunning};
 use holarchy_actors::task_plane::TaskError;
 use holarchy_actors::{
     AgentSnapshot, ArchiveError, CreateError, DeliverError, RuntimeError, StoreError,
@@ -209,6 +209,7 @@ pub fn message(record: &MessageRecord) -> pb::Message {
         MessageStatus::Handled { .. } => pb::MessageStatus::Handled,
         MessageStatus::Failed { .. } => pb::MessageStatus::Failed,
         MessageStatus::Cancelled => pb::MessageStatus::Cancelled,
+        MessageStatus::Aborted { .. } => pb::MessageStatus::Aborted,
     };
     pb::Message {
         message_id: record.id.to_string(),
@@ -352,6 +353,26 @@ impl From<TaskError> for ApiError {
             TaskError::NotRunning { .. } => ApiError::FailedPrecondition(err.to_string()),
             TaskError::Deliver(e) => e.into(),
             TaskError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<ControlError> for ApiError {
+    fn from(err: ControlError) -> Self {
+        match err {
+            ControlError::NotFound(_) => ApiError::NotFound(err.to_string()),
+            ControlError::Private(_) => ApiError::PermissionDenied(err.to_string()),
+            ControlError::NotRunning { why, .. } => match why {
+                NotRunning::Restarting | NotRunning::Stopping => {
+                    ApiError::Unavailable(err.to_string())
+                }
+                NotRunning::Ended(_) => ApiError::FailedPrecondition(err.to_string()),
+            },
+            ControlError::NoRun | ControlError::StaleRun { .. } => {
+                ApiError::FailedPrecondition(err.to_string())
+            }
+            ControlError::Store(e) => e.into(),
+            ControlError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
         }
     }
 }

@@ -398,4 +398,21 @@ impl Output {
             say!("MISMATCH: {mismatch}");
         }
     }
+
+    pub fn control(&self, verb: &str, done: &pb::ControlResponse) {
+        if self.json {
+            say!(
+                "{}",
+                json!({ "state": lifecycle(done.state), "aborted_run_id": done.aborted_run_id })
+            );
+        } else if done.aborted_run_id.is_empty() {
+            say!("{verb}: now {}", lifecycle(done.state));
+        } else {
+            say!(
+                "{verb} {}: now {}",
+                done.aborted_run_id,
+                lifecycle(done.state)
+            );
+        }
+    }
 }

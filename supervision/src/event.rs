@@ -24,6 +24,8 @@ pub enum RunOutcome {
     /// The daemon stopped or crashed mid-turn; the message goes back on the
     /// queue.
     Interrupted,
+    /// An operator aborted it; the message is not handled.
+    Aborted,
 }
 
 impl RunOutcome {
@@ -32,6 +34,7 @@ impl RunOutcome {
             RunOutcome::Completed => "completed",
             RunOutcome::Failed => "failed",
             RunOutcome::Interrupted => "interrupted",
+            RunOutcome::Aborted => "aborted",
         }
     }
 }

@@ -105,6 +105,10 @@ pub enum MessageStatus {
     },
     /// Never handled: its agent was cleaned up first.
     Cancelled,
+    /// Its turn was aborted by an operator; not handled, not retried.
+    Aborted {
+        run_id: RunId,
+    },
 }
 
 impl MessageStatus {
@@ -115,6 +119,7 @@ impl MessageStatus {
             MessageStatus::Handled { .. } => "handled",
             MessageStatus::Failed { .. } => "failed",
             MessageStatus::Cancelled => "cancelled",
+            MessageStatus::Aborted { .. } => "aborted",
         }
     }
 
@@ -123,7 +128,8 @@ impl MessageStatus {
             MessageStatus::Queued | MessageStatus::Handling { .. } => true,
             MessageStatus::Handled { .. }
             | MessageStatus::Failed { .. }
-            | MessageStatus::Cancelled => false,
+            | MessageStatus::Cancelled
+            | MessageStatus::Aborted { .. } => false,
         }
     }
 
@@ -132,7 +138,8 @@ impl MessageStatus {
             MessageStatus::Queued | MessageStatus::Cancelled => None,
             MessageStatus::Handling { run_id }
             | MessageStatus::Handled { run_id }
-            | MessageStatus::Failed { run_id } => Some(*run_id),
+            | MessageStatus::Failed { run_id }
+            | MessageStatus::Aborted { run_id } => Some(*run_id),
         }
     }
 }

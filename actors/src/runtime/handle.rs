@@ -16,7 +16,10 @@ use holarchy_supervision::cleanup::CleanupReason;
 use holarchy_supervision::{LifecycleState, Visibility};
 
 use super::{CreateError, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot};
-use crate::agent::{AgentMsg, AgentSnapshot, DeliverError, Delivered};
+use crate::agent::{
+    AgentMsg, AgentSnapshot, Control, ControlError, ControlOutcome, DeliverError, Delivered,
+    NotRunning,
+};
 use crate::cleanup::{self, CleanupOutcome};
 use crate::gateway::GatewayMsg;
 use crate::store::{Batch, StoreError};
@@ -185,6 +188,40 @@ impl Runtime {
             });
         }
         Ok(cleanup::run(&self.ctx, agent_id, CleanupReason::Archived, Batch::new()).await?)
+    }
+
+    /// Operator control of a public agent's run: pause, resume, abort.
+    pub async fn control(
+        &self,
+        agent_id: AgentId,
+        action: Control,
+    ) -> Result<ControlOutcome, ControlError> {
+        let record = self
+            .ctx
+            .store
+            .agent(agent_id)?
+            .ok_or(ControlError::NotFound(agent_id))?;
+        if record.profile.visibility == Visibility::Private {
+            return Err(ControlError::Private(agent_id));
+        }
+        let entry = self
+            .ctx
+            .directory
+            .get(agent_id)
+            .ok_or(ControlError::NotRunning {
+                agent_id,
+                why: if record.state.is_live() {
+                    NotRunning::Restarting
+                } else {
+                    NotRunning::Ended(record.state)
+                },
+            })?;
+        let timeout = Some(self.ctx.config.call_timeout);
+        let result = entry
+            .actor
+            .call(|reply| AgentMsg::Control { action, reply }, timeout)
+            .await;
+        unanswered(result).map_err(ControlError::Unavailable)?
     }
 
     /// Stops every actor, top-down, within `timeout`. Pending work stays in
