@@ -29,6 +29,21 @@ async fn start(store: Arc<SledStore>, policy: RestartPolicy) -> Runtime {
         .expect("runtime starts")
 }
 
+/// Opens a store the previous runtime of this process just let go of; its
+/// last handles (aborted turn tasks) drop a moment after its shutdown.
+async fn reopen(dir: &std::path::Path) -> Arc<SledStore> {
+    let started = Instant::now();
+    loop {
+        match SledStore::open(dir, &StoreConfig::default()) {
+            Ok(store) => return Arc::new(store),
+            Err(err) => {
+                assert!(started.elapsed() < Duration::from_secs(10), "store: {err}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
 async fn until<F: FnMut() -> bool>(what: &str, mut check: F) {
     let started = Instant::now();
     while !check() {
@@ -537,7 +552,7 @@ async fn abort_cancels_only_the_current_run_and_pauses_the_agent_across_a_restar
     store.close().await;
     drop(runtime);
     drop(store);
-    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let store = reopen(dir.path()).await;
     let runtime = Runtime::start(store.clone(), Arc::new(Unruly), RuntimeConfig::default())
         .await
         .expect("starts");

@@ -119,6 +119,11 @@ pub enum AgentMsg {
     /// A message someone else already wrote to the store for this agent
     /// (a child's result): put it on the queue.
     Wake(MessageId),
+    /// Lets a held agent start turns, after merging messages that reached
+    /// the store while it was being respawned.
+    Release {
+        pending: Vec<MessageId>,
+    },
     /// Operator control: not a message on the queue, acted on at once.
     Control {
         action: Control,
@@ -172,6 +177,9 @@ pub enum ControlError {
 pub struct AgentArgs {
     pub record: AgentRecord,
     pub queue: Vec<MessageId>,
+    /// Start no turn until [`AgentMsg::Release`]: set while a supervisor
+    /// brings a whole subtree back, so no turn changes the tree mid-way.
+    pub held: bool,
 }
 
 /// The turn in flight. Dropping it (turn done, or the actor killed with its
@@ -198,6 +206,7 @@ pub struct AgentState {
     queue: VecDeque<MessageId>,
     run: Option<ActiveRun>,
     turns_completed: u64,
+    held: bool,
 }
 
 impl AgentState {
@@ -279,7 +288,7 @@ impl AgentActor {
         myself: &ActorRef<AgentMsg>,
         state: &mut AgentState,
     ) -> Result<(), StoreError> {
-        while state.run.is_none() && state.target.state == LifecycleState::Active {
+        while state.run.is_none() && !state.held && state.target.state == LifecycleState::Active {
             let Some(message_id) = state.queue.pop_front() else {
                 return Ok(());
             };
@@ -570,6 +579,7 @@ impl Actor for AgentActor {
             queue: args.queue.into(),
             run: None,
             turns_completed: 0,
+            held: args.held,
         })
     }
 
@@ -633,6 +643,16 @@ impl Actor for AgentActor {
                         let _ = reply.send(Err(err));
                     }
                 }
+                self.maybe_start_turn(&myself, state)?;
+            }
+            AgentMsg::Release { pending } => {
+                let current = state.run.as_ref().map(|r| r.message_id);
+                for message_id in pending {
+                    if Some(message_id) != current && !state.queue.contains(&message_id) {
+                        state.queue.push_back(message_id);
+                    }
+                }
+                state.held = false;
                 self.maybe_start_turn(&myself, state)?;
             }
             AgentMsg::Wake(message_id) => {

@@ -36,7 +36,22 @@ pub struct CleanupOutcome {
 /// Cleans up `root` and its supervised subtree. `extra` lands in the same
 /// batch (the root's handle task, a message to its parent). A root that is
 /// no longer live is left alone and nothing is written.
+///
+/// Runs as a task of its own, so a caller that is cancelled half-way (a
+/// turn aborted or timed out) cannot leave a cleanup half done.
 pub async fn run(
+    ctx: &Arc<Ctx>,
+    root: AgentId,
+    reason: CleanupReason,
+    extra: Batch,
+) -> Result<CleanupOutcome, StoreError> {
+    let ctx = ctx.clone();
+    tokio::spawn(async move { run_to_completion(&ctx, root, reason, extra).await })
+        .await
+        .map_err(|join| StoreError::Backend(format!("cleanup task failed: {join}")))?
+}
+
+async fn run_to_completion(
     ctx: &Arc<Ctx>,
     root: AgentId,
     reason: CleanupReason,
@@ -142,8 +157,10 @@ pub async fn run(
     })
 }
 
-/// Stops the root actor (linkage takes its subtree) and forgets every actor
-/// of the subtree, plus the root's own handle task held by its supervisor.
+/// Stops the subtree's actors and forgets them, plus the root's own handle
+/// task held by its supervisor. Descendants go first, children before
+/// parents, so none keeps acting on a record that is already archived while
+/// the root winds down; the root then stops gracefully.
 async fn stop_actors(
     ctx: &Ctx,
     root: AgentId,
@@ -151,6 +168,25 @@ async fn stop_actors(
     tasks: &[holarchy_supervision::TaskId],
     reason: CleanupReason,
 ) {
+    {
+        let mut budgets = ctx
+            .budgets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for agent_id in agents {
+            budgets.remove(agent_id);
+        }
+    }
+    for agent_id in agents.iter().filter(|a| **a != root) {
+        if let Some(entry) = ctx.directory.remove(*agent_id) {
+            entry.actor.kill();
+        }
+    }
+    for task_id in tasks {
+        if let Some(actor) = ctx.directory.remove_task(*task_id) {
+            actor.kill();
+        }
+    }
     if let Some(entry) = ctx.directory.remove(root) {
         let stopped = entry
             .actor
@@ -159,17 +195,6 @@ async fn stop_actors(
         if let Err(err) = stopped {
             warn!(agent_id = %root, error = %err, "agent did not stop in time; killing it");
             entry.actor.kill();
-        }
-    }
-    for agent_id in agents {
-        if let Some(entry) = ctx.directory.remove(*agent_id) {
-            // Normally already dead with the root; make sure.
-            entry.actor.kill();
-        }
-    }
-    for task_id in tasks {
-        if let Some(actor) = ctx.directory.remove_task(*task_id) {
-            actor.kill();
         }
     }
     let handle = match reason {

@@ -20,6 +20,7 @@ use holarchy_supervision::{
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
 
+use crate::agent::AgentMsg;
 use crate::gateway::{GatewayActor, GatewayMsg};
 use crate::store::{Batch, StoreError, Write};
 use crate::{cleanup, now_ms, supervise, Ctx};
@@ -186,7 +187,8 @@ impl RuntimeActor {
                 .write(Write::PutMessage(message));
         }
         self.ctx.store.commit(batch)?;
-        if let Err(err) = supervise::spawn_agent(&self.ctx, record, queue, myself.get_cell()).await
+        if let Err(err) =
+            supervise::spawn_agent(&self.ctx, record, queue, myself.get_cell(), false).await
         {
             // The record is committed; leave it failed rather than live with
             // no actor, so status, listings and a retry all tell the truth.
@@ -273,6 +275,7 @@ impl RuntimeActor {
         report.stranded_messages = plan.stranded_messages;
         report.orphans_archived = plan.orphans.len();
 
+        let mut started = Vec::with_capacity(plan.spawn.len());
         for agent in plan.spawn {
             let supervisor = match agent.record.supervisor_agent_id {
                 None => myself.get_cell(),
@@ -287,12 +290,24 @@ impl RuntimeActor {
                     }
                 },
             };
-            supervise::spawn_agent(ctx, agent.record, agent.queue, supervisor).await?;
+            // Held: no turn runs (and reshapes the tree) until all are up.
+            if let Some(actor) =
+                supervise::spawn_agent(ctx, agent.record, agent.queue, supervisor, true).await?
+            {
+                started.push(actor);
+            }
         }
         for task in &tasks_to_spawn {
             if let Some(owner) = ctx.directory.get(task.owner_agent_id) {
                 supervise::spawn_task(ctx, task, owner.actor.get_cell()).await?;
             }
+        }
+        // Nothing else writes while the daemon recovers: the queues read
+        // above are complete.
+        for actor in started {
+            let _ = actor.cast(AgentMsg::Release {
+                pending: Vec::new(),
+            });
         }
         Ok(report)
     }

@@ -51,7 +51,22 @@ pub enum SpawnError {
     Spawn(String),
 }
 
+/// Spawns an agent for `caller`. Runs as a task of its own, so a caller
+/// cancelled half-way (its turn aborted) cannot leave a child committed to
+/// the store without its actors.
 pub async fn spawn_agent(
+    ctx: &Arc<Ctx>,
+    caller: AgentId,
+    caller_profile: Profile,
+    request: SpawnRequest,
+) -> Result<Spawned, SpawnError> {
+    let ctx = ctx.clone();
+    tokio::spawn(async move { spawn_to_completion(&ctx, caller, caller_profile, request).await })
+        .await
+        .map_err(|join| SpawnError::Spawn(format!("spawn task failed: {join}")))?
+}
+
+async fn spawn_to_completion(
     ctx: &Arc<Ctx>,
     caller: AgentId,
     caller_profile: Profile,
@@ -155,7 +170,7 @@ pub async fn spawn_agent(
         None => ctx.root().ok_or(SpawnError::CallerGone)?,
     };
     let started = async {
-        supervise::spawn_agent(ctx, record, queue, supervisor_cell).await?;
+        supervise::spawn_agent(ctx, record, queue, supervisor_cell, false).await?;
         if let Some(task) = &task {
             supervise::spawn_task(ctx, task, caller_actor.actor.get_cell()).await?;
         }

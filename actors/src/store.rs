@@ -52,6 +52,10 @@ pub enum Write {
     /// An update of an existing agent. The store keeps its supervisor's
     /// index of live children in step.
     PutAgent(AgentRecord),
+    /// A message put back to queued after its turn was cut short, but only
+    /// if it is still being handled and its agent is still live: a cleanup
+    /// that cancelled it meanwhile wins. Skipped silently otherwise.
+    Requeue(MessageRecord),
     /// A task, new or updated.
     PutTask(TaskRecord),
     /// A cleanup about to stop actors.

@@ -34,13 +34,18 @@ pub async fn spawn_agent(
     record: AgentRecord,
     queue: Vec<MessageId>,
     supervisor: ActorCell,
+    held: bool,
 ) -> Result<Option<ActorRef<AgentMsg>>, ActorProcessingErr> {
     let agent_id = record.id;
     let visibility = record.profile.visibility;
     let (actor, _) = Actor::spawn_linked(
         None,
         AgentActor::new(ctx.clone()),
-        AgentArgs { record, queue },
+        AgentArgs {
+            record,
+            queue,
+            held,
+        },
         supervisor,
     )
     .await?;
@@ -102,7 +107,8 @@ pub fn requeue_interrupted(
                 },
             );
             message.status = MessageStatus::Queued;
-            batch = batch.write(Write::PutMessage(message));
+            // Guarded: a cleanup may have cancelled it since it was read.
+            batch = batch.write(Write::Requeue(message));
         }
     }
     Ok((batch, queue))
@@ -110,37 +116,62 @@ pub fn requeue_interrupted(
 
 /// Respawns `record`'s agent under `supervisor`, then every live agent it
 /// supervises (recursively, parents first) and every running task handle,
-/// each from its stored state. Returns how many agents run again.
+/// each from its stored state. Every agent is held (no turn starts) until
+/// the whole subtree runs, so no turn reshapes the tree mid-way; a node
+/// cleaned up meanwhile is skipped. Returns how many agents run again.
 pub async fn spawn_tree(
     ctx: &Arc<Ctx>,
     record: AgentRecord,
     supervisor: ActorCell,
     reason: &str,
 ) -> Result<usize, ActorProcessingErr> {
-    let mut todo = VecDeque::from([(record, supervisor)]);
-    let mut spawned = 0;
-    while let Some((record, supervisor)) = todo.pop_front() {
-        let agent_id = record.id;
+    let root = record.id;
+    let mut todo = VecDeque::from([(root, supervisor)]);
+    let mut started = Vec::new();
+    while let Some((agent_id, supervisor)) = todo.pop_front() {
+        // Read again: a cleanup may have ended it since it was queued here.
+        let Some(record) = ctx.store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
+            continue;
+        };
         let (batch, queue) = requeue_interrupted(ctx, agent_id, reason)?;
         if !batch.is_empty() {
             ctx.store.commit(batch)?;
         }
-        let Some(actor) = spawn_agent(ctx, record, queue, supervisor).await? else {
-            continue;
+        let actor = match spawn_agent(ctx, record, queue, supervisor, true).await {
+            Ok(Some(actor)) => actor,
+            Ok(None) => continue,
+            Err(err) if agent_id == root => return Err(err),
+            // Its supervisor ended while the subtree came back.
+            Err(err) => {
+                warn!(agent_id = %agent_id, error = %err, "skipped respawning a descendant");
+                continue;
+            }
         };
-        spawned += 1;
         for task in ctx.store.tasks_of(agent_id)? {
             if task.status == TaskStatus::Running {
-                spawn_task(ctx, &task, actor.get_cell()).await?;
+                if let Err(err) = spawn_task(ctx, &task, actor.get_cell()).await {
+                    warn!(task_id = %task.id, error = %err, "skipped respawning a task handle");
+                }
             }
         }
         for child in ctx.store.children_of(agent_id)? {
-            if let Some(child) = ctx.store.agent(child)?.filter(|c| c.state.is_live()) {
-                todo.push_back((child, actor.get_cell()));
-            }
+            todo.push_back((child, actor.get_cell()));
         }
+        started.push((agent_id, actor));
     }
-    Ok(spawned)
+    let count = started.len();
+    for (agent_id, actor) in started {
+        // Messages that reached the store after the queue was read (a
+        // child's result, say) would otherwise wait for the next start.
+        let pending = ctx
+            .store
+            .pending_messages(agent_id)?
+            .into_iter()
+            .map(|m| m.id)
+            .collect();
+        let _ = actor.cast(AgentMsg::Release { pending });
+    }
+    Ok(count)
 }
 
 /// Forgets every actor of `root`'s subtree: they died with it.

@@ -229,7 +229,7 @@ enum Abort {
 
 type TxResult = Result<(), ConflictableTransactionError<Abort>>;
 
-fn supervisor_is_live(
+fn agent_is_live(
     agents: &sled::transaction::TransactionalTree,
     sup: AgentId,
 ) -> Result<bool, ConflictableTransactionError<Abort>> {
@@ -443,7 +443,7 @@ impl Store for SledStore {
                             names.insert(name.as_bytes(), id.as_slice())?;
                         }
                         if let Some(sup) = supervisor {
-                            if !supervisor_is_live(agents, *sup)? {
+                            if !agent_is_live(agents, *sup)? {
                                 return Err(ConflictableTransactionError::Abort(
                                     Abort::SupervisorGone(*sup),
                                 ));
@@ -480,6 +480,23 @@ impl Store for SledStore {
                         }
                         if let Some((dedupe_key, message_id)) = dedupe_entry {
                             dedupe.insert(dedupe_key.as_slice(), message_id.as_slice())?;
+                        }
+                    }
+                    Encoded::Requeue { key, agent, value } => {
+                        let handling = match messages.get(key.as_slice())? {
+                            Some(bytes) => matches!(
+                                decode::<MessageRecord>(MESSAGES, &bytes)
+                                    .map_err(|e| ConflictableTransactionError::Abort(
+                                        Abort::Corrupt(e)
+                                    ))?
+                                    .status,
+                                holarchy_supervision::MessageStatus::Handling { .. }
+                            ),
+                            None => false,
+                        };
+                        if handling && agent_is_live(agents, *agent)? {
+                            messages.insert(key.as_slice(), value.as_slice())?;
+                            pending.insert(key.as_slice(), &[] as &[u8])?;
                         }
                     }
                     Encoded::PutTask {

@@ -27,6 +27,11 @@ pub(super) enum Encoded {
         dedupe: Option<(Vec<u8>, [u8; 16])>,
         value: Vec<u8>,
     },
+    Requeue {
+        key: Vec<u8>,
+        agent: AgentId,
+        value: Vec<u8>,
+    },
     PutTask {
         id: [u8; 16],
         owned_key: Vec<u8>,
@@ -65,6 +70,11 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
                     message.id.to_bytes(),
                 )
             }),
+            value: encode(MESSAGES, message)?,
+        },
+        Write::Requeue(message) => Encoded::Requeue {
+            key: pair_key(message.agent_id, &message.id.to_bytes()),
+            agent: message.agent_id,
             value: encode(MESSAGES, message)?,
         },
         Write::PutTask(task) => Encoded::PutTask {
