@@ -11,6 +11,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/holarchy/v1/runtime.proto",
         "proto/holarchy/v1/task.proto",
         "proto/holarchy/v1/supervision.proto",
+        "proto/holarchy/v1/work.proto",
+        "proto/holarchy/v1/trigger.proto",
     ];
     let descriptors = protox::compile(files, ["proto"])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);

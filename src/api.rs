@@ -4,10 +4,12 @@
 //! - [`runtime_service`] serves `holarchy.v1.RuntimeService`.
 //! - [`task_service`] serves `holarchy.v1.TaskService`.
 //! - [`supervision_service`] serves `holarchy.v1.SupervisionService`.
+//! - [`plane_service`] serves `holarchy.v1.WorkService` and `holarchy.v1.TriggerService`.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
 
 pub mod agent_service;
 pub mod convert;
+pub mod plane_service;
 pub mod runtime_service;
 pub mod supervision_service;
 pub mod task_service;

@@ -73,6 +73,25 @@ pub enum Command {
     /// Task handles: how parents supervise their private children.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// Work items: what agents are trying to accomplish.
+    #[command(subcommand)]
+    Work(WorkCommand),
+    /// Deliver an external trigger, as a machine would.
+    Trigger {
+        token: String,
+        payload: String,
+        /// Makes retries safe: the same key is delivered once.
+        #[arg(long)]
+        dedupe_key: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkCommand {
+    /// An agent's work items.
+    List { agent: String },
+    /// One work item.
+    Get { work_item_id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -242,6 +261,51 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await?
                 .into_inner();
             out.tree(&tree);
+            Ok(())
+        }
+        Command::Work(command) => {
+            let mut clients = client::connect(&cli.target()).await?;
+            match command {
+                WorkCommand::List { agent } => {
+                    let agent_id = resolve(&mut clients, agent).await?;
+                    let items = clients
+                        .work
+                        .list_work_items(pb::ListWorkItemsRequest { agent_id })
+                        .await?
+                        .into_inner();
+                    for item in &items.work_items {
+                        out.work_item(item);
+                    }
+                }
+                WorkCommand::Get { work_item_id } => {
+                    let request = pb::GetWorkItemRequest {
+                        work_item_id: work_item_id.clone(),
+                    };
+                    out.work_item(&clients.work.get_work_item(request).await?.into_inner());
+                }
+            }
+            Ok(())
+        }
+        Command::Trigger {
+            token,
+            payload,
+            dedupe_key,
+        } => {
+            let mut clients = client::connect(&cli.target()).await?;
+            let request = pb::DeliverTriggerRequest {
+                token: token.clone(),
+                payload: payload.clone(),
+                dedupe_key: dedupe_key.clone().unwrap_or_default(),
+            };
+            let done = clients
+                .triggers
+                .deliver_trigger(request)
+                .await?
+                .into_inner();
+            out.sent(&pb::SendMessageResponse {
+                message_id: done.message_id,
+                duplicate: done.duplicate,
+            });
             Ok(())
         }
         Command::Task(command) => {

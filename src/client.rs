@@ -17,6 +17,8 @@ use crate::api::pb::agent_service_client::AgentServiceClient;
 use crate::api::pb::runtime_service_client::RuntimeServiceClient;
 use crate::api::pb::supervision_service_client::SupervisionServiceClient;
 use crate::api::pb::task_service_client::TaskServiceClient;
+use crate::api::pb::trigger_service_client::TriggerServiceClient;
+use crate::api::pb::work_service_client::WorkServiceClient;
 
 /// Where the daemon listens.
 #[derive(Debug, Clone)]
@@ -47,6 +49,8 @@ pub type AgentClient = AgentServiceClient<InterceptedService<Channel, Auth>>;
 pub type RuntimeClient = RuntimeServiceClient<InterceptedService<Channel, Auth>>;
 pub type TaskClient = TaskServiceClient<InterceptedService<Channel, Auth>>;
 pub type SupervisionClient = SupervisionServiceClient<InterceptedService<Channel, Auth>>;
+pub type WorkClient = WorkServiceClient<InterceptedService<Channel, Auth>>;
+pub type TriggerClient = TriggerServiceClient<InterceptedService<Channel, Auth>>;
 
 /// Clients of every holarchy service, sharing one connection.
 #[derive(Debug, Clone)]
@@ -55,6 +59,8 @@ pub struct Clients {
     pub runtime: RuntimeClient,
     pub tasks: TaskClient,
     pub supervision: SupervisionClient,
+    pub work: WorkClient,
+    pub triggers: TriggerClient,
     pub channel: Channel,
 }
 
@@ -105,7 +111,9 @@ pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
         agents: AgentServiceClient::with_interceptor(channel.clone(), auth.clone()),
         runtime: RuntimeServiceClient::with_interceptor(channel.clone(), auth.clone()),
         tasks: TaskServiceClient::with_interceptor(channel.clone(), auth.clone()),
-        supervision: SupervisionServiceClient::with_interceptor(channel.clone(), auth),
+        supervision: SupervisionServiceClient::with_interceptor(channel.clone(), auth.clone()),
+        work: WorkServiceClient::with_interceptor(channel.clone(), auth.clone()),
+        triggers: TriggerServiceClient::with_interceptor(channel.clone(), auth),
         channel,
     })
 }

@@ -29,6 +29,9 @@ use crate::api::pb::agent_service_server::AgentServiceServer;
 use crate::api::pb::runtime_service_server::RuntimeServiceServer;
 use crate::api::pb::supervision_service_server::SupervisionServiceServer;
 use crate::api::pb::task_service_server::TaskServiceServer;
+use crate::api::pb::trigger_service_server::TriggerServiceServer;
+use crate::api::pb::work_service_server::WorkServiceServer;
+use crate::api::plane_service::PlaneApi;
 use crate::api::runtime_service::RuntimeApi;
 use crate::api::supervision_service::SupervisionApi;
 use crate::api::task_service::TaskApi;
@@ -191,6 +194,10 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     ));
 
     let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone()));
+    let work = WorkServiceServer::new(PlaneApi::new(runtime.clone()));
+    let triggers = TriggerServiceServer::new(PlaneApi::new(runtime.clone()));
+    health.set_serving::<WorkServiceServer<PlaneApi>>().await;
+    health.set_serving::<TriggerServiceServer<PlaneApi>>().await;
     let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()));
     health.set_serving::<TaskServiceServer<TaskApi>>().await;
     health
@@ -211,7 +218,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .add_service(agents.clone())
         .add_service(status.clone())
         .add_service(tasks.clone())
-        .add_service(tree.clone());
+        .add_service(tree.clone())
+        .add_service(work.clone())
+        .add_service(triggers.clone());
     let mut unix_stop = stop_rx.clone();
     let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
         UnixListenerStream::new(unix),
@@ -247,7 +256,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 .add_service(agents)
                 .add_service(status)
                 .add_service(tasks)
-                .add_service(tree);
+                .add_service(tree)
+                .add_service(work)
+                .add_service(triggers);
             Some(tokio::spawn(router.serve_with_incoming_shutdown(
                 TcpListenerStream::new(listener),
                 async move {

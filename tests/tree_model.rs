@@ -12,7 +12,7 @@ use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::{
-    task_plane, tree, DeliverError, Runtime, RuntimeConfig, ScriptedBrain, Store,
+    task_plane, tree, wait_plane, DeliverError, Runtime, RuntimeConfig, ScriptedBrain, Store,
 };
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
@@ -28,6 +28,7 @@ enum Step {
     Stop { task: usize },
     Archive { agent: usize },
     Kill { agent: usize },
+    Wait { agent: usize, trigger: bool },
     Restart,
 }
 
@@ -39,6 +40,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
         1 => any::<usize>().prop_map(|task| Step::Stop { task }),
         1 => any::<usize>().prop_map(|agent| Step::Archive { agent }),
         2 => any::<usize>().prop_map(|agent| Step::Kill { agent }),
+        2 => (any::<usize>(), any::<bool>()).prop_map(|(agent, trigger)| Step::Wait { agent, trigger }),
         1 => Just(Step::Restart),
     ]
 }
@@ -189,6 +191,20 @@ impl World {
                     if let Some(entry) = ctx.directory.get(agent.id) {
                         entry.actor.kill();
                     }
+                }
+            }
+            Step::Wait { agent, trigger } => {
+                if let Some(agent) = pick(&live, *agent) {
+                    // The agent may be mid-restart; a refusal is fine.
+                    let _ = if *trigger {
+                        wait_plane::create_trigger(&ctx, agent.id, "model".into(), None)
+                            .await
+                            .map(|_| ())
+                    } else {
+                        wait_plane::sleep(&ctx, agent.id, 3_600_000, "model".into(), None)
+                            .await
+                            .map(|_| ())
+                    };
                 }
             }
             Step::Restart => {

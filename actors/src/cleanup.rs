@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use holarchy_supervision::cleanup::{cleanup_plan, CleanupIntent, CleanupReason};
 use holarchy_supervision::{
-    AgentId, CleanupId, EventKind, LifecycleState, MessageStatus, TaskStatus,
+    AgentId, CleanupId, EventKind, LifecycleState, MessageStatus, TaskStatus, WaitStatus,
 };
 use tracing::{info, warn};
 
@@ -102,6 +102,27 @@ async fn run_to_completion(
             batch = batch.write(Write::PutMessage(message));
         }
     }
+    let mut waits = Vec::new();
+    for agent_id in &plan.agents {
+        for mut wait in store.waits_of(*agent_id)? {
+            if wait.status != WaitStatus::Armed {
+                continue;
+            }
+            wait.status = WaitStatus::Cancelled;
+            wait.updated_at_ms = now;
+            waits.push(wait.id);
+            batch = batch
+                .event(
+                    *agent_id,
+                    EventKind::WaitUpdated {
+                        wait_id: wait.id,
+                        kind: wait.kind.name().into(),
+                        status: wait.status,
+                    },
+                )
+                .write(Write::PutWait(wait));
+        }
+    }
     for task_id in &plan.tasks {
         let Some(mut task) = store.task(*task_id)? else {
             continue;
@@ -141,7 +162,7 @@ async fn run_to_completion(
     );
     store.commit(batch.write(Write::PutIntent(intent)))?;
 
-    stop_actors(ctx, root, &plan.agents, &plan.tasks, reason).await;
+    stop_actors(ctx, root, &plan.agents, &plan.tasks, &waits, reason).await;
     store.commit(Batch::new().write(Write::DeleteIntent(intent_id)))?;
     store.durable().await?;
     info!(
@@ -166,6 +187,7 @@ async fn stop_actors(
     root: AgentId,
     agents: &[AgentId],
     tasks: &[holarchy_supervision::TaskId],
+    waits: &[holarchy_supervision::WaitId],
     reason: CleanupReason,
 ) {
     {
@@ -184,6 +206,11 @@ async fn stop_actors(
     }
     for task_id in tasks {
         if let Some(actor) = ctx.directory.remove_task(*task_id) {
+            actor.kill();
+        }
+    }
+    for wait_id in waits {
+        if let Some(actor) = ctx.directory.remove_wait(*wait_id) {
             actor.kill();
         }
     }

@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
 
-use holarchy_supervision::{AgentId, TaskId, Visibility};
+use holarchy_supervision::{AgentId, TaskId, Visibility, WaitId};
 use ractor::{ActorId, ActorRef};
 
 use crate::agent::AgentMsg;
 use crate::task::TaskMsg;
+use crate::wait::WaitMsg;
 
 #[derive(Debug, Clone)]
 pub struct DirectoryEntry {
@@ -22,6 +23,7 @@ pub struct DirectoryEntry {
 pub enum Member {
     Agent(AgentId),
     Task(TaskId),
+    Wait(WaitId),
 }
 
 /// Counts of running agents, by visibility.
@@ -30,12 +32,14 @@ pub struct DirectoryCounts {
     pub public: usize,
     pub private: usize,
     pub tasks: usize,
+    pub waits: usize,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     agents: HashMap<AgentId, DirectoryEntry>,
     tasks: HashMap<TaskId, ActorRef<TaskMsg>>,
+    waits: HashMap<WaitId, ActorRef<WaitMsg>>,
     members: HashMap<ActorId, Member>,
 }
 
@@ -106,6 +110,11 @@ impl Directory {
                     inner.tasks.remove(&id);
                 }
             }
+            Member::Wait(id) => {
+                if inner.waits.get(&id).is_some_and(|a| a.get_id() == actor) {
+                    inner.waits.remove(&id);
+                }
+            }
         }
         Some(member)
     }
@@ -115,6 +124,25 @@ impl Directory {
         let entry = inner.agents.remove(&id)?;
         inner.members.remove(&entry.actor.get_id());
         Some(entry)
+    }
+
+    pub fn wait(&self, id: WaitId) -> Option<ActorRef<WaitMsg>> {
+        self.read().waits.get(&id).cloned()
+    }
+
+    pub fn insert_wait(&self, id: WaitId, actor: ActorRef<WaitMsg>) {
+        let mut inner = self.write();
+        inner.members.insert(actor.get_id(), Member::Wait(id));
+        if let Some(old) = inner.waits.insert(id, actor) {
+            inner.members.remove(&old.get_id());
+        }
+    }
+
+    pub fn remove_wait(&self, id: WaitId) -> Option<ActorRef<WaitMsg>> {
+        let mut inner = self.write();
+        let actor = inner.waits.remove(&id)?;
+        inner.members.remove(&actor.get_id());
+        Some(actor)
     }
 
     pub fn remove_task(&self, id: TaskId) -> Option<ActorRef<TaskMsg>> {
@@ -144,6 +172,7 @@ impl Directory {
             public,
             private: inner.agents.len() - public,
             tasks: inner.tasks.len(),
+            waits: inner.waits.len(),
         }
     }
 }

@@ -44,6 +44,9 @@ pub mod task;
 pub mod task_plane;
 pub mod tools;
 pub mod tree;
+pub mod wait;
+pub mod wait_plane;
+pub mod work_plane;
 
 pub use agent::{AgentSnapshot, DeliverError, Delivered};
 pub use brain::{Brain, ScriptedBrain};

@@ -15,7 +15,7 @@ use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::recovery::recover;
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, LifecycleState, MessageRecord, MessageStatus, Preset,
-    Provenance, RunOutcome, TaskStatus,
+    Provenance, RunOutcome, TaskStatus, WaitStatus,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
@@ -78,6 +78,8 @@ pub struct RuntimeSnapshot {
     pub stranded_messages: usize,
     pub orphans_archived: usize,
     pub cleanups_finished: usize,
+    pub rearmed_waits: usize,
+    pub armed_waits: usize,
 }
 
 #[derive(Debug)]
@@ -267,6 +269,17 @@ impl RuntimeActor {
                 batch = batch.write(Write::PutTask(task));
             }
         }
+        let mut waits_to_arm = Vec::new();
+        for mut wait in input.armed_waits {
+            if spawned.contains(&wait.owner_agent_id) {
+                waits_to_arm.push(wait);
+            } else {
+                // Its owner is not coming back: nothing is left to wake.
+                wait.status = WaitStatus::Cancelled;
+                wait.updated_at_ms = now_ms();
+                batch = batch.write(Write::PutWait(wait));
+            }
+        }
         if !batch.is_empty() {
             ctx.store.commit(batch)?;
         }
@@ -302,6 +315,14 @@ impl RuntimeActor {
                 supervise::spawn_task(ctx, task, owner.actor.get_cell()).await?;
             }
         }
+        // Timers re-arm from the store; one whose deadline passed while the
+        // daemon was down fires at once, and only once.
+        for wait in &waits_to_arm {
+            if let Some(owner) = ctx.directory.get(wait.owner_agent_id) {
+                supervise::spawn_wait(ctx, wait, owner.actor.get_cell()).await?;
+            }
+        }
+        report.rearmed_waits = waits_to_arm.len();
         // Nothing else writes while the daemon recovers: the queues read
         // above are complete.
         for actor in started {
@@ -365,6 +386,7 @@ impl Actor for RuntimeActor {
                     public_agents: counts.public,
                     private_agents: counts.private,
                     running_tasks: counts.tasks,
+                    armed_waits: counts.waits,
                     busy_runs: self.ctx.busy.load(Ordering::Relaxed),
                     restarts: self.ctx.restarts.load(Ordering::Relaxed),
                     given_up: self.ctx.given_up.load(Ordering::Relaxed),

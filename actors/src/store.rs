@@ -12,6 +12,7 @@ use std::pin::Pin;
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::{
     AgentId, AgentRecord, CleanupId, EventKind, MessageId, MessageRecord, TaskId, TaskRecord,
+    WaitId, WaitRecord, WorkItemId, WorkItemRecord,
 };
 
 /// Why the store could not do what was asked.
@@ -33,6 +34,10 @@ pub enum StoreError {
     /// The storage engine failed (I/O).
     #[error("storage failure: {0}")]
     Backend(String),
+    /// A guarded write found the record no longer in the state it needs
+    /// (a timer already fired or cancelled); nothing was written.
+    #[error("precondition failed: {0}")]
+    Precondition(String),
     /// The store was closed: the daemon is shutting down.
     #[error("the store is closed")]
     Closed,
@@ -58,6 +63,14 @@ pub enum Write {
     Requeue(MessageRecord),
     /// A task, new or updated.
     PutTask(TaskRecord),
+    /// A wait, new or updated; a trigger's token hash is indexed.
+    PutWait(WaitRecord),
+    /// A timer firing: fails the whole batch with
+    /// [`StoreError::Precondition`] unless the stored wait is still armed,
+    /// so a timer fires once.
+    FireWait(WaitRecord),
+    /// A work item, new or updated.
+    PutWorkItem(WorkItemRecord),
     /// A cleanup about to stop actors.
     PutIntent(CleanupIntent),
     /// A cleanup whose actors are gone.
@@ -104,6 +117,8 @@ pub struct RecoveryInput {
     pub running_tasks: Vec<TaskRecord>,
     /// Cleanups a crash interrupted.
     pub intents: Vec<CleanupIntent>,
+    /// Waits still armed.
+    pub armed_waits: Vec<WaitRecord>,
 }
 
 /// Everything the actors read and write.
@@ -136,6 +151,14 @@ pub trait Store: Send + Sync + 'static {
     fn tasks_of(&self, owner: AgentId) -> Result<Vec<TaskRecord>, StoreError>;
     /// The live agents this agent supervises.
     fn children_of(&self, supervisor: AgentId) -> Result<Vec<AgentId>, StoreError>;
+    fn wait(&self, id: WaitId) -> Result<Option<WaitRecord>, StoreError>;
+    /// Every wait the agent owns, oldest first.
+    fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError>;
+    /// The wait whose trigger token hashes to `token_hash`, armed or not.
+    fn wait_by_token_hash(&self, token_hash: &[u8; 32]) -> Result<Option<WaitId>, StoreError>;
+    fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError>;
+    /// Every work item the agent owns, oldest first.
+    fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError>;
     /// Applies a batch atomically. Durable only once a later
     /// [`Store::durable`] resolves; the store flushes soon on its own too.
     fn commit(&self, batch: Batch) -> Result<(), StoreError>;

@@ -15,7 +15,7 @@ use holarchy_supervision::cleanup::CleanupReason;
 use holarchy_supervision::restart::RestartDecision;
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, MessageId, MessageRecord, MessageStatus, Provenance,
-    RunOutcome, TaskId, TaskKind, TaskRecord, TaskStatus,
+    RunOutcome, TaskId, TaskKind, TaskRecord, TaskStatus, WaitId, WaitRecord, WaitStatus,
 };
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tracing::{error, warn};
@@ -24,6 +24,7 @@ use crate::agent::{AgentActor, AgentArgs, AgentMsg};
 use crate::directory::{DirectoryEntry, Member};
 use crate::store::{Batch, StoreError, Write};
 use crate::task::{TaskActor, TaskSnapshot};
+use crate::wait::WaitActor;
 use crate::{cleanup, now_ms, Ctx};
 
 /// Spawns one agent actor under `supervisor` with the given queue, and
@@ -81,6 +82,26 @@ pub async fn spawn_task(
     };
     let (actor, _) = Actor::spawn_linked(None, TaskActor, snapshot, owner).await?;
     ctx.directory.insert_task(task.id, actor);
+    Ok(())
+}
+
+/// Spawns the wait actor of an armed wait under its owner's actor.
+pub async fn spawn_wait(
+    ctx: &Arc<Ctx>,
+    wait: &WaitRecord,
+    owner: ActorCell,
+) -> Result<(), ActorProcessingErr> {
+    let (actor, _) =
+        Actor::spawn_linked(None, WaitActor::new(ctx.clone()), wait.clone(), owner).await?;
+    ctx.directory.insert_wait(wait.id, actor.clone());
+    if !ctx
+        .store
+        .wait(wait.id)?
+        .is_some_and(|w| w.status == WaitStatus::Armed)
+    {
+        ctx.directory.remove_wait(wait.id);
+        actor.stop(Some("ended while starting".into()));
+    }
     Ok(())
 }
 
@@ -154,6 +175,13 @@ pub async fn spawn_tree(
                 }
             }
         }
+        for wait in ctx.store.waits_of(agent_id)? {
+            if wait.status == WaitStatus::Armed {
+                if let Err(err) = spawn_wait(ctx, &wait, actor.get_cell()).await {
+                    warn!(wait_id = %wait.id, error = %err, "skipped re-arming a wait");
+                }
+            }
+        }
         for child in ctx.store.children_of(agent_id)? {
             todo.push_back((child, actor.get_cell()));
         }
@@ -181,6 +209,9 @@ fn forget_subtree(ctx: &Ctx, root: AgentId) -> Result<(), StoreError> {
         ctx.directory.remove(agent_id);
         for task in ctx.store.tasks_of(agent_id)? {
             ctx.directory.remove_task(task.id);
+        }
+        for wait in ctx.store.waits_of(agent_id)? {
+            ctx.directory.remove_wait(wait.id);
         }
         todo.extend(ctx.store.children_of(agent_id)?);
     }
@@ -311,6 +342,7 @@ pub async fn on_child_exit(
         // Forgotten on purpose already (a cleanup).
         None => Ok(()),
         Some(Member::Task(task_id)) => restart_task(ctx, task_id, supervisor).await,
+        Some(Member::Wait(wait_id)) => restart_wait(ctx, wait_id, supervisor).await,
         Some(Member::Agent(agent_id)) => restart_agent(ctx, agent_id, supervisor, reason).await,
     };
     if let Err(err) = result {
@@ -330,6 +362,22 @@ async fn restart_task(
     {
         warn!(task_id = %task_id, "task actor exited; restarting it");
         spawn_task(ctx, &task, owner).await?;
+    }
+    Ok(())
+}
+
+async fn restart_wait(
+    ctx: &Arc<Ctx>,
+    wait_id: WaitId,
+    owner: ActorCell,
+) -> Result<(), ActorProcessingErr> {
+    if let Some(wait) = ctx
+        .store
+        .wait(wait_id)?
+        .filter(|w| w.status == WaitStatus::Armed)
+    {
+        warn!(wait_id = %wait_id, "wait actor exited while armed; restarting it");
+        spawn_wait(ctx, &wait, owner).await?;
     }
     Ok(())
 }

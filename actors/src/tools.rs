@@ -2,8 +2,10 @@
 //! agent has follows from its profile's tool families alone, never from who
 //! sent the current message.
 
+use holarchy_supervision::work::WorkUpdate;
 use holarchy_supervision::{
-    AgentId, AgentRecord, Ownership, Preset, Profile, TaskId, TaskKind, TaskRecord, ToolFamily,
+    AgentId, AgentRecord, Ownership, PlanStep, Preset, Profile, StepStatus, TaskId, TaskKind,
+    TaskRecord, ToolFamily, WaitKind, WaitRecord, WorkItemId, WorkItemRecord, WorkStatus,
 };
 use ractor::rpc::CallResult;
 use serde_json::{json, Value};
@@ -11,7 +13,7 @@ use serde_json::{json, Value};
 use crate::agent::{AgentMsg, AgentSnapshot};
 use crate::brain::ToolCall;
 use crate::spawn::{self, SpawnRequest};
-use crate::{task_plane, Ctx};
+use crate::{task_plane, wait_plane, work_plane, Ctx};
 
 /// One tool of the catalog.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +54,36 @@ pub const CATALOG: &[ToolSpec] = &[
         name: "TaskInput",
         family: ToolFamily::Core,
         description: "Sends follow-up input to a supervised child: `{\"task_id\": ..., \"text\": ...}`.",
+    },
+    ToolSpec {
+        name: "Sleep",
+        family: ToolFamily::Core,
+        description: "Sets a timer: `{\"duration_ms\": ..., \"reason\": ..., \"work_item_id\": ...}`. When it fires the agent gets a wake message; it survives restarts and fires once.",
+    },
+    ToolSpec {
+        name: "Enqueue",
+        family: ToolFamily::Core,
+        description: "Queues a message to this agent itself for a later turn: `{\"text\": ...}`.",
+    },
+    ToolSpec {
+        name: "update_work_item",
+        family: ToolFamily::Core,
+        description: "Creates (no `work_item_id`) or updates a work item: `objective`, `status` (active, blocked, done). At most one item is active: the current work focus.",
+    },
+    ToolSpec {
+        name: "update_work_plan",
+        family: ToolFamily::Core,
+        description: "Replaces a work item's plan: `{\"work_item_id\": ..., \"steps\": [{\"title\": ..., \"status\": \"pending|in_progress|done|skipped\"}]}`.",
+    },
+    ToolSpec {
+        name: "CreateExternalTrigger",
+        family: ToolFamily::ExternalTrigger,
+        description: "Creates a wake channel for machines: returns a secret token, shown once. Deliveries with it (TriggerService.DeliverTrigger) wake this agent with the payload.",
+    },
+    ToolSpec {
+        name: "CancelExternalTrigger",
+        family: ToolFamily::ExternalTrigger,
+        description: "Cancels a trigger: `{\"wait_id\": ...}`; its token stops working.",
     },
     ToolSpec {
         name: "TaskStop",
@@ -144,7 +176,17 @@ async fn run(
                 }
                 None => None,
             };
-            Ok(json!({ "agent": agent_json(&record, live.as_ref()) }))
+            let mut agent = agent_json(&record, live.as_ref());
+            let waits = ctx.store.waits_of(agent_id).map_err(|e| e.to_string())?;
+            agent["waiting_on"] = waits
+                .iter()
+                .filter(|w| w.status == holarchy_supervision::WaitStatus::Armed)
+                .map(|w| Value::String(w.describe()))
+                .collect();
+            agent["current_work_item"] = work_plane::focus(ctx, agent_id)
+                .map_err(|e| e.to_string())?
+                .map_or(Value::Null, |w| work_json(&w));
+            Ok(json!({ "agent": agent }))
         }
         "SpawnAgent" => {
             let preset = match text_field(input, "preset")? {
@@ -202,8 +244,137 @@ async fn run(
                 .map_err(|e| e.to_string())?;
             Ok(task_json(&task))
         }
+        "Sleep" => {
+            let duration_ms = input
+                .get("duration_ms")
+                .and_then(Value::as_u64)
+                .ok_or("`duration_ms` (a whole number) is required")?;
+            let wait = wait_plane::sleep(
+                ctx,
+                agent_id,
+                duration_ms,
+                reason(input)?,
+                work_item_id(input)?,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            Ok(wait_json(&wait))
+        }
+        "CreateExternalTrigger" => {
+            let (wait, token) =
+                wait_plane::create_trigger(ctx, agent_id, reason(input)?, work_item_id(input)?)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            let mut out = wait_json(&wait);
+            out["token"] = Value::String(token);
+            Ok(out)
+        }
+        "CancelExternalTrigger" => {
+            let wait_id = text_field(input, "wait_id")?
+                .ok_or("`wait_id` is required")?
+                .parse()
+                .map_err(|e| format!("`wait_id`: {e}"))?;
+            let wait = wait_plane::cancel(ctx, wait_id, Some(agent_id))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(wait_json(&wait))
+        }
+        "Enqueue" => {
+            let text = text_field(input, "text")?
+                .ok_or("`text` is required")?
+                .to_owned();
+            let delivered = work_plane::enqueue(ctx, agent_id, text)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(json!({ "message_id": delivered.message_id.to_string() }))
+        }
+        "update_work_item" => {
+            let status = match text_field(input, "status")? {
+                Some(name) => Some(
+                    WorkStatus::from_name(name)
+                        .ok_or_else(|| format!("unknown status `{name}`"))?,
+                ),
+                None => None,
+            };
+            let change = WorkUpdate {
+                id: work_item_id(input)?,
+                objective: text_field(input, "objective")?.map(str::to_owned),
+                status,
+                plan: None,
+            };
+            let item = work_plane::update(ctx, agent_id, change)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(work_json(&item))
+        }
+        "update_work_plan" => {
+            let id = work_item_id(input)?.ok_or("`work_item_id` is required")?;
+            let steps = input
+                .get("steps")
+                .and_then(Value::as_array)
+                .ok_or("`steps` (an array) is required")?;
+            let mut plan = Vec::with_capacity(steps.len());
+            for step in steps {
+                let title = step
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .ok_or("every step needs a `title`")?;
+                let status = match step.get("status").and_then(Value::as_str) {
+                    None => StepStatus::Pending,
+                    Some(name) => StepStatus::from_name(name)
+                        .ok_or_else(|| format!("unknown step status `{name}`"))?,
+                };
+                plan.push(PlanStep {
+                    title: title.to_owned(),
+                    status,
+                });
+            }
+            let change = WorkUpdate {
+                id: Some(id),
+                plan: Some(plan),
+                ..WorkUpdate::default()
+            };
+            let item = work_plane::update(ctx, agent_id, change)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(work_json(&item))
+        }
         other => Err(format!("tool `{other}` has no implementation")),
     }
+}
+
+fn reason(input: &Value) -> Result<String, String> {
+    Ok(text_field(input, "reason")?.unwrap_or_default().to_owned())
+}
+
+fn work_item_id(input: &Value) -> Result<Option<WorkItemId>, String> {
+    text_field(input, "work_item_id")?
+        .map(|t| t.parse().map_err(|e| format!("`work_item_id`: {e}")))
+        .transpose()
+}
+
+pub fn wait_json(wait: &WaitRecord) -> Value {
+    let deadline = match wait.kind {
+        WaitKind::Timer { deadline_ms } => Some(deadline_ms),
+        WaitKind::Trigger { .. } => None,
+    };
+    json!({
+        "wait_id": wait.id.to_string(),
+        "kind": wait.kind.name(),
+        "status": wait.status.name(),
+        "reason": wait.reason,
+        "work_item_id": wait.work_item_id.map(|w| w.to_string()),
+        "deadline_ms": deadline,
+    })
+}
+
+pub fn work_json(item: &WorkItemRecord) -> Value {
+    json!({
+        "work_item_id": item.id.to_string(),
+        "objective": item.objective,
+        "status": item.status.name(),
+        "plan": item.plan.iter().map(|s| json!({ "title": s.title, "status": s.status.name() })).collect::<Vec<_>>(),
+    })
 }
 
 pub fn task_json(task: &TaskRecord) -> Value {

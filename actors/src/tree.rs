@@ -5,13 +5,13 @@
 
 use std::collections::HashSet;
 
-use holarchy_supervision::{AgentId, AgentRecord, TaskRecord, TaskStatus};
+use holarchy_supervision::{AgentId, AgentRecord, TaskRecord, TaskStatus, WaitRecord, WaitStatus};
 use ractor::{ActorCell, ActorId, ActorStatus};
 
 use crate::store::StoreError;
 use crate::Ctx;
 
-/// One node: an agent or a task, and whether its actor runs.
+/// One node: an agent, a task or a wait, and whether its actor runs.
 #[derive(Debug, Clone)]
 pub enum Node {
     Agent {
@@ -23,6 +23,10 @@ pub enum Node {
         record: TaskRecord,
         actor_alive: bool,
     },
+    Wait {
+        record: WaitRecord,
+        actor_alive: bool,
+    },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -32,6 +36,7 @@ pub struct TreeReport {
     pub mismatches: Vec<String>,
     pub agents: usize,
     pub tasks: usize,
+    pub waits: usize,
 }
 
 fn alive(cell: &ActorCell) -> bool {
@@ -126,6 +131,31 @@ fn walk(
         children.push(Node::Task {
             record: task,
             actor_alive: task_alive,
+        });
+    }
+    for wait in ctx.store.waits_of(agent_id)? {
+        if wait.status != WaitStatus::Armed {
+            continue;
+        }
+        report.waits += 1;
+        let wait_cell = ctx.directory.wait(wait.id).map(|a| a.get_cell());
+        let wait_alive = wait_cell.as_ref().is_some_and(alive);
+        if !wait_alive {
+            report.mismatches.push(format!(
+                "wait {} is armed in the store but its actor is not running",
+                wait.id
+            ));
+        } else if let (Some(owner), Some(wait_cell)) = (&cell, &wait_cell) {
+            if !child_ids(owner).contains(&wait_cell.get_id()) {
+                report.mismatches.push(format!(
+                    "wait {}'s actor is not linked under agent {agent_id}",
+                    wait.id
+                ));
+            }
+        }
+        children.push(Node::Wait {
+            record: wait,
+            actor_alive: wait_alive,
         });
     }
     for child in ctx.store.children_of(agent_id)? {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use holarchy_actors::agent::Control;
 use holarchy_actors::Runtime;
-use holarchy_supervision::{limits, AgentId, AgentRecord, MessageId};
+use holarchy_supervision::{limits, AgentId, AgentRecord, MessageId, WorkStatus};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
@@ -51,9 +51,20 @@ impl AgentApi {
             .ok_or_else(|| ApiError::NotFound(format!("agent {agent_id} not found")))
     }
 
-    async fn summary(&self, record: &AgentRecord) -> pb::AgentSummary {
+    async fn summary(&self, record: &AgentRecord) -> Result<pb::AgentSummary, ApiError> {
         let live = self.runtime.agent_snapshot(record.id).await;
-        convert::summary(record, live.as_ref())
+        let waits = self.store.waits_of(record.id)?;
+        let focus = self
+            .store
+            .work_items_of(record.id)?
+            .into_iter()
+            .find(|w| w.status == WorkStatus::Active);
+        Ok(convert::summary(
+            record,
+            live.as_ref(),
+            &waits,
+            focus.as_ref(),
+        ))
     }
 
     async fn control(
@@ -159,7 +170,7 @@ impl AgentService for AgentApi {
         let record = self.record(agent_id)?;
         self.durable().await?;
         Ok(Response::new(pb::AgentGetResult {
-            agent: Some(self.summary(&record).await),
+            agent: Some(self.summary(&record).await?),
         }))
     }
 
@@ -177,7 +188,7 @@ impl AgentService for AgentApi {
         let next_page_token = next_page(&mut records, limit, |r| r.id.to_string());
         let mut agents = Vec::with_capacity(records.len());
         for record in &records {
-            agents.push(self.summary(record).await);
+            agents.push(self.summary(record).await?);
         }
         self.durable().await?;
         Ok(Response::new(pb::ListAgentsResponse {

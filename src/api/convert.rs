@@ -2,13 +2,15 @@
 
 use holarchy_actors::agent::{ControlError, NotRunning};
 use holarchy_actors::task_plane::TaskError;
+use holarchy_actors::wait_plane::WaitError;
 use holarchy_actors::{
     AgentSnapshot, ArchiveError, CreateError, DeliverError, RuntimeError, StoreError,
 };
 use holarchy_supervision::limits::InvalidInput;
 use holarchy_supervision::{
     AgentRecord, Event, EventKind, IdParseError, LifecycleState, MessageRecord, MessageStatus,
-    Ownership, Provenance, Refusal, TaskKind, TaskRecord, Visibility,
+    Ownership, Provenance, Refusal, TaskKind, TaskRecord, Visibility, WaitRecord, WaitStatus,
+    WorkItemRecord,
 };
 use serde_json::json;
 use tonic::Status;
@@ -70,7 +72,9 @@ impl From<StoreError> for ApiError {
                 ApiError::AlreadyExists(format!("an agent named `{name}` already exists"))
             }
             StoreError::Closed => ApiError::Unavailable("the daemon is shutting down".into()),
-            StoreError::SupervisorGone(_) => ApiError::FailedPrecondition(err.to_string()),
+            StoreError::SupervisorGone(_) | StoreError::Precondition(_) => {
+                ApiError::FailedPrecondition(err.to_string())
+            }
             StoreError::UnsupportedVersion { .. }
             | StoreError::Corrupt { .. }
             | StoreError::Backend(_) => ApiError::Internal(err.to_string()),
@@ -160,7 +164,13 @@ fn opt_id(id: Option<impl ToString>) -> String {
 }
 
 /// A summary from the stored record and, when its actor runs, its live view.
-pub fn summary(record: &AgentRecord, live: Option<&AgentSnapshot>) -> pb::AgentSummary {
+/// `waits` and `focus` are the agent's waits and its active work item.
+pub fn summary(
+    record: &AgentRecord,
+    live: Option<&AgentSnapshot>,
+    waits: &[WaitRecord],
+    focus: Option<&WorkItemRecord>,
+) -> pb::AgentSummary {
     let profile = record.profile;
     let activity = match live {
         None => pb::Activity::Stopped,
@@ -193,6 +203,12 @@ pub fn summary(record: &AgentRecord, live: Option<&AgentSnapshot>) -> pb::AgentS
         current_run_id: opt_id(live.and_then(|s| s.current_run)),
         turns_completed: live.map(|s| s.turns_completed).unwrap_or(0),
         created_at_ms: record.created_at_ms as i64,
+        waiting_on: waits
+            .iter()
+            .filter(|w| w.status == WaitStatus::Armed)
+            .map(WaitRecord::describe)
+            .collect(),
+        current_work_item: focus.map(|item| work_item(item, waits)),
     }
 }
 
@@ -201,7 +217,11 @@ pub fn message(record: &MessageRecord) -> pb::Message {
         Provenance::Parent { agent_id }
         | Provenance::ChildResult { agent_id }
         | Provenance::Creator { agent_id } => Some(agent_id),
-        Provenance::Operator | Provenance::Trigger | Provenance::Runtime => None,
+        Provenance::Operator
+        | Provenance::Trigger { .. }
+        | Provenance::Timer { .. }
+        | Provenance::SelfQueued
+        | Provenance::Runtime => None,
     };
     let status = match record.status {
         MessageStatus::Queued => pb::MessageStatus::Queued,
@@ -300,6 +320,22 @@ pub fn event(event: &Event) -> pb::Event {
             out.text = status.name().to_owned();
             json!({ "task_id": task_id.to_string(), "task_kind": kind, "status": status.name(), "detail": detail })
         }
+        EventKind::WaitUpdated {
+            wait_id,
+            kind,
+            status,
+        } => {
+            out.text = status.name().to_owned();
+            json!({ "wait_id": wait_id.to_string(), "kind": kind, "status": status.name() })
+        }
+        EventKind::WorkItemUpdated {
+            work_item_id,
+            status,
+            objective,
+        } => {
+            out.text = objective.clone();
+            json!({ "work_item_id": work_item_id.to_string(), "status": status, "objective": objective })
+        }
         EventKind::CleanupStarted {
             reason,
             agents,
@@ -374,6 +410,47 @@ impl From<ControlError> for ApiError {
             ControlError::Store(e) => e.into(),
             ControlError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
         }
+    }
+}
+
+impl From<WaitError> for ApiError {
+    fn from(err: WaitError) -> Self {
+        match err {
+            WaitError::UnknownToken => ApiError::PermissionDenied(err.to_string()),
+            WaitError::RevokedToken | WaitError::NotFound(_) | WaitError::WorkItemNotFound(_) => {
+                ApiError::NotFound(err.to_string())
+            }
+            WaitError::NotArmed { .. } | WaitError::OwnerGone => {
+                ApiError::FailedPrecondition(err.to_string())
+            }
+            WaitError::BadDuration => ApiError::InvalidArgument(err.to_string()),
+            WaitError::Deliver(e) => e.into(),
+            WaitError::Store(e) => e.into(),
+        }
+    }
+}
+
+pub fn work_item(item: &WorkItemRecord, waits: &[WaitRecord]) -> pb::WorkItem {
+    pb::WorkItem {
+        work_item_id: item.id.to_string(),
+        owner_agent_id: item.owner_agent_id.to_string(),
+        objective: item.objective.clone(),
+        status: item.status.name().to_owned(),
+        plan: item
+            .plan
+            .iter()
+            .map(|s| pb::PlanStep {
+                title: s.title.clone(),
+                status: s.status.name().to_owned(),
+            })
+            .collect(),
+        waiting_on: waits
+            .iter()
+            .filter(|w| w.status == WaitStatus::Armed && w.work_item_id == Some(item.id))
+            .map(WaitRecord::describe)
+            .collect(),
+        created_at_ms: item.created_at_ms as i64,
+        updated_at_ms: item.updated_at_ms as i64,
     }
 }
 

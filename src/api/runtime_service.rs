@@ -74,6 +74,8 @@ impl RuntimeService for RuntimeApi {
             store_bytes: self.store.size_on_disk(),
             event_cursor: *self.store.event_watermark().borrow(),
             data_dir: self.data_dir.display().to_string(),
+            running_tasks: snapshot.running_tasks as u64,
+            armed_waits: snapshot.armed_waits as u64,
         }))
     }
 }

@@ -71,6 +71,20 @@ fn node(node: &Node) -> pb::TreeNode {
             actor_alive: *actor_alive,
             children: children.iter().map(self::node).collect(),
         },
+        Node::Wait {
+            record,
+            actor_alive,
+        } => pb::TreeNode {
+            node_type: "wait".into(),
+            id: record.id.to_string(),
+            name: record.reason.clone(),
+            kind: record.kind.name().into(),
+            state: record.status.name().into(),
+            visibility: String::new(),
+            ownership: String::new(),
+            actor_alive: *actor_alive,
+            children: Vec::new(),
+        },
         Node::Task {
             record,
             actor_alive,
@@ -120,6 +134,7 @@ impl SupervisionService for SupervisionApi {
             mismatches: report.mismatches,
             agents: report.agents as u32,
             tasks: report.tasks as u32,
+            waits: report.waits as u32,
         }))
     }
 }

@@ -80,6 +80,8 @@ pub fn agent_json(a: &pb::AgentSummary) -> Value {
         "current_run_id": a.current_run_id,
         "turns_completed": a.turns_completed,
         "created_at_ms": a.created_at_ms,
+        "waiting_on": a.waiting_on,
+        "current_work_item": a.current_work_item.as_ref().map(|w| json!({ "work_item_id": w.work_item_id, "objective": w.objective })),
     })
 }
 
@@ -153,6 +155,12 @@ impl Output {
         say!("queue        {}", a.queue_length);
         say!("current run  {}", or_dash(&a.current_run_id));
         say!("turns        {}", a.turns_completed);
+        if let Some(work) = &a.current_work_item {
+            say!("working on   {} ({})", work.objective, work.work_item_id);
+        }
+        for wait in &a.waiting_on {
+            say!("waiting on   {wait}");
+        }
     }
 
     pub fn sent(&self, sent: &pb::SendMessageResponse) {
@@ -413,6 +421,30 @@ impl Output {
                 done.aborted_run_id,
                 lifecycle(done.state)
             );
+        }
+    }
+
+    pub fn work_item(&self, w: &pb::WorkItem) {
+        if self.json {
+            say!(
+                "{}",
+                json!({
+                    "work_item_id": w.work_item_id,
+                    "owner_agent_id": w.owner_agent_id,
+                    "objective": w.objective,
+                    "status": w.status,
+                    "plan": w.plan.iter().map(|s| json!({ "title": s.title, "status": s.status })).collect::<Vec<_>>(),
+                    "waiting_on": w.waiting_on,
+                })
+            );
+            return;
+        }
+        say!("{}  [{}] {}", w.work_item_id, w.status, w.objective);
+        for step in &w.plan {
+            say!("    - [{}] {}", step.status, step.title);
+        }
+        for wait in &w.waiting_on {
+            say!("    waiting on {wait}");
         }
     }
 }

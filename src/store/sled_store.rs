@@ -11,6 +11,11 @@
 //! - `owned`:    owner id ++ task id       -> (empty): tasks by owner
 //! - `children`: supervisor id ++ agent id -> (empty): live supervised agents
 //! - `cleanups`: cleanup id               -> CleanupIntent
+//! - `waits`:    wait id                  -> WaitRecord
+//! - `owned_waits`: owner id ++ wait id   -> (empty): waits by owner
+//! - `triggers`: SHA-256 of a token       -> wait id (armed or cancelled)
+//! - `work`:     work item id             -> WorkItemRecord
+//! - `owned_work`: owner id ++ item id    -> (empty): work items by owner
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -24,7 +29,7 @@ use holarchy_actors::{Batch, DurableFuture, RecoveryInput, Store, StoreError};
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::{
     AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, TaskId, TaskRecord,
-    TaskStatus, Visibility,
+    TaskStatus, Visibility, WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
 };
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Tree;
@@ -44,6 +49,11 @@ const TASKS: &str = "tasks";
 const OWNED: &str = "owned";
 const CHILDREN: &str = "children";
 const CLEANUPS: &str = "cleanups";
+const WAITS: &str = "waits";
+const OWNED_WAITS: &str = "owned_waits";
+const TRIGGERS: &str = "triggers";
+const WORK: &str = "work";
+const OWNED_WORK: &str = "owned_work";
 
 fn backend(err: sled::Error) -> StoreError {
     StoreError::Backend(err.to_string())
@@ -92,6 +102,11 @@ pub struct SledStore {
     owned: Tree,
     children: Tree,
     cleanups: Tree,
+    waits: Tree,
+    owned_waits: Tree,
+    triggers: Tree,
+    work: Tree,
+    owned_work: Tree,
     /// The last event cursor handed out; held across each transaction.
     next_cursor: Mutex<EventCursor>,
     /// The last event cursor whose transaction has been applied.
@@ -131,6 +146,11 @@ impl SledStore {
             owned: tree(OWNED)?,
             children: tree(CHILDREN)?,
             cleanups: tree(CLEANUPS)?,
+            waits: tree(WAITS)?,
+            owned_waits: tree(OWNED_WAITS)?,
+            triggers: tree(TRIGGERS)?,
+            work: tree(WORK)?,
+            owned_work: tree(OWNED_WORK)?,
             events,
             next_cursor: Mutex::new(last),
             committed,
@@ -222,6 +242,7 @@ impl SledStore {
 
 /// Why a transaction gave up on purpose.
 enum Abort {
+    Precondition(String),
     NameTaken(String),
     SupervisorGone(AgentId),
     Corrupt(StoreError),
@@ -352,6 +373,10 @@ impl Store for SledStore {
                 .filter(|t| t.status == TaskStatus::Running)
                 .collect(),
             intents: Self::decode_all::<CleanupIntent>(&self.cleanups, CLEANUPS)?,
+            armed_waits: Self::decode_all::<WaitRecord>(&self.waits, WAITS)?
+                .into_iter()
+                .filter(|w| w.status == WaitStatus::Armed)
+                .collect(),
         })
     }
 
@@ -367,6 +392,45 @@ impl Store for SledStore {
             if let Some(task) = self.task(id)? {
                 out.push(task);
             }
+        }
+        Ok(out)
+    }
+
+    fn wait(&self, id: WaitId) -> Result<Option<WaitRecord>, StoreError> {
+        self.get(&self.waits, WAITS, &id.to_bytes())
+    }
+
+    fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError> {
+        let mut out = Vec::new();
+        for key in self.scan_keys(&self.owned_waits, owner) {
+            let id = WaitId::from_bytes(id_from_key(
+                OWNED_WAITS,
+                key?.get(16..).unwrap_or_default(),
+            )?);
+            out.extend(self.wait(id)?);
+        }
+        Ok(out)
+    }
+
+    fn wait_by_token_hash(&self, token_hash: &[u8; 32]) -> Result<Option<WaitId>, StoreError> {
+        match self.triggers.get(token_hash).map_err(backend)? {
+            Some(bytes) => Ok(Some(WaitId::from_bytes(id_from_key(TRIGGERS, &bytes)?))),
+            None => Ok(None),
+        }
+    }
+
+    fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError> {
+        self.get(&self.work, WORK, &id.to_bytes())
+    }
+
+    fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError> {
+        let mut out = Vec::new();
+        for key in self.scan_keys(&self.owned_work, owner) {
+            let id = WorkItemId::from_bytes(id_from_key(
+                OWNED_WORK,
+                key?.get(16..).unwrap_or_default(),
+            )?);
+            out.extend(self.work_item(id)?);
         }
         Ok(out)
     }
@@ -422,10 +486,17 @@ impl Store for SledStore {
             &self.owned,
             &self.children,
             &self.cleanups,
+            &self.waits,
+            &self.owned_waits,
+            &self.triggers,
+            &self.work,
+            &self.owned_work,
         ];
         let result = sled::Transactional::transaction(&trees[..], |t| -> TxResult {
             let (agents, names, messages, pending, dedupe) = (&t[0], &t[1], &t[2], &t[3], &t[4]);
             let (log, tasks, owned, children, cleanups) = (&t[5], &t[6], &t[7], &t[8], &t[9]);
+            let (waits, owned_waits, triggers, work, owned_work) =
+                (&t[10], &t[11], &t[12], &t[13], &t[14]);
             for write in &writes {
                 match write {
                     Encoded::CreateAgent {
@@ -507,6 +578,45 @@ impl Store for SledStore {
                         tasks.insert(id.as_slice(), value.as_slice())?;
                         owned.insert(owned_key.as_slice(), &[] as &[u8])?;
                     }
+                    Encoded::PutWait {
+                        id,
+                        owned_key,
+                        trigger,
+                        guard_armed,
+                        value,
+                    } => {
+                        if *guard_armed {
+                            let armed = match waits.get(id.as_slice())? {
+                                Some(bytes) => {
+                                    decode::<WaitRecord>(WAITS, &bytes)
+                                        .map_err(|e| {
+                                            ConflictableTransactionError::Abort(Abort::Corrupt(e))
+                                        })?
+                                        .status
+                                        == WaitStatus::Armed
+                                }
+                                None => false,
+                            };
+                            if !armed {
+                                return Err(ConflictableTransactionError::Abort(
+                                    Abort::Precondition("the wait is no longer armed".into()),
+                                ));
+                            }
+                        }
+                        waits.insert(id.as_slice(), value.as_slice())?;
+                        owned_waits.insert(owned_key.as_slice(), &[] as &[u8])?;
+                        if let Some(hash) = trigger {
+                            triggers.insert(hash.as_slice(), id.as_slice())?;
+                        }
+                    }
+                    Encoded::PutWorkItem {
+                        id,
+                        owned_key,
+                        value,
+                    } => {
+                        work.insert(id.as_slice(), value.as_slice())?;
+                        owned_work.insert(owned_key.as_slice(), &[] as &[u8])?;
+                    }
                     Encoded::PutIntent { id, value } => {
                         cleanups.insert(id.as_slice(), value.as_slice())?;
                     }
@@ -536,6 +646,9 @@ impl Store for SledStore {
                 Err(StoreError::SupervisorGone(sup))
             }
             Err(TransactionError::Abort(Abort::Corrupt(err))) => Err(err),
+            Err(TransactionError::Abort(Abort::Precondition(why))) => {
+                Err(StoreError::Precondition(why))
+            }
             Err(TransactionError::Storage(err)) => Err(backend(err)),
         }
     }

@@ -3,9 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AgentId, EventCursor, MessageId, RunId, TaskId};
+use crate::ids::{AgentId, EventCursor, MessageId, RunId, TaskId, WaitId};
 use crate::record::{LifecycleState, Provenance};
 use crate::task::TaskStatus;
+use crate::wait::WaitStatus;
 
 /// One entry of the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +94,16 @@ pub enum EventKind {
         agents: u32,
         tasks: u32,
     },
+    WaitUpdated {
+        wait_id: WaitId,
+        kind: String,
+        status: WaitStatus,
+    },
+    WorkItemUpdated {
+        work_item_id: crate::WorkItemId,
+        status: String,
+        objective: String,
+    },
 }
 
 impl EventKind {
@@ -108,6 +119,8 @@ impl EventKind {
             EventKind::RunFinished { .. } => "run_finished",
             EventKind::TaskUpdated { .. } => "task_updated",
             EventKind::CleanupStarted { .. } => "cleanup_started",
+            EventKind::WaitUpdated { .. } => "wait_updated",
+            EventKind::WorkItemUpdated { .. } => "work_item_updated",
         }
     }
 }

@@ -122,6 +122,16 @@ ulid_id!(
     "tsk_"
 );
 ulid_id!(
+    /// Identifies one wait: a timer or an external trigger.
+    WaitId,
+    "wat_"
+);
+ulid_id!(
+    /// Identifies one work item.
+    WorkItemId,
+    "wrk_"
+);
+ulid_id!(
     /// Identifies one recorded cleanup of a supervision subtree.
     CleanupId,
     "cln_"

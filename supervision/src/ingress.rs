@@ -73,7 +73,10 @@ pub fn admit(
                 Err(Refusal::NotChild)
             }
         }
-        Provenance::Trigger | Provenance::Runtime => Ok(()),
+        Provenance::Trigger { .. }
+        | Provenance::Timer { .. }
+        | Provenance::SelfQueued
+        | Provenance::Runtime => Ok(()),
         // Bootstrap input from a creator reaches only the public agent it
         // made; a private agent's first message comes from its supervisor.
         Provenance::Creator { .. } => match target.visibility {
@@ -135,7 +138,13 @@ mod tests {
             any::<u128>().prop_map(|a| Provenance::ChildResult {
                 agent_id: AgentId::from_u128(a)
             }),
-            Just(Provenance::Trigger),
+            any::<u128>().prop_map(|w| Provenance::Trigger {
+                wait_id: crate::WaitId::from_u128(w)
+            }),
+            any::<u128>().prop_map(|w| Provenance::Timer {
+                wait_id: crate::WaitId::from_u128(w)
+            }),
+            Just(Provenance::SelfQueued),
             Just(Provenance::Runtime),
         ]
     }

@@ -12,6 +12,8 @@
 //! - [`spawn`]: who may spawn which preset, and the relations of a child.
 //! - [`task`]: tasks, the first kind being a parent's handle on a child.
 //! - [`cleanup`]: which agents and tasks a subtree cleanup stops.
+//! - [`wait`]: timers and external triggers that wake an agent.
+//! - [`work`]: work items and their plans; one active focus per agent.
 //! - [`recovery`]: what a restarting daemon respawns and requeues.
 //! - [`limits`]: input validation shared by the API and the actors.
 
@@ -26,10 +28,16 @@ pub mod recovery;
 pub mod restart;
 pub mod spawn;
 pub mod task;
+pub mod wait;
+pub mod work;
 
 pub use event::{Event, EventKind, RunOutcome};
-pub use ids::{AgentId, CleanupId, EventCursor, IdParseError, MessageId, RunId, TaskId};
+pub use ids::{
+    AgentId, CleanupId, EventCursor, IdParseError, MessageId, RunId, TaskId, WaitId, WorkItemId,
+};
 pub use ingress::{admit, Refusal, Target};
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};
 pub use record::{AgentRecord, LifecycleState, MessageRecord, MessageStatus, Provenance};
 pub use task::{TaskKind, TaskRecord, TaskStatus};
+pub use wait::{WaitKind, WaitRecord, WaitStatus};
+pub use work::{PlanStep, StepStatus, WorkItemRecord, WorkStatus};

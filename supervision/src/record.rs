@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AgentId, MessageId, RunId};
+use crate::ids::{AgentId, MessageId, RunId, WaitId};
 use crate::profile::Profile;
 
 /// Where an agent is in its life. Activity (idle or running a turn) is not
@@ -68,7 +68,11 @@ pub enum Provenance {
     /// A supervised child reporting its result.
     ChildResult { agent_id: AgentId },
     /// A machine-facing trigger delivery.
-    Trigger,
+    Trigger { wait_id: WaitId },
+    /// A timer the agent set (`Sleep`) fired.
+    Timer { wait_id: WaitId },
+    /// The agent queued it to itself for a later turn (`Enqueue`).
+    SelfQueued,
     /// The runtime itself (timers, task results, recovery notices).
     Runtime,
     /// The agent that created this (public) agent, bootstrapping it; not
@@ -82,7 +86,9 @@ impl Provenance {
             Provenance::Operator => "operator",
             Provenance::Parent { .. } => "parent",
             Provenance::ChildResult { .. } => "child_result",
-            Provenance::Trigger => "trigger",
+            Provenance::Trigger { .. } => "trigger",
+            Provenance::Timer { .. } => "timer",
+            Provenance::SelfQueued => "self",
             Provenance::Runtime => "runtime",
             Provenance::Creator { .. } => "creator",
         }

@@ -2,9 +2,9 @@
 //! transaction closure, so nothing inside it should allocate or encode.
 
 use holarchy_actors::{StoreError, Write};
-use holarchy_supervision::AgentId;
+use holarchy_supervision::{AgentId, WaitKind};
 
-use super::{pair_key, AGENTS, CLEANUPS, MESSAGES, TASKS};
+use super::{pair_key, AGENTS, CLEANUPS, MESSAGES, TASKS, WAITS, WORK};
 use crate::store::codec::encode;
 
 /// A batch, encoded ahead of the transaction (whose closure may rerun).
@@ -33,6 +33,20 @@ pub(super) enum Encoded {
         value: Vec<u8>,
     },
     PutTask {
+        id: [u8; 16],
+        owned_key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    PutWait {
+        id: [u8; 16],
+        owned_key: Vec<u8>,
+        /// The token hash of a trigger. Kept after cancellation, so a
+        /// cancelled token is told apart from one that never existed.
+        trigger: Option<[u8; 32]>,
+        guard_armed: bool,
+        value: Vec<u8>,
+    },
+    PutWorkItem {
         id: [u8; 16],
         owned_key: Vec<u8>,
         value: Vec<u8>,
@@ -81,6 +95,21 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             id: task.id.to_bytes(),
             owned_key: pair_key(task.owner_agent_id, &task.id.to_bytes()),
             value: encode(TASKS, task)?,
+        },
+        Write::PutWait(wait) | Write::FireWait(wait) => Encoded::PutWait {
+            id: wait.id.to_bytes(),
+            owned_key: pair_key(wait.owner_agent_id, &wait.id.to_bytes()),
+            trigger: match wait.kind {
+                WaitKind::Trigger { token_hash } => Some(token_hash),
+                WaitKind::Timer { .. } => None,
+            },
+            guard_armed: matches!(write, Write::FireWait(_)),
+            value: encode(WAITS, wait)?,
+        },
+        Write::PutWorkItem(item) => Encoded::PutWorkItem {
+            id: item.id.to_bytes(),
+            owned_key: pair_key(item.owner_agent_id, &item.id.to_bytes()),
+            value: encode(WORK, item)?,
         },
         Write::PutIntent(intent) => Encoded::PutIntent {
             id: intent.id.to_bytes(),

@@ -1,0 +1,163 @@
+//! The wait actor: one per armed wait, linked under the agent that owns
+//! it. A timer's actor fires at its deadline; a trigger's actor is the live
+//! sign of a deliverable token (deliveries go straight to the owner).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use holarchy_supervision::{
+    AgentId, EventKind, MessageRecord, Provenance, WaitId, WaitKind, WaitRecord,
+};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tracing::warn;
+
+use crate::store::{Batch, StoreError, Write};
+use crate::{now_ms, supervise, Ctx};
+
+/// What operators and tests can see of a running wait actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitSnapshot {
+    pub wait_id: WaitId,
+    pub owner_agent_id: AgentId,
+}
+
+#[derive(Debug)]
+pub enum WaitMsg {
+    Fire,
+    Snapshot(RpcReplyPort<WaitSnapshot>),
+}
+
+#[derive(Debug, Clone)]
+pub struct WaitActor {
+    ctx: Arc<Ctx>,
+}
+
+impl WaitActor {
+    pub fn new(ctx: Arc<Ctx>) -> Self {
+        Self { ctx }
+    }
+
+    /// Fires the timer once: the wait's `fired` record and the owner's wake
+    /// message land together, and only if the wait is still armed.
+    fn fire(&self, wait: &WaitRecord) -> Result<bool, StoreError> {
+        let Some(current) = self.ctx.store.wait(wait.id)? else {
+            return Ok(false);
+        };
+        let Some(fired) = current.fire(now_ms()) else {
+            return Ok(false);
+        };
+        let owner = wait.owner_agent_id;
+        let body = if wait.reason.is_empty() {
+            "wake: timer fired".to_owned()
+        } else {
+            format!("wake: {}", wait.reason)
+        };
+        let message = MessageRecord::queued(
+            owner,
+            Provenance::Timer { wait_id: wait.id },
+            body,
+            None,
+            now_ms(),
+        );
+        let message_id = message.id;
+        let batch = Batch::new()
+            .event(
+                owner,
+                EventKind::WaitUpdated {
+                    wait_id: wait.id,
+                    kind: wait.kind.name().into(),
+                    status: fired.status,
+                },
+            )
+            .event(
+                owner,
+                EventKind::MessageQueued {
+                    message_id,
+                    provenance: message.provenance,
+                },
+            )
+            .write(Write::FireWait(fired))
+            .write(Write::PutMessage(message));
+        match self.ctx.store.commit(batch) {
+            Ok(()) => {
+                self.ctx.directory.remove_wait(wait.id);
+                supervise::wake(&self.ctx, owner, message_id);
+                Ok(true)
+            }
+            Err(StoreError::Precondition(_)) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+impl Actor for WaitActor {
+    type Msg = WaitMsg;
+    type State = WaitRecord;
+    type Arguments = WaitRecord;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<WaitMsg>,
+        wait: WaitRecord,
+    ) -> Result<WaitRecord, ActorProcessingErr> {
+        Ok(wait)
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<WaitMsg>,
+        wait: &mut WaitRecord,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(remaining) = wait.remaining_ms(now_ms()) {
+            // One timer task per armed timer, none for idle agents.
+            myself.send_after(Duration::from_millis(remaining), || WaitMsg::Fire);
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<WaitMsg>,
+        message: WaitMsg,
+        wait: &mut WaitRecord,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            WaitMsg::Fire => {
+                match self.fire(wait) {
+                    Ok(_) => myself.stop(Some("fired".into())),
+                    // Stay armed; the supervisor's restart retries the fire.
+                    Err(err) => return Err(err.into()),
+                }
+            }
+            WaitMsg::Snapshot(reply) => {
+                let _ = reply.send(WaitSnapshot {
+                    wait_id: wait.id,
+                    owner_agent_id: wait.owner_agent_id,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A wait supervises nothing; never stop on a child's exit.
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<WaitMsg>,
+        _event: SupervisionEvent,
+        _wait: &mut WaitRecord,
+    ) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<WaitMsg>,
+        wait: &mut WaitRecord,
+    ) -> Result<(), ActorProcessingErr> {
+        if matches!(wait.kind, WaitKind::Timer { .. }) && self.ctx.directory.wait(wait.id).is_some()
+        {
+            warn!(wait_id = %wait.id, "timer actor stopped while still registered");
+        }
+        Ok(())
+    }
+}

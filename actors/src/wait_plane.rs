@@ -1,0 +1,227 @@
+//! The waiting plane: timers (`Sleep`) and external triggers
+//! (`CreateExternalTrigger`, `CancelExternalTrigger`, and the machine-facing
+//! `DeliverTrigger`). Every armed wait has a wait actor linked under its
+//! owner's actor, so it lives and dies with the owner's subtree.
+
+use std::sync::Arc;
+
+use holarchy_supervision::{
+    AgentId, EventKind, Provenance, WaitId, WaitKind, WaitRecord, WaitStatus, WorkItemId,
+};
+use ractor::rpc::CallResult;
+use sha2::{Digest, Sha256};
+
+use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage, NotRunning};
+use crate::store::{Batch, StoreError, Write};
+use crate::{now_ms, supervise, Ctx};
+
+/// Longest timer: a year. Longer is surely a mistake.
+pub const MAX_SLEEP_MS: u64 = 366 * 24 * 3600 * 1000;
+/// Printed before a trigger token, so a leaked one is recognisable.
+pub const TOKEN_PREFIX: &str = "htr_";
+
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    #[error("wait {0} not found")]
+    NotFound(WaitId),
+    #[error("work item {0} not found")]
+    WorkItemNotFound(WorkItemId),
+    #[error("wait {wait_id} is {status}, not armed")]
+    NotArmed {
+        wait_id: WaitId,
+        status: &'static str,
+    },
+    #[error("a timer lasts from 0 ms to a year")]
+    BadDuration,
+    #[error("the owning agent is not running")]
+    OwnerGone,
+    /// Deliberately vague: a caller with a wrong token learns nothing.
+    #[error("unknown trigger token")]
+    UnknownToken,
+    #[error("this trigger was cancelled")]
+    RevokedToken,
+    #[error(transparent)]
+    Deliver(#[from] DeliverError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub fn token_hash(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+fn new_token() -> Result<String, WaitError> {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| StoreError::Backend(format!("no randomness: {e}")))?;
+    Ok(format!("{TOKEN_PREFIX}{}", hex::encode(secret)))
+}
+
+fn check_anchor(ctx: &Ctx, owner: AgentId, work_item: Option<WorkItemId>) -> Result<(), WaitError> {
+    let Some(id) = work_item else {
+        return Ok(());
+    };
+    match ctx.store.work_item(id)? {
+        Some(item) if item.owner_agent_id == owner => Ok(()),
+        _ => Err(WaitError::WorkItemNotFound(id)),
+    }
+}
+
+/// Records an armed wait and starts its actor under the owner's.
+async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> {
+    let owner = ctx
+        .directory
+        .get(wait.owner_agent_id)
+        .ok_or(WaitError::OwnerGone)?;
+    ctx.store.commit(
+        Batch::new()
+            .event(
+                wait.owner_agent_id,
+                EventKind::WaitUpdated {
+                    wait_id: wait.id,
+                    kind: wait.kind.name().into(),
+                    status: wait.status,
+                },
+            )
+            .write(Write::PutWait(wait.clone())),
+    )?;
+    supervise::spawn_wait(ctx, &wait, owner.actor.get_cell())
+        .await
+        .map_err(|e| StoreError::Backend(format!("could not start the wait: {e}")))?;
+    ctx.store.durable().await?;
+    Ok(wait)
+}
+
+fn new_wait(
+    owner: AgentId,
+    kind: WaitKind,
+    reason: String,
+    work_item_id: Option<WorkItemId>,
+) -> WaitRecord {
+    let now = now_ms();
+    WaitRecord {
+        id: WaitId::generate(),
+        owner_agent_id: owner,
+        kind,
+        reason,
+        work_item_id,
+        status: WaitStatus::Armed,
+        created_at_ms: now,
+        updated_at_ms: now,
+    }
+}
+
+/// `Sleep`: a timer that wakes `owner` with a timer-provenance message.
+pub async fn sleep(
+    ctx: &Arc<Ctx>,
+    owner: AgentId,
+    duration_ms: u64,
+    reason: String,
+    work_item: Option<WorkItemId>,
+) -> Result<WaitRecord, WaitError> {
+    if duration_ms > MAX_SLEEP_MS {
+        return Err(WaitError::BadDuration);
+    }
+    check_anchor(ctx, owner, work_item)?;
+    let deadline_ms = now_ms().saturating_add(duration_ms);
+    arm(
+        ctx,
+        new_wait(owner, WaitKind::Timer { deadline_ms }, reason, work_item),
+    )
+    .await
+}
+
+/// `CreateExternalTrigger`: returns the wait and its token, shown once;
+/// only the token's hash is stored.
+pub async fn create_trigger(
+    ctx: &Arc<Ctx>,
+    owner: AgentId,
+    reason: String,
+    work_item: Option<WorkItemId>,
+) -> Result<(WaitRecord, String), WaitError> {
+    check_anchor(ctx, owner, work_item)?;
+    let token = new_token()?;
+    let kind = WaitKind::Trigger {
+        token_hash: token_hash(&token),
+    };
+    let wait = arm(ctx, new_wait(owner, kind, reason, work_item)).await?;
+    Ok((wait, token))
+}
+
+/// Cancels an armed wait of `owner` (any owner, for operators).
+pub async fn cancel(
+    ctx: &Ctx,
+    wait_id: WaitId,
+    owner: Option<AgentId>,
+) -> Result<WaitRecord, WaitError> {
+    let mut wait = ctx
+        .store
+        .wait(wait_id)?
+        .filter(|w| owner.is_none_or(|o| w.owner_agent_id == o))
+        .ok_or(WaitError::NotFound(wait_id))?;
+    if wait.status != WaitStatus::Armed {
+        return Err(WaitError::NotArmed {
+            wait_id,
+            status: wait.status.name(),
+        });
+    }
+    wait.status = WaitStatus::Cancelled;
+    wait.updated_at_ms = now_ms();
+    ctx.store.commit(
+        Batch::new()
+            .event(
+                wait.owner_agent_id,
+                EventKind::WaitUpdated {
+                    wait_id,
+                    kind: wait.kind.name().into(),
+                    status: wait.status,
+                },
+            )
+            .write(Write::PutWait(wait.clone())),
+    )?;
+    if let Some(actor) = ctx.directory.remove_wait(wait_id) {
+        actor.stop(Some("cancelled".into()));
+    }
+    ctx.store.durable().await?;
+    Ok(wait)
+}
+
+/// `DeliverTrigger`: the machine-facing wake channel. Not operator ingress:
+/// it reaches private agents too. A repeated `dedupe_key` is delivered once.
+pub async fn deliver(
+    ctx: &Ctx,
+    token: &str,
+    payload: String,
+    dedupe_key: Option<String>,
+) -> Result<Delivered, WaitError> {
+    let wait_id = ctx
+        .store
+        .wait_by_token_hash(&token_hash(token))?
+        .ok_or(WaitError::UnknownToken)?;
+    let wait = ctx.store.wait(wait_id)?.ok_or(WaitError::UnknownToken)?;
+    if wait.status != WaitStatus::Armed {
+        return Err(WaitError::RevokedToken);
+    }
+    let owner = wait.owner_agent_id;
+    let entry = ctx.directory.get(owner).ok_or(DeliverError::NotRunning {
+        agent_id: owner,
+        why: NotRunning::Restarting,
+    })?;
+    let message = NewMessage {
+        provenance: Provenance::Trigger { wait_id },
+        body: payload,
+        // Scoped to the trigger, so two triggers' keys never collide.
+        dedupe_key: dedupe_key.map(|key| format!("trigger:{wait_id}:{key}")),
+    };
+    let answer = entry
+        .actor
+        .call(
+            |reply| AgentMsg::Deliver { message, reply },
+            Some(ctx.config.call_timeout),
+        )
+        .await;
+    match answer {
+        Ok(CallResult::Success(delivered)) => Ok(delivered?),
+        Ok(_) => Err(DeliverError::Unavailable("the agent did not answer".into()).into()),
+        Err(err) => Err(DeliverError::Unavailable(err.to_string()).into()),
+    }
+}

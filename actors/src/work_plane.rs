@@ -1,0 +1,86 @@
+//! The work plane: an agent's work items, through `update_work_item` and
+//! `update_work_plan`, and the self-queued messages of `Enqueue`.
+
+use std::sync::Arc;
+
+use holarchy_supervision::work::{self, WorkError, WorkUpdate};
+use holarchy_supervision::{
+    AgentId, EventKind, Provenance, WorkItemId, WorkItemRecord, WorkStatus,
+};
+use ractor::rpc::CallResult;
+
+use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage, NotRunning};
+use crate::store::{Batch, StoreError, Write};
+use crate::{now_ms, Ctx};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkPlaneError {
+    #[error(transparent)]
+    Refused(#[from] WorkError),
+    #[error(transparent)]
+    Deliver(#[from] DeliverError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Creates or updates one of `owner`'s work items.
+pub async fn update(
+    ctx: &Ctx,
+    owner: AgentId,
+    change: WorkUpdate,
+) -> Result<WorkItemRecord, WorkPlaneError> {
+    let items = ctx.store.work_items_of(owner)?;
+    let item = work::apply(owner, &items, change, WorkItemId::generate(), now_ms())?;
+    ctx.store.commit(
+        Batch::new()
+            .event(
+                owner,
+                EventKind::WorkItemUpdated {
+                    work_item_id: item.id,
+                    status: item.status.name().into(),
+                    objective: item.objective.clone(),
+                },
+            )
+            .write(Write::PutWorkItem(item.clone())),
+    )?;
+    ctx.store.durable().await?;
+    Ok(item)
+}
+
+/// The agent's current work focus: its one active item.
+pub fn focus(ctx: &Ctx, owner: AgentId) -> Result<Option<WorkItemRecord>, StoreError> {
+    Ok(ctx
+        .store
+        .work_items_of(owner)?
+        .into_iter()
+        .find(|w| w.status == WorkStatus::Active))
+}
+
+/// `Enqueue`: a message from the agent to itself, for a later turn.
+pub async fn enqueue(
+    ctx: &Arc<Ctx>,
+    owner: AgentId,
+    body: String,
+) -> Result<Delivered, WorkPlaneError> {
+    let entry = ctx.directory.get(owner).ok_or(DeliverError::NotRunning {
+        agent_id: owner,
+        why: NotRunning::Restarting,
+    })?;
+    let message = NewMessage {
+        provenance: Provenance::SelfQueued,
+        body,
+        dedupe_key: None,
+    };
+    let answer = entry
+        .actor
+        .call(
+            |reply| AgentMsg::Deliver { message, reply },
+            Some(ctx.config.call_timeout),
+        )
+        .await;
+    match answer {
+        Ok(CallResult::Success(delivered)) => Ok(delivered?),
+        Ok(_) => Err(DeliverError::Unavailable("the agent did not answer".into()).into()),
+        Err(err) => Err(DeliverError::Unavailable(err.to_string()).into()),
+    }
+}

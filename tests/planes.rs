@@ -1,0 +1,269 @@
+//! End-to-end: the waiting plane (timers, external triggers) and the work
+//! plane (work items, Enqueue), through the real daemon.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{create, data_dir, handled, send, Daemon};
+use holarchy::api::pb;
+use holarchy::client::Clients;
+use serde_json::{json, Value};
+
+fn script(calls: Value) -> String {
+    json!({ "tool_calls": calls }).to_string()
+}
+
+async fn tool_output(c: &mut Clients, agent_id: &str, tool: &str) -> Value {
+    let events = common::events(c, 0).await;
+    let detail: Value = events
+        .iter()
+        .rev()
+        .filter(|e| e.kind == "tool_called" && e.agent_id == agent_id && e.text == tool)
+        .map(|e| serde_json::from_str(&e.detail_json).expect("json"))
+        .next()
+        .unwrap_or_else(|| panic!("{agent_id} never called {tool}"));
+    assert_eq!(
+        detail["is_error"], false,
+        "{tool} failed: {}",
+        detail["output"]
+    );
+    serde_json::from_str(detail["output"].as_str().expect("text")).expect("json")
+}
+
+async fn summary(c: &mut Clients, agent_id: &str) -> pb::AgentSummary {
+    c.agents
+        .get_agent(pb::GetAgentRequest {
+            agent: Some(pb::get_agent_request::Agent::AgentId(agent_id.into())),
+        })
+        .await
+        .expect("agent")
+        .into_inner()
+        .agent
+        .expect("summary")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_due_while_the_daemon_was_down_fires_once_after_restart() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = data_dir(&root);
+    let mut daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let id = create(&mut c, "sleeper", None).await;
+    send(
+        &mut c,
+        &id,
+        &script(
+            json!([{ "name": "Sleep", "input": { "duration_ms": 1500, "reason": "the build" } }]),
+        ),
+    )
+    .await;
+    handled(&c, &id, 1).await;
+    let wait = tool_output(&mut c, &id, "Sleep").await;
+    assert_eq!(wait["status"], "armed");
+    let shown = summary(&mut c, &id).await;
+    assert_eq!(shown.waiting_on.len(), 1);
+    assert!(
+        shown.waiting_on[0].contains("the build"),
+        "{:?}",
+        shown.waiting_on
+    );
+
+    daemon.kill9();
+    drop(c);
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    let daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let all = handled(&c, &id, 2).await;
+    let wakes: Vec<_> = all.iter().filter(|m| m.provenance == "timer").collect();
+    assert_eq!(wakes.len(), 1, "{all:?}");
+    assert_eq!(wakes[0].text, "wake: the build");
+    assert!(summary(&mut c, &id).await.waiting_on.is_empty());
+    // It stays fired: another restart does not fire it again.
+    drop(daemon);
+    let daemon = Daemon::start(&dir).await;
+    let c = daemon.clients().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let all = common::messages(&mut c.clone(), &id).await;
+    assert_eq!(all.iter().filter(|m| m.provenance == "timer").count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_wakes_a_private_child_once_per_dedupe_key_and_dies_with_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let ops = create(&mut c, "ops", None).await;
+    send(&mut c, &ops, &script(json!([{ "name": "SpawnAgent", "input": { "initial_message": "wait for the webhook" } }]))).await;
+    handled(&c, &ops, 1).await;
+    let spawned = tool_output(&mut c, &ops, "SpawnAgent").await;
+    let child = spawned["agent_id"].as_str().expect("child").to_owned();
+    let task = spawned["task_handle"]["task_id"]
+        .as_str()
+        .expect("task")
+        .to_owned();
+    c.tasks
+        .send_task_input(pb::SendTaskInputRequest {
+            task_id: task.clone(),
+            text: script(
+                json!([{ "name": "CreateExternalTrigger", "input": { "reason": "ci webhook" } }]),
+            ),
+        })
+        .await
+        .expect("input");
+    handled(&c, &child, 2).await;
+    let trigger = tool_output(&mut c, &child, "CreateExternalTrigger").await;
+    let token = trigger["token"]
+        .as_str()
+        .expect("token shown once")
+        .to_owned();
+    assert!(token.starts_with("htr_"));
+    // The token itself is never in the log or the store; only the tool
+    // result that handed it out carries it.
+    let log = common::events(&mut c, 0).await;
+    assert_eq!(
+        log.iter()
+            .filter(|e| e.detail_json.contains(&token))
+            .count(),
+        1
+    );
+
+    let deliver = |key: &str| pb::DeliverTriggerRequest {
+        token: token.clone(),
+        payload: "build green".into(),
+        dedupe_key: key.into(),
+    };
+    let first = c
+        .triggers
+        .deliver_trigger(deliver("build-42"))
+        .await
+        .expect("delivered")
+        .into_inner();
+    let again = c
+        .triggers
+        .deliver_trigger(deliver("build-42"))
+        .await
+        .expect("retried")
+        .into_inner();
+    assert!(!first.duplicate && again.duplicate);
+    assert_eq!(first.message_id, again.message_id);
+    let all = handled(&c, &child, 3).await;
+    let woken: Vec<_> = all.iter().filter(|m| m.provenance == "trigger").collect();
+    assert_eq!(woken.len(), 1);
+    assert_eq!(woken[0].text, "build green");
+
+    let wrong = c
+        .triggers
+        .deliver_trigger(pb::DeliverTriggerRequest {
+            token: "htr_nope".into(),
+            payload: "x".into(),
+            dedupe_key: String::new(),
+        })
+        .await
+        .expect_err("wrong token");
+    assert_eq!(wrong.code(), tonic::Code::PermissionDenied);
+    assert!(
+        !wrong.message().contains("agt_"),
+        "a refusal names no agent"
+    );
+
+    let shape = c
+        .supervision
+        .get_tree(pb::GetTreeRequest {
+            agent_id: String::new(),
+        })
+        .await
+        .expect("tree")
+        .into_inner();
+    assert_eq!(shape.waits, 1);
+    assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
+
+    c.tasks
+        .stop_task(pb::StopTaskRequest { task_id: task })
+        .await
+        .expect("stopped");
+    let gone = c
+        .triggers
+        .deliver_trigger(deliver("build-43"))
+        .await
+        .expect_err("cancelled with its agent");
+    assert_eq!(gone.code(), tonic::Code::NotFound);
+    let shape = c
+        .supervision
+        .get_tree(pb::GetTreeRequest {
+            agent_id: String::new(),
+        })
+        .await
+        .expect("tree")
+        .into_inner();
+    assert_eq!((shape.waits, shape.mismatches.len()), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_items_give_an_agent_one_focus_and_enqueue_feeds_a_later_turn() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let id = create(&mut c, "planner", None).await;
+    send(
+        &mut c,
+        &id,
+        &script(json!([{ "name": "update_work_item", "input": { "objective": "ship 1.0" } }])),
+    )
+    .await;
+    handled(&c, &id, 1).await;
+    let item = tool_output(&mut c, &id, "update_work_item").await;
+    let item_id = item["work_item_id"].as_str().expect("id").to_owned();
+    assert_eq!(item["status"], "active");
+
+    send(
+        &mut c,
+        &id,
+        &script(json!([
+            { "name": "update_work_plan", "input": { "work_item_id": item_id, "steps": [
+                { "title": "write notes", "status": "done" },
+                { "title": "tag release" }
+            ] } },
+            { "name": "update_work_item", "input": { "objective": "then 1.1" } },
+            { "name": "Sleep", "input": { "duration_ms": 3_600_000, "reason": "release window", "work_item_id": item_id } },
+            { "name": "Enqueue", "input": { "text": "check the tag" } }
+        ])),
+    )
+    .await;
+    // The enqueued message runs as a turn of its own.
+    let all = handled(&c, &id, 3).await;
+    let queued = all
+        .iter()
+        .find(|m| m.provenance == "self")
+        .expect("self-queued message");
+    assert_eq!(queued.reply, "ack: check the tag");
+
+    let shown = summary(&mut c, &id).await;
+    let focus = shown.current_work_item.expect("a focus");
+    assert_eq!(
+        (focus.work_item_id.as_str(), focus.objective.as_str()),
+        (item_id.as_str(), "ship 1.0")
+    );
+    assert_eq!(focus.plan.len(), 2);
+    assert_eq!(focus.waiting_on.len(), 1);
+    let items = c
+        .work
+        .list_work_items(pb::ListWorkItemsRequest {
+            agent_id: id.clone(),
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    let statuses: Vec<_> = items.work_items.iter().map(|w| w.status.as_str()).collect();
+    assert_eq!(statuses, ["active", "blocked"], "one focus at a time");
+    let got = c
+        .work
+        .get_work_item(pb::GetWorkItemRequest {
+            work_item_id: item_id,
+        })
+        .await
+        .expect("get")
+        .into_inner();
+    assert_eq!(got.plan[0].status, "done");
+    assert_eq!(got.plan[1].status, "pending");
+}
