@@ -101,7 +101,15 @@ pub enum TaskCommand {
     /// One task.
     Get { task_id: String },
     /// Its result, or its progress while it runs.
-    Output { task_id: String },
+    Output {
+        task_id: String,
+        /// Byte offset into a command's output.
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// Keep printing a running command's output until it ends.
+        #[arg(long, short)]
+        follow: bool,
+    },
     /// Follow-up input to the supervised child.
     Input { task_id: String, text: String },
     /// Stop it: for a child agent, the child and its whole subtree.
@@ -516,15 +524,17 @@ async fn task_command(
                 .into_inner();
             out.task(&task);
         }
-        TaskCommand::Output { task_id } => {
-            let output = clients
-                .tasks
-                .read_task_output(pb::ReadTaskOutputRequest {
-                    task_id: task_id.clone(),
-                })
-                .await?
-                .into_inner();
+        TaskCommand::Output { task_id, offset, follow: false } => {
+            let request = pb::ReadTaskOutputRequest { task_id: task_id.clone(), offset: *offset };
+            let output = clients.tasks.read_task_output(request).await?.into_inner();
             out.task_output(&output);
+        }
+        TaskCommand::Output { task_id, offset, follow: true } => {
+            let request = pb::ReadTaskOutputRequest { task_id: task_id.clone(), offset: *offset };
+            let mut chunks = clients.tasks.follow_task_output(request).await?.into_inner();
+            while let Some(chunk) = chunks.next().await {
+                out.chunk(&chunk?);
+            }
         }
         TaskCommand::Input { task_id, text } => {
             let sent = clients

@@ -149,6 +149,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     prepare_dir(&config.data_dir)?;
     let _lock = lock_data_dir(&config.data_dir)?;
 
+    let mut runtime_config = config.runtime.clone();
+    runtime_config.workspace_root = config.data_dir.join("workspaces");
     let store = Arc::new(
         SledStore::open(&config.data_dir.join(DB_DIR), &config.store)
             .context("cannot open the store")?,
@@ -158,7 +160,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         Runtime::start(
             store.clone(),
             Arc::new(ScriptedBrain),
-            config.runtime.clone(),
+            runtime_config,
         )
         .await
         .context("cannot start the runtime")?,
@@ -193,7 +195,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         config.data_dir.clone(),
     ));
 
-    let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone()));
+    let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone(), stop_rx.clone()));
     let work = WorkServiceServer::new(PlaneApi::new(runtime.clone()));
     let triggers = TriggerServiceServer::new(PlaneApi::new(runtime.clone()));
     health.set_serving::<WorkServiceServer<PlaneApi>>().await;

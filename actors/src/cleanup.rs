@@ -208,6 +208,11 @@ async fn stop_actors(
         if let Some(actor) = ctx.directory.remove_task(*task_id) {
             actor.kill();
         }
+        // Killing a command's actor drops its state, which kills the
+        // process group: no process outlives its task.
+        if let Some(actor) = ctx.directory.remove_command(*task_id) {
+            actor.kill();
+        }
     }
     for wait_id in waits {
         if let Some(actor) = ctx.directory.remove_wait(*wait_id) {

@@ -9,6 +9,7 @@ use holarchy_supervision::{AgentId, TaskId, Visibility, WaitId};
 use ractor::{ActorId, ActorRef};
 
 use crate::agent::AgentMsg;
+use crate::command::CommandMsg;
 use crate::task::TaskMsg;
 use crate::wait::WaitMsg;
 
@@ -24,6 +25,7 @@ pub enum Member {
     Agent(AgentId),
     Task(TaskId),
     Wait(WaitId),
+    Command(TaskId),
 }
 
 /// Counts of running agents, by visibility.
@@ -40,6 +42,7 @@ struct Inner {
     agents: HashMap<AgentId, DirectoryEntry>,
     tasks: HashMap<TaskId, ActorRef<TaskMsg>>,
     waits: HashMap<WaitId, ActorRef<WaitMsg>>,
+    commands: HashMap<TaskId, ActorRef<CommandMsg>>,
     members: HashMap<ActorId, Member>,
 }
 
@@ -115,6 +118,11 @@ impl Directory {
                     inner.waits.remove(&id);
                 }
             }
+            Member::Command(id) => {
+                if inner.commands.get(&id).is_some_and(|a| a.get_id() == actor) {
+                    inner.commands.remove(&id);
+                }
+            }
         }
         Some(member)
     }
@@ -124,6 +132,25 @@ impl Directory {
         let entry = inner.agents.remove(&id)?;
         inner.members.remove(&entry.actor.get_id());
         Some(entry)
+    }
+
+    pub fn command(&self, id: TaskId) -> Option<ActorRef<CommandMsg>> {
+        self.read().commands.get(&id).cloned()
+    }
+
+    pub fn insert_command(&self, id: TaskId, actor: ActorRef<CommandMsg>) {
+        let mut inner = self.write();
+        inner.members.insert(actor.get_id(), Member::Command(id));
+        if let Some(old) = inner.commands.insert(id, actor) {
+            inner.members.remove(&old.get_id());
+        }
+    }
+
+    pub fn remove_command(&self, id: TaskId) -> Option<ActorRef<CommandMsg>> {
+        let mut inner = self.write();
+        let actor = inner.commands.remove(&id)?;
+        inner.members.remove(&actor.get_id());
+        Some(actor)
     }
 
     pub fn wait(&self, id: WaitId) -> Option<ActorRef<WaitMsg>> {
@@ -171,7 +198,7 @@ impl Directory {
         DirectoryCounts {
             public,
             private: inner.agents.len() - public,
-            tasks: inner.tasks.len(),
+            tasks: inner.tasks.len() + inner.commands.len(),
             waits: inner.waits.len(),
         }
     }

@@ -34,6 +34,8 @@ use ractor::{ActorCell, ActorRef};
 pub mod agent;
 pub mod brain;
 pub mod cleanup;
+pub mod command;
+pub mod command_plane;
 pub mod directory;
 pub mod gateway;
 pub mod runtime;
@@ -69,6 +71,12 @@ pub struct RuntimeConfig {
     /// How long one turn (brain call and tool calls) may run before it is
     /// recorded as failed and the agent moves on.
     pub turn_timeout: Duration,
+    /// Bytes of output a command task keeps (a ring: the oldest go first).
+    pub output_capacity: u64,
+    /// Where agents' workspaces live: `<root>/<agent id>`.
+    pub workspace_root: std::path::PathBuf,
+    /// Between SIGTERM and SIGKILL when a command task is stopped.
+    pub stop_grace: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -78,6 +86,9 @@ impl Default for RuntimeConfig {
             restart_policy: RestartPolicy::default(),
             call_timeout: Duration::from_secs(10),
             turn_timeout: Duration::from_secs(600),
+            output_capacity: 1024 * 1024,
+            workspace_root: std::env::temp_dir().join("holarchy-workspaces"),
+            stop_grace: Duration::from_secs(2),
         }
     }
 }
@@ -104,6 +115,8 @@ pub struct Ctx {
     pub given_up: AtomicU64,
     gateway: RwLock<Option<ActorRef<GatewayMsg>>>,
     root: RwLock<Option<ActorCell>>,
+    /// Task ids whose command output grew or ended, for followers.
+    output_events: tokio::sync::broadcast::Sender<holarchy_supervision::TaskId>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -130,6 +143,7 @@ impl Ctx {
             given_up: AtomicU64::new(0),
             gateway: RwLock::new(None),
             root: RwLock::new(None),
+            output_events: tokio::sync::broadcast::channel(1024).0,
         }
     }
 
@@ -142,6 +156,21 @@ impl Ctx {
 
     fn set_gateway(&self, gateway: ActorRef<GatewayMsg>) {
         *self.gateway.write().unwrap_or_else(PoisonError::into_inner) = Some(gateway);
+    }
+
+    /// Tells followers of a command's output that it grew or ended.
+    pub fn notify_output(&self, task_id: holarchy_supervision::TaskId) {
+        // Nobody following is fine.
+        let _ = self.output_events.send(task_id);
+    }
+
+    pub fn follow_output(&self) -> tokio::sync::broadcast::Receiver<holarchy_supervision::TaskId> {
+        self.output_events.subscribe()
+    }
+
+    /// The agent's workspace directory.
+    pub fn workspace(&self, agent_id: AgentId) -> std::path::PathBuf {
+        self.config.workspace_root.join(agent_id.to_string())
     }
 
     /// The runtime's root actor, supervisor of every self-owned agent.

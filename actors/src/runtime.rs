@@ -15,7 +15,7 @@ use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::recovery::recover;
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, LifecycleState, MessageRecord, MessageStatus, Preset,
-    Provenance, RunOutcome, TaskStatus, WaitStatus,
+    Provenance, RunOutcome, TaskKind, TaskStatus, WaitStatus,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
@@ -23,7 +23,7 @@ use tracing::{error, info, warn};
 use crate::agent::AgentMsg;
 use crate::gateway::{GatewayActor, GatewayMsg};
 use crate::store::{Batch, StoreError, Write};
-use crate::{cleanup, now_ms, supervise, Ctx};
+use crate::{cleanup, command_plane, now_ms, supervise, Ctx};
 
 mod handle;
 
@@ -79,6 +79,7 @@ pub struct RuntimeSnapshot {
     pub orphans_archived: usize,
     pub cleanups_finished: usize,
     pub rearmed_waits: usize,
+    pub interrupted_commands: usize,
     pub armed_waits: usize,
 }
 
@@ -213,8 +214,22 @@ impl RuntimeActor {
             info!(agent_id = %intent.root_agent_id, finished, "finished an interrupted cleanup");
             report.cleanups_finished += 1;
         }
-        // Finishing cleanups changed records; read again if there were any.
-        let input = if input.intents.is_empty() {
+        // Commands that ran when the daemon died are interrupted, never
+        // silently erased: their groups are killed if still there, and
+        // their owners told (before the queues are rebuilt below).
+        let mut interrupted_commands = Batch::new();
+        for task in input.running_tasks.iter().filter(|t| t.kind == TaskKind::Command) {
+            let owner_live = ctx.store.agent(task.owner_agent_id)?.is_some_and(|a| a.state.is_live());
+            let (batch, _) = command_plane::interrupt(task, "the daemon restarted while it ran", owner_live);
+            interrupted_commands.writes.extend(batch.writes);
+            interrupted_commands.events.extend(batch.events);
+            report.interrupted_commands += 1;
+        }
+        if !interrupted_commands.is_empty() {
+            ctx.store.commit(interrupted_commands)?;
+        }
+        // Those steps changed records; read again if there were any.
+        let input = if input.intents.is_empty() && report.interrupted_commands == 0 {
             input
         } else {
             ctx.store.recovery_input()?
@@ -256,7 +271,8 @@ impl RuntimeActor {
         let mut tasks_to_spawn = Vec::new();
         for mut task in input.running_tasks {
             let child_alive = match task.kind {
-                holarchy_supervision::TaskKind::ChildAgent { child_agent_id } => {
+                TaskKind::Command => false,
+                TaskKind::ChildAgent { child_agent_id } => {
                     spawned.contains(&child_agent_id)
                 }
             };

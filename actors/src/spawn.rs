@@ -147,6 +147,9 @@ async fn spawn_to_completion(
         label: task_label(initial_message.as_deref().unwrap_or_default()),
         status: TaskStatus::Running,
         output: None,
+        command: None,
+        process: None,
+        exit: None,
         created_at_ms: now,
         updated_at_ms: now,
     });

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::{
     AgentId, AgentRecord, CleanupId, EventKind, MessageId, MessageRecord, TaskId, TaskRecord,
-    WaitId, WaitRecord, WorkItemId, WorkItemRecord,
+    OutputChunk, WaitId, WaitRecord, WorkItemId, WorkItemRecord,
 };
 
 /// Why the store could not do what was asked.
@@ -71,6 +71,10 @@ pub enum Write {
     FireWait(WaitRecord),
     /// A work item, new or updated.
     PutWorkItem(WorkItemRecord),
+    /// A piece of a command's output.
+    PutOutput { task_id: TaskId, chunk: OutputChunk },
+    /// Drops the output chunk at `offset` (the ring buffer is full).
+    DropOutput { task_id: TaskId, offset: u64 },
     /// A cleanup about to stop actors.
     PutIntent(CleanupIntent),
     /// A cleanup whose actors are gone.
@@ -157,6 +161,9 @@ pub trait Store: Send + Sync + 'static {
     /// The wait whose trigger token hashes to `token_hash`, armed or not.
     fn wait_by_token_hash(&self, token_hash: &[u8; 32]) -> Result<Option<WaitId>, StoreError>;
     fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError>;
+    /// A command's retained output from `offset` on, at most about
+    /// `max_bytes` (whole chunks; at least one).
+    fn output_after(&self, task_id: TaskId, offset: u64, max_bytes: usize) -> Result<Vec<OutputChunk>, StoreError>;
     /// Every work item the agent owns, oldest first.
     fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError>;
     /// Applies a batch atomically. Durable only once a later

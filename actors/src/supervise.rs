@@ -25,7 +25,7 @@ use crate::directory::{DirectoryEntry, Member};
 use crate::store::{Batch, StoreError, Write};
 use crate::task::{TaskActor, TaskSnapshot};
 use crate::wait::WaitActor;
-use crate::{cleanup, now_ms, Ctx};
+use crate::{cleanup, command_plane, now_ms, Ctx};
 
 /// Spawns one agent actor under `supervisor` with the given queue, and
 /// registers it. Returns `None` (and stops the new actor) if the agent was
@@ -169,9 +169,20 @@ pub async fn spawn_tree(
             }
         };
         for task in ctx.store.tasks_of(agent_id)? {
-            if task.status == TaskStatus::Running {
-                if let Err(err) = spawn_task(ctx, &task, actor.get_cell()).await {
-                    warn!(task_id = %task.id, error = %err, "skipped respawning a task handle");
+            if task.status != TaskStatus::Running {
+                continue;
+            }
+            match task.kind {
+                TaskKind::ChildAgent { .. } => {
+                    if let Err(err) = spawn_task(ctx, &task, actor.get_cell()).await {
+                        warn!(task_id = %task.id, error = %err, "skipped respawning a task handle");
+                    }
+                }
+                // Its process died with the old actor; the owner learns
+                // of it once released.
+                TaskKind::Command => {
+                    let (batch, _) = command_plane::interrupt(&task, "its agent restarted", true);
+                    ctx.store.commit(batch)?;
                 }
             }
         }
@@ -209,6 +220,7 @@ fn forget_subtree(ctx: &Ctx, root: AgentId) -> Result<(), StoreError> {
         ctx.directory.remove(agent_id);
         for task in ctx.store.tasks_of(agent_id)? {
             ctx.directory.remove_task(task.id);
+            ctx.directory.remove_command(task.id);
         }
         for wait in ctx.store.waits_of(agent_id)? {
             ctx.directory.remove_wait(wait.id);
@@ -343,6 +355,9 @@ pub async fn on_child_exit(
         None => Ok(()),
         Some(Member::Task(task_id)) => restart_task(ctx, task_id, supervisor).await,
         Some(Member::Wait(wait_id)) => restart_wait(ctx, wait_id, supervisor).await,
+        // A process cannot be restarted: the task ends interrupted (its
+        // group died with the actor) and its owner is told.
+        Some(Member::Command(task_id)) => interrupt_command(ctx, task_id, &reason),
         Some(Member::Agent(agent_id)) => restart_agent(ctx, agent_id, supervisor, reason).await,
     };
     if let Err(err) = result {
@@ -362,6 +377,17 @@ async fn restart_task(
     {
         warn!(task_id = %task_id, "task actor exited; restarting it");
         spawn_task(ctx, &task, owner).await?;
+    }
+    Ok(())
+}
+
+fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), ActorProcessingErr> {
+    if let Some(task) = ctx.store.task(task_id)?.filter(|t| t.status == TaskStatus::Running) {
+        let (batch, message) = command_plane::interrupt(&task, &format!("its actor stopped: {reason}"), true);
+        ctx.store.commit(batch)?;
+        if let Some(message_id) = message {
+            wake(ctx, task.owner_agent_id, message_id);
+        }
     }
     Ok(())
 }

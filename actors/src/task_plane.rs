@@ -5,16 +5,31 @@
 use std::sync::Arc;
 
 use holarchy_supervision::{
-    AgentId, MessageStatus, Provenance, TaskId, TaskKind, TaskRecord, TaskStatus,
+    AgentId, MessageStatus, OutputChunk, Provenance, TaskId, TaskKind, TaskRecord, TaskStatus,
 };
 use ractor::rpc::CallResult;
 
 use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage, NotRunning};
 use crate::store::StoreError;
+use crate::command_plane::{self, CommandError};
 use crate::{supervise, Ctx};
 
 /// How many of a running child's messages make its progress output.
 const PROGRESS_MESSAGES: usize = 100;
+/// Output bytes returned per read.
+const OUTPUT_PAGE: usize = 256 * 1024;
+
+/// One read of a task's output.
+#[derive(Debug, Clone, Default)]
+pub struct TaskOutput {
+    /// The output as text (chunks joined, streams interleaved).
+    pub text: String,
+    pub chunks: Vec<OutputChunk>,
+    /// Bytes from the requested offset already dropped by the ring.
+    pub dropped: u64,
+    /// Where the next read continues.
+    pub next_offset: u64,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
@@ -27,6 +42,8 @@ pub enum TaskError {
     },
     #[error(transparent)]
     Deliver(#[from] DeliverError),
+    #[error(transparent)]
+    Command(#[from] CommandError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -43,74 +60,89 @@ pub fn list(ctx: &Ctx, owner: AgentId) -> Result<Vec<TaskRecord>, TaskError> {
     Ok(ctx.store.tasks_of(owner)?)
 }
 
-fn child_of(task: &TaskRecord) -> AgentId {
-    match task.kind {
-        TaskKind::ChildAgent { child_agent_id } => child_agent_id,
-    }
-}
-
-/// The task's output: its result once ended; while it runs, the child's
-/// replies so far, one per line (progress).
+/// The task's output from `offset`: for a command, its retained output
+/// chunks (streams tagged, in order); for a child agent, its result once
+/// ended, or its replies so far (progress).
 pub fn output(
     ctx: &Ctx,
     task_id: TaskId,
     owner: Option<AgentId>,
-) -> Result<(TaskRecord, String), TaskError> {
+    offset: u64,
+) -> Result<(TaskRecord, TaskOutput), TaskError> {
     let task = get(ctx, task_id, owner)?;
-    if let Some(output) = &task.output {
-        return Ok((task.clone(), output.clone()));
-    }
-    let child = child_of(&task);
-    let mut replies = Vec::new();
-    for message in ctx.store.list_messages(child, None, PROGRESS_MESSAGES)? {
-        if let (MessageStatus::Handled { .. }, Some(reply)) = (message.status, &message.reply) {
-            replies.push(reply.clone());
+    let out = match task.kind {
+        TaskKind::Command => {
+            let chunks = ctx.store.output_after(task_id, offset, OUTPUT_PAGE)?;
+            let first = chunks.first().map_or(offset, |c| c.offset);
+            let next = chunks.last().map_or(offset, |c| c.offset + c.data.len() as u64);
+            TaskOutput {
+                text: command_plane::text(&chunks),
+                // Bytes before `first` that the caller asked for are gone.
+                dropped: first.saturating_sub(offset),
+                next_offset: next,
+                chunks,
+            }
         }
-    }
-    Ok((task, replies.join("\n")))
+        TaskKind::ChildAgent { child_agent_id } => {
+            let text = match &task.output {
+                Some(result) => result.clone(),
+                None => {
+                    let mut replies = Vec::new();
+                    for message in ctx.store.list_messages(child_agent_id, None, PROGRESS_MESSAGES)? {
+                        if let (MessageStatus::Handled { .. }, Some(reply)) = (message.status, &message.reply) {
+                            replies.push(reply.clone());
+                        }
+                    }
+                    replies.join("\n")
+                }
+            };
+            TaskOutput { text, chunks: Vec::new(), dropped: 0, next_offset: 0 }
+        }
+    };
+    Ok((task, out))
 }
 
-/// Follow-up input to a child: a message with the parent's provenance.
+/// Follow-up input: a message to a child with its parent's provenance, or
+/// bytes on a command's stdin.
 pub async fn input(
     ctx: &Ctx,
     task_id: TaskId,
     owner: Option<AgentId>,
     body: String,
-) -> Result<Delivered, TaskError> {
+) -> Result<Option<Delivered>, TaskError> {
     let task = get(ctx, task_id, owner)?;
     if task.status != TaskStatus::Running {
-        return Err(TaskError::NotRunning {
-            task_id,
-            status: task.status.name(),
-        });
+        return Err(TaskError::NotRunning { task_id, status: task.status.name() });
     }
-    let child = child_of(&task);
+    let child = match task.kind {
+        TaskKind::ChildAgent { child_agent_id } => child_agent_id,
+        TaskKind::Command => {
+            command_plane::input(ctx, task_id, body.into_bytes()).await?;
+            return Ok(None);
+        }
+    };
     let actor = ctx.directory.get(child).ok_or(DeliverError::NotRunning {
         agent_id: child,
         why: NotRunning::Restarting,
     })?;
     let message = NewMessage {
-        provenance: Provenance::Parent {
-            agent_id: task.owner_agent_id,
-        },
+        provenance: Provenance::Parent { agent_id: task.owner_agent_id },
         body,
         dedupe_key: None,
     };
     let answer = actor
         .actor
-        .call(
-            |reply| AgentMsg::Deliver { message, reply },
-            Some(ctx.config.call_timeout),
-        )
+        .call(|reply| AgentMsg::Deliver { message, reply }, Some(ctx.config.call_timeout))
         .await;
     match answer {
-        Ok(CallResult::Success(delivered)) => Ok(delivered?),
+        Ok(CallResult::Success(delivered)) => Ok(Some(delivered?)),
         Ok(_) => Err(DeliverError::Unavailable("the child did not answer".into()).into()),
         Err(err) => Err(DeliverError::Unavailable(err.to_string()).into()),
     }
 }
 
-/// Stops the child and its whole subtree; the handle ends `stopped`.
+/// Stops a task: a child and its whole subtree, or a command's process
+/// group (SIGTERM, then SIGKILL after the grace period).
 pub async fn stop(
     ctx: &Arc<Ctx>,
     task_id: TaskId,
@@ -119,18 +151,13 @@ pub async fn stop(
 ) -> Result<TaskRecord, TaskError> {
     let task = get(ctx, task_id, owner)?;
     if task.status != TaskStatus::Running {
-        return Err(TaskError::NotRunning {
-            task_id,
-            status: task.status.name(),
-        });
+        return Err(TaskError::NotRunning { task_id, status: task.status.name() });
     }
-    supervise::end_child(
-        ctx,
-        child_of(&task),
-        TaskStatus::Stopped,
-        format!("stopped: {why}"),
-        false,
-    )
-    .await?;
+    match task.kind {
+        TaskKind::ChildAgent { child_agent_id } => {
+            supervise::end_child(ctx, child_agent_id, TaskStatus::Stopped, format!("stopped: {why}"), false).await?;
+        }
+        TaskKind::Command => command_plane::stop(ctx, task_id).await?,
+    }
     get(ctx, task_id, owner)
 }

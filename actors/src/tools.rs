@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::agent::{AgentMsg, AgentSnapshot};
 use crate::brain::ToolCall;
 use crate::spawn::{self, SpawnRequest};
-use crate::{task_plane, wait_plane, work_plane, Ctx};
+use crate::{command_plane, task_plane, wait_plane, work_plane, Ctx};
 
 /// One tool of the catalog.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +54,11 @@ pub const CATALOG: &[ToolSpec] = &[
         name: "TaskInput",
         family: ToolFamily::Core,
         description: "Sends follow-up input to a supervised child: `{\"task_id\": ..., \"text\": ...}`.",
+    },
+    ToolSpec {
+        name: "ExecCommand",
+        family: ToolFamily::LocalEnvironment,
+        description: "Runs a shell command in this agent's workspace, in its own process group: `{\"command\": ..., \"yield_ms\": 3000}`. A command done within yield_ms returns its output; a longer one returns a task handle and reports back when it ends.",
     },
     ToolSpec {
         name: "Sleep",
@@ -223,11 +228,17 @@ async fn run(
             Ok(task_json(&task))
         }
         "TaskOutput" => {
-            let (task, output) = task_plane::output(ctx, task_id(input)?, Some(agent_id))
+            let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0);
+            let (task, output) = task_plane::output(ctx, task_id(input)?, Some(agent_id), offset)
                 .map_err(|e| e.to_string())?;
-            Ok(
-                json!({ "task_id": task.id.to_string(), "status": task.status.name(), "output": output }),
-            )
+            Ok(json!({
+                "task_id": task.id.to_string(),
+                "status": task.status.name(),
+                "output": output.text,
+                "next_offset": output.next_offset,
+                "dropped_bytes": output.dropped,
+                "exit": task.exit.map(|e| e.describe()),
+            }))
         }
         "TaskInput" => {
             let text = text_field(input, "text")?
@@ -236,13 +247,30 @@ async fn run(
             let delivered = task_plane::input(ctx, task_id(input)?, Some(agent_id), text)
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(json!({ "message_id": delivered.message_id.to_string() }))
+            Ok(json!({ "message_id": delivered.map(|d| d.message_id.to_string()) }))
         }
         "TaskStop" => {
             let task = task_plane::stop(ctx, task_id(input)?, Some(agent_id), "by its owner")
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(task_json(&task))
+        }
+        "ExecCommand" => {
+            let command = text_field(input, "command")?.ok_or("`command` is required")?.to_owned();
+            let yield_ms = input
+                .get("yield_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(command_plane::DEFAULT_YIELD_MS);
+            let done = command_plane::exec(ctx, agent_id, command, yield_ms).await.map_err(|e| e.to_string())?;
+            Ok(json!({
+                "task_handle": {
+                    "task_id": done.task.id.to_string(),
+                    "task_kind": done.task.kind.name(),
+                    "status": done.task.status.name(),
+                    "initial_output": done.initial_output,
+                },
+                "exit": done.task.exit.map(|e| e.describe()),
+            }))
         }
         "Sleep" => {
             let duration_ms = input
@@ -379,14 +407,17 @@ pub fn work_json(item: &WorkItemRecord) -> Value {
 
 pub fn task_json(task: &TaskRecord) -> Value {
     let child = match task.kind {
-        TaskKind::ChildAgent { child_agent_id } => child_agent_id,
+        TaskKind::ChildAgent { child_agent_id } => Some(child_agent_id.to_string()),
+        TaskKind::Command => None,
     };
     json!({
         "task_id": task.id.to_string(),
         "task_kind": task.kind.name(),
         "label": task.label,
         "status": task.status.name(),
-        "child_agent_id": child.to_string(),
+        "child_agent_id": child,
+        "command": task.command,
+        "exit": task.exit.map(|e| e.describe()),
         "output": task.output,
     })
 }

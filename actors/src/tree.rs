@@ -5,7 +5,9 @@
 
 use std::collections::HashSet;
 
-use holarchy_supervision::{AgentId, AgentRecord, TaskRecord, TaskStatus, WaitRecord, WaitStatus};
+use holarchy_supervision::{
+    AgentId, AgentRecord, TaskKind, TaskRecord, TaskStatus, WaitRecord, WaitStatus,
+};
 use ractor::{ActorCell, ActorId, ActorStatus};
 
 use crate::store::StoreError;
@@ -113,7 +115,10 @@ fn walk(
             continue;
         }
         report.tasks += 1;
-        let task_cell = ctx.directory.task(task.id).map(|a| a.get_cell());
+        let task_cell = match task.kind {
+            TaskKind::ChildAgent { .. } => ctx.directory.task(task.id).map(|a| a.get_cell()),
+            TaskKind::Command => ctx.directory.command(task.id).map(|a| a.get_cell()),
+        };
         let task_alive = task_cell.as_ref().is_some_and(alive);
         if !task_alive {
             report.mismatches.push(format!(

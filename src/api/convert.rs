@@ -1,6 +1,7 @@
 //! Domain to proto, and the one place errors become gRPC statuses.
 
 use holarchy_actors::agent::{ControlError, NotRunning};
+use holarchy_actors::command_plane::CommandError;
 use holarchy_actors::task_plane::TaskError;
 use holarchy_actors::wait_plane::WaitError;
 use holarchy_actors::{
@@ -9,7 +10,8 @@ use holarchy_actors::{
 use holarchy_supervision::limits::InvalidInput;
 use holarchy_supervision::{
     AgentRecord, Event, EventKind, IdParseError, LifecycleState, MessageRecord, MessageStatus,
-    Ownership, Provenance, Refusal, TaskKind, TaskRecord, Visibility, WaitRecord, WaitStatus,
+    OutputChunk, Ownership, Provenance, Refusal, TaskKind, TaskRecord, Visibility, WaitRecord,
+    WaitStatus,
     WorkItemRecord,
 };
 use serde_json::json;
@@ -221,6 +223,7 @@ pub fn message(record: &MessageRecord) -> pb::Message {
         | Provenance::Trigger { .. }
         | Provenance::Timer { .. }
         | Provenance::SelfQueued
+        | Provenance::TaskResult { .. }
         | Provenance::Runtime => None,
     };
     let status = match record.status {
@@ -367,19 +370,26 @@ pub fn event(event: &Event) -> pb::Event {
 
 pub fn task(task: &TaskRecord) -> pb::TaskHandle {
     let child = match task.kind {
-        TaskKind::ChildAgent { child_agent_id } => child_agent_id,
+        TaskKind::ChildAgent { child_agent_id } => child_agent_id.to_string(),
+        TaskKind::Command => String::new(),
     };
     pb::TaskHandle {
         task_id: task.id.to_string(),
         task_kind: task.kind.name().to_owned(),
         status: task.status.name().to_owned(),
         owner_agent_id: task.owner_agent_id.to_string(),
-        child_agent_id: child.to_string(),
+        child_agent_id: child,
         label: task.label.clone(),
         output: task.output.clone().unwrap_or_default(),
         created_at_ms: task.created_at_ms as i64,
         updated_at_ms: task.updated_at_ms as i64,
+        command: task.command.clone().unwrap_or_default(),
+        exit: task.exit.map(|e| e.describe()).unwrap_or_default(),
     }
+}
+
+pub fn chunk(chunk: &OutputChunk) -> pb::OutputChunk {
+    pb::OutputChunk { offset: chunk.offset, stream: chunk.stream.name().to_owned(), data: chunk.data.clone() }
 }
 
 impl From<TaskError> for ApiError {
@@ -388,6 +398,7 @@ impl From<TaskError> for ApiError {
             TaskError::NotFound(_) => ApiError::NotFound(err.to_string()),
             TaskError::NotRunning { .. } => ApiError::FailedPrecondition(err.to_string()),
             TaskError::Deliver(e) => e.into(),
+            TaskError::Command(e) => e.into(),
             TaskError::Store(e) => e.into(),
         }
     }
@@ -451,6 +462,19 @@ pub fn work_item(item: &WorkItemRecord, waits: &[WaitRecord]) -> pb::WorkItem {
             .collect(),
         created_at_ms: item.created_at_ms as i64,
         updated_at_ms: item.updated_at_ms as i64,
+    }
+}
+
+impl From<CommandError> for ApiError {
+    fn from(err: CommandError) -> Self {
+        match err {
+            CommandError::BadCommand | CommandError::BadYield => ApiError::InvalidArgument(err.to_string()),
+            CommandError::OwnerGone | CommandError::Ended | CommandError::Input(_) => {
+                ApiError::FailedPrecondition(err.to_string())
+            }
+            CommandError::Start(_) => ApiError::Internal(err.to_string()),
+            CommandError::Store(e) => e.into(),
+        }
     }
 }
 

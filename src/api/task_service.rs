@@ -1,10 +1,14 @@
 //! `holarchy.v1.TaskService`: operators act on task handles as the owning
 //! agent would, through the same task plane its tools use.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use holarchy_actors::{task_plane, Runtime};
 use holarchy_supervision::{limits, TaskId};
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 use super::agent_service::parse_agent_id;
@@ -15,13 +19,17 @@ use super::pb::task_service_server::TaskService;
 #[derive(Debug, Clone)]
 pub struct TaskApi {
     runtime: Arc<Runtime>,
+    /// Flips to `true` at shutdown; open follows end then.
+    shutdown: watch::Receiver<bool>,
 }
 
 impl TaskApi {
-    pub fn new(runtime: Arc<Runtime>) -> Self {
-        Self { runtime }
+    pub fn new(runtime: Arc<Runtime>, shutdown: watch::Receiver<bool>) -> Self {
+        Self { runtime, shutdown }
     }
 }
+
+type ChunkStream = Pin<Box<dyn Stream<Item = Result<pb::OutputChunk, Status>> + Send>>;
 
 fn parse_task_id(text: &str) -> Result<TaskId, ApiError> {
     if text.is_empty() {
@@ -63,15 +71,75 @@ impl TaskService for TaskApi {
         &self,
         request: Request<pb::ReadTaskOutputRequest>,
     ) -> Result<Response<pb::ReadTaskOutputResponse>, Status> {
-        let task_id = parse_task_id(&request.into_inner().task_id)?;
+        let req = request.into_inner();
+        let task_id = parse_task_id(&req.task_id)?;
         let ctx = self.runtime.ctx();
-        let (task, output) = task_plane::output(ctx, task_id, None).map_err(ApiError::from)?;
+        let (task, output) = task_plane::output(ctx, task_id, None, req.offset).map_err(ApiError::from)?;
         ctx.store.durable().await.map_err(ApiError::from)?;
         Ok(Response::new(pb::ReadTaskOutputResponse {
             task_id: task.id.to_string(),
             status: task.status.name().to_owned(),
-            output,
+            output: output.text,
+            chunks: output.chunks.iter().map(convert::chunk).collect(),
+            next_offset: output.next_offset,
+            dropped_bytes: output.dropped,
         }))
+    }
+
+    type FollowTaskOutputStream = ChunkStream;
+
+    async fn follow_task_output(
+        &self,
+        request: Request<pb::ReadTaskOutputRequest>,
+    ) -> Result<Response<Self::FollowTaskOutputStream>, Status> {
+        let req = request.into_inner();
+        let task_id = parse_task_id(&req.task_id)?;
+        let ctx = self.runtime.ctx().clone();
+        // Refuse unknown tasks up front, not as a stream error.
+        task_plane::get(&ctx, task_id, None).map_err(ApiError::from)?;
+        let (tx, rx) = mpsc::channel(64);
+        let mut shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            // Subscribe before reading, so nothing produced in between is missed.
+            let mut grown = ctx.follow_output();
+            let mut offset = req.offset;
+            loop {
+                let (task, output) = match task_plane::output(&ctx, task_id, None, offset) {
+                    Ok(read) => read,
+                    Err(err) => {
+                        let _ = tx.send(Err(Status::from(ApiError::from(err)))).await;
+                        return;
+                    }
+                };
+                for chunk in &output.chunks {
+                    if tx.send(Ok(convert::chunk(chunk))).await.is_err() {
+                        return;
+                    }
+                }
+                let caught_up = output.next_offset == offset;
+                offset = output.next_offset;
+                if caught_up && task.status.is_terminal() {
+                    return;
+                }
+                if !caught_up {
+                    continue;
+                }
+                loop {
+                    tokio::select! {
+                        changed = grown.recv() => match changed {
+                            Ok(id) if id == task_id => break,
+                            Ok(_) => continue,
+                            // Lagged: some notice was lost; read again.
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                        },
+                        _ = shutdown.wait_for(|stop| *stop) => return,
+                        _ = tx.closed() => return,
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn send_task_input(
@@ -85,7 +153,7 @@ impl TaskService for TaskApi {
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::SendTaskInputResponse {
-            message_id: delivered.message_id.to_string(),
+            message_id: delivered.map(|d| d.message_id.to_string()).unwrap_or_default(),
         }))
     }
 

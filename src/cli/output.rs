@@ -329,10 +329,35 @@ impl Output {
         if self.json {
             say!(
                 "{}",
-                json!({ "task_id": o.task_id, "status": o.status, "output": o.output })
+                json!({
+                    "task_id": o.task_id,
+                    "status": o.status,
+                    "output": o.output,
+                    "next_offset": o.next_offset,
+                    "dropped_bytes": o.dropped_bytes,
+                })
             );
         } else {
+            if o.dropped_bytes > 0 {
+                eprintln!("({} bytes dropped by the output buffer)", o.dropped_bytes);
+            }
             say!("{}", o.output);
+        }
+    }
+
+    /// A piece of a followed command's output: raw to stdout, or a JSON
+    /// line with its stream.
+    pub fn chunk(&self, c: &pb::OutputChunk) {
+        if self.json {
+            say!(
+                "{}",
+                json!({ "offset": c.offset, "stream": c.stream, "data": String::from_utf8_lossy(&c.data) })
+            );
+        } else {
+            let mut stdout = std::io::stdout().lock();
+            if stdout.write_all(&c.data).and_then(|()| stdout.flush()).is_err() {
+                std::process::exit(0);
+            }
         }
     }
 

@@ -16,6 +16,7 @@
 //! - `triggers`: SHA-256 of a token       -> wait id (armed or cancelled)
 //! - `work`:     work item id             -> WorkItemRecord
 //! - `owned_work`: owner id ++ item id    -> (empty): work items by owner
+//! - `output`:   task id ++ offset (u64)  -> OutputChunk of a command
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -29,7 +30,7 @@ use holarchy_actors::{Batch, DurableFuture, RecoveryInput, Store, StoreError};
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::{
     AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, TaskId, TaskRecord,
-    TaskStatus, Visibility, WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
+    OutputChunk, TaskStatus, Visibility, WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
 };
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Tree;
@@ -54,9 +55,17 @@ const OWNED_WAITS: &str = "owned_waits";
 const TRIGGERS: &str = "triggers";
 const WORK: &str = "work";
 const OWNED_WORK: &str = "owned_work";
+const OUTPUT: &str = "output";
 
 fn backend(err: sled::Error) -> StoreError {
     StoreError::Backend(err.to_string())
+}
+
+fn output_key(task_id: TaskId, offset: u64) -> Vec<u8> {
+    let mut key = Vec::with_capacity(24);
+    key.extend_from_slice(&task_id.to_bytes());
+    key.extend_from_slice(&offset.to_be_bytes());
+    key
 }
 
 fn pair_key(agent_id: AgentId, tail: &[u8]) -> Vec<u8> {
@@ -107,6 +116,7 @@ pub struct SledStore {
     triggers: Tree,
     work: Tree,
     owned_work: Tree,
+    output: Tree,
     /// The last event cursor handed out; held across each transaction.
     next_cursor: Mutex<EventCursor>,
     /// The last event cursor whose transaction has been applied.
@@ -151,6 +161,7 @@ impl SledStore {
             triggers: tree(TRIGGERS)?,
             work: tree(WORK)?,
             owned_work: tree(OWNED_WORK)?,
+            output: tree(OUTPUT)?,
             events,
             next_cursor: Mutex::new(last),
             committed,
@@ -419,6 +430,34 @@ impl Store for SledStore {
         }
     }
 
+    fn output_after(&self, task_id: TaskId, offset: u64, max_bytes: usize) -> Result<Vec<OutputChunk>, StoreError> {
+        // The chunk holding `offset` may start before it.
+        let start = match self
+            .output
+            .range(output_key(task_id, 0)..=output_key(task_id, offset))
+            .next_back()
+        {
+            Some(entry) => entry.map_err(backend)?.0.to_vec(),
+            None => output_key(task_id, offset),
+        };
+        let end = output_key(task_id, u64::MAX);
+        let mut out = Vec::new();
+        let mut size = 0;
+        for entry in self.output.range(start..=end) {
+            let (_, value) = entry.map_err(backend)?;
+            let chunk: OutputChunk = decode(OUTPUT, &value)?;
+            if chunk.offset + chunk.data.len() as u64 <= offset {
+                continue;
+            }
+            size += chunk.data.len();
+            out.push(chunk);
+            if size >= max_bytes {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError> {
         self.get(&self.work, WORK, &id.to_bytes())
     }
@@ -491,12 +530,14 @@ impl Store for SledStore {
             &self.triggers,
             &self.work,
             &self.owned_work,
+            &self.output,
         ];
         let result = sled::Transactional::transaction(&trees[..], |t| -> TxResult {
             let (agents, names, messages, pending, dedupe) = (&t[0], &t[1], &t[2], &t[3], &t[4]);
             let (log, tasks, owned, children, cleanups) = (&t[5], &t[6], &t[7], &t[8], &t[9]);
             let (waits, owned_waits, triggers, work, owned_work) =
                 (&t[10], &t[11], &t[12], &t[13], &t[14]);
+            let output = &t[15];
             for write in &writes {
                 match write {
                     Encoded::CreateAgent {
@@ -616,6 +657,12 @@ impl Store for SledStore {
                     } => {
                         work.insert(id.as_slice(), value.as_slice())?;
                         owned_work.insert(owned_key.as_slice(), &[] as &[u8])?;
+                    }
+                    Encoded::PutOutput { key, value } => {
+                        output.insert(key.as_slice(), value.as_slice())?;
+                    }
+                    Encoded::DropOutput { key } => {
+                        output.remove(key.as_slice())?;
                     }
                     Encoded::PutIntent { id, value } => {
                         cleanups.insert(id.as_slice(), value.as_slice())?;

@@ -76,6 +76,7 @@ pub fn admit(
         Provenance::Trigger { .. }
         | Provenance::Timer { .. }
         | Provenance::SelfQueued
+        | Provenance::TaskResult { .. }
         | Provenance::Runtime => Ok(()),
         // Bootstrap input from a creator reaches only the public agent it
         // made; a private agent's first message comes from its supervisor.

@@ -38,6 +38,6 @@ pub use ids::{
 pub use ingress::{admit, Refusal, Target};
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};
 pub use record::{AgentRecord, LifecycleState, MessageRecord, MessageStatus, Provenance};
-pub use task::{TaskKind, TaskRecord, TaskStatus};
+pub use task::{ExitInfo, OutputChunk, ProcessRef, Stream, TaskKind, TaskRecord, TaskStatus};
 pub use wait::{WaitKind, WaitRecord, WaitStatus};
 pub use work::{PlanStep, StepStatus, WorkItemRecord, WorkStatus};

@@ -73,6 +73,8 @@ pub enum Provenance {
     Timer { wait_id: WaitId },
     /// The agent queued it to itself for a later turn (`Enqueue`).
     SelfQueued,
+    /// A task the agent owns ended (a command that outlived its yield).
+    TaskResult { task_id: crate::TaskId },
     /// The runtime itself (timers, task results, recovery notices).
     Runtime,
     /// The agent that created this (public) agent, bootstrapping it; not
@@ -89,6 +91,7 @@ impl Provenance {
             Provenance::Trigger { .. } => "trigger",
             Provenance::Timer { .. } => "timer",
             Provenance::SelfQueued => "self",
+            Provenance::TaskResult { .. } => "task_result",
             Provenance::Runtime => "runtime",
             Provenance::Creator { .. } => "creator",
         }

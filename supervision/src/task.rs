@@ -10,13 +10,45 @@ use crate::ids::{AgentId, TaskId};
 pub enum TaskKind {
     /// The parent's handle on a private child agent.
     ChildAgent { child_agent_id: AgentId },
+    /// A shell command in the agent's workspace, in its own process group.
+    Command,
 }
 
 impl TaskKind {
     pub const fn name(&self) -> &'static str {
         match self {
             TaskKind::ChildAgent { .. } => "child_agent_task",
+            TaskKind::Command => "command",
         }
+    }
+}
+
+/// Where a command's process group runs, so a restart can find it and make
+/// sure it is gone. The start time (clock ticks since boot, from
+/// `/proc/<pid>/stat`) tells a recycled pid from ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRef {
+    pub pgid: i32,
+    pub start_ticks: u64,
+}
+
+/// How a command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExitInfo {
+    Code(i32),
+    Signal(i32),
+}
+
+impl ExitInfo {
+    pub fn describe(&self) -> String {
+        match self {
+            ExitInfo::Code(code) => format!("exit code {code}"),
+            ExitInfo::Signal(signal) => format!("signal {signal}"),
+        }
+    }
+
+    pub const fn success(&self) -> bool {
+        matches!(self, ExitInfo::Code(0))
     }
 }
 
@@ -30,6 +62,8 @@ pub enum TaskStatus {
     Failed,
     /// Stopped on purpose: `TaskStop`, or its owner was cleaned up.
     Stopped,
+    /// The daemon stopped or crashed while it ran; its process is gone.
+    Interrupted,
 }
 
 impl TaskStatus {
@@ -39,13 +73,14 @@ impl TaskStatus {
             TaskStatus::Completed => "completed",
             TaskStatus::Failed => "failed",
             TaskStatus::Stopped => "stopped",
+            TaskStatus::Interrupted => "interrupted",
         }
     }
 
     pub const fn is_terminal(self) -> bool {
         match self {
             TaskStatus::Running => false,
-            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Stopped => true,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Stopped | TaskStatus::Interrupted => true,
         }
     }
 }
@@ -61,8 +96,54 @@ pub struct TaskRecord {
     pub status: TaskStatus,
     /// The result, or why it failed or stopped.
     pub output: Option<String>,
+    /// The command line, for a command task.
+    pub command: Option<String>,
+    /// The running process group, for a command task.
+    pub process: Option<ProcessRef>,
+    /// How the command ended.
+    pub exit: Option<ExitInfo>,
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
+}
+
+/// Which stream a piece of command output came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+impl Stream {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// A piece of output at a byte offset of the task's combined output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputChunk {
+    pub offset: u64,
+    pub stream: Stream,
+    pub data: Vec<u8>,
+}
+
+/// What the ring buffer should drop so that at most `capacity` bytes
+/// stay: the offsets of the oldest chunks to delete. `chunks` are the
+/// retained (offset, len) pairs in order; `end` the offset after the last.
+/// The newest chunk always stays, even if it alone is larger.
+pub fn chunks_to_drop(chunks: &[(u64, u64)], end: u64, capacity: u64) -> Vec<u64> {
+    let mut drop = Vec::new();
+    for (offset, _) in chunks.iter().take(chunks.len().saturating_sub(1)) {
+        // Keep a chunk once what follows it fits.
+        if end.saturating_sub(*offset) <= capacity {
+            break;
+        }
+        drop.push(*offset);
+    }
+    drop
 }
 
 /// The longest task label, in characters.
@@ -90,6 +171,30 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    proptest! {
+        #[test]
+        fn the_ring_keeps_the_newest_output_within_capacity(
+            lens in proptest::collection::vec(1u64..5000, 1..60),
+            capacity in 1u64..20_000,
+        ) {
+            let mut chunks = Vec::new();
+            let mut end = 0;
+            for len in lens {
+                chunks.push((end, len));
+                end += len;
+            }
+            let dropped = chunks_to_drop(&chunks, end, capacity);
+            let kept: Vec<_> = chunks.iter().filter(|(o, _)| !dropped.contains(o)).collect();
+            // Dropped chunks are the oldest ones.
+            prop_assert!(dropped.iter().zip(chunks.iter()).all(|(d, (o, _))| d == o));
+            if let Some((first, _)) = kept.first() {
+                // What stays fits, unless the newest chunk alone is larger.
+                prop_assert!(end - first <= capacity || kept.len() == 1);
+            }
+            prop_assert!(!kept.is_empty(), "the newest chunk always stays");
+        }
+    }
 
     #[test]
     fn labels_come_from_the_first_line() {

@@ -4,7 +4,7 @@
 use holarchy_actors::{StoreError, Write};
 use holarchy_supervision::{AgentId, WaitKind};
 
-use super::{pair_key, AGENTS, CLEANUPS, MESSAGES, TASKS, WAITS, WORK};
+use super::{output_key, pair_key, AGENTS, CLEANUPS, MESSAGES, OUTPUT, TASKS, WAITS, WORK};
 use crate::store::codec::encode;
 
 /// A batch, encoded ahead of the transaction (whose closure may rerun).
@@ -50,6 +50,13 @@ pub(super) enum Encoded {
         id: [u8; 16],
         owned_key: Vec<u8>,
         value: Vec<u8>,
+    },
+    PutOutput {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    DropOutput {
+        key: Vec<u8>,
     },
     PutIntent {
         id: [u8; 16],
@@ -111,6 +118,11 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             owned_key: pair_key(item.owner_agent_id, &item.id.to_bytes()),
             value: encode(WORK, item)?,
         },
+        Write::PutOutput { task_id, chunk } => Encoded::PutOutput {
+            key: output_key(*task_id, chunk.offset),
+            value: encode(OUTPUT, chunk)?,
+        },
+        Write::DropOutput { task_id, offset } => Encoded::DropOutput { key: output_key(*task_id, *offset) },
         Write::PutIntent(intent) => Encoded::PutIntent {
             id: intent.id.to_bytes(),
             value: encode(CLEANUPS, intent)?,

@@ -1,0 +1,382 @@
+//! The command actor: one per running command task, linked under the agent
+//! that owns it. It owns the process group: output goes through it into a
+//! bounded ring of chunks in the store, stdin goes out through it, and
+//! stopping it (or killing it with its agent's subtree) kills the group, so
+//! no process outlives its task.
+//!
+//! Nothing here awaits inside `handle`: readers, the exit waiter and the
+//! stdin writer are tasks of their own that talk to the actor by message.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use holarchy_supervision::task::chunks_to_drop;
+use holarchy_supervision::{
+    EventKind, ExitInfo, MessageRecord, OutputChunk, ProcessRef, Provenance, Stream,
+    TaskId, TaskRecord, TaskStatus,
+};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::sync::{mpsc, watch};
+use tokio::task::AbortHandle;
+use tracing::warn;
+
+use crate::store::{Batch, StoreError, Write};
+use crate::{now_ms, supervise, Ctx};
+
+/// Bytes read from a pipe at a time: one output chunk at most.
+const READ_SIZE: usize = 8 * 1024;
+/// How much of the output the final task record keeps as its result.
+const RESULT_TAIL: usize = 4 * 1024;
+
+/// Who reports a command's end: the tool call still waiting for it, or,
+/// once the tool has yielded, a task-result message to the owner. Settled
+/// with one compare-and-swap, so exactly one of them does.
+#[derive(Debug, Default)]
+pub struct Handoff(AtomicU8);
+
+const WAITING: u8 = 0;
+const YIELDED: u8 = 1;
+const FINISHED: u8 = 2;
+
+impl Handoff {
+    /// The tool gives up waiting; `false` if the command already finished.
+    pub fn yield_to_owner(&self) -> bool {
+        self.0.compare_exchange(WAITING, YIELDED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// The command finished; `true` if the owner must be told by message.
+    fn finish(&self) -> bool {
+        self.0.compare_exchange(WAITING, FINISHED, Ordering::AcqRel, Ordering::Acquire).is_err()
+    }
+}
+
+#[derive(Debug)]
+pub struct CommandArgs {
+    pub task: TaskRecord,
+    pub workdir: PathBuf,
+    pub handoff: Arc<Handoff>,
+    /// Flips to `true` when the task's record reaches its end state.
+    pub done: watch::Sender<bool>,
+}
+
+#[derive(Debug)]
+pub enum CommandMsg {
+    Output(Stream, Vec<u8>),
+    Eof(Stream),
+    Exited(ExitInfo),
+    Input(Vec<u8>, RpcReplyPort<Result<(), String>>),
+    /// SIGTERM to the group, SIGKILL after `grace`.
+    Stop { grace: Duration, reply: RpcReplyPort<()> },
+    Kill,
+}
+
+/// Kills the process group when dropped before the command ended: the
+/// actor was killed (its agent's subtree cleaned up) or failed.
+#[derive(Debug)]
+struct GroupGuard {
+    pgid: i32,
+    ended: bool,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if !self.ended {
+            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Helper(AbortHandle);
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[derive(Debug)]
+pub struct CommandState {
+    task: TaskRecord,
+    guard: GroupGuard,
+    stdin: Option<mpsc::Sender<Vec<u8>>>,
+    /// Retained chunks (offset, len), oldest first, and the end offset.
+    chunks: VecDeque<(u64, u64)>,
+    end: u64,
+    open_streams: u8,
+    exit: Option<ExitInfo>,
+    stopping: bool,
+    handoff: Arc<Handoff>,
+    done: watch::Sender<bool>,
+    _helpers: Vec<Helper>,
+}
+
+#[derive(Debug, Clone)]
+pub struct CommandActor {
+    ctx: Arc<Ctx>,
+}
+
+impl CommandActor {
+    pub fn new(ctx: Arc<Ctx>) -> Self {
+        Self { ctx }
+    }
+}
+
+/// The start time of a process, in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`), to tell our process from a later one with its pid.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces; fields resume after its ')'.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Kills a recorded process group if it is still the one we started.
+pub fn kill_group_if_ours(process: ProcessRef) {
+    if start_ticks(process.pgid) == Some(process.start_ticks) {
+        let _ = killpg(Pid::from_raw(process.pgid), Signal::SIGKILL);
+    }
+}
+
+fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitInfo::Code(code),
+        (None, Some(signal)) => ExitInfo::Signal(signal),
+        (None, None) => ExitInfo::Code(-1),
+    }
+}
+
+fn spawn_reader(myself: ActorRef<CommandMsg>, stream: Stream, mut pipe: impl AsyncReadExt + Unpin + Send + 'static) -> Helper {
+    let task = tokio::spawn(async move {
+        let mut buf = vec![0u8; READ_SIZE];
+        loop {
+            match pipe.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if myself.cast(CommandMsg::Output(stream, buf[..n].to_vec())).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = myself.cast(CommandMsg::Eof(stream));
+    });
+    Helper(task.abort_handle())
+}
+
+impl CommandActor {
+    fn record_output(&self, state: &mut CommandState, stream: Stream, data: Vec<u8>) -> Result<(), StoreError> {
+        let offset = state.end;
+        let len = data.len() as u64;
+        let task_id = state.task.id;
+        let mut batch = Batch::new().write(Write::PutOutput { task_id, chunk: OutputChunk { offset, stream, data } });
+        state.end += len;
+        state.chunks.push_back((offset, len));
+        let retained: Vec<(u64, u64)> = state.chunks.iter().copied().collect();
+        let drop = chunks_to_drop(&retained, state.end, self.ctx.config.output_capacity);
+        for offset in &drop {
+            batch = batch.write(Write::DropOutput { task_id, offset: *offset });
+            state.chunks.pop_front();
+        }
+        self.ctx.store.commit(batch)?;
+        self.ctx.notify_output(task_id);
+        Ok(())
+    }
+
+    /// Once the exit is known and both pipes are drained: the end state,
+    /// the result, and (if the tool already yielded) the owner's message.
+    fn finish(&self, myself: &ActorRef<CommandMsg>, state: &mut CommandState) -> Result<(), StoreError> {
+        let Some(exit) = state.exit else { return Ok(()) };
+        if state.open_streams > 0 {
+            return Ok(());
+        }
+        state.guard.ended = true;
+        let task_id = state.task.id;
+        let owner = state.task.owner_agent_id;
+        let status = if state.stopping {
+            TaskStatus::Stopped
+        } else if exit.success() {
+            TaskStatus::Completed
+        } else {
+            TaskStatus::Failed
+        };
+        let tail = self.tail(task_id, state.end)?;
+        let mut task = state.task.clone();
+        task.status = status;
+        task.exit = Some(exit);
+        task.output = Some(tail.clone());
+        task.updated_at_ms = now_ms();
+        let mut batch = Batch::new()
+            .event(owner, EventKind::TaskUpdated { task_id, kind: task.kind.name().into(), status, detail: exit.describe() })
+            .write(Write::PutTask(task));
+        let mut wake = None;
+        if state.handoff.finish() {
+            let body = format!(
+                "command `{}` {} with {}\n{}",
+                task_label(&state.task),
+                status.name(),
+                exit.describe(),
+                tail
+            );
+            let message = MessageRecord::queued(owner, Provenance::TaskResult { task_id }, body, None, now_ms());
+            wake = Some(message.id);
+            batch = batch
+                .event(owner, EventKind::MessageQueued { message_id: message.id, provenance: message.provenance })
+                .write(Write::PutMessage(message));
+        }
+        self.ctx.store.commit(batch)?;
+        self.ctx.directory.remove_command(task_id);
+        if let Some(message_id) = wake {
+            supervise::wake(&self.ctx, owner, message_id);
+        }
+        let _ = state.done.send(true);
+        self.ctx.notify_output(task_id);
+        myself.stop(Some(status.name().into()));
+        Ok(())
+    }
+
+    /// The last bytes of the output, as text, for the task's result.
+    fn tail(&self, task_id: TaskId, end: u64) -> Result<String, StoreError> {
+        let from = end.saturating_sub(RESULT_TAIL as u64);
+        let chunks = self.ctx.store.output_after(task_id, from, RESULT_TAIL * 2)?;
+        let mut bytes = Vec::new();
+        for chunk in chunks {
+            let skip = from.saturating_sub(chunk.offset) as usize;
+            bytes.extend_from_slice(chunk.data.get(skip..).unwrap_or_default());
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+fn task_label(task: &TaskRecord) -> String {
+    task.command.clone().unwrap_or_else(|| task.label.clone())
+}
+
+impl Actor for CommandActor {
+    type Msg = CommandMsg;
+    type State = CommandState;
+    type Arguments = CommandArgs;
+
+    async fn pre_start(&self, myself: ActorRef<CommandMsg>, args: CommandArgs) -> Result<CommandState, ActorProcessingErr> {
+        let CommandArgs { mut task, workdir, handoff, done } = args;
+        let line = task.command.clone().unwrap_or_default();
+        std::fs::create_dir_all(&workdir)?;
+        let mut child = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(&line)
+            .current_dir(&workdir)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let pid = child.id().map(|p| p as i32).ok_or("the command exited before it started")?;
+        let guard = GroupGuard { pgid: pid, ended: false };
+        self.ctx.directory.insert_command(task.id, myself.clone());
+        task.process = Some(ProcessRef { pgid: pid, start_ticks: start_ticks(pid).unwrap_or(0) });
+        self.ctx.store.commit(Batch::new().write(Write::PutTask(task.clone())))?;
+
+        let mut helpers = Vec::new();
+        if let Some(stdout) = child.stdout.take() {
+            helpers.push(spawn_reader(myself.clone(), Stream::Stdout, stdout));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            helpers.push(spawn_reader(myself.clone(), Stream::Stderr, stderr));
+        }
+        let stdin = child.stdin.take().map(|mut pipe| {
+            let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+            helpers.push(Helper(
+                tokio::spawn(async move {
+                    while let Some(bytes) = rx.recv().await {
+                        if pipe.write_all(&bytes).await.is_err() || pipe.flush().await.is_err() {
+                            break;
+                        }
+                    }
+                })
+                .abort_handle(),
+            ));
+            tx
+        });
+        let waiter = myself.clone();
+        helpers.push(Helper(
+            tokio::spawn(async move {
+                let exit = match child.wait().await {
+                    Ok(status) => exit_info(status),
+                    Err(_) => ExitInfo::Code(-1),
+                };
+                let _ = waiter.cast(CommandMsg::Exited(exit));
+            })
+            .abort_handle(),
+        ));
+        Ok(CommandState {
+            task,
+            guard,
+            stdin,
+            chunks: VecDeque::new(),
+            end: 0,
+            open_streams: 2,
+            exit: None,
+            stopping: false,
+            handoff,
+            done,
+            _helpers: helpers,
+        })
+    }
+
+    async fn handle(&self, myself: ActorRef<CommandMsg>, message: CommandMsg, state: &mut CommandState) -> Result<(), ActorProcessingErr> {
+        match message {
+            CommandMsg::Output(stream, data) => self.record_output(state, stream, data)?,
+            CommandMsg::Eof(_) => {
+                state.open_streams = state.open_streams.saturating_sub(1);
+                self.finish(&myself, state)?;
+            }
+            CommandMsg::Exited(exit) => {
+                state.exit = Some(exit);
+                // Closing stdin lets a reader of it see the end.
+                state.stdin = None;
+                self.finish(&myself, state)?;
+            }
+            CommandMsg::Input(bytes, reply) => {
+                let sent = match &state.stdin {
+                    Some(stdin) => stdin.try_send(bytes).map_err(|e| format!("stdin is not taking input: {e}")),
+                    None => Err("the command has ended".to_owned()),
+                };
+                let _ = reply.send(sent);
+            }
+            CommandMsg::Stop { grace, reply } => {
+                state.stopping = true;
+                let _ = killpg(Pid::from_raw(state.guard.pgid), Signal::SIGTERM);
+                myself.send_after(grace, || CommandMsg::Kill);
+                let _ = reply.send(());
+            }
+            CommandMsg::Kill => {
+                if state.exit.is_none() {
+                    let _ = killpg(Pid::from_raw(state.guard.pgid), Signal::SIGKILL);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A command supervises nothing; never stop on a child's exit.
+    async fn handle_supervisor_evt(&self, _myself: ActorRef<CommandMsg>, _event: SupervisionEvent, _state: &mut CommandState) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+
+    async fn post_stop(&self, _myself: ActorRef<CommandMsg>, state: &mut CommandState) -> Result<(), ActorProcessingErr> {
+        if !state.guard.ended {
+            warn!(task_id = %state.task.id, "command actor stopped before its process ended; killing the group");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,203 @@
+//! The command plane: `ExecCommand` starts a shell command as a task owned
+//! by the calling agent, run by a command actor linked under the agent's
+//! actor. A command that ends within the call's yield time returns its
+//! output at once; a longer one returns a task handle and, when it ends,
+//! its owner gets a task-result message.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use holarchy_supervision::task::task_label;
+use holarchy_supervision::{
+    AgentId, EventKind, MessageRecord, OutputChunk, Provenance, TaskId, TaskKind, TaskRecord,
+    TaskStatus,
+};
+use ractor::rpc::CallResult;
+use ractor::Actor;
+use tokio::sync::watch;
+
+use crate::command::{kill_group_if_ours, CommandActor, CommandArgs, CommandMsg, Handoff};
+use crate::store::{Batch, StoreError, Write};
+use crate::{now_ms, Ctx};
+
+/// Default time a call waits for its command before yielding a handle.
+pub const DEFAULT_YIELD_MS: u64 = 3_000;
+pub const MAX_YIELD_MS: u64 = 600_000;
+pub const MAX_COMMAND_LEN: usize = 64 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("the command must be 1 to {MAX_COMMAND_LEN} bytes")]
+    BadCommand,
+    #[error("yield_ms is at most {MAX_YIELD_MS}")]
+    BadYield,
+    #[error("the owning agent is not running")]
+    OwnerGone,
+    #[error("could not start the command: {0}")]
+    Start(String),
+    #[error("the command has ended")]
+    Ended,
+    #[error("{0}")]
+    Input(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What `ExecCommand` returns.
+#[derive(Debug, Clone)]
+pub struct Executed {
+    pub task: TaskRecord,
+    /// The output so far (all of it, if the command ended).
+    pub initial_output: String,
+}
+
+/// Starts `command` for `owner` and waits up to `yield_ms` for it.
+pub async fn exec(ctx: &Arc<Ctx>, owner: AgentId, command: String, yield_ms: u64) -> Result<Executed, CommandError> {
+    if command.trim().is_empty() || command.len() > MAX_COMMAND_LEN {
+        return Err(CommandError::BadCommand);
+    }
+    if yield_ms > MAX_YIELD_MS {
+        return Err(CommandError::BadYield);
+    }
+    let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
+    let now = now_ms();
+    let task = TaskRecord {
+        id: TaskId::generate(),
+        owner_agent_id: owner,
+        kind: TaskKind::Command,
+        label: task_label(&command),
+        status: TaskStatus::Running,
+        output: None,
+        command: Some(command),
+        process: None,
+        exit: None,
+        created_at_ms: now,
+        updated_at_ms: now,
+    };
+    let task_id = task.id;
+    ctx.store.commit(
+        Batch::new()
+            .event(
+                owner,
+                EventKind::TaskUpdated {
+                    task_id,
+                    kind: task.kind.name().into(),
+                    status: task.status,
+                    detail: task.label.clone(),
+                },
+            )
+            .write(Write::PutTask(task.clone())),
+    )?;
+    let handoff = Arc::new(Handoff::default());
+    let (done, mut finished) = watch::channel(false);
+    let args = CommandArgs { task: task.clone(), workdir: ctx.workspace(owner), handoff: handoff.clone(), done };
+    let spawned = Actor::spawn_linked(None, CommandActor::new(ctx.clone()), args, owner_actor.actor.get_cell()).await;
+    if let Err(err) = spawned {
+        let mut failed = task;
+        failed.status = TaskStatus::Failed;
+        failed.output = Some(format!("could not start: {err}"));
+        failed.updated_at_ms = now_ms();
+        ctx.store.commit(Batch::new().write(Write::PutTask(failed)))?;
+        return Err(CommandError::Start(err.to_string()));
+    }
+    let ended_in_time = tokio::time::timeout(Duration::from_millis(yield_ms), finished.wait_for(|done| *done))
+        .await
+        .is_ok();
+    if !ended_in_time && handoff.yield_to_owner() {
+        let task = ctx.store.task(task_id)?.unwrap_or(task_stub(task_id, owner));
+        let initial_output = text(&ctx.store.output_after(task_id, 0, 64 * 1024)?);
+        ctx.store.durable().await?;
+        return Ok(Executed { task, initial_output });
+    }
+    // Ended within the yield (or while yielding): the whole result now.
+    let task = ctx.store.task(task_id)?.unwrap_or(task_stub(task_id, owner));
+    let initial_output = text(&ctx.store.output_after(task_id, 0, ctx.config.output_capacity as usize)?);
+    ctx.store.durable().await?;
+    Ok(Executed { task, initial_output })
+}
+
+fn task_stub(id: TaskId, owner: AgentId) -> TaskRecord {
+    TaskRecord {
+        id,
+        owner_agent_id: owner,
+        kind: TaskKind::Command,
+        label: String::new(),
+        status: TaskStatus::Running,
+        output: None,
+        command: None,
+        process: None,
+        exit: None,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+    }
+}
+
+/// Output chunks as text, streams interleaved in order.
+pub fn text(chunks: &[OutputChunk]) -> String {
+    let bytes: Vec<u8> = chunks.iter().flat_map(|c| c.data.iter().copied()).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Writes to a running command's stdin.
+pub async fn input(ctx: &Ctx, task_id: TaskId, bytes: Vec<u8>) -> Result<(), CommandError> {
+    let actor = ctx.directory.command(task_id).ok_or(CommandError::Ended)?;
+    let answer = actor
+        .call(|reply| CommandMsg::Input(bytes, reply), Some(ctx.config.call_timeout))
+        .await;
+    match answer {
+        Ok(CallResult::Success(sent)) => sent.map_err(CommandError::Input),
+        _ => Err(CommandError::Ended),
+    }
+}
+
+/// SIGTERM to the group, SIGKILL after the grace period; resolves when the
+/// task has ended (or the grace and a margin have passed).
+pub async fn stop(ctx: &Ctx, task_id: TaskId) -> Result<(), CommandError> {
+    let Some(actor) = ctx.directory.command(task_id) else {
+        return Ok(());
+    };
+    let mut progress = ctx.follow_output();
+    let grace = ctx.config.stop_grace;
+    let _ = actor.call(|reply| CommandMsg::Stop { grace, reply }, Some(ctx.config.call_timeout)).await;
+    let deadline = tokio::time::Instant::now() + grace + Duration::from_secs(5);
+    while ctx.store.task(task_id)?.is_some_and(|t| t.status == TaskStatus::Running) {
+        match tokio::time::timeout_at(deadline, progress.recv()).await {
+            Ok(_) => continue,
+            Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
+/// Marks a command task that cannot run on (its agent or the daemon
+/// restarted) as interrupted, makes sure its process group is gone, and
+/// tells its owner. Returns the batch; the caller commits it.
+pub fn interrupt(task: &TaskRecord, why: &str, tell_owner: bool) -> (Batch, Option<holarchy_supervision::MessageId>) {
+    if let Some(process) = task.process {
+        kill_group_if_ours(process);
+    }
+    let mut ended = task.clone();
+    ended.status = TaskStatus::Interrupted;
+    ended.output = Some(format!("interrupted: {why}"));
+    ended.updated_at_ms = now_ms();
+    let owner = task.owner_agent_id;
+    let mut batch = Batch::new()
+        .event(
+            owner,
+            EventKind::TaskUpdated { task_id: task.id, kind: task.kind.name().into(), status: ended.status, detail: why.into() },
+        )
+        .write(Write::PutTask(ended));
+    if !tell_owner {
+        return (batch, None);
+    }
+    let body = format!(
+        "command `{}` interrupted: {why}",
+        task.command.as_deref().unwrap_or(&task.label)
+    );
+    let message = MessageRecord::queued(owner, Provenance::TaskResult { task_id: task.id }, body, None, now_ms());
+    let id = message.id;
+    batch = batch
+        .event(owner, EventKind::MessageQueued { message_id: id, provenance: message.provenance })
+        .write(Write::PutMessage(message));
+    (batch, Some(id))
+}
