@@ -134,6 +134,9 @@ pub struct ServeArgs {
     /// The restart period, in seconds.
     #[arg(long, default_value_t = 5)]
     pub restart_period: u64,
+    /// Bytes of output each command task keeps (oldest dropped first).
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub output_capacity: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -223,6 +226,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.token = cli.token.clone();
             config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
             config.runtime.max_queue_len = args.max_queue;
+            config.runtime.output_capacity = args.output_capacity;
             config.runtime.restart_policy = RestartPolicy {
                 max_restarts: args.restart_max,
                 period_ms: args.restart_period.saturating_mul(1000),
@@ -524,14 +528,32 @@ async fn task_command(
                 .into_inner();
             out.task(&task);
         }
-        TaskCommand::Output { task_id, offset, follow: false } => {
-            let request = pb::ReadTaskOutputRequest { task_id: task_id.clone(), offset: *offset };
+        TaskCommand::Output {
+            task_id,
+            offset,
+            follow: false,
+        } => {
+            let request = pb::ReadTaskOutputRequest {
+                task_id: task_id.clone(),
+                offset: *offset,
+            };
             let output = clients.tasks.read_task_output(request).await?.into_inner();
             out.task_output(&output);
         }
-        TaskCommand::Output { task_id, offset, follow: true } => {
-            let request = pb::ReadTaskOutputRequest { task_id: task_id.clone(), offset: *offset };
-            let mut chunks = clients.tasks.follow_task_output(request).await?.into_inner();
+        TaskCommand::Output {
+            task_id,
+            offset,
+            follow: true,
+        } => {
+            let request = pb::ReadTaskOutputRequest {
+                task_id: task_id.clone(),
+                offset: *offset,
+            };
+            let mut chunks = clients
+                .tasks
+                .follow_task_output(request)
+                .await?
+                .into_inner();
             while let Some(chunk) = chunks.next().await {
                 out.chunk(&chunk?);
             }

@@ -157,13 +157,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     );
     let started = std::time::Instant::now();
     let runtime = Arc::new(
-        Runtime::start(
-            store.clone(),
-            Arc::new(ScriptedBrain),
-            runtime_config,
-        )
-        .await
-        .context("cannot start the runtime")?,
+        Runtime::start(store.clone(), Arc::new(ScriptedBrain), runtime_config)
+            .await
+            .context("cannot start the runtime")?,
     );
     info!(
         elapsed_ms = started.elapsed().as_millis() as u64,

@@ -12,7 +12,8 @@ use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::{
-    task_plane, tree, wait_plane, DeliverError, Runtime, RuntimeConfig, ScriptedBrain, Store,
+    command_plane, task_plane, tree, wait_plane, DeliverError, Runtime, RuntimeConfig,
+    ScriptedBrain, Store,
 };
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
@@ -29,6 +30,7 @@ enum Step {
     Archive { agent: usize },
     Kill { agent: usize },
     Wait { agent: usize, trigger: bool },
+    Exec { agent: usize },
     Restart,
 }
 
@@ -41,6 +43,7 @@ fn arb_step() -> impl Strategy<Value = Step> {
         1 => any::<usize>().prop_map(|agent| Step::Archive { agent }),
         2 => any::<usize>().prop_map(|agent| Step::Kill { agent }),
         2 => (any::<usize>(), any::<bool>()).prop_map(|(agent, trigger)| Step::Wait { agent, trigger }),
+        1 => any::<usize>().prop_map(|agent| Step::Exec { agent }),
         1 => Just(Step::Restart),
     ]
 }
@@ -205,6 +208,12 @@ impl World {
                             .await
                             .map(|_| ())
                     };
+                }
+            }
+            Step::Exec { agent } => {
+                if let Some(agent) = pick(&live, *agent) {
+                    // A long command: it must die with its agent's actor.
+                    let _ = command_plane::exec(&ctx, agent.id, "sleep 30".into(), 0).await;
                 }
             }
             Step::Restart => {

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use holarchy_supervision::task::chunks_to_drop;
 use holarchy_supervision::{
-    EventKind, ExitInfo, MessageRecord, OutputChunk, ProcessRef, Provenance, Stream,
-    TaskId, TaskRecord, TaskStatus,
+    EventKind, ExitInfo, MessageRecord, OutputChunk, ProcessRef, Provenance, Stream, TaskId,
+    TaskRecord, TaskStatus,
 };
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
@@ -49,12 +49,16 @@ const FINISHED: u8 = 2;
 impl Handoff {
     /// The tool gives up waiting; `false` if the command already finished.
     pub fn yield_to_owner(&self) -> bool {
-        self.0.compare_exchange(WAITING, YIELDED, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.0
+            .compare_exchange(WAITING, YIELDED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     /// The command finished; `true` if the owner must be told by message.
     fn finish(&self) -> bool {
-        self.0.compare_exchange(WAITING, FINISHED, Ordering::AcqRel, Ordering::Acquire).is_err()
+        self.0
+            .compare_exchange(WAITING, FINISHED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
     }
 }
 
@@ -74,7 +78,10 @@ pub enum CommandMsg {
     Exited(ExitInfo),
     Input(Vec<u8>, RpcReplyPort<Result<(), String>>),
     /// SIGTERM to the group, SIGKILL after `grace`.
-    Stop { grace: Duration, reply: RpcReplyPort<()> },
+    Stop {
+        grace: Duration,
+        reply: RpcReplyPort<()>,
+    },
     Kill,
 }
 
@@ -155,14 +162,21 @@ fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
     }
 }
 
-fn spawn_reader(myself: ActorRef<CommandMsg>, stream: Stream, mut pipe: impl AsyncReadExt + Unpin + Send + 'static) -> Helper {
+fn spawn_reader(
+    myself: ActorRef<CommandMsg>,
+    stream: Stream,
+    mut pipe: impl AsyncReadExt + Unpin + Send + 'static,
+) -> Helper {
     let task = tokio::spawn(async move {
         let mut buf = vec![0u8; READ_SIZE];
         loop {
             match pipe.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if myself.cast(CommandMsg::Output(stream, buf[..n].to_vec())).is_err() {
+                    if myself
+                        .cast(CommandMsg::Output(stream, buf[..n].to_vec()))
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -174,17 +188,32 @@ fn spawn_reader(myself: ActorRef<CommandMsg>, stream: Stream, mut pipe: impl Asy
 }
 
 impl CommandActor {
-    fn record_output(&self, state: &mut CommandState, stream: Stream, data: Vec<u8>) -> Result<(), StoreError> {
+    fn record_output(
+        &self,
+        state: &mut CommandState,
+        stream: Stream,
+        data: Vec<u8>,
+    ) -> Result<(), StoreError> {
         let offset = state.end;
         let len = data.len() as u64;
         let task_id = state.task.id;
-        let mut batch = Batch::new().write(Write::PutOutput { task_id, chunk: OutputChunk { offset, stream, data } });
+        let mut batch = Batch::new().write(Write::PutOutput {
+            task_id,
+            chunk: OutputChunk {
+                offset,
+                stream,
+                data,
+            },
+        });
         state.end += len;
         state.chunks.push_back((offset, len));
         let retained: Vec<(u64, u64)> = state.chunks.iter().copied().collect();
         let drop = chunks_to_drop(&retained, state.end, self.ctx.config.output_capacity);
         for offset in &drop {
-            batch = batch.write(Write::DropOutput { task_id, offset: *offset });
+            batch = batch.write(Write::DropOutput {
+                task_id,
+                offset: *offset,
+            });
             state.chunks.pop_front();
         }
         self.ctx.store.commit(batch)?;
@@ -194,8 +223,14 @@ impl CommandActor {
 
     /// Once the exit is known and both pipes are drained: the end state,
     /// the result, and (if the tool already yielded) the owner's message.
-    fn finish(&self, myself: &ActorRef<CommandMsg>, state: &mut CommandState) -> Result<(), StoreError> {
-        let Some(exit) = state.exit else { return Ok(()) };
+    fn finish(
+        &self,
+        myself: &ActorRef<CommandMsg>,
+        state: &mut CommandState,
+    ) -> Result<(), StoreError> {
+        let Some(exit) = state.exit else {
+            return Ok(());
+        };
         if state.open_streams > 0 {
             return Ok(());
         }
@@ -216,7 +251,15 @@ impl CommandActor {
         task.output = Some(tail.clone());
         task.updated_at_ms = now_ms();
         let mut batch = Batch::new()
-            .event(owner, EventKind::TaskUpdated { task_id, kind: task.kind.name().into(), status, detail: exit.describe() })
+            .event(
+                owner,
+                EventKind::TaskUpdated {
+                    task_id,
+                    kind: task.kind.name().into(),
+                    status,
+                    detail: exit.describe(),
+                },
+            )
             .write(Write::PutTask(task));
         let mut wake = None;
         if state.handoff.finish() {
@@ -227,10 +270,22 @@ impl CommandActor {
                 exit.describe(),
                 tail
             );
-            let message = MessageRecord::queued(owner, Provenance::TaskResult { task_id }, body, None, now_ms());
+            let message = MessageRecord::queued(
+                owner,
+                Provenance::TaskResult { task_id },
+                body,
+                None,
+                now_ms(),
+            );
             wake = Some(message.id);
             batch = batch
-                .event(owner, EventKind::MessageQueued { message_id: message.id, provenance: message.provenance })
+                .event(
+                    owner,
+                    EventKind::MessageQueued {
+                        message_id: message.id,
+                        provenance: message.provenance,
+                    },
+                )
                 .write(Write::PutMessage(message));
         }
         self.ctx.store.commit(batch)?;
@@ -247,7 +302,10 @@ impl CommandActor {
     /// The last bytes of the output, as text, for the task's result.
     fn tail(&self, task_id: TaskId, end: u64) -> Result<String, StoreError> {
         let from = end.saturating_sub(RESULT_TAIL as u64);
-        let chunks = self.ctx.store.output_after(task_id, from, RESULT_TAIL * 2)?;
+        let chunks = self
+            .ctx
+            .store
+            .output_after(task_id, from, RESULT_TAIL * 2)?;
         let mut bytes = Vec::new();
         for chunk in chunks {
             let skip = from.saturating_sub(chunk.offset) as usize;
@@ -266,8 +324,17 @@ impl Actor for CommandActor {
     type State = CommandState;
     type Arguments = CommandArgs;
 
-    async fn pre_start(&self, myself: ActorRef<CommandMsg>, args: CommandArgs) -> Result<CommandState, ActorProcessingErr> {
-        let CommandArgs { mut task, workdir, handoff, done } = args;
+    async fn pre_start(
+        &self,
+        myself: ActorRef<CommandMsg>,
+        args: CommandArgs,
+    ) -> Result<CommandState, ActorProcessingErr> {
+        let CommandArgs {
+            mut task,
+            workdir,
+            handoff,
+            done,
+        } = args;
         let line = task.command.clone().unwrap_or_default();
         std::fs::create_dir_all(&workdir)?;
         let mut child = Command::new("/bin/sh")
@@ -280,11 +347,22 @@ impl Actor for CommandActor {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;
-        let pid = child.id().map(|p| p as i32).ok_or("the command exited before it started")?;
-        let guard = GroupGuard { pgid: pid, ended: false };
+        let pid = child
+            .id()
+            .map(|p| p as i32)
+            .ok_or("the command exited before it started")?;
+        let guard = GroupGuard {
+            pgid: pid,
+            ended: false,
+        };
         self.ctx.directory.insert_command(task.id, myself.clone());
-        task.process = Some(ProcessRef { pgid: pid, start_ticks: start_ticks(pid).unwrap_or(0) });
-        self.ctx.store.commit(Batch::new().write(Write::PutTask(task.clone())))?;
+        task.process = Some(ProcessRef {
+            pgid: pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+        });
+        self.ctx
+            .store
+            .commit(Batch::new().write(Write::PutTask(task.clone())))?;
 
         let mut helpers = Vec::new();
         if let Some(stdout) = child.stdout.take() {
@@ -333,7 +411,12 @@ impl Actor for CommandActor {
         })
     }
 
-    async fn handle(&self, myself: ActorRef<CommandMsg>, message: CommandMsg, state: &mut CommandState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<CommandMsg>,
+        message: CommandMsg,
+        state: &mut CommandState,
+    ) -> Result<(), ActorProcessingErr> {
         match message {
             CommandMsg::Output(stream, data) => self.record_output(state, stream, data)?,
             CommandMsg::Eof(_) => {
@@ -348,7 +431,9 @@ impl Actor for CommandActor {
             }
             CommandMsg::Input(bytes, reply) => {
                 let sent = match &state.stdin {
-                    Some(stdin) => stdin.try_send(bytes).map_err(|e| format!("stdin is not taking input: {e}")),
+                    Some(stdin) => stdin
+                        .try_send(bytes)
+                        .map_err(|e| format!("stdin is not taking input: {e}")),
                     None => Err("the command has ended".to_owned()),
                 };
                 let _ = reply.send(sent);
@@ -369,11 +454,20 @@ impl Actor for CommandActor {
     }
 
     /// A command supervises nothing; never stop on a child's exit.
-    async fn handle_supervisor_evt(&self, _myself: ActorRef<CommandMsg>, _event: SupervisionEvent, _state: &mut CommandState) -> Result<(), ActorProcessingErr> {
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<CommandMsg>,
+        _event: SupervisionEvent,
+        _state: &mut CommandState,
+    ) -> Result<(), ActorProcessingErr> {
         Ok(())
     }
 
-    async fn post_stop(&self, _myself: ActorRef<CommandMsg>, state: &mut CommandState) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<CommandMsg>,
+        state: &mut CommandState,
+    ) -> Result<(), ActorProcessingErr> {
         if !state.guard.ended {
             warn!(task_id = %state.task.id, "command actor stopped before its process ended; killing the group");
         }

@@ -52,12 +52,23 @@ pub struct Executed {
 }
 
 /// Starts `command` for `owner` and waits up to `yield_ms` for it.
-pub async fn exec(ctx: &Arc<Ctx>, owner: AgentId, command: String, yield_ms: u64) -> Result<Executed, CommandError> {
+pub async fn exec(
+    ctx: &Arc<Ctx>,
+    owner: AgentId,
+    command: String,
+    yield_ms: u64,
+) -> Result<Executed, CommandError> {
     if command.trim().is_empty() || command.len() > MAX_COMMAND_LEN {
         return Err(CommandError::BadCommand);
     }
     if yield_ms > MAX_YIELD_MS {
         return Err(CommandError::BadYield);
+    }
+    // Under the tree lock, like every structural change: no restart or
+    // cleanup of the owner interleaves with starting the command.
+    let tree = ctx.tree_lock.lock().await;
+    if !ctx.store.agent(owner)?.is_some_and(|a| a.state.is_live()) {
+        return Err(CommandError::OwnerGone);
     }
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
     let now = now_ms();
@@ -90,30 +101,63 @@ pub async fn exec(ctx: &Arc<Ctx>, owner: AgentId, command: String, yield_ms: u64
     )?;
     let handoff = Arc::new(Handoff::default());
     let (done, mut finished) = watch::channel(false);
-    let args = CommandArgs { task: task.clone(), workdir: ctx.workspace(owner), handoff: handoff.clone(), done };
-    let spawned = Actor::spawn_linked(None, CommandActor::new(ctx.clone()), args, owner_actor.actor.get_cell()).await;
+    let args = CommandArgs {
+        task: task.clone(),
+        workdir: ctx.workspace(owner),
+        handoff: handoff.clone(),
+        done,
+    };
+    let spawned = Actor::spawn_linked(
+        None,
+        CommandActor::new(ctx.clone()),
+        args,
+        owner_actor.actor.get_cell(),
+    )
+    .await;
     if let Err(err) = spawned {
         let mut failed = task;
         failed.status = TaskStatus::Failed;
         failed.output = Some(format!("could not start: {err}"));
         failed.updated_at_ms = now_ms();
-        ctx.store.commit(Batch::new().write(Write::PutTask(failed)))?;
+        ctx.store
+            .commit(Batch::new().write(Write::PutTask(failed)))?;
         return Err(CommandError::Start(err.to_string()));
     }
-    let ended_in_time = tokio::time::timeout(Duration::from_millis(yield_ms), finished.wait_for(|done| *done))
-        .await
-        .is_ok();
+    // The command runs; waiting for it must not hold up the tree.
+    drop(tree);
+    let ended_in_time = tokio::time::timeout(
+        Duration::from_millis(yield_ms),
+        finished.wait_for(|done| *done),
+    )
+    .await
+    .is_ok();
     if !ended_in_time && handoff.yield_to_owner() {
-        let task = ctx.store.task(task_id)?.unwrap_or(task_stub(task_id, owner));
+        let task = ctx
+            .store
+            .task(task_id)?
+            .unwrap_or(task_stub(task_id, owner));
         let initial_output = text(&ctx.store.output_after(task_id, 0, 64 * 1024)?);
         ctx.store.durable().await?;
-        return Ok(Executed { task, initial_output });
+        return Ok(Executed {
+            task,
+            initial_output,
+        });
     }
     // Ended within the yield (or while yielding): the whole result now.
-    let task = ctx.store.task(task_id)?.unwrap_or(task_stub(task_id, owner));
-    let initial_output = text(&ctx.store.output_after(task_id, 0, ctx.config.output_capacity as usize)?);
+    let task = ctx
+        .store
+        .task(task_id)?
+        .unwrap_or(task_stub(task_id, owner));
+    let initial_output = text(&ctx.store.output_after(
+        task_id,
+        0,
+        ctx.config.output_capacity as usize,
+    )?);
     ctx.store.durable().await?;
-    Ok(Executed { task, initial_output })
+    Ok(Executed {
+        task,
+        initial_output,
+    })
 }
 
 fn task_stub(id: TaskId, owner: AgentId) -> TaskRecord {
@@ -142,7 +186,10 @@ pub fn text(chunks: &[OutputChunk]) -> String {
 pub async fn input(ctx: &Ctx, task_id: TaskId, bytes: Vec<u8>) -> Result<(), CommandError> {
     let actor = ctx.directory.command(task_id).ok_or(CommandError::Ended)?;
     let answer = actor
-        .call(|reply| CommandMsg::Input(bytes, reply), Some(ctx.config.call_timeout))
+        .call(
+            |reply| CommandMsg::Input(bytes, reply),
+            Some(ctx.config.call_timeout),
+        )
         .await;
     match answer {
         Ok(CallResult::Success(sent)) => sent.map_err(CommandError::Input),
@@ -158,9 +205,18 @@ pub async fn stop(ctx: &Ctx, task_id: TaskId) -> Result<(), CommandError> {
     };
     let mut progress = ctx.follow_output();
     let grace = ctx.config.stop_grace;
-    let _ = actor.call(|reply| CommandMsg::Stop { grace, reply }, Some(ctx.config.call_timeout)).await;
+    let _ = actor
+        .call(
+            |reply| CommandMsg::Stop { grace, reply },
+            Some(ctx.config.call_timeout),
+        )
+        .await;
     let deadline = tokio::time::Instant::now() + grace + Duration::from_secs(5);
-    while ctx.store.task(task_id)?.is_some_and(|t| t.status == TaskStatus::Running) {
+    while ctx
+        .store
+        .task(task_id)?
+        .is_some_and(|t| t.status == TaskStatus::Running)
+    {
         match tokio::time::timeout_at(deadline, progress.recv()).await {
             Ok(_) => continue,
             Err(_) => break,
@@ -172,7 +228,11 @@ pub async fn stop(ctx: &Ctx, task_id: TaskId) -> Result<(), CommandError> {
 /// Marks a command task that cannot run on (its agent or the daemon
 /// restarted) as interrupted, makes sure its process group is gone, and
 /// tells its owner. Returns the batch; the caller commits it.
-pub fn interrupt(task: &TaskRecord, why: &str, tell_owner: bool) -> (Batch, Option<holarchy_supervision::MessageId>) {
+pub fn interrupt(
+    task: &TaskRecord,
+    why: &str,
+    tell_owner: bool,
+) -> (Batch, Option<holarchy_supervision::MessageId>) {
     if let Some(process) = task.process {
         kill_group_if_ours(process);
     }
@@ -184,7 +244,12 @@ pub fn interrupt(task: &TaskRecord, why: &str, tell_owner: bool) -> (Batch, Opti
     let mut batch = Batch::new()
         .event(
             owner,
-            EventKind::TaskUpdated { task_id: task.id, kind: task.kind.name().into(), status: ended.status, detail: why.into() },
+            EventKind::TaskUpdated {
+                task_id: task.id,
+                kind: task.kind.name().into(),
+                status: ended.status,
+                detail: why.into(),
+            },
         )
         .write(Write::PutTask(ended));
     if !tell_owner {
@@ -194,10 +259,22 @@ pub fn interrupt(task: &TaskRecord, why: &str, tell_owner: bool) -> (Batch, Opti
         "command `{}` interrupted: {why}",
         task.command.as_deref().unwrap_or(&task.label)
     );
-    let message = MessageRecord::queued(owner, Provenance::TaskResult { task_id: task.id }, body, None, now_ms());
+    let message = MessageRecord::queued(
+        owner,
+        Provenance::TaskResult { task_id: task.id },
+        body,
+        None,
+        now_ms(),
+    );
     let id = message.id;
     batch = batch
-        .event(owner, EventKind::MessageQueued { message_id: id, provenance: message.provenance })
+        .event(
+            owner,
+            EventKind::MessageQueued {
+                message_id: id,
+                provenance: message.provenance,
+            },
+        )
         .write(Write::PutMessage(message));
     (batch, Some(id))
 }

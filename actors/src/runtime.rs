@@ -218,9 +218,17 @@ impl RuntimeActor {
         // silently erased: their groups are killed if still there, and
         // their owners told (before the queues are rebuilt below).
         let mut interrupted_commands = Batch::new();
-        for task in input.running_tasks.iter().filter(|t| t.kind == TaskKind::Command) {
-            let owner_live = ctx.store.agent(task.owner_agent_id)?.is_some_and(|a| a.state.is_live());
-            let (batch, _) = command_plane::interrupt(task, "the daemon restarted while it ran", owner_live);
+        for task in input
+            .running_tasks
+            .iter()
+            .filter(|t| t.kind == TaskKind::Command)
+        {
+            let owner_live = ctx
+                .store
+                .agent(task.owner_agent_id)?
+                .is_some_and(|a| a.state.is_live());
+            let (batch, _) =
+                command_plane::interrupt(task, "the daemon restarted while it ran", owner_live);
             interrupted_commands.writes.extend(batch.writes);
             interrupted_commands.events.extend(batch.events);
             report.interrupted_commands += 1;
@@ -272,9 +280,7 @@ impl RuntimeActor {
         for mut task in input.running_tasks {
             let child_alive = match task.kind {
                 TaskKind::Command => false,
-                TaskKind::ChildAgent { child_agent_id } => {
-                    spawned.contains(&child_agent_id)
-                }
+                TaskKind::ChildAgent { child_agent_id } => spawned.contains(&child_agent_id),
             };
             if spawned.contains(&task.owner_agent_id) && child_alive {
                 tasks_to_spawn.push(task);

@@ -11,8 +11,8 @@ use std::pin::Pin;
 
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::{
-    AgentId, AgentRecord, CleanupId, EventKind, MessageId, MessageRecord, TaskId, TaskRecord,
-    OutputChunk, WaitId, WaitRecord, WorkItemId, WorkItemRecord,
+    AgentId, AgentRecord, CleanupId, EventKind, MessageId, MessageRecord, OutputChunk, TaskId,
+    TaskRecord, WaitId, WaitRecord, WorkItemId, WorkItemRecord,
 };
 
 /// Why the store could not do what was asked.
@@ -163,7 +163,12 @@ pub trait Store: Send + Sync + 'static {
     fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError>;
     /// A command's retained output from `offset` on, at most about
     /// `max_bytes` (whole chunks; at least one).
-    fn output_after(&self, task_id: TaskId, offset: u64, max_bytes: usize) -> Result<Vec<OutputChunk>, StoreError>;
+    fn output_after(
+        &self,
+        task_id: TaskId,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<OutputChunk>, StoreError>;
     /// Every work item the agent owns, oldest first.
     fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError>;
     /// Applies a batch atomically. Durable only once a later

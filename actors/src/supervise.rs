@@ -17,7 +17,7 @@ use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, MessageId, MessageRecord, MessageStatus, Provenance,
     RunOutcome, TaskId, TaskKind, TaskRecord, TaskStatus, WaitId, WaitRecord, WaitStatus,
 };
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, ActorStatus, SupervisionEvent};
 use tracing::{error, warn};
 
 use crate::agent::{AgentActor, AgentArgs, AgentMsg};
@@ -358,7 +358,19 @@ pub async fn on_child_exit(
         // A process cannot be restarted: the task ends interrupted (its
         // group died with the actor) and its owner is told.
         Some(Member::Command(task_id)) => interrupt_command(ctx, task_id, &reason),
-        Some(Member::Agent(agent_id)) => restart_agent(ctx, agent_id, supervisor, reason).await,
+        Some(Member::Agent(agent_id)) => {
+            // The restart runs as a task of its own under the tree lock, so
+            // it never interleaves with a spawn, a wait being armed or a
+            // cleanup, and the supervisor's `handle` returns at once.
+            let ctx = ctx.clone();
+            tokio::spawn(async move {
+                let _tree = ctx.tree_lock.lock().await;
+                if let Err(err) = restart_agent(&ctx, agent_id, supervisor, reason).await {
+                    error!(agent_id = %agent_id, error = %err, "restart failed");
+                }
+            });
+            Ok(())
+        }
     };
     if let Err(err) = result {
         error!(error = %err, "supervision step failed");
@@ -382,8 +394,13 @@ async fn restart_task(
 }
 
 fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), ActorProcessingErr> {
-    if let Some(task) = ctx.store.task(task_id)?.filter(|t| t.status == TaskStatus::Running) {
-        let (batch, message) = command_plane::interrupt(&task, &format!("its actor stopped: {reason}"), true);
+    if let Some(task) = ctx
+        .store
+        .task(task_id)?
+        .filter(|t| t.status == TaskStatus::Running)
+    {
+        let (batch, message) =
+            command_plane::interrupt(&task, &format!("its actor stopped: {reason}"), true);
         ctx.store.commit(batch)?;
         if let Some(message_id) = message {
             wake(ctx, task.owner_agent_id, message_id);
@@ -422,6 +439,11 @@ async fn restart_agent(
     if !record.state.is_live() {
         return Ok(());
     }
+    // A supervisor that is itself going down takes this agent along; its
+    // own supervisor's restart brings the whole subtree back.
+    if supervisor.get_status() >= ActorStatus::Draining {
+        return Ok(());
+    }
     forget_subtree(ctx, agent_id)?;
     let policy = ctx.config.restart_policy;
     let decision = ctx
@@ -442,8 +464,10 @@ async fn restart_agent(
             ctx.restarts.fetch_add(1, Ordering::Relaxed);
             warn!(agent_id = %agent_id, reason = %reason, "restarting failed agent");
             let detail = format!("agent actor failed: {reason}");
-            if let Err(err) = spawn_tree(ctx, record, supervisor, &detail).await {
-                give_up(ctx, agent_id, format!("restart failed: {err}"));
+            if let Err(err) = spawn_tree(ctx, record, supervisor.clone(), &detail).await {
+                if supervisor.get_status() < ActorStatus::Draining {
+                    give_up(ctx, agent_id, format!("restart failed: {err}"));
+                }
             }
         }
         RestartDecision::GiveUp => {

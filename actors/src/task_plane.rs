@@ -10,8 +10,8 @@ use holarchy_supervision::{
 use ractor::rpc::CallResult;
 
 use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage, NotRunning};
-use crate::store::StoreError;
 use crate::command_plane::{self, CommandError};
+use crate::store::StoreError;
 use crate::{supervise, Ctx};
 
 /// How many of a running child's messages make its progress output.
@@ -74,7 +74,9 @@ pub fn output(
         TaskKind::Command => {
             let chunks = ctx.store.output_after(task_id, offset, OUTPUT_PAGE)?;
             let first = chunks.first().map_or(offset, |c| c.offset);
-            let next = chunks.last().map_or(offset, |c| c.offset + c.data.len() as u64);
+            let next = chunks
+                .last()
+                .map_or(offset, |c| c.offset + c.data.len() as u64);
             TaskOutput {
                 text: command_plane::text(&chunks),
                 // Bytes before `first` that the caller asked for are gone.
@@ -88,15 +90,25 @@ pub fn output(
                 Some(result) => result.clone(),
                 None => {
                     let mut replies = Vec::new();
-                    for message in ctx.store.list_messages(child_agent_id, None, PROGRESS_MESSAGES)? {
-                        if let (MessageStatus::Handled { .. }, Some(reply)) = (message.status, &message.reply) {
+                    for message in
+                        ctx.store
+                            .list_messages(child_agent_id, None, PROGRESS_MESSAGES)?
+                    {
+                        if let (MessageStatus::Handled { .. }, Some(reply)) =
+                            (message.status, &message.reply)
+                        {
                             replies.push(reply.clone());
                         }
                     }
                     replies.join("\n")
                 }
             };
-            TaskOutput { text, chunks: Vec::new(), dropped: 0, next_offset: 0 }
+            TaskOutput {
+                text,
+                chunks: Vec::new(),
+                dropped: 0,
+                next_offset: 0,
+            }
         }
     };
     Ok((task, out))
@@ -112,7 +124,10 @@ pub async fn input(
 ) -> Result<Option<Delivered>, TaskError> {
     let task = get(ctx, task_id, owner)?;
     if task.status != TaskStatus::Running {
-        return Err(TaskError::NotRunning { task_id, status: task.status.name() });
+        return Err(TaskError::NotRunning {
+            task_id,
+            status: task.status.name(),
+        });
     }
     let child = match task.kind {
         TaskKind::ChildAgent { child_agent_id } => child_agent_id,
@@ -126,13 +141,18 @@ pub async fn input(
         why: NotRunning::Restarting,
     })?;
     let message = NewMessage {
-        provenance: Provenance::Parent { agent_id: task.owner_agent_id },
+        provenance: Provenance::Parent {
+            agent_id: task.owner_agent_id,
+        },
         body,
         dedupe_key: None,
     };
     let answer = actor
         .actor
-        .call(|reply| AgentMsg::Deliver { message, reply }, Some(ctx.config.call_timeout))
+        .call(
+            |reply| AgentMsg::Deliver { message, reply },
+            Some(ctx.config.call_timeout),
+        )
         .await;
     match answer {
         Ok(CallResult::Success(delivered)) => Ok(Some(delivered?)),
@@ -151,11 +171,21 @@ pub async fn stop(
 ) -> Result<TaskRecord, TaskError> {
     let task = get(ctx, task_id, owner)?;
     if task.status != TaskStatus::Running {
-        return Err(TaskError::NotRunning { task_id, status: task.status.name() });
+        return Err(TaskError::NotRunning {
+            task_id,
+            status: task.status.name(),
+        });
     }
     match task.kind {
         TaskKind::ChildAgent { child_agent_id } => {
-            supervise::end_child(ctx, child_agent_id, TaskStatus::Stopped, format!("stopped: {why}"), false).await?;
+            supervise::end_child(
+                ctx,
+                child_agent_id,
+                TaskStatus::Stopped,
+                format!("stopped: {why}"),
+                false,
+            )
+            .await?;
         }
         TaskKind::Command => command_plane::stop(ctx, task_id).await?,
     }

@@ -256,12 +256,16 @@ async fn run(
             Ok(task_json(&task))
         }
         "ExecCommand" => {
-            let command = text_field(input, "command")?.ok_or("`command` is required")?.to_owned();
+            let command = text_field(input, "command")?
+                .ok_or("`command` is required")?
+                .to_owned();
             let yield_ms = input
                 .get("yield_ms")
                 .and_then(Value::as_u64)
                 .unwrap_or(command_plane::DEFAULT_YIELD_MS);
-            let done = command_plane::exec(ctx, agent_id, command, yield_ms).await.map_err(|e| e.to_string())?;
+            let done = command_plane::exec(ctx, agent_id, command, yield_ms)
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(json!({
                 "task_handle": {
                     "task_id": done.task.id.to_string(),

@@ -66,8 +66,18 @@ fn check_anchor(ctx: &Ctx, owner: AgentId, work_item: Option<WorkItemId>) -> Res
     }
 }
 
-/// Records an armed wait and starts its actor under the owner's.
+/// Records an armed wait and starts its actor under the owner's. Under the
+/// tree lock: an owner's restart or cleanup either happened before (then
+/// the owner is checked here) or happens after (and sees the record).
 async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> {
+    let tree = ctx.tree_lock.lock().await;
+    if !ctx
+        .store
+        .agent(wait.owner_agent_id)?
+        .is_some_and(|a| a.state.is_live())
+    {
+        return Err(WaitError::OwnerGone);
+    }
     let owner = ctx
         .directory
         .get(wait.owner_agent_id)
@@ -84,9 +94,12 @@ async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> 
             )
             .write(Write::PutWait(wait.clone())),
     )?;
-    supervise::spawn_wait(ctx, &wait, owner.actor.get_cell())
-        .await
-        .map_err(|e| StoreError::Backend(format!("could not start the wait: {e}")))?;
+    if let Err(err) = supervise::spawn_wait(ctx, &wait, owner.actor.get_cell()).await {
+        // The owner is going down; its pending restart re-arms the wait
+        // from the record committed above.
+        tracing::debug!(wait_id = %wait.id, error = %err, "wait left to the owner's restart");
+    }
+    drop(tree);
     ctx.store.durable().await?;
     Ok(wait)
 }

@@ -11,8 +11,7 @@ use holarchy_supervision::limits::InvalidInput;
 use holarchy_supervision::{
     AgentRecord, Event, EventKind, IdParseError, LifecycleState, MessageRecord, MessageStatus,
     OutputChunk, Ownership, Provenance, Refusal, TaskKind, TaskRecord, Visibility, WaitRecord,
-    WaitStatus,
-    WorkItemRecord,
+    WaitStatus, WorkItemRecord,
 };
 use serde_json::json;
 use tonic::Status;
@@ -389,7 +388,11 @@ pub fn task(task: &TaskRecord) -> pb::TaskHandle {
 }
 
 pub fn chunk(chunk: &OutputChunk) -> pb::OutputChunk {
-    pb::OutputChunk { offset: chunk.offset, stream: chunk.stream.name().to_owned(), data: chunk.data.clone() }
+    pb::OutputChunk {
+        offset: chunk.offset,
+        stream: chunk.stream.name().to_owned(),
+        data: chunk.data.clone(),
+    }
 }
 
 impl From<TaskError> for ApiError {
@@ -468,7 +471,9 @@ pub fn work_item(item: &WorkItemRecord, waits: &[WaitRecord]) -> pb::WorkItem {
 impl From<CommandError> for ApiError {
     fn from(err: CommandError) -> Self {
         match err {
-            CommandError::BadCommand | CommandError::BadYield => ApiError::InvalidArgument(err.to_string()),
+            CommandError::BadCommand | CommandError::BadYield => {
+                ApiError::InvalidArgument(err.to_string())
+            }
             CommandError::OwnerGone | CommandError::Ended | CommandError::Input(_) => {
                 ApiError::FailedPrecondition(err.to_string())
             }

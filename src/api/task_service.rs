@@ -74,7 +74,8 @@ impl TaskService for TaskApi {
         let req = request.into_inner();
         let task_id = parse_task_id(&req.task_id)?;
         let ctx = self.runtime.ctx();
-        let (task, output) = task_plane::output(ctx, task_id, None, req.offset).map_err(ApiError::from)?;
+        let (task, output) =
+            task_plane::output(ctx, task_id, None, req.offset).map_err(ApiError::from)?;
         ctx.store.durable().await.map_err(ApiError::from)?;
         Ok(Response::new(pb::ReadTaskOutputResponse {
             task_id: task.id.to_string(),
@@ -153,7 +154,9 @@ impl TaskService for TaskApi {
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::SendTaskInputResponse {
-            message_id: delivered.map(|d| d.message_id.to_string()).unwrap_or_default(),
+            message_id: delivered
+                .map(|d| d.message_id.to_string())
+                .unwrap_or_default(),
         }))
     }
 

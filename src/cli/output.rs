@@ -355,7 +355,11 @@ impl Output {
             );
         } else {
             let mut stdout = std::io::stdout().lock();
-            if stdout.write_all(&c.data).and_then(|()| stdout.flush()).is_err() {
+            if stdout
+                .write_all(&c.data)
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
                 std::process::exit(0);
             }
         }

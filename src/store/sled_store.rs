@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use holarchy_actors::{Batch, DurableFuture, RecoveryInput, Store, StoreError};
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::{
-    AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, TaskId, TaskRecord,
-    OutputChunk, TaskStatus, Visibility, WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
+    AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, OutputChunk, TaskId,
+    TaskRecord, TaskStatus, Visibility, WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
 };
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Tree;
@@ -430,7 +430,12 @@ impl Store for SledStore {
         }
     }
 
-    fn output_after(&self, task_id: TaskId, offset: u64, max_bytes: usize) -> Result<Vec<OutputChunk>, StoreError> {
+    fn output_after(
+        &self,
+        task_id: TaskId,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<OutputChunk>, StoreError> {
         // The chunk holding `offset` may start before it.
         let start = match self
             .output

@@ -80,7 +80,10 @@ impl TaskStatus {
     pub const fn is_terminal(self) -> bool {
         match self {
             TaskStatus::Running => false,
-            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Stopped | TaskStatus::Interrupted => true,
+            TaskStatus::Completed
+            | TaskStatus::Failed
+            | TaskStatus::Stopped
+            | TaskStatus::Interrupted => true,
         }
     }
 }

@@ -122,7 +122,9 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             key: output_key(*task_id, chunk.offset),
             value: encode(OUTPUT, chunk)?,
         },
-        Write::DropOutput { task_id, offset } => Encoded::DropOutput { key: output_key(*task_id, *offset) },
+        Write::DropOutput { task_id, offset } => Encoded::DropOutput {
+            key: output_key(*task_id, *offset),
+        },
         Write::PutIntent(intent) => Encoded::PutIntent {
             id: intent.id.to_bytes(),
             value: encode(CLEANUPS, intent)?,
