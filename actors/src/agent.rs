@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use holarchy_supervision::{
-    admit, AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord,
-    MessageStatus, Profile, Provenance, Refusal, RunId, RunOutcome, Target, TaskStatus,
+    admit, AgentId, AgentRecord, EventKind, LifecycleState, MessageEvent, MessageId, MessageRecord,
+    Profile, Provenance, Refusal, RunId, RunOutcome, Target, TaskStatus,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::task::AbortHandle;
@@ -297,11 +297,13 @@ impl AgentActor {
                 warn!(agent_id = %agent_id, message_id = %message_id, "queued message missing from store");
                 continue;
             };
-            if !message.status.is_pending() {
-                continue;
-            }
             let run_id = RunId::generate();
-            message.status = MessageStatus::Handling { run_id };
+            // Only a queued message starts a turn; one handled meanwhile
+            // (a duplicate queue entry) is skipped.
+            let Some(handling) = message.status.next(MessageEvent::Start { run_id }) else {
+                continue;
+            };
+            message.status = handling;
             message.attempts += 1;
             let input = TurnInput {
                 agent_id,
@@ -382,7 +384,13 @@ impl AgentActor {
                         detail: if done { "done".into() } else { String::new() },
                     },
                 );
-                message.status = MessageStatus::Handled { run_id };
+                message.status = message
+                    .status
+                    .next(MessageEvent::Finish {
+                        run_id,
+                        handled: true,
+                    })
+                    .unwrap_or(message.status);
                 if done && state.target.supervisor_agent_id.is_some() {
                     let ctx = self.ctx.clone();
                     let output = reply.clone().unwrap_or_else(|| "done".into());
@@ -411,7 +419,13 @@ impl AgentActor {
                         detail,
                     },
                 );
-                message.status = MessageStatus::Failed { run_id };
+                message.status = message
+                    .status
+                    .next(MessageEvent::Finish {
+                        run_id,
+                        handled: false,
+                    })
+                    .unwrap_or(message.status);
             }
         }
         self.ctx
@@ -477,8 +491,13 @@ impl AgentActor {
                     },
                 );
                 if let Some(mut message) = self.ctx.store.message(agent_id, run.message_id)? {
-                    message.status = MessageStatus::Aborted { run_id: run.run_id };
-                    batch = batch.write(Write::PutMessage(message));
+                    if let Some(aborted) = message
+                        .status
+                        .next(MessageEvent::Abort { run_id: run.run_id })
+                    {
+                        message.status = aborted;
+                        batch = batch.write(Write::PutMessage(message));
+                    }
                 }
                 let aborted = run.run_id;
                 // Dropping the run cancels its brain and tool future.

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use holarchy_supervision::cleanup::{cleanup_plan, CleanupIntent, CleanupReason};
 use holarchy_supervision::{
-    AgentId, CleanupId, EventKind, LifecycleState, MessageStatus, TaskStatus, WaitStatus,
+    AgentId, CleanupId, EventKind, LifecycleState, MessageEvent, TaskStatus, WaitStatus,
 };
 use tracing::{info, warn};
 
@@ -98,7 +98,10 @@ async fn run_to_completion(
             },
         );
         for mut message in store.pending_messages(*agent_id)? {
-            message.status = MessageStatus::Cancelled;
+            let Some(cancelled) = message.status.next(MessageEvent::Cancel) else {
+                continue;
+            };
+            message.status = cancelled;
             batch = batch.write(Write::PutMessage(message));
         }
     }
@@ -127,7 +130,10 @@ async fn run_to_completion(
         let Some(mut task) = store.task(*task_id)? else {
             continue;
         };
-        task.status = TaskStatus::Stopped;
+        let Some(stopped) = task.status.end(TaskStatus::Stopped) else {
+            continue;
+        };
+        task.status = stopped;
         task.output = Some(format!(
             "stopped: its owner was cleaned up ({})",
             reason.name()

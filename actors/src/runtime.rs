@@ -14,8 +14,8 @@ use std::sync::Arc;
 use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::recovery::recover;
 use holarchy_supervision::{
-    AgentId, AgentRecord, EventKind, LifecycleState, MessageRecord, MessageStatus, Preset,
-    Provenance, RunOutcome, TaskKind, TaskStatus, WaitStatus,
+    AgentId, AgentRecord, EventKind, LifecycleState, MessageEvent, MessageRecord, MessageStatus,
+    Preset, Provenance, RunOutcome, TaskKind, TaskStatus, WaitStatus,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
@@ -257,7 +257,10 @@ impl RuntimeActor {
                     },
                 );
             }
-            message.status = MessageStatus::Queued;
+            message.status = message
+                .status
+                .next(MessageEvent::Requeue)
+                .unwrap_or(message.status);
             batch = batch.write(Write::PutMessage(message));
         }
         // No private agent may live without a live supervisor.

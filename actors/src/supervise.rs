@@ -14,8 +14,9 @@ use std::sync::Arc;
 use holarchy_supervision::cleanup::CleanupReason;
 use holarchy_supervision::restart::RestartDecision;
 use holarchy_supervision::{
-    AgentId, AgentRecord, EventKind, MessageId, MessageRecord, MessageStatus, Provenance,
-    RunOutcome, TaskId, TaskKind, TaskRecord, TaskStatus, WaitId, WaitRecord, WaitStatus,
+    AgentId, AgentRecord, EventKind, MessageEvent, MessageId, MessageRecord, MessageStatus,
+    Provenance, RunOutcome, TaskId, TaskKind, TaskRecord, TaskStatus, WaitId, WaitRecord,
+    WaitStatus,
 };
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, ActorStatus, SupervisionEvent};
 use tracing::{error, warn};
@@ -127,7 +128,10 @@ pub fn requeue_interrupted(
                     detail: reason.to_owned(),
                 },
             );
-            message.status = MessageStatus::Queued;
+            message.status = message
+                .status
+                .next(MessageEvent::Requeue)
+                .unwrap_or(message.status);
             // Guarded: a cleanup may have cancelled it since it was read.
             batch = batch.write(Write::Requeue(message));
         }
@@ -251,7 +255,7 @@ pub fn finish_handle(
     notify_owner: bool,
 ) -> (Batch, Option<MessageId>) {
     let mut task = task.clone();
-    task.status = status;
+    task.status = task.status.end(status).unwrap_or(task.status);
     task.output = Some(output.clone());
     task.updated_at_ms = now_ms();
     let owner = task.owner_agent_id;

@@ -37,7 +37,9 @@ pub use ids::{
 };
 pub use ingress::{admit, Refusal, Target};
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};
-pub use record::{AgentRecord, LifecycleState, MessageRecord, MessageStatus, Provenance};
+pub use record::{
+    AgentRecord, LifecycleState, MessageEvent, MessageRecord, MessageStatus, Provenance,
+};
 pub use task::{ExitInfo, OutputChunk, ProcessRef, Stream, TaskKind, TaskRecord, TaskStatus};
 pub use wait::{WaitKind, WaitRecord, WaitStatus};
 pub use work::{PlanStep, StepStatus, WorkItemRecord, WorkStatus};

@@ -153,6 +153,55 @@ impl MessageStatus {
     }
 }
 
+/// What happens to a message, as its turn goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageEvent {
+    /// A turn starts on it.
+    Start { run_id: RunId },
+    /// The turn ended: handled, or the brain failed.
+    Finish { run_id: RunId, handled: bool },
+    /// An operator aborted the turn.
+    Abort { run_id: RunId },
+    /// A crash or a restart cut the turn short: back on the queue.
+    Requeue,
+    /// Its agent was cleaned up first.
+    Cancel,
+}
+
+impl MessageStatus {
+    /// The status after `event`, or `None` if the event does not apply: a
+    /// turn starts only on a queued message, ends only the run that holds
+    /// it, and an ended message never changes again.
+    pub fn next(self, event: MessageEvent) -> Option<MessageStatus> {
+        match (self, event) {
+            (MessageStatus::Queued, MessageEvent::Start { run_id }) => {
+                Some(MessageStatus::Handling { run_id })
+            }
+            (
+                MessageStatus::Handling { run_id },
+                MessageEvent::Finish {
+                    run_id: ended,
+                    handled,
+                },
+            ) if run_id == ended => Some(if handled {
+                MessageStatus::Handled { run_id }
+            } else {
+                MessageStatus::Failed { run_id }
+            }),
+            (MessageStatus::Handling { run_id }, MessageEvent::Abort { run_id: aborted })
+                if run_id == aborted =>
+            {
+                Some(MessageStatus::Aborted { run_id })
+            }
+            (MessageStatus::Handling { .. }, MessageEvent::Requeue) => Some(MessageStatus::Queued),
+            (MessageStatus::Queued | MessageStatus::Handling { .. }, MessageEvent::Cancel) => {
+                Some(MessageStatus::Cancelled)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// One message on an agent's queue, and what came of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageRecord {
@@ -191,6 +240,47 @@ impl MessageRecord {
             reply: None,
             attempts: 0,
             created_at_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn arb_event() -> impl Strategy<Value = MessageEvent> {
+        let run = (0u128..3).prop_map(RunId::from_u128);
+        prop_oneof![
+            run.clone()
+                .prop_map(|run_id| MessageEvent::Start { run_id }),
+            (run.clone(), any::<bool>())
+                .prop_map(|(run_id, handled)| MessageEvent::Finish { run_id, handled }),
+            run.prop_map(|run_id| MessageEvent::Abort { run_id }),
+            Just(MessageEvent::Requeue),
+            Just(MessageEvent::Cancel),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn an_ended_message_never_runs_again(events in proptest::collection::vec(arb_event(), 0..40)) {
+            let mut status = MessageStatus::Queued;
+            let mut ended = false;
+            for event in events {
+                match status.next(event) {
+                    Some(next) => {
+                        prop_assert!(!ended, "{status:?} moved to {next:?} after ending");
+                        if let (MessageEvent::Finish { run_id, .. } | MessageEvent::Abort { run_id }, MessageStatus::Handling { run_id: held }) = (event, status) {
+                            prop_assert_eq!(run_id, held, "only the run holding it ends it");
+                        }
+                        status = next;
+                        ended = !status.is_pending();
+                    }
+                    None => {}
+                }
+            }
         }
     }
 }

@@ -77,6 +77,12 @@ impl TaskStatus {
         }
     }
 
+    /// Ends a running task with `to`; `None` if it already ended (or `to`
+    /// is not an end): a task ends once.
+    pub fn end(self, to: TaskStatus) -> Option<TaskStatus> {
+        (self == TaskStatus::Running && to.is_terminal()).then_some(to)
+    }
+
     pub const fn is_terminal(self) -> bool {
         match self {
             TaskStatus::Running => false,
@@ -175,7 +181,31 @@ mod tests {
 
     use super::*;
 
+    fn arb_status() -> impl Strategy<Value = TaskStatus> {
+        prop::sample::select(vec![
+            TaskStatus::Running,
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+            TaskStatus::Stopped,
+            TaskStatus::Interrupted,
+        ])
+    }
+
     proptest! {
+        #[test]
+        fn a_task_ends_once(steps in proptest::collection::vec(arb_status(), 0..20)) {
+            let mut status = TaskStatus::Running;
+            let mut ends = 0;
+            for to in steps {
+                if let Some(next) = status.end(to) {
+                    status = next;
+                    ends += 1;
+                }
+            }
+            prop_assert!(ends <= 1);
+            prop_assert_eq!(ends == 1, status.is_terminal());
+        }
+
         #[test]
         fn the_ring_keeps_the_newest_output_within_capacity(
             lens in proptest::collection::vec(1u64..5000, 1..60),
