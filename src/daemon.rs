@@ -144,6 +144,11 @@ fn tcp_token(config: &ServeConfig) -> anyhow::Result<String> {
     Ok(token)
 }
 
+/// Compares secrets without leaking, through timing, how much matched.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
 /// Runs the daemon until `shutdown` resolves.
 pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     prepare_dir(&config.data_dir)?;
@@ -236,7 +241,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 .context("token is not valid header text")?;
             let check =
                 move |request: tonic::Request<()>| match request.metadata().get("authorization") {
-                    Some(given) if given == expected => Ok(request),
+                    Some(given) if constant_time_eq(given.as_bytes(), expected.as_bytes()) => {
+                        Ok(request)
+                    }
                     _ => Err(tonic::Status::unauthenticated(
                         "missing or wrong bearer token",
                     )),

@@ -102,31 +102,37 @@ async fn a_trigger_wakes_a_private_child_once_per_dedupe_key_and_dies_with_it() 
         .as_str()
         .expect("task")
         .to_owned();
+    // The child creates a trigger and hands the token to its webhook setup
+    // (here: a file in its workspace) through a placeholder in the command's
+    // environment, the way a real brain would pass it on.
     c.tasks
         .send_task_input(pb::SendTaskInputRequest {
             task_id: task.clone(),
-            text: script(
-                json!([{ "name": "CreateExternalTrigger", "input": { "reason": "ci webhook" } }]),
-            ),
+            text: script(json!([
+                { "name": "CreateExternalTrigger", "input": { "reason": "ci webhook" } },
+                { "name": "ExecCommand", "input": {
+                    "command": "printf %s \"$TOKEN\" > webhook-token",
+                    "env": { "TOKEN": "{{results[0].token}}" }
+                } }
+            ])),
         })
         .await
         .expect("input");
     handled(&c, &child, 2).await;
-    let trigger = tool_output(&mut c, &child, "CreateExternalTrigger").await;
-    let token = trigger["token"]
-        .as_str()
-        .expect("token shown once")
-        .to_owned();
-    assert!(token.starts_with("htr_"));
-    // The token itself is never in the log or the store; only the tool
-    // result that handed it out carries it.
+    let token_file = daemon
+        .data_dir
+        .join("workspaces")
+        .join(&child)
+        .join("webhook-token");
+    let token = std::fs::read_to_string(&token_file).expect("token handed over");
+    assert!(token.starts_with("htr_") && token.len() == 68, "{token}");
+    // The token itself is in neither the event log nor the store's records.
     let log = common::events(&mut c, 0).await;
-    assert_eq!(
-        log.iter()
-            .filter(|e| e.detail_json.contains(&token))
-            .count(),
-        1
+    assert!(
+        log.iter().all(|e| !e.detail_json.contains(&token)),
+        "token leaked into the event log"
     );
+    assert!(log.iter().any(|e| e.detail_json.contains("htr_<redacted>")));
 
     let deliver = |key: &str| pb::DeliverTriggerRequest {
         token: token.clone(),

@@ -213,7 +213,8 @@ impl World {
             Step::Exec { agent } => {
                 if let Some(agent) = pick(&live, *agent) {
                     // A long command: it must die with its agent's actor.
-                    let _ = command_plane::exec(&ctx, agent.id, "sleep 30".into(), 0).await;
+                    let _ =
+                        command_plane::exec(&ctx, agent.id, "sleep 30".into(), Vec::new(), 0).await;
                 }
             }
             Step::Restart => {

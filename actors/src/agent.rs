@@ -18,7 +18,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tokio::task::AbortHandle;
 use tracing::{debug, warn, Instrument};
 
-use crate::brain::TurnInput;
+use crate::brain::{ToolCall, TurnInput};
 use crate::store::{Batch, StoreError, Write};
 use crate::supervise;
 use crate::tools::{self, ToolResult};
@@ -359,8 +359,10 @@ impl AgentActor {
                         EventKind::ToolCalled {
                             run_id,
                             tool: result.tool,
-                            input: result.input,
-                            output: result.output,
+                            // Secrets (trigger tokens) go to the brain only,
+                            // never to the store or the event log.
+                            input: tools::redact(&result.input),
+                            output: tools::redact(&result.output),
                             is_error: result.is_error,
                         },
                     );
@@ -525,6 +527,14 @@ impl AgentActor {
         let agent_id = state.id();
         let mut batch = batch;
         if let Some(mut record) = self.ctx.store.agent(agent_id)? {
+            // An archive or a give-up that landed first wins: never bring
+            // an ended agent back to life from a queued control message.
+            if !record.state.is_live() {
+                return Err(StoreError::Precondition(format!(
+                    "agent {agent_id} is {}",
+                    record.state.name()
+                )));
+            }
             if record.state != to {
                 record.state = to;
                 record.updated_at_ms = now_ms();
@@ -568,9 +578,17 @@ async fn decide_and_act(ctx: Arc<Ctx>, profile: Profile, input: TurnInput) -> Tu
     let agent_id = input.agent_id;
     match ctx.brain.decide(input).await {
         Ok(plan) => {
-            let mut tool_results = Vec::with_capacity(plan.tool_calls.len());
+            let mut tool_results: Vec<ToolResult> = Vec::with_capacity(plan.tool_calls.len());
             for call in &plan.tool_calls {
-                tool_results.push(tools::call(&ctx, agent_id, profile, call).await);
+                // Later calls may use earlier results ({{results[0].token}});
+                // the record keeps the call as written, not as filled in.
+                let filled = ToolCall {
+                    name: call.name.clone(),
+                    input: tools::fill_placeholders(&call.input, &tool_results),
+                };
+                let mut result = tools::call(&ctx, agent_id, profile, &filled).await;
+                result.input = call.input.to_string();
+                tool_results.push(result);
             }
             TurnOutcome::Decided {
                 reply: plan.reply,

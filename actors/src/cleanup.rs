@@ -219,6 +219,8 @@ async fn stop_actors(
         if let Some(actor) = ctx.directory.remove_command(*task_id) {
             actor.kill();
         }
+        // Followers of its output learn that it ended.
+        ctx.notify_output(*task_id);
     }
     for wait_id in waits {
         if let Some(actor) = ctx.directory.remove_wait(*wait_id) {

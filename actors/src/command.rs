@@ -69,6 +69,8 @@ pub struct CommandArgs {
     pub handoff: Arc<Handoff>,
     /// Flips to `true` when the task's record reaches its end state.
     pub done: watch::Sender<bool>,
+    /// Extra environment for the process; never stored.
+    pub env: Vec<(String, String)>,
 }
 
 #[derive(Debug)]
@@ -146,9 +148,33 @@ pub fn start_ticks(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Kills a recorded process group if it is still the one we started.
+/// The process group and start time of a process, from `/proc/<pid>/stat`.
+fn group_and_start(pid: &str) -> Option<(i32, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat
+        .get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .collect();
+    // After the name: state, ppid, pgrp, ... starttime is the 20th field on.
+    Some((fields.get(2)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+}
+
+/// Kills what is left of a recorded process group after a crash: every
+/// process still in that group that started no earlier than the group
+/// did. The leader may be gone while members live on, and a pid may have
+/// been reused since, so the group is matched member by member.
 pub fn kill_group_if_ours(process: ProcessRef) {
-    if start_ticks(process.pgid) == Some(process.start_ticks) {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    let ours = entries.flatten().any(|entry| {
+        let name = entry.file_name();
+        let pid = name.to_string_lossy();
+        pid.bytes().all(|b| b.is_ascii_digit())
+            && group_and_start(&pid)
+                .is_some_and(|(pgrp, start)| pgrp == process.pgid && start >= process.start_ticks)
+    });
+    if ours {
         let _ = killpg(Pid::from_raw(process.pgid), Signal::SIGKILL);
     }
 }
@@ -234,6 +260,9 @@ impl CommandActor {
         if state.open_streams > 0 {
             return Ok(());
         }
+        // The shell is gone; whatever it left behind in its group (a
+        // server started with `&`) is not tracked by anyone: end it too.
+        let _ = killpg(Pid::from_raw(state.guard.pgid), Signal::SIGKILL);
         state.guard.ended = true;
         let task_id = state.task.id;
         let owner = state.task.owner_agent_id;
@@ -260,7 +289,7 @@ impl CommandActor {
                     detail: exit.describe(),
                 },
             )
-            .write(Write::PutTask(task));
+            .write(Write::EndTask(task));
         let mut wake = None;
         if state.handoff.finish() {
             let body = format!(
@@ -288,7 +317,13 @@ impl CommandActor {
                 )
                 .write(Write::PutMessage(message));
         }
-        self.ctx.store.commit(batch)?;
+        match self.ctx.store.commit(batch) {
+            Ok(()) => {}
+            // A cleanup ended the task first (`stopped`); its word stands,
+            // and an archived owner is told nothing.
+            Err(StoreError::Precondition(_)) => wake = None,
+            Err(err) => return Err(err),
+        }
         self.ctx.directory.remove_command(task_id);
         if let Some(message_id) = wake {
             supervise::wake(&self.ctx, owner, message_id);
@@ -302,15 +337,8 @@ impl CommandActor {
     /// The last bytes of the output, as text, for the task's result.
     fn tail(&self, task_id: TaskId, end: u64) -> Result<String, StoreError> {
         let from = end.saturating_sub(RESULT_TAIL as u64);
-        let chunks = self
-            .ctx
-            .store
-            .output_after(task_id, from, RESULT_TAIL * 2)?;
-        let mut bytes = Vec::new();
-        for chunk in chunks {
-            let skip = from.saturating_sub(chunk.offset) as usize;
-            bytes.extend_from_slice(chunk.data.get(skip..).unwrap_or_default());
-        }
+        let chunks = self.ctx.store.output_after(task_id, from, RESULT_TAIL)?;
+        let bytes: Vec<u8> = chunks.into_iter().flat_map(|c| c.data).collect();
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 }
@@ -334,6 +362,7 @@ impl Actor for CommandActor {
             workdir,
             handoff,
             done,
+            env,
         } = args;
         let line = task.command.clone().unwrap_or_default();
         std::fs::create_dir_all(&workdir)?;
@@ -341,6 +370,7 @@ impl Actor for CommandActor {
             .arg("-c")
             .arg(&line)
             .current_dir(&workdir)
+            .envs(env)
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -445,7 +475,7 @@ impl Actor for CommandActor {
                 let _ = reply.send(());
             }
             CommandMsg::Kill => {
-                if state.exit.is_none() {
+                if !state.guard.ended {
                     let _ = killpg(Pid::from_raw(state.guard.pgid), Signal::SIGKILL);
                 }
             }

@@ -43,6 +43,16 @@ pub enum CommandError {
     Store(#[from] StoreError),
 }
 
+/// Hands the report to the owner's message if the waiting call goes away.
+struct YieldOnDrop(Arc<Handoff>);
+
+impl Drop for YieldOnDrop {
+    fn drop(&mut self) {
+        // A no-op once the command finished or the call already yielded.
+        let _ = self.0.yield_to_owner();
+    }
+}
+
 /// What `ExecCommand` returns.
 #[derive(Debug, Clone)]
 pub struct Executed {
@@ -56,6 +66,7 @@ pub async fn exec(
     ctx: &Arc<Ctx>,
     owner: AgentId,
     command: String,
+    env: Vec<(String, String)>,
     yield_ms: u64,
 ) -> Result<Executed, CommandError> {
     if command.trim().is_empty() || command.len() > MAX_COMMAND_LEN {
@@ -106,6 +117,7 @@ pub async fn exec(
         workdir: ctx.workspace(owner),
         handoff: handoff.clone(),
         done,
+        env,
     };
     let spawned = Actor::spawn_linked(
         None,
@@ -125,13 +137,19 @@ pub async fn exec(
     }
     // The command runs; waiting for it must not hold up the tree.
     drop(tree);
+    // If this call is cancelled (its turn aborted or timed out), the owner
+    // must still hear how the command ended.
+    let _report_if_dropped = YieldOnDrop(handoff.clone());
     let ended_in_time = tokio::time::timeout(
         Duration::from_millis(yield_ms),
         finished.wait_for(|done| *done),
     )
     .await
     .is_ok();
-    if !ended_in_time && handoff.yield_to_owner() {
+    if !ended_in_time && !handoff.yield_to_owner() {
+        // It finished just now: its record is being written; wait for it.
+        let _ = finished.wait_for(|done| *done).await;
+    } else if !ended_in_time {
         let task = ctx
             .store
             .task(task_id)?

@@ -65,10 +65,14 @@ pub enum Write {
     PutTask(TaskRecord),
     /// A wait, new or updated; a trigger's token hash is indexed.
     PutWait(WaitRecord),
-    /// A timer firing: fails the whole batch with
-    /// [`StoreError::Precondition`] unless the stored wait is still armed,
-    /// so a timer fires once.
-    FireWait(WaitRecord),
+    /// A wait ending (a timer firing, a trigger cancelled): fails the whole
+    /// batch with [`StoreError::Precondition`] unless the stored wait is
+    /// still armed, so a wait ends once.
+    EndWait(WaitRecord),
+    /// A task ending: fails the whole batch with
+    /// [`StoreError::Precondition`] unless the stored task is still
+    /// running, so a cleanup's `stopped` is never overwritten.
+    EndTask(TaskRecord),
     /// A work item, new or updated.
     PutWorkItem(WorkItemRecord),
     /// A piece of a command's output.

@@ -58,7 +58,7 @@ pub const CATALOG: &[ToolSpec] = &[
     ToolSpec {
         name: "ExecCommand",
         family: ToolFamily::LocalEnvironment,
-        description: "Runs a shell command in this agent's workspace, in its own process group: `{\"command\": ..., \"yield_ms\": 3000}`. A command done within yield_ms returns its output; a longer one returns a task handle and reports back when it ends.",
+        description: "Runs a shell command in this agent's workspace, in its own process group: `{\"command\": ..., \"yield_ms\": 3000, \"env\": {}}` (env is passed to the process and never stored). A command done within yield_ms returns its output; a longer one returns a task handle and reports back when it ends.",
     },
     ToolSpec {
         name: "Sleep",
@@ -139,6 +139,83 @@ pub async fn call(
         output: output.to_string(),
         is_error,
     }
+}
+
+/// Replaces trigger tokens (`htr_` and 64 hex digits) with a marker.
+pub fn redact(text: &str) -> String {
+    let prefix = crate::wait_plane::TOKEN_PREFIX;
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        let after = &rest[at + prefix.len()..];
+        let hex = after.bytes().take_while(u8::is_ascii_hexdigit).count();
+        out.push_str(&rest[..at]);
+        if hex >= 64 {
+            out.push_str(prefix);
+            out.push_str("<redacted>");
+            rest = &after[hex..];
+        } else {
+            out.push_str(prefix);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Fills `{{results[N].field.sub}}` in every string of `input` with the
+/// field of the N-th earlier result of this turn (its output, as JSON). A
+/// placeholder that matches nothing is left as written.
+pub fn fill_placeholders(input: &Value, results: &[ToolResult]) -> Value {
+    match input {
+        Value::String(text) => Value::String(fill_text(text, results)),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| fill_placeholders(v, results))
+                .collect(),
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill_placeholders(v, results)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn fill_text(text: &str, results: &[ToolResult]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{results[") {
+        out.push_str(&rest[..start]);
+        let tail = &rest[start..];
+        let Some(end) = tail.find("}}") else {
+            out.push_str(tail);
+            return out;
+        };
+        match lookup(&tail[10..end], results) {
+            Some(value) => out.push_str(&value),
+            None => out.push_str(&tail[..end + 2]),
+        }
+        rest = &tail[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `N].a.b` -> the text of field a.b of result N.
+fn lookup(reference: &str, results: &[ToolResult]) -> Option<String> {
+    let (index, path) = reference.split_once(']')?;
+    let result = results.get(index.parse::<usize>().ok()?)?;
+    let mut value: Value = serde_json::from_str(&result.output).ok()?;
+    for field in path.split('.').filter(|f| !f.is_empty()) {
+        value = value.get(field)?.clone();
+    }
+    Some(match value {
+        Value::String(s) => s,
+        other => other.to_string(),
+    })
 }
 
 fn text_field<'a>(input: &'a Value, field: &str) -> Result<Option<&'a str>, String> {
@@ -263,7 +340,19 @@ async fn run(
                 .get("yield_ms")
                 .and_then(Value::as_u64)
                 .unwrap_or(command_plane::DEFAULT_YIELD_MS);
-            let done = command_plane::exec(ctx, agent_id, command, yield_ms)
+            let env = match input.get("env") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Object(vars)) => vars
+                    .iter()
+                    .map(|(k, v)| {
+                        v.as_str()
+                            .map(|v| (k.clone(), v.to_owned()))
+                            .ok_or(format!("`env.{k}` must be a string"))
+                    })
+                    .collect::<Result<_, _>>()?,
+                Some(_) => return Err("`env` must be an object of strings".into()),
+            };
+            let done = command_plane::exec(ctx, agent_id, command, env, yield_ms)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(json!({
@@ -449,4 +538,40 @@ fn agent_json(record: &AgentRecord, live: Option<&AgentSnapshot>) -> Value {
         "turns_completed": live.map(|s| s.turns_completed),
         "tools": tool_surface(record.profile).map(|t| t.name).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(output: Value) -> ToolResult {
+        ToolResult {
+            tool: "T".into(),
+            input: "{}".into(),
+            output: output.to_string(),
+            is_error: false,
+        }
+    }
+
+    #[test]
+    fn placeholders_take_fields_of_earlier_results() {
+        let results = [result(
+            json!({ "token": "htr_abc", "n": 3, "deep": { "x": "y" } }),
+        )];
+        let input = json!({ "a": "t={{results[0].token}}", "b": ["{{results[0].n}}", "{{results[0].deep.x}}"], "c": "{{results[9].x}}" });
+        let filled = fill_placeholders(&input, &results);
+        assert_eq!(
+            filled,
+            json!({ "a": "t=htr_abc", "b": ["3", "y"], "c": "{{results[9].x}}" })
+        );
+    }
+
+    #[test]
+    fn tokens_are_redacted_and_other_text_kept() {
+        let token = format!("htr_{}", "a".repeat(64));
+        let text = format!("{{\"token\":\"{token}\",\"note\":\"htr_short\"}}");
+        let redacted = redact(&text);
+        assert!(!redacted.contains(&token));
+        assert!(redacted.contains("htr_<redacted>") && redacted.contains("htr_short"));
+    }
 }

@@ -76,7 +76,7 @@ impl WaitActor {
                     provenance: message.provenance,
                 },
             )
-            .write(Write::FireWait(fired))
+            .write(Write::EndWait(fired))
             .write(Write::PutMessage(message));
         match self.ctx.store.commit(batch) {
             Ok(()) => {

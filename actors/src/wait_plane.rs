@@ -11,7 +11,7 @@ use holarchy_supervision::{
 use ractor::rpc::CallResult;
 use sha2::{Digest, Sha256};
 
-use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage, NotRunning};
+use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, supervise, Ctx};
 
@@ -179,18 +179,27 @@ pub async fn cancel(
     }
     wait.status = WaitStatus::Cancelled;
     wait.updated_at_ms = now_ms();
-    ctx.store.commit(
-        Batch::new()
-            .event(
-                wait.owner_agent_id,
-                EventKind::WaitUpdated {
-                    wait_id,
-                    kind: wait.kind.name().into(),
-                    status: wait.status,
-                },
-            )
-            .write(Write::PutWait(wait.clone())),
-    )?;
+    ctx.store
+        .commit(
+            Batch::new()
+                .event(
+                    wait.owner_agent_id,
+                    EventKind::WaitUpdated {
+                        wait_id,
+                        kind: wait.kind.name().into(),
+                        status: wait.status,
+                    },
+                )
+                .write(Write::EndWait(wait.clone())),
+        )
+        .map_err(|err| match err {
+            // It fired (or was cancelled) since it was read.
+            StoreError::Precondition(_) => WaitError::NotArmed {
+                wait_id,
+                status: "no longer armed",
+            },
+            other => other.into(),
+        })?;
     if let Some(actor) = ctx.directory.remove_wait(wait_id) {
         actor.stop(Some("cancelled".into()));
     }
@@ -215,9 +224,9 @@ pub async fn deliver(
         return Err(WaitError::RevokedToken);
     }
     let owner = wait.owner_agent_id;
-    let entry = ctx.directory.get(owner).ok_or(DeliverError::NotRunning {
-        agent_id: owner,
-        why: NotRunning::Restarting,
+    // Never name the agent to the caller: it holds only a token.
+    let entry = ctx.directory.get(owner).ok_or_else(|| {
+        DeliverError::Unavailable("the trigger's agent is not available right now".into())
     })?;
     let message = NewMessage {
         provenance: Provenance::Trigger { wait_id },
@@ -233,8 +242,14 @@ pub async fn deliver(
         )
         .await;
     match answer {
-        Ok(CallResult::Success(delivered)) => Ok(delivered?),
-        Ok(_) => Err(DeliverError::Unavailable("the agent did not answer".into()).into()),
-        Err(err) => Err(DeliverError::Unavailable(err.to_string()).into()),
+        Ok(CallResult::Success(Ok(delivered))) => Ok(delivered),
+        // Refusals name the agent; a trigger caller learns only that it failed.
+        Ok(CallResult::Success(Err(DeliverError::QueueFull { limit }))) => {
+            Err(DeliverError::QueueFull { limit }.into())
+        }
+        Ok(CallResult::Success(Err(_))) | Ok(_) | Err(_) => Err(DeliverError::Unavailable(
+            "the trigger's agent is not available right now".into(),
+        )
+        .into()),
     }
 }

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use holarchy_actors::{task_plane, Runtime};
-use holarchy_supervision::{limits, TaskId};
+use holarchy_supervision::{limits, TaskId, TaskKind};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
@@ -28,6 +28,9 @@ impl TaskApi {
         Self { runtime, shutdown }
     }
 }
+
+/// How often a follower re-reads without a notice.
+const FOLLOW_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
 type ChunkStream = Pin<Box<dyn Stream<Item = Result<pb::OutputChunk, Status>> + Send>>;
 
@@ -97,7 +100,13 @@ impl TaskService for TaskApi {
         let task_id = parse_task_id(&req.task_id)?;
         let ctx = self.runtime.ctx().clone();
         // Refuse unknown tasks up front, not as a stream error.
-        task_plane::get(&ctx, task_id, None).map_err(ApiError::from)?;
+        let task = task_plane::get(&ctx, task_id, None).map_err(ApiError::from)?;
+        if task.kind != TaskKind::Command {
+            return Err(ApiError::FailedPrecondition(
+                "only command output can be followed; read a child task's result with ReadTaskOutput".into(),
+            )
+            .into());
+        }
         let (tx, rx) = mpsc::channel(64);
         let mut shutdown = self.shutdown.clone();
         tokio::spawn(async move {
@@ -127,6 +136,9 @@ impl TaskService for TaskApi {
                 }
                 loop {
                     tokio::select! {
+                        // A safety net: re-read now and then even without a
+                        // notice, so a missed one cannot hang the stream.
+                        () = tokio::time::sleep(FOLLOW_RECHECK) => break,
                         changed = grown.recv() => match changed {
                             Ok(id) if id == task_id => break,
                             Ok(_) => continue,

@@ -450,9 +450,14 @@ impl Store for SledStore {
         let mut size = 0;
         for entry in self.output.range(start..=end) {
             let (_, value) = entry.map_err(backend)?;
-            let chunk: OutputChunk = decode(OUTPUT, &value)?;
+            let mut chunk: OutputChunk = decode(OUTPUT, &value)?;
             if chunk.offset + chunk.data.len() as u64 <= offset {
                 continue;
+            }
+            // Start exactly at `offset`, even inside a chunk.
+            if chunk.offset < offset {
+                chunk.data.drain(..(offset - chunk.offset) as usize);
+                chunk.offset = offset;
             }
             size += chunk.data.len();
             out.push(chunk);
@@ -619,8 +624,27 @@ impl Store for SledStore {
                     Encoded::PutTask {
                         id,
                         owned_key,
+                        guard_running,
                         value,
                     } => {
+                        if *guard_running {
+                            let running = match tasks.get(id.as_slice())? {
+                                Some(bytes) => {
+                                    decode::<TaskRecord>(TASKS, &bytes)
+                                        .map_err(|e| {
+                                            ConflictableTransactionError::Abort(Abort::Corrupt(e))
+                                        })?
+                                        .status
+                                        == TaskStatus::Running
+                                }
+                                None => false,
+                            };
+                            if !running {
+                                return Err(ConflictableTransactionError::Abort(
+                                    Abort::Precondition("the task has already ended".into()),
+                                ));
+                            }
+                        }
                         tasks.insert(id.as_slice(), value.as_slice())?;
                         owned.insert(owned_key.as_slice(), &[] as &[u8])?;
                     }

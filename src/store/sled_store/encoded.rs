@@ -35,6 +35,7 @@ pub(super) enum Encoded {
     PutTask {
         id: [u8; 16],
         owned_key: Vec<u8>,
+        guard_running: bool,
         value: Vec<u8>,
     },
     PutWait {
@@ -98,19 +99,20 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             agent: message.agent_id,
             value: encode(MESSAGES, message)?,
         },
-        Write::PutTask(task) => Encoded::PutTask {
+        Write::PutTask(task) | Write::EndTask(task) => Encoded::PutTask {
             id: task.id.to_bytes(),
             owned_key: pair_key(task.owner_agent_id, &task.id.to_bytes()),
+            guard_running: matches!(write, Write::EndTask(_)),
             value: encode(TASKS, task)?,
         },
-        Write::PutWait(wait) | Write::FireWait(wait) => Encoded::PutWait {
+        Write::PutWait(wait) | Write::EndWait(wait) => Encoded::PutWait {
             id: wait.id.to_bytes(),
             owned_key: pair_key(wait.owner_agent_id, &wait.id.to_bytes()),
             trigger: match wait.kind {
                 WaitKind::Trigger { token_hash } => Some(token_hash),
                 WaitKind::Timer { .. } => None,
             },
-            guard_armed: matches!(write, Write::FireWait(_)),
+            guard_armed: matches!(write, Write::EndWait(_)),
             value: encode(WAITS, wait)?,
         },
         Write::PutWorkItem(item) => Encoded::PutWorkItem {

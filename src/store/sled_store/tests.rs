@@ -151,3 +151,39 @@ async fn concurrent_waiters_share_flushes() {
         200
     );
 }
+
+#[tokio::test]
+async fn output_reads_start_exactly_at_the_offset_asked_for() {
+    use holarchy_supervision::{OutputChunk, Stream, TaskId};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let task_id = TaskId::generate();
+    for (offset, data) in [(0u64, "hello "), (6, "world"), (11, "!")] {
+        let chunk = OutputChunk {
+            offset,
+            stream: Stream::Stdout,
+            data: data.as_bytes().to_vec(),
+        };
+        store
+            .commit(Batch::new().write(Write::PutOutput { task_id, chunk }))
+            .expect("commit");
+    }
+    let read = store.output_after(task_id, 8, 1024).expect("read");
+    assert_eq!(read[0].offset, 8);
+    let text: Vec<u8> = read.into_iter().flat_map(|c| c.data).collect();
+    assert_eq!(text, b"rld!");
+    // The limit counts only the bytes returned.
+    let first = store.output_after(task_id, 3, 3).expect("read");
+    assert_eq!(
+        (first.len(), first[0].data.as_slice()),
+        (1, b"lo ".as_slice())
+    );
+    store
+        .commit(Batch::new().write(Write::DropOutput { task_id, offset: 0 }))
+        .expect("drop");
+    let after_drop = store.output_after(task_id, 0, 1024).expect("read");
+    assert_eq!(
+        after_drop[0].offset, 6,
+        "a dropped start shows as a later first offset"
+    );
+}
