@@ -166,6 +166,7 @@ async fn a_turn_cut_short_by_a_crash_is_run_again_on_start() {
             lineage_parent_agent_id: None,
             supervisor_agent_id: None,
             state: LifecycleState::Active,
+            brain: Default::default(),
             created_at_ms: 1,
             updated_at_ms: 1,
         };
@@ -232,7 +233,7 @@ impl Brain for Unruly {
 
     fn decide(&self, input: TurnInput) -> BrainFuture {
         Box::pin(async move {
-            match input.body.as_str() {
+            match input.message.text.as_str() {
                 "panic" => panic!("brain panicked on purpose"),
                 "hang" => std::future::pending().await,
                 other => Ok(TurnPlan {

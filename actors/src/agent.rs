@@ -18,10 +18,11 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tokio::task::AbortHandle;
 use tracing::{debug, warn, Instrument};
 
-use crate::brain::{ToolCall, TurnInput};
 use crate::store::{Batch, StoreError, Write};
 use crate::supervise;
-use crate::tools::{self, ToolResult};
+use crate::tools;
+use crate::turn::{self, TurnOutcome};
+
 use crate::{now_ms, Ctx};
 
 /// A message on its way onto an agent's queue.
@@ -89,17 +90,6 @@ pub struct AgentSnapshot {
     pub current_run: Option<RunId>,
     pub current_message: Option<MessageId>,
     pub turns_completed: u64,
-}
-
-/// How a turn came out, reported by the turn task.
-#[derive(Debug)]
-pub enum TurnOutcome {
-    Decided {
-        reply: Option<String>,
-        tool_results: Vec<ToolResult>,
-        done: bool,
-    },
-    BrainFailed(String),
 }
 
 #[derive(Debug)]
@@ -305,20 +295,22 @@ impl AgentActor {
             };
             message.status = handling;
             message.attempts += 1;
-            let input = TurnInput {
-                agent_id,
-                run_id,
-                provenance: message.provenance,
-                body: message.body.clone(),
-            };
             self.ctx.store.commit(
                 Batch::new()
-                    .write(Write::PutMessage(message))
+                    .write(Write::PutMessage(message.clone()))
                     .event(agent_id, EventKind::RunStarted { run_id, message_id }),
             )?;
             let span = tracing::info_span!("turn", agent_id = %agent_id, run_id = %run_id);
             let task = tokio::spawn(
-                run_turn(self.ctx.clone(), state.profile, input, myself.clone()).instrument(span),
+                run_turn(
+                    self.ctx.clone(),
+                    state.profile,
+                    agent_id,
+                    run_id,
+                    message,
+                    myself.clone(),
+                )
+                .instrument(span),
             );
             self.ctx.busy.fetch_add(1, Ordering::Relaxed);
             state.run = Some(ActiveRun {
@@ -558,10 +550,17 @@ impl AgentActor {
 /// The turn itself: runs outside the actor and always reports back by
 /// message, even when the brain or a tool panics or the turn runs past its
 /// deadline; otherwise the agent would wait for it forever.
-async fn run_turn(ctx: Arc<Ctx>, profile: Profile, input: TurnInput, myself: ActorRef<AgentMsg>) {
-    let run_id = input.run_id;
+async fn run_turn(
+    ctx: Arc<Ctx>,
+    profile: Profile,
+    agent_id: AgentId,
+    run_id: RunId,
+    message: MessageRecord,
+    myself: ActorRef<AgentMsg>,
+) {
     let deadline = ctx.config.turn_timeout;
-    let mut work = tokio::spawn(decide_and_act(ctx, profile, input).in_current_span());
+    let mut work =
+        tokio::spawn(turn::run(ctx, profile, agent_id, run_id, message).in_current_span());
     let _guard = AbortOnDrop(work.abort_handle());
     let outcome = match tokio::time::timeout(deadline, &mut work).await {
         Ok(Ok(outcome)) => outcome,
@@ -572,32 +571,6 @@ async fn run_turn(ctx: Arc<Ctx>, profile: Profile, input: TurnInput, myself: Act
     };
     // The agent may be gone (archived, killed); its turn result goes with it.
     let _ = myself.cast(AgentMsg::TurnDone(Box::new(TurnDone { run_id, outcome })));
-}
-
-async fn decide_and_act(ctx: Arc<Ctx>, profile: Profile, input: TurnInput) -> TurnOutcome {
-    let agent_id = input.agent_id;
-    match ctx.brain.decide(input).await {
-        Ok(plan) => {
-            let mut tool_results: Vec<ToolResult> = Vec::with_capacity(plan.tool_calls.len());
-            for call in &plan.tool_calls {
-                // Later calls may use earlier results ({{results[0].token}});
-                // the record keeps the call as written, not as filled in.
-                let filled = ToolCall {
-                    name: call.name.clone(),
-                    input: tools::fill_placeholders(&call.input, &tool_results),
-                };
-                let mut result = tools::call(&ctx, agent_id, profile, &filled).await;
-                result.input = call.input.to_string();
-                tool_results.push(result);
-            }
-            TurnOutcome::Decided {
-                reply: plan.reply,
-                tool_results,
-                done: plan.done,
-            }
-        }
-        Err(err) => TurnOutcome::BrainFailed(err.to_string()),
-    }
 }
 
 impl Actor for AgentActor {

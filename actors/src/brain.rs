@@ -1,25 +1,74 @@
 //! Brains decide what an agent does with a message: a reply, tool calls,
 //! and whether the delegated work is done. The runtime is the same whatever
-//! decides; this module holds the trait and the deterministic `scripted`
-//! brain that tests, benchmarks and hand-driving operators use.
+//! decides: a turn asks the brain for a decision, runs its tool calls,
+//! gives the results back, and repeats until the brain calls no tool or the
+//! step limit is reached.
+//!
+//! - [`ScriptedBrain`]: deterministic; the message carries the decision.
+//! - [`command::CommandBrain`]: an external program per step (the pup
+//!   contract: JSON on stdin, JSON on stdout).
 
 use std::future::Future;
 use std::pin::Pin;
 
-use holarchy_supervision::{AgentId, Provenance, RunId};
-use serde::Deserialize;
+use holarchy_supervision::{AgentId, RunId};
+use serde::{Deserialize, Serialize};
 
-/// What a brain is asked to decide on.
-#[derive(Debug, Clone)]
+pub mod command;
+
+/// The message a turn works on, as a brain sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageView {
+    pub message_id: String,
+    /// operator, parent, child_result, trigger, timer, self, task_result...
+    pub provenance: String,
+    /// The sending agent, for parent, child_result and creator provenance.
+    pub from_agent_id: Option<String>,
+    pub text: String,
+}
+
+/// A tool call's result, as a brain sees it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultView {
+    pub tool: String,
+    pub input: serde_json::Value,
+    pub output: serde_json::Value,
+    pub is_error: bool,
+}
+
+/// One decision of a turn and what its tool calls returned.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRecord {
+    pub reply: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub results: Vec<ResultView>,
+}
+
+/// What a brain is asked to decide on, at each step of a turn.
+#[derive(Debug, Clone, Serialize)]
 pub struct TurnInput {
+    #[serde(skip)]
     pub agent_id: AgentId,
+    #[serde(skip)]
     pub run_id: RunId,
-    pub provenance: Provenance,
-    pub body: String,
+    /// The agent's own summary.
+    pub agent: serde_json::Value,
+    pub message: MessageView,
+    /// The agent's tool catalog: the same at every step and turn.
+    pub tools: Vec<serde_json::Value>,
+    /// Bounded, structured context: work focus, waits, recent turns.
+    pub context: serde_json::Value,
+    /// 1 for the first decision of the turn.
+    pub step: u32,
+    pub max_steps: u32,
+    /// The results of the previous step's tool calls.
+    pub previous_results: Vec<ResultView>,
+    /// Every earlier step of this turn (for conversation-shaped brains).
+    pub steps: Vec<StepRecord>,
 }
 
 /// One tool call a brain asks for. `input` is a JSON value.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub name: String,
     #[serde(default)]
@@ -27,7 +76,8 @@ pub struct ToolCall {
 }
 
 /// A brain's decision for one turn.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct TurnPlan {
     pub reply: Option<String>,
     pub tool_calls: Vec<ToolCall>,
@@ -94,7 +144,13 @@ impl Brain for ScriptedBrain {
     }
 
     fn decide(&self, input: TurnInput) -> BrainFuture {
-        let plan = Self::plan(&input.body);
+        // A script is one decision: its tool calls run once, then the turn
+        // ends.
+        let plan = if input.step == 1 {
+            Self::plan(&input.message.text)
+        } else {
+            TurnPlan::default()
+        };
         Box::pin(async move { Ok(plan) })
     }
 }

@@ -7,7 +7,8 @@
 //! - [`gateway`]: routes operator ingress, refusing private agents.
 //! - [`agent`]: one actor per live agent; runs one turn at a time, beside
 //!   its `handle`, never inside it.
-//! - [`brain`]: what decides a turn; the deterministic `scripted` brain.
+//! - [`brain`]: what decides a turn: the `scripted` and `command` brains.
+//! - [`turn`]: one turn, whichever brain: decide, run tools, repeat.
 //! - [`tools`]: the tools a brain may call, by profile.
 //! - [`supervise`]: what every supervisor (runtime or agent) does when a
 //!   child exits: one-for-one restart of the child's whole subtree within
@@ -46,6 +47,7 @@ pub mod task;
 pub mod task_plane;
 pub mod tools;
 pub mod tree;
+pub mod turn;
 pub mod wait;
 pub mod wait_plane;
 pub mod work_plane;

@@ -160,6 +160,7 @@ impl RuntimeActor {
             lineage_parent_agent_id: None,
             supervisor_agent_id: None,
             state: LifecycleState::Active,
+            brain: Default::default(),
             created_at_ms: now,
             updated_at_ms: now,
         };

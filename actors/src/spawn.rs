@@ -105,6 +105,7 @@ async fn spawn_to_completion(
         lineage_parent_agent_id: lineage,
         supervisor_agent_id: supervisor,
         state: LifecycleState::Active,
+        brain: Default::default(),
         created_at_ms: now,
         updated_at_ms: now,
     };

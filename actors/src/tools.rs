@@ -15,85 +15,138 @@ use crate::brain::ToolCall;
 use crate::spawn::{self, SpawnRequest};
 use crate::{command_plane, task_plane, wait_plane, work_plane, Ctx};
 
-/// One tool of the catalog.
+/// One tool of the catalog: its name, family and plane, what it does, and
+/// the JSON Schema of its input.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolSpec {
     pub name: &'static str,
     pub family: ToolFamily,
+    /// agent, task, waiting, work or core.
+    pub plane: &'static str,
     pub description: &'static str,
+    /// JSON Schema text (checked to parse by a test).
+    pub input_schema: &'static str,
 }
 
-/// Every tool this build knows. Later planes add theirs here.
+impl ToolSpec {
+    pub fn schema(&self) -> Value {
+        serde_json::from_str(self.input_schema).unwrap_or(Value::Null)
+    }
+
+    /// What a brain is shown of the tool.
+    pub fn view(&self) -> Value {
+        json!({
+            "name": self.name,
+            "family": self.family.name(),
+            "plane": self.plane,
+            "description": self.description,
+            "input_schema": self.schema(),
+        })
+    }
+}
+
+const TASK_ID: &str = r#"{"type":"object","properties":{"task_id":{"type":"string"}},"required":["task_id"],"additionalProperties":false}"#;
+
+/// Every tool this build knows, in a stable order: an agent's catalog is
+/// the same for every turn.
 pub const CATALOG: &[ToolSpec] = &[
     ToolSpec {
         name: "AgentGet",
         family: ToolFamily::Core,
-        description: "Returns the calling agent's own summary: identity, profile, lineage, supervisor and lifecycle state.",
+        plane: "agent",
+        description: "Returns the calling agent's own summary: identity, profile, lineage, supervisor, lifecycle state, current work item, waits and tools.",
+        input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
     },
     ToolSpec {
         name: "SpawnAgent",
         family: ToolFamily::AgentCreation,
-        description: "Creates an agent. `preset` is private_child (default), private_delegator or public_named; `initial_message` is required for private children; `name` for public agents. A private child returns a task handle.",
+        plane: "agent",
+        description: "Creates an agent. `preset` is private_child (default), private_delegator or public_named. A private child is supervised by the caller, gets `initial_message` (required) as its first message, and comes back with a task handle; a public agent needs a `name` and keeps only lineage. The child runs on the caller's brain.",
+        input_schema: r#"{"type":"object","properties":{"preset":{"type":"string","enum":["private_child","private_delegator","public_named"]},"initial_message":{"type":"string"},"name":{"type":"string"}},"additionalProperties":false}"#,
     },
     ToolSpec {
         name: "TaskList",
         family: ToolFamily::Core,
-        description: "Lists the tasks this agent owns, with their kind, label and status.",
+        plane: "task",
+        description: "Lists the tasks this agent owns (child agents and commands) with their kind, label and status.",
+        input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
     },
     ToolSpec {
         name: "TaskStatus",
         family: ToolFamily::Core,
-        description: "Returns the lifecycle state of one of this agent's tasks: `{\"task_id\": ...}`.",
+        plane: "task",
+        description: "Returns the lifecycle state of one of this agent's tasks.",
+        input_schema: TASK_ID,
     },
     ToolSpec {
         name: "TaskOutput",
         family: ToolFamily::Core,
-        description: "Returns a task's result, or its progress while it runs: `{\"task_id\": ...}`.",
+        plane: "task",
+        description: "Returns a task's output: a command's output from `offset`, or a child's result (its replies so far while it runs).",
+        input_schema: r#"{"type":"object","properties":{"task_id":{"type":"string"},"offset":{"type":"integer","minimum":0}},"required":["task_id"],"additionalProperties":false}"#,
     },
     ToolSpec {
         name: "TaskInput",
         family: ToolFamily::Core,
-        description: "Sends follow-up input to a supervised child: `{\"task_id\": ..., \"text\": ...}`.",
-    },
-    ToolSpec {
-        name: "ExecCommand",
-        family: ToolFamily::LocalEnvironment,
-        description: "Runs a shell command in this agent's workspace, in its own process group: `{\"command\": ..., \"yield_ms\": 3000, \"env\": {}}` (env is passed to the process and never stored). A command done within yield_ms returns its output; a longer one returns a task handle and reports back when it ends.",
-    },
-    ToolSpec {
-        name: "Sleep",
-        family: ToolFamily::Core,
-        description: "Sets a timer: `{\"duration_ms\": ..., \"reason\": ..., \"work_item_id\": ...}`. When it fires the agent gets a wake message; it survives restarts and fires once.",
-    },
-    ToolSpec {
-        name: "Enqueue",
-        family: ToolFamily::Core,
-        description: "Queues a message to this agent itself for a later turn: `{\"text\": ...}`.",
-    },
-    ToolSpec {
-        name: "update_work_item",
-        family: ToolFamily::Core,
-        description: "Creates (no `work_item_id`) or updates a work item: `objective`, `status` (active, blocked, done). At most one item is active: the current work focus.",
-    },
-    ToolSpec {
-        name: "update_work_plan",
-        family: ToolFamily::Core,
-        description: "Replaces a work item's plan: `{\"work_item_id\": ..., \"steps\": [{\"title\": ..., \"status\": \"pending|in_progress|done|skipped\"}]}`.",
-    },
-    ToolSpec {
-        name: "CreateExternalTrigger",
-        family: ToolFamily::ExternalTrigger,
-        description: "Creates a wake channel for machines: returns a secret token, shown once. Deliveries with it (TriggerService.DeliverTrigger) wake this agent with the payload.",
-    },
-    ToolSpec {
-        name: "CancelExternalTrigger",
-        family: ToolFamily::ExternalTrigger,
-        description: "Cancels a trigger: `{\"wait_id\": ...}`; its token stops working.",
+        plane: "task",
+        description: "Sends follow-up input: a message to a supervised child, or text to a command's stdin.",
+        input_schema: r#"{"type":"object","properties":{"task_id":{"type":"string"},"text":{"type":"string"}},"required":["task_id","text"],"additionalProperties":false}"#,
     },
     ToolSpec {
         name: "TaskStop",
         family: ToolFamily::Core,
-        description: "Stops a task; for a child agent, the child and its whole private subtree: `{\"task_id\": ...}`.",
+        plane: "task",
+        description: "Stops a task: a child agent and its whole private subtree, or a command (SIGTERM, then SIGKILL).",
+        input_schema: TASK_ID,
+    },
+    ToolSpec {
+        name: "ExecCommand",
+        family: ToolFamily::LocalEnvironment,
+        plane: "task",
+        description: "Runs a shell command in this agent's workspace, in its own process group. A command done within `yield_ms` (default 3000) returns its output; a longer one returns a task handle and reports back when it ends. `env` is passed to the process and never stored.",
+        input_schema: r#"{"type":"object","properties":{"command":{"type":"string"},"yield_ms":{"type":"integer","minimum":0,"maximum":600000},"env":{"type":"object","additionalProperties":{"type":"string"}}},"required":["command"],"additionalProperties":false}"#,
+    },
+    ToolSpec {
+        name: "Sleep",
+        family: ToolFamily::Core,
+        plane: "waiting",
+        description: "Sets a timer; when it fires the agent gets a wake message. It survives restarts and fires once.",
+        input_schema: r#"{"type":"object","properties":{"duration_ms":{"type":"integer","minimum":0},"reason":{"type":"string"},"work_item_id":{"type":"string"}},"required":["duration_ms"],"additionalProperties":false}"#,
+    },
+    ToolSpec {
+        name: "Enqueue",
+        family: ToolFamily::Core,
+        plane: "work",
+        description: "Queues a message to this agent itself, for a later turn.",
+        input_schema: r#"{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}"#,
+    },
+    ToolSpec {
+        name: "update_work_item",
+        family: ToolFamily::Core,
+        plane: "work",
+        description: "Creates (no `work_item_id`) or updates a work item: objective and status (active, blocked, done). At most one item is active: the agent's current work focus.",
+        input_schema: r#"{"type":"object","properties":{"work_item_id":{"type":"string"},"objective":{"type":"string"},"status":{"type":"string","enum":["active","blocked","done"]}},"additionalProperties":false}"#,
+    },
+    ToolSpec {
+        name: "update_work_plan",
+        family: ToolFamily::Core,
+        plane: "work",
+        description: "Replaces a work item's plan with the given steps.",
+        input_schema: r#"{"type":"object","properties":{"work_item_id":{"type":"string"},"steps":{"type":"array","items":{"type":"object","properties":{"title":{"type":"string"},"status":{"type":"string","enum":["pending","in_progress","done","skipped"]}},"required":["title"]}}},"required":["work_item_id","steps"],"additionalProperties":false}"#,
+    },
+    ToolSpec {
+        name: "CreateExternalTrigger",
+        family: ToolFamily::ExternalTrigger,
+        plane: "waiting",
+        description: "Creates a wake channel for machines and returns its secret token, once. Deliveries with it (TriggerService.DeliverTrigger) wake this agent with their payload.",
+        input_schema: r#"{"type":"object","properties":{"reason":{"type":"string"},"work_item_id":{"type":"string"}},"additionalProperties":false}"#,
+    },
+    ToolSpec {
+        name: "CancelExternalTrigger",
+        family: ToolFamily::ExternalTrigger,
+        plane: "waiting",
+        description: "Cancels a trigger; its token stops working.",
+        input_schema: r#"{"type":"object","properties":{"wait_id":{"type":"string"}},"required":["wait_id"],"additionalProperties":false}"#,
     },
 ];
 
@@ -241,35 +294,7 @@ async fn run(
     input: &Value,
 ) -> Result<Value, String> {
     match tool {
-        "AgentGet" => {
-            let record = ctx
-                .store
-                .agent(agent_id)
-                .map_err(|e| e.to_string())?
-                .ok_or("agent record not found")?;
-            // The turn runs beside the actor, so the actor is free to answer.
-            let live = match ctx.directory.get(agent_id) {
-                Some(entry) => {
-                    let timeout = Some(ctx.config.call_timeout);
-                    match entry.actor.call(AgentMsg::Snapshot, timeout).await {
-                        Ok(CallResult::Success(snapshot)) => Some(snapshot),
-                        _ => None,
-                    }
-                }
-                None => None,
-            };
-            let mut agent = agent_json(&record, live.as_ref());
-            let waits = ctx.store.waits_of(agent_id).map_err(|e| e.to_string())?;
-            agent["waiting_on"] = waits
-                .iter()
-                .filter(|w| w.status == holarchy_supervision::WaitStatus::Armed)
-                .map(|w| Value::String(w.describe()))
-                .collect();
-            agent["current_work_item"] = work_plane::focus(ctx, agent_id)
-                .map_err(|e| e.to_string())?
-                .map_or(Value::Null, |w| work_json(&w));
-            Ok(json!({ "agent": agent }))
-        }
+        "AgentGet" => Ok(json!({ "agent": agent_view(ctx, agent_id).await? })),
         "SpawnAgent" => {
             let preset = match text_field(input, "preset")? {
                 None => Preset::PrivateChild,
@@ -515,6 +540,38 @@ pub fn task_json(task: &TaskRecord) -> Value {
     })
 }
 
+/// The agent's summary as brains and `AgentGet` see it: its record, its
+/// live view (the turn runs beside the actor, so the actor can answer), its
+/// waits and its work focus.
+pub async fn agent_view(ctx: &Ctx, agent_id: AgentId) -> Result<Value, String> {
+    let record = ctx
+        .store
+        .agent(agent_id)
+        .map_err(|e| e.to_string())?
+        .ok_or("agent record not found")?;
+    let live = match ctx.directory.get(agent_id) {
+        Some(entry) => {
+            let timeout = Some(ctx.config.call_timeout);
+            match entry.actor.call(AgentMsg::Snapshot, timeout).await {
+                Ok(CallResult::Success(snapshot)) => Some(snapshot),
+                _ => None,
+            }
+        }
+        None => None,
+    };
+    let mut agent = agent_json(&record, live.as_ref());
+    let waits = ctx.store.waits_of(agent_id).map_err(|e| e.to_string())?;
+    agent["waiting_on"] = waits
+        .iter()
+        .filter(|w| w.status == holarchy_supervision::WaitStatus::Armed)
+        .map(|w| Value::String(w.describe()))
+        .collect();
+    agent["current_work_item"] = work_plane::focus(ctx, agent_id)
+        .map_err(|e| e.to_string())?
+        .map_or(Value::Null, |w| work_json(&w));
+    Ok(agent)
+}
+
 /// The agent's summary, shaped like the API's `AgentGetResult.agent`.
 fn agent_json(record: &AgentRecord, live: Option<&AgentSnapshot>) -> Value {
     let ownership = match record.profile.ownership {
@@ -537,6 +594,7 @@ fn agent_json(record: &AgentRecord, live: Option<&AgentSnapshot>) -> Value {
         "current_run_id": live.and_then(|s| s.current_run).map(|id| id.to_string()),
         "turns_completed": live.map(|s| s.turns_completed),
         "tools": tool_surface(record.profile).map(|t| t.name).collect::<Vec<_>>(),
+        "brain": record.brain.kind(),
     })
 }
 
@@ -551,6 +609,28 @@ mod tests {
             output: output.to_string(),
             is_error: false,
         }
+    }
+
+    #[test]
+    fn every_schema_parses_and_names_are_unique() {
+        let mut names = std::collections::HashSet::new();
+        for spec in CATALOG {
+            assert!(spec.schema().is_object(), "{} has a bad schema", spec.name);
+            assert!(names.insert(spec.name), "{} twice", spec.name);
+        }
+    }
+
+    #[test]
+    fn catalogs_follow_profiles_only() {
+        use holarchy_supervision::Preset;
+        let names = |p: Preset| {
+            tool_surface(p.profile())
+                .map(|t| t.name)
+                .collect::<Vec<_>>()
+        };
+        assert!(!names(Preset::PrivateChild).contains(&"SpawnAgent"));
+        assert!(names(Preset::PrivateDelegator).contains(&"SpawnAgent"));
+        assert_eq!(names(Preset::PublicNamed).len(), CATALOG.len());
     }
 
     #[test]

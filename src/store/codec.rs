@@ -57,6 +57,7 @@ mod tests {
             lineage_parent_agent_id: Some(AgentId::generate()),
             supervisor_agent_id: None,
             state: LifecycleState::Paused,
+            brain: Default::default(),
             created_at_ms: millis,
             updated_at_ms: millis,
         }

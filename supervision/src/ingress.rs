@@ -124,6 +124,7 @@ mod tests {
                     lineage_parent_agent_id: parent,
                     supervisor_agent_id: supervisor,
                     state,
+                    brain: Default::default(),
                     created_at_ms: 0,
                     updated_at_ms: 0,
                 }

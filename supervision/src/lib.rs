@@ -15,8 +15,10 @@
 //! - [`wait`]: timers and external triggers that wake an agent.
 //! - [`work`]: work items and their plans; one active focus per agent.
 //! - [`recovery`]: what a restarting daemon respawns and requeues.
+//! - [`brain`]: brain configurations (scripted, command, openai).
 //! - [`limits`]: input validation shared by the API and the actors.
 
+pub mod brain;
 pub mod cleanup;
 pub mod event;
 pub mod ids;
@@ -31,6 +33,7 @@ pub mod task;
 pub mod wait;
 pub mod work;
 
+pub use brain::BrainConfig;
 pub use event::{Event, EventKind, RunOutcome};
 pub use ids::{
     AgentId, CleanupId, EventCursor, IdParseError, MessageId, RunId, TaskId, WaitId, WorkItemId,

@@ -40,7 +40,7 @@ impl LifecycleState {
 }
 
 /// One agent as the store keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentRecord {
     pub id: AgentId,
     /// Unique among agents; public agents always have one.
@@ -52,6 +52,8 @@ pub struct AgentRecord {
     /// `None` for self-owned agents, even when they have a lineage parent.
     pub supervisor_agent_id: Option<AgentId>,
     pub state: LifecycleState,
+    /// What decides its turns; children inherit their creator's.
+    pub brain: crate::BrainConfig,
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
 }

@@ -8,14 +8,14 @@ use crate::ids::{AgentId, MessageId};
 use crate::record::{AgentRecord, MessageRecord, MessageStatus};
 
 /// One agent to respawn, with its queue rebuilt in message-id order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AgentRecovery {
     pub record: AgentRecord,
     pub queue: Vec<MessageId>,
 }
 
 /// What a daemon start does before it reports SERVING.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RecoveryPlan {
     /// Live agents, every supervisor before the agents it supervises.
     pub spawn: Vec<AgentRecovery>,
@@ -133,6 +133,7 @@ mod tests {
             lineage_parent_agent_id: supervisor.map(AgentId::from_u128),
             supervisor_agent_id: supervisor.map(AgentId::from_u128),
             state,
+            brain: Default::default(),
             created_at_ms: 0,
             updated_at_ms: 0,
         }

@@ -13,6 +13,7 @@ fn agent(name: &str) -> AgentRecord {
         lineage_parent_agent_id: None,
         supervisor_agent_id: None,
         state: LifecycleState::Active,
+        brain: Default::default(),
         created_at_ms: 1,
         updated_at_ms: 1,
     }

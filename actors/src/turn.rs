@@ -1,0 +1,207 @@
+//! One turn, whichever brain: build what the brain sees (the agent, the
+//! message, the tool catalog, bounded context), ask it for a decision, run
+//! its tool calls through the runtime, give the results back, and repeat
+//! until it calls no tool or the step limit is reached.
+
+use std::sync::Arc;
+
+use holarchy_supervision::{
+    AgentId, BrainConfig, MessageRecord, MessageStatus, Profile, Provenance, RunId, WaitStatus,
+};
+use serde_json::{json, Value};
+
+use crate::brain::command::CommandBrain;
+use crate::brain::{Brain, MessageView, ResultView, StepRecord, ToolCall, TurnInput};
+use crate::tools::{self, ToolResult};
+use crate::{work_plane, Ctx};
+
+/// Earlier turns shown to the brain, and how much of each.
+const RECENT_TURNS: usize = 5;
+const RECENT_CHARS: usize = 500;
+
+/// How a turn came out.
+#[derive(Debug)]
+pub enum TurnOutcome {
+    Decided {
+        reply: Option<String>,
+        tool_results: Vec<ToolResult>,
+        done: bool,
+    },
+    BrainFailed(String),
+}
+
+/// The brain for a configuration. `scripted` is the runtime's built-in
+/// brain (tests may give their own).
+pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, String> {
+    match config {
+        BrainConfig::Scripted => Ok(ctx.brain.clone()),
+        BrainConfig::Command {
+            program,
+            args,
+            env,
+            timeout_ms,
+        } => Ok(Arc::new(CommandBrain {
+            program: program.clone(),
+            args: args.clone(),
+            env: env.clone(),
+            timeout: std::time::Duration::from_millis(*timeout_ms),
+        })),
+        BrainConfig::OpenAi { .. } => {
+            Err("the openai brain is not available in this build yet".into())
+        }
+    }
+}
+
+fn cut(text: &str) -> String {
+    if text.chars().count() <= RECENT_CHARS {
+        text.to_owned()
+    } else {
+        let mut short: String = text.chars().take(RECENT_CHARS).collect();
+        short.push('…');
+        short
+    }
+}
+
+fn message_view(message: &MessageRecord) -> MessageView {
+    let from = match message.provenance {
+        Provenance::Parent { agent_id }
+        | Provenance::ChildResult { agent_id }
+        | Provenance::Creator { agent_id } => Some(agent_id.to_string()),
+        Provenance::Operator
+        | Provenance::Trigger { .. }
+        | Provenance::Timer { .. }
+        | Provenance::SelfQueued
+        | Provenance::TaskResult { .. }
+        | Provenance::Runtime => None,
+    };
+    MessageView {
+        message_id: message.id.to_string(),
+        provenance: message.provenance.kind().to_owned(),
+        from_agent_id: from,
+        text: message.body.clone(),
+    }
+}
+
+/// Bounded context from structured state: the work focus and its plan,
+/// armed waits, and a short tail of recent turns.
+fn context(ctx: &Ctx, agent_id: AgentId, current: &MessageRecord) -> Result<Value, String> {
+    let focus = work_plane::focus(ctx, agent_id).map_err(|e| e.to_string())?;
+    let waits: Vec<String> = ctx
+        .store
+        .waits_of(agent_id)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|w| w.status == WaitStatus::Armed)
+        .map(|w| w.describe())
+        .collect();
+    // Messages are few per agent in practice; the newest handled ones.
+    let messages = ctx
+        .store
+        .list_messages(agent_id, None, 10_000)
+        .map_err(|e| e.to_string())?;
+    let handled: Vec<&MessageRecord> = messages
+        .iter()
+        .filter(|m| m.id != current.id && matches!(m.status, MessageStatus::Handled { .. }))
+        .collect();
+    let recent: Vec<Value> = handled[handled.len().saturating_sub(RECENT_TURNS)..]
+        .iter()
+        .map(|m| json!({ "provenance": m.provenance.kind(), "text": cut(&m.body), "reply": m.reply.as_deref().map(cut) }))
+        .collect();
+    Ok(json!({
+        "work_item": focus.map(|w| tools::work_json(&w)),
+        "waiting_on": waits,
+        "recent_turns": recent,
+    }))
+}
+
+fn result_view(result: &ToolResult) -> ResultView {
+    ResultView {
+        tool: result.tool.clone(),
+        input: serde_json::from_str(&result.input).unwrap_or(Value::Null),
+        output: serde_json::from_str(&result.output).unwrap_or(Value::Null),
+        is_error: result.is_error,
+    }
+}
+
+/// Runs one turn on `message` to its end.
+pub async fn run(
+    ctx: Arc<Ctx>,
+    profile: Profile,
+    agent_id: AgentId,
+    run_id: RunId,
+    message: MessageRecord,
+) -> TurnOutcome {
+    let record = match ctx.store.agent(agent_id) {
+        Ok(Some(record)) => record,
+        Ok(None) => return TurnOutcome::BrainFailed("agent record not found".into()),
+        Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
+    };
+    let brain = match brain_for(&ctx, &record.brain) {
+        Ok(brain) => brain,
+        Err(err) => return TurnOutcome::BrainFailed(err),
+    };
+    let max_steps = record.brain.max_steps();
+    let agent = match tools::agent_view(&ctx, agent_id).await {
+        Ok(agent) => agent,
+        Err(err) => return TurnOutcome::BrainFailed(err),
+    };
+    let context = match context(&ctx, agent_id, &message) {
+        Ok(context) => context,
+        Err(err) => return TurnOutcome::BrainFailed(err),
+    };
+    let catalog: Vec<Value> = tools::tool_surface(profile).map(|t| t.view()).collect();
+    let view = message_view(&message);
+
+    let mut steps: Vec<StepRecord> = Vec::new();
+    let mut all_results: Vec<ToolResult> = Vec::new();
+    let mut reply = None;
+    let mut done = false;
+    for step in 1..=max_steps {
+        let input = TurnInput {
+            agent_id,
+            run_id,
+            agent: agent.clone(),
+            message: view.clone(),
+            tools: catalog.clone(),
+            context: context.clone(),
+            step,
+            max_steps,
+            previous_results: steps.last().map(|s| s.results.clone()).unwrap_or_default(),
+            steps: steps.clone(),
+        };
+        let plan = match brain.decide(input).await {
+            Ok(plan) => plan,
+            Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
+        };
+        if plan.reply.is_some() {
+            reply.clone_from(&plan.reply);
+        }
+        done |= plan.done;
+        if plan.tool_calls.is_empty() {
+            break;
+        }
+        let mut results = Vec::with_capacity(plan.tool_calls.len());
+        for call in &plan.tool_calls {
+            // Later calls may use earlier results ({{results[0].token}});
+            // the record keeps the call as written, not as filled in.
+            let filled = ToolCall {
+                name: call.name.clone(),
+                input: tools::fill_placeholders(&call.input, &all_results),
+            };
+            let mut result = tools::call(&ctx, agent_id, profile, &filled).await;
+            result.input = call.input.to_string();
+            results.push(result_view(&result));
+            all_results.push(result);
+        }
+        steps.push(StepRecord {
+            reply: plan.reply,
+            tool_calls: plan.tool_calls,
+            results,
+        });
+    }
+    TurnOutcome::Decided {
+        reply,
+        tool_results: all_results,
+        done,
+    }
+}
