@@ -64,6 +64,8 @@ pub enum Command {
     },
     /// The daemon's status.
     Status,
+    /// An agent's tool catalog.
+    Tools { agent: String },
     /// The supervision tree, like pstree: agents, task handles, and whether
     /// each actor is alive; private agents marked.
     Tree {
@@ -116,6 +118,38 @@ pub enum TaskCommand {
     Stop { task_id: String },
 }
 
+/// What decides an agent's turns, from the command line.
+#[derive(Debug, Args, Clone, Default)]
+pub struct BrainArgs {
+    /// Run on a program: JSON in, decision out (see docs/brains.md).
+    #[arg(long, value_name = "PROGRAM")]
+    pub brain_command: Option<String>,
+    /// An argument for the brain program (repeat for more).
+    #[arg(long = "brain-arg", value_name = "ARG")]
+    pub brain_args: Vec<String>,
+    /// Seconds the brain program has per step.
+    #[arg(long, default_value_t = 60)]
+    pub brain_timeout: u64,
+    /// Run on the scripted brain (the message carries the decision).
+    #[arg(long, conflicts_with = "brain_command")]
+    pub brain_scripted: bool,
+}
+
+impl BrainArgs {
+    pub fn config(&self) -> Option<holarchy_supervision::BrainConfig> {
+        if let Some(program) = &self.brain_command {
+            return Some(holarchy_supervision::BrainConfig::Command {
+                program: program.clone(),
+                args: self.brain_args.clone(),
+                env: Vec::new(),
+                timeout_ms: self.brain_timeout.saturating_mul(1000),
+            });
+        }
+        self.brain_scripted
+            .then_some(holarchy_supervision::BrainConfig::Scripted)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Also serve gRPC on TCP at this address (requires the bearer token).
@@ -137,6 +171,9 @@ pub struct ServeArgs {
     /// Bytes of output each command task keeps (oldest dropped first).
     #[arg(long, default_value_t = 1024 * 1024)]
     pub output_capacity: u64,
+    /// The brain of agents created without one.
+    #[command(flatten)]
+    pub default_brain: BrainArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -147,6 +184,14 @@ pub enum AgentCommand {
         /// A first message for it.
         #[arg(long, short)]
         message: Option<String>,
+        #[command(flatten)]
+        brain: BrainArgs,
+    },
+    /// Change what decides an agent's turns (from its next turn).
+    Brain {
+        agent: String,
+        #[command(flatten)]
+        brain: BrainArgs,
     },
     /// List agents in creation order.
     List {
@@ -227,6 +272,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
             config.runtime.max_queue_len = args.max_queue;
             config.runtime.output_capacity = args.output_capacity;
+            if let Some(brain) = args.default_brain.config() {
+                brain.validate()?;
+                config.runtime.default_brain = brain;
+            }
             config.runtime.restart_policy = RestartPolicy {
                 max_restarts: args.restart_max,
                 period_ms: args.restart_period.saturating_mul(1000),
@@ -324,6 +373,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let clients = client::connect(&cli.target()).await?;
             task_command(clients, command, &out).await
         }
+        Command::Tools { agent } => {
+            let mut clients = client::connect(&cli.target()).await?;
+            let agent_id = resolve(&mut clients, agent).await?;
+            let tools = clients
+                .agents
+                .list_tools(pb::ListToolsRequest { agent_id })
+                .await?
+                .into_inner();
+            for tool in &tools.tools {
+                out.tool(tool);
+            }
+            Ok(())
+        }
         Command::Status => {
             let mut clients = client::connect(&cli.target()).await?;
             let status = clients
@@ -360,10 +422,33 @@ async fn agent_command(
     out: &Output,
 ) -> anyhow::Result<()> {
     match command {
-        AgentCommand::Create { name, message } => {
+        AgentCommand::Brain { agent, brain } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let config = brain
+                .config()
+                .context("say which brain: --brain-command PROGRAM or --brain-scripted")?;
+            let request = pb::UpdateAgentBrainRequest {
+                agent_id,
+                brain: Some(crate::api::convert::brain(&config)),
+            };
+            let updated = clients
+                .agents
+                .update_agent_brain(request)
+                .await?
+                .into_inner();
+            if let Some(summary) = updated.agent {
+                out.agent_detail(&summary);
+            }
+        }
+        AgentCommand::Create {
+            name,
+            message,
+            brain,
+        } => {
             let created = clients
                 .agents
                 .create_agent(pb::CreateAgentRequest {
+                    brain: brain.config().map(|c| crate::api::convert::brain(&c)),
                     name: name.clone(),
                     initial_message: message.clone(),
                 })

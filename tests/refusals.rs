@@ -22,6 +22,7 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
     let create_named = |name: &str| pb::CreateAgentRequest {
         name: name.into(),
         initial_message: None,
+        brain: None,
     };
     let cases_create = [
         (create_named(""), Code::InvalidArgument, "empty"),
@@ -40,6 +41,7 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
             pb::CreateAgentRequest {
                 name: "big".into(),
                 initial_message: Some("x".repeat(64 * 1024 + 1)),
+                brain: None,
             },
             Code::InvalidArgument,
             "limit is 65536",

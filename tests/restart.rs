@@ -150,6 +150,7 @@ async fn a_clean_restart_recovers_agents_and_names() {
         .create_agent(pb::CreateAgentRequest {
             name: "keeper".into(),
             initial_message: None,
+            brain: None,
         })
         .await
         .expect_err("name still taken");

@@ -54,7 +54,7 @@ pub mod work_plane;
 
 pub use agent::{AgentSnapshot, DeliverError, Delivered};
 pub use brain::{Brain, ScriptedBrain};
-pub use runtime::{ArchiveError, CreateError, Runtime, RuntimeError, RuntimeSnapshot};
+pub use runtime::{ArchiveError, BrainError, CreateError, Runtime, RuntimeError, RuntimeSnapshot};
 pub use store::{Batch, DurableFuture, RecoveryInput, Store, StoreError, Write};
 
 use crate::directory::Directory;
@@ -79,6 +79,8 @@ pub struct RuntimeConfig {
     pub workspace_root: std::path::PathBuf,
     /// Between SIGTERM and SIGKILL when a command task is stopped.
     pub stop_grace: Duration,
+    /// The brain of agents created without one.
+    pub default_brain: holarchy_supervision::BrainConfig,
 }
 
 impl Default for RuntimeConfig {
@@ -91,6 +93,7 @@ impl Default for RuntimeConfig {
             output_capacity: 1024 * 1024,
             workspace_root: std::env::temp_dir().join("holarchy-workspaces"),
             stop_grace: Duration::from_secs(2),
+            default_brain: holarchy_supervision::BrainConfig::Scripted,
         }
     }
 }

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::recovery::recover;
 use holarchy_supervision::{
-    AgentId, AgentRecord, EventKind, LifecycleState, MessageEvent, MessageRecord, MessageStatus,
-    Preset, Provenance, RunOutcome, TaskKind, TaskStatus, WaitStatus,
+    AgentId, AgentRecord, BrainConfig, EventKind, LifecycleState, MessageEvent, MessageRecord,
+    MessageStatus, Preset, Provenance, RunOutcome, TaskKind, TaskStatus, WaitStatus,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
@@ -27,13 +27,15 @@ use crate::{cleanup, command_plane, now_ms, supervise, Ctx};
 
 mod handle;
 
-pub use handle::{ArchiveError, Runtime};
+pub use handle::{ArchiveError, BrainError, Runtime};
 
 /// Why an agent was not created.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
     #[error(transparent)]
     Invalid(#[from] InvalidInput),
+    #[error(transparent)]
+    InvalidBrain(#[from] holarchy_supervision::brain::BrainConfigError),
     #[error("an agent named `{0}` already exists")]
     NameTaken(String),
     #[error(transparent)]
@@ -88,6 +90,7 @@ pub enum RuntimeMsg {
     CreateAgent {
         name: String,
         initial_message: Option<String>,
+        brain: Option<BrainConfig>,
         reply: RpcReplyPort<Result<AgentId, CreateError>>,
     },
     Snapshot(RpcReplyPort<RuntimeSnapshot>),
@@ -144,8 +147,11 @@ impl RuntimeActor {
         myself: &ActorRef<RuntimeMsg>,
         name: String,
         initial_message: Option<String>,
+        brain: Option<BrainConfig>,
     ) -> Result<AgentId, CreateError> {
         limits::check_name(&name)?;
+        let brain = brain.unwrap_or_else(|| self.ctx.config.default_brain.clone());
+        brain.validate()?;
         if let Some(body) = &initial_message {
             limits::check_message(body)?;
         }
@@ -160,7 +166,7 @@ impl RuntimeActor {
             lineage_parent_agent_id: None,
             supervisor_agent_id: None,
             state: LifecycleState::Active,
-            brain: Default::default(),
+            brain,
             created_at_ms: now,
             updated_at_ms: now,
         };
@@ -393,8 +399,12 @@ impl Actor for RuntimeActor {
             RuntimeMsg::CreateAgent {
                 name,
                 initial_message,
+                brain,
                 reply,
-            } => match self.create_agent(&myself, name, initial_message).await {
+            } => match self
+                .create_agent(&myself, name, initial_message, brain)
+                .await
+            {
                 Ok(agent_id) => {
                     let durable = self.ctx.store.durable();
                     tokio::spawn(async move {

@@ -93,9 +93,9 @@ async fn spawn_to_completion(
     // can run between the caller's liveness check and the child's birth.
     let tree = ctx.tree_lock.lock().await;
     let caller_actor = ctx.directory.get(caller).ok_or(SpawnError::CallerGone)?;
-    if !ctx.store.agent(caller)?.is_some_and(|r| r.state.is_live()) {
+    let Some(caller_record) = ctx.store.agent(caller)?.filter(|r| r.state.is_live()) else {
         return Err(SpawnError::CallerGone);
-    }
+    };
     let (lineage, supervisor) = relations(caller, preset);
     let now = now_ms();
     let record = AgentRecord {
@@ -105,7 +105,8 @@ async fn spawn_to_completion(
         lineage_parent_agent_id: lineage,
         supervisor_agent_id: supervisor,
         state: LifecycleState::Active,
-        brain: Default::default(),
+        // A child thinks the way its creator does.
+        brain: caller_record.brain.clone(),
         created_at_ms: now,
         updated_at_ms: now,
     };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use holarchy_actors::agent::Control;
 use holarchy_actors::Runtime;
-use holarchy_supervision::{limits, AgentId, AgentRecord, MessageId, WorkStatus};
+use holarchy_supervision::{limits, AgentId, AgentRecord, BrainConfig, MessageId, WorkStatus};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
@@ -101,6 +101,16 @@ pub(crate) fn parse_agent_id(text: &str) -> Result<AgentId, ApiError> {
     Ok(text.parse()?)
 }
 
+/// Refuses brains this build cannot run yet.
+fn check_brain(config: Option<BrainConfig>) -> Result<Option<BrainConfig>, ApiError> {
+    match &config {
+        Some(BrainConfig::OpenAi { .. }) => Err(ApiError::FailedPrecondition(
+            "the openai brain is not available in this build yet".into(),
+        )),
+        Some(BrainConfig::Scripted | BrainConfig::Command { .. }) | None => Ok(config),
+    }
+}
+
 fn page_size(requested: u32) -> usize {
     match requested as usize {
         0 => DEFAULT_PAGE,
@@ -144,9 +154,13 @@ impl AgentService for AgentApi {
         if let Some(body) = &req.initial_message {
             limits::check_message(body).map_err(ApiError::from)?;
         }
+        let brain = match req.brain {
+            Some(config) => check_brain(convert::brain_from(config)?)?,
+            None => None,
+        };
         let agent_id = self
             .runtime
-            .create_agent(req.name, req.initial_message)
+            .create_agent_with_brain(req.name, req.initial_message, brain)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::CreateAgentResponse {
@@ -287,6 +301,48 @@ impl AgentService for AgentApi {
     ) -> Result<Response<pb::ControlResponse>, Status> {
         let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
         self.control(agent_id, Control::Resume).await
+    }
+
+    #[instrument(skip_all, fields(agent_id = %request.get_ref().agent_id))]
+    async fn update_agent_brain(
+        &self,
+        request: Request<pb::UpdateAgentBrainRequest>,
+    ) -> Result<Response<pb::AgentGetResult>, Status> {
+        let req = request.into_inner();
+        let agent_id = parse_agent_id(&req.agent_id)?;
+        let config = req
+            .brain
+            .map(convert::brain_from)
+            .transpose()?
+            .flatten()
+            .ok_or_else(|| ApiError::InvalidArgument("brain is required".into()))?;
+        let config = check_brain(Some(config))?.unwrap_or_default();
+        let record = self
+            .runtime
+            .update_brain(agent_id, config)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::AgentGetResult {
+            agent: Some(self.summary(&record).await?),
+        }))
+    }
+
+    async fn list_tools(
+        &self,
+        request: Request<pb::ListToolsRequest>,
+    ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
+        let record = self.record(agent_id)?;
+        let tools = holarchy_actors::tools::tool_surface(record.profile)
+            .map(|t| pb::ToolDescriptor {
+                name: t.name.to_owned(),
+                family: t.family.name().to_owned(),
+                plane: t.plane.to_owned(),
+                description: t.description.to_owned(),
+                input_schema_json: t.input_schema.to_owned(),
+            })
+            .collect();
+        Ok(Response::new(pb::ListToolsResponse { tools }))
     }
 
     type WatchEventsStream = EventStream;

@@ -5,9 +5,11 @@ use holarchy_actors::command_plane::CommandError;
 use holarchy_actors::task_plane::TaskError;
 use holarchy_actors::wait_plane::WaitError;
 use holarchy_actors::{
-    AgentSnapshot, ArchiveError, CreateError, DeliverError, RuntimeError, StoreError,
+    AgentSnapshot, ArchiveError, BrainError, CreateError, DeliverError, RuntimeError, StoreError,
 };
+use holarchy_supervision::brain::BrainConfigError;
 use holarchy_supervision::limits::InvalidInput;
+use holarchy_supervision::BrainConfig;
 use holarchy_supervision::{
     AgentRecord, Event, EventKind, IdParseError, LifecycleState, MessageRecord, MessageStatus,
     OutputChunk, Ownership, Provenance, Refusal, TaskKind, TaskRecord, Visibility, WaitRecord,
@@ -98,6 +100,7 @@ impl From<CreateError> for ApiError {
     fn from(err: CreateError) -> Self {
         match err {
             CreateError::Invalid(e) => e.into(),
+            CreateError::InvalidBrain(e) => e.into(),
             CreateError::NameTaken(_) => ApiError::AlreadyExists(err.to_string()),
             CreateError::Store(e) => e.into(),
             CreateError::Spawn(_) => ApiError::Internal(err.to_string()),
@@ -210,6 +213,7 @@ pub fn summary(
             .map(WaitRecord::describe)
             .collect(),
         current_work_item: focus.map(|item| work_item(item, waits)),
+        brain: Some(brain(&record.brain)),
     }
 }
 
@@ -440,6 +444,85 @@ impl From<WaitError> for ApiError {
             WaitError::BadDuration => ApiError::InvalidArgument(err.to_string()),
             WaitError::Deliver(e) => e.into(),
             WaitError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// The proto brain configuration to the domain's (defaults filled in).
+pub fn brain_from(config: pb::BrainConfig) -> Result<Option<BrainConfig>, ApiError> {
+    use pb::brain_config::Kind;
+    Ok(match config.kind {
+        None => None,
+        Some(Kind::Scripted(_)) => Some(BrainConfig::Scripted),
+        Some(Kind::Command(c)) => {
+            let mut env: Vec<(String, String)> = c.env.into_iter().collect();
+            env.sort();
+            Some(BrainConfig::Command {
+                program: c.program,
+                args: c.args,
+                env,
+                timeout_ms: if c.timeout_ms == 0 {
+                    60_000
+                } else {
+                    c.timeout_ms
+                },
+            })
+        }
+        Some(Kind::Openai(o)) => Some(BrainConfig::OpenAi {
+            base_url: o.base_url,
+            model: o.model,
+            api_key_env: o.api_key_env,
+            temperature: o.temperature,
+            max_steps: o.max_steps,
+        }),
+    })
+}
+
+pub fn brain(config: &BrainConfig) -> pb::BrainConfig {
+    use pb::brain_config::Kind;
+    let kind = match config {
+        BrainConfig::Scripted => Kind::Scripted(pb::ScriptedBrain {}),
+        BrainConfig::Command {
+            program,
+            args,
+            env,
+            timeout_ms,
+        } => Kind::Command(pb::CommandBrain {
+            program: program.clone(),
+            args: args.clone(),
+            env: env.iter().cloned().collect(),
+            timeout_ms: *timeout_ms,
+        }),
+        BrainConfig::OpenAi {
+            base_url,
+            model,
+            api_key_env,
+            temperature,
+            max_steps,
+        } => Kind::Openai(pb::OpenAiBrain {
+            base_url: base_url.clone(),
+            model: model.clone(),
+            api_key_env: api_key_env.clone(),
+            temperature: *temperature,
+            max_steps: *max_steps,
+        }),
+    };
+    pb::BrainConfig { kind: Some(kind) }
+}
+
+impl From<BrainConfigError> for ApiError {
+    fn from(err: BrainConfigError) -> Self {
+        ApiError::InvalidArgument(err.to_string())
+    }
+}
+
+impl From<BrainError> for ApiError {
+    fn from(err: BrainError) -> Self {
+        match err {
+            BrainError::NotFound(_) => ApiError::NotFound(err.to_string()),
+            BrainError::NotLive(_) => ApiError::FailedPrecondition(err.to_string()),
+            BrainError::Invalid(e) => e.into(),
+            BrainError::Store(e) => e.into(),
         }
     }
 }

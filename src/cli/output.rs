@@ -155,6 +155,18 @@ impl Output {
         say!("queue        {}", a.queue_length);
         say!("current run  {}", or_dash(&a.current_run_id));
         say!("turns        {}", a.turns_completed);
+        if let Some(kind) = a.brain.as_ref().and_then(|b| b.kind.as_ref()) {
+            let brain = match kind {
+                pb::brain_config::Kind::Scripted(_) => "scripted".to_owned(),
+                pb::brain_config::Kind::Command(c) => {
+                    format!("command: {} {}", c.program, c.args.join(" "))
+                }
+                pb::brain_config::Kind::Openai(o) => {
+                    format!("openai: {} at {}", o.model, o.base_url)
+                }
+            };
+            say!("brain        {brain}");
+        }
         if let Some(work) = &a.current_work_item {
             say!("working on   {} ({})", work.objective, work.work_item_id);
         }
@@ -474,6 +486,24 @@ impl Output {
         }
         for wait in &w.waiting_on {
             say!("    waiting on {wait}");
+        }
+    }
+
+    pub fn tool(&self, t: &pb::ToolDescriptor) {
+        if self.json {
+            let schema: Value = serde_json::from_str(&t.input_schema_json).unwrap_or(Value::Null);
+            say!(
+                "{}",
+                json!({ "name": t.name, "family": t.family, "plane": t.plane, "description": t.description, "input_schema": schema })
+            );
+        } else {
+            say!(
+                "{:<24} {:<20} {:<8} {}",
+                t.name,
+                t.family,
+                t.plane,
+                t.description
+            );
         }
     }
 }

@@ -171,6 +171,7 @@ pub async fn create(clients: &mut Clients, name: &str, initial: Option<&str>) ->
         .create_agent(pb::CreateAgentRequest {
             name: name.into(),
             initial_message: initial.map(str::to_owned),
+            brain: None,
         })
         .await
         .expect("agent created")

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tracing::{error, warn};
 
 use holarchy_supervision::cleanup::CleanupReason;
-use holarchy_supervision::{LifecycleState, Visibility};
+use holarchy_supervision::{AgentRecord, BrainConfig, LifecycleState, Visibility};
 
 use super::{CreateError, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot};
 use crate::agent::{
@@ -37,6 +37,19 @@ pub enum ArchiveError {
         agent_id: AgentId,
         state: LifecycleState,
     },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why a brain change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum BrainError {
+    #[error("agent {0} not found")]
+    NotFound(AgentId),
+    #[error("agent {0} has ended")]
+    NotLive(AgentId),
+    #[error(transparent)]
+    Invalid(#[from] holarchy_supervision::brain::BrainConfigError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -111,6 +124,18 @@ impl Runtime {
         name: String,
         initial_message: Option<String>,
     ) -> Result<AgentId, CreateError> {
+        self.create_agent_with_brain(name, initial_message, None)
+            .await
+    }
+
+    /// Creates a `public_named` agent on `brain` (the daemon's default when
+    /// `None`).
+    pub async fn create_agent_with_brain(
+        &self,
+        name: String,
+        initial_message: Option<String>,
+        brain: Option<BrainConfig>,
+    ) -> Result<AgentId, CreateError> {
         let timeout = Some(self.ctx.config.call_timeout);
         let result = self
             .root
@@ -118,6 +143,7 @@ impl Runtime {
                 |reply| RuntimeMsg::CreateAgent {
                     name,
                     initial_message,
+                    brain,
                     reply,
                 },
                 timeout,
@@ -222,6 +248,30 @@ impl Runtime {
             .call(|reply| AgentMsg::Control { action, reply }, timeout)
             .await;
         unanswered(result).map_err(ControlError::Unavailable)?
+    }
+
+    /// Changes what decides an agent's turns, from its next turn on.
+    pub async fn update_brain(
+        &self,
+        agent_id: AgentId,
+        brain: BrainConfig,
+    ) -> Result<AgentRecord, BrainError> {
+        brain.validate()?;
+        let mut record = self
+            .ctx
+            .store
+            .agent(agent_id)?
+            .ok_or(BrainError::NotFound(agent_id))?;
+        if !record.state.is_live() {
+            return Err(BrainError::NotLive(agent_id));
+        }
+        record.brain = brain;
+        record.updated_at_ms = crate::now_ms();
+        self.ctx
+            .store
+            .commit(Batch::new().write(crate::store::Write::PutAgent(record.clone())))?;
+        self.ctx.store.durable().await?;
+        Ok(record)
     }
 
     /// Stops every actor, top-down, within `timeout`. Pending work stays in
