@@ -133,6 +133,15 @@ pub struct BrainArgs {
     /// Run on the scripted brain (the message carries the decision).
     #[arg(long, conflicts_with = "brain_command")]
     pub brain_scripted: bool,
+    /// Run on an OpenAI-compatible server, e.g. https://api.openai.com/v1.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["brain_command", "brain_scripted"], requires = "brain_model")]
+    pub brain_openai_url: Option<String>,
+    /// The model to ask, with --brain-openai-url.
+    #[arg(long, value_name = "MODEL")]
+    pub brain_model: Option<String>,
+    /// The daemon's environment variable that holds the API key.
+    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
+    pub brain_key_env: String,
 }
 
 impl BrainArgs {
@@ -174,6 +183,12 @@ pub struct ServeArgs {
     /// The brain of agents created without one.
     #[command(flatten)]
     pub default_brain: BrainArgs,
+    /// Retries of a model request on network errors, 429 and 5xx.
+    #[arg(long, default_value_t = 4)]
+    pub model_retries: u32,
+    /// The first retry's delay, in milliseconds; it doubles each time.
+    #[arg(long, default_value_t = 500)]
+    pub model_retry_base_ms: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -272,6 +287,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
             config.runtime.max_queue_len = args.max_queue;
             config.runtime.output_capacity = args.output_capacity;
+            config.runtime.openai_retry.max_retries = args.model_retries;
+            config.runtime.openai_retry.base = Duration::from_millis(args.model_retry_base_ms);
             if let Some(brain) = args.default_brain.config() {
                 brain.validate()?;
                 config.runtime.default_brain = brain;

@@ -7,6 +7,8 @@
 //! - [`ScriptedBrain`]: deterministic; the message carries the decision.
 //! - [`command::CommandBrain`]: an external program per step (the pup
 //!   contract: JSON on stdin, JSON on stdout).
+//! - [`openai::OpenAiBrain`]: an OpenAI-compatible chat-completions server
+//!   with function calling.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,6 +17,7 @@ use holarchy_supervision::{AgentId, RunId};
 use serde::{Deserialize, Serialize};
 
 pub mod command;
+pub mod openai;
 
 /// The message a turn works on, as a brain sees it.
 #[derive(Debug, Clone, Serialize)]

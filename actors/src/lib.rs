@@ -81,6 +81,8 @@ pub struct RuntimeConfig {
     pub stop_grace: Duration,
     /// The brain of agents created without one.
     pub default_brain: holarchy_supervision::BrainConfig,
+    /// How OpenAI-compatible requests are retried.
+    pub openai_retry: brain::openai::RetryPolicy,
 }
 
 impl Default for RuntimeConfig {
@@ -94,6 +96,7 @@ impl Default for RuntimeConfig {
             workspace_root: std::env::temp_dir().join("holarchy-workspaces"),
             stop_grace: Duration::from_secs(2),
             default_brain: holarchy_supervision::BrainConfig::Scripted,
+            openai_retry: brain::openai::RetryPolicy::default(),
         }
     }
 }
@@ -120,6 +123,8 @@ pub struct Ctx {
     pub given_up: AtomicU64,
     gateway: RwLock<Option<ActorRef<GatewayMsg>>>,
     root: RwLock<Option<ActorCell>>,
+    /// One HTTP client (and connection pool) for every model brain.
+    pub http: reqwest::Client,
     /// Task ids whose command output grew or ended, for followers.
     output_events: tokio::sync::broadcast::Sender<holarchy_supervision::TaskId>,
 }
@@ -149,6 +154,7 @@ impl Ctx {
             gateway: RwLock::new(None),
             root: RwLock::new(None),
             output_events: tokio::sync::broadcast::channel(1024).0,
+            http: reqwest::Client::new(),
         }
     }
 

@@ -11,6 +11,7 @@ use holarchy_supervision::{
 use serde_json::{json, Value};
 
 use crate::brain::command::CommandBrain;
+use crate::brain::openai::OpenAiBrain;
 use crate::brain::{Brain, MessageView, ResultView, StepRecord, ToolCall, TurnInput};
 use crate::tools::{self, ToolResult};
 use crate::{work_plane, Ctx};
@@ -46,9 +47,20 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, Stri
             env: env.clone(),
             timeout: std::time::Duration::from_millis(*timeout_ms),
         })),
-        BrainConfig::OpenAi { .. } => {
-            Err("the openai brain is not available in this build yet".into())
-        }
+        BrainConfig::OpenAi {
+            base_url,
+            model,
+            api_key_env,
+            temperature,
+            ..
+        } => Ok(Arc::new(OpenAiBrain {
+            client: ctx.http.clone(),
+            base_url: base_url.clone(),
+            model: model.clone(),
+            api_key_env: api_key_env.clone(),
+            temperature: *temperature,
+            retry: ctx.config.openai_retry,
+        })),
     }
 }
 

@@ -101,14 +101,12 @@ pub(crate) fn parse_agent_id(text: &str) -> Result<AgentId, ApiError> {
     Ok(text.parse()?)
 }
 
-/// Refuses brains this build cannot run yet.
+/// Checks a brain configuration before it is stored.
 fn check_brain(config: Option<BrainConfig>) -> Result<Option<BrainConfig>, ApiError> {
-    match &config {
-        Some(BrainConfig::OpenAi { .. }) => Err(ApiError::FailedPrecondition(
-            "the openai brain is not available in this build yet".into(),
-        )),
-        Some(BrainConfig::Scripted | BrainConfig::Command { .. }) | None => Ok(config),
+    if let Some(brain) = &config {
+        brain.validate()?;
     }
+    Ok(config)
 }
 
 fn page_size(requested: u32) -> usize {

@@ -26,6 +26,11 @@ impl Daemon {
     /// Starts `holarchy serve` on `data_dir` with extra arguments and waits
     /// until its health service reports SERVING.
     pub async fn start_with(data_dir: &Path, extra: &[&str]) -> Daemon {
+        Self::start_with_env(data_dir, extra, &[]).await
+    }
+
+    /// As `start_with`, with extra environment variables for the daemon.
+    pub async fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -36,6 +41,7 @@ impl Daemon {
             .arg("--data-dir")
             .arg(data_dir)
             .args(extra)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

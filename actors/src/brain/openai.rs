@@ -1,0 +1,290 @@
+//! The OpenAI-compatible brain: Chat Completions with function calling,
+//! against any compatible server (hosted APIs, vLLM, Ollama, llama.cpp).
+//! The tool catalog becomes functions (their JSON Schemas as parameters);
+//! each earlier step of the turn goes back as the assistant's tool calls
+//! and their results as tool messages; a reply with no tool calls ends the
+//! turn. Network errors, 429 and 5xx are retried with exponential backoff
+//! and jitter up to a limit; other errors fail the turn with the server's
+//! message. The API key is read from the named environment variable at
+//! call time and never recorded. An operator abort drops the turn, and with
+//! it the request in flight.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::{Brain, BrainError, BrainFuture, ToolCall, TurnInput, TurnPlan};
+
+/// How failed requests are retried.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub max_retries: u32,
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 4,
+            base: Duration::from_millis(500),
+            cap: Duration::from_secs(8),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Full jitter: a random delay up to the exponential bound, so many
+    /// agents retrying at once do not march in step.
+    fn delay(&self, attempt: u32) -> Duration {
+        let bound = self
+            .base
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.cap);
+        let mut byte = [0u8; 2];
+        let _ = getrandom::fill(&mut byte);
+        let fraction = f64::from(u16::from_le_bytes(byte)) / f64::from(u16::MAX);
+        bound.mul_f64(0.5 + fraction / 2.0)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct OpenAiBrain {
+    pub client: reqwest::Client,
+    pub base_url: String,
+    pub model: String,
+    pub api_key_env: String,
+    pub temperature: Option<f32>,
+    pub retry: RetryPolicy,
+}
+
+fn failed(detail: String) -> BrainError {
+    BrainError {
+        brain: "openai",
+        detail,
+    }
+}
+
+/// The conversation so far: the context, the message, and every earlier
+/// step of the turn with its tool results.
+fn messages(input: &TurnInput) -> Vec<Value> {
+    let name = input
+        .agent
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("an agent");
+    let system = format!(
+        "You are {name}, a long-lived agent in the holarchy runtime. Use the tools to act; \
+         reply in plain text when you are finished. Your state: {}. Context: {}.",
+        input.agent, input.context
+    );
+    let from = input
+        .message
+        .from_agent_id
+        .as_deref()
+        .map(|a| format!(" from {a}"))
+        .unwrap_or_default();
+    let mut out = vec![
+        json!({ "role": "system", "content": system }),
+        json!({ "role": "user", "content": format!("[{}{from}] {}", input.message.provenance, input.message.text) }),
+    ];
+    for (s, step) in input.steps.iter().enumerate() {
+        let calls: Vec<Value> = step
+            .tool_calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| {
+                json!({
+                    "id": format!("call_{s}_{i}"),
+                    "type": "function",
+                    "function": { "name": call.name, "arguments": call.input.to_string() },
+                })
+            })
+            .collect();
+        out.push(json!({ "role": "assistant", "content": step.reply, "tool_calls": calls }));
+        for (i, result) in step.results.iter().enumerate() {
+            out.push(json!({
+                "role": "tool",
+                "tool_call_id": format!("call_{s}_{i}"),
+                "content": result.output.to_string(),
+            }));
+        }
+    }
+    out
+}
+
+fn functions(input: &TurnInput) -> Vec<Value> {
+    input
+        .tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "type": "function",
+                "function": {
+                    "name": tool["name"],
+                    "description": tool["description"],
+                    "parameters": tool["input_schema"],
+                },
+            })
+        })
+        .collect()
+}
+
+/// The decision in a chat-completions answer.
+fn plan(answer: &Value, supervised: bool) -> Result<TurnPlan, BrainError> {
+    let message = answer
+        .pointer("/choices/0/message")
+        .ok_or_else(|| failed(format!("the answer has no choices[0].message: {answer}")))?;
+    let reply = message
+        .get("content")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned);
+    let tool_calls: Vec<ToolCall> = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|call| {
+                    let name = call
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    let raw = call
+                        .pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or("{}");
+                    // Arguments that are not JSON reach the tool as they are,
+                    // and it answers with an error the model can read.
+                    let input =
+                        serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
+                    ToolCall {
+                        name: name.to_owned(),
+                        input,
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    // A supervised child is done when it answers without calling a tool.
+    let done = supervised && tool_calls.is_empty();
+    Ok(TurnPlan {
+        reply,
+        tool_calls,
+        done,
+    })
+}
+
+impl OpenAiBrain {
+    async fn run(self, input: TurnInput) -> Result<TurnPlan, BrainError> {
+        let key = std::env::var(&self.api_key_env).map_err(|_| {
+            failed(format!(
+                "the environment variable {} is not set",
+                self.api_key_env
+            ))
+        })?;
+        let mut body = json!({
+            "model": self.model,
+            "messages": messages(&input),
+            "tools": functions(&input),
+        });
+        if let Some(temperature) = self.temperature {
+            body["temperature"] = json!(temperature);
+        }
+        let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
+        let supervised = input
+            .agent
+            .get("supervisor_agent_id")
+            .is_some_and(|s| !s.is_null());
+        let mut attempt = 0;
+        loop {
+            let sent = self
+                .client
+                .post(&url)
+                .bearer_auth(&key)
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_string())
+                .send()
+                .await;
+            let retryable = match sent {
+                Ok(response) if response.status().is_success() => {
+                    let bytes = response
+                        .bytes()
+                        .await
+                        .map_err(|e| failed(format!("reading the answer: {e}")))?;
+                    let answer: Value = serde_json::from_slice(&bytes)
+                        .map_err(|e| failed(format!("the answer is not JSON: {e}")))?;
+                    return plan(&answer, supervised);
+                }
+                Ok(response) => {
+                    let status = response.status();
+                    let text = response.text().await.unwrap_or_default();
+                    let message = serde_json::from_str::<Value>(&text)
+                        .ok()
+                        .and_then(|v| {
+                            v.pointer("/error/message")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                        })
+                        .unwrap_or(text);
+                    let detail = format!("the server answered {status}: {message}");
+                    if status.as_u16() == 429 || status.is_server_error() {
+                        detail
+                    } else {
+                        return Err(failed(detail));
+                    }
+                }
+                Err(err) => format!("request failed: {err}"),
+            };
+            if attempt >= self.retry.max_retries {
+                return Err(failed(format!(
+                    "{retryable} (gave up after {} retries)",
+                    self.retry.max_retries
+                )));
+            }
+            tokio::time::sleep(self.retry.delay(attempt)).await;
+            attempt += 1;
+        }
+    }
+}
+
+impl Brain for OpenAiBrain {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn decide(&self, input: TurnInput) -> BrainFuture {
+        Box::pin(self.clone().run(input))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_call_answer_becomes_a_plan() {
+        let answer = json!({ "choices": [{ "message": { "content": null, "tool_calls": [
+            { "id": "a", "type": "function", "function": { "name": "Sleep", "arguments": "{\"duration_ms\":5}" } },
+            { "id": "b", "type": "function", "function": { "name": "Sleep", "arguments": "not json" } }
+        ] } }] });
+        let plan = plan(&answer, true).expect("plan");
+        assert_eq!(plan.reply, None);
+        assert_eq!(plan.tool_calls[0].input, json!({ "duration_ms": 5 }));
+        assert_eq!(plan.tool_calls[1].input, json!("not json"));
+        assert!(!plan.done, "tool calls first");
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let retry = RetryPolicy {
+            max_retries: 5,
+            base: Duration::from_millis(100),
+            cap: Duration::from_millis(400),
+        };
+        assert!(retry.delay(0) <= Duration::from_millis(100));
+        assert!(retry.delay(0) >= Duration::from_millis(50));
+        assert!(retry.delay(10) <= Duration::from_millis(400));
+    }
+}
