@@ -32,16 +32,18 @@ async fn agent_replies_to_messages_and_the_log_tells_the_story() {
             "agent_created",
             "message_queued",
             "run_started",
+            "step_decided",
             "replied",
             "run_finished",
             "message_queued",
             "run_started",
+            "step_decided",
             "replied",
             "run_finished",
         ]
     );
     let cursors: Vec<_> = log.iter().map(|e| e.cursor).collect();
-    assert_eq!(cursors, (1..=9).collect::<Vec<_>>());
+    assert_eq!(cursors, (1..=11).collect::<Vec<_>>());
 
     let got = c
         .agents
@@ -219,8 +221,9 @@ async fn a_follower_that_reconnects_with_its_cursor_misses_nothing_and_sees_noth
         .await
         .expect("watch again")
         .into_inner();
-    // 1 create + 6 messages x 4 events each.
-    while cursors.len() < 25 {
+    // 1 create + 6 messages x 5 events each (queued, started, step,
+    // replied, finished).
+    while cursors.len() < 31 {
         let event = tokio::time::timeout(common::DEADLINE, resumed.next())
             .await
             .expect("events keep coming")
@@ -228,7 +231,7 @@ async fn a_follower_that_reconnects_with_its_cursor_misses_nothing_and_sees_noth
             .expect("event");
         cursors.push(event.cursor);
     }
-    assert_eq!(cursors, (1..=25).collect::<Vec<_>>());
+    assert_eq!(cursors, (1..=31).collect::<Vec<_>>());
     let unique: HashSet<_> = cursors.iter().collect();
     assert_eq!(unique.len(), cursors.len());
 }
@@ -257,7 +260,7 @@ async fn events_can_be_filtered_by_agent() {
         assert_eq!(event.expect("event").agent_id, b);
         count += 1;
     }
-    assert_eq!(count, 5);
+    assert_eq!(count, 6);
 }
 
 #[tokio::test]
@@ -278,5 +281,5 @@ async fn status_counts_agents_and_reports_idle() {
     assert_eq!(status.private_agents, 0);
     assert_eq!(status.activity, "idle");
     assert!(status.rss_bytes > 0);
-    assert_eq!(status.event_cursor, 6);
+    assert_eq!(status.event_cursor, 7);
 }

@@ -340,24 +340,32 @@ impl AgentActor {
         };
         let mut batch = Batch::new();
         match done.outcome {
-            TurnOutcome::Decided {
-                reply,
-                tool_results,
-                done,
-            } => {
-                for result in tool_results {
+            TurnOutcome::Decided { reply, steps, done } => {
+                // Every step is recorded, so an operator can replay the turn.
+                for (n, (said, results)) in steps.into_iter().enumerate() {
                     batch = batch.event(
                         agent_id,
-                        EventKind::ToolCalled {
+                        EventKind::StepDecided {
                             run_id,
-                            tool: result.tool,
-                            // Secrets (trigger tokens) go to the brain only,
-                            // never to the store or the event log.
-                            input: tools::redact(&result.input),
-                            output: tools::redact(&result.output),
-                            is_error: result.is_error,
+                            step: n as u32 + 1,
+                            reply: said.as_deref().map(tools::redact),
+                            tool_calls: results.len() as u32,
                         },
                     );
+                    for result in results {
+                        batch = batch.event(
+                            agent_id,
+                            EventKind::ToolCalled {
+                                run_id,
+                                tool: result.tool,
+                                // Secrets (trigger tokens) go to the brain only,
+                                // never to the store or the event log.
+                                input: tools::redact(&result.input),
+                                output: tools::redact(&result.output),
+                                is_error: result.is_error,
+                            },
+                        );
+                    }
                 }
                 if let Some(text) = &reply {
                     batch = batch.event(

@@ -25,7 +25,8 @@ const RECENT_CHARS: usize = 500;
 pub enum TurnOutcome {
     Decided {
         reply: Option<String>,
-        tool_results: Vec<ToolResult>,
+        /// Per step: the brain's reply and the results of its tool calls.
+        steps: Vec<(Option<String>, Vec<ToolResult>)>,
         done: bool,
     },
     BrainFailed(String),
@@ -166,6 +167,7 @@ pub async fn run(
 
     let mut steps: Vec<StepRecord> = Vec::new();
     let mut all_results: Vec<ToolResult> = Vec::new();
+    let mut recorded: Vec<(Option<String>, Vec<ToolResult>)> = Vec::new();
     let mut reply = None;
     let mut done = false;
     for step in 1..=max_steps {
@@ -190,9 +192,11 @@ pub async fn run(
         }
         done |= plan.done;
         if plan.tool_calls.is_empty() {
+            recorded.push((plan.reply, Vec::new()));
             break;
         }
         let mut results = Vec::with_capacity(plan.tool_calls.len());
+        let mut step_results = Vec::with_capacity(plan.tool_calls.len());
         for call in &plan.tool_calls {
             // Later calls may use earlier results ({{results[0].token}});
             // the record keeps the call as written, not as filled in.
@@ -203,8 +207,10 @@ pub async fn run(
             let mut result = tools::call(&ctx, agent_id, profile, &filled).await;
             result.input = call.input.to_string();
             results.push(result_view(&result));
+            step_results.push(result.clone());
             all_results.push(result);
         }
+        recorded.push((plan.reply.clone(), step_results));
         steps.push(StepRecord {
             reply: plan.reply,
             tool_calls: plan.tool_calls,
@@ -213,7 +219,7 @@ pub async fn run(
     }
     TurnOutcome::Decided {
         reply,
-        tool_results: all_results,
+        steps: recorded,
         done,
     }
 }

@@ -296,6 +296,16 @@ pub fn event(event: &Event) -> pb::Event {
             out.message_id = message_id.to_string();
             json!({ "run_id": run_id.to_string(), "message_id": message_id.to_string() })
         }
+        EventKind::StepDecided {
+            run_id,
+            step,
+            reply,
+            tool_calls,
+        } => {
+            out.run_id = run_id.to_string();
+            out.text = reply.clone().unwrap_or_default();
+            json!({ "run_id": run_id.to_string(), "step": step, "reply": reply, "tool_calls": tool_calls })
+        }
         EventKind::ToolCalled {
             run_id,
             tool,

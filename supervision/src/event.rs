@@ -65,6 +65,14 @@ pub enum EventKind {
         run_id: RunId,
         message_id: MessageId,
     },
+    /// One decision of a turn: what the brain said, and how many tools it
+    /// called (their `tool_called` events follow).
+    StepDecided {
+        run_id: RunId,
+        step: u32,
+        reply: Option<String>,
+        tool_calls: u32,
+    },
     ToolCalled {
         run_id: RunId,
         tool: String,
@@ -114,6 +122,7 @@ impl EventKind {
             EventKind::AgentRestarted { .. } => "agent_restarted",
             EventKind::MessageQueued { .. } => "message_queued",
             EventKind::RunStarted { .. } => "run_started",
+            EventKind::StepDecided { .. } => "step_decided",
             EventKind::ToolCalled { .. } => "tool_called",
             EventKind::Replied { .. } => "replied",
             EventKind::RunFinished { .. } => "run_finished",
