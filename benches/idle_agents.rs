@@ -297,6 +297,7 @@ async fn spawn_private(runtime: &Runtime, parent: AgentId, preset: Preset) -> Ag
         .expect("parent")
         .profile;
     let request = SpawnRequest {
+        fork: false,
         preset,
         initial_message: Some("stand by".into()),
         name: None,

@@ -167,6 +167,7 @@ async fn a_turn_cut_short_by_a_crash_is_run_again_on_start() {
             supervisor_agent_id: None,
             state: LifecycleState::Active,
             brain: Default::default(),
+            forked_context: None,
             created_at_ms: 1,
             updated_at_ms: 1,
         };
@@ -319,6 +320,7 @@ async fn spawn_child(
         .expect("parent")
         .profile;
     let request = SpawnRequest {
+        fork: false,
         preset,
         initial_message: Some("do it".into()),
         name: None,
@@ -585,6 +587,68 @@ async fn abort_cancels_only_the_current_run_and_pauses_the_agent_across_a_restar
         matches!(e.kind, EventKind::RunFinished { run_id, outcome: RunOutcome::Aborted, ref detail, .. } if run_id == run && detail == "operator_aborted")
     });
     assert!(aborted);
+    runtime.shutdown(Duration::from_secs(5)).await;
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forked_child_inherits_its_parents_work_and_recent_turns_and_a_fresh_one_does_not() {
+    use holarchy_actors::work_plane;
+    use holarchy_supervision::work::WorkUpdate;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let runtime = start(store.clone(), RestartPolicy::default()).await;
+    let parent = runtime
+        .create_agent("planner".into(), Some("we ship on friday".into()))
+        .await
+        .expect("created");
+    let change = WorkUpdate {
+        objective: Some("ship 1.0".into()),
+        ..WorkUpdate::default()
+    };
+    work_plane::update(runtime.ctx(), parent, change)
+        .await
+        .expect("work item");
+    until("the first turn handled", || {
+        store.list_messages(parent, None, 10).is_ok_and(|m| {
+            m.iter()
+                .any(|m| matches!(m.status, MessageStatus::Handled { .. }))
+        })
+    })
+    .await;
+    let profile = store.agent(parent).expect("read").expect("parent").profile;
+    let spawn = |fork| SpawnRequest {
+        fork,
+        preset: Preset::PrivateChild,
+        initial_message: Some("write the notes".into()),
+        name: None,
+    };
+    let forked = spawn_agent(runtime.ctx(), parent, profile, spawn(true))
+        .await
+        .expect("forked")
+        .agent_id;
+    let fresh = spawn_agent(runtime.ctx(), parent, profile, spawn(false))
+        .await
+        .expect("fresh")
+        .agent_id;
+    let inherited = store
+        .agent(forked)
+        .expect("read")
+        .expect("child")
+        .forked_context
+        .expect("a forked view");
+    let view: serde_json::Value = serde_json::from_str(&inherited).expect("json");
+    assert_eq!(view["work_item"]["objective"], "ship 1.0");
+    assert_eq!(view["recent_turns"][0]["text"], "we ship on friday");
+    assert_eq!(view["from_agent_id"], parent.to_string());
+    assert_eq!(
+        store
+            .agent(fresh)
+            .expect("read")
+            .expect("child")
+            .forked_context,
+        None
+    );
     runtime.shutdown(Duration::from_secs(5)).await;
     store.close().await;
 }

@@ -142,6 +142,7 @@ impl World {
                         Preset::PrivateChild
                     };
                     let request = SpawnRequest {
+                        fork: false,
                         preset,
                         initial_message: Some("work".into()),
                         name: None,

@@ -167,6 +167,7 @@ impl RuntimeActor {
             supervisor_agent_id: None,
             state: LifecycleState::Active,
             brain,
+            forked_context: None,
             created_at_ms: now,
             updated_at_ms: now,
         };

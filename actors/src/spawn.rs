@@ -23,6 +23,9 @@ pub struct SpawnRequest {
     pub initial_message: Option<String>,
     /// Required for a public agent; private agents have none.
     pub name: Option<String>,
+    /// Give the child its parent's view (work item, plan, recent turns)
+    /// besides the handoff; otherwise it starts fresh with the handoff only.
+    pub fork: bool,
 }
 
 /// What was made.
@@ -76,6 +79,7 @@ async fn spawn_to_completion(
         preset,
         initial_message,
         name,
+        fork,
     } = request;
     may_spawn(caller_profile, preset, initial_message.as_deref())?;
     if let Some(body) = &initial_message {
@@ -107,6 +111,15 @@ async fn spawn_to_completion(
         state: LifecycleState::Active,
         // A child thinks the way its creator does.
         brain: caller_record.brain.clone(),
+        forked_context: if fork {
+            Some(
+                crate::turn::inherited_view(ctx, caller)
+                    .map_err(SpawnError::Spawn)?
+                    .to_string(),
+            )
+        } else {
+            None
+        },
         created_at_ms: now,
         updated_at_ms: now,
     };

@@ -61,8 +61,8 @@ pub const CATALOG: &[ToolSpec] = &[
         name: "SpawnAgent",
         family: ToolFamily::AgentCreation,
         plane: "agent",
-        description: "Creates an agent. `preset` is private_child (default), private_delegator or public_named. A private child is supervised by the caller, gets `initial_message` (required) as its first message, and comes back with a task handle; a public agent needs a `name` and keeps only lineage. The child runs on the caller's brain.",
-        input_schema: r#"{"type":"object","properties":{"preset":{"type":"string","enum":["private_child","private_delegator","public_named"]},"initial_message":{"type":"string"},"name":{"type":"string"}},"additionalProperties":false}"#,
+        description: "Creates an agent. `preset` is private_child (default), private_delegator or public_named. A private child is supervised by the caller, gets `initial_message` (required) as its first message, and comes back with a task handle; a public agent needs a `name` and keeps only lineage. The child runs on the caller's brain. `context: fork` also gives it the caller's work item, plan and recent turns; `fresh` (the default) only the handoff.",
+        input_schema: r#"{"type":"object","properties":{"preset":{"type":"string","enum":["private_child","private_delegator","public_named"]},"initial_message":{"type":"string"},"name":{"type":"string"},"context":{"type":"string","enum":["fresh","fork"]}},"additionalProperties":false}"#,
     },
     ToolSpec {
         name: "TaskList",
@@ -302,7 +302,13 @@ async fn run(
                     Preset::from_name(name).ok_or_else(|| format!("unknown preset `{name}`"))?
                 }
             };
+            let fork = match text_field(input, "context")? {
+                None | Some("fresh") => false,
+                Some("fork") => true,
+                Some(other) => return Err(format!("`context` is fresh or fork, not `{other}`")),
+            };
             let request = SpawnRequest {
+                fork,
                 preset,
                 initial_message: text_field(input, "initial_message")?.map(str::to_owned),
                 name: text_field(input, "name")?.map(str::to_owned),

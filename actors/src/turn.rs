@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use holarchy_supervision::{
-    AgentId, BrainConfig, MessageRecord, MessageStatus, Profile, Provenance, RunId, WaitStatus,
+    AgentId, AgentRecord, BrainConfig, MessageId, MessageRecord, MessageStatus, Profile,
+    Provenance, RunId, WaitStatus,
 };
 use serde_json::{json, Value};
 
@@ -95,9 +96,44 @@ fn message_view(message: &MessageRecord) -> MessageView {
     }
 }
 
+/// The newest handled turns of an agent, cut short, oldest first.
+fn recent_turns(
+    ctx: &Ctx,
+    agent_id: AgentId,
+    except: Option<MessageId>,
+) -> Result<Vec<Value>, String> {
+    // Messages are few per agent in practice; the newest handled ones.
+    let messages = ctx
+        .store
+        .list_messages(agent_id, None, 10_000)
+        .map_err(|e| e.to_string())?;
+    let handled: Vec<&MessageRecord> = messages
+        .iter()
+        .filter(|m| Some(m.id) != except && matches!(m.status, MessageStatus::Handled { .. }))
+        .collect();
+    Ok(handled[handled.len().saturating_sub(RECENT_TURNS)..]
+        .iter()
+        .map(|m| json!({ "provenance": m.provenance.kind(), "text": cut(&m.body), "reply": m.reply.as_deref().map(cut) }))
+        .collect())
+}
+
+/// What a child spawned with `context: "fork"` inherits from its parent:
+/// the parent's work focus with its plan, and its recent turns. The handoff
+/// itself is the child's initial message.
+pub fn inherited_view(ctx: &Ctx, parent: AgentId) -> Result<Value, String> {
+    let focus = work_plane::focus(ctx, parent).map_err(|e| e.to_string())?;
+    Ok(json!({
+        "from_agent_id": parent.to_string(),
+        "work_item": focus.map(|w| tools::work_json(&w)),
+        "recent_turns": recent_turns(ctx, parent, None)?,
+    }))
+}
+
 /// Bounded context from structured state: the work focus and its plan,
-/// armed waits, and a short tail of recent turns.
-fn context(ctx: &Ctx, agent_id: AgentId, current: &MessageRecord) -> Result<Value, String> {
+/// armed waits, a short tail of recent turns, and, for a forked child, what
+/// it inherited from its parent.
+fn context(ctx: &Ctx, record: &AgentRecord, current: &MessageRecord) -> Result<Value, String> {
+    let agent_id = record.id;
     let focus = work_plane::focus(ctx, agent_id).map_err(|e| e.to_string())?;
     let waits: Vec<String> = ctx
         .store
@@ -107,23 +143,15 @@ fn context(ctx: &Ctx, agent_id: AgentId, current: &MessageRecord) -> Result<Valu
         .filter(|w| w.status == WaitStatus::Armed)
         .map(|w| w.describe())
         .collect();
-    // Messages are few per agent in practice; the newest handled ones.
-    let messages = ctx
-        .store
-        .list_messages(agent_id, None, 10_000)
-        .map_err(|e| e.to_string())?;
-    let handled: Vec<&MessageRecord> = messages
-        .iter()
-        .filter(|m| m.id != current.id && matches!(m.status, MessageStatus::Handled { .. }))
-        .collect();
-    let recent: Vec<Value> = handled[handled.len().saturating_sub(RECENT_TURNS)..]
-        .iter()
-        .map(|m| json!({ "provenance": m.provenance.kind(), "text": cut(&m.body), "reply": m.reply.as_deref().map(cut) }))
-        .collect();
+    let inherited = record
+        .forked_context
+        .as_deref()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok());
     Ok(json!({
         "work_item": focus.map(|w| tools::work_json(&w)),
         "waiting_on": waits,
-        "recent_turns": recent,
+        "recent_turns": recent_turns(ctx, agent_id, Some(current.id))?,
+        "inherited": inherited,
     }))
 }
 
@@ -158,7 +186,7 @@ pub async fn run(
         Ok(agent) => agent,
         Err(err) => return TurnOutcome::BrainFailed(err),
     };
-    let context = match context(&ctx, agent_id, &message) {
+    let context = match context(&ctx, &record, &message) {
         Ok(context) => context,
         Err(err) => return TurnOutcome::BrainFailed(err),
     };

@@ -58,6 +58,7 @@ mod tests {
             supervisor_agent_id: None,
             state: LifecycleState::Paused,
             brain: Default::default(),
+            forked_context: None,
             created_at_ms: millis,
             updated_at_ms: millis,
         }

@@ -125,6 +125,7 @@ mod tests {
                     supervisor_agent_id: supervisor,
                     state,
                     brain: Default::default(),
+                    forked_context: None,
                     created_at_ms: 0,
                     updated_at_ms: 0,
                 }

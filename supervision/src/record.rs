@@ -54,6 +54,9 @@ pub struct AgentRecord {
     pub state: LifecycleState,
     /// What decides its turns; children inherit their creator's.
     pub brain: crate::BrainConfig,
+    /// For a child spawned with `context: "fork"`: the view it inherited
+    /// from its parent (work item, plan, recent turns), as JSON text.
+    pub forked_context: Option<String>,
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
 }

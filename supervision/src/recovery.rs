@@ -134,6 +134,7 @@ mod tests {
             supervisor_agent_id: supervisor.map(AgentId::from_u128),
             state,
             brain: Default::default(),
+            forked_context: None,
             created_at_ms: 0,
             updated_at_ms: 0,
         }

@@ -14,6 +14,7 @@ fn agent(name: &str) -> AgentRecord {
         supervisor_agent_id: None,
         state: LifecycleState::Active,
         brain: Default::default(),
+        forked_context: None,
         created_at_ms: 1,
         updated_at_ms: 1,
     }
