@@ -60,6 +60,23 @@ pub enum DeliverError {
     Unavailable(String),
 }
 
+/// Puts a message on a running agent's queue from outside any actor (a
+/// turn, an API call); resolves once the message is durable.
+pub async fn deliver(
+    actor: &ActorRef<AgentMsg>,
+    message: NewMessage,
+    timeout: std::time::Duration,
+) -> Result<Delivered, DeliverError> {
+    match actor
+        .call(|reply| AgentMsg::Deliver { message, reply }, Some(timeout))
+        .await
+    {
+        Ok(ractor::rpc::CallResult::Success(answer)) => answer,
+        Ok(_) => Err(DeliverError::Unavailable("the agent did not answer".into())),
+        Err(err) => Err(DeliverError::Unavailable(err.to_string())),
+    }
+}
+
 /// Why an agent that exists has no actor to take a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotRunning {

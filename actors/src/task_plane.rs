@@ -7,9 +7,8 @@ use std::sync::Arc;
 use holarchy_supervision::{
     AgentId, MessageStatus, OutputChunk, Provenance, TaskId, TaskKind, TaskRecord, TaskStatus,
 };
-use ractor::rpc::CallResult;
 
-use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage, NotRunning};
+use crate::agent::{deliver, DeliverError, Delivered, NewMessage, NotRunning};
 use crate::command_plane::{self, CommandError};
 use crate::store::StoreError;
 use crate::{supervise, Ctx};
@@ -147,18 +146,9 @@ pub async fn input(
         body,
         dedupe_key: None,
     };
-    let answer = actor
-        .actor
-        .call(
-            |reply| AgentMsg::Deliver { message, reply },
-            Some(ctx.config.call_timeout),
-        )
-        .await;
-    match answer {
-        Ok(CallResult::Success(delivered)) => Ok(Some(delivered?)),
-        Ok(_) => Err(DeliverError::Unavailable("the child did not answer".into()).into()),
-        Err(err) => Err(DeliverError::Unavailable(err.to_string()).into()),
-    }
+    Ok(Some(
+        deliver(&actor.actor, message, ctx.config.call_timeout).await?,
+    ))
 }
 
 /// Stops a task: a child and its whole subtree, or a command's process

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use holarchy_supervision::{
     AgentId, EventKind, Provenance, WaitId, WaitKind, WaitRecord, WaitStatus, WorkItemId,
 };
-use ractor::rpc::CallResult;
 use sha2::{Digest, Sha256};
 
-use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage};
+use crate::agent::{self, DeliverError, Delivered, NewMessage};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, supervise, Ctx};
 
@@ -234,20 +233,11 @@ pub async fn deliver(
         // Scoped to the trigger, so two triggers' keys never collide.
         dedupe_key: dedupe_key.map(|key| format!("trigger:{wait_id}:{key}")),
     };
-    let answer = entry
-        .actor
-        .call(
-            |reply| AgentMsg::Deliver { message, reply },
-            Some(ctx.config.call_timeout),
-        )
-        .await;
-    match answer {
-        Ok(CallResult::Success(Ok(delivered))) => Ok(delivered),
+    match agent::deliver(&entry.actor, message, ctx.config.call_timeout).await {
+        Ok(delivered) => Ok(delivered),
         // Refusals name the agent; a trigger caller learns only that it failed.
-        Ok(CallResult::Success(Err(DeliverError::QueueFull { limit }))) => {
-            Err(DeliverError::QueueFull { limit }.into())
-        }
-        Ok(CallResult::Success(Err(_))) | Ok(_) | Err(_) => Err(DeliverError::Unavailable(
+        Err(DeliverError::QueueFull { limit }) => Err(DeliverError::QueueFull { limit }.into()),
+        Err(_) => Err(DeliverError::Unavailable(
             "the trigger's agent is not available right now".into(),
         )
         .into()),

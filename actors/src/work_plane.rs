@@ -7,9 +7,8 @@ use holarchy_supervision::work::{self, WorkError, WorkUpdate};
 use holarchy_supervision::{
     AgentId, EventKind, Provenance, WorkItemId, WorkItemRecord, WorkStatus,
 };
-use ractor::rpc::CallResult;
 
-use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage, NotRunning};
+use crate::agent::{deliver, DeliverError, Delivered, NewMessage, NotRunning};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
 
@@ -71,16 +70,5 @@ pub async fn enqueue(
         body,
         dedupe_key: None,
     };
-    let answer = entry
-        .actor
-        .call(
-            |reply| AgentMsg::Deliver { message, reply },
-            Some(ctx.config.call_timeout),
-        )
-        .await;
-    match answer {
-        Ok(CallResult::Success(delivered)) => Ok(delivered?),
-        Ok(_) => Err(DeliverError::Unavailable("the agent did not answer".into()).into()),
-        Err(err) => Err(DeliverError::Unavailable(err.to_string()).into()),
-    }
+    Ok(deliver(&entry.actor, message, ctx.config.call_timeout).await?)
 }
