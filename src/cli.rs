@@ -154,6 +154,15 @@ impl BrainArgs {
                 timeout_ms: self.brain_timeout.saturating_mul(1000),
             });
         }
+        if let (Some(base_url), Some(model)) = (&self.brain_openai_url, &self.brain_model) {
+            return Some(holarchy_supervision::BrainConfig::OpenAi {
+                base_url: base_url.clone(),
+                model: model.clone(),
+                api_key_env: self.brain_key_env.clone(),
+                temperature: None,
+                max_steps: None,
+            });
+        }
         self.brain_scripted
             .then_some(holarchy_supervision::BrainConfig::Scripted)
     }

@@ -308,3 +308,25 @@ async fn archiving_an_agent_kills_its_running_commands() {
     .await;
     assert_eq!(task(&mut c, &task_id).await.status, "stopped");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_never_see_the_daemons_secrets() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_with_env(
+        &data_dir(&root),
+        &[],
+        &[("OPENAI_API_KEY", "sk-daemon-secret")],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    let id = create(&mut c, "curious", None).await;
+    let out = exec(&mut c, &id, "env; echo end", 5_000).await;
+    let text = out["task_handle"]["initial_output"]
+        .as_str()
+        .expect("output");
+    assert!(text.contains("PATH=") && text.ends_with("end\n"), "{text}");
+    assert!(
+        !text.contains("sk-daemon-secret") && !text.contains("OPENAI_API_KEY"),
+        "{text}"
+    );
+}

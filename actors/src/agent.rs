@@ -358,6 +358,9 @@ impl AgentActor {
         let mut batch = Batch::new();
         match done.outcome {
             TurnOutcome::Decided { reply, steps, done } => {
+                // What is stored (the reply, a child's result) never holds a
+                // secret the brain saw.
+                let reply = reply.as_deref().map(tools::redact);
                 // Every step is recorded, so an operator can replay the turn.
                 for (n, (said, results)) in steps.into_iter().enumerate() {
                     batch = batch.event(
@@ -429,6 +432,7 @@ impl AgentActor {
                 message.reply = reply;
             }
             TurnOutcome::BrainFailed(detail) => {
+                let detail = tools::redact(&detail);
                 batch = batch.event(
                     agent_id,
                     EventKind::RunFinished {
@@ -555,7 +559,7 @@ impl AgentActor {
             if record.state != to {
                 record.state = to;
                 record.updated_at_ms = now_ms();
-                batch = batch.write(Write::PutAgent(record)).event(
+                batch = batch.write(Write::PutLiveAgent(record)).event(
                     agent_id,
                     EventKind::AgentStateChanged {
                         state: to,

@@ -71,6 +71,8 @@ pub struct CommandArgs {
     pub done: watch::Sender<bool>,
     /// Extra environment for the process; never stored.
     pub env: Vec<(String, String)>,
+    /// The command line to run. The record keeps it with secrets redacted.
+    pub line: String,
 }
 
 #[derive(Debug)]
@@ -363,14 +365,13 @@ impl Actor for CommandActor {
             handoff,
             done,
             env,
+            line,
         } = args;
-        let line = task.command.clone().unwrap_or_default();
         std::fs::create_dir_all(&workdir)?;
-        let mut child = Command::new("/bin/sh")
-            .arg("-c")
-            .arg(&line)
-            .current_dir(&workdir)
-            .envs(env)
+        let mut command = Command::new("/bin/sh");
+        command.arg("-c").arg(&line).current_dir(&workdir);
+        crate::environment::scrub(&mut command, &env);
+        let mut child = command
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

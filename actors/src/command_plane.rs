@@ -87,10 +87,12 @@ pub async fn exec(
         id: TaskId::generate(),
         owner_agent_id: owner,
         kind: TaskKind::Command,
-        label: task_label(&command),
+        // Placeholders may have put a secret (a trigger token) in the line:
+        // the record keeps it redacted, only the process sees it.
+        label: task_label(&crate::tools::redact(&command)),
         status: TaskStatus::Running,
         output: None,
-        command: Some(command),
+        command: Some(crate::tools::redact(&command)),
         process: None,
         exit: None,
         created_at_ms: now,
@@ -118,6 +120,7 @@ pub async fn exec(
         handoff: handoff.clone(),
         done,
         env,
+        line: command,
     };
     let spawned = Actor::spawn_linked(
         None,

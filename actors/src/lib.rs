@@ -38,6 +38,7 @@ pub mod cleanup;
 pub mod command;
 pub mod command_plane;
 pub mod directory;
+pub mod environment;
 pub mod gateway;
 pub mod runtime;
 pub mod spawn;
@@ -154,7 +155,13 @@ impl Ctx {
             gateway: RwLock::new(None),
             root: RwLock::new(None),
             output_events: tokio::sync::broadcast::channel(1024).0,
-            http: reqwest::Client::new(),
+            // A stalled server must not hold a turn until its deadline: the
+            // request fails and is retried like any transient error.
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .timeout(Duration::from_secs(180))
+                .build()
+                .unwrap_or_default(),
         }
     }
 

@@ -57,6 +57,10 @@ pub enum Write {
     /// An update of an existing agent. The store keeps its supervisor's
     /// index of live children in step.
     PutAgent(AgentRecord),
+    /// An update that applies only while the stored agent is live: fails
+    /// the batch with [`StoreError::Precondition`] otherwise, so a change
+    /// made outside the agent's actor never revives an archived agent.
+    PutLiveAgent(AgentRecord),
     /// A message put back to queued after its turn was cut short, but only
     /// if it is still being handled and its agent is still live: a cleanup
     /// that cancelled it meanwhile wins. Skipped silently otherwise.
@@ -148,6 +152,12 @@ pub trait Store: Send + Sync + 'static {
         &self,
         agent_id: AgentId,
         after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<Vec<MessageRecord>, StoreError>;
+    /// The agent's newest `limit` messages, oldest of them first.
+    fn last_messages(
+        &self,
+        agent_id: AgentId,
         limit: usize,
     ) -> Result<Vec<MessageRecord>, StoreError>;
     /// The agent's pending messages (queued or being handled), oldest first.

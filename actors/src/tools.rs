@@ -575,6 +575,13 @@ pub async fn agent_view(ctx: &Ctx, agent_id: AgentId) -> Result<Value, String> {
     agent["current_work_item"] = work_plane::focus(ctx, agent_id)
         .map_err(|e| e.to_string())?
         .map_or(Value::Null, |w| work_json(&w));
+    agent["running_tasks"] = json!(ctx
+        .store
+        .tasks_of(agent_id)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .filter(|t| t.status == holarchy_supervision::TaskStatus::Running)
+        .count());
     Ok(agent)
 }
 

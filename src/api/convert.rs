@@ -500,7 +500,11 @@ pub fn brain(config: &BrainConfig) -> pb::BrainConfig {
         } => Kind::Command(pb::CommandBrain {
             program: program.clone(),
             args: args.clone(),
-            env: env.iter().cloned().collect(),
+            // Values may be secrets: show which variables are set, not what.
+            env: env
+                .iter()
+                .map(|(k, _)| (k.clone(), "<set>".to_owned()))
+                .collect(),
             timeout_ms: *timeout_ms,
         }),
         BrainConfig::OpenAi {

@@ -357,6 +357,25 @@ impl Store for SledStore {
             .collect()
     }
 
+    fn last_messages(
+        &self,
+        agent_id: AgentId,
+        limit: usize,
+    ) -> Result<Vec<MessageRecord>, StoreError> {
+        let mut newest: Vec<MessageRecord> = self
+            .messages
+            .scan_prefix(agent_id.to_bytes())
+            .rev()
+            .take(limit)
+            .map(|entry| {
+                let (_, value) = entry.map_err(backend)?;
+                decode(MESSAGES, &value)
+            })
+            .collect::<Result<_, _>>()?;
+        newest.reverse();
+        Ok(newest)
+    }
+
     fn pending_messages(&self, agent_id: AgentId) -> Result<Vec<MessageRecord>, StoreError> {
         let mut out = Vec::new();
         for key in self.scan_keys(&self.pending, agent_id) {
@@ -576,9 +595,15 @@ impl Store for SledStore {
                     }
                     Encoded::PutAgent {
                         id,
+                        guard_live,
                         child_key,
                         value,
                     } => {
+                        if *guard_live && !agent_is_live(agents, AgentId::from_bytes(*id))? {
+                            return Err(ConflictableTransactionError::Abort(Abort::Precondition(
+                                "the agent has ended".into(),
+                            )));
+                        }
                         if let Some((key, live)) = child_key {
                             if *live {
                                 children.insert(key.as_slice(), &[] as &[u8])?;

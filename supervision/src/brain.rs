@@ -5,8 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Longest a command brain may take for one step.
-pub const MAX_COMMAND_TIMEOUT_MS: u64 = 3_600_000;
+/// Longest a command brain may take for one step: no more than a whole
+/// turn may take (its deadline is 10 minutes).
+pub const MAX_COMMAND_TIMEOUT_MS: u64 = 600_000;
 /// Most decisions (brain calls) one turn may take.
 pub const MAX_STEPS: u32 = 64;
 /// Steps per turn when a configuration does not say.
@@ -41,7 +42,7 @@ pub enum BrainConfig {
 pub enum BrainConfigError {
     #[error("a command brain needs a program")]
     NoProgram,
-    #[error("a command brain's timeout is 1 ms to 1 hour")]
+    #[error("a command brain's timeout is 1 ms to 10 minutes")]
     BadTimeout,
     #[error("base_url must start with http:// or https://")]
     BadBaseUrl,

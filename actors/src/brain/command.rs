@@ -4,19 +4,30 @@
 //! "done": bool?}` (see docs/brains.md). A non-zero exit, output that is
 //! not such JSON, or a timeout fails the turn; the failure keeps the exit
 //! status and the ends of stdout and stderr.
+//!
+//! The program runs in its own process group with a scrubbed environment;
+//! its pipes are drained beside it (so it never stalls on a full pipe) and
+//! a step that ends or times out kills what it left in its group.
 
+use std::collections::VecDeque;
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+use serde::Deserialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use super::{Brain, BrainError, BrainFuture, TurnInput, TurnPlan};
+use super::{Brain, BrainError, BrainFuture, ToolCall, TurnInput, TurnPlan};
 
-/// Bytes of the program's stdout read at most, and kept of each stream in
-/// a failure record.
+/// Bytes of stdout a decision may take.
 const MAX_STDOUT: usize = 1024 * 1024;
+/// Bytes kept of each stream's end in a failure record.
 const KEPT: usize = 2048;
+/// How long the pipes may stay open after the program exited (a child it
+/// left behind may hold them).
+const DRAIN_GRACE: Duration = Duration::from_millis(200);
 
 #[derive(Debug, Clone)]
 pub struct CommandBrain {
@@ -26,15 +37,47 @@ pub struct CommandBrain {
     pub timeout: Duration,
 }
 
-fn tail(bytes: &[u8]) -> String {
-    let start = bytes.len().saturating_sub(KEPT);
-    String::from_utf8_lossy(&bytes[start..]).into_owned()
+/// A decision as programs may write it: every field optional, `null` too.
+#[derive(Debug, Deserialize)]
+struct Decision {
+    #[serde(default)]
+    reply: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCall>>,
+    #[serde(default)]
+    done: Option<bool>,
+}
+
+/// Reads a pipe to its end, keeping the first `head` bytes and the last
+/// `KEPT`, so a chatty program neither stalls nor fills memory.
+async fn drain(mut pipe: impl AsyncRead + Unpin, head: usize) -> (Vec<u8>, Vec<u8>, bool) {
+    let mut first = Vec::new();
+    let mut last: VecDeque<u8> = VecDeque::new();
+    let mut overflow = false;
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = pipe.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let room = head.saturating_sub(first.len());
+        first.extend_from_slice(&buf[..n.min(room)]);
+        overflow |= n > room;
+        last.extend(&buf[..n]);
+        while last.len() > KEPT {
+            last.pop_front();
+        }
+    }
+    (first, last.into_iter().collect(), overflow)
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn failed(detail: String) -> BrainError {
     BrainError {
         brain: "command",
-        detail,
+        detail: crate::tools::redact(&detail),
     }
 }
 
@@ -42,70 +85,109 @@ impl CommandBrain {
     async fn run(self, input: TurnInput) -> Result<TurnPlan, BrainError> {
         let request = serde_json::to_vec(&input)
             .map_err(|e| failed(format!("cannot encode the input: {e}")))?;
-        let mut child = Command::new(&self.program)
-            .args(&self.args)
-            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        let mut command = Command::new(&self.program);
+        command.args(&self.args);
+        crate::environment::scrub(&mut command, &self.env);
+        let mut child = command
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| failed(format!("cannot start `{}`: {e}", self.program)))?;
-        let mut stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| failed("no stdin".into()))?;
-        let mut stdout = child
+        let pgid = child.id().map(|p| p as i32);
+        // Whatever happens to this step, nothing of it outlives it.
+        let _group = GroupKill(pgid);
+        let stdin = child.stdin.take();
+        let stdout = child
             .stdout
             .take()
             .ok_or_else(|| failed("no stdout".into()))?;
-        let mut stderr = child
+        let stderr = child
             .stderr
             .take()
             .ok_or_else(|| failed("no stderr".into()))?;
-        let exchange = async {
-            // Write and read at once: a program may answer before it has
-            // read all its input, and pipes are finite.
-            let write = async {
+        let writer = tokio::spawn(async move {
+            if let Some(mut stdin) = stdin {
+                // A program may answer without reading all of it.
                 let _ = stdin.write_all(&request).await;
-                drop(stdin);
-            };
-            let mut out = Vec::new();
-            let mut err = Vec::new();
-            let mut limited_out = (&mut stdout).take(MAX_STDOUT as u64);
-            let mut limited_err = (&mut stderr).take(MAX_STDOUT as u64);
-            let read_out = limited_out.read_to_end(&mut out);
-            let read_err = limited_err.read_to_end(&mut err);
-            let ((), _, _) = tokio::join!(write, read_out, read_err);
-            let status = child.wait().await;
-            (status, out, err)
+            }
+        });
+        let out = tokio::spawn(drain(stdout, MAX_STDOUT));
+        let err = tokio::spawn(drain(stderr, 0));
+        let status = tokio::time::timeout(self.timeout, child.wait()).await;
+        writer.abort();
+        let status = match status {
+            Ok(status) => {
+                Some(status.map_err(|e| failed(format!("waiting for `{}`: {e}", self.program)))?)
+            }
+            Err(_) => {
+                if let Some(pgid) = pgid {
+                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+                }
+                None
+            }
         };
-        let (status, out, err) =
-            tokio::time::timeout(self.timeout, exchange)
-                .await
-                .map_err(|_| {
-                    failed(format!(
-                        "`{}` did not answer within {:?}",
-                        self.program, self.timeout
-                    ))
-                })?;
-        let status = status.map_err(|e| failed(format!("waiting for `{}`: {e}", self.program)))?;
+        if let Some(pgid) = pgid {
+            // The program is done; what it left behind in its group goes.
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+        let (stdout, stdout_tail, too_much) = tokio::time::timeout(DRAIN_GRACE, out)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let (_, stderr_tail, _) = tokio::time::timeout(DRAIN_GRACE, err)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let ends = format!(
+            "stdout: {}; stderr: {}",
+            text(&stdout_tail),
+            text(&stderr_tail)
+        );
+        let Some(status) = status else {
+            return Err(failed(format!(
+                "`{}` did not answer within {:?}; {ends}",
+                self.program, self.timeout
+            )));
+        };
         if !status.success() {
             return Err(failed(format!(
-                "`{}` exited with {status}; stdout: {}; stderr: {}",
-                self.program,
-                tail(&out),
-                tail(&err)
+                "`{}` exited with {status}; {ends}",
+                self.program
             )));
         }
-        serde_json::from_slice::<TurnPlan>(&out).map_err(|e| {
+        if too_much {
+            return Err(failed(format!(
+                "`{}` printed more than {MAX_STDOUT} bytes; {ends}",
+                self.program
+            )));
+        }
+        let decision: Decision = serde_json::from_slice(&stdout).map_err(|e| {
             failed(format!(
-                "`{}` printed no decision ({e}); stdout: {}; stderr: {}",
-                self.program,
-                tail(&out),
-                tail(&err)
+                "`{}` printed no decision ({e}); {ends}",
+                self.program
             ))
+        })?;
+        Ok(TurnPlan {
+            reply: decision.reply,
+            tool_calls: decision.tool_calls.unwrap_or_default(),
+            done: decision.done.unwrap_or(false),
         })
+    }
+}
+
+/// Kills the group when the step is dropped (its turn aborted).
+struct GroupKill(Option<i32>);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0 {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
     }
 }
 

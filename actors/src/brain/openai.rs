@@ -34,7 +34,7 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// Full jitter: a random delay up to the exponential bound, so many
+    /// Jittered: between half and all of the exponential bound, so many
     /// agents retrying at once do not march in step.
     fn delay(&self, attempt: u32) -> Duration {
         let bound = self
@@ -58,11 +58,21 @@ pub struct OpenAiBrain {
     pub retry: RetryPolicy,
 }
 
+/// Bytes of an answer read at most, and of an error shown.
+const MAX_ANSWER: usize = 4 * 1024 * 1024;
+const SHOWN: usize = 2048;
+
 fn failed(detail: String) -> BrainError {
+    let detail: String = detail.chars().take(SHOWN).collect();
     BrainError {
         brain: "openai",
-        detail,
+        detail: crate::tools::redact(&detail),
     }
+}
+
+/// A tool-call id strict servers accept (nine letters and digits).
+fn call_id(step: usize, call: usize) -> String {
+    format!("c{:04}x{:03}", step % 10_000, call % 1_000)
 }
 
 /// The conversation so far: the context, the message, and every earlier
@@ -95,7 +105,7 @@ fn messages(input: &TurnInput) -> Vec<Value> {
             .enumerate()
             .map(|(i, call)| {
                 json!({
-                    "id": format!("call_{s}_{i}"),
+                    "id": call_id(s, i),
                     "type": "function",
                     "function": { "name": call.name, "arguments": call.input.to_string() },
                 })
@@ -105,7 +115,7 @@ fn messages(input: &TurnInput) -> Vec<Value> {
         for (i, result) in step.results.iter().enumerate() {
             out.push(json!({
                 "role": "tool",
-                "tool_call_id": format!("call_{s}_{i}"),
+                "tool_call_id": call_id(s, i),
                 "content": result.output.to_string(),
             }));
         }
@@ -207,18 +217,33 @@ impl OpenAiBrain {
                 .body(body.to_string())
                 .send()
                 .await;
-            let retryable = match sent {
+            let (retryable, wait) = match sent {
                 Ok(response) if response.status().is_success() => {
-                    let bytes = response
-                        .bytes()
-                        .await
-                        .map_err(|e| failed(format!("reading the answer: {e}")))?;
-                    let answer: Value = serde_json::from_slice(&bytes)
-                        .map_err(|e| failed(format!("the answer is not JSON: {e}")))?;
-                    return plan(&answer, supervised);
+                    if response
+                        .content_length()
+                        .is_some_and(|n| n > MAX_ANSWER as u64)
+                    {
+                        return Err(failed("the answer is too large".into()));
+                    }
+                    match response.bytes().await {
+                        Ok(bytes) if bytes.len() <= MAX_ANSWER => {
+                            let answer: Value = serde_json::from_slice(&bytes)
+                                .map_err(|e| failed(format!("the answer is not JSON: {e}")))?;
+                            return plan(&answer, supervised);
+                        }
+                        Ok(_) => return Err(failed("the answer is too large".into())),
+                        // The body broke off: worth another try.
+                        Err(err) => (format!("reading the answer failed: {err}"), None),
+                    }
                 }
                 Ok(response) => {
                     let status = response.status();
+                    let retry_after = response
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .map(|secs| Duration::from_secs(secs).min(self.retry.cap));
                     let text = response.text().await.unwrap_or_default();
                     let message = serde_json::from_str::<Value>(&text)
                         .ok()
@@ -230,12 +255,16 @@ impl OpenAiBrain {
                         .unwrap_or(text);
                     let detail = format!("the server answered {status}: {message}");
                     if status.as_u16() == 429 || status.is_server_error() {
-                        detail
+                        (detail, retry_after)
                     } else {
                         return Err(failed(detail));
                     }
                 }
-                Err(err) => format!("request failed: {err}"),
+                // Connecting, timing out, a broken connection: transient.
+                Err(err) if err.is_connect() || err.is_timeout() || err.is_request() => {
+                    (format!("request failed: {err}"), None)
+                }
+                Err(err) => return Err(failed(format!("request failed: {err}"))),
             };
             if attempt >= self.retry.max_retries {
                 return Err(failed(format!(
@@ -243,7 +272,7 @@ impl OpenAiBrain {
                     self.retry.max_retries
                 )));
             }
-            tokio::time::sleep(self.retry.delay(attempt)).await;
+            tokio::time::sleep(wait.unwrap_or_else(|| self.retry.delay(attempt))).await;
             attempt += 1;
         }
     }

@@ -17,6 +17,7 @@ pub(super) enum Encoded {
     },
     PutAgent {
         id: [u8; 16],
+        guard_live: bool,
         /// `supervisor ++ agent`, and whether the agent is live.
         child_key: Option<(Vec<u8>, bool)>,
         value: Vec<u8>,
@@ -76,8 +77,9 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             supervisor: record.supervisor_agent_id,
             value: encode(AGENTS, record)?,
         },
-        Write::PutAgent(record) => Encoded::PutAgent {
+        Write::PutAgent(record) | Write::PutLiveAgent(record) => Encoded::PutAgent {
             id: record.id.to_bytes(),
+            guard_live: matches!(write, Write::PutLiveAgent(_)),
             child_key: record
                 .supervisor_agent_id
                 .map(|sup| (pair_key(sup, &record.id.to_bytes()), record.state.is_live())),
