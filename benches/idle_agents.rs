@@ -4,6 +4,7 @@
 //!
 //! `cargo bench --bench idle_agents -- --agents 10000 [--concurrency 64]`
 //! `cargo bench --bench idle_agents -- --agents 1000 --tree 10 --archive 10000`
+//! `cargo bench --bench idle_agents -- --agents 1000000 --concurrency 4 --batch 1000`
 //!
 //! `--tree F` adds a tree shape: 1,000 public agents (`--publics`) with F
 //! private children each, and its recovery. `--archive N` adds the time to
@@ -24,7 +25,7 @@ use holarchy::api::runtime_service::rss_bytes;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
-use holarchy_actors::{Runtime, RuntimeConfig, ScriptedBrain};
+use holarchy_actors::{NewAgent, Runtime, RuntimeConfig, ScriptedBrain};
 use holarchy_supervision::{AgentId, Preset};
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{json, Value};
@@ -34,6 +35,8 @@ struct Options {
     concurrency: usize,
     tree: usize,
     publics: usize,
+    /// Create through `CreateAgents` batches of this size (0: one by one).
+    batch: usize,
     archive: usize,
     json_out: PathBuf,
     phase: Option<String>,
@@ -46,6 +49,7 @@ fn options() -> Options {
         concurrency: 64,
         tree: 0,
         publics: 1_000,
+        batch: 0,
         archive: 0,
         json_out: PathBuf::from("target/bench-results/idle_agents.json"),
         phase: None,
@@ -60,6 +64,7 @@ fn options() -> Options {
                 opts.concurrency = value().parse().expect("--concurrency takes a number")
             }
             "--tree" => opts.tree = value().parse().expect("--tree takes a number"),
+            "--batch" => opts.batch = value().parse().expect("--batch takes a number"),
             "--publics" => opts.publics = value().parse().expect("--publics takes a number"),
             "--archive" => opts.archive = value().parse().expect("--archive takes a number"),
             "--json" => opts.json_out = PathBuf::from(value()),
@@ -121,7 +126,7 @@ async fn open(dir: &Path) -> (Arc<SledStore>, Runtime) {
     (store, runtime)
 }
 
-async fn phase_create(n: usize, concurrency: usize, dir: &Path) -> Value {
+async fn phase_create(n: usize, concurrency: usize, batch: usize, dir: &Path) -> Value {
     let (store, runtime) = open(dir).await;
     let runtime = Arc::new(runtime);
     let before = settle().await;
@@ -130,6 +135,22 @@ async fn phase_create(n: usize, concurrency: usize, dir: &Path) -> Value {
     for worker in 0..concurrency {
         let runtime = runtime.clone();
         tasks.push(tokio::spawn(async move {
+            if batch > 0 {
+                // Batches of `batch` names, dealt round-robin to workers.
+                let mut start = worker * batch;
+                while start < n {
+                    let specs = (start..(start + batch).min(n))
+                        .map(|i| NewAgent {
+                            name: format!("idle-{i}"),
+                            initial_message: None,
+                            brain: None,
+                        })
+                        .collect();
+                    runtime.create_agents(specs).await.expect("agents created");
+                    start += concurrency * batch;
+                }
+                return;
+            }
             let mut i = worker;
             while i < n {
                 runtime
@@ -319,6 +340,7 @@ fn run_phase(phase: &str, opts: &Options, dir: &Path) -> Value {
             &opts.publics.to_string(),
         ])
         .args(["--archive", &opts.archive.to_string()])
+        .args(["--batch", &opts.batch.to_string()])
         .args(["--concurrency", &opts.concurrency.to_string()])
         .arg("--dir")
         .arg(dir)
@@ -343,7 +365,7 @@ fn main() {
         let result = runtime.block_on(async {
             match phase.as_str() {
                 "bare" => phase_bare(opts.agents).await,
-                "create" => phase_create(opts.agents, opts.concurrency, &dir).await,
+                "create" => phase_create(opts.agents, opts.concurrency, opts.batch, &dir).await,
                 "recover" => phase_recover(opts.agents, &dir).await,
                 "tree" => phase_tree(opts.publics, opts.tree, opts.concurrency, &dir).await,
                 "tree-recover" => phase_recover(opts.publics * (1 + opts.tree), &dir).await,
@@ -466,6 +488,7 @@ fn main() {
         "bench": "idle_agents",
         "agents": opts.agents,
         "concurrency": opts.concurrency,
+        "batch": opts.batch,
         "holarchy": { "create": create, "recover": recover, "tree": tree, "archive": archive },
         "bare_ractor": bare,
         "ratios": {

@@ -283,3 +283,59 @@ async fn status_counts_agents_and_reports_idle() {
     assert!(status.rss_bytes > 0);
     assert_eq!(status.event_cursor, 7);
 }
+
+#[tokio::test]
+async fn agents_created_in_a_batch_are_all_there_or_none_is() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let ask = |names: Vec<String>| pb::CreateAgentsRequest {
+        agents: names
+            .into_iter()
+            .map(|name| pb::CreateAgentRequest {
+                name,
+                initial_message: None,
+                brain: None,
+            })
+            .collect(),
+    };
+    let made = c
+        .agents
+        .create_agents(ask((0..500).map(|i| format!("batch-{i}")).collect()))
+        .await
+        .expect("created")
+        .into_inner()
+        .agent_ids;
+    assert_eq!(made.len(), 500);
+    // A taken name, or a name twice, refuses the whole batch.
+    for names in [
+        vec!["fresh-a".to_owned(), "batch-7".to_owned()],
+        vec!["twin".to_owned(), "twin".to_owned()],
+    ] {
+        let refused = c
+            .agents
+            .create_agents(ask(names))
+            .await
+            .expect_err("refused");
+        assert_eq!(refused.code(), tonic::Code::AlreadyExists);
+    }
+    let status = c
+        .runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    assert_eq!(status.public_agents, 500);
+    let listed = c
+        .agents
+        .list_agents(pb::ListAgentsRequest {
+            page_size: 1000,
+            page_token: String::new(),
+            include_private: false,
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    let ids: Vec<_> = listed.agents.into_iter().map(|a| a.agent_id).collect();
+    assert_eq!(ids, made);
+}

@@ -55,7 +55,9 @@ pub mod work_plane;
 
 pub use agent::{AgentSnapshot, DeliverError, Delivered};
 pub use brain::{Brain, ScriptedBrain};
-pub use runtime::{ArchiveError, BrainError, CreateError, Runtime, RuntimeError, RuntimeSnapshot};
+pub use runtime::{
+    ArchiveError, BrainError, CreateError, NewAgent, Runtime, RuntimeError, RuntimeSnapshot,
+};
 pub use store::{Batch, DurableFuture, RecoveryInput, Store, StoreError, Write};
 
 use crate::directory::Directory;

@@ -29,6 +29,18 @@ mod handle;
 
 pub use handle::{ArchiveError, BrainError, Runtime};
 
+/// Most agents one `CreateAgents` call may create.
+pub const MAX_CREATE_BATCH: usize = 10_000;
+
+/// An agent an operator asks for.
+#[derive(Debug, Clone)]
+pub struct NewAgent {
+    pub name: String,
+    pub initial_message: Option<String>,
+    /// The daemon's default when `None`.
+    pub brain: Option<BrainConfig>,
+}
+
 /// Why an agent was not created.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
@@ -38,6 +50,8 @@ pub enum CreateError {
     InvalidBrain(#[from] holarchy_supervision::brain::BrainConfigError),
     #[error("an agent named `{0}` already exists")]
     NameTaken(String),
+    #[error("at most {max} agents per call")]
+    TooMany { max: usize },
     #[error(transparent)]
     Store(StoreError),
     #[error("could not start the agent's actor: {0}")]
@@ -87,11 +101,9 @@ pub struct RuntimeSnapshot {
 
 #[derive(Debug)]
 pub enum RuntimeMsg {
-    CreateAgent {
-        name: String,
-        initial_message: Option<String>,
-        brain: Option<BrainConfig>,
-        reply: RpcReplyPort<Result<AgentId, CreateError>>,
+    CreateAgents {
+        specs: Vec<NewAgent>,
+        reply: RpcReplyPort<Result<Vec<AgentId>, CreateError>>,
     },
     Snapshot(RpcReplyPort<RuntimeSnapshot>),
 }
@@ -142,71 +154,99 @@ impl RuntimeActor {
         Ok(gateway)
     }
 
-    async fn create_agent(
+    /// Creates `public_named` agents in one durable batch: all of them, or
+    /// (a bad name, a taken name) none.
+    async fn create_agents(
         &self,
         myself: &ActorRef<RuntimeMsg>,
-        name: String,
-        initial_message: Option<String>,
-        brain: Option<BrainConfig>,
-    ) -> Result<AgentId, CreateError> {
-        limits::check_name(&name)?;
-        let brain = brain.unwrap_or_else(|| self.ctx.config.default_brain.clone());
-        brain.validate()?;
-        if let Some(body) = &initial_message {
-            limits::check_message(body)?;
+        specs: Vec<NewAgent>,
+    ) -> Result<Vec<AgentId>, CreateError> {
+        if specs.len() > MAX_CREATE_BATCH {
+            return Err(CreateError::TooMany {
+                max: MAX_CREATE_BATCH,
+            });
         }
-        if self.ctx.store.agent_id_by_name(&name)?.is_some() {
-            return Err(CreateError::NameTaken(name));
+        let mut names = std::collections::HashSet::with_capacity(specs.len());
+        for spec in &specs {
+            limits::check_name(&spec.name)?;
+            if let Some(brain) = &spec.brain {
+                brain.validate()?;
+            }
+            if let Some(body) = &spec.initial_message {
+                limits::check_message(body)?;
+            }
+            if !names.insert(spec.name.as_str())
+                || self.ctx.store.agent_id_by_name(&spec.name)?.is_some()
+            {
+                return Err(CreateError::NameTaken(spec.name.clone()));
+            }
         }
         let now = now_ms();
-        let record = AgentRecord {
-            id: AgentId::generate(),
-            name: Some(name.clone()),
-            profile: Preset::PublicNamed.profile(),
-            lineage_parent_agent_id: None,
-            supervisor_agent_id: None,
-            state: LifecycleState::Active,
-            brain,
-            forked_context: None,
-            created_at_ms: now,
-            updated_at_ms: now,
-        };
-        let agent_id = record.id;
-        let mut batch = Batch::new()
-            .write(Write::CreateAgent(record.clone()))
-            .event(
+        let mut batch = Batch::new();
+        let mut created = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let record = AgentRecord {
+                id: AgentId::generate(),
+                name: Some(spec.name.clone()),
+                profile: Preset::PublicNamed.profile(),
+                lineage_parent_agent_id: None,
+                supervisor_agent_id: None,
+                state: LifecycleState::Active,
+                brain: spec
+                    .brain
+                    .unwrap_or_else(|| self.ctx.config.default_brain.clone()),
+                forked_context: None,
+                created_at_ms: now,
+                updated_at_ms: now,
+            };
+            let agent_id = record.id;
+            batch = batch.write(Write::CreateAgent(record.clone())).event(
                 agent_id,
                 EventKind::AgentCreated {
-                    name: Some(name),
+                    name: Some(spec.name),
                     preset: Some(Preset::PublicNamed.name().into()),
                     lineage_parent_agent_id: None,
                     supervisor_agent_id: None,
                 },
             );
-        let mut queue = Vec::new();
-        if let Some(body) = initial_message {
-            let message = MessageRecord::queued(agent_id, Provenance::Operator, body, None, now);
-            queue.push(message.id);
-            batch = batch
-                .event(
-                    agent_id,
-                    EventKind::MessageQueued {
-                        message_id: message.id,
-                        provenance: message.provenance,
-                    },
-                )
-                .write(Write::PutMessage(message));
+            let mut queue = Vec::new();
+            if let Some(body) = spec.initial_message {
+                let message =
+                    MessageRecord::queued(agent_id, Provenance::Operator, body, None, now);
+                queue.push(message.id);
+                batch = batch
+                    .event(
+                        agent_id,
+                        EventKind::MessageQueued {
+                            message_id: message.id,
+                            provenance: message.provenance,
+                        },
+                    )
+                    .write(Write::PutMessage(message));
+            }
+            created.push((record, queue));
         }
+        // One transaction: every record lands, or none does.
         self.ctx.store.commit(batch)?;
-        if let Err(err) =
-            supervise::spawn_agent(&self.ctx, record, queue, myself.get_cell(), false).await
-        {
-            // The record is committed; leave it failed rather than live with
-            // no actor, so status, listings and a retry all tell the truth.
-            mark_failed(&self.ctx, agent_id, format!("could not start: {err}"))?;
-            return Err(CreateError::Spawn(err.to_string()));
+        let mut ids = Vec::with_capacity(created.len());
+        let mut failure = None;
+        for (record, queue) in created {
+            let agent_id = record.id;
+            ids.push(agent_id);
+            if let Err(err) =
+                supervise::spawn_agent(&self.ctx, record, queue, myself.get_cell(), false).await
+            {
+                // The record is committed; leave it failed rather than live
+                // with no actor, so status, listings and a retry all tell
+                // the truth.
+                mark_failed(&self.ctx, agent_id, format!("could not start: {err}"))?;
+                failure.get_or_insert(CreateError::Spawn(err.to_string()));
+            }
         }
-        Ok(agent_id)
+        match failure {
+            Some(err) => Err(err),
+            None => Ok(ids),
+        }
     }
 
     /// Brings the store to a consistent tree and respawns it.
@@ -397,26 +437,22 @@ impl Actor for RuntimeActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            RuntimeMsg::CreateAgent {
-                name,
-                initial_message,
-                brain,
-                reply,
-            } => match self
-                .create_agent(&myself, name, initial_message, brain)
-                .await
-            {
-                Ok(agent_id) => {
-                    let durable = self.ctx.store.durable();
-                    tokio::spawn(async move {
-                        let _ = reply
-                            .send(durable.await.map(|()| agent_id).map_err(CreateError::Store));
-                    });
+            RuntimeMsg::CreateAgents { specs, reply } => {
+                match self.create_agents(&myself, specs).await {
+                    Ok(ids) => {
+                        // One flush for the whole batch, waited for beside the
+                        // actor.
+                        let durable = self.ctx.store.durable();
+                        tokio::spawn(async move {
+                            let _ =
+                                reply.send(durable.await.map(|()| ids).map_err(CreateError::Store));
+                        });
+                    }
+                    Err(err) => {
+                        let _ = reply.send(Err(err));
+                    }
                 }
-                Err(err) => {
-                    let _ = reply.send(Err(err));
-                }
-            },
+            }
             RuntimeMsg::Snapshot(reply) => {
                 let counts = self.ctx.directory.counts();
                 let _ = reply.send(RuntimeSnapshot {

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use holarchy_actors::agent::Control;
-use holarchy_actors::Runtime;
+use holarchy_actors::{NewAgent, Runtime};
 use holarchy_supervision::{limits, AgentId, AgentRecord, BrainConfig, MessageId, WorkStatus};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -163,6 +163,37 @@ impl AgentService for AgentApi {
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::CreateAgentResponse {
             agent_id: agent_id.to_string(),
+        }))
+    }
+
+    #[instrument(skip_all, fields(count = request.get_ref().agents.len()))]
+    async fn create_agents(
+        &self,
+        request: Request<pb::CreateAgentsRequest>,
+    ) -> Result<Response<pb::CreateAgentsResponse>, Status> {
+        let mut specs = Vec::with_capacity(request.get_ref().agents.len());
+        for req in request.into_inner().agents {
+            limits::check_name(&req.name).map_err(ApiError::from)?;
+            if let Some(body) = &req.initial_message {
+                limits::check_message(body).map_err(ApiError::from)?;
+            }
+            let brain = match req.brain {
+                Some(config) => check_brain(convert::brain_from(config)?)?,
+                None => None,
+            };
+            specs.push(NewAgent {
+                name: req.name,
+                initial_message: req.initial_message,
+                brain,
+            });
+        }
+        let ids = self
+            .runtime
+            .create_agents(specs)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::CreateAgentsResponse {
+            agent_ids: ids.iter().map(ToString::to_string).collect(),
         }))
     }
 

@@ -102,6 +102,7 @@ impl From<CreateError> for ApiError {
             CreateError::Invalid(e) => e.into(),
             CreateError::InvalidBrain(e) => e.into(),
             CreateError::NameTaken(_) => ApiError::AlreadyExists(err.to_string()),
+            CreateError::TooMany { .. } => ApiError::InvalidArgument(err.to_string()),
             CreateError::Store(e) => e.into(),
             CreateError::Spawn(_) => ApiError::Internal(err.to_string()),
             CreateError::Unavailable(_) => ApiError::Unavailable(err.to_string()),

@@ -15,7 +15,7 @@ use tracing::{error, warn};
 use holarchy_supervision::cleanup::CleanupReason;
 use holarchy_supervision::{AgentRecord, BrainConfig, LifecycleState, Visibility};
 
-use super::{CreateError, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot};
+use super::{CreateError, NewAgent, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot};
 use crate::agent::{
     AgentMsg, AgentSnapshot, Control, ControlError, ControlOutcome, DeliverError, Delivered,
     NotRunning,
@@ -136,17 +136,32 @@ impl Runtime {
         initial_message: Option<String>,
         brain: Option<BrainConfig>,
     ) -> Result<AgentId, CreateError> {
-        let timeout = Some(self.ctx.config.call_timeout);
+        let ids = self
+            .create_agents(vec![NewAgent {
+                name,
+                initial_message,
+                brain,
+            }])
+            .await?;
+        ids.into_iter()
+            .next()
+            .ok_or_else(|| CreateError::Unavailable("no agent created".into()))
+    }
+
+    /// Creates many `public_named` agents in one durable batch (one flush):
+    /// all or none. Resolves once they are on disk and running.
+    pub async fn create_agents(&self, specs: Vec<NewAgent>) -> Result<Vec<AgentId>, CreateError> {
+        // A batch takes longer than a single call; scale the wait with it.
+        let timeout = self
+            .ctx
+            .config
+            .call_timeout
+            .saturating_mul(1 + (specs.len() / 1000) as u32);
         let result = self
             .root
             .call(
-                |reply| RuntimeMsg::CreateAgent {
-                    name,
-                    initial_message,
-                    brain,
-                    reply,
-                },
-                timeout,
+                |reply| RuntimeMsg::CreateAgents { specs, reply },
+                Some(timeout),
             )
             .await;
         unanswered(result).map_err(CreateError::Unavailable)?
