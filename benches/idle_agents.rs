@@ -396,8 +396,12 @@ fn main() {
     let recover_s = recover["recover_s"].as_f64().unwrap_or(0.0);
     let recover_rate = opts.agents as f64 / recover_s.max(1e-9);
 
+    let mode = match opts.batch {
+        0 => "one by one".to_owned(),
+        n => format!("CreateAgents batches of {n}"),
+    };
     println!(
-        "idle agents: {} (create concurrency {})",
+        "idle agents: {} (create concurrency {}, {mode})",
         opts.agents, opts.concurrency
     );
     println!(
