@@ -1,0 +1,157 @@
+//! Operator control of a running agent: pause, resume, abort. Control
+//! actions are not queued messages; the actor applies them at once.
+
+use holarchy_supervision::{AgentId, EventKind, LifecycleState, MessageEvent, RunId, RunOutcome};
+
+use super::{AgentActor, AgentState, NotRunning};
+use crate::now_ms;
+use crate::store::{Batch, StoreError, Write};
+
+/// What an operator can do to a running agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Keep taking messages, start no turn.
+    Pause,
+    Resume,
+    /// Cancel the turn in flight (if `run_id` is given, only if it is still
+    /// that one); the message is recorded as aborted and the agent paused.
+    Abort {
+        run_id: Option<RunId>,
+    },
+}
+
+/// The agent after a control action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlOutcome {
+    pub state: LifecycleState,
+    pub aborted_run: Option<RunId>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("agent {0} not found")]
+    NotFound(AgentId),
+    #[error("agent {0} is private: control it through its supervisor's task handle")]
+    Private(AgentId),
+    #[error("agent {agent_id} is {why}: its actor is not running")]
+    NotRunning { agent_id: AgentId, why: NotRunning },
+    #[error("no run is in progress")]
+    NoRun,
+    #[error("run {given} is no longer the current run (current: {})", current.map_or("none".to_owned(), |r| r.to_string()))]
+    StaleRun {
+        given: RunId,
+        current: Option<RunId>,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the agent did not answer: {0}")]
+    Unavailable(String),
+}
+
+impl AgentActor {
+    /// Applies an operator control action; synchronous, like all of `handle`.
+    pub(super) fn control(
+        &self,
+        state: &mut AgentState,
+        action: Control,
+    ) -> Result<ControlOutcome, ControlError> {
+        let agent_id = state.id();
+        match action {
+            Control::Pause => self.set_lifecycle(
+                state,
+                LifecycleState::Paused,
+                "paused by an operator",
+                Batch::new(),
+            )?,
+            Control::Resume => self.set_lifecycle(
+                state,
+                LifecycleState::Active,
+                "resumed by an operator",
+                Batch::new(),
+            )?,
+            Control::Abort { run_id } => {
+                let current = state.run.as_ref().map(|r| r.run_id);
+                let run = match (current, run_id) {
+                    (None, _) => return Err(ControlError::NoRun),
+                    (Some(current), Some(given)) if given != current => {
+                        return Err(ControlError::StaleRun {
+                            given,
+                            current: Some(current),
+                        })
+                    }
+                    (Some(_), _) => state.run.take(),
+                };
+                let Some(run) = run else {
+                    return Err(ControlError::NoRun);
+                };
+                let mut batch = Batch::new().event(
+                    agent_id,
+                    EventKind::RunFinished {
+                        run_id: run.run_id,
+                        message_id: run.message_id,
+                        outcome: RunOutcome::Aborted,
+                        detail: "operator_aborted".into(),
+                    },
+                );
+                if let Some(mut message) = self.ctx.store.message(agent_id, run.message_id)? {
+                    if let Some(aborted) = message
+                        .status
+                        .next(MessageEvent::Abort { run_id: run.run_id })
+                    {
+                        message.status = aborted;
+                        batch = batch.write(Write::PutMessage(message));
+                    }
+                }
+                let aborted = run.run_id;
+                // Dropping the run cancels its brain and tool future.
+                drop(run);
+                self.set_lifecycle(state, LifecycleState::Paused, "operator_aborted", batch)?;
+                return Ok(ControlOutcome {
+                    state: state.target.state,
+                    aborted_run: Some(aborted),
+                });
+            }
+        }
+        Ok(ControlOutcome {
+            state: state.target.state,
+            aborted_run: None,
+        })
+    }
+
+    fn set_lifecycle(
+        &self,
+        state: &mut AgentState,
+        to: LifecycleState,
+        reason: &str,
+        batch: Batch,
+    ) -> Result<(), StoreError> {
+        let agent_id = state.id();
+        let mut batch = batch;
+        if let Some(mut record) = self.ctx.store.agent(agent_id)? {
+            // An archive or a give-up that landed first wins: never bring
+            // an ended agent back to life from a queued control message.
+            if !record.state.is_live() {
+                return Err(StoreError::Precondition(format!(
+                    "agent {agent_id} is {}",
+                    record.state.name()
+                )));
+            }
+            if record.state != to {
+                record.state = to;
+                record.updated_at_ms = now_ms();
+                batch = batch.write(Write::PutLiveAgent(record)).event(
+                    agent_id,
+                    EventKind::AgentStateChanged {
+                        state: to,
+                        reason: reason.into(),
+                    },
+                );
+            }
+        }
+        if !batch.is_empty() {
+            self.ctx.store.commit(batch)?;
+        }
+        state.target.state = to;
+        Ok(())
+    }
+}
