@@ -1,0 +1,209 @@
+//! The body of a commit's transaction: every encoded write applied to its
+//! trees, with the guards (names, supervisors, live agents, armed waits,
+//! running tasks) that abort the whole batch.
+
+use holarchy_actors::StoreError;
+use holarchy_supervision::{
+    AgentId, AgentRecord, MessageRecord, TaskRecord, TaskStatus, WaitRecord, WaitStatus,
+};
+use sled::transaction::{ConflictableTransactionError, TransactionalTree};
+
+use super::encoded::Encoded;
+use super::{pair_key, AGENTS, MESSAGES, TASKS, WAITS};
+use crate::store::codec::decode;
+
+/// Why a transaction gave up on purpose.
+pub(super) enum Abort {
+    Precondition(String),
+    NameTaken(String),
+    SupervisorGone(AgentId),
+    Corrupt(StoreError),
+}
+
+pub(super) type TxResult = Result<(), ConflictableTransactionError<Abort>>;
+
+fn agent_is_live(
+    agents: &sled::transaction::TransactionalTree,
+    sup: AgentId,
+) -> Result<bool, ConflictableTransactionError<Abort>> {
+    match agents.get(sup.to_bytes())? {
+        Some(bytes) => decode::<AgentRecord>(AGENTS, &bytes)
+            .map(|r| r.state.is_live())
+            .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e))),
+        None => Ok(false),
+    }
+}
+
+/// Applies `writes` and `events` inside one transaction over every tree
+/// (in the order `SledStore::commit` lists them).
+pub(super) fn apply(
+    t: &[TransactionalTree],
+    writes: &[Encoded],
+    events: &[([u8; 8], Vec<u8>)],
+) -> TxResult {
+    let (agents, names, messages, pending, dedupe) = (&t[0], &t[1], &t[2], &t[3], &t[4]);
+    let (log, tasks, owned, children, cleanups) = (&t[5], &t[6], &t[7], &t[8], &t[9]);
+    let (waits, owned_waits, triggers, work, owned_work) = (&t[10], &t[11], &t[12], &t[13], &t[14]);
+    let output = &t[15];
+    for write in writes {
+        match write {
+            Encoded::CreateAgent {
+                id,
+                name,
+                supervisor,
+                value,
+            } => {
+                if let Some(name) = name {
+                    if names.get(name.as_bytes())?.is_some() {
+                        return Err(ConflictableTransactionError::Abort(Abort::NameTaken(
+                            name.clone(),
+                        )));
+                    }
+                    names.insert(name.as_bytes(), id.as_slice())?;
+                }
+                if let Some(sup) = supervisor {
+                    if !agent_is_live(agents, *sup)? {
+                        return Err(ConflictableTransactionError::Abort(Abort::SupervisorGone(
+                            *sup,
+                        )));
+                    }
+                    children.insert(pair_key(*sup, id), &[] as &[u8])?;
+                }
+                agents.insert(id.as_slice(), value.as_slice())?;
+            }
+            Encoded::PutAgent {
+                id,
+                guard_live,
+                child_key,
+                value,
+            } => {
+                if *guard_live && !agent_is_live(agents, AgentId::from_bytes(*id))? {
+                    return Err(ConflictableTransactionError::Abort(Abort::Precondition(
+                        "the agent has ended".into(),
+                    )));
+                }
+                if let Some((key, live)) = child_key {
+                    if *live {
+                        children.insert(key.as_slice(), &[] as &[u8])?;
+                    } else {
+                        children.remove(key.as_slice())?;
+                    }
+                }
+                agents.insert(id.as_slice(), value.as_slice())?;
+            }
+            Encoded::PutMessage {
+                key,
+                pending: is_pending,
+                dedupe: dedupe_entry,
+                value,
+            } => {
+                messages.insert(key.as_slice(), value.as_slice())?;
+                if *is_pending {
+                    pending.insert(key.as_slice(), &[] as &[u8])?;
+                } else {
+                    pending.remove(key.as_slice())?;
+                }
+                if let Some((dedupe_key, message_id)) = dedupe_entry {
+                    dedupe.insert(dedupe_key.as_slice(), message_id.as_slice())?;
+                }
+            }
+            Encoded::Requeue { key, agent, value } => {
+                let handling = match messages.get(key.as_slice())? {
+                    Some(bytes) => matches!(
+                        decode::<MessageRecord>(MESSAGES, &bytes)
+                            .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e)))?
+                            .status,
+                        holarchy_supervision::MessageStatus::Handling { .. }
+                    ),
+                    None => false,
+                };
+                if handling && agent_is_live(agents, *agent)? {
+                    messages.insert(key.as_slice(), value.as_slice())?;
+                    pending.insert(key.as_slice(), &[] as &[u8])?;
+                }
+            }
+            Encoded::PutTask {
+                id,
+                owned_key,
+                guard_running,
+                value,
+            } => {
+                if *guard_running {
+                    let running = match tasks.get(id.as_slice())? {
+                        Some(bytes) => {
+                            decode::<TaskRecord>(TASKS, &bytes)
+                                .map_err(|e| {
+                                    ConflictableTransactionError::Abort(Abort::Corrupt(e))
+                                })?
+                                .status
+                                == TaskStatus::Running
+                        }
+                        None => false,
+                    };
+                    if !running {
+                        return Err(ConflictableTransactionError::Abort(Abort::Precondition(
+                            "the task has already ended".into(),
+                        )));
+                    }
+                }
+                tasks.insert(id.as_slice(), value.as_slice())?;
+                owned.insert(owned_key.as_slice(), &[] as &[u8])?;
+            }
+            Encoded::PutWait {
+                id,
+                owned_key,
+                trigger,
+                guard_armed,
+                value,
+            } => {
+                if *guard_armed {
+                    let armed = match waits.get(id.as_slice())? {
+                        Some(bytes) => {
+                            decode::<WaitRecord>(WAITS, &bytes)
+                                .map_err(|e| {
+                                    ConflictableTransactionError::Abort(Abort::Corrupt(e))
+                                })?
+                                .status
+                                == WaitStatus::Armed
+                        }
+                        None => false,
+                    };
+                    if !armed {
+                        return Err(ConflictableTransactionError::Abort(Abort::Precondition(
+                            "the wait is no longer armed".into(),
+                        )));
+                    }
+                }
+                waits.insert(id.as_slice(), value.as_slice())?;
+                owned_waits.insert(owned_key.as_slice(), &[] as &[u8])?;
+                if let Some(hash) = trigger {
+                    triggers.insert(hash.as_slice(), id.as_slice())?;
+                }
+            }
+            Encoded::PutWorkItem {
+                id,
+                owned_key,
+                value,
+            } => {
+                work.insert(id.as_slice(), value.as_slice())?;
+                owned_work.insert(owned_key.as_slice(), &[] as &[u8])?;
+            }
+            Encoded::PutOutput { key, value } => {
+                output.insert(key.as_slice(), value.as_slice())?;
+            }
+            Encoded::DropOutput { key } => {
+                output.remove(key.as_slice())?;
+            }
+            Encoded::PutIntent { id, value } => {
+                cleanups.insert(id.as_slice(), value.as_slice())?;
+            }
+            Encoded::DeleteIntent { id } => {
+                cleanups.remove(id.as_slice())?;
+            }
+        }
+    }
+    for (cursor, value) in events {
+        log.insert(cursor.as_slice(), value.as_slice())?;
+    }
+    Ok(())
+}
