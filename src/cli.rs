@@ -2,7 +2,12 @@
 //! command is a gRPC client of it. Data goes to stdout (human-readable, or
 //! JSON with `--json`); diagnostics go to stderr.
 
+mod brain_args;
 mod output;
+mod tasks;
+
+pub use brain_args::BrainArgs;
+use tasks::task_command;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -116,56 +121,6 @@ pub enum TaskCommand {
     Input { task_id: String, text: String },
     /// Stop it: for a child agent, the child and its whole subtree.
     Stop { task_id: String },
-}
-
-/// What decides an agent's turns, from the command line.
-#[derive(Debug, Args, Clone, Default)]
-pub struct BrainArgs {
-    /// Run on a program: JSON in, decision out (see docs/brains.md).
-    #[arg(long, value_name = "PROGRAM")]
-    pub brain_command: Option<String>,
-    /// An argument for the brain program (repeat for more).
-    #[arg(long = "brain-arg", value_name = "ARG")]
-    pub brain_args: Vec<String>,
-    /// Seconds the brain program has per step.
-    #[arg(long, default_value_t = 60)]
-    pub brain_timeout: u64,
-    /// Run on the scripted brain (the message carries the decision).
-    #[arg(long, conflicts_with = "brain_command")]
-    pub brain_scripted: bool,
-    /// Run on an OpenAI-compatible server, e.g. https://api.openai.com/v1.
-    #[arg(long, value_name = "URL", conflicts_with_all = ["brain_command", "brain_scripted"], requires = "brain_model")]
-    pub brain_openai_url: Option<String>,
-    /// The model to ask, with --brain-openai-url.
-    #[arg(long, value_name = "MODEL")]
-    pub brain_model: Option<String>,
-    /// The daemon's environment variable that holds the API key.
-    #[arg(long, value_name = "VAR", default_value = "OPENAI_API_KEY")]
-    pub brain_key_env: String,
-}
-
-impl BrainArgs {
-    pub fn config(&self) -> Option<holarchy_supervision::BrainConfig> {
-        if let Some(program) = &self.brain_command {
-            return Some(holarchy_supervision::BrainConfig::Command {
-                program: program.clone(),
-                args: self.brain_args.clone(),
-                env: Vec::new(),
-                timeout_ms: self.brain_timeout.saturating_mul(1000),
-            });
-        }
-        if let (Some(base_url), Some(model)) = (&self.brain_openai_url, &self.brain_model) {
-            return Some(holarchy_supervision::BrainConfig::OpenAi {
-                base_url: base_url.clone(),
-                model: model.clone(),
-                api_key_env: self.brain_key_env.clone(),
-                temperature: None,
-                max_steps: None,
-            });
-        }
-        self.brain_scripted
-            .then_some(holarchy_supervision::BrainConfig::Scripted)
-    }
 }
 
 #[derive(Debug, Args)]
@@ -607,91 +562,6 @@ async fn agent_command(
                 }
                 page_token = page.next_page_token;
             }
-        }
-    }
-    Ok(())
-}
-
-async fn task_command(
-    mut clients: Clients,
-    command: &TaskCommand,
-    out: &Output,
-) -> anyhow::Result<()> {
-    match command {
-        TaskCommand::List { agent } => {
-            let agent_id = resolve(&mut clients, agent).await?;
-            let tasks = clients
-                .tasks
-                .list_tasks(pb::ListTasksRequest { agent_id })
-                .await?
-                .into_inner();
-            for task in &tasks.tasks {
-                out.task(task);
-            }
-        }
-        TaskCommand::Get { task_id } => {
-            let task = clients
-                .tasks
-                .get_task(pb::GetTaskRequest {
-                    task_id: task_id.clone(),
-                })
-                .await?
-                .into_inner();
-            out.task(&task);
-        }
-        TaskCommand::Output {
-            task_id,
-            offset,
-            follow: false,
-        } => {
-            let request = pb::ReadTaskOutputRequest {
-                task_id: task_id.clone(),
-                offset: *offset,
-            };
-            let output = clients.tasks.read_task_output(request).await?.into_inner();
-            out.task_output(&output);
-        }
-        TaskCommand::Output {
-            task_id,
-            offset,
-            follow: true,
-        } => {
-            let request = pb::ReadTaskOutputRequest {
-                task_id: task_id.clone(),
-                offset: *offset,
-            };
-            let mut chunks = clients
-                .tasks
-                .follow_task_output(request)
-                .await?
-                .into_inner();
-            while let Some(chunk) = chunks.next().await {
-                out.chunk(&chunk?);
-            }
-        }
-        TaskCommand::Input { task_id, text } => {
-            let sent = clients
-                .tasks
-                .send_task_input(pb::SendTaskInputRequest {
-                    task_id: task_id.clone(),
-                    text: text.clone(),
-                })
-                .await?
-                .into_inner();
-            out.sent(&pb::SendMessageResponse {
-                message_id: sent.message_id,
-                duplicate: false,
-            });
-        }
-        TaskCommand::Stop { task_id } => {
-            let task = clients
-                .tasks
-                .stop_task(pb::StopTaskRequest {
-                    task_id: task_id.clone(),
-                })
-                .await?
-                .into_inner();
-            out.task(&task);
         }
     }
     Ok(())

@@ -1,0 +1,93 @@
+//! `holarchy task ...`: operators act on task handles.
+
+use tokio_stream::StreamExt;
+
+use super::output::Output;
+use super::{resolve, TaskCommand};
+use crate::api::pb;
+use crate::client::Clients;
+
+pub(super) async fn task_command(
+    mut clients: Clients,
+    command: &TaskCommand,
+    out: &Output,
+) -> anyhow::Result<()> {
+    match command {
+        TaskCommand::List { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let tasks = clients
+                .tasks
+                .list_tasks(pb::ListTasksRequest { agent_id })
+                .await?
+                .into_inner();
+            for task in &tasks.tasks {
+                out.task(task);
+            }
+        }
+        TaskCommand::Get { task_id } => {
+            let task = clients
+                .tasks
+                .get_task(pb::GetTaskRequest {
+                    task_id: task_id.clone(),
+                })
+                .await?
+                .into_inner();
+            out.task(&task);
+        }
+        TaskCommand::Output {
+            task_id,
+            offset,
+            follow: false,
+        } => {
+            let request = pb::ReadTaskOutputRequest {
+                task_id: task_id.clone(),
+                offset: *offset,
+            };
+            let output = clients.tasks.read_task_output(request).await?.into_inner();
+            out.task_output(&output);
+        }
+        TaskCommand::Output {
+            task_id,
+            offset,
+            follow: true,
+        } => {
+            let request = pb::ReadTaskOutputRequest {
+                task_id: task_id.clone(),
+                offset: *offset,
+            };
+            let mut chunks = clients
+                .tasks
+                .follow_task_output(request)
+                .await?
+                .into_inner();
+            while let Some(chunk) = chunks.next().await {
+                out.chunk(&chunk?);
+            }
+        }
+        TaskCommand::Input { task_id, text } => {
+            let sent = clients
+                .tasks
+                .send_task_input(pb::SendTaskInputRequest {
+                    task_id: task_id.clone(),
+                    text: text.clone(),
+                })
+                .await?
+                .into_inner();
+            out.sent(&pb::SendMessageResponse {
+                message_id: sent.message_id,
+                duplicate: false,
+            });
+        }
+        TaskCommand::Stop { task_id } => {
+            let task = clients
+                .tasks
+                .stop_task(pb::StopTaskRequest {
+                    task_id: task_id.clone(),
+                })
+                .await?
+                .into_inner();
+            out.task(&task);
+        }
+    }
+    Ok(())
+}
