@@ -17,6 +17,7 @@
 //! - `work`:     work item id             -> WorkItemRecord
 //! - `owned_work`: owner id ++ item id    -> (empty): work items by owner
 //! - `output`:   task id ++ offset (u64)  -> OutputChunk of a command
+//! - `public`:   agent id                 -> (empty): public agents, for listings
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -30,7 +31,7 @@ use holarchy_actors::{Batch, DurableFuture, RecoveryInput, Store, StoreError};
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::{
     AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, OutputChunk, TaskId,
-    TaskRecord, TaskStatus, Visibility, WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
+    TaskRecord, TaskStatus, WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
 };
 use sled::transaction::TransactionError;
 use sled::Tree;
@@ -57,6 +58,7 @@ const TRIGGERS: &str = "triggers";
 const WORK: &str = "work";
 const OWNED_WORK: &str = "owned_work";
 const OUTPUT: &str = "output";
+const PUBLIC: &str = "public";
 
 fn backend(err: sled::Error) -> StoreError {
     StoreError::Backend(err.to_string())
@@ -118,6 +120,7 @@ pub struct SledStore {
     work: Tree,
     owned_work: Tree,
     output: Tree,
+    public: Tree,
     /// The last event cursor handed out; held across each transaction.
     next_cursor: Mutex<EventCursor>,
     /// The last event cursor whose transaction has been applied.
@@ -163,6 +166,7 @@ impl SledStore {
             work: tree(WORK)?,
             owned_work: tree(OWNED_WORK)?,
             output: tree(OUTPUT)?,
+            public: tree(PUBLIC)?,
             events,
             next_cursor: Mutex::new(last),
             committed,
@@ -199,14 +203,19 @@ impl SledStore {
         if after.is_some_and(|id| id.as_u128() == u128::MAX) {
             return Ok(page);
         }
-        for entry in self.agents.range(start.to_be_bytes()..) {
-            let (_, value) = entry.map_err(backend)?;
-            let record: AgentRecord = decode(AGENTS, &value)?;
-            if include_private || record.profile.visibility == Visibility::Public {
+        if include_private {
+            for entry in self.agents.range(start.to_be_bytes()..).take(limit) {
+                let (_, value) = entry.map_err(backend)?;
+                page.push(decode(AGENTS, &value)?);
+            }
+            return Ok(page);
+        }
+        // Public agents only: walk their index, so a page costs `limit`
+        // reads however many private agents there are.
+        for entry in self.public.range(start.to_be_bytes()..).take(limit) {
+            let (key, _) = entry.map_err(backend)?;
+            if let Some(record) = self.get::<AgentRecord>(&self.agents, AGENTS, &key)? {
                 page.push(record);
-                if page.len() >= limit {
-                    break;
-                }
             }
         }
         Ok(page)
@@ -539,6 +548,7 @@ impl Store for SledStore {
             &self.work,
             &self.owned_work,
             &self.output,
+            &self.public,
         ];
         let result =
             sled::Transactional::transaction(&trees[..], |t| apply::apply(t, &writes, &events));

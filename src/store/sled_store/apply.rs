@@ -45,14 +45,19 @@ pub(super) fn apply(
     let (log, tasks, owned, children, cleanups) = (&t[5], &t[6], &t[7], &t[8], &t[9]);
     let (waits, owned_waits, triggers, work, owned_work) = (&t[10], &t[11], &t[12], &t[13], &t[14]);
     let output = &t[15];
+    let public_index = &t[16];
     for write in writes {
         match write {
             Encoded::CreateAgent {
                 id,
                 name,
                 supervisor,
+                public,
                 value,
             } => {
+                if *public {
+                    public_index.insert(id.as_slice(), &[] as &[u8])?;
+                }
                 if let Some(name) = name {
                     if names.get(name.as_bytes())?.is_some() {
                         return Err(ConflictableTransactionError::Abort(Abort::NameTaken(

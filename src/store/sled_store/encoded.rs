@@ -13,6 +13,8 @@ pub(super) enum Encoded {
         id: [u8; 16],
         name: Option<String>,
         supervisor: Option<AgentId>,
+        /// Public agents are indexed, so listing them skips private ones.
+        public: bool,
         value: Vec<u8>,
     },
     PutAgent {
@@ -75,6 +77,7 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             id: record.id.to_bytes(),
             name: record.name.clone(),
             supervisor: record.supervisor_agent_id,
+            public: record.profile.visibility == holarchy_supervision::Visibility::Public,
             value: encode(AGENTS, record)?,
         },
         Write::PutAgent(record) | Write::PutLiveAgent(record) => Encoded::PutAgent {

@@ -189,3 +189,38 @@ async fn output_reads_start_exactly_at_the_offset_asked_for() {
         "a dropped start shows as a later first offset"
     );
 }
+
+#[tokio::test]
+async fn public_listings_skip_private_agents_through_their_index() {
+    use holarchy_supervision::Preset;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let parent = agent("parent");
+    store.commit(created(&parent)).expect("parent");
+    let mut public = vec![parent.id];
+    for i in 0..5 {
+        let mut child = agent(&format!("child-{i}"));
+        child.name = None;
+        child.profile = Preset::PrivateChild.profile();
+        child.supervisor_agent_id = Some(parent.id);
+        store.commit(created(&child)).expect("private child");
+        let other = agent(&format!("public-{i}"));
+        public.push(other.id);
+        store.commit(created(&other)).expect("public");
+    }
+    let first: Vec<_> = store
+        .list_agents(None, 3, false)
+        .expect("page")
+        .iter()
+        .map(|a| a.id)
+        .collect();
+    assert_eq!(first, public[..3]);
+    let rest: Vec<_> = store
+        .list_agents(Some(first[2]), 10, false)
+        .expect("page")
+        .iter()
+        .map(|a| a.id)
+        .collect();
+    assert_eq!(rest, public[3..]);
+    assert_eq!(store.list_agents(None, 100, true).expect("all").len(), 11);
+}
