@@ -2,6 +2,7 @@
 //! command is a gRPC client of it. Data goes to stdout (human-readable, or
 //! JSON with `--json`); diagnostics go to stderr.
 
+mod bench;
 mod brain_args;
 mod output;
 mod tasks;
@@ -71,6 +72,9 @@ pub enum Command {
     Status,
     /// An agent's tool catalog.
     Tools { agent: String },
+    /// Load tools that drive a running daemon.
+    #[command(subcommand)]
+    Bench(BenchCommand),
     /// The supervision tree, like pstree: agents, task handles, and whether
     /// each actor is alive; private agents marked.
     Tree {
@@ -91,6 +95,12 @@ pub enum Command {
         #[arg(long)]
         dedupe_key: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Create idle agents and measure memory, creation rate and latencies.
+    Idle(bench::IdleArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -353,6 +363,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Task(command) => {
             let clients = client::connect(&cli.target()).await?;
             task_command(clients, command, &out).await
+        }
+        Command::Bench(BenchCommand::Idle(args)) => {
+            let clients = client::connect(&cli.target()).await?;
+            bench::idle(clients, args, cli.json).await
         }
         Command::Tools { agent } => {
             let mut clients = client::connect(&cli.target()).await?;
