@@ -100,18 +100,7 @@ async fn a_program_drives_an_agent_through_exec_command_and_spawn_agent() {
         (child_task.status.as_str(), child_task.output.as_str()),
         ("completed", "42 widgets")
     );
-    let child = c
-        .agents
-        .get_agent(pb::GetAgentRequest {
-            agent: Some(pb::get_agent_request::Agent::AgentId(
-                child_task.child_agent_id.clone(),
-            )),
-        })
-        .await
-        .expect("child")
-        .into_inner()
-        .agent
-        .expect("summary");
+    let child = common::get_agent(&mut c, &child_task.child_agent_id).await;
     assert!(
         matches!(
             child.brain.and_then(|b| b.kind),

@@ -16,15 +16,7 @@ async fn exec(c: &mut Clients, agent: &str, command: &str, yield_ms: u64) -> Val
     let script = json!({ "tool_calls": [{ "name": "ExecCommand", "input": { "command": command, "yield_ms": yield_ms } }] });
     send(c, agent, &script.to_string()).await;
     handled(c, agent, before + 1).await;
-    let events = common::events(c, 0).await;
-    let detail: Value = events
-        .iter()
-        .rev()
-        .find(|e| e.kind == "tool_called" && e.agent_id == agent && e.text == "ExecCommand")
-        .map(|e| serde_json::from_str(&e.detail_json).expect("json"))
-        .expect("ExecCommand called");
-    assert_eq!(detail["is_error"], false, "{}", detail["output"]);
-    serde_json::from_str(detail["output"].as_str().expect("text")).expect("json")
+    common::tool_output(c, agent, "ExecCommand").await
 }
 
 /// Processes whose command line contains `marker`.

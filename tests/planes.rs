@@ -7,41 +7,7 @@ use std::time::Duration;
 
 use common::{create, data_dir, handled, send, Daemon};
 use holarchy::api::pb;
-use holarchy::client::Clients;
-use serde_json::{json, Value};
-
-fn script(calls: Value) -> String {
-    json!({ "tool_calls": calls }).to_string()
-}
-
-async fn tool_output(c: &mut Clients, agent_id: &str, tool: &str) -> Value {
-    let events = common::events(c, 0).await;
-    let detail: Value = events
-        .iter()
-        .rev()
-        .filter(|e| e.kind == "tool_called" && e.agent_id == agent_id && e.text == tool)
-        .map(|e| serde_json::from_str(&e.detail_json).expect("json"))
-        .next()
-        .unwrap_or_else(|| panic!("{agent_id} never called {tool}"));
-    assert_eq!(
-        detail["is_error"], false,
-        "{tool} failed: {}",
-        detail["output"]
-    );
-    serde_json::from_str(detail["output"].as_str().expect("text")).expect("json")
-}
-
-async fn summary(c: &mut Clients, agent_id: &str) -> pb::AgentSummary {
-    c.agents
-        .get_agent(pb::GetAgentRequest {
-            agent: Some(pb::get_agent_request::Agent::AgentId(agent_id.into())),
-        })
-        .await
-        .expect("agent")
-        .into_inner()
-        .agent
-        .expect("summary")
-}
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timer_due_while_the_daemon_was_down_fires_once_after_restart() {
@@ -53,15 +19,15 @@ async fn a_timer_due_while_the_daemon_was_down_fires_once_after_restart() {
     send(
         &mut c,
         &id,
-        &script(
+        &common::script(
             json!([{ "name": "Sleep", "input": { "duration_ms": 1500, "reason": "the build" } }]),
         ),
     )
     .await;
     handled(&c, &id, 1).await;
-    let wait = tool_output(&mut c, &id, "Sleep").await;
+    let wait = common::tool_output(&mut c, &id, "Sleep").await;
     assert_eq!(wait["status"], "armed");
-    let shown = summary(&mut c, &id).await;
+    let shown = common::get_agent(&mut c, &id).await;
     assert_eq!(shown.waiting_on.len(), 1);
     assert!(
         shown.waiting_on[0].contains("the build"),
@@ -78,7 +44,7 @@ async fn a_timer_due_while_the_daemon_was_down_fires_once_after_restart() {
     let wakes: Vec<_> = all.iter().filter(|m| m.provenance == "timer").collect();
     assert_eq!(wakes.len(), 1, "{all:?}");
     assert_eq!(wakes[0].text, "wake: the build");
-    assert!(summary(&mut c, &id).await.waiting_on.is_empty());
+    assert!(common::get_agent(&mut c, &id).await.waiting_on.is_empty());
     // It stays fired: another restart does not fire it again.
     drop(daemon);
     let daemon = Daemon::start(&dir).await;
@@ -94,9 +60,9 @@ async fn a_trigger_wakes_a_private_child_once_per_dedupe_key_and_dies_with_it() 
     let daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
     let ops = create(&mut c, "ops", None).await;
-    send(&mut c, &ops, &script(json!([{ "name": "SpawnAgent", "input": { "initial_message": "wait for the webhook" } }]))).await;
+    send(&mut c, &ops, &common::script(json!([{ "name": "SpawnAgent", "input": { "initial_message": "wait for the webhook" } }]))).await;
     handled(&c, &ops, 1).await;
-    let spawned = tool_output(&mut c, &ops, "SpawnAgent").await;
+    let spawned = common::tool_output(&mut c, &ops, "SpawnAgent").await;
     let child = spawned["agent_id"].as_str().expect("child").to_owned();
     let task = spawned["task_handle"]["task_id"]
         .as_str()
@@ -108,7 +74,7 @@ async fn a_trigger_wakes_a_private_child_once_per_dedupe_key_and_dies_with_it() 
     c.tasks
         .send_task_input(pb::SendTaskInputRequest {
             task_id: task.clone(),
-            text: script(json!([
+            text: common::script(json!([
                 { "name": "CreateExternalTrigger", "input": { "reason": "ci webhook" } },
                 { "name": "ExecCommand", "input": {
                     "command": "printf %s \"$TOKEN\" > webhook-token",
@@ -214,18 +180,20 @@ async fn work_items_give_an_agent_one_focus_and_enqueue_feeds_a_later_turn() {
     send(
         &mut c,
         &id,
-        &script(json!([{ "name": "update_work_item", "input": { "objective": "ship 1.0" } }])),
+        &common::script(
+            json!([{ "name": "update_work_item", "input": { "objective": "ship 1.0" } }]),
+        ),
     )
     .await;
     handled(&c, &id, 1).await;
-    let item = tool_output(&mut c, &id, "update_work_item").await;
+    let item = common::tool_output(&mut c, &id, "update_work_item").await;
     let item_id = item["work_item_id"].as_str().expect("id").to_owned();
     assert_eq!(item["status"], "active");
 
     send(
         &mut c,
         &id,
-        &script(json!([
+        &common::script(json!([
             { "name": "update_work_plan", "input": { "work_item_id": item_id, "steps": [
                 { "title": "write notes", "status": "done" },
                 { "title": "tag release" }
@@ -244,7 +212,7 @@ async fn work_items_give_an_agent_one_focus_and_enqueue_feeds_a_later_turn() {
         .expect("self-queued message");
     assert_eq!(queued.reply, "ack: check the tag");
 
-    let shown = summary(&mut c, &id).await;
+    let shown = common::get_agent(&mut c, &id).await;
     let focus = shown.current_work_item.expect("a focus");
     assert_eq!(
         (focus.work_item_id.as_str(), focus.objective.as_str()),

@@ -68,16 +68,7 @@ async fn kill_9_after_acknowledged_writes_loses_nothing() {
     assert_eq!(status.recovered_agents, 12);
 
     for (id, ids) in &acked {
-        let summary = c
-            .agents
-            .get_agent(pb::GetAgentRequest {
-                agent: Some(pb::get_agent_request::Agent::AgentId(id.clone())),
-            })
-            .await
-            .expect("agent survived")
-            .into_inner()
-            .agent
-            .expect("summary");
+        let summary = common::get_agent(&mut c, id).await;
         assert_eq!(summary.state, pb::LifecycleState::Active as i32);
         let all = handled(&c, id, 9).await;
         let present: HashSet<_> = all.iter().map(|m| m.message_id.clone()).collect();
@@ -190,16 +181,7 @@ async fn a_paused_agent_keeps_its_queue_through_kill_9_and_resumes() {
     drop(c);
     let daemon = Daemon::start(&dir).await;
     let mut c = daemon.clients().await;
-    let summary = c
-        .agents
-        .get_agent(pb::GetAgentRequest {
-            agent: Some(pb::get_agent_request::Agent::AgentId(id.clone())),
-        })
-        .await
-        .expect("agent")
-        .into_inner()
-        .agent
-        .expect("summary");
+    let summary = common::get_agent(&mut c, &id).await;
     assert_eq!(summary.state, pb::LifecycleState::Paused as i32);
     assert_eq!(summary.queue_length, 1);
     let waiting = messages(&mut c, &id).await;

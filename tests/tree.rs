@@ -8,31 +8,13 @@ use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::{json, Value};
 
-/// The JSON result of the agent's last call of `tool`.
-async fn tool_result(c: &mut Clients, agent_id: &str, tool: &str) -> Value {
-    let events = common::events(c, 0).await;
-    let detail = events
-        .iter()
-        .rev()
-        .filter(|e| e.kind == "tool_called" && e.agent_id == agent_id && e.text == tool)
-        .map(|e| serde_json::from_str::<Value>(&e.detail_json).expect("json"))
-        .next()
-        .unwrap_or_else(|| panic!("{agent_id} never called {tool}"));
-    assert_eq!(
-        detail["is_error"], false,
-        "{tool} failed: {}",
-        detail["output"]
-    );
-    serde_json::from_str(detail["output"].as_str().expect("output text")).expect("output json")
-}
-
 /// Asks `agent_id` to spawn a child; returns (child id, task id).
 async fn spawn(c: &mut Clients, agent_id: &str, preset: &str, initial: &str) -> (String, String) {
     let before = messages(c, agent_id).await.len();
     let script = json!({ "tool_calls": [{ "name": "SpawnAgent", "input": { "preset": preset, "initial_message": initial } }] });
     send_any(c, agent_id, &script.to_string()).await;
     handled(c, agent_id, before + 1).await;
-    let out = tool_result(c, agent_id, "SpawnAgent").await;
+    let out = common::tool_output(c, agent_id, "SpawnAgent").await;
     let child = out["agent_id"].as_str().expect("agent id").to_owned();
     let task = out["task_handle"]["task_id"]
         .as_str()
@@ -45,7 +27,7 @@ async fn spawn(c: &mut Clients, agent_id: &str, preset: &str, initial: &str) -> 
 /// Delivers a message to any agent: operators through SendMessage for
 /// public ones, through the parent's task handle for private ones.
 async fn send_any(c: &mut Clients, agent_id: &str, text: &str) {
-    let summary = get(c, agent_id).await;
+    let summary = common::get_agent(c, agent_id).await;
     if summary.visibility == pb::Visibility::Public as i32 {
         send(c, agent_id, text).await;
     } else {
@@ -69,18 +51,6 @@ async fn send_any(c: &mut Clients, agent_id: &str, text: &str) {
             .await
             .expect("task input");
     }
-}
-
-async fn get(c: &mut Clients, agent_id: &str) -> pb::AgentSummary {
-    c.agents
-        .get_agent(pb::GetAgentRequest {
-            agent: Some(pb::get_agent_request::Agent::AgentId(agent_id.into())),
-        })
-        .await
-        .expect("agent")
-        .into_inner()
-        .agent
-        .expect("summary")
 }
 
 async fn tree(c: &mut Clients) -> pb::GetTreeResponse {
@@ -108,7 +78,7 @@ async fn a_four_level_private_tree_mirrors_the_store_and_archive_takes_it_all() 
     let (d2, _) = spawn(&mut c, &d1, "private_delegator", "split the work").await;
     let (leaf, _) = spawn(&mut c, &d2, "private_child", "run the checks").await;
 
-    let leaf_summary = get(&mut c, &leaf).await;
+    let leaf_summary = common::get_agent(&mut c, &leaf).await;
     assert_eq!(leaf_summary.visibility, pb::Visibility::Private as i32);
     assert_eq!(
         leaf_summary.ownership,
@@ -179,10 +149,13 @@ async fn a_four_level_private_tree_mirrors_the_store_and_archive_takes_it_all() 
     assert_eq!((archived.agents, archived.tasks), (4, 3));
     for id in [&ops, &d1, &d2, &leaf] {
         assert_eq!(
-            get(&mut c, id).await.state,
+            common::get_agent(&mut c, id).await.state,
             pb::LifecycleState::Archived as i32
         );
-        assert_eq!(get(&mut c, id).await.activity, pb::Activity::Stopped as i32);
+        assert_eq!(
+            common::get_agent(&mut c, id).await.activity,
+            pb::Activity::Stopped as i32
+        );
     }
     let shape = tree(&mut c).await;
     assert!(
@@ -250,7 +223,7 @@ async fn a_child_that_finishes_reports_to_its_parent_and_is_cleaned_up() {
     assert_eq!(result.text, "42 widgets");
     assert_eq!(result.provenance_agent_id, child);
     assert_eq!(
-        get(&mut c, &child).await.state,
+        common::get_agent(&mut c, &child).await.state,
         pb::LifecycleState::Archived as i32
     );
     let shape = tree(&mut c).await;
@@ -279,7 +252,7 @@ async fn stop_task_takes_the_subtree_and_kill_9_respawns_the_rest_under_its_supe
     assert_eq!(stopped.status, "stopped");
     for id in [&gone, &gone_leaf] {
         assert_eq!(
-            get(&mut c, id).await.state,
+            common::get_agent(&mut c, id).await.state,
             pb::LifecycleState::Archived as i32
         );
     }
@@ -292,7 +265,7 @@ async fn stop_task_takes_the_subtree_and_kill_9_respawns_the_rest_under_its_supe
     assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
     assert_eq!((shape.agents, shape.tasks), (3, 2));
     for id in [&ops, &keep, &keep_leaf] {
-        let summary = get(&mut c, id).await;
+        let summary = common::get_agent(&mut c, id).await;
         assert_eq!(summary.state, pb::LifecycleState::Active as i32);
         assert_eq!(
             summary.activity,
@@ -374,7 +347,8 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
         let mut c = c.clone();
         let ops = ops.clone();
         async move {
-            (get(&mut c, &ops).await.state == pb::LifecycleState::Archived as i32).then_some(())
+            (common::get_agent(&mut c, &ops).await.state == pb::LifecycleState::Archived as i32)
+                .then_some(())
         }
     })
     .await;
@@ -403,7 +377,7 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
     );
     for team in &teams.tasks {
         assert_eq!(
-            get(&mut c, &team.child_agent_id).await.state,
+            common::get_agent(&mut c, &team.child_agent_id).await.state,
             pb::LifecycleState::Archived as i32
         );
     }
@@ -445,14 +419,14 @@ async fn a_public_agent_spawned_by_another_keeps_only_lineage_and_outlives_it() 
     let ops = create(&mut c, "ops", None).await;
     send(&mut c, &ops, r#"{"tool_calls":[{"name":"SpawnAgent","input":{"preset":"public_named","name":"helper","initial_message":"hello helper"}}]}"#).await;
     handled(&c, &ops, 1).await;
-    let out = tool_result(&mut c, &ops, "SpawnAgent").await;
+    let out = common::tool_output(&mut c, &ops, "SpawnAgent").await;
     assert!(
         out["task_handle"].is_null(),
         "a public agent comes without a task handle"
     );
     let helper = out["agent_id"].as_str().expect("id").to_owned();
 
-    let summary = get(&mut c, &helper).await;
+    let summary = common::get_agent(&mut c, &helper).await;
     assert_eq!(summary.name, "helper");
     assert_eq!(summary.visibility, pb::Visibility::Public as i32);
     assert_eq!(summary.ownership, pb::Ownership::SelfOwned as i32);
@@ -474,7 +448,7 @@ async fn a_public_agent_spawned_by_another_keeps_only_lineage_and_outlives_it() 
         .archive_agent(pb::ArchiveAgentRequest { agent_id: ops })
         .await
         .expect("archive");
-    let summary = get(&mut c, &helper).await;
+    let summary = common::get_agent(&mut c, &helper).await;
     assert_eq!(
         summary.state,
         pb::LifecycleState::Active as i32,
@@ -503,7 +477,7 @@ async fn a_parent_supervises_its_child_through_task_tools() {
     )
     .await;
     handled(&c, &ops, 2).await;
-    let listed = tool_result(&mut c, &ops, "TaskList").await;
+    let listed = common::tool_output(&mut c, &ops, "TaskList").await;
     assert_eq!(listed[0]["task_id"], task.as_str());
     assert_eq!(listed[0]["label"], "summarise the logs");
     assert_eq!(listed[0]["status"], "running");
@@ -518,7 +492,7 @@ async fn a_parent_supervises_its_child_through_task_tools() {
     )
     .await;
     handled(&c, &ops, 3).await;
-    let progress = tool_result(&mut c, &ops, "TaskOutput").await;
+    let progress = common::tool_output(&mut c, &ops, "TaskOutput").await;
     assert_eq!(progress["status"], "running");
     assert!(
         progress["output"]
@@ -537,10 +511,10 @@ async fn a_parent_supervises_its_child_through_task_tools() {
     )
     .await;
     handled(&c, &ops, 4).await;
-    let status = tool_result(&mut c, &ops, "TaskStatus").await;
+    let status = common::tool_output(&mut c, &ops, "TaskStatus").await;
     assert_eq!(status["status"], "stopped");
     assert_eq!(
-        get(&mut c, &child).await.state,
+        common::get_agent(&mut c, &child).await.state,
         pb::LifecycleState::Archived as i32
     );
 

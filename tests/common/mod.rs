@@ -257,3 +257,39 @@ pub async fn events(clients: &mut Clients, after: u64) -> Vec<pb::Event> {
     }
     out
 }
+
+/// An agent's summary, by id.
+pub async fn get_agent(c: &mut Clients, agent_id: &str) -> pb::AgentSummary {
+    c.agents
+        .get_agent(pb::GetAgentRequest {
+            agent: Some(pb::get_agent_request::Agent::AgentId(agent_id.into())),
+        })
+        .await
+        .expect("agent")
+        .into_inner()
+        .agent
+        .expect("summary")
+}
+
+/// A scripted-brain message making these tool calls.
+pub fn script(calls: serde_json::Value) -> String {
+    serde_json::json!({ "tool_calls": calls }).to_string()
+}
+
+/// The output (as JSON) of the agent's latest call of `tool`, which must
+/// have succeeded.
+pub async fn tool_output(c: &mut Clients, agent_id: &str, tool: &str) -> serde_json::Value {
+    let detail: serde_json::Value = events(c, 0)
+        .await
+        .iter()
+        .rev()
+        .find(|e| e.kind == "tool_called" && e.agent_id == agent_id && e.text == tool)
+        .map(|e| serde_json::from_str(&e.detail_json).expect("detail is JSON"))
+        .unwrap_or_else(|| panic!("{agent_id} never called {tool}"));
+    assert_eq!(
+        detail["is_error"], false,
+        "{tool} failed: {}",
+        detail["output"]
+    );
+    serde_json::from_str(detail["output"].as_str().expect("output text")).expect("output JSON")
+}
