@@ -143,58 +143,37 @@ pub async fn exec(
     // If this call is cancelled (its turn aborted or timed out), the owner
     // must still hear how the command ended.
     let _report_if_dropped = YieldOnDrop(handoff.clone());
-    let ended_in_time = tokio::time::timeout(
+    let mut ended = tokio::time::timeout(
         Duration::from_millis(yield_ms),
         finished.wait_for(|done| *done),
     )
     .await
     .is_ok();
-    if !ended_in_time && !handoff.yield_to_owner() {
+    if !ended && !handoff.yield_to_owner() {
         // It finished just now: its record is being written; wait for it.
         let _ = finished.wait_for(|done| *done).await;
-    } else if !ended_in_time {
-        let task = ctx
-            .store
-            .task(task_id)?
-            .unwrap_or(task_stub(task_id, owner));
-        let initial_output = text(&ctx.store.output_after(task_id, 0, 64 * 1024)?);
-        ctx.store.durable().await?;
-        return Ok(Executed {
-            task,
-            initial_output,
-        });
+        ended = true;
     }
-    // Ended within the yield (or while yielding): the whole result now.
+    // An ended command returns all the output it kept; a running one what
+    // it printed so far.
+    let limit = if ended {
+        ctx.config.output_capacity as usize
+    } else {
+        64 * 1024
+    };
     let task = ctx
         .store
         .task(task_id)?
-        .unwrap_or(task_stub(task_id, owner));
-    let initial_output = text(&ctx.store.output_after(
-        task_id,
-        0,
-        ctx.config.output_capacity as usize,
-    )?);
+        .ok_or_else(|| StoreError::Corrupt {
+            tree: "tasks",
+            detail: format!("task {task_id} vanished while it ran"),
+        })?;
+    let initial_output = text(&ctx.store.output_after(task_id, 0, limit)?);
     ctx.store.durable().await?;
     Ok(Executed {
         task,
         initial_output,
     })
-}
-
-fn task_stub(id: TaskId, owner: AgentId) -> TaskRecord {
-    TaskRecord {
-        id,
-        owner_agent_id: owner,
-        kind: TaskKind::Command,
-        label: String::new(),
-        status: TaskStatus::Running,
-        output: None,
-        command: None,
-        process: None,
-        exit: None,
-        created_at_ms: 0,
-        updated_at_ms: 0,
-    }
 }
 
 /// Output chunks as text, streams interleaved in order.

@@ -228,7 +228,9 @@ impl RuntimeActor {
         }
         // One transaction: every record lands, or none does.
         self.ctx.store.commit(batch)?;
-        let mut ids = Vec::with_capacity(created.len());
+        let total = created.len();
+        let mut ids = Vec::with_capacity(total);
+        let mut failed = 0;
         let mut failure = None;
         for (record, queue) in created {
             let agent_id = record.id;
@@ -240,11 +242,15 @@ impl RuntimeActor {
                 // with no actor, so status, listings and a retry all tell
                 // the truth.
                 mark_failed(&self.ctx, agent_id, format!("could not start: {err}"))?;
-                failure.get_or_insert(CreateError::Spawn(err.to_string()));
+                failed += 1;
+                failure.get_or_insert(err.to_string());
             }
         }
         match failure {
-            Some(err) => Err(err),
+            // Say what exists now: a retry would meet the taken names.
+            Some(err) => Err(CreateError::Spawn(format!(
+                "{failed} of {total} agents were stored but could not start and are marked failed: {err}"
+            ))),
             None => Ok(ids),
         }
     }

@@ -156,7 +156,14 @@ async fn run(
     input: &Value,
 ) -> Result<Value, String> {
     match tool {
-        "AgentGet" => Ok(json!({ "agent": agent_view(ctx, agent_id).await? })),
+        "AgentGet" => {
+            let record = ctx
+                .store
+                .agent(agent_id)
+                .map_err(|e| e.to_string())?
+                .ok_or("agent record not found")?;
+            Ok(json!({ "agent": agent_view(ctx, &record).await? }))
+        }
         "SpawnAgent" => {
             let preset = match text_field(input, "preset")? {
                 None => Preset::PrivateChild,
@@ -411,12 +418,8 @@ pub fn task_json(task: &TaskRecord) -> Value {
 /// The agent's summary as brains and `AgentGet` see it: its record, its
 /// live view (the turn runs beside the actor, so the actor can answer), its
 /// waits and its work focus.
-pub async fn agent_view(ctx: &Ctx, agent_id: AgentId) -> Result<Value, String> {
-    let record = ctx
-        .store
-        .agent(agent_id)
-        .map_err(|e| e.to_string())?
-        .ok_or("agent record not found")?;
+pub async fn agent_view(ctx: &Ctx, record: &AgentRecord) -> Result<Value, String> {
+    let agent_id = record.id;
     let live = match ctx.directory.get(agent_id) {
         Some(entry) => {
             let timeout = Some(ctx.config.call_timeout);
@@ -427,7 +430,7 @@ pub async fn agent_view(ctx: &Ctx, agent_id: AgentId) -> Result<Value, String> {
         }
         None => None,
     };
-    let mut agent = agent_json(&record, live.as_ref());
+    let mut agent = agent_json(record, live.as_ref());
     let waits = ctx.store.waits_of(agent_id).map_err(|e| e.to_string())?;
     agent["waiting_on"] = waits
         .iter()

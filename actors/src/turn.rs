@@ -182,7 +182,7 @@ pub async fn run(
         Err(err) => return TurnOutcome::BrainFailed(err),
     };
     let max_steps = record.brain.max_steps();
-    let agent = match tools::agent_view(&ctx, agent_id).await {
+    let agent = match tools::agent_view(&ctx, &record).await {
         Ok(agent) => agent,
         Err(err) => return TurnOutcome::BrainFailed(err),
     };

@@ -5,11 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use holarchy_supervision::{
-    AgentId, EventKind, MessageRecord, Provenance, WaitId, WaitKind, WaitRecord,
-};
+use holarchy_supervision::{AgentId, EventKind, MessageRecord, Provenance, WaitId, WaitRecord};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
-use tracing::warn;
 
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, supervise, Ctx};
@@ -146,18 +143,6 @@ impl Actor for WaitActor {
         _event: SupervisionEvent,
         _wait: &mut WaitRecord,
     ) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-
-    async fn post_stop(
-        &self,
-        _myself: ActorRef<WaitMsg>,
-        wait: &mut WaitRecord,
-    ) -> Result<(), ActorProcessingErr> {
-        if matches!(wait.kind, WaitKind::Timer { .. }) && self.ctx.directory.wait(wait.id).is_some()
-        {
-            warn!(wait_id = %wait.id, "timer actor stopped while still registered");
-        }
         Ok(())
     }
 }
