@@ -36,16 +36,6 @@ fn processes_with(marker: &str) -> Vec<String> {
     found
 }
 
-async fn task(c: &mut Clients, task_id: &str) -> pb::TaskHandle {
-    c.tasks
-        .get_task(pb::GetTaskRequest {
-            task_id: task_id.into(),
-        })
-        .await
-        .expect("task")
-        .into_inner()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_command_returns_its_output_and_a_long_one_streams_to_completion() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -98,7 +88,7 @@ async fn a_short_command_returns_its_output_and_a_long_one_streams_to_completion
         String::from_utf8_lossy(&bytes),
         "line 1\nline 2\nline 3\nline 4\n"
     );
-    let done = task(&mut c, &task_id).await;
+    let done = common::get_task(&mut c, &task_id).await;
     assert_eq!(
         (done.status.as_str(), done.exit.as_str()),
         ("completed", "exit code 0")
@@ -148,7 +138,7 @@ async fn stdin_reaches_the_command_and_stop_leaves_no_process_behind() {
         let mut c = c.clone();
         let reader_id = reader_id.clone();
         async move {
-            let t = task(&mut c, &reader_id).await;
+            let t = common::get_task(&mut c, &reader_id).await;
             (t.status == "completed").then_some(t)
         }
     })
@@ -251,7 +241,7 @@ async fn a_command_running_at_kill_9_is_interrupted_after_restart_and_its_group_
     drop(c);
     let daemon = Daemon::start(&dir).await;
     let mut c = daemon.clients().await;
-    let ended = task(&mut c, &task_id).await;
+    let ended = common::get_task(&mut c, &task_id).await;
     assert_eq!(ended.status, "interrupted");
     assert!(
         ended.output.contains("daemon restarted"),
@@ -298,7 +288,7 @@ async fn archiving_an_agent_kills_its_running_commands() {
         }
     })
     .await;
-    assert_eq!(task(&mut c, &task_id).await.status, "stopped");
+    assert_eq!(common::get_task(&mut c, &task_id).await.status, "stopped");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

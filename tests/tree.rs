@@ -184,14 +184,7 @@ async fn a_child_that_finishes_reports_to_its_parent_and_is_cleaned_up() {
     let mut c = daemon.clients().await;
     let ops = create(&mut c, "ops", None).await;
     let (child, task) = spawn(&mut c, &ops, "private_child", "count the widgets").await;
-    let handle = c
-        .tasks
-        .get_task(pb::GetTaskRequest {
-            task_id: task.clone(),
-        })
-        .await
-        .expect("task")
-        .into_inner();
+    let handle = common::get_task(&mut c, &task).await;
     assert_eq!(
         (handle.status.as_str(), handle.label.as_str()),
         ("running", "count the widgets")
@@ -203,12 +196,7 @@ async fn a_child_that_finishes_reports_to_its_parent_and_is_cleaned_up() {
         let mut c = c.clone();
         let task = task.clone();
         async move {
-            let t = c
-                .tasks
-                .get_task(pb::GetTaskRequest { task_id: task })
-                .await
-                .ok()?
-                .into_inner();
+            let t = common::get_task(&mut c, &task).await;
             (t.status == "completed").then_some(t)
         }
     })

@@ -271,6 +271,17 @@ pub async fn get_agent(c: &mut Clients, agent_id: &str) -> pb::AgentSummary {
         .expect("summary")
 }
 
+/// The task handle behind `task_id`; panics if the daemon does not know it.
+pub async fn get_task(c: &mut Clients, task_id: &str) -> pb::TaskHandle {
+    c.tasks
+        .get_task(pb::GetTaskRequest {
+            task_id: task_id.into(),
+        })
+        .await
+        .expect("task")
+        .into_inner()
+}
+
 /// A scripted-brain message making these tool calls.
 pub fn script(calls: serde_json::Value) -> String {
     serde_json::json!({ "tool_calls": calls }).to_string()
