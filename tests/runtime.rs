@@ -250,8 +250,11 @@ impl Brain for Unruly {
 async fn a_panicking_or_hanging_turn_fails_and_the_agent_moves_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    // Long enough that the panic hook can print a symbolized backtrace
+    // (RUST_BACKTRACE=1, debug build, busy machine) before the deadline
+    // would misreport the panicking turn as a hung one.
     let config = RuntimeConfig {
-        turn_timeout: Duration::from_millis(200),
+        turn_timeout: Duration::from_millis(2000),
         ..RuntimeConfig::default()
     };
     let runtime = Runtime::start(store.clone(), Arc::new(Unruly), config)
