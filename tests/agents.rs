@@ -16,6 +16,9 @@ async fn agent_replies_to_messages_and_the_log_tells_the_story() {
     let mut c = daemon.clients().await;
 
     let id = create(&mut c, "ops", Some("hello")).await;
+    // The first turn ends before the second message arrives, so the event
+    // log below has one order, not an interleaving.
+    handled(&c, &id, 1).await;
     send(&mut c, &id, "second").await;
     let all = handled(&c, &id, 2).await;
     let replies: Vec<_> = all.iter().map(|m| m.reply.as_str()).collect();
