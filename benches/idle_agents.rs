@@ -356,6 +356,13 @@ fn run_phase(phase: &str, opts: &Options, dir: &Path) -> Value {
 
 fn main() {
     let opts = options();
+    // `RUST_LOG=info` shows the runtime's own account (recovery timings).
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

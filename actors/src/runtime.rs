@@ -12,20 +12,18 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use holarchy_supervision::limits::{self, InvalidInput};
-use holarchy_supervision::recovery::recover;
 use holarchy_supervision::{
-    AgentId, AgentRecord, BrainConfig, EventKind, LifecycleState, MessageEvent, MessageRecord,
-    MessageStatus, Preset, Provenance, RunOutcome, TaskKind, TaskStatus, WaitStatus,
+    AgentId, AgentRecord, BrainConfig, EventKind, LifecycleState, MessageRecord, Preset, Provenance,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
 
-use crate::agent::AgentMsg;
 use crate::gateway::{GatewayActor, GatewayMsg};
 use crate::store::{Batch, StoreError, Write};
-use crate::{cleanup, command_plane, now_ms, supervise, Ctx};
+use crate::{now_ms, supervise, Ctx};
 
 mod handle;
+mod recovery;
 
 pub use handle::{ArchiveError, BrainError, Runtime};
 
@@ -254,163 +252,6 @@ impl RuntimeActor {
             None => Ok(ids),
         }
     }
-
-    /// Brings the store to a consistent tree and respawns it.
-    async fn recover(
-        &self,
-        myself: &ActorRef<RuntimeMsg>,
-    ) -> Result<RuntimeSnapshot, ActorProcessingErr> {
-        let ctx = &self.ctx;
-        let mut report = RuntimeSnapshot::default();
-        let input = ctx.store.recovery_input()?;
-        for intent in &input.intents {
-            let finished = cleanup::finish(ctx, intent)?;
-            info!(agent_id = %intent.root_agent_id, finished, "finished an interrupted cleanup");
-            report.cleanups_finished += 1;
-        }
-        // Commands that ran when the daemon died are interrupted, never
-        // silently erased: their groups are killed if still there, and
-        // their owners told (before the queues are rebuilt below).
-        let mut interrupted_commands = Batch::new();
-        for task in input
-            .running_tasks
-            .iter()
-            .filter(|t| t.kind == TaskKind::Command)
-        {
-            let owner_live = ctx
-                .store
-                .agent(task.owner_agent_id)?
-                .is_some_and(|a| a.state.is_live());
-            let (batch, _) =
-                command_plane::interrupt(task, "the daemon restarted while it ran", owner_live);
-            interrupted_commands.writes.extend(batch.writes);
-            interrupted_commands.events.extend(batch.events);
-            report.interrupted_commands += 1;
-        }
-        if !interrupted_commands.is_empty() {
-            ctx.store.commit(interrupted_commands)?;
-        }
-        // Those steps changed records; read again if there were any.
-        let input = if input.intents.is_empty() && report.interrupted_commands == 0 {
-            input
-        } else {
-            ctx.store.recovery_input()?
-        };
-        let plan = recover(input.agents, input.pending);
-
-        let mut batch = Batch::new();
-        for mut message in plan.interrupted.iter().cloned() {
-            if let MessageStatus::Handling { run_id } = message.status {
-                batch = batch.event(
-                    message.agent_id,
-                    EventKind::RunFinished {
-                        run_id,
-                        message_id: message.id,
-                        outcome: RunOutcome::Interrupted,
-                        detail: "daemon stopped mid-turn; message queued again".into(),
-                    },
-                );
-            }
-            message.status = message
-                .status
-                .next(MessageEvent::Requeue)
-                .unwrap_or(message.status);
-            batch = batch.write(Write::PutMessage(message));
-        }
-        // No private agent may live without a live supervisor.
-        for mut orphan in plan.orphans.iter().cloned() {
-            warn!(agent_id = %orphan.id, "archiving a private agent whose supervisor is gone");
-            orphan.state = LifecycleState::Archived;
-            orphan.updated_at_ms = now_ms();
-            batch = batch.event(
-                orphan.id,
-                EventKind::AgentStateChanged {
-                    state: LifecycleState::Archived,
-                    reason: "orphaned: supervisor not live at restart".into(),
-                },
-            );
-            batch = batch.write(Write::PutAgent(orphan));
-        }
-        let spawned: std::collections::HashSet<AgentId> =
-            plan.spawn.iter().map(|a| a.record.id).collect();
-        let mut tasks_to_spawn = Vec::new();
-        for mut task in input.running_tasks {
-            let child_alive = match task.kind {
-                TaskKind::Command => false,
-                TaskKind::ChildAgent { child_agent_id } => spawned.contains(&child_agent_id),
-            };
-            if spawned.contains(&task.owner_agent_id) && child_alive {
-                tasks_to_spawn.push(task);
-            } else {
-                task.status = TaskStatus::Failed;
-                task.output = Some("its child was not live at restart".into());
-                task.updated_at_ms = now_ms();
-                batch = batch.write(Write::PutTask(task));
-            }
-        }
-        let mut waits_to_arm = Vec::new();
-        for mut wait in input.armed_waits {
-            if spawned.contains(&wait.owner_agent_id) {
-                waits_to_arm.push(wait);
-            } else {
-                // Its owner is not coming back: nothing is left to wake.
-                wait.status = WaitStatus::Cancelled;
-                wait.updated_at_ms = now_ms();
-                batch = batch.write(Write::PutWait(wait));
-            }
-        }
-        if !batch.is_empty() {
-            ctx.store.commit(batch)?;
-        }
-        report.recovered_agents = plan.spawn.len();
-        report.interrupted_runs = plan.interrupted.len();
-        report.stranded_messages = plan.stranded_messages;
-        report.orphans_archived = plan.orphans.len();
-
-        let mut started = Vec::with_capacity(plan.spawn.len());
-        for agent in plan.spawn {
-            let supervisor = match agent.record.supervisor_agent_id {
-                None => myself.get_cell(),
-                Some(sup) => match ctx.directory.get(sup) {
-                    Some(entry) => entry.actor.get_cell(),
-                    None => {
-                        return Err(format!(
-                            "supervisor {sup} of {} did not start",
-                            agent.record.id
-                        )
-                        .into())
-                    }
-                },
-            };
-            // Held: no turn runs (and reshapes the tree) until all are up.
-            if let Some(actor) =
-                supervise::spawn_agent(ctx, agent.record, agent.queue, supervisor, true).await?
-            {
-                started.push(actor);
-            }
-        }
-        for task in &tasks_to_spawn {
-            if let Some(owner) = ctx.directory.get(task.owner_agent_id) {
-                supervise::spawn_task(ctx, task, owner.actor.get_cell()).await?;
-            }
-        }
-        // Timers re-arm from the store; one whose deadline passed while the
-        // daemon was down fires at once, and only once.
-        for wait in &waits_to_arm {
-            if let Some(owner) = ctx.directory.get(wait.owner_agent_id) {
-                supervise::spawn_wait(ctx, wait, owner.actor.get_cell()).await?;
-            }
-        }
-        report.rearmed_waits = waits_to_arm.len();
-        // Nothing else writes while the daemon recovers: the queues read
-        // above are complete.
-        for actor in started {
-            let _ = actor.cast(AgentMsg::Release {
-                pending: Vec::new(),
-            });
-        }
-        Ok(report)
-    }
 }
 
 impl Actor for RuntimeActor {
@@ -425,7 +266,7 @@ impl Actor for RuntimeActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         self.ctx.set_root(myself.get_cell());
         let gateway = self.spawn_gateway(&myself).await?;
-        let recovered = self.recover(&myself).await?;
+        let recovered = recovery::recover(&self.ctx, &myself).await?;
         info!(
             agents = recovered.recovered_agents,
             interrupted = recovered.interrupted_runs,

@@ -19,6 +19,10 @@ pub struct AgentRecovery {
 pub struct RecoveryPlan {
     /// Live agents, every supervisor before the agents it supervises.
     pub spawn: Vec<AgentRecovery>,
+    /// How many agents of `spawn` sit at each depth of the tree, roots
+    /// first. Agents of one generation have their supervisors in earlier
+    /// ones, so a generation can be spawned all at once.
+    pub generations: Vec<usize>,
     /// Messages whose turn was cut short: they are queued again and their
     /// run is recorded as interrupted.
     pub interrupted: Vec<MessageRecord>,
@@ -56,7 +60,15 @@ pub fn recover(agents: Vec<AgentRecord>, pending: Vec<MessageRecord>) -> Recover
     let mut order = roots;
     let mut seen: HashSet<AgentId> = order.iter().copied().collect();
     let mut next = 0;
+    // `order[generation_start..]` is the generation being walked.
+    let mut generation_end = order.len();
+    let mut generation_start = 0;
     while next < order.len() {
+        if next == generation_end {
+            plan.generations.push(generation_end - generation_start);
+            generation_start = generation_end;
+            generation_end = order.len();
+        }
         let id = order[next];
         next += 1;
         if let Some(kids) = children.get_mut(&id) {
@@ -67,6 +79,9 @@ pub fn recover(agents: Vec<AgentRecord>, pending: Vec<MessageRecord>) -> Recover
                 }
             }
         }
+    }
+    if generation_end > generation_start {
+        plan.generations.push(generation_end - generation_start);
     }
     // Agents on a supervision cycle are unreachable from a root; a cycle
     // can only come from a corrupted store, so they stay down as orphans.
@@ -229,16 +244,25 @@ mod tests {
         }
 
         #[test]
-        fn supervisors_are_spawned_before_their_children((agents, messages) in arb_world()) {
+        fn supervisors_are_spawned_a_generation_before_their_children((agents, messages) in arb_world()) {
             let plan = recover(agents, messages);
+            // Only earlier generations count as up: a generation is spawned
+            // all at once.
             let mut up: HashSet<AgentId> = HashSet::new();
-            for a in &plan.spawn {
-                prop_assert!(a.record.state.is_live());
-                if let Some(sup) = a.record.supervisor_agent_id {
-                    prop_assert!(up.contains(&sup));
+            let mut rest = plan.spawn.as_slice();
+            for &size in &plan.generations {
+                prop_assert!(size > 0);
+                let (generation, later) = rest.split_at(size);
+                for a in generation {
+                    prop_assert!(a.record.state.is_live());
+                    if let Some(sup) = a.record.supervisor_agent_id {
+                        prop_assert!(up.contains(&sup));
+                    }
                 }
-                up.insert(a.record.id);
+                up.extend(generation.iter().map(|a| a.record.id));
+                rest = later;
             }
+            prop_assert!(rest.is_empty());
         }
 
         #[test]
@@ -246,6 +270,7 @@ mod tests {
             let plan = recover(agents.clone(), messages);
             let live = agents.iter().filter(|a| a.state.is_live()).count();
             prop_assert_eq!(plan.spawn.len() + plan.orphans.len(), live);
+            prop_assert_eq!(plan.generations.iter().sum::<usize>(), plan.spawn.len());
         }
 
         #[test]

@@ -1,0 +1,231 @@
+//! Recovery at start: the store is brought to a consistent tree (cut
+//! cleanups finished, interrupted commands and turns recorded, orphans
+//! archived) and every live agent respawned, one generation of the tree at a
+//! time with many spawns in flight, so supervisors are up before their
+//! children and both cores are busy.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use holarchy_supervision::recovery::{recover as plan_recovery, AgentRecovery};
+use holarchy_supervision::{
+    AgentId, EventKind, LifecycleState, MessageEvent, MessageStatus, RunOutcome, TaskKind,
+    TaskStatus, WaitStatus,
+};
+use ractor::{ActorProcessingErr, ActorRef};
+use tokio::task::JoinSet;
+use tracing::{info, warn};
+
+use super::{RuntimeMsg, RuntimeSnapshot};
+use crate::agent::AgentMsg;
+use crate::store::{Batch, Write};
+use crate::{cleanup, command_plane, now_ms, supervise, Ctx};
+
+/// Agents whose actors start at once during recovery. Enough to keep every
+/// worker thread busy while others wait on their actor's first poll; small
+/// enough that a failure stops the start quickly.
+const SPAWNS_IN_FLIGHT: usize = 256;
+
+/// Brings the store to a consistent tree and respawns it.
+pub(super) async fn recover(
+    ctx: &Arc<Ctx>,
+    myself: &ActorRef<RuntimeMsg>,
+) -> Result<RuntimeSnapshot, ActorProcessingErr> {
+    let mut report = RuntimeSnapshot::default();
+    let began = Instant::now();
+    let input = ctx.store.recovery_input()?;
+    let read = began.elapsed();
+    for intent in &input.intents {
+        let finished = cleanup::finish(ctx, intent)?;
+        info!(agent_id = %intent.root_agent_id, finished, "finished an interrupted cleanup");
+        report.cleanups_finished += 1;
+    }
+    // Commands that ran when the daemon died are interrupted, never
+    // silently erased: their groups are killed if still there, and
+    // their owners told (before the queues are rebuilt below).
+    let mut interrupted_commands = Batch::new();
+    for task in input
+        .running_tasks
+        .iter()
+        .filter(|t| t.kind == TaskKind::Command)
+    {
+        let owner_live = ctx
+            .store
+            .agent(task.owner_agent_id)?
+            .is_some_and(|a| a.state.is_live());
+        let (batch, _) =
+            command_plane::interrupt(task, "the daemon restarted while it ran", owner_live);
+        interrupted_commands.writes.extend(batch.writes);
+        interrupted_commands.events.extend(batch.events);
+        report.interrupted_commands += 1;
+    }
+    if !interrupted_commands.is_empty() {
+        ctx.store.commit(interrupted_commands)?;
+    }
+    // Those steps changed records; read again if there were any.
+    let input = if input.intents.is_empty() && report.interrupted_commands == 0 {
+        input
+    } else {
+        ctx.store.recovery_input()?
+    };
+    let plan = plan_recovery(input.agents, input.pending);
+    let planned = began.elapsed();
+
+    let mut batch = Batch::new();
+    for mut message in plan.interrupted.iter().cloned() {
+        if let MessageStatus::Handling { run_id } = message.status {
+            batch = batch.event(
+                message.agent_id,
+                EventKind::RunFinished {
+                    run_id,
+                    message_id: message.id,
+                    outcome: RunOutcome::Interrupted,
+                    detail: "daemon stopped mid-turn; message queued again".into(),
+                },
+            );
+        }
+        message.status = message
+            .status
+            .next(MessageEvent::Requeue)
+            .unwrap_or(message.status);
+        batch = batch.write(Write::PutMessage(message));
+    }
+    // No private agent may live without a live supervisor.
+    for mut orphan in plan.orphans.iter().cloned() {
+        warn!(agent_id = %orphan.id, "archiving a private agent whose supervisor is gone");
+        orphan.state = LifecycleState::Archived;
+        orphan.updated_at_ms = now_ms();
+        batch = batch.event(
+            orphan.id,
+            EventKind::AgentStateChanged {
+                state: LifecycleState::Archived,
+                reason: "orphaned: supervisor not live at restart".into(),
+            },
+        );
+        batch = batch.write(Write::PutAgent(orphan));
+    }
+    let spawned: HashSet<AgentId> = plan.spawn.iter().map(|a| a.record.id).collect();
+    let mut tasks_to_spawn = Vec::new();
+    for mut task in input.running_tasks {
+        let child_alive = match task.kind {
+            TaskKind::Command => false,
+            TaskKind::ChildAgent { child_agent_id } => spawned.contains(&child_agent_id),
+        };
+        if spawned.contains(&task.owner_agent_id) && child_alive {
+            tasks_to_spawn.push(task);
+        } else {
+            task.status = TaskStatus::Failed;
+            task.output = Some("its child was not live at restart".into());
+            task.updated_at_ms = now_ms();
+            batch = batch.write(Write::PutTask(task));
+        }
+    }
+    let mut waits_to_arm = Vec::new();
+    for mut wait in input.armed_waits {
+        if spawned.contains(&wait.owner_agent_id) {
+            waits_to_arm.push(wait);
+        } else {
+            // Its owner is not coming back: nothing is left to wake.
+            wait.status = WaitStatus::Cancelled;
+            wait.updated_at_ms = now_ms();
+            batch = batch.write(Write::PutWait(wait));
+        }
+    }
+    if !batch.is_empty() {
+        ctx.store.commit(batch)?;
+    }
+    report.recovered_agents = plan.spawn.len();
+    report.interrupted_runs = plan.interrupted.len();
+    report.stranded_messages = plan.stranded_messages;
+    report.orphans_archived = plan.orphans.len();
+
+    let committed = began.elapsed();
+    let mut started = Vec::with_capacity(plan.spawn.len());
+    let mut agents = plan.spawn.into_iter();
+    for &size in &plan.generations {
+        let generation: Vec<AgentRecovery> = agents.by_ref().take(size).collect();
+        started.extend(spawn_generation(ctx, myself, generation).await?);
+    }
+    for task in &tasks_to_spawn {
+        if let Some(owner) = ctx.directory.get(task.owner_agent_id) {
+            supervise::spawn_task(ctx, task, owner.actor.get_cell()).await?;
+        }
+    }
+    // Timers re-arm from the store; one whose deadline passed while the
+    // daemon was down fires at once, and only once.
+    for wait in &waits_to_arm {
+        if let Some(owner) = ctx.directory.get(wait.owner_agent_id) {
+            supervise::spawn_wait(ctx, wait, owner.actor.get_cell()).await?;
+        }
+    }
+    report.rearmed_waits = waits_to_arm.len();
+    // Nothing else writes while the daemon recovers: the queues read
+    // above are complete.
+    for actor in started {
+        let _ = actor.cast(AgentMsg::Release {
+            pending: Vec::new(),
+        });
+    }
+    // Where a slow start goes, for operators sizing a daemon.
+    info!(
+        read_ms = read.as_millis() as u64,
+        plan_ms = (planned - read).as_millis() as u64,
+        commit_ms = (committed - planned).as_millis() as u64,
+        spawn_ms = (began.elapsed() - committed).as_millis() as u64,
+        generations = plan.generations.len(),
+        "recovery timings"
+    );
+    Ok(report)
+}
+
+/// Spawns one generation (agents whose supervisors already run), held, with
+/// up to [`SPAWNS_IN_FLIGHT`] spawns at once.
+async fn spawn_generation(
+    ctx: &Arc<Ctx>,
+    myself: &ActorRef<RuntimeMsg>,
+    generation: Vec<AgentRecovery>,
+) -> Result<Vec<ActorRef<AgentMsg>>, ActorProcessingErr> {
+    let mut started = Vec::with_capacity(generation.len());
+    let mut in_flight = JoinSet::new();
+    for agent in generation {
+        let supervisor = match agent.record.supervisor_agent_id {
+            None => myself.get_cell(),
+            Some(sup) => match ctx.directory.get(sup) {
+                Some(entry) => entry.actor.get_cell(),
+                None => {
+                    return Err(
+                        format!("supervisor {sup} of {} did not start", agent.record.id).into(),
+                    )
+                }
+            },
+        };
+        if in_flight.len() >= SPAWNS_IN_FLIGHT {
+            started.extend(joined(in_flight.join_next().await)?);
+        }
+        let ctx = ctx.clone();
+        // Held: no turn runs (and reshapes the tree) until all are up.
+        in_flight.spawn(async move {
+            supervise::spawn_agent(&ctx, agent.record, agent.queue, supervisor, true)
+                .await
+                .map_err(|err| err.to_string())
+        });
+    }
+    while let Some(done) = in_flight.join_next().await {
+        started.extend(joined(Some(done))?);
+    }
+    Ok(started)
+}
+
+type SpawnResult = Result<Option<ActorRef<AgentMsg>>, String>;
+
+fn joined(
+    done: Option<Result<SpawnResult, tokio::task::JoinError>>,
+) -> Result<Option<ActorRef<AgentMsg>>, ActorProcessingErr> {
+    match done {
+        None => Ok(None),
+        Some(Ok(Ok(actor))) => Ok(actor),
+        Some(Ok(Err(err))) => Err(format!("could not respawn an agent: {err}").into()),
+        Some(Err(err)) => Err(format!("an agent's respawn panicked: {err}").into()),
+    }
+}
