@@ -365,8 +365,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             task_command(clients, command, &out).await
         }
         Command::Bench(BenchCommand::Idle(args)) => {
-            let clients = client::connect(&cli.target()).await?;
-            bench::idle(clients, args, cli.json).await
+            let target = cli.target();
+            let clients = client::connect(&target).await?;
+            bench::idle(clients, &target, args, cli.json).await
         }
         Command::Tools { agent } => {
             let mut clients = client::connect(&cli.target()).await?;

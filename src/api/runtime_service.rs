@@ -76,6 +76,7 @@ impl RuntimeService for RuntimeApi {
             data_dir: self.data_dir.display().to_string(),
             running_tasks: snapshot.running_tasks as u64,
             armed_waits: snapshot.armed_waits as u64,
+            pid: std::process::id(),
         }))
     }
 }

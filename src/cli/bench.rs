@@ -1,22 +1,29 @@
 //! `holarchy bench idle`: a load tool for operators. It drives a running
 //! daemon over gRPC: creates N idle agents (durable batches, concurrent
-//! callers), then measures the daemon's memory per agent (from its status),
-//! GetAgent and ListAgents latency, and SendMessage acknowledgement latency,
-//! and prints a table and one JSON line.
+//! callers; with `--tree`, each spawning private children), samples GetAgent
+//! and ListAgents latency at 1,000, 100,000 and N agents, measures the
+//! daemon's memory per agent (from its status), SendMessage until
+//! acknowledged and until the turn is seen starting, and with `--restart`
+//! the time from `kill -9` to a daemon answering with every agent back.
+//! Prints a table and one JSON line.
 
-use std::io::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::Context;
 use clap::Args;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::api::pb;
-use crate::client::Clients;
+use crate::client::{Clients, Target};
+
+mod load;
+mod probe;
+mod restart;
+
+use load::{Load, Progress};
 
 #[derive(Debug, Args)]
 pub struct IdleArgs {
-    /// Agents to create.
+    /// Public agents to create.
     #[arg(long, default_value_t = 10_000)]
     pub agents: usize,
     /// Concurrent callers.
@@ -25,40 +32,55 @@ pub struct IdleArgs {
     /// Agents per CreateAgents call.
     #[arg(long, default_value_t = 1_000)]
     pub batch: usize,
-    /// Latency samples per call kind.
+    /// Latency samples per call kind and checkpoint.
     #[arg(long, default_value_t = 1_000)]
     pub samples: usize,
+    /// Private children each agent spawns through its own SpawnAgent call.
+    #[arg(long, default_value_t = 0)]
+    pub tree: usize,
+    /// Then kill the daemon with SIGKILL, start it again with the same
+    /// command line, and time its recovery (a daemon on this host only).
+    #[arg(long)]
+    pub restart: bool,
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let at = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[at].as_secs_f64() * 1e6
-}
+/// Agent counts at which latencies are sampled (besides N itself), so one
+/// run shows how they grow with the population.
+const CHECKPOINTS: [usize; 2] = [1_000, 100_000];
 
-async fn rss(clients: &mut Clients) -> anyhow::Result<u64> {
+async fn status(clients: &mut Clients) -> anyhow::Result<pb::GetStatusResponse> {
     Ok(clients
         .runtime
         .get_status(pb::GetStatusRequest {})
         .await?
-        .into_inner()
-        .rss_bytes)
+        .into_inner())
 }
 
-/// A cheap spread over the created ids, without a random-number crate.
-fn pick(ids: &[String], i: usize) -> &str {
-    &ids[(i.wrapping_mul(2_654_435_761)) % ids.len()]
+/// GetAgent and ListAgents latencies with `ids` created.
+async fn checkpoint(c: &mut Clients, ids: &[String], samples: usize) -> anyhow::Result<Value> {
+    let get = probe::get_agent(c, ids, samples).await?;
+    let list = probe::list_agents(c, samples.clamp(1, 50)).await?;
+    Ok(json!({
+        "agents": ids.len(),
+        "get_agent_us": probe::percentiles(get),
+        "list_agents_1000_us": probe::percentiles(list),
+    }))
 }
 
-pub async fn idle(clients: Clients, args: &IdleArgs, json_only: bool) -> anyhow::Result<()> {
+pub async fn idle(
+    mut clients: Clients,
+    target: &Target,
+    args: &IdleArgs,
+    json_only: bool,
+) -> anyhow::Result<()> {
     anyhow::ensure!(
-        args.agents > 0 && args.batch > 0 && args.concurrency > 0,
-        "agents, batch and concurrency must be positive"
+        args.agents > 0 && args.batch > 0 && args.concurrency > 0 && args.samples > 0,
+        "agents, batch, concurrency and samples must be positive"
     );
-    let mut c = clients.clone();
-    let before = rss(&mut c).await?;
+    let quiet = json_only;
+    let start = status(&mut clients).await?;
+    let before = start.rss_bytes;
+    let agents_before = (start.public_agents + start.private_agents) as usize;
     // Names unique to this run, so runs against one daemon do not collide.
     let run = format!(
         "{:x}",
@@ -67,138 +89,147 @@ pub async fn idle(clients: Clients, args: &IdleArgs, json_only: bool) -> anyhow:
             .map(|d| d.as_millis())
             .unwrap_or(0)
     );
-    let started = Instant::now();
-    let batches: Vec<(usize, usize)> = (0..args.agents)
-        .step_by(args.batch)
-        .map(|start| (start, (start + args.batch).min(args.agents)))
-        .collect();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut workers = Vec::new();
-    for worker in 0..args.concurrency {
-        let mut c = clients.clone();
-        let mine: Vec<(usize, usize)> = batches
-            .iter()
-            .copied()
-            .skip(worker)
-            .step_by(args.concurrency)
-            .collect();
-        let tx = tx.clone();
-        let run = run.clone();
-        workers.push(tokio::spawn(async move {
-            let mut ids = Vec::new();
-            for (start, end) in mine {
-                let agents = (start..end)
-                    .map(|i| pb::CreateAgentRequest {
-                        name: format!("bench-{run}-{i}"),
-                        initial_message: None,
-                        brain: None,
-                    })
-                    .collect();
-                let made = c
-                    .agents
-                    .create_agents(pb::CreateAgentsRequest { agents })
-                    .await?
-                    .into_inner()
-                    .agent_ids;
-                let _ = tx.send(made.len());
-                ids.extend(made);
-            }
-            anyhow::Ok(ids)
-        }));
-    }
-    drop(tx);
-    let mut done = 0;
-    while let Some(n) = rx.recv().await {
-        done += n;
-        if !json_only {
-            eprint!("\rcreated {done}/{} agents", args.agents);
-            let _ = std::io::stderr().flush();
+    let load = Load {
+        run: &run,
+        concurrency: args.concurrency,
+        batch: args.batch,
+        fanout: args.tree,
+    };
+
+    let progress = Progress::new("public agents", args.agents, quiet);
+    let mut ids: Vec<String> = Vec::with_capacity(args.agents);
+    let mut creating = std::time::Duration::ZERO;
+    let mut checkpoints = Vec::new();
+    let stops = CHECKPOINTS
+        .iter()
+        .copied()
+        .filter(|&n| n < args.agents)
+        .chain([args.agents]);
+    let private = args.agents * args.tree;
+    let mut settling = std::time::Duration::ZERO;
+    for stop in stops {
+        let t = Instant::now();
+        let made = load::create(&clients, &load, ids.len()..stop, &progress, ids.len()).await?;
+        creating += t.elapsed();
+        ids.extend(made);
+        if args.tree > 0 {
+            // Latencies are of an idle daemon: let the children come up.
+            progress.finish();
+            let t = Instant::now();
+            let base = start.private_agents as usize;
+            load::await_children(&mut clients, base, stop * args.tree, quiet).await?;
+            settling += t.elapsed();
+        }
+        // Latency at N is sampled once the population is complete.
+        if stop < args.agents {
+            checkpoints.push(checkpoint(&mut clients, &ids, args.samples).await?);
         }
     }
-    let mut ids = Vec::with_capacity(args.agents);
-    for worker in workers {
-        ids.extend(worker.await.context("creator task")??);
-    }
-    let create_s = started.elapsed().as_secs_f64();
-    if !json_only {
-        eprintln!();
-    }
-    let after = rss(&mut c).await?;
+    progress.finish();
+    let create_per_s = args.agents as f64 / creating.as_secs_f64().max(1e-9);
+    // Children come up during creation too, so the tree's rate is over both.
+    let tree_s = (args.tree > 0).then(|| (creating + settling).as_secs_f64());
+    let total = args.agents + private;
+    let after = status(&mut clients).await?;
+    checkpoints.push(checkpoint(&mut clients, &ids, args.samples).await?);
+    let send = probe::send_message(&mut clients, &ids, args.samples).await?;
 
-    let mut get = Vec::with_capacity(args.samples);
-    for i in 0..args.samples {
-        let request = pb::GetAgentRequest {
-            agent: Some(pb::get_agent_request::Agent::AgentId(
-                pick(&ids, i).to_owned(),
-            )),
-        };
-        let t = Instant::now();
-        c.agents.get_agent(request).await?;
-        get.push(t.elapsed());
-    }
-    get.sort();
-    let mut list = Vec::new();
-    for _ in 0..args.samples.clamp(1, 50) {
-        let t = Instant::now();
-        c.agents
-            .list_agents(pb::ListAgentsRequest {
-                page_size: 1000,
-                page_token: String::new(),
-                include_private: false,
-            })
-            .await?;
-        list.push(t.elapsed());
-    }
-    list.sort();
-    let mut send = Vec::with_capacity(args.samples);
-    for i in 0..args.samples.min(args.agents) {
-        let request = pb::SendMessageRequest {
-            agent_id: pick(&ids, i).to_owned(),
-            text: "ping".into(),
-            dedupe_key: String::new(),
-        };
-        let t = Instant::now();
-        c.agents.send_message(request).await?;
-        send.push(t.elapsed());
-    }
-    send.sort();
+    let restarted = if args.restart {
+        let r = restart::kill_and_restart(&mut clients, target).await?;
+        anyhow::ensure!(
+            r.status.recovered_agents as usize >= agents_before + total,
+            "the daemon came back with {} agents, not {}; see {}",
+            r.status.recovered_agents,
+            agents_before + total,
+            r.log.display()
+        );
+        Some(json!({
+            "restart_s": r.elapsed.as_secs_f64(),
+            "recovered_agents": r.status.recovered_agents,
+            "rss_per_agent_bytes": r.status.rss_bytes as f64 / r.status.recovered_agents.max(1) as f64,
+            "log": r.log.display().to_string(),
+        }))
+    } else {
+        None
+    };
 
     let report = json!({
         "bench": "holarchy bench idle",
         "agents": args.agents,
+        "tree_fanout": args.tree,
+        "total_agents": total,
         "concurrency": args.concurrency,
         "batch": args.batch,
-        "create_per_s": args.agents as f64 / create_s,
-        "daemon_rss_per_agent_bytes": after.saturating_sub(before) as f64 / args.agents as f64,
-        "get_agent_us": { "p50": percentile(&get, 0.5), "p99": percentile(&get, 0.99) },
-        "list_agents_1000_us": { "p50": percentile(&list, 0.5), "p99": percentile(&list, 0.99) },
-        "send_message_ack_us": { "p50": percentile(&send, 0.5), "p99": percentile(&send, 0.99) },
+        "create_per_s": create_per_s,
+        "tree_s": tree_s,
+        "tree_agents_per_s": tree_s.map(|s| (args.agents + private) as f64 / s),
+        "daemon_rss_per_agent_bytes": after.rss_bytes.saturating_sub(before) as f64 / total as f64,
+        "checkpoints": checkpoints,
+        "send_message_ack_us": probe::percentiles(send.acknowledged),
+        "send_message_to_turn_seen_us": probe::percentiles(send.turn_seen),
+        "restart": restarted,
     });
     if !json_only {
-        println!("{:<44} {:>12}", "figure", "value");
-        println!(
-            "{:<44} {:>12.0}",
-            "durable creations / s",
-            report["create_per_s"].as_f64().unwrap_or(0.0)
-        );
-        println!(
-            "{:<44} {:>10.0} B",
-            "daemon RSS per idle agent",
-            report["daemon_rss_per_agent_bytes"].as_f64().unwrap_or(0.0)
-        );
-        for (name, key) in [
-            ("GetAgent", "get_agent_us"),
-            ("ListAgents, a page of 1,000", "list_agents_1000_us"),
-            ("SendMessage, until acknowledged", "send_message_ack_us"),
-        ] {
-            println!(
-                "{:<44} {:>9.0} us p50 {:>9.0} us p99",
-                name,
-                report[key]["p50"].as_f64().unwrap_or(0.0),
-                report[key]["p99"].as_f64().unwrap_or(0.0)
-            );
-        }
+        print_table(&report);
     }
     println!("{report}");
     Ok(())
+}
+
+fn print_table(report: &Value) {
+    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let latency = |name: &str, v: &Value| {
+        println!(
+            "{:<48} {:>9.0} us p50 {:>9.0} us p99",
+            name,
+            num(&v["p50"]),
+            num(&v["p99"])
+        );
+    };
+    println!("{:<48} {:>12}", "figure", "value");
+    println!(
+        "{:<48} {:>12.0}",
+        "durable creations / s (public)",
+        num(&report["create_per_s"])
+    );
+    if let Some(rate) = report["tree_agents_per_s"].as_f64() {
+        println!(
+            "{:<48} {:>12.0}",
+            "tree agents (public + private) up / s", rate
+        );
+    }
+    println!(
+        "{:<48} {:>10.0} B",
+        format!(
+            "daemon RSS per idle agent ({} agents)",
+            report["total_agents"]
+        ),
+        num(&report["daemon_rss_per_agent_bytes"])
+    );
+    for point in report["checkpoints"].as_array().into_iter().flatten() {
+        let n = &point["agents"];
+        latency(&format!("GetAgent at {n} agents"), &point["get_agent_us"]);
+        latency(
+            &format!("ListAgents (page of 1,000) at {n} agents"),
+            &point["list_agents_1000_us"],
+        );
+    }
+    latency(
+        "SendMessage, until acknowledged",
+        &report["send_message_ack_us"],
+    );
+    latency(
+        "SendMessage, until the turn is seen starting",
+        &report["send_message_to_turn_seen_us"],
+    );
+    if let Some(restart) = report["restart"].as_object() {
+        println!(
+            "{:<48} {:>10.3} s",
+            format!(
+                "kill -9 to answering with {} agents",
+                restart["recovered_agents"]
+            ),
+            num(&restart["restart_s"])
+        );
+    }
 }

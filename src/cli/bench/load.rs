@@ -1,0 +1,185 @@
+//! Creating the load: public agents in durable `CreateAgents` batches from
+//! concurrent callers, each optionally told to spawn a fan of private
+//! children, with a progress bar on stderr.
+
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+use crate::api::pb;
+use crate::client::Clients;
+
+/// What one creation step asks for.
+pub struct Load<'a> {
+    /// Names are `bench-{run}-{i}`, unique to this run.
+    pub run: &'a str,
+    pub concurrency: usize,
+    pub batch: usize,
+    /// Private children each new agent spawns (0 for none).
+    pub fanout: usize,
+}
+
+/// A first message whose scripted turn spawns `fanout` idle private
+/// children.
+fn spawn_script(fanout: usize) -> String {
+    let calls: Vec<_> = (0..fanout)
+        .map(|i| {
+            serde_json::json!({
+                "name": "SpawnAgent",
+                "input": { "preset": "private_child", "initial_message": format!("child {i}") },
+            })
+        })
+        .collect();
+    serde_json::json!({ "tool_calls": calls }).to_string()
+}
+
+/// The scripted brain: a benchmark never calls a model, whatever the
+/// daemon's default brain is.
+fn scripted() -> Option<pb::BrainConfig> {
+    Some(pb::BrainConfig {
+        kind: Some(pb::brain_config::Kind::Scripted(pb::ScriptedBrain {})),
+    })
+}
+
+/// A progress bar redrawn in place on stderr.
+pub struct Progress {
+    label: &'static str,
+    total: usize,
+    started: Instant,
+    quiet: bool,
+}
+
+impl Progress {
+    pub fn new(label: &'static str, total: usize, quiet: bool) -> Self {
+        Self {
+            label,
+            total,
+            started: Instant::now(),
+            quiet,
+        }
+    }
+
+    pub fn show(&self, done: usize) {
+        if self.quiet {
+            return;
+        }
+        const WIDTH: usize = 30;
+        let filled = (done * WIDTH).checked_div(self.total).unwrap_or(WIDTH);
+        let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
+        eprint!(
+            "\r{:<16} [{}{}] {done}/{} {rate:>9.0}/s",
+            self.label,
+            "#".repeat(filled.min(WIDTH)),
+            ".".repeat(WIDTH - filled.min(WIDTH)),
+            self.total,
+        );
+        let _ = std::io::stderr().flush();
+    }
+
+    pub fn finish(&self) {
+        if !self.quiet {
+            eprintln!();
+        }
+    }
+}
+
+/// Creates agents `range` (by index), returning their ids in no set order.
+pub async fn create(
+    clients: &Clients,
+    load: &Load<'_>,
+    range: std::ops::Range<usize>,
+    progress: &Progress,
+    done_before: usize,
+) -> anyhow::Result<Vec<String>> {
+    let batches: Vec<(usize, usize)> = range
+        .clone()
+        .step_by(load.batch)
+        .map(|start| (start, (start + load.batch).min(range.end)))
+        .collect();
+    let first_message = (load.fanout > 0).then(|| spawn_script(load.fanout));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut workers = Vec::new();
+    for worker in 0..load.concurrency {
+        let mut c = clients.clone();
+        let mine: Vec<(usize, usize)> = batches
+            .iter()
+            .copied()
+            .skip(worker)
+            .step_by(load.concurrency)
+            .collect();
+        let tx = tx.clone();
+        let run = load.run.to_owned();
+        let first_message = first_message.clone();
+        workers.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for (start, end) in mine {
+                let agents = (start..end)
+                    .map(|i| pb::CreateAgentRequest {
+                        name: format!("bench-{run}-{i}"),
+                        initial_message: first_message.clone(),
+                        brain: scripted(),
+                    })
+                    .collect();
+                let made = c
+                    .agents
+                    .create_agents(pb::CreateAgentsRequest { agents })
+                    .await?
+                    .into_inner()
+                    .agent_ids;
+                let _ = tx.send(made.len());
+                ids.extend(made);
+            }
+            anyhow::Ok(ids)
+        }));
+    }
+    drop(tx);
+    let mut done = done_before;
+    while let Some(n) = rx.recv().await {
+        done += n;
+        progress.show(done);
+    }
+    let mut ids = Vec::with_capacity(range.len());
+    for worker in workers {
+        ids.extend(worker.await.context("creator task")??);
+    }
+    Ok(ids)
+}
+
+/// Waits until the daemon runs `private` private agents and no turn, with a
+/// progress bar: the children are spawned by the agents' own turns, after
+/// their creation was acknowledged.
+pub async fn await_children(
+    clients: &mut Clients,
+    already: usize,
+    private: usize,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    // Counted from `already`, the private agents the daemon had before.
+    let progress = Progress::new("private children", private, quiet);
+    let mut last_change = Instant::now();
+    let mut seen = (0, 0);
+    loop {
+        let status = clients
+            .runtime
+            .get_status(pb::GetStatusRequest {})
+            .await?
+            .into_inner();
+        let now = (status.private_agents as usize).saturating_sub(already);
+        progress.show(now);
+        if now >= private && status.busy_runs == 0 {
+            progress.finish();
+            return Ok(());
+        }
+        if (now, status.busy_runs) != seen {
+            seen = (now, status.busy_runs);
+            last_change = Instant::now();
+        }
+        anyhow::ensure!(
+            last_change.elapsed() < Duration::from_secs(60),
+            "no progress for 60 s: {now} of {private} private agents, {} turns running",
+            status.busy_runs
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
