@@ -21,14 +21,18 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use holarchy::api::runtime_service::rss_bytes;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::{NewAgent, Runtime, RuntimeConfig, ScriptedBrain};
 use holarchy_supervision::{AgentId, Preset};
-use ractor::{Actor, ActorProcessingErr, ActorRef};
 use serde_json::{json, Value};
+
+#[path = "support/alloc.rs"]
+mod alloc;
+#[path = "support/bare.rs"]
+mod bare;
+use bare::{phase_bare, settle};
 
 struct Options {
     agents: usize,
@@ -75,43 +79,6 @@ fn options() -> Options {
         }
     }
     opts
-}
-
-/// The reference: an actor with no state that handles nothing.
-struct Bare;
-
-impl Actor for Bare {
-    type Msg = ();
-    type State = ();
-    type Arguments = ();
-
-    async fn pre_start(&self, _: ActorRef<()>, _: ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-}
-
-/// Lets allocator and runtime settle before reading RSS.
-async fn settle() -> u64 {
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    rss_bytes()
-}
-
-async fn phase_bare(n: usize) -> Value {
-    let before = settle().await;
-    let started = Instant::now();
-    let mut actors = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (actor, _) = Actor::spawn(None, Bare, ())
-            .await
-            .expect("bare actor spawns");
-        actors.push(actor);
-    }
-    let elapsed = started.elapsed();
-    let after = settle().await;
-    json!({
-        "bytes_per_actor": (after.saturating_sub(before)) as f64 / n as f64,
-        "spawn_per_s": n as f64 / elapsed.as_secs_f64(),
-    })
 }
 
 async fn open(dir: &Path) -> (Arc<SledStore>, Runtime) {

@@ -171,6 +171,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         "runtime recovered"
     );
 
+    let trimmer = tokio::spawn(crate::memory::trim_after_drops(runtime.clone()));
+
     let (stop_tx, stop_rx) = watch::channel(false);
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<AgentServiceServer<AgentApi>>().await;
@@ -295,6 +297,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         }
     }
     runtime.shutdown(timeout).await;
+    trimmer.abort();
     store.close().await;
     let _ = std::fs::remove_file(&socket);
     info!("stopped");

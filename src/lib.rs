@@ -6,6 +6,7 @@
 //! - [`api`]: the tonic services; they translate proto to domain and back.
 //! - [`daemon`]: `holarchy serve`: data directory, lock, listeners, shutdown.
 //! - [`client`]: connecting to a daemon over its Unix socket or TCP.
+//! - [`memory`]: returning freed heap to the OS after many agents end.
 //! - [`cli`]: the operator commands, clients of the same API.
 //!
 //! The model lives in `holarchy-supervision`, the actors in `holarchy-actors`.
@@ -14,4 +15,5 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod daemon;
+pub mod memory;
 pub mod store;

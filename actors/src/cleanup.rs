@@ -57,7 +57,7 @@ async fn run_to_completion(
     reason: CleanupReason,
     extra: Batch,
 ) -> Result<CleanupOutcome, StoreError> {
-    let _tree = ctx.tree_lock.lock().await;
+    let tree = ctx.tree_lock.lock().await;
     let store = &ctx.store;
     let Some(root_record) = store.agent(root)? else {
         return Ok(CleanupOutcome::default());
@@ -170,6 +170,10 @@ async fn run_to_completion(
 
     stop_actors(ctx, root, &plan.agents, &plan.tasks, &waits, reason).await;
     store.commit(Batch::new().write(Write::DeleteIntent(intent_id)))?;
+    // Commits are ordered, so whatever runs next under the lock is flushed
+    // after this; waiting for the flush outside the lock lets concurrent
+    // cleanups share one.
+    drop(tree);
     store.durable().await?;
     info!(
         agent_id = %root,

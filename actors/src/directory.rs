@@ -40,10 +40,55 @@ pub struct DirectoryCounts {
 #[derive(Debug, Default)]
 struct Inner {
     agents: HashMap<AgentId, DirectoryEntry>,
+    /// How many of `agents` are public, kept so status never walks them.
+    public: usize,
     tasks: HashMap<TaskId, ActorRef<TaskMsg>>,
     waits: HashMap<WaitId, ActorRef<WaitMsg>>,
     commands: HashMap<TaskId, ActorRef<CommandMsg>>,
     members: HashMap<ActorId, Member>,
+}
+
+/// Maps smaller than this keep their capacity.
+const SHRINK_FLOOR: usize = 4096;
+
+/// Gives back a map's table once it is three-quarters empty, so a daemon
+/// that ended most of its agents does not keep their slots. Halving at most
+/// once per doubling of emptiness keeps the rehashing amortised.
+fn shrink<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > SHRINK_FLOOR && map.len() * 4 < map.capacity() {
+        map.shrink_to(map.len() * 2);
+    }
+}
+
+impl Inner {
+    fn insert_agent(&mut self, id: AgentId, entry: DirectoryEntry) -> Option<DirectoryEntry> {
+        if entry.visibility == Visibility::Public {
+            self.public += 1;
+        }
+        let old = self.agents.insert(id, entry);
+        if old
+            .as_ref()
+            .is_some_and(|o| o.visibility == Visibility::Public)
+        {
+            self.public -= 1;
+        }
+        old
+    }
+
+    fn remove_agent(&mut self, id: AgentId) -> Option<DirectoryEntry> {
+        let old = self.agents.remove(&id)?;
+        if old.visibility == Visibility::Public {
+            self.public -= 1;
+        }
+        shrink(&mut self.agents);
+        Some(old)
+    }
+
+    fn remove_member(&mut self, actor: &ActorId) -> Option<Member> {
+        let member = self.members.remove(actor)?;
+        shrink(&mut self.members);
+        Some(member)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -80,8 +125,8 @@ impl Directory {
         inner
             .members
             .insert(entry.actor.get_id(), Member::Agent(id));
-        if let Some(old) = inner.agents.insert(id, entry) {
-            inner.members.remove(&old.actor.get_id());
+        if let Some(old) = inner.insert_agent(id, entry) {
+            inner.remove_member(&old.actor.get_id());
         }
     }
 
@@ -89,7 +134,7 @@ impl Directory {
         let mut inner = self.write();
         inner.members.insert(actor.get_id(), Member::Task(id));
         if let Some(old) = inner.tasks.insert(id, actor) {
-            inner.members.remove(&old.get_id());
+            inner.remove_member(&old.get_id());
         }
     }
 
@@ -97,7 +142,7 @@ impl Directory {
     /// late exit of a replaced actor must not remove its successor).
     pub fn remove_actor(&self, actor: ActorId) -> Option<Member> {
         let mut inner = self.write();
-        let member = inner.members.remove(&actor)?;
+        let member = inner.remove_member(&actor)?;
         match member {
             Member::Agent(id) => {
                 if inner
@@ -105,7 +150,7 @@ impl Directory {
                     .get(&id)
                     .is_some_and(|e| e.actor.get_id() == actor)
                 {
-                    inner.agents.remove(&id);
+                    inner.remove_agent(id);
                 }
             }
             Member::Task(id) => {
@@ -129,8 +174,8 @@ impl Directory {
 
     pub fn remove(&self, id: AgentId) -> Option<DirectoryEntry> {
         let mut inner = self.write();
-        let entry = inner.agents.remove(&id)?;
-        inner.members.remove(&entry.actor.get_id());
+        let entry = inner.remove_agent(id)?;
+        inner.remove_member(&entry.actor.get_id());
         Some(entry)
     }
 
@@ -142,14 +187,14 @@ impl Directory {
         let mut inner = self.write();
         inner.members.insert(actor.get_id(), Member::Command(id));
         if let Some(old) = inner.commands.insert(id, actor) {
-            inner.members.remove(&old.get_id());
+            inner.remove_member(&old.get_id());
         }
     }
 
     pub fn remove_command(&self, id: TaskId) -> Option<ActorRef<CommandMsg>> {
         let mut inner = self.write();
         let actor = inner.commands.remove(&id)?;
-        inner.members.remove(&actor.get_id());
+        inner.remove_member(&actor.get_id());
         Some(actor)
     }
 
@@ -161,21 +206,21 @@ impl Directory {
         let mut inner = self.write();
         inner.members.insert(actor.get_id(), Member::Wait(id));
         if let Some(old) = inner.waits.insert(id, actor) {
-            inner.members.remove(&old.get_id());
+            inner.remove_member(&old.get_id());
         }
     }
 
     pub fn remove_wait(&self, id: WaitId) -> Option<ActorRef<WaitMsg>> {
         let mut inner = self.write();
         let actor = inner.waits.remove(&id)?;
-        inner.members.remove(&actor.get_id());
+        inner.remove_member(&actor.get_id());
         Some(actor)
     }
 
     pub fn remove_task(&self, id: TaskId) -> Option<ActorRef<TaskMsg>> {
         let mut inner = self.write();
         let actor = inner.tasks.remove(&id)?;
-        inner.members.remove(&actor.get_id());
+        inner.remove_member(&actor.get_id());
         Some(actor)
     }
 
@@ -190,16 +235,42 @@ impl Directory {
 
     pub fn counts(&self) -> DirectoryCounts {
         let inner = self.read();
-        let public = inner
-            .agents
-            .values()
-            .filter(|e| e.visibility == Visibility::Public)
-            .count();
         DirectoryCounts {
-            public,
-            private: inner.agents.len() - public,
+            public: inner.public,
+            private: inner.agents.len() - inner.public,
             tasks: inner.tasks.len() + inner.commands.len(),
             waits: inner.waits.len(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mostly_emptied_map_gives_back_its_table() {
+        let mut map: HashMap<u64, u64> = (0..100_000).map(|i| (i, i)).collect();
+        let full = map.capacity();
+        for i in 0..99_000 {
+            map.remove(&i);
+            shrink(&mut map);
+        }
+        assert_eq!(map.len(), 1_000);
+        assert!(map.capacity() * 16 < full, "{} of {full}", map.capacity());
+        assert!((99_000..100_000).all(|i| map.get(&i) == Some(&i)));
+    }
+
+    #[test]
+    fn small_maps_keep_their_table() {
+        let mut map: HashMap<u64, u64> = (0..1_000).map(|i| (i, i)).collect();
+        for i in 0..999 {
+            map.remove(&i);
+        }
+        // Removal leaves tombstones that `capacity` already discounts, so
+        // compare around the shrink itself.
+        let before = map.capacity();
+        shrink(&mut map);
+        assert_eq!(map.capacity(), before);
     }
 }

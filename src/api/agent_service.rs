@@ -4,7 +4,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use holarchy_actors::agent::Control;
+use holarchy_actors::agent::{AgentSnapshot, Control};
 use holarchy_actors::{NewAgent, Runtime};
 use holarchy_supervision::{limits, AgentId, AgentRecord, BrainConfig, MessageId, WorkStatus};
 use tokio::sync::{mpsc, watch};
@@ -53,6 +53,30 @@ impl AgentApi {
 
     async fn summary(&self, record: &AgentRecord) -> Result<pb::AgentSummary, ApiError> {
         let live = self.runtime.agent_snapshot(record.id).await;
+        self.summary_with(record, live)
+    }
+
+    /// A page's summaries. Every actor is asked at once, so a page costs one
+    /// round trip to the actors rather than one per agent.
+    async fn summaries(&self, records: &[AgentRecord]) -> Result<Vec<pb::AgentSummary>, ApiError> {
+        let lives = futures::future::join_all(
+            records
+                .iter()
+                .map(|record| self.runtime.agent_snapshot(record.id)),
+        )
+        .await;
+        records
+            .iter()
+            .zip(lives)
+            .map(|(record, live)| self.summary_with(record, live))
+            .collect()
+    }
+
+    fn summary_with(
+        &self,
+        record: &AgentRecord,
+        live: Option<AgentSnapshot>,
+    ) -> Result<pb::AgentSummary, ApiError> {
         let waits = self.store.waits_of(record.id)?;
         let focus = self
             .store
@@ -229,10 +253,7 @@ impl AgentService for AgentApi {
             .list_agents(after, limit + 1, req.include_private)
             .map_err(ApiError::from)?;
         let next_page_token = next_page(&mut records, limit, |r| r.id.to_string());
-        let mut agents = Vec::with_capacity(records.len());
-        for record in &records {
-            agents.push(self.summary(record).await?);
-        }
+        let agents = self.summaries(&records).await?;
         self.durable().await?;
         Ok(Response::new(pb::ListAgentsResponse {
             agents,

@@ -1,7 +1,7 @@
 //! `holarchy bench idle`: a load tool for operators. It drives a running
 //! daemon over gRPC: creates N idle agents (durable batches, concurrent
 //! callers; with `--tree`, each spawning private children), samples GetAgent
-//! and ListAgents latency at 1,000, 100,000 and N agents, measures the
+//! and ListAgents latency at 1,000, 10,000, 100,000 and N agents, measures the
 //! daemon's memory per agent (from its status), SendMessage until
 //! acknowledged and until the turn is seen starting, and with `--restart`
 //! the time from `kill -9` to a daemon answering with every agent back.
@@ -38,6 +38,11 @@ pub struct IdleArgs {
     /// Private children each agent spawns through its own SpawnAgent call.
     #[arg(long, default_value_t = 0)]
     pub tree: usize,
+    /// Then archive this many of the new agents and read the daemon's
+    /// memory again (compared with its memory at the checkpoint holding as
+    /// many agents as are left).
+    #[arg(long, default_value_t = 0)]
+    pub archive: usize,
     /// Then kill the daemon with SIGKILL, start it again with the same
     /// command line, and time its recovery (a daemon on this host only).
     #[arg(long)]
@@ -46,7 +51,7 @@ pub struct IdleArgs {
 
 /// Agent counts at which latencies are sampled (besides N itself), so one
 /// run shows how they grow with the population.
-const CHECKPOINTS: [usize; 2] = [1_000, 100_000];
+const CHECKPOINTS: [usize; 3] = [1_000, 10_000, 100_000];
 
 async fn status(clients: &mut Clients) -> anyhow::Result<pb::GetStatusResponse> {
     Ok(clients
@@ -56,12 +61,32 @@ async fn status(clients: &mut Clients) -> anyhow::Result<pb::GetStatusResponse> 
         .into_inner())
 }
 
+/// The daemon's RSS once it stops falling: allocators give freed memory
+/// back over seconds (jemalloc decays dirty pages over about ten), so one
+/// early reading would count memory already on its way back.
+async fn settled_rss(clients: &mut Clients) -> anyhow::Result<u64> {
+    let mut readings = vec![status(clients).await?.rss_bytes];
+    while readings.len() < 60 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        readings.push(status(clients).await?.rss_bytes);
+        if let [.., five_ago, _, _, _, _, now] = readings[..] {
+            // Less than 1% lower than five seconds ago: settled.
+            if now as f64 > five_ago as f64 * 0.99 {
+                return Ok(now);
+            }
+        }
+    }
+    Ok(readings.last().copied().unwrap_or(0))
+}
+
 /// GetAgent and ListAgents latencies with `ids` created.
 async fn checkpoint(c: &mut Clients, ids: &[String], samples: usize) -> anyhow::Result<Value> {
+    let rss = status(c).await?.rss_bytes;
     let get = probe::get_agent(c, ids, samples).await?;
     let list = probe::list_agents(c, samples.clamp(1, 50)).await?;
     Ok(json!({
         "agents": ids.len(),
+        "daemon_rss_bytes": rss,
         "get_agent_us": probe::percentiles(get),
         "list_agents_1000_us": probe::percentiles(list),
     }))
@@ -73,6 +98,10 @@ pub async fn idle(
     args: &IdleArgs,
     json_only: bool,
 ) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.archive <= args.agents,
+        "cannot archive more agents than are created"
+    );
     anyhow::ensure!(
         args.agents > 0 && args.batch > 0 && args.concurrency > 0 && args.samples > 0,
         "agents, batch, concurrency and samples must be positive"
@@ -132,15 +161,38 @@ pub async fn idle(
     let total = args.agents + private;
     let after = status(&mut clients).await?;
     checkpoints.push(checkpoint(&mut clients, &ids, args.samples).await?);
+    let empty = probe::empty_call(&clients, args.samples).await?;
     let send = probe::send_message(&mut clients, &ids, args.samples).await?;
+
+    let archived = if args.archive > 0 {
+        let t = Instant::now();
+        load::archive(&clients, &ids[..args.archive], quiet).await?;
+        let archive_s = t.elapsed().as_secs_f64();
+        let rss = settled_rss(&mut clients).await?;
+        let left = args.agents - args.archive;
+        let same_size = checkpoints
+            .iter()
+            .find(|p| p["agents"].as_u64() == Some(left as u64))
+            .and_then(|p| p["daemon_rss_bytes"].as_u64());
+        Some(json!({
+            "archived": args.archive,
+            "archive_per_s": args.archive as f64 / archive_s,
+            "daemon_rss_bytes": rss,
+            "left": left,
+            "daemon_rss_bytes_when_as_many": same_size,
+            "ratio": same_size.map(|b| rss as f64 / b.max(1) as f64),
+        }))
+    } else {
+        None
+    };
 
     let restarted = if args.restart {
         let r = restart::kill_and_restart(&mut clients, target).await?;
         anyhow::ensure!(
-            r.status.recovered_agents as usize >= agents_before + total,
+            r.status.recovered_agents as usize >= agents_before + total - args.archive,
             "the daemon came back with {} agents, not {}; see {}",
             r.status.recovered_agents,
-            agents_before + total,
+            agents_before + total - args.archive,
             r.log.display()
         );
         Some(json!({
@@ -165,8 +217,10 @@ pub async fn idle(
         "tree_agents_per_s": tree_s.map(|s| (args.agents + private) as f64 / s),
         "daemon_rss_per_agent_bytes": after.rss_bytes.saturating_sub(before) as f64 / total as f64,
         "checkpoints": checkpoints,
+        "empty_call_us": probe::percentiles(empty),
         "send_message_ack_us": probe::percentiles(send.acknowledged),
         "send_message_to_turn_seen_us": probe::percentiles(send.turn_seen),
+        "archive": archived,
         "restart": restarted,
     });
     if !json_only {
@@ -215,6 +269,10 @@ fn print_table(report: &Value) {
         );
     }
     latency(
+        "an empty call (health check): the transport",
+        &report["empty_call_us"],
+    );
+    latency(
         "SendMessage, until acknowledged",
         &report["send_message_ack_us"],
     );
@@ -222,6 +280,25 @@ fn print_table(report: &Value) {
         "SendMessage, until the turn is seen starting",
         &report["send_message_to_turn_seen_us"],
     );
+    if let Some(archive) = report["archive"].as_object() {
+        println!(
+            "{:<48} {:>12.0}",
+            "durable archives / s",
+            num(&archive["archive_per_s"])
+        );
+        println!(
+            "{:<48} {:>10.0} MB",
+            format!("daemon RSS, {} left after archiving", archive["left"]),
+            num(&archive["daemon_rss_bytes"]) / 1e6
+        );
+        if let Some(ratio) = archive["ratio"].as_f64() {
+            println!(
+                "{:<48} {:>11.2}x",
+                format!("  vs RSS when {} had been created", archive["left"]),
+                ratio
+            );
+        }
+    }
     if let Some(restart) = report["restart"].as_object() {
         println!(
             "{:<48} {:>10.3} s",

@@ -257,6 +257,9 @@ impl Output {
                     "store_bytes": s.store_bytes,
                     "event_cursor": s.event_cursor,
                     "data_dir": s.data_dir,
+                    "running_tasks": s.running_tasks,
+                    "armed_waits": s.armed_waits,
+                    "pid": s.pid,
                 })
             );
         } else {

@@ -183,3 +183,46 @@ pub async fn await_children(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Callers archiving at once: archives share flushes, so more callers mean
+/// fewer flushes per archive.
+const ARCHIVE_CALLERS: usize = 64;
+
+/// Archives `ids`, each through its own durable ArchiveAgent call.
+pub async fn archive(clients: &Clients, ids: &[String], quiet: bool) -> anyhow::Result<()> {
+    let progress = Progress::new("archiving", ids.len(), quiet);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut workers = Vec::new();
+    for worker in 0..ARCHIVE_CALLERS {
+        let mut c = clients.clone();
+        let mine: Vec<String> = ids
+            .iter()
+            .skip(worker)
+            .step_by(ARCHIVE_CALLERS)
+            .cloned()
+            .collect();
+        let tx = tx.clone();
+        workers.push(tokio::spawn(async move {
+            for agent_id in mine {
+                c.agents
+                    .archive_agent(pb::ArchiveAgentRequest { agent_id })
+                    .await?;
+                let _ = tx.send(());
+            }
+            anyhow::Ok(())
+        }));
+    }
+    drop(tx);
+    let mut done = 0;
+    while rx.recv().await.is_some() {
+        done += 1;
+        if done % 1000 == 0 || done == ids.len() {
+            progress.show(done);
+        }
+    }
+    progress.finish();
+    for worker in workers {
+        worker.await.context("archiver task")??;
+    }
+    Ok(())
+}

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use serde_json::{json, Value};
 use tokio_stream::StreamExt;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
 
 use crate::api::pb;
 use crate::client::Clients;
@@ -43,6 +45,23 @@ pub async fn get_agent(
         };
         let t = Instant::now();
         c.agents.get_agent(request).await?;
+        out.push(t.elapsed());
+    }
+    Ok(out)
+}
+
+/// The gRPC health check: a call that does no work, so what GetAgent costs
+/// beyond it is the daemon's own.
+pub async fn empty_call(c: &Clients, samples: usize) -> anyhow::Result<Vec<Duration>> {
+    let mut health = HealthClient::new(c.channel.clone());
+    let mut out = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        health
+            .check(HealthCheckRequest {
+                service: String::new(),
+            })
+            .await?;
         out.push(t.elapsed());
     }
     Ok(out)

@@ -1,0 +1,89 @@
+//! Giving memory back to the OS after many agents end.
+//!
+//! glibc's allocator keeps freed heap pages mapped: a daemon that archived
+//! 900,000 of its 1,000,000 agents kept all of their memory (measured in
+//! docs/benchmarks.md). `malloc_trim` returns every free page of every arena.
+//! It takes the arenas' locks while it walks them, so it runs only after
+//! a large drop in live actors, off the async workers, at most once a
+//! period. The default build uses jemalloc (the `jemalloc` feature), which
+//! purges in background threads by itself; this is for builds without it
+//! (`--no-default-features`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use holarchy_actors::Runtime;
+use tracing::info;
+
+/// How often the live-agent count is looked at.
+const PERIOD: Duration = Duration::from_secs(2);
+
+/// A trim follows a drop of at least this many live agents from the peak
+/// since the last trim, or a tenth of that peak, whichever is more: small
+/// churn is not worth walking a large heap.
+const MIN_DROP: usize = 10_000;
+
+/// Whether this build returns memory through `malloc_trim`.
+pub const TRIMS: bool = cfg!(all(
+    target_os = "linux",
+    target_env = "gnu",
+    not(feature = "mimalloc"),
+    not(feature = "jemalloc")
+));
+
+/// Watches the runtime and trims the heap after large drops, until the
+/// runtime stops.
+pub async fn trim_after_drops(runtime: Arc<Runtime>) {
+    if !TRIMS {
+        return;
+    }
+    let mut peak = 0usize;
+    loop {
+        tokio::select! {
+            () = runtime.stopped() => return,
+            () = tokio::time::sleep(PERIOD) => {}
+        }
+        let Ok(snapshot) = runtime.snapshot().await else {
+            continue;
+        };
+        let live = snapshot.public_agents + snapshot.private_agents + snapshot.running_tasks;
+        peak = peak.max(live);
+        let drop = peak - live;
+        if drop < MIN_DROP.max(peak / 10) {
+            continue;
+        }
+        let started = std::time::Instant::now();
+        let released = tokio::task::spawn_blocking(trim).await.unwrap_or(false);
+        info!(
+            ended = drop,
+            live,
+            released,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "returned freed heap to the OS"
+        );
+        peak = live;
+    }
+}
+
+#[cfg(all(
+    target_os = "linux",
+    target_env = "gnu",
+    not(feature = "mimalloc"),
+    not(feature = "jemalloc")
+))]
+#[allow(unsafe_code)]
+fn trim() -> bool {
+    // SAFETY: malloc_trim has no preconditions; it only walks glibc's own
+    // arenas under their locks and unmaps pages no allocation uses.
+    unsafe { libc::malloc_trim(0) == 1 }
+}
+
+#[cfg(not(all(
+    target_os = "linux",
+    target_env = "gnu",
+    not(feature = "mimalloc"),
+    not(feature = "jemalloc")
+)))]
+fn trim() -> bool {
+    false
+}
