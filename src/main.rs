@@ -7,13 +7,9 @@ use clap::Parser;
 use holarchy::cli::{self, Cli};
 use tracing_subscriber::EnvFilter;
 
-#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+#[cfg(any(feature = "jemalloc", feature = "mimalloc"))]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-#[cfg(feature = "jemalloc")]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static ALLOCATOR: holarchy::memory::Allocator = holarchy::memory::ALLOCATOR;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {

@@ -15,6 +15,18 @@ use std::time::Duration;
 use holarchy_actors::Runtime;
 use tracing::info;
 
+/// The build's global allocator, declared by the binary and the benchmarks
+/// (`#[global_allocator] static A: Allocator = ALLOCATOR;`) so both measure
+/// on the same one.
+#[cfg(feature = "jemalloc")]
+pub type Allocator = tikv_jemallocator::Jemalloc;
+#[cfg(feature = "jemalloc")]
+pub const ALLOCATOR: Allocator = tikv_jemallocator::Jemalloc;
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+pub type Allocator = mimalloc::MiMalloc;
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+pub const ALLOCATOR: Allocator = mimalloc::MiMalloc;
+
 /// How often the live-agent count is looked at.
 const PERIOD: Duration = Duration::from_secs(2);
 

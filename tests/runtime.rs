@@ -192,7 +192,9 @@ async fn a_turn_cut_short_by_a_crash_is_run_again_on_start() {
         store.durable().await.expect("durable");
         store.close().await;
     }
-    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    // sled lets go of its file lock from a background thread, a moment
+    // after the last handle above dropped.
+    let store = reopen(dir.path()).await;
     let runtime = start(store.clone(), RestartPolicy::default()).await;
     until("the message handled again", || {
         store
