@@ -88,6 +88,17 @@ fn main() {
     {
         let _ = Command::new("kill").arg(pid.to_string()).status();
     }
+    // The temporary directory goes when this returns: let the daemon finish
+    // its shutdown (its lock is released last) rather than delete a store
+    // under it.
+    let lock = data_dir.join("holarchy.lock");
+    for _ in 0..1200 {
+        let free = std::fs::File::open(&lock).is_ok_and(|f| f.try_lock().is_ok());
+        if free {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert!(
         output.status.success(),
         "bench idle failed: {}\n(daemon log: {})",

@@ -3,9 +3,10 @@
 //! callers; with `--tree`, each spawning private children), samples GetAgent
 //! and ListAgents latency at 1,000, 10,000, 100,000 and N agents, measures the
 //! daemon's memory per agent (from its status), SendMessage until
-//! acknowledged and until the turn is seen starting; with `--restart` the
-//! time from `kill -9` to a daemon answering with every agent back, and with
-//! `--archive M` the daemon's memory once M of the agents are archived.
+//! acknowledged and until the turn is seen starting; with `--archive M` the
+//! daemon's memory once M of the agents are archived, and with `--restart`
+//! (last) the time from `kill -9` to a daemon answering with every live
+//! agent back.
 //! Prints a table and one JSON line.
 
 use std::time::Instant;
@@ -39,12 +40,12 @@ pub struct IdleArgs {
     /// Private children each agent spawns through its own SpawnAgent call.
     #[arg(long, default_value_t = 0)]
     pub tree: usize,
-    /// Last, archive this many of the new agents and read the daemon's
+    /// Then archive this many of the new agents and read the daemon's
     /// memory again (compared with its memory at the checkpoint holding as
     /// many agents as are left).
     #[arg(long, default_value_t = 0)]
     pub archive: usize,
-    /// Then kill the daemon with SIGKILL, start it again with the same
+    /// Last, kill the daemon with SIGKILL, start it again with the same
     /// command line, and time its recovery (a daemon on this host only).
     #[arg(long)]
     pub restart: bool,
@@ -165,27 +166,8 @@ pub async fn idle(
     let empty = probe::empty_call(&clients, args.samples).await?;
     let send = probe::send_message(&mut clients, &ids, args.samples).await?;
 
-    // Restart first, so it recovers the whole population; the archive
-    // then runs in the recovered daemon.
-    let restarted = if args.restart {
-        let r = restart::kill_and_restart(&mut clients, target).await?;
-        anyhow::ensure!(
-            r.status.recovered_agents as usize >= agents_before + total,
-            "the daemon came back with {} agents, not {}; see {}",
-            r.status.recovered_agents,
-            agents_before + total,
-            r.log.display()
-        );
-        Some(json!({
-            "restart_s": r.elapsed.as_secs_f64(),
-            "recovered_agents": r.status.recovered_agents,
-            "rss_per_agent_bytes": r.status.rss_bytes as f64 / r.status.recovered_agents.max(1) as f64,
-            "log": r.log.display().to_string(),
-        }))
-    } else {
-        None
-    };
-
+    // Archive before any restart, so its memory is compared with a
+    // checkpoint of the same process.
     let archived = if args.archive > 0 {
         let t = Instant::now();
         load::archive(&clients, &ids[..args.archive], quiet).await?;
@@ -203,6 +185,26 @@ pub async fn idle(
             "left": left,
             "daemon_rss_bytes_when_as_many": same_size,
             "ratio": same_size.map(|b| rss as f64 / b.max(1) as f64),
+        }))
+    } else {
+        None
+    };
+
+    let restarted = if args.restart {
+        let r = restart::kill_and_restart(&mut clients, target).await?;
+        anyhow::ensure!(
+            r.status.recovered_agents as usize >= agents_before + total - args.archive,
+            "the daemon came back with {} agents, not {}; see {}",
+            r.status.recovered_agents,
+            agents_before + total - args.archive,
+            r.log.display()
+        );
+        Some(json!({
+            "restart_s": r.elapsed.as_secs_f64(),
+            "recovered_agents": r.status.recovered_agents,
+            // The whole process, recovered: no baseline to subtract here.
+            "daemon_rss_bytes": r.status.rss_bytes,
+            "log": r.log.display().to_string(),
         }))
     } else {
         None

@@ -22,9 +22,8 @@ use crate::agent::AgentMsg;
 use crate::store::{Batch, Write};
 use crate::{cleanup, command_plane, now_ms, supervise, Ctx};
 
-/// Agents whose actors start at once during recovery. Enough to keep every
-/// worker thread busy while others wait on their actor's first poll; small
-/// enough that a failure stops the start quickly.
+/// Spawns queued at once during recovery, one tokio task each so both
+/// cores spawn; the bound keeps a failure from leaving many behind it.
 const SPAWNS_IN_FLIGHT: usize = 256;
 
 /// Brings the store to a consistent tree and respawns it.
@@ -170,7 +169,7 @@ pub(super) async fn recover(
     // Where a slow start goes, for operators sizing a daemon.
     info!(
         read_ms = read.as_millis() as u64,
-        plan_ms = (planned - read).as_millis() as u64,
+        repair_and_plan_ms = (planned - read).as_millis() as u64,
         commit_ms = (committed - planned).as_millis() as u64,
         spawn_ms = (began.elapsed() - committed).as_millis() as u64,
         generations = plan.generations.len(),

@@ -3,9 +3,11 @@
 //! children, with a progress bar on stderr.
 
 use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use tokio::task::JoinSet;
 
 use crate::api::pb;
 use crate::client::Clients;
@@ -48,6 +50,9 @@ pub struct Progress {
     total: usize,
     started: Instant,
     quiet: bool,
+    /// Milliseconds after `started` of the last redraw: a redraw per call
+    /// would cost more than a fast call.
+    drawn_ms: AtomicU64,
 }
 
 impl Progress {
@@ -57,13 +62,17 @@ impl Progress {
             total,
             started: Instant::now(),
             quiet,
+            drawn_ms: AtomicU64::new(0),
         }
     }
 
     pub fn show(&self, done: usize) {
-        if self.quiet {
+        let now_ms = self.started.elapsed().as_millis() as u64;
+        if self.quiet || (done < self.total && now_ms < self.drawn_ms.load(Ordering::Relaxed) + 100)
+        {
             return;
         }
+        self.drawn_ms.store(now_ms, Ordering::Relaxed);
         const WIDTH: usize = 30;
         let filled = (done * WIDTH).checked_div(self.total).unwrap_or(WIDTH);
         let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
@@ -98,8 +107,8 @@ pub async fn create(
         .map(|start| (start, (start + load.batch).min(range.end)))
         .collect();
     let first_message = (load.fanout > 0).then(|| spawn_script(load.fanout));
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut workers = Vec::new();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut workers = JoinSet::new();
     for worker in 0..load.concurrency {
         let mut c = clients.clone();
         let mine: Vec<(usize, usize)> = batches
@@ -111,7 +120,7 @@ pub async fn create(
         let tx = tx.clone();
         let run = load.run.to_owned();
         let first_message = first_message.clone();
-        workers.push(tokio::spawn(async move {
+        workers.spawn(async move {
             let mut ids = Vec::new();
             for (start, end) in mine {
                 let agents = (start..end)
@@ -131,19 +140,48 @@ pub async fn create(
                 ids.extend(made);
             }
             anyhow::Ok(ids)
-        }));
+        });
     }
     drop(tx);
+    gather(workers, rx, progress, done_before).await
+}
+
+/// Collects what `workers` return while showing the progress they report,
+/// and stops them all at the first failure: at a million agents a failed
+/// call should end the run now, not when every other caller is done.
+async fn gather<T: Send + 'static>(
+    mut workers: JoinSet<anyhow::Result<Vec<T>>>,
+    mut progress_rx: tokio::sync::mpsc::UnboundedReceiver<usize>,
+    progress: &Progress,
+    done_before: usize,
+) -> anyhow::Result<Vec<T>> {
     let mut done = done_before;
-    while let Some(n) = rx.recv().await {
+    let mut out = Vec::new();
+    loop {
+        tokio::select! {
+            Some(n) = progress_rx.recv() => {
+                done += n;
+                progress.show(done);
+            }
+            joined = workers.join_next() => match joined {
+                None => break,
+                Some(Ok(Ok(part))) => out.extend(part),
+                Some(Ok(Err(err))) => {
+                    workers.abort_all();
+                    return Err(err);
+                }
+                Some(Err(join)) => {
+                    workers.abort_all();
+                    return Err(join).context("a load worker failed");
+                }
+            },
+        }
+    }
+    while let Ok(n) = progress_rx.try_recv() {
         done += n;
-        progress.show(done);
     }
-    let mut ids = Vec::with_capacity(range.len());
-    for worker in workers {
-        ids.extend(worker.await.context("creator task")??);
-    }
-    Ok(ids)
+    progress.show(done);
+    Ok(out)
 }
 
 /// Waits until the daemon runs `private` private agents and no turn, with a
@@ -191,8 +229,8 @@ const ARCHIVE_CALLERS: usize = 64;
 /// Archives `ids`, each through its own durable ArchiveAgent call.
 pub async fn archive(clients: &Clients, ids: &[String], quiet: bool) -> anyhow::Result<()> {
     let progress = Progress::new("archiving", ids.len(), quiet);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut workers = Vec::new();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut workers = JoinSet::new();
     for worker in 0..ARCHIVE_CALLERS {
         let mut c = clients.clone();
         let mine: Vec<String> = ids
@@ -202,27 +240,18 @@ pub async fn archive(clients: &Clients, ids: &[String], quiet: bool) -> anyhow::
             .cloned()
             .collect();
         let tx = tx.clone();
-        workers.push(tokio::spawn(async move {
+        workers.spawn(async move {
             for agent_id in mine {
                 c.agents
                     .archive_agent(pb::ArchiveAgentRequest { agent_id })
                     .await?;
-                let _ = tx.send(());
+                let _ = tx.send(1);
             }
-            anyhow::Ok(())
-        }));
+            anyhow::Ok(Vec::<()>::new())
+        });
     }
     drop(tx);
-    let mut done = 0;
-    while rx.recv().await.is_some() {
-        done += 1;
-        if done % 1000 == 0 || done == ids.len() {
-            progress.show(done);
-        }
-    }
+    gather(workers, rx, &progress, 0).await?;
     progress.finish();
-    for worker in workers {
-        worker.await.context("archiver task")??;
-    }
     Ok(())
 }
