@@ -154,6 +154,9 @@ pub struct ServeArgs {
     /// Bytes of output each command task keeps (oldest dropped first).
     #[arg(long, default_value_t = 1024 * 1024)]
     pub output_capacity: u64,
+    /// MiB of sled's page cache (it holds hot records in memory).
+    #[arg(long, default_value_t = 256)]
+    pub store_cache_mib: u64,
     /// The brain of agents created without one.
     #[command(flatten)]
     pub default_brain: BrainArgs,
@@ -261,6 +264,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
             config.runtime.max_queue_len = args.max_queue;
             config.runtime.output_capacity = args.output_capacity;
+            config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
             config.runtime.openai_retry.max_retries = args.model_retries;
             config.runtime.openai_retry.base = Duration::from_millis(args.model_retry_base_ms);
             if let Some(brain) = args.default_brain.config() {

@@ -27,6 +27,30 @@ pub type Allocator = mimalloc::MiMalloc;
 #[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
 pub const ALLOCATOR: Allocator = mimalloc::MiMalloc;
 
+/// What the allocator says it holds: bytes in live allocations and bytes
+/// resident in its mappings. `None` where the allocator keeps no account.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeapStats {
+    pub allocated: u64,
+    pub resident: u64,
+}
+
+#[cfg(feature = "jemalloc")]
+pub fn heap_stats() -> Option<HeapStats> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    // jemalloc's statistics are a snapshot refreshed by advancing the epoch.
+    epoch::advance().ok()?;
+    Some(HeapStats {
+        allocated: stats::allocated::read().ok()? as u64,
+        resident: stats::resident::read().ok()? as u64,
+    })
+}
+
+#[cfg(not(feature = "jemalloc"))]
+pub fn heap_stats() -> Option<HeapStats> {
+    None
+}
+
 /// How often the live-agent count is looked at.
 const PERIOD: Duration = Duration::from_secs(2);
 

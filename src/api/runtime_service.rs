@@ -54,6 +54,7 @@ impl RuntimeService for RuntimeApi {
         _request: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
         let snapshot = self.runtime.snapshot().await.map_err(ApiError::from)?;
+        let heap = crate::memory::heap_stats().unwrap_or_default();
         Ok(Response::new(pb::GetStatusResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_ms: self.runtime.uptime().as_millis() as u64,
@@ -77,6 +78,8 @@ impl RuntimeService for RuntimeApi {
             running_tasks: snapshot.running_tasks as u64,
             armed_waits: snapshot.armed_waits as u64,
             pid: std::process::id(),
+            heap_allocated_bytes: heap.allocated,
+            heap_resident_bytes: heap.resident,
         }))
     }
 }

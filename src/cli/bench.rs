@@ -83,12 +83,13 @@ async fn settled_rss(clients: &mut Clients) -> anyhow::Result<u64> {
 
 /// GetAgent and ListAgents latencies with `ids` created.
 async fn checkpoint(c: &mut Clients, ids: &[String], samples: usize) -> anyhow::Result<Value> {
-    let rss = status(c).await?.rss_bytes;
+    let at = status(c).await?;
     let get = probe::get_agent(c, ids, samples).await?;
     let list = probe::list_agents(c, samples.clamp(1, 50)).await?;
     Ok(json!({
         "agents": ids.len(),
-        "daemon_rss_bytes": rss,
+        "daemon_rss_bytes": at.rss_bytes,
+        "heap_allocated_bytes": at.heap_allocated_bytes,
         "get_agent_us": probe::percentiles(get),
         "list_agents_1000_us": probe::percentiles(list),
     }))
@@ -173,6 +174,7 @@ pub async fn idle(
         load::archive(&clients, &ids[..args.archive], quiet).await?;
         let archive_s = t.elapsed().as_secs_f64();
         let rss = settled_rss(&mut clients).await?;
+        let heap = status(&mut clients).await?;
         let left = args.agents - args.archive;
         let same_size = checkpoints
             .iter()
@@ -182,6 +184,8 @@ pub async fn idle(
             "archived": args.archive,
             "archive_per_s": args.archive as f64 / archive_s,
             "daemon_rss_bytes": rss,
+            "heap_allocated_bytes": heap.heap_allocated_bytes,
+            "heap_resident_bytes": heap.heap_resident_bytes,
             "left": left,
             "daemon_rss_bytes_when_as_many": same_size,
             "ratio": same_size.map(|b| rss as f64 / b.max(1) as f64),

@@ -260,6 +260,8 @@ impl Output {
                     "running_tasks": s.running_tasks,
                     "armed_waits": s.armed_waits,
                     "pid": s.pid,
+                    "heap_allocated_bytes": s.heap_allocated_bytes,
+                    "heap_resident_bytes": s.heap_resident_bytes,
                 })
             );
         } else {
