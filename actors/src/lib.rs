@@ -52,6 +52,7 @@ pub mod turn;
 pub mod wait;
 pub mod wait_plane;
 pub mod work_plane;
+pub mod workspace_path;
 
 pub use agent::{AgentSnapshot, DeliverError, Delivered};
 pub use brain::{Brain, ScriptedBrain};
