@@ -25,6 +25,8 @@ pub enum PathError {
         #[source]
         source: io::Error,
     },
+    #[error("`{0}` passes through a symlink whose target does not exist")]
+    DanglingLink(PathBuf),
     #[error("an empty path names nothing")]
     Empty,
 }
@@ -80,7 +82,10 @@ impl Roots {
 
 /// Canonicalises the longest existing prefix of `path` and appends the rest.
 fn canonical_with_missing_tail(path: &Path) -> Result<PathBuf, PathError> {
-    let mut existing = path.to_owned();
+    // Rebuilding from components drops interior and trailing `.`, so that
+    // `link/.` is probed as `link`: otherwise the `lstat` below would follow
+    // a dangling `link` and take it for a missing name.
+    let mut existing: PathBuf = path.components().collect();
     let mut tail: Vec<std::ffi::OsString> = Vec::new();
     loop {
         match std::fs::canonicalize(&existing) {
@@ -94,7 +99,7 @@ fn canonical_with_missing_tail(path: &Path) -> Result<PathBuf, PathError> {
                 // A dangling symlink is "not found" too, but it exists: what
                 // it points at is unknown, so it is never followed.
                 if existing.symlink_metadata().is_ok() {
-                    return Err(PathError::Outside(path.to_owned()));
+                    return Err(PathError::DanglingLink(path.to_owned()));
                 }
                 let Some(last) = existing.components().next_back() else {
                     return Err(PathError::Io {

@@ -68,6 +68,8 @@ fn climbing_out_absolute_paths_and_symlinks_out_are_refused() {
         "rel",
         "dangling",
         "dangling/below",
+        "dangling/.",
+        "dangling/./below",
         "missing/../../outside",
     ] {
         assert!(
@@ -97,6 +99,22 @@ fn a_symlink_that_stays_inside_is_followed() {
         got,
         std::fs::canonicalize(l.root.join("src/lib.rs")).expect("canonical")
     );
+}
+
+#[test]
+fn a_dangling_link_inside_is_refused_even_with_a_trailing_dot() {
+    let l = layout();
+    symlink(l.root.join("missing"), l.root.join("b")).expect("symlink");
+    let r = roots(&l);
+    for request in ["b", "b/.", "./b/./x"] {
+        assert!(
+            matches!(
+                r.resolve(&l.root, Path::new(request)),
+                Err(PathError::DanglingLink(_))
+            ),
+            "{request}"
+        );
+    }
 }
 
 /// One entry of a random layout under the root: a directory, or a symlink
@@ -132,7 +150,7 @@ fn component() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(128))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn nothing_accepted_resolves_outside(
