@@ -289,6 +289,8 @@ async fn spawn_private(runtime: &Runtime, parent: AgentId, preset: Preset) -> Ag
         preset,
         initial_message: Some("stand by".into()),
         name: None,
+        workspace_mode: Default::default(),
+        root: None,
     };
     spawn_agent(runtime.ctx(), parent, profile, request)
         .await

@@ -4,6 +4,7 @@
 //! - [`runtime_service`] serves `holarchy.v1.RuntimeService`.
 //! - [`task_service`] serves `holarchy.v1.TaskService`.
 //! - [`supervision_service`] serves `holarchy.v1.SupervisionService`.
+//! - [`workspace_service`] serves `holarchy.v1.WorkspaceService`.
 //! - [`plane_service`] serves `holarchy.v1.WorkService` and `holarchy.v1.TriggerService`.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
 
@@ -13,6 +14,7 @@ pub mod plane_service;
 pub mod runtime_service;
 pub mod supervision_service;
 pub mod task_service;
+pub mod workspace_service;
 
 /// Generated code for `holarchy.v1`.
 pub mod pb {

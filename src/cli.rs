@@ -6,6 +6,7 @@ mod bench;
 mod brain_args;
 mod output;
 mod tasks;
+mod workspaces;
 
 pub use brain_args::BrainArgs;
 use tasks::task_command;
@@ -87,6 +88,9 @@ pub enum Command {
     /// Work items: what agents are trying to accomplish.
     #[command(subcommand)]
     Work(WorkCommand),
+    /// Workspaces: the host directories an agent may work in.
+    #[command(subcommand)]
+    Workspace(WorkspaceCommand),
     /// Deliver an external trigger, as a machine would.
     Trigger {
         token: String,
@@ -109,6 +113,22 @@ pub enum WorkCommand {
     List { agent: String },
     /// One work item.
     Get { work_item_id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Attach a host directory to a public agent (never made active).
+    Attach {
+        agent: String,
+        path: std::path::PathBuf,
+        /// The workspace's id; by default made from the directory's name.
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Remove a binding; the directory is left as it is.
+    Detach { agent: String, workspace_id: String },
+    /// An agent's workspaces; `*` marks the active one.
+    List { agent: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -367,6 +387,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Task(command) => {
             let clients = client::connect(&cli.target()).await?;
             task_command(clients, command, &out).await
+        }
+        Command::Workspace(command) => {
+            let clients = client::connect(&cli.target()).await?;
+            workspaces::workspace_command(clients, command, &out).await
         }
         Command::Bench(BenchCommand::Idle(args)) => {
             let target = cli.target();

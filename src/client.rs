@@ -19,6 +19,7 @@ use crate::api::pb::supervision_service_client::SupervisionServiceClient;
 use crate::api::pb::task_service_client::TaskServiceClient;
 use crate::api::pb::trigger_service_client::TriggerServiceClient;
 use crate::api::pb::work_service_client::WorkServiceClient;
+use crate::api::pb::workspace_service_client::WorkspaceServiceClient;
 
 /// Where the daemon listens.
 #[derive(Debug, Clone)]
@@ -51,6 +52,7 @@ pub type TaskClient = TaskServiceClient<InterceptedService<Channel, Auth>>;
 pub type SupervisionClient = SupervisionServiceClient<InterceptedService<Channel, Auth>>;
 pub type WorkClient = WorkServiceClient<InterceptedService<Channel, Auth>>;
 pub type TriggerClient = TriggerServiceClient<InterceptedService<Channel, Auth>>;
+pub type WorkspaceClient = WorkspaceServiceClient<InterceptedService<Channel, Auth>>;
 
 /// Clients of every holarchy service, sharing one connection.
 #[derive(Debug, Clone)]
@@ -61,6 +63,7 @@ pub struct Clients {
     pub supervision: SupervisionClient,
     pub work: WorkClient,
     pub triggers: TriggerClient,
+    pub workspaces: WorkspaceClient,
     pub channel: Channel,
 }
 
@@ -113,7 +116,8 @@ pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
         tasks: TaskServiceClient::with_interceptor(channel.clone(), auth.clone()),
         supervision: SupervisionServiceClient::with_interceptor(channel.clone(), auth.clone()),
         work: WorkServiceClient::with_interceptor(channel.clone(), auth.clone()),
-        triggers: TriggerServiceClient::with_interceptor(channel.clone(), auth),
+        triggers: TriggerServiceClient::with_interceptor(channel.clone(), auth.clone()),
+        workspaces: WorkspaceServiceClient::with_interceptor(channel.clone(), auth),
         channel,
     })
 }

@@ -31,10 +31,12 @@ use crate::api::pb::supervision_service_server::SupervisionServiceServer;
 use crate::api::pb::task_service_server::TaskServiceServer;
 use crate::api::pb::trigger_service_server::TriggerServiceServer;
 use crate::api::pb::work_service_server::WorkServiceServer;
+use crate::api::pb::workspace_service_server::WorkspaceServiceServer;
 use crate::api::plane_service::PlaneApi;
 use crate::api::runtime_service::RuntimeApi;
 use crate::api::supervision_service::SupervisionApi;
 use crate::api::task_service::TaskApi;
+use crate::api::workspace_service::WorkspaceApi;
 use crate::store::sled_store::StoreConfig;
 use crate::store::SledStore;
 
@@ -156,6 +158,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
 
     let mut runtime_config = config.runtime.clone();
     runtime_config.workspace_root = config.data_dir.join("workspaces");
+    runtime_config.worktree_root = config.data_dir.join("worktrees");
     let store = Arc::new(
         SledStore::open(&config.data_dir.join(DB_DIR), &config.store)
             .context("cannot open the store")?,
@@ -203,6 +206,10 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     let triggers = TriggerServiceServer::new(PlaneApi::new(runtime.clone()));
     health.set_serving::<WorkServiceServer<PlaneApi>>().await;
     health.set_serving::<TriggerServiceServer<PlaneApi>>().await;
+    let workspaces = WorkspaceServiceServer::new(WorkspaceApi::new(runtime.clone()));
+    health
+        .set_serving::<WorkspaceServiceServer<WorkspaceApi>>()
+        .await;
     let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()));
     health.set_serving::<TaskServiceServer<TaskApi>>().await;
     health
@@ -225,7 +232,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .add_service(tasks.clone())
         .add_service(tree.clone())
         .add_service(work.clone())
-        .add_service(triggers.clone());
+        .add_service(triggers.clone())
+        .add_service(workspaces.clone());
     let mut unix_stop = stop_rx.clone();
     let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
         UnixListenerStream::new(unix),
@@ -265,7 +273,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 .add_service(tasks)
                 .add_service(tree)
                 .add_service(work)
-                .add_service(triggers);
+                .add_service(triggers)
+                .add_service(workspaces);
             Some(tokio::spawn(router.serve_with_incoming_shutdown(
                 TcpListenerStream::new(listener),
                 async move {

@@ -329,6 +329,8 @@ async fn spawn_child(
         preset,
         initial_message: Some("do it".into()),
         name: None,
+        workspace_mode: Default::default(),
+        root: None,
     };
     let spawned = spawn_agent(runtime.ctx(), parent, profile, request)
         .await
@@ -627,6 +629,8 @@ async fn a_forked_child_inherits_its_parents_work_and_recent_turns_and_a_fresh_o
         preset: Preset::PrivateChild,
         initial_message: Some("write the notes".into()),
         name: None,
+        workspace_mode: Default::default(),
+        root: None,
     };
     let forked = spawn_agent(runtime.ctx(), parent, profile, spawn(true))
         .await

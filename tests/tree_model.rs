@@ -146,6 +146,8 @@ impl World {
                         preset,
                         initial_message: Some("work".into()),
                         name: None,
+                        workspace_mode: Default::default(),
+                        root: None,
                     };
                     // The parent may be restarting after a kill; that is a
                     // refusal, not a broken invariant.

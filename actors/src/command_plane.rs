@@ -82,6 +82,8 @@ pub async fn exec(
         return Err(CommandError::OwnerGone);
     }
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
+    let place = crate::workspace_plane::place(ctx, owner)
+        .map_err(|e| CommandError::Start(e.to_string()))?;
     let now = now_ms();
     let task = TaskRecord {
         id: TaskId::generate(),
@@ -97,6 +99,8 @@ pub async fn exec(
         exit: None,
         created_at_ms: now,
         updated_at_ms: now,
+        place: Some(place.clone()),
+        worktree: None,
     };
     let task_id = task.id;
     ctx.store.commit(
@@ -116,7 +120,7 @@ pub async fn exec(
     let (done, mut finished) = watch::channel(false);
     let args = CommandArgs {
         task: task.clone(),
-        workdir: ctx.workspace(owner),
+        workdir: place.dir,
         handoff: handoff.clone(),
         done,
         env,

@@ -17,6 +17,12 @@
 //! - [`spawn`]: the `SpawnAgent` tool: private children linked under their
 //!   supervisor, public agents under the runtime.
 //! - [`task`]: the task actor, a parent's live handle on a child.
+//! - [`workspace_plane`]: attaching, detaching and using workspaces; where
+//!   an agent's commands run. [`workspace_path`] keeps requested paths
+//!   inside the attached set; [`worktree`] makes and removes the git
+//!   worktrees of `worktree`-mode children.
+//! - [`apply_patch`]: the `ApplyPatch` tool, all or nothing, file by file
+//!   atomic.
 //! - [`directory`]: running actors by id, shared by every supervisor.
 //! - [`store`]: the storage trait these actors need.
 //!
@@ -33,6 +39,7 @@ use holarchy_supervision::AgentId;
 use ractor::{ActorCell, ActorRef};
 
 pub mod agent;
+pub mod apply_patch;
 pub mod brain;
 pub mod cleanup;
 pub mod command;
@@ -53,6 +60,8 @@ pub mod wait;
 pub mod wait_plane;
 pub mod work_plane;
 pub mod workspace_path;
+pub mod workspace_plane;
+pub mod worktree;
 
 pub use agent::{AgentSnapshot, DeliverError, Delivered};
 pub use brain::{Brain, ScriptedBrain};
@@ -79,8 +88,11 @@ pub struct RuntimeConfig {
     pub turn_timeout: Duration,
     /// Bytes of output a command task keeps (a ring: the oldest go first).
     pub output_capacity: u64,
-    /// Where agents' workspaces live: `<root>/<agent id>`.
+    /// Where agents' home workspaces live: `<root>/<agent id>`.
     pub workspace_root: std::path::PathBuf,
+    /// Where git worktrees of `worktree`-mode children are made:
+    /// `<root>/<task id>`.
+    pub worktree_root: std::path::PathBuf,
     /// Between SIGTERM and SIGKILL when a command task is stopped.
     pub stop_grace: Duration,
     /// The brain of agents created without one.
@@ -98,6 +110,7 @@ impl Default for RuntimeConfig {
             turn_timeout: Duration::from_secs(600),
             output_capacity: 1024 * 1024,
             workspace_root: std::env::temp_dir().join("holarchy-workspaces"),
+            worktree_root: std::env::temp_dir().join("holarchy-worktrees"),
             stop_grace: Duration::from_secs(2),
             default_brain: holarchy_supervision::BrainConfig::Scripted,
             openai_retry: brain::openai::RetryPolicy::default(),
@@ -189,7 +202,7 @@ impl Ctx {
         self.output_events.subscribe()
     }
 
-    /// The agent's workspace directory.
+    /// The agent's `agent_home` directory (not necessarily made yet).
     pub fn workspace(&self, agent_id: AgentId) -> std::path::PathBuf {
         self.config.workspace_root.join(agent_id.to_string())
     }

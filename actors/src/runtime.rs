@@ -274,6 +274,16 @@ impl Actor for RuntimeActor {
             cleanups = recovered.cleanups_finished,
             "runtime recovered"
         );
+        // Worktrees whose tasks ended while the daemon was down, or whose
+        // removal a crash cut short, go now, beside the serving daemon.
+        let ctx = self.ctx.clone();
+        tokio::spawn(async move {
+            match crate::worktree::sweep(&ctx).await {
+                Ok(0) => {}
+                Ok(removed) => info!(removed, "stale worktrees removed"),
+                Err(err) => warn!(error = %err, "worktree sweep failed"),
+            }
+        });
         Ok(RuntimeState { gateway, recovered })
     }
 

@@ -3,17 +3,22 @@
 //! gets a task handle, itself a linked task actor. A public agent keeps only
 //! lineage and runs under the runtime.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::spawn::{may_spawn, relations, SpawnRefusal};
 use holarchy_supervision::task::task_label;
+use holarchy_supervision::workspace::{Projection, WorkspaceMode, Worktree, AGENT_HOME};
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, LifecycleState, MessageRecord, Preset, Profile, Provenance,
     TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
 };
 
 use crate::store::{Batch, StoreError, Write};
+use crate::workspace_path::Roots;
+use crate::workspace_plane::{self, WorkspaceError};
+use crate::worktree::{self, WorktreeError};
 use crate::{now_ms, supervise, Ctx};
 
 /// What the caller asks for.
@@ -26,6 +31,11 @@ pub struct SpawnRequest {
     /// Give the child its parent's view (work item, plan, recent turns)
     /// besides the handoff; otherwise it starts fresh with the handoff only.
     pub fork: bool,
+    /// How a private child's workspaces are made from the caller's.
+    pub workspace_mode: WorkspaceMode,
+    /// The child's root in `explicit_root` mode: a directory inside the
+    /// caller's attached set, relative to its active directory or absolute.
+    pub root: Option<PathBuf>,
 }
 
 /// What was made.
@@ -52,6 +62,14 @@ pub enum SpawnError {
     Store(#[from] StoreError),
     #[error("could not start the new agent: {0}")]
     Spawn(String),
+    #[error("workspace_mode `{0}` is for parent-supervised children; a public agent inherits its creator's attached workspaces")]
+    ModeNeedsPrivate(&'static str),
+    #[error("`root` is required in explicit_root mode, and only there")]
+    RootMismatch,
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error(transparent)]
+    Worktree(#[from] WorktreeError),
 }
 
 /// Spawns an agent for `caller`. Runs as a task of its own, so a caller
@@ -80,6 +98,8 @@ async fn spawn_to_completion(
         initial_message,
         name,
         fork,
+        workspace_mode,
+        root,
     } = request;
     may_spawn(caller_profile, preset, initial_message.as_deref())?;
     if let Some(body) = &initial_message {
@@ -93,6 +113,18 @@ async fn spawn_to_completion(
         (Visibility::Private, None) => {}
     }
 
+    let agent_id = AgentId::generate();
+    let task_id = TaskId::generate();
+    let (projection, worktree) = if profile.visibility == Visibility::Public {
+        if workspace_mode != WorkspaceMode::Inherit {
+            return Err(SpawnError::ModeNeedsPrivate(workspace_mode.name()));
+        }
+        let parent = workspace_plane::view(ctx, caller)?;
+        (parent.projection.for_public_child(agent_id, now_ms()), None)
+    } else {
+        child_workspaces(ctx, caller, agent_id, task_id, workspace_mode, root).await?
+    };
+
     // Held until the new actors are registered, so no cleanup of the caller
     // can run between the caller's liveness check and the child's birth.
     let tree = ctx.tree_lock.lock().await;
@@ -103,7 +135,7 @@ async fn spawn_to_completion(
     let (lineage, supervisor) = relations(caller, preset);
     let now = now_ms();
     let record = AgentRecord {
-        id: AgentId::generate(),
+        id: agent_id,
         name: name.clone(),
         profile,
         lineage_parent_agent_id: lineage,
@@ -123,7 +155,6 @@ async fn spawn_to_completion(
         created_at_ms: now,
         updated_at_ms: now,
     };
-    let agent_id = record.id;
     let mut batch = Batch::new()
         .write(Write::CreateAgent(record.clone()))
         .event(
@@ -154,7 +185,7 @@ async fn spawn_to_completion(
             .write(Write::PutMessage(message));
     }
     let task = supervisor.map(|owner| TaskRecord {
-        id: TaskId::generate(),
+        id: task_id,
         owner_agent_id: owner,
         kind: TaskKind::ChildAgent {
             child_agent_id: agent_id,
@@ -167,6 +198,8 @@ async fn spawn_to_completion(
         exit: None,
         created_at_ms: now,
         updated_at_ms: now,
+        place: None,
+        worktree: worktree.clone(),
     });
     if let Some(task) = &task {
         batch = batch
@@ -181,13 +214,27 @@ async fn spawn_to_completion(
             )
             .write(Write::PutTask(task.clone()));
     }
+    let start = projection
+        .as_ref()
+        .and_then(|p| p.active.as_ref())
+        .map(|a| a.dir.clone());
+    if let Some(projection) = projection {
+        batch = batch.write(Write::PutWorkspaces(projection));
+    }
+    // The task names the worktree before git makes it, so a crash from here
+    // on leaves a record that the next start's sweep cleans up.
     ctx.store.commit(batch)?;
+    let made = match &worktree {
+        Some(worktree) => make_worktree(worktree, start.as_deref()).await,
+        None => Ok(()),
+    };
 
     let supervisor_cell = match supervisor {
         Some(_) => caller_actor.actor.get_cell(),
         None => ctx.root().ok_or(SpawnError::CallerGone)?,
     };
     let started = async {
+        made.map_err(|err| err.to_string())?;
         supervise::spawn_agent(ctx, record, queue, supervisor_cell, false).await?;
         if let Some(task) = &task {
             supervise::spawn_task(ctx, task, caller_actor.actor.get_cell()).await?;
@@ -212,4 +259,59 @@ async fn spawn_to_completion(
     }
     ctx.store.durable().await?;
     Ok(Spawned { agent_id, task })
+}
+
+/// The projection of a private child, and the worktree it will work in
+/// (`worktree` mode), named after its handle task. Reads git and the file
+/// system only: nothing is made yet.
+async fn child_workspaces(
+    ctx: &Arc<Ctx>,
+    caller: AgentId,
+    child: AgentId,
+    task_id: TaskId,
+    mode: WorkspaceMode,
+    root: Option<PathBuf>,
+) -> Result<(Option<Projection>, Option<Worktree>), SpawnError> {
+    let parent = workspace_plane::view(ctx, caller)?;
+    let place = parent.place();
+    let now = now_ms();
+    match (mode, root) {
+        (WorkspaceMode::Inherit, None) => Ok((parent.projection.inherited(child, now), None)),
+        (WorkspaceMode::Worktree, None) => {
+            let (worktree, start) = worktree::plan(ctx, &place.dir, task_id).await?;
+            let projection =
+                Projection::confined(child, "worktree".into(), worktree.path.clone(), start, now);
+            Ok((Some(projection), Some(worktree)))
+        }
+        (WorkspaceMode::ExplicitRoot, Some(root)) => {
+            let roots =
+                Roots::new(parent.projection.roots(&parent.home)).map_err(WorkspaceError::from)?;
+            let dir = roots
+                .resolve(&place.dir, &root)
+                .map_err(WorkspaceError::from)?;
+            if !dir.is_dir() {
+                return Err(WorkspaceError::NotADirectory(root).into());
+            }
+            // The parent's home is the parent's: under the child it needs
+            // another name than the child's own `agent_home`.
+            let id = match parent.projection.owner_of(&parent.home, &dir) {
+                Some(id) if id != AGENT_HOME => id,
+                _ => "parent_home".to_owned(),
+            };
+            let projection = Projection::confined(child, id, dir.clone(), dir, now);
+            Ok((Some(projection), None))
+        }
+        (WorkspaceMode::Inherit | WorkspaceMode::Worktree, Some(_))
+        | (WorkspaceMode::ExplicitRoot, None) => Err(SpawnError::RootMismatch),
+    }
+}
+
+/// Makes the worktree, and the child's starting directory in it if that
+/// directory is not part of the checkout (an untracked one).
+async fn make_worktree(worktree: &Worktree, start: Option<&Path>) -> Result<(), WorktreeError> {
+    worktree::add(worktree).await?;
+    if let Some(start) = start {
+        std::fs::create_dir_all(start)?;
+    }
+    Ok(())
 }

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use holarchy_supervision::cleanup::CleanupIntent;
+use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
     AgentId, AgentRecord, CleanupId, EventKind, MessageId, MessageRecord, OutputChunk, TaskId,
     TaskRecord, WaitId, WaitRecord, WorkItemId, WorkItemRecord,
@@ -90,6 +91,8 @@ pub enum Write {
     /// A message, new or updated. The store keeps the pending index and the
     /// dedupe index in step with the record.
     PutMessage(MessageRecord),
+    /// An agent's workspace projection, new or changed.
+    PutWorkspaces(Projection),
 }
 
 /// Record writes and events that land together or not at all.
@@ -165,6 +168,11 @@ pub trait Store: Send + Sync + 'static {
     /// Everything recovery needs.
     fn recovery_input(&self) -> Result<RecoveryInput, StoreError>;
     fn task(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError>;
+    /// The agent's workspace projection; `None` if it has only its
+    /// `agent_home`, active.
+    fn workspaces(&self, agent_id: AgentId) -> Result<Option<Projection>, StoreError>;
+    /// Every task that owns a worktree not yet removed, running or not.
+    fn worktree_tasks(&self) -> Result<Vec<TaskRecord>, StoreError>;
     /// Every task the agent owns, oldest first.
     fn tasks_of(&self, owner: AgentId) -> Result<Vec<TaskRecord>, StoreError>;
     /// The live agents this agent supervises.

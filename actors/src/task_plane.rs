@@ -39,6 +39,8 @@ pub enum TaskError {
         task_id: TaskId,
         status: &'static str,
     },
+    #[error("git could not remove the worktree of task {0}; it is kept and retried at the next cleanup or start")]
+    WorktreeKept(TaskId),
     #[error(transparent)]
     Deliver(#[from] DeliverError),
     #[error(transparent)]
@@ -161,6 +163,15 @@ pub async fn stop(
 ) -> Result<TaskRecord, TaskError> {
     let task = get(ctx, task_id, owner)?;
     if task.status != TaskStatus::Running {
+        // A completed child's task keeps its worktree until told to let it
+        // go: stopping the ended task is that word.
+        if task.worktree.as_ref().is_some_and(|w| !w.removed) {
+            if !crate::worktree::release(ctx, task).await? {
+                return Err(TaskError::WorktreeKept(task_id));
+            }
+            ctx.store.durable().await?;
+            return get(ctx, task_id, owner);
+        }
         return Err(TaskError::NotRunning {
             task_id,
             status: task.status.name(),

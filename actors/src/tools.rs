@@ -3,6 +3,7 @@
 //! sent the current message.
 
 use holarchy_supervision::work::WorkUpdate;
+use holarchy_supervision::workspace::{Place, WorkspaceMode, Worktree};
 use holarchy_supervision::{
     AgentId, AgentRecord, Ownership, PlanStep, Preset, Profile, StepStatus, TaskId, TaskKind,
     TaskRecord, WaitKind, WaitRecord, WorkItemId, WorkItemRecord, WorkStatus,
@@ -16,6 +17,7 @@ use crate::spawn::{self, SpawnRequest};
 use crate::{command_plane, task_plane, wait_plane, work_plane, Ctx};
 
 mod catalog;
+mod workspace;
 
 pub use catalog::{tool_surface, ToolSpec, CATALOG};
 
@@ -133,7 +135,7 @@ fn lookup(reference: &str, results: &[ToolResult]) -> Option<String> {
     })
 }
 
-fn text_field<'a>(input: &'a Value, field: &str) -> Result<Option<&'a str>, String> {
+pub(crate) fn text_field<'a>(input: &'a Value, field: &str) -> Result<Option<&'a str>, String> {
     match input.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -176,9 +178,17 @@ async fn run(
                 Some("fork") => true,
                 Some(other) => return Err(format!("`context` is fresh or fork, not `{other}`")),
             };
+            let workspace_mode = match text_field(input, "workspace_mode")? {
+                None => WorkspaceMode::Inherit,
+                Some(name) => WorkspaceMode::from_name(name).ok_or_else(|| {
+                    format!("`workspace_mode` is inherit, worktree or explicit_root, not `{name}`")
+                })?,
+            };
             let request = SpawnRequest {
                 fork,
                 preset,
+                workspace_mode,
+                root: text_field(input, "root")?.map(std::path::PathBuf::from),
                 initial_message: text_field(input, "initial_message")?.map(str::to_owned),
                 name: text_field(input, "name")?.map(str::to_owned),
             };
@@ -192,6 +202,7 @@ async fn run(
                     "task_kind": t.kind.name(),
                     "status": t.status.name(),
                     "initial_output": Value::Null,
+                    "worktree": t.worktree.as_ref().map(worktree_json),
                 })),
             }))
         }
@@ -263,6 +274,7 @@ async fn run(
                     "initial_output": done.initial_output,
                 },
                 "exit": done.task.exit.map(|e| e.describe()),
+                "ran_in": done.task.place.as_ref().map(place_json),
             }))
         }
         "Sleep" => {
@@ -360,7 +372,10 @@ async fn run(
                 .map_err(|e| e.to_string())?;
             Ok(work_json(&item))
         }
-        other => Err(format!("tool `{other}` has no implementation")),
+        other => match workspace::run(ctx, agent_id, profile, other, input).await {
+            Some(result) => result,
+            None => Err(format!("tool `{other}` has no implementation")),
+        },
     }
 }
 
@@ -412,6 +427,21 @@ pub fn task_json(task: &TaskRecord) -> Value {
         "command": task.command,
         "exit": task.exit.map(|e| e.describe()),
         "output": task.output,
+        "ran_in": task.place.as_ref().map(place_json),
+        "worktree": task.worktree.as_ref().map(worktree_json),
+    })
+}
+
+fn place_json(place: &Place) -> Value {
+    json!({ "workspace_id": place.workspace_id, "dir": place.dir.display().to_string() })
+}
+
+fn worktree_json(worktree: &Worktree) -> Value {
+    json!({
+        "path": worktree.path.display().to_string(),
+        "branch": worktree.branch,
+        "repository": worktree.repo.display().to_string(),
+        "removed": worktree.removed,
     })
 }
 

@@ -5,13 +5,14 @@
 
 use std::collections::HashSet;
 
+use holarchy_supervision::workspace::Place;
 use holarchy_supervision::{
     AgentId, AgentRecord, TaskKind, TaskRecord, TaskStatus, WaitRecord, WaitStatus,
 };
 use ractor::{ActorCell, ActorId, ActorStatus};
 
 use crate::store::StoreError;
-use crate::Ctx;
+use crate::{workspace_plane, Ctx};
 
 /// One node: an agent, a task or a wait, and whether its actor runs.
 #[derive(Debug, Clone)]
@@ -19,6 +20,8 @@ pub enum Node {
     Agent {
         record: AgentRecord,
         actor_alive: bool,
+        /// Where its commands run now.
+        place: Place,
         children: Vec<Node>,
     },
     Task {
@@ -112,6 +115,14 @@ fn walk(
     let mut children = Vec::new();
     for task in ctx.store.tasks_of(agent_id)? {
         if task.status != TaskStatus::Running {
+            // An ended task still holding its child's worktree is shown:
+            // the worktree is on disk until the task lets it go.
+            if task.worktree.as_ref().is_some_and(|w| !w.removed) {
+                children.push(Node::Task {
+                    record: task,
+                    actor_alive: false,
+                });
+            }
             continue;
         }
         report.tasks += 1;
@@ -177,6 +188,7 @@ fn walk(
         children.push(walk(ctx, child, cell.clone(), report, seen)?);
     }
     Ok(Node::Agent {
+        place: workspace_plane::peek(ctx, agent_id)?,
         record,
         actor_alive,
         children,

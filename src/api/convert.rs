@@ -353,6 +353,14 @@ pub fn event(event: &Event) -> pb::Event {
             out.text = objective.clone();
             json!({ "work_item_id": work_item_id.to_string(), "status": status, "objective": objective })
         }
+        EventKind::WorkspaceChanged {
+            workspace_id,
+            change,
+            detail,
+        } => {
+            out.text = format!("{change} {workspace_id}");
+            json!({ "workspace_id": workspace_id, "change": change, "detail": detail })
+        }
         EventKind::CleanupStarted {
             reason,
             agents,
@@ -399,7 +407,29 @@ pub fn task(task: &TaskRecord) -> pb::TaskHandle {
         updated_at_ms: task.updated_at_ms as i64,
         command: task.command.clone().unwrap_or_default(),
         exit: task.exit.map(|e| e.describe()).unwrap_or_default(),
+        workspace_id: task
+            .place
+            .as_ref()
+            .map(|p| p.workspace_id.clone())
+            .unwrap_or_default(),
+        workdir: task
+            .place
+            .as_ref()
+            .map(|p| p.dir.display().to_string())
+            .unwrap_or_default(),
+        worktree: worktree(task),
     }
+}
+
+/// The worktree `task` owns, if any.
+pub fn worktree(task: &TaskRecord) -> Option<pb::Worktree> {
+    task.worktree.as_ref().map(|w| pb::Worktree {
+        path: w.path.display().to_string(),
+        branch: w.branch.clone(),
+        repository: w.repo.display().to_string(),
+        owner_task_id: task.id.to_string(),
+        removed: w.removed,
+    })
 }
 
 pub fn chunk(chunk: &OutputChunk) -> pb::OutputChunk {
@@ -415,6 +445,7 @@ impl From<TaskError> for ApiError {
         match err {
             TaskError::NotFound(_) => ApiError::NotFound(err.to_string()),
             TaskError::NotRunning { .. } => ApiError::FailedPrecondition(err.to_string()),
+            TaskError::WorktreeKept(_) => ApiError::Internal(err.to_string()),
             TaskError::Deliver(e) => e.into(),
             TaskError::Command(e) => e.into(),
             TaskError::Store(e) => e.into(),

@@ -9,7 +9,7 @@ use holarchy_supervision::AgentRecord;
 use tonic::{Request, Response, Status};
 
 use super::agent_service::parse_agent_id;
-use super::convert::ApiError;
+use super::convert::{self, ApiError};
 use super::pb;
 use super::pb::supervision_service_server::SupervisionService;
 use crate::store::SledStore;
@@ -52,6 +52,7 @@ fn node(node: &Node) -> pb::TreeNode {
         Node::Agent {
             record,
             actor_alive,
+            place,
             children,
         } => pb::TreeNode {
             node_type: "agent".into(),
@@ -70,6 +71,9 @@ fn node(node: &Node) -> pb::TreeNode {
             },
             actor_alive: *actor_alive,
             children: children.iter().map(self::node).collect(),
+            worktree: None,
+            active_workspace_id: place.workspace_id.clone(),
+            active_dir: place.dir.display().to_string(),
         },
         Node::Wait {
             record,
@@ -84,6 +88,7 @@ fn node(node: &Node) -> pb::TreeNode {
             ownership: String::new(),
             actor_alive: *actor_alive,
             children: Vec::new(),
+            ..Default::default()
         },
         Node::Task {
             record,
@@ -98,6 +103,8 @@ fn node(node: &Node) -> pb::TreeNode {
             ownership: String::new(),
             actor_alive: *actor_alive,
             children: Vec::new(),
+            worktree: convert::worktree(record),
+            ..Default::default()
         },
     }
 }

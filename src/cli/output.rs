@@ -325,6 +325,11 @@ impl Output {
                     "output": t.output,
                     "created_at_ms": t.created_at_ms,
                     "updated_at_ms": t.updated_at_ms,
+                    "command": t.command,
+                    "exit": t.exit,
+                    "workspace_id": t.workspace_id,
+                    "workdir": t.workdir,
+                    "worktree": t.worktree.as_ref().map(worktree_json),
                 })
             );
         } else {
@@ -338,6 +343,13 @@ impl Output {
             );
             if !t.output.is_empty() {
                 say!("{:<30}  -> {}", "", t.output);
+            }
+            if !t.workdir.is_empty() {
+                say!("{:<30}  ran in {} ({})", "", t.workdir, t.workspace_id);
+            }
+            if let Some(w) = &t.worktree {
+                let gone = if w.removed { " (removed)" } else { "" };
+                say!("{:<30}  worktree {} on {}{gone}", "", w.path, w.branch);
             }
         }
     }
@@ -394,6 +406,9 @@ impl Output {
                     "visibility": n.visibility,
                     "ownership": n.ownership,
                     "actor_alive": n.actor_alive,
+                    "active_workspace_id": n.active_workspace_id,
+                    "active_dir": n.active_dir,
+                    "worktree": n.worktree.as_ref().map(worktree_json),
                     "children": n.children.iter().map(node_json).collect::<Vec<_>>(),
                 })
             }
@@ -411,10 +426,18 @@ impl Output {
         fn line(n: &pb::TreeNode) -> String {
             let dead = if n.actor_alive { "" } else { "  [actor down]" };
             match n.node_type.as_str() {
-                "task" => format!(
-                    "task {} ({}, {}) \"{}\"{dead}",
-                    n.id, n.kind, n.state, n.name
-                ),
+                "task" => {
+                    let worktree = match &n.worktree {
+                        Some(w) if !w.removed => format!("  [worktree {} on {}]", w.path, w.branch),
+                        _ => String::new(),
+                    };
+                    // Ended tasks are shown only while they hold a worktree.
+                    let dead = if n.state == "running" { dead } else { "" };
+                    format!(
+                        "task {} ({}, {}) \"{}\"{worktree}{dead}",
+                        n.id, n.kind, n.state, n.name
+                    )
+                }
                 _ => {
                     let name = if n.name.is_empty() {
                         String::new()
@@ -451,6 +474,30 @@ impl Output {
         for mismatch in &tree.mismatches {
             say!("MISMATCH: {mismatch}");
         }
+    }
+
+    pub fn workspaces(&self, w: &pb::Workspaces) {
+        if self.json {
+            say!(
+                "{}",
+                json!({
+                    "agent_id": w.agent_id,
+                    "active_workspace_id": w.active_workspace_id,
+                    "active_dir": w.active_dir,
+                    "workspaces": w.workspaces.iter().map(|b| json!({
+                        "workspace_id": b.workspace_id,
+                        "root": b.root,
+                        "active": b.active,
+                    })).collect::<Vec<_>>(),
+                })
+            );
+            return;
+        }
+        for b in &w.workspaces {
+            let mark = if b.active { "*" } else { " " };
+            say!("{mark} {:<24}  {}", b.workspace_id, b.root);
+        }
+        say!("active: {} ({})", w.active_dir, w.active_workspace_id);
     }
 
     pub fn control(&self, verb: &str, done: &pb::ControlResponse) {
@@ -511,4 +558,14 @@ impl Output {
             );
         }
     }
+}
+
+fn worktree_json(w: &pb::Worktree) -> Value {
+    json!({
+        "path": w.path,
+        "branch": w.branch,
+        "repository": w.repository,
+        "owner_task_id": w.owner_task_id,
+        "removed": w.removed,
+    })
 }

@@ -6,6 +6,8 @@ use holarchy_actors::StoreError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use holarchy_supervision::TaskRecord;
+
 /// The version this build writes and reads.
 pub const FORMAT_VERSION: u8 = 1;
 
@@ -21,13 +23,22 @@ pub fn encode<T: Serialize>(tree: &'static str, value: &T) -> Result<Vec<u8>, St
 }
 
 pub fn decode<T: DeserializeOwned>(tree: &'static str, bytes: &[u8]) -> Result<T, StoreError> {
+    let (version, body) = split_version(tree, bytes)?;
+    if version != FORMAT_VERSION {
+        return Err(StoreError::UnsupportedVersion { tree, version });
+    }
+    decode_body(tree, body)
+}
+
+fn split_version<'a>(tree: &'static str, bytes: &'a [u8]) -> Result<(u8, &'a [u8]), StoreError> {
     let (&version, body) = bytes.split_first().ok_or(StoreError::Corrupt {
         tree,
         detail: "empty value".into(),
     })?;
-    if version != FORMAT_VERSION {
-        return Err(StoreError::UnsupportedVersion { tree, version });
-    }
+    Ok((version, body))
+}
+
+fn decode_body<T: DeserializeOwned>(tree: &'static str, body: &[u8]) -> Result<T, StoreError> {
     let (value, read) = bincode::serde::decode_from_slice(body, bincode::config::standard())
         .map_err(|err| StoreError::Corrupt {
             tree,
@@ -40,6 +51,61 @@ pub fn decode<T: DeserializeOwned>(tree: &'static str, bytes: &[u8]) -> Result<T
         });
     }
     Ok(value)
+}
+
+/// Tasks gained where they ran and the worktree they own in version 2;
+/// tasks written before read back with neither.
+pub const TASK_VERSION: u8 = 2;
+
+pub fn encode_task(tree: &'static str, task: &TaskRecord) -> Result<Vec<u8>, StoreError> {
+    let mut bytes = encode(tree, task)?;
+    bytes[0] = TASK_VERSION;
+    Ok(bytes)
+}
+
+pub fn decode_task(tree: &'static str, bytes: &[u8]) -> Result<TaskRecord, StoreError> {
+    match split_version(tree, bytes)? {
+        (TASK_VERSION, body) => decode_body(tree, body),
+        (FORMAT_VERSION, body) => decode_body::<TaskRecordV1>(tree, body).map(TaskRecord::from),
+        (version, _) => Err(StoreError::UnsupportedVersion { tree, version }),
+    }
+}
+
+/// A task as version 1 wrote it: the layout must never change.
+#[derive(serde::Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct TaskRecordV1 {
+    id: holarchy_supervision::TaskId,
+    owner_agent_id: holarchy_supervision::AgentId,
+    kind: holarchy_supervision::TaskKind,
+    label: String,
+    status: holarchy_supervision::TaskStatus,
+    output: Option<String>,
+    command: Option<String>,
+    process: Option<holarchy_supervision::ProcessRef>,
+    exit: Option<holarchy_supervision::ExitInfo>,
+    created_at_ms: u64,
+    updated_at_ms: u64,
+}
+
+impl From<TaskRecordV1> for TaskRecord {
+    fn from(v1: TaskRecordV1) -> Self {
+        TaskRecord {
+            id: v1.id,
+            owner_agent_id: v1.owner_agent_id,
+            kind: v1.kind,
+            label: v1.label,
+            status: v1.status,
+            output: v1.output,
+            command: v1.command,
+            process: v1.process,
+            exit: v1.exit,
+            created_at_ms: v1.created_at_ms,
+            updated_at_ms: v1.updated_at_ms,
+            place: None,
+            worktree: None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -77,6 +143,30 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode::<AgentRecord>("agents", &bytes);
         }
+    }
+
+    #[test]
+    fn version_1_tasks_read_back_without_place_or_worktree() {
+        let v1 = TaskRecordV1 {
+            id: holarchy_supervision::TaskId::generate(),
+            owner_agent_id: AgentId::generate(),
+            kind: holarchy_supervision::TaskKind::Command,
+            label: "make".into(),
+            status: holarchy_supervision::TaskStatus::Running,
+            output: None,
+            command: Some("make".into()),
+            process: None,
+            exit: None,
+            created_at_ms: 5,
+            updated_at_ms: 6,
+        };
+        let bytes = encode("tasks", &v1).expect("encodes");
+        let task = decode_task("tasks", &bytes).expect("decodes");
+        assert_eq!((task.label.as_str(), task.updated_at_ms), ("make", 6));
+        assert!(task.place.is_none() && task.worktree.is_none());
+        let again = encode_task("tasks", &task).expect("encodes");
+        assert_eq!(again[0], TASK_VERSION);
+        assert_eq!(decode_task("tasks", &again).expect("decodes"), task);
     }
 
     #[test]

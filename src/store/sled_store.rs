@@ -18,6 +18,8 @@
 //! - `owned_work`: owner id ++ item id    -> (empty): work items by owner
 //! - `output`:   task id ++ offset (u64)  -> OutputChunk of a command
 //! - `public`:   agent id                 -> (empty): public agents, for listings
+//! - `workspaces`: agent id               -> workspace Projection (absent: only agent_home)
+//! - `worktrees`: task id                 -> (empty): tasks whose worktree is not yet removed
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -29,6 +31,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use holarchy_actors::{Batch, DurableFuture, RecoveryInput, Store, StoreError};
 use holarchy_supervision::cleanup::CleanupIntent;
+use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
     AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, OutputChunk, TaskId,
     TaskRecord, TaskStatus, WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
@@ -37,7 +40,7 @@ use sled::transaction::TransactionError;
 use sled::Tree;
 use tokio::sync::watch;
 
-use super::codec::{decode, encode};
+use super::codec::{decode, decode_task, encode};
 use super::group_commit::{FlushStats, GroupCommit};
 use apply::Abort;
 use encoded::encode_write;
@@ -59,6 +62,8 @@ const WORK: &str = "work";
 const OWNED_WORK: &str = "owned_work";
 const OUTPUT: &str = "output";
 const PUBLIC: &str = "public";
+const WORKSPACES: &str = "workspaces";
+const WORKTREES: &str = "worktrees";
 
 fn backend(err: sled::Error) -> StoreError {
     StoreError::Backend(err.to_string())
@@ -121,6 +126,8 @@ pub struct SledStore {
     owned_work: Tree,
     output: Tree,
     public: Tree,
+    workspaces: Tree,
+    worktrees: Tree,
     /// The last event cursor handed out; held across each transaction.
     next_cursor: Mutex<EventCursor>,
     /// The last event cursor whose transaction has been applied.
@@ -167,6 +174,8 @@ impl SledStore {
             owned_work: tree(OWNED_WORK)?,
             output: tree(OUTPUT)?,
             public: tree(PUBLIC)?,
+            workspaces: tree(WORKSPACES)?,
+            worktrees: tree(WORKTREES)?,
             events,
             next_cursor: Mutex::new(last),
             committed,
@@ -382,7 +391,11 @@ impl Store for SledStore {
                 pending.push(decode(MESSAGES, &bytes)?);
             }
         }
-        let tasks: Vec<TaskRecord> = Self::decode_all(&self.tasks, TASKS)?;
+        let tasks = self
+            .tasks
+            .iter()
+            .map(|entry| decode_task(TASKS, &entry.map_err(backend)?.1))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(RecoveryInput {
             agents: Self::decode_all(&self.agents, AGENTS)?,
             pending,
@@ -399,7 +412,23 @@ impl Store for SledStore {
     }
 
     fn task(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
-        self.get(&self.tasks, TASKS, &id.to_bytes())
+        match self.tasks.get(id.to_bytes()).map_err(backend)? {
+            Some(bytes) => decode_task(TASKS, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn workspaces(&self, agent_id: AgentId) -> Result<Option<Projection>, StoreError> {
+        self.get(&self.workspaces, WORKSPACES, &agent_id.to_bytes())
+    }
+
+    fn worktree_tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        let mut out = Vec::new();
+        for entry in self.worktrees.iter() {
+            let (key, _) = entry.map_err(backend)?;
+            out.extend(self.task(TaskId::from_bytes(id_from_key(WORKTREES, &key)?))?);
+        }
+        Ok(out)
     }
 
     fn tasks_of(&self, owner: AgentId) -> Result<Vec<TaskRecord>, StoreError> {
@@ -549,6 +578,8 @@ impl Store for SledStore {
             &self.owned_work,
             &self.output,
             &self.public,
+            &self.workspaces,
+            &self.worktrees,
         ];
         let result =
             sled::Transactional::transaction(&trees[..], |t| apply::apply(t, &writes, &events));

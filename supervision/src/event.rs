@@ -112,6 +112,12 @@ pub enum EventKind {
         status: String,
         objective: String,
     },
+    /// Attached, detached or activated; `detail` says which and where.
+    WorkspaceChanged {
+        workspace_id: String,
+        change: String,
+        detail: String,
+    },
 }
 
 impl EventKind {
@@ -130,6 +136,7 @@ impl EventKind {
             EventKind::CleanupStarted { .. } => "cleanup_started",
             EventKind::WaitUpdated { .. } => "wait_updated",
             EventKind::WorkItemUpdated { .. } => "work_item_updated",
+            EventKind::WorkspaceChanged { .. } => "workspace_changed",
         }
     }
 }

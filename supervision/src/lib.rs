@@ -17,6 +17,8 @@
 //! - [`recovery`]: what a restarting daemon respawns and requeues.
 //! - [`brain`]: brain configurations (scripted, command, openai).
 //! - [`limits`]: input validation shared by the API and the actors.
+//! - [`patch`]: unified diffs, parsed and applied to text (the `ApplyPatch` tool).
+//! - [`workspace`]: attached workspaces, the active one, child projection modes.
 
 pub mod brain;
 pub mod cleanup;
@@ -24,6 +26,7 @@ pub mod event;
 pub mod ids;
 pub mod ingress;
 pub mod limits;
+pub mod patch;
 pub mod profile;
 pub mod record;
 pub mod recovery;
@@ -32,6 +35,7 @@ pub mod spawn;
 pub mod task;
 pub mod wait;
 pub mod work;
+pub mod workspace;
 
 pub use brain::BrainConfig;
 pub use event::{Event, EventKind, RunOutcome};

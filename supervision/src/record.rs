@@ -274,16 +274,13 @@ mod tests {
             let mut status = MessageStatus::Queued;
             let mut ended = false;
             for event in events {
-                match status.next(event) {
-                    Some(next) => {
-                        prop_assert!(!ended, "{status:?} moved to {next:?} after ending");
-                        if let (MessageEvent::Finish { run_id, .. } | MessageEvent::Abort { run_id }, MessageStatus::Handling { run_id: held }) = (event, status) {
-                            prop_assert_eq!(run_id, held, "only the run holding it ends it");
-                        }
-                        status = next;
-                        ended = !status.is_pending();
+                if let Some(next) = status.next(event) {
+                    prop_assert!(!ended, "{status:?} moved to {next:?} after ending");
+                    if let (MessageEvent::Finish { run_id, .. } | MessageEvent::Abort { run_id }, MessageStatus::Handling { run_id: held }) = (event, status) {
+                        prop_assert_eq!(run_id, held, "only the run holding it ends it");
                     }
-                    None => {}
+                    status = next;
+                    ended = !status.is_pending();
                 }
             }
         }

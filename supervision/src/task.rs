@@ -113,6 +113,10 @@ pub struct TaskRecord {
     pub exit: Option<ExitInfo>,
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
+    /// Where a command ran: its agent's active workspace when it started.
+    pub place: Option<crate::workspace::Place>,
+    /// The git worktree this task owns (a child in `worktree` mode).
+    pub worktree: Option<crate::workspace::Worktree>,
 }
 
 /// Which stream a piece of command output came from.

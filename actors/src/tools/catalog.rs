@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 pub struct ToolSpec {
     pub name: &'static str,
     pub family: ToolFamily,
-    /// agent, task, waiting, work or core.
+    /// agent, task, waiting, work, workspace or core.
     pub plane: &'static str,
     pub description: &'static str,
     /// JSON Schema text (checked to parse by a test).
@@ -50,8 +50,8 @@ pub const CATALOG: &[ToolSpec] = &[
         name: "SpawnAgent",
         family: ToolFamily::AgentCreation,
         plane: "agent",
-        description: "Creates an agent. `preset` is private_child (default), private_delegator or public_named. A private child is supervised by the caller, gets `initial_message` (required) as its first message, and comes back with a task handle; a public agent needs a `name` and keeps only lineage. The child runs on the caller's brain. `context: fork` also gives it the caller's work item, plan and recent turns; `fresh` (the default) only the handoff.",
-        input_schema: r#"{"type":"object","properties":{"preset":{"type":"string","enum":["private_child","private_delegator","public_named"]},"initial_message":{"type":"string"},"name":{"type":"string"},"context":{"type":"string","enum":["fresh","fork"]}},"additionalProperties":false}"#,
+        description: "Creates an agent. `preset` is private_child (default), private_delegator or public_named. A private child is supervised by the caller, gets `initial_message` (required) as its first message, and comes back with a task handle; a public agent needs a `name` and keeps only lineage. The child runs on the caller's brain. A private child's `workspace_mode`: `inherit` (default: the caller's attached workspaces and active directory), `worktree` (a git worktree of the caller's active workspace on a new branch `holarchy/<task id>`, owned by the task handle and removed with its branch when the task is stopped or its owner cleaned up; kept after the child completes until then) or `explicit_root` (`root`, a directory inside the caller's attached set, becomes the child's only workspace). A public agent inherits the caller's attached workspaces, not its active one. `context: fork` also gives it the caller's work item, plan and recent turns; `fresh` (the default) only the handoff.",
+        input_schema: r#"{"type":"object","properties":{"preset":{"type":"string","enum":["private_child","private_delegator","public_named"]},"initial_message":{"type":"string"},"name":{"type":"string"},"context":{"type":"string","enum":["fresh","fork"]},"workspace_mode":{"type":"string","enum":["inherit","worktree","explicit_root"]},"root":{"type":"string"}},"additionalProperties":false}"#,
     },
     ToolSpec {
         name: "TaskList",
@@ -92,8 +92,36 @@ pub const CATALOG: &[ToolSpec] = &[
         name: "ExecCommand",
         family: ToolFamily::LocalEnvironment,
         plane: "task",
-        description: "Runs a shell command in this agent's workspace, in its own process group. A command done within `yield_ms` (default 3000) returns its output; a longer one returns a task handle and reports back when it ends. `env` is passed to the process and never stored.",
+        description: "Runs a shell command in this agent's active workspace directory, in its own process group. A command done within `yield_ms` (default 3000) returns its output; a longer one returns a task handle and reports back when it ends. `env` is passed to the process and never stored.",
         input_schema: r#"{"type":"object","properties":{"command":{"type":"string"},"yield_ms":{"type":"integer","minimum":0,"maximum":600000},"env":{"type":"object","additionalProperties":{"type":"string"}}},"required":["command"],"additionalProperties":false}"#,
+    },
+    ToolSpec {
+        name: "UseWorkspace",
+        family: ToolFamily::LocalEnvironment,
+        plane: "workspace",
+        description: "Makes a workspace active, so commands and patches run there. `workspace_id` activates an attached workspace's root (`agent_home` is always attached); `path` (relative to the active directory, or absolute) activates a directory inside the attached workspaces. A path outside them is attached as a new workspace only with the authority_expansion family; otherwise it is refused and nothing changes.",
+        input_schema: r#"{"type":"object","properties":{"workspace_id":{"type":"string"},"path":{"type":"string"}},"additionalProperties":false}"#,
+    },
+    ToolSpec {
+        name: "ApplyPatch",
+        family: ToolFamily::LocalEnvironment,
+        plane: "workspace",
+        description: "Applies a unified diff (diff -u or git diff; paths relative to the active directory) inside the active workspace. Every hunk of every file must apply, or nothing is written; each file is replaced atomically. Paths outside the active workspace are refused. Returns the files changed.",
+        input_schema: r#"{"type":"object","properties":{"patch":{"type":"string"}},"required":["patch"],"additionalProperties":false}"#,
+    },
+    ToolSpec {
+        name: "AttachWorkspace",
+        family: ToolFamily::AuthorityExpansion,
+        plane: "workspace",
+        description: "Attaches a host directory (an absolute path) as a workspace this agent may use, under `workspace_id` or an id made from the directory's name. Does not make it active.",
+        input_schema: r#"{"type":"object","properties":{"path":{"type":"string"},"workspace_id":{"type":"string"}},"required":["path"],"additionalProperties":false}"#,
+    },
+    ToolSpec {
+        name: "DetachWorkspace",
+        family: ToolFamily::AuthorityExpansion,
+        plane: "workspace",
+        description: "Removes a workspace binding; the directory itself is never touched. An agent working in it goes back to agent_home.",
+        input_schema: r#"{"type":"object","properties":{"workspace_id":{"type":"string"}},"required":["workspace_id"],"additionalProperties":false}"#,
     },
     ToolSpec {
         name: "Sleep",

@@ -4,13 +4,13 @@
 
 use holarchy_actors::StoreError;
 use holarchy_supervision::{
-    AgentId, AgentRecord, MessageRecord, TaskRecord, TaskStatus, WaitRecord, WaitStatus,
+    AgentId, AgentRecord, MessageRecord, TaskStatus, WaitRecord, WaitStatus,
 };
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
 use super::encoded::Encoded;
 use super::{pair_key, AGENTS, MESSAGES, TASKS, WAITS};
-use crate::store::codec::decode;
+use crate::store::codec::{decode, decode_task};
 
 /// Why a transaction gave up on purpose.
 pub(super) enum Abort {
@@ -46,6 +46,7 @@ pub(super) fn apply(
     let (waits, owned_waits, triggers, work, owned_work) = (&t[10], &t[11], &t[12], &t[13], &t[14]);
     let output = &t[15];
     let public_index = &t[16];
+    let (workspaces, worktrees) = (&t[17], &t[18]);
     for write in writes {
         match write {
             Encoded::CreateAgent {
@@ -131,12 +132,13 @@ pub(super) fn apply(
                 id,
                 owned_key,
                 guard_running,
+                worktree_pending,
                 value,
             } => {
                 if *guard_running {
                     let running = match tasks.get(id.as_slice())? {
                         Some(bytes) => {
-                            decode::<TaskRecord>(TASKS, &bytes)
+                            decode_task(TASKS, &bytes)
                                 .map_err(|e| {
                                     ConflictableTransactionError::Abort(Abort::Corrupt(e))
                                 })?
@@ -153,6 +155,14 @@ pub(super) fn apply(
                 }
                 tasks.insert(id.as_slice(), value.as_slice())?;
                 owned.insert(owned_key.as_slice(), &[] as &[u8])?;
+                if *worktree_pending {
+                    worktrees.insert(id.as_slice(), &[] as &[u8])?;
+                } else {
+                    worktrees.remove(id.as_slice())?;
+                }
+            }
+            Encoded::PutWorkspaces { id, value } => {
+                workspaces.insert(id.as_slice(), value.as_slice())?;
             }
             Encoded::PutWait {
                 id,

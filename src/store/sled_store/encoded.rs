@@ -4,8 +4,10 @@
 use holarchy_actors::{StoreError, Write};
 use holarchy_supervision::{AgentId, WaitKind};
 
-use super::{output_key, pair_key, AGENTS, CLEANUPS, MESSAGES, OUTPUT, TASKS, WAITS, WORK};
-use crate::store::codec::encode;
+use super::{
+    output_key, pair_key, AGENTS, CLEANUPS, MESSAGES, OUTPUT, TASKS, WAITS, WORK, WORKSPACES,
+};
+use crate::store::codec::{encode, encode_task};
 
 /// A batch, encoded ahead of the transaction (whose closure may rerun).
 pub(super) enum Encoded {
@@ -39,6 +41,12 @@ pub(super) enum Encoded {
         id: [u8; 16],
         owned_key: Vec<u8>,
         guard_running: bool,
+        /// Whether the task owns a worktree still on disk.
+        worktree_pending: bool,
+        value: Vec<u8>,
+    },
+    PutWorkspaces {
+        id: [u8; 16],
         value: Vec<u8>,
     },
     PutWait {
@@ -108,7 +116,12 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             id: task.id.to_bytes(),
             owned_key: pair_key(task.owner_agent_id, &task.id.to_bytes()),
             guard_running: matches!(write, Write::EndTask(_)),
-            value: encode(TASKS, task)?,
+            worktree_pending: task.worktree.as_ref().is_some_and(|w| !w.removed),
+            value: encode_task(TASKS, task)?,
+        },
+        Write::PutWorkspaces(projection) => Encoded::PutWorkspaces {
+            id: projection.agent_id.to_bytes(),
+            value: encode(WORKSPACES, projection)?,
         },
         Write::PutWait(wait) | Write::EndWait(wait) => Encoded::PutWait {
             id: wait.id.to_bytes(),

@@ -1,0 +1,264 @@
+//! The workspace plane: an agent's attached workspaces and the one it
+//! works in, changed by its tools (`UseWorkspace`, `AttachWorkspace`,
+//! `DetachWorkspace`) and by operators (WorkspaceService). The rules over
+//! the set are the model's ([`Projection`]); this module resolves paths on
+//! the host and makes each change durable with an event.
+//!
+//! Every change is a read-modify-write of one record, done under the tree
+//! lock so an operator's attach and the agent's own `UseWorkspace` never
+//! lose one another. Idle agents store nothing: no record means only
+//! `agent_home`, active.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use holarchy_supervision::workspace::{Binding, Place, Projection, WorkspaceRefusal, AGENT_HOME};
+use holarchy_supervision::{AgentId, EventKind};
+
+use crate::store::{Batch, StoreError, Write};
+use crate::workspace_path::{PathError, Roots};
+use crate::{now_ms, Ctx};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("agent {0} not found")]
+    AgentNotFound(AgentId),
+    #[error("agent {0} is not live")]
+    AgentNotLive(AgentId),
+    #[error(transparent)]
+    Refused(#[from] WorkspaceRefusal),
+    #[error(transparent)]
+    Path(#[from] PathError),
+    #[error("`{0}` is outside the attached workspaces, and attaching a new root needs the authority_expansion family")]
+    NeedsAuthority(PathBuf),
+    #[error("`{0}` is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("give exactly one of `workspace_id` and `path`")]
+    OneTarget,
+    #[error("the agent's home workspace: {0}")]
+    Home(std::io::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What `UseWorkspace` is pointed at.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// An attached workspace's root, `agent_home` included.
+    Id(String),
+    /// A directory, relative to the active one or absolute.
+    Path(PathBuf),
+}
+
+/// An agent's projection and the canonical root of its `agent_home`.
+#[derive(Debug, Clone)]
+pub struct View {
+    pub projection: Projection,
+    pub home: PathBuf,
+}
+
+impl View {
+    pub fn place(&self) -> Place {
+        self.projection.active_place(&self.home)
+    }
+
+    /// Every attached workspace, `agent_home` first, with its root.
+    pub fn bindings(&self) -> Vec<Binding> {
+        std::iter::once(Binding {
+            workspace_id: AGENT_HOME.to_owned(),
+            root: self.home.clone(),
+        })
+        .chain(self.projection.attached.iter().cloned())
+        .collect()
+    }
+}
+
+/// Makes the agent's home if need be and returns its canonical path.
+fn home(ctx: &Ctx, agent_id: AgentId) -> Result<PathBuf, WorkspaceError> {
+    let home = ctx.workspace(agent_id);
+    std::fs::create_dir_all(&home).map_err(WorkspaceError::Home)?;
+    std::fs::canonicalize(&home).map_err(WorkspaceError::Home)
+}
+
+/// The agent's workspaces as they stand.
+pub fn view(ctx: &Ctx, agent_id: AgentId) -> Result<View, WorkspaceError> {
+    let projection = ctx
+        .store
+        .workspaces(agent_id)?
+        .unwrap_or_else(|| Projection::home_only(agent_id, 0));
+    Ok(View {
+        projection,
+        home: home(ctx, agent_id)?,
+    })
+}
+
+/// Where the agent works, from the store alone: nothing is made on disk,
+/// so inspecting a million agents creates no directory.
+pub fn peek(ctx: &Ctx, agent_id: AgentId) -> Result<Place, StoreError> {
+    let home = ctx.workspace(agent_id);
+    Ok(match ctx.store.workspaces(agent_id)? {
+        Some(projection) => projection.active_place(&home),
+        None => Place {
+            workspace_id: AGENT_HOME.to_owned(),
+            dir: home,
+        },
+    })
+}
+
+/// Where the agent's commands run now.
+pub fn place(ctx: &Ctx, agent_id: AgentId) -> Result<Place, WorkspaceError> {
+    Ok(view(ctx, agent_id)?.place())
+}
+
+/// The root of the active workspace, for tools confined to it.
+pub fn active_root(view: &View) -> PathBuf {
+    let place = view.place();
+    view.projection
+        .root_of(&view.home, &place.workspace_id)
+        .unwrap_or_else(|| view.home.clone())
+}
+
+fn canonical_dir(path: &Path) -> Result<PathBuf, WorkspaceError> {
+    let canonical = std::fs::canonicalize(path).map_err(|source| PathError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    if !canonical.is_dir() {
+        return Err(WorkspaceError::NotADirectory(path.to_owned()));
+    }
+    Ok(canonical)
+}
+
+/// Applies `change` to the live agent's projection and records it with
+/// one event; the returned future-free result is committed, and the caller
+/// waits for durability outside the lock.
+async fn change<T>(
+    ctx: &Arc<Ctx>,
+    agent_id: AgentId,
+    change: impl FnOnce(&mut View) -> Result<(T, String, String, String), WorkspaceError>,
+) -> Result<(View, T), WorkspaceError> {
+    let guard = ctx.tree_lock.lock().await;
+    let record = ctx
+        .store
+        .agent(agent_id)?
+        .ok_or(WorkspaceError::AgentNotFound(agent_id))?;
+    if !record.state.is_live() {
+        return Err(WorkspaceError::AgentNotLive(agent_id));
+    }
+    let mut view = view(ctx, agent_id)?;
+    let (out, workspace_id, what, detail) = change(&mut view)?;
+    view.projection.updated_at_ms = now_ms();
+    ctx.store.commit(
+        Batch::new()
+            .event(
+                agent_id,
+                EventKind::WorkspaceChanged {
+                    workspace_id,
+                    change: what,
+                    detail,
+                },
+            )
+            .write(Write::PutWorkspaces(view.projection.clone())),
+    )?;
+    drop(guard);
+    ctx.store.durable().await?;
+    Ok((view, out))
+}
+
+/// Attaches the host directory `path` as `workspace_id` (or an id made from
+/// its name). Authority: the caller decides who may; this only checks the
+/// directory and the set's rules.
+pub async fn attach(
+    ctx: &Arc<Ctx>,
+    agent_id: AgentId,
+    path: &Path,
+    workspace_id: Option<String>,
+) -> Result<(View, Binding), WorkspaceError> {
+    if !path.is_absolute() {
+        return Err(PathError::Outside(path.to_owned()).into());
+    }
+    let root = canonical_dir(path)?;
+    change(ctx, agent_id, |view| {
+        let id = workspace_id.unwrap_or_else(|| view.projection.id_for_root(&root));
+        let binding = Binding {
+            workspace_id: id.clone(),
+            root: root.clone(),
+        };
+        view.projection.attach(binding.clone())?;
+        Ok((binding, id, "attached".into(), root.display().to_string()))
+    })
+    .await
+}
+
+/// Removes a binding; the directory is left as it is.
+pub async fn detach(
+    ctx: &Arc<Ctx>,
+    agent_id: AgentId,
+    workspace_id: &str,
+) -> Result<(View, Binding), WorkspaceError> {
+    change(ctx, agent_id, |view| {
+        let binding = view.projection.detach(workspace_id)?;
+        let detail = binding.root.display().to_string();
+        Ok((binding, workspace_id.to_owned(), "detached".into(), detail))
+    })
+    .await
+}
+
+/// Makes a workspace, or a directory, active. A path outside the attached
+/// set is attached first when `may_attach` (the authority_expansion
+/// family); otherwise it is refused and nothing changes.
+pub async fn use_workspace(
+    ctx: &Arc<Ctx>,
+    agent_id: AgentId,
+    target: Target,
+    may_attach: bool,
+) -> Result<View, WorkspaceError> {
+    change(ctx, agent_id, |view| {
+        let home = view.home.clone();
+        let (id, dir, attached) = match target {
+            Target::Id(id) => {
+                let root = view
+                    .projection
+                    .root_of(&home, &id)
+                    .ok_or_else(|| WorkspaceRefusal::Unknown(id.clone()))?;
+                (id, root, false)
+            }
+            Target::Path(path) => {
+                let place = view.place();
+                let roots = Roots::new(view.projection.roots(&home))?;
+                match roots.resolve(&place.dir, &path) {
+                    Ok(dir) => {
+                        let dir = canonical_dir(&dir)?;
+                        let id = view
+                            .projection
+                            .owner_of(&home, &dir)
+                            .ok_or_else(|| PathError::Outside(path.clone()))?;
+                        (id, dir, false)
+                    }
+                    Err(PathError::Outside(_)) if may_attach => {
+                        let dir = canonical_dir(&place.dir.join(&path))?;
+                        let id = view.projection.id_for_root(&dir);
+                        view.projection.attach(Binding {
+                            workspace_id: id.clone(),
+                            root: dir.clone(),
+                        })?;
+                        (id, dir, true)
+                    }
+                    Err(PathError::Outside(_)) => {
+                        return Err(WorkspaceError::NeedsAuthority(path));
+                    }
+                    Err(other) => return Err(other.into()),
+                }
+            }
+        };
+        view.projection.activate(&home, &id, dir.clone())?;
+        let what = if attached {
+            "attached and activated"
+        } else {
+            "activated"
+        };
+        Ok(((), id, what.into(), dir.display().to_string()))
+    })
+    .await
+    .map(|(view, ())| view)
+}

@@ -1,0 +1,137 @@
+//! `holarchy.v1.WorkspaceService`: operators attach and detach host
+//! directories on public agents and list any agent's workspaces.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use holarchy_actors::workspace_plane::{self, View, WorkspaceError};
+use holarchy_actors::Runtime;
+use holarchy_supervision::workspace::WorkspaceRefusal;
+use holarchy_supervision::{AgentId, Visibility};
+use tonic::{Request, Response, Status};
+
+use super::agent_service::parse_agent_id;
+use super::convert::ApiError;
+use super::pb;
+use super::pb::workspace_service_server::WorkspaceService;
+
+#[derive(Debug, Clone)]
+pub struct WorkspaceApi {
+    runtime: Arc<Runtime>,
+}
+
+impl WorkspaceApi {
+    pub fn new(runtime: Arc<Runtime>) -> Self {
+        Self { runtime }
+    }
+
+    /// The agent, which must exist; for changes, it must also be public:
+    /// a private agent's authority is its supervisor's to shape.
+    fn agent(&self, text: &str, changing: bool) -> Result<AgentId, ApiError> {
+        let agent_id = parse_agent_id(text)?;
+        let record = self
+            .runtime
+            .ctx()
+            .store
+            .agent(agent_id)?
+            .ok_or_else(|| ApiError::NotFound(format!("agent {agent_id} not found")))?;
+        if changing && record.profile.visibility == Visibility::Private {
+            return Err(ApiError::PermissionDenied(format!(
+                "agent {agent_id} is private: its workspaces come from its supervisor"
+            )));
+        }
+        Ok(agent_id)
+    }
+}
+
+#[tonic::async_trait]
+impl WorkspaceService for WorkspaceApi {
+    async fn attach_workspace(
+        &self,
+        request: Request<pb::AttachWorkspaceRequest>,
+    ) -> Result<Response<pb::Workspaces>, Status> {
+        let req = request.into_inner();
+        let agent_id = self.agent(&req.agent_id, true)?;
+        if req.path.is_empty() {
+            return Err(ApiError::InvalidArgument("path is required".into()).into());
+        }
+        let id = (!req.workspace_id.is_empty()).then_some(req.workspace_id);
+        let ctx = self.runtime.ctx();
+        let (view, _) = workspace_plane::attach(ctx, agent_id, Path::new(&req.path), id)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(workspaces(agent_id, &view)))
+    }
+
+    async fn detach_workspace(
+        &self,
+        request: Request<pb::DetachWorkspaceRequest>,
+    ) -> Result<Response<pb::Workspaces>, Status> {
+        let req = request.into_inner();
+        let agent_id = self.agent(&req.agent_id, true)?;
+        if req.workspace_id.is_empty() {
+            return Err(ApiError::InvalidArgument("workspace_id is required".into()).into());
+        }
+        let ctx = self.runtime.ctx();
+        let (view, _) = workspace_plane::detach(ctx, agent_id, &req.workspace_id)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(workspaces(agent_id, &view)))
+    }
+
+    async fn list_workspaces(
+        &self,
+        request: Request<pb::ListWorkspacesRequest>,
+    ) -> Result<Response<pb::Workspaces>, Status> {
+        let agent_id = self.agent(&request.into_inner().agent_id, false)?;
+        let ctx = self.runtime.ctx();
+        let view = workspace_plane::view(ctx, agent_id).map_err(ApiError::from)?;
+        ctx.store.durable().await.map_err(ApiError::from)?;
+        Ok(Response::new(workspaces(agent_id, &view)))
+    }
+}
+
+/// An agent's workspaces, `agent_home` first.
+pub fn workspaces(agent_id: AgentId, view: &View) -> pb::Workspaces {
+    let place = view.place();
+    pb::Workspaces {
+        agent_id: agent_id.to_string(),
+        workspaces: view
+            .bindings()
+            .into_iter()
+            .map(|b| pb::Workspace {
+                active: b.workspace_id == place.workspace_id,
+                workspace_id: b.workspace_id,
+                root: b.root.display().to_string(),
+            })
+            .collect(),
+        active_workspace_id: place.workspace_id,
+        active_dir: place.dir.display().to_string(),
+    }
+}
+
+impl From<WorkspaceError> for ApiError {
+    fn from(err: WorkspaceError) -> Self {
+        match err {
+            WorkspaceError::AgentNotFound(_) => ApiError::NotFound(err.to_string()),
+            WorkspaceError::AgentNotLive(_) => ApiError::FailedPrecondition(err.to_string()),
+            WorkspaceError::Refused(refusal) => match refusal {
+                WorkspaceRefusal::BadId
+                | WorkspaceRefusal::Builtin
+                | WorkspaceRefusal::OutsideWorkspace(..) => {
+                    ApiError::InvalidArgument(refusal.to_string())
+                }
+                WorkspaceRefusal::IdTaken(_) | WorkspaceRefusal::RootTaken(..) => {
+                    ApiError::FailedPrecondition(refusal.to_string())
+                }
+                WorkspaceRefusal::Unknown(_) => ApiError::NotFound(refusal.to_string()),
+            },
+            WorkspaceError::Path(_)
+            | WorkspaceError::NotADirectory(_)
+            | WorkspaceError::OneTarget => ApiError::InvalidArgument(err.to_string()),
+            WorkspaceError::NeedsAuthority(_) => ApiError::PermissionDenied(err.to_string()),
+            WorkspaceError::Home(_) => ApiError::Internal(err.to_string()),
+            WorkspaceError::Store(e) => e.into(),
+        }
+    }
+}
