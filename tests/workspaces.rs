@@ -6,149 +6,17 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-use common::{create, data_dir, eventually, handled, messages, script, send, Daemon};
+use common::workspaces::{
+    branches, git, lead_in, repository, run, tree, tree_task, worktree_child,
+};
+use common::{data_dir, eventually, handled, script, tool_call, Daemon};
 use holarchy::api::pb;
-use holarchy::client::Clients;
-use serde_json::{json, Value};
-
-/// Runs git in `dir`; panics unless it succeeds. Returns stdout, trimmed.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// A repository with one commit on `main`, at its canonical path.
-fn repository(root: &tempfile::TempDir) -> PathBuf {
-    let repo = root.path().join("repo");
-    std::fs::create_dir_all(&repo).expect("mkdir");
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "the project\n").expect("write");
-    git(&repo, &["add", "."]);
-    git(
-        &repo,
-        &[
-            "-c",
-            "user.name=test",
-            "-c",
-            "user.email=test@example.com",
-            "commit",
-            "-qm",
-            "init",
-        ],
-    );
-    std::fs::canonicalize(repo).expect("canonical")
-}
-
-fn branches(repo: &Path) -> String {
-    git(repo, &["branch", "--list", "holarchy/*"])
-}
-
-/// The latest call of `tool` by `agent_id`: (is_error, output as JSON).
-async fn last_call(c: &mut Clients, agent_id: &str, tool: &str) -> (bool, Value) {
-    let detail: Value = common::events(c, 0)
-        .await
-        .iter()
-        .rev()
-        .find(|e| e.kind == "tool_called" && e.agent_id == agent_id && e.text == tool)
-        .map(|e| serde_json::from_str(&e.detail_json).expect("detail is JSON"))
-        .unwrap_or_else(|| panic!("{agent_id} never called {tool}"));
-    let output = serde_json::from_str(detail["output"].as_str().expect("output")).expect("json");
-    (detail["is_error"] == true, output)
-}
-
-/// Sends a script to a public agent and waits until it has been handled.
-async fn run(c: &mut Clients, agent_id: &str, calls: Value) {
-    let before = messages(c, agent_id).await.len();
-    send(c, agent_id, &script(calls)).await;
-    handled(c, agent_id, before + 1).await;
-}
-
-async fn attach(c: &mut Clients, agent_id: &str, path: &Path, id: &str) -> pb::Workspaces {
-    c.workspaces
-        .attach_workspace(pb::AttachWorkspaceRequest {
-            agent_id: agent_id.into(),
-            path: path.display().to_string(),
-            workspace_id: id.into(),
-        })
-        .await
-        .expect("attached")
-        .into_inner()
-}
-
-/// `lead` with the repository attached and active; returns its id.
-async fn lead_in(c: &mut Clients, repo: &Path) -> String {
-    let lead = create(c, "lead", None).await;
-    let listed = attach(c, &lead, repo, "repo").await;
-    assert_eq!(listed.active_workspace_id, "agent_home");
-    run(
-        c,
-        &lead,
-        json!([{ "name": "UseWorkspace", "input": { "workspace_id": "repo" } }]),
-    )
-    .await;
-    lead
-}
-
-/// Has `lead` spawn a worktree child running `command` first; returns the
-/// child, its task and the worktree path.
-async fn worktree_child(c: &mut Clients, lead: &str, first: &str) -> (String, String, PathBuf) {
-    run(
-        c,
-        lead,
-        json!([{ "name": "SpawnAgent", "input": {
-            "preset": "private_child",
-            "workspace_mode": "worktree",
-            "initial_message": first,
-        } }]),
-    )
-    .await;
-    let (failed, out) = last_call(c, lead, "SpawnAgent").await;
-    assert!(!failed, "spawn failed: {out}");
-    let child = out["agent_id"].as_str().expect("child").to_owned();
-    let task = out["task_handle"]["task_id"]
-        .as_str()
-        .expect("task")
-        .to_owned();
-    let path = PathBuf::from(
-        out["task_handle"]["worktree"]["path"]
-            .as_str()
-            .expect("worktree path"),
-    );
-    (child, task, path)
-}
-
-fn tree_task<'a>(node: &'a pb::TreeNode, task_id: &str) -> Option<&'a pb::TreeNode> {
-    if node.id == task_id {
-        return Some(node);
-    }
-    node.children.iter().find_map(|n| tree_task(n, task_id))
-}
-
-async fn tree(c: &mut Clients) -> pb::GetTreeResponse {
-    c.supervision
-        .get_tree(pb::GetTreeRequest::default())
-        .await
-        .expect("tree")
-        .into_inner()
-}
+use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worktree_child_works_on_its_own_branch_and_task_stop_removes_it() {
     let root = tempfile::tempdir().expect("tempdir");
-    let repo = repository(&root);
+    let repo = repository(root.path());
     let daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
     let lead = lead_in(&mut c, &repo).await;
@@ -162,7 +30,7 @@ async fn a_worktree_child_works_on_its_own_branch_and_task_stop_removes_it() {
         async move {
             let done = handled(&c, &child, 1).await;
             (!done.is_empty()).then_some(())?;
-            Some(last_call(&mut c, &child, "ExecCommand").await)
+            Some(tool_call(&mut c, &child, "ExecCommand").await)
         }
     })
     .await;
@@ -189,7 +57,7 @@ async fn a_worktree_child_works_on_its_own_branch_and_task_stop_removes_it() {
         json!([{ "name": "ExecCommand", "input": { "command": "ls" } }]),
     )
     .await;
-    let (_, ls) = last_call(&mut c, &lead, "ExecCommand").await;
+    let (_, ls) = tool_call(&mut c, &lead, "ExecCommand").await;
     assert_eq!(ls["ran_in"]["dir"], repo.display().to_string());
     assert!(!ls["task_handle"]["initial_output"]
         .as_str()
@@ -234,7 +102,7 @@ async fn a_worktree_child_works_on_its_own_branch_and_task_stop_removes_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_9_between_worktree_creation_and_cleanup_leaves_no_stray_worktree() {
     let root = tempfile::tempdir().expect("tempdir");
-    let repo = repository(&root);
+    let repo = repository(root.path());
     let mut daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
     let lead = lead_in(&mut c, &repo).await;
@@ -312,7 +180,7 @@ async fn a_kill_9_between_worktree_creation_and_cleanup_leaves_no_stray_worktree
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_child_cannot_attach_a_new_root_and_nothing_changes() {
     let root = tempfile::tempdir().expect("tempdir");
-    let repo = repository(&root);
+    let repo = repository(root.path());
     let elsewhere = root.path().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).expect("mkdir");
     let daemon = Daemon::start(&data_dir(&root)).await;
@@ -329,10 +197,10 @@ async fn a_private_child_cannot_attach_a_new_root_and_nothing_changes() {
         json!([{ "name": "SpawnAgent", "input": { "initial_message": attempt } }]),
     )
     .await;
-    let (_, spawned) = last_call(&mut c, &lead, "SpawnAgent").await;
+    let (_, spawned) = tool_call(&mut c, &lead, "SpawnAgent").await;
     let child = spawned["agent_id"].as_str().expect("child").to_owned();
     handled(&c, &child, 1).await;
-    let (refused, out) = last_call(&mut c, &child, "UseWorkspace").await;
+    let (refused, out) = tool_call(&mut c, &child, "UseWorkspace").await;
     assert!(refused, "{out}");
     assert!(
         out["error"]
@@ -340,7 +208,7 @@ async fn a_private_child_cannot_attach_a_new_root_and_nothing_changes() {
             .is_some_and(|e| e.contains("authority_expansion")),
         "{out}"
     );
-    let (refused, out) = last_call(&mut c, &child, "AttachWorkspace").await;
+    let (refused, out) = tool_call(&mut c, &child, "AttachWorkspace").await;
     assert!(
         refused && out["error"].as_str().is_some_and(|e| e.contains("catalog")),
         "{out}"
@@ -379,7 +247,7 @@ async fn a_private_child_cannot_attach_a_new_root_and_nothing_changes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_patch_refuses_escapes_and_failing_hunks_and_changes_nothing() {
     let root = tempfile::tempdir().expect("tempdir");
-    let repo = repository(&root);
+    let repo = repository(root.path());
     std::fs::write(root.path().join("outside.txt"), "keep\n").expect("write");
     let daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
@@ -401,7 +269,7 @@ async fn apply_patch_refuses_escapes_and_failing_hunks_and_changes_nothing() {
             json!([{ "name": "ApplyPatch", "input": { "patch": patch } }]),
         )
         .await;
-        let (refused, out) = last_call(&mut c, &lead, "ApplyPatch").await;
+        let (refused, out) = tool_call(&mut c, &lead, "ApplyPatch").await;
         assert!(refused, "{patch}: {out}");
         assert_eq!(std::fs::read_to_string(&outside).expect("read"), "keep\n");
         assert_eq!(
@@ -418,7 +286,7 @@ async fn apply_patch_refuses_escapes_and_failing_hunks_and_changes_nothing() {
         json!([{ "name": "ApplyPatch", "input": { "patch": good } }]),
     )
     .await;
-    let (refused, out) = last_call(&mut c, &lead, "ApplyPatch").await;
+    let (refused, out) = tool_call(&mut c, &lead, "ApplyPatch").await;
     assert!(!refused, "{out}");
     assert_eq!(
         out["files"],

@@ -14,6 +14,8 @@ use holarchy::client::{self, Clients, Target};
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest};
 
+pub mod workspaces;
+
 pub const DEADLINE: Duration = Duration::from_secs(30);
 
 /// A running daemon. Dropping it kills the process.
@@ -287,9 +289,9 @@ pub fn script(calls: serde_json::Value) -> String {
     serde_json::json!({ "tool_calls": calls }).to_string()
 }
 
-/// The output (as JSON) of the agent's latest call of `tool`, which must
-/// have succeeded.
-pub async fn tool_output(c: &mut Clients, agent_id: &str, tool: &str) -> serde_json::Value {
+/// The agent's latest call of `tool`: whether it failed, and its output
+/// as JSON.
+pub async fn tool_call(c: &mut Clients, agent_id: &str, tool: &str) -> (bool, serde_json::Value) {
     let detail: serde_json::Value = events(c, 0)
         .await
         .iter()
@@ -297,10 +299,15 @@ pub async fn tool_output(c: &mut Clients, agent_id: &str, tool: &str) -> serde_j
         .find(|e| e.kind == "tool_called" && e.agent_id == agent_id && e.text == tool)
         .map(|e| serde_json::from_str(&e.detail_json).expect("detail is JSON"))
         .unwrap_or_else(|| panic!("{agent_id} never called {tool}"));
-    assert_eq!(
-        detail["is_error"], false,
-        "{tool} failed: {}",
-        detail["output"]
-    );
-    serde_json::from_str(detail["output"].as_str().expect("output text")).expect("output JSON")
+    let output = detail["output"].as_str().expect("output text");
+    let output = serde_json::from_str(output).expect("output JSON");
+    (detail["is_error"] == true, output)
+}
+
+/// The output (as JSON) of the agent's latest call of `tool`, which must
+/// have succeeded.
+pub async fn tool_output(c: &mut Clients, agent_id: &str, tool: &str) -> serde_json::Value {
+    let (failed, output) = tool_call(c, agent_id, tool).await;
+    assert!(!failed, "{tool} failed: {output}");
+    output
 }

@@ -1,0 +1,153 @@
+//! The runtime in-process over the real sled store: worktrees that a crash
+//! left behind are found and removed when the runtime starts, and those a
+//! task still holds are kept.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::workspaces::{branches, git, repository};
+use holarchy::store::sled_store::StoreConfig;
+use holarchy::store::SledStore;
+use holarchy_actors::{Batch, Runtime, RuntimeConfig, ScriptedBrain, Store, Write};
+use holarchy_supervision::workspace::Worktree;
+use holarchy_supervision::{
+    AgentId, AgentRecord, LifecycleState, Preset, TaskId, TaskKind, TaskRecord, TaskStatus,
+};
+
+fn agent(name: &str, state: LifecycleState) -> AgentRecord {
+    AgentRecord {
+        id: AgentId::generate(),
+        name: Some(name.into()),
+        profile: Preset::PublicNamed.profile(),
+        lineage_parent_agent_id: None,
+        supervisor_agent_id: None,
+        state,
+        brain: Default::default(),
+        forked_context: None,
+        created_at_ms: 1,
+        updated_at_ms: 1,
+    }
+}
+
+/// An ended child task of `owner` owning a worktree of `repo`, made on disk
+/// when `made`.
+fn task(owner: AgentId, status: TaskStatus, repo: &Path, root: &Path, made: bool) -> TaskRecord {
+    let id = TaskId::generate();
+    let worktree = Worktree::for_task(repo.to_owned(), root, id);
+    if made {
+        let path = worktree.path.to_string_lossy().into_owned();
+        git(
+            repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                &worktree.branch,
+                &path,
+                "HEAD",
+            ],
+        );
+    }
+    TaskRecord {
+        id,
+        owner_agent_id: owner,
+        kind: TaskKind::ChildAgent {
+            child_agent_id: AgentId::generate(),
+        },
+        label: "work".into(),
+        status,
+        output: Some("ended".into()),
+        command: None,
+        process: None,
+        exit: None,
+        created_at_ms: 1,
+        updated_at_ms: 1,
+        place: None,
+        worktree: Some(worktree),
+    }
+}
+
+fn removed(store: &SledStore, id: TaskId) -> bool {
+    store
+        .task(id)
+        .expect("read")
+        .and_then(|t| t.worktree)
+        .is_some_and(|w| w.removed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worktrees_a_crash_left_behind_are_removed_at_start_and_held_ones_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = repository(dir.path());
+    let root = dir.path().join("worktrees");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    let root = std::fs::canonicalize(root).expect("canonical");
+    let store =
+        Arc::new(SledStore::open(&dir.path().join("db"), &StoreConfig::default()).expect("store"));
+
+    // What a kill -9 between a task's end and its worktree's removal leaves,
+    // in each of its shapes.
+    let lead = agent("lead", LifecycleState::Active);
+    let gone = agent("gone", LifecycleState::Archived);
+    let stopped = task(lead.id, TaskStatus::Stopped, &repo, &root, true);
+    let never_made = task(lead.id, TaskStatus::Failed, &repo, &root, false);
+    let orphaned = task(gone.id, TaskStatus::Completed, &repo, &root, true);
+    let held = task(lead.id, TaskStatus::Completed, &repo, &root, true);
+    let mut batch = Batch::new()
+        .write(Write::CreateAgent(lead.clone()))
+        .write(Write::CreateAgent(gone.clone()));
+    for t in [&stopped, &never_made, &orphaned, &held] {
+        batch = batch.write(Write::PutTask(t.clone()));
+    }
+    store.commit(batch).expect("commit");
+    store.durable().await.expect("flush");
+    assert_eq!(store.worktree_tasks().expect("index").len(), 4);
+
+    let config = RuntimeConfig {
+        worktree_root: root.clone(),
+        workspace_root: dir.path().join("homes"),
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::start(store.clone(), Arc::new(ScriptedBrain), config)
+        .await
+        .expect("runtime starts");
+    let started = Instant::now();
+    while !(removed(&store, stopped.id)
+        && removed(&store, never_made.id)
+        && removed(&store, orphaned.id))
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "sweep never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for t in [&stopped, &orphaned] {
+        let w = t.worktree.as_ref().expect("worktree");
+        assert!(!w.path.exists(), "{} still on disk", w.path.display());
+    }
+    // The completed child's work stays for its live owner to take.
+    let kept = held.worktree.as_ref().expect("worktree");
+    assert!(kept.path.exists() && !removed(&store, held.id));
+    assert_eq!(branches(&repo), kept.branch);
+    let listed = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        listed
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        2
+    );
+    let index: Vec<_> = store
+        .worktree_tasks()
+        .expect("index")
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(index, [held.id]);
+    runtime.shutdown(Duration::from_secs(10)).await;
+}
