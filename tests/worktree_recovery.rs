@@ -12,7 +12,7 @@ use common::workspaces::{branches, git, repository};
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::{Batch, Runtime, RuntimeConfig, ScriptedBrain, Store, Write};
-use holarchy_supervision::workspace::Worktree;
+use holarchy_supervision::workspace::{Projection, Worktree};
 use holarchy_supervision::{
     AgentId, AgentRecord, LifecycleState, Preset, TaskId, TaskKind, TaskRecord, TaskStatus,
 };
@@ -97,15 +97,39 @@ async fn worktrees_a_crash_left_behind_are_removed_at_start_and_held_ones_kept()
     let never_made = task(lead.id, TaskStatus::Failed, &repo, &root, false);
     let orphaned = task(gone.id, TaskStatus::Completed, &repo, &root, true);
     let held = task(lead.id, TaskStatus::Completed, &repo, &root, true);
+    // A running child whose worktree `git worktree add` never finished.
+    let mut running = task(lead.id, TaskStatus::Running, &repo, &root, false);
+    let child = AgentRecord {
+        name: None,
+        profile: Preset::PrivateChild.profile(),
+        lineage_parent_agent_id: Some(lead.id),
+        supervisor_agent_id: Some(lead.id),
+        ..agent("child", LifecycleState::Active)
+    };
+    running.kind = TaskKind::ChildAgent {
+        child_agent_id: child.id,
+    };
+    running.output = None;
+    let unmade = running.worktree.clone().expect("worktree");
+    let start = unmade.path.join("sub");
+    let projection = Projection::confined(
+        child.id,
+        "worktree".into(),
+        unmade.path.clone(),
+        start.clone(),
+        1,
+    );
     let mut batch = Batch::new()
         .write(Write::CreateAgent(lead.clone()))
-        .write(Write::CreateAgent(gone.clone()));
-    for t in [&stopped, &never_made, &orphaned, &held] {
+        .write(Write::CreateAgent(gone.clone()))
+        .write(Write::CreateAgent(child))
+        .write(Write::PutWorkspaces(projection));
+    for t in [&stopped, &never_made, &orphaned, &held, &running] {
         batch = batch.write(Write::PutTask(t.clone()));
     }
     store.commit(batch).expect("commit");
     store.durable().await.expect("flush");
-    assert_eq!(store.worktree_tasks().expect("index").len(), 4);
+    assert_eq!(store.worktree_tasks().expect("index").len(), 5);
 
     let config = RuntimeConfig {
         worktree_root: root.clone(),
@@ -130,24 +154,26 @@ async fn worktrees_a_crash_left_behind_are_removed_at_start_and_held_ones_kept()
         let w = t.worktree.as_ref().expect("worktree");
         assert!(!w.path.exists(), "{} still on disk", w.path.display());
     }
+    while !start.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never made again"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!removed(&store, running.id));
     // The completed child's work stays for its live owner to take.
     let kept = held.worktree.as_ref().expect("worktree");
     assert!(kept.path.exists() && !removed(&store, held.id));
-    assert_eq!(branches(&repo), kept.branch);
+    let mut expected = [kept.branch.clone(), unmade.branch.clone()];
+    expected.sort();
+    assert_eq!(branches(&repo), expected.join("\n"));
     let listed = git(&repo, &["worktree", "list", "--porcelain"]);
-    assert_eq!(
-        listed
-            .lines()
-            .filter(|l| l.starts_with("worktree "))
-            .count(),
-        2
-    );
-    let index: Vec<_> = store
-        .worktree_tasks()
-        .expect("index")
-        .iter()
-        .map(|t| t.id)
-        .collect();
-    assert_eq!(index, [held.id]);
+    let trees = listed.lines().filter(|l| l.starts_with("worktree "));
+    assert_eq!(trees.count(), 3);
+    let mut index: Vec<_> = store.worktree_tasks().expect("index");
+    index.sort_by_key(|t| t.id);
+    let index: Vec<_> = index.iter().map(|t| t.id).collect();
+    assert_eq!(index, [held.id, running.id]);
     runtime.shutdown(Duration::from_secs(10)).await;
 }

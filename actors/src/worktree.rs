@@ -6,15 +6,16 @@
 //! Durability: the task record names the worktree before `git worktree add`
 //! runs, and the store keeps an index of worktrees not yet removed. So
 //! whatever a crash interrupts, [`sweep`] at the next start finds every
-//! worktree a task no longer holds and removes it; removal tolerates a
-//! worktree that was never made or is already half gone.
+//! worktree a task no longer holds and removes it (tolerating one never
+//! made or already half gone), and makes again the worktree of a running
+//! task whose `add` the crash cut short.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use holarchy_supervision::workspace::Worktree;
-use holarchy_supervision::{EventKind, TaskId, TaskRecord, TaskStatus};
+use holarchy_supervision::{EventKind, TaskId, TaskKind, TaskRecord, TaskStatus};
 use tokio::process::Command;
 use tracing::{info, warn};
 
@@ -160,11 +161,64 @@ fn held(ctx: &Ctx, task: &TaskRecord) -> Result<bool, StoreError> {
 pub async fn sweep(ctx: &Arc<Ctx>) -> Result<usize, StoreError> {
     let mut removed = 0;
     for task in ctx.store.worktree_tasks()? {
-        if !held(ctx, &task)? && release(ctx, task).await? {
-            removed += 1;
+        if !held(ctx, &task)? {
+            if release(ctx, task).await? {
+                removed += 1;
+            }
+        } else if task.status == TaskStatus::Running {
+            if let Err(err) = restore(ctx, &task).await {
+                warn!(task_id = %task.id, error = %err, "worktree of a running task could not be made again");
+            }
         }
     }
     Ok(removed)
+}
+
+/// Makes a running task's worktree again when a crash cut `git worktree
+/// add` short (the record names it first), on its branch if git got that
+/// far, so the child does not wake up in a directory that is not there.
+async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<(), WorktreeError> {
+    let Some(worktree) = task.worktree.as_ref().filter(|w| !w.removed) else {
+        return Ok(());
+    };
+    if worktree.path.exists() {
+        return Ok(());
+    }
+    // A half-registered worktree would block the add.
+    let _ = git(&worktree.repo, &["worktree", "prune"]).await;
+    let branch = format!("refs/heads/{}", worktree.branch);
+    let path = worktree.path.to_string_lossy();
+    if git(
+        &worktree.repo,
+        &["rev-parse", "--verify", "--quiet", &branch],
+    )
+    .await
+    .is_ok()
+    {
+        git(
+            &worktree.repo,
+            &["worktree", "add", &path, &worktree.branch],
+        )
+        .await?;
+    } else {
+        add(worktree).await?;
+    }
+    // The child may start in a directory of the checkout git does not make.
+    if let TaskKind::ChildAgent { child_agent_id } = task.kind {
+        let active = ctx
+            .store
+            .workspaces(child_agent_id)
+            .ok()
+            .flatten()
+            .and_then(|p| p.active)
+            .map(|a| a.dir)
+            .filter(|dir| dir.starts_with(&worktree.path));
+        if let Some(dir) = active {
+            std::fs::create_dir_all(dir)?;
+        }
+    }
+    info!(task_id = %task.id, path = %path, "worktree made again after a crash");
+    Ok(())
 }
 
 /// Removes `task`'s worktree now and records it; `false` if git refused
