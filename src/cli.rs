@@ -6,10 +6,13 @@ mod bench;
 mod brain_args;
 mod output;
 mod tasks;
+mod work;
 mod workspaces;
 
 pub use brain_args::BrainArgs;
 use tasks::task_command;
+pub use work::WorkCommand;
+pub use workspaces::WorkspaceCommand;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -105,30 +108,6 @@ pub enum Command {
 pub enum BenchCommand {
     /// Create idle agents and measure memory, creation rate and latencies.
     Idle(bench::IdleArgs),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum WorkCommand {
-    /// An agent's work items.
-    List { agent: String },
-    /// One work item.
-    Get { work_item_id: String },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum WorkspaceCommand {
-    /// Attach a host directory to a public agent (never made active).
-    Attach {
-        agent: String,
-        path: std::path::PathBuf,
-        /// The workspace's id; by default made from the directory's name.
-        #[arg(long)]
-        id: Option<String>,
-    },
-    /// Remove a binding; the directory is left as it is.
-    Detach { agent: String, workspace_id: String },
-    /// An agent's workspaces; `*` marks the active one.
-    List { agent: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -340,27 +319,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Work(command) => {
-            let mut clients = client::connect(&cli.target()).await?;
-            match command {
-                WorkCommand::List { agent } => {
-                    let agent_id = resolve(&mut clients, agent).await?;
-                    let items = clients
-                        .work
-                        .list_work_items(pb::ListWorkItemsRequest { agent_id })
-                        .await?
-                        .into_inner();
-                    for item in &items.work_items {
-                        out.work_item(item);
-                    }
-                }
-                WorkCommand::Get { work_item_id } => {
-                    let request = pb::GetWorkItemRequest {
-                        work_item_id: work_item_id.clone(),
-                    };
-                    out.work_item(&clients.work.get_work_item(request).await?.into_inner());
-                }
-            }
-            Ok(())
+            let clients = client::connect(&cli.target()).await?;
+            work::work_command(clients, command, &out).await
         }
         Command::Trigger {
             token,

@@ -2,11 +2,28 @@
 //! workspaces.
 
 use anyhow::Context;
+use clap::Subcommand;
 
 use super::output::Output;
-use super::{resolve, WorkspaceCommand};
+use super::resolve;
 use crate::api::pb;
 use crate::client::Clients;
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCommand {
+    /// Attach a host directory to a public agent (never made active).
+    Attach {
+        agent: String,
+        path: std::path::PathBuf,
+        /// The workspace's id; by default made from the directory's name.
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Remove a binding; the directory is left as it is.
+    Detach { agent: String, workspace_id: String },
+    /// An agent's workspaces; `*` marks the active one.
+    List { agent: String },
+}
 
 pub(super) async fn workspace_command(
     mut clients: Clients,

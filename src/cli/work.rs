@@ -1,0 +1,43 @@
+//! `holarchy work ...`: operators read agents' work items.
+
+use clap::Subcommand;
+
+use super::output::Output;
+use super::resolve;
+use crate::api::pb;
+use crate::client::Clients;
+
+#[derive(Debug, Subcommand)]
+pub enum WorkCommand {
+    /// An agent's work items.
+    List { agent: String },
+    /// One work item.
+    Get { work_item_id: String },
+}
+
+pub(super) async fn work_command(
+    mut clients: Clients,
+    command: &WorkCommand,
+    out: &Output,
+) -> anyhow::Result<()> {
+    match command {
+        WorkCommand::List { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let items = clients
+                .work
+                .list_work_items(pb::ListWorkItemsRequest { agent_id })
+                .await?
+                .into_inner();
+            for item in &items.work_items {
+                out.work_item(item);
+            }
+        }
+        WorkCommand::Get { work_item_id } => {
+            let request = pb::GetWorkItemRequest {
+                work_item_id: work_item_id.clone(),
+            };
+            out.work_item(&clients.work.get_work_item(request).await?.into_inner());
+        }
+    }
+    Ok(())
+}
