@@ -267,3 +267,75 @@ async fn operators_attach_list_and_detach_with_the_cli() {
     let (ok, _, err) = cli(&["workspace", "detach", "ops", "agent_home"]);
     assert!(!ok && err.contains("built in"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worktrees_of_worktrees_belong_to_the_repository_and_reach_no_further_than_the_parent() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let repo = repository(root.path());
+    std::fs::create_dir_all(repo.join("svc")).expect("mkdir");
+    std::fs::write(repo.join("svc/main.rs"), "fn main() {}\n").expect("write");
+    git(&repo, &["add", "."]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "commit",
+            "-qm",
+            "svc",
+        ],
+    );
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    // The lead may touch only svc/ of the repository.
+    let lead = lead_in(&mut c, &repo.join("svc")).await;
+    let grandchild = script(json!([{ "name": "SpawnAgent", "input": {
+        "workspace_mode": "worktree", "initial_message": "hold the nested checkout",
+    } }]));
+    run(
+        &mut c,
+        &lead,
+        json!([{ "name": "SpawnAgent", "input": {
+            "preset": "private_delegator", "workspace_mode": "worktree", "initial_message": grandchild,
+        } }]),
+    )
+    .await;
+    let out = tool_output(&mut c, &lead, "SpawnAgent").await;
+    let child = out["agent_id"].as_str().expect("child").to_owned();
+    let task = out["task_handle"]["task_id"]
+        .as_str()
+        .expect("task")
+        .to_owned();
+    let outer = out["task_handle"]["worktree"]["path"]
+        .as_str()
+        .expect("path")
+        .to_owned();
+    let confined = list(&mut c, &child).await;
+    assert_eq!(confined.workspaces[1].root, format!("{outer}/svc"));
+    handled(&c, &child, 1).await;
+    let inner = tool_output(&mut c, &child, "SpawnAgent").await["task_handle"]["worktree"].clone();
+    let inner_path = inner["path"].as_str().expect("path").to_owned();
+    assert_eq!(inner["repository"], shown(&repo.join(".git")));
+    assert!(Path::new(&inner_path).join("svc/main.rs").exists());
+    assert_eq!(branches(&repo).lines().count(), 2);
+
+    // Stopping the child takes its subtree, and both worktrees with it,
+    // whichever of them goes first.
+    c.tasks
+        .stop_task(pb::StopTaskRequest { task_id: task })
+        .await
+        .expect("stopped");
+    assert!(!Path::new(&outer).exists() && !Path::new(&inner_path).exists());
+    assert_eq!(branches(&repo), "");
+    let listed = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        listed
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1,
+        "{listed}"
+    );
+}

@@ -36,7 +36,8 @@ fn agent(name: &str, state: LifecycleState) -> AgentRecord {
 /// when `made`.
 fn task(owner: AgentId, status: TaskStatus, repo: &Path, root: &Path, made: bool) -> TaskRecord {
     let id = TaskId::generate();
-    let worktree = Worktree::for_task(repo.to_owned(), root, id);
+    let base = git(repo, &["rev-parse", "HEAD"]);
+    let worktree = Worktree::for_task(repo.join(".git"), base, root, id);
     if made {
         let path = worktree.path.to_string_lossy().into_owned();
         git(

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use holarchy_supervision::patch::{self, PatchError};
@@ -90,6 +91,7 @@ pub async fn apply(
     if text.is_empty() || text.len() > MAX_PATCH_LEN {
         return Err(ApplyError::TooLarge);
     }
+    workspace_plane::ensure_home(ctx, agent_id)?;
     let view = workspace_plane::view(ctx, agent_id)?;
     let root = workspace_plane::active_root(&view);
     let cwd = view.place().dir;
@@ -257,13 +259,24 @@ fn put(path: &Path, content: Option<&str>, shown: &str) -> Result<(), ApplyError
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir).map_err(io)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    // A name of its own, opened only if new: a link an agent planted at a
+    // guessable name can neither redirect the write nor be shared by two
+    // patches at once.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
     let temp = dir.join(format!(
-        ".{}.holarchy-patch-{}",
+        ".{}.holarchy-patch-{}-{}-{nanos}",
         name.unwrap_or_default(),
-        std::process::id()
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
     ));
     let written = (|| {
-        let mut file = std::fs::File::create(&temp)?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temp)?;
         file.write_all(content.as_bytes())?;
         if let Ok(meta) = std::fs::metadata(path) {
             file.set_permissions(meta.permissions())?;

@@ -139,16 +139,7 @@ async fn run_to_completion(
             reason.name()
         ));
         task.updated_at_ms = now;
-        batch = batch.event(
-            task.owner_agent_id,
-            EventKind::TaskUpdated {
-                task_id: task.id,
-                kind: task.kind.name().into(),
-                status: task.status,
-                detail: reason.name().into(),
-            },
-        );
-        batch = batch.write(Write::PutTask(task));
+        batch = batch.put_task(task, reason.name().into());
     }
     let intent = CleanupIntent {
         id: CleanupId::generate(),

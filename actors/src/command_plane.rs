@@ -82,8 +82,7 @@ pub async fn exec(
         return Err(CommandError::OwnerGone);
     }
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
-    let place = crate::workspace_plane::place(ctx, owner)
-        .map_err(|e| CommandError::Start(e.to_string()))?;
+    let place = crate::workspace_plane::place(ctx, owner)?;
     let now = now_ms();
     let task = TaskRecord {
         id: TaskId::generate(),
@@ -103,19 +102,8 @@ pub async fn exec(
         worktree: None,
     };
     let task_id = task.id;
-    ctx.store.commit(
-        Batch::new()
-            .event(
-                owner,
-                EventKind::TaskUpdated {
-                    task_id,
-                    kind: task.kind.name().into(),
-                    status: task.status,
-                    detail: task.label.clone(),
-                },
-            )
-            .write(Write::PutTask(task.clone())),
-    )?;
+    ctx.store
+        .commit(Batch::new().put_task(task.clone(), task.label.clone()))?;
     let handoff = Arc::new(Handoff::default());
     let (done, mut finished) = watch::channel(false);
     let args = CommandArgs {
@@ -245,17 +233,7 @@ pub fn interrupt(
     ended.output = Some(format!("interrupted: {why}"));
     ended.updated_at_ms = now_ms();
     let owner = task.owner_agent_id;
-    let mut batch = Batch::new()
-        .event(
-            owner,
-            EventKind::TaskUpdated {
-                task_id: task.id,
-                kind: task.kind.name().into(),
-                status: ended.status,
-                detail: why.into(),
-            },
-        )
-        .write(Write::PutTask(ended));
+    let mut batch = Batch::new().put_task(ended, why.into());
     if !tell_owner {
         return (batch, None);
     }

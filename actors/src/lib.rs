@@ -156,7 +156,16 @@ impl std::fmt::Debug for Ctx {
 }
 
 impl Ctx {
-    pub fn new(store: Arc<dyn Store>, brain: Arc<dyn Brain>, config: RuntimeConfig) -> Self {
+    pub fn new(store: Arc<dyn Store>, brain: Arc<dyn Brain>, mut config: RuntimeConfig) -> Self {
+        // Paths under these roots are compared with canonical ones, so the
+        // roots themselves are made canonical once (made first, if need be).
+        for root in [&mut config.workspace_root, &mut config.worktree_root] {
+            let canonical =
+                std::fs::create_dir_all(&*root).and_then(|()| std::fs::canonicalize(&*root));
+            if let Ok(canonical) = canonical {
+                *root = canonical;
+            }
+        }
         Self {
             store,
             brain,

@@ -266,6 +266,12 @@ impl Actor for RuntimeActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         self.ctx.set_root(myself.get_cell());
         let gateway = self.spawn_gateway(&myself).await?;
+        // Before any agent runs: none may wake up in a worktree a crash
+        // kept git from making.
+        let restored = crate::worktree::restore_running(&self.ctx).await?;
+        if restored > 0 {
+            info!(restored, "worktrees made again after a crash");
+        }
         let recovered = recovery::recover(&self.ctx, &myself).await?;
         info!(
             agents = recovered.recovered_agents,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::spawn::{may_spawn, relations, SpawnRefusal};
 use holarchy_supervision::task::task_label;
-use holarchy_supervision::workspace::{Projection, WorkspaceMode, Worktree, AGENT_HOME};
+use holarchy_supervision::workspace::{Projection, WorkspaceMode, AGENT_HOME};
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, LifecycleState, MessageRecord, Preset, Profile, Provenance,
     TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
@@ -17,8 +17,8 @@ use holarchy_supervision::{
 
 use crate::store::{Batch, StoreError, Write};
 use crate::workspace_path::Roots;
-use crate::workspace_plane::{self, WorkspaceError};
-use crate::worktree::{self, WorktreeError};
+use crate::workspace_plane::{self, View, WorkspaceError};
+use crate::worktree::{self, Planned, WorktreeError};
 use crate::{now_ms, supervise, Ctx};
 
 /// What the caller asks for.
@@ -66,6 +66,8 @@ pub enum SpawnError {
     ModeNeedsPrivate(&'static str),
     #[error("`root` is required in explicit_root mode, and only there")]
     RootMismatch,
+    #[error("the caller's active workspace changed while its worktree was planned; spawn again")]
+    WorkspaceMoved,
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]
@@ -115,14 +117,28 @@ async fn spawn_to_completion(
 
     let agent_id = AgentId::generate();
     let task_id = TaskId::generate();
-    let (projection, worktree) = if profile.visibility == Visibility::Public {
-        if workspace_mode != WorkspaceMode::Inherit {
-            return Err(SpawnError::ModeNeedsPrivate(workspace_mode.name()));
+    match (profile.visibility, workspace_mode, &root) {
+        (Visibility::Public, WorkspaceMode::Inherit, None) => {}
+        (Visibility::Public, mode, _) if mode != WorkspaceMode::Inherit => {
+            return Err(SpawnError::ModeNeedsPrivate(mode.name()))
         }
-        let parent = workspace_plane::view(ctx, caller)?;
-        (parent.projection.for_public_child(agent_id, now_ms()), None)
-    } else {
-        child_workspaces(ctx, caller, agent_id, task_id, workspace_mode, root).await?
+        (_, WorkspaceMode::ExplicitRoot, Some(_))
+        | (Visibility::Private, WorkspaceMode::Inherit | WorkspaceMode::Worktree, None) => {}
+        _ => return Err(SpawnError::RootMismatch),
+    }
+    // Git is asked before the lock (it may be slow): the worktree is
+    // planned from where the parent stands now, checked again under it.
+    let planned = match workspace_mode {
+        WorkspaceMode::Worktree => {
+            let parent = workspace_plane::view(ctx, caller)?;
+            let place = parent.place();
+            let root = workspace_plane::active_root(&parent);
+            Some((
+                place.clone(),
+                worktree::plan(ctx, &root, &place.dir, task_id).await?,
+            ))
+        }
+        WorkspaceMode::Inherit | WorkspaceMode::ExplicitRoot => None,
     };
 
     // Held until the new actors are registered, so no cleanup of the caller
@@ -132,6 +148,28 @@ async fn spawn_to_completion(
     let Some(caller_record) = ctx.store.agent(caller)?.filter(|r| r.state.is_live()) else {
         return Err(SpawnError::CallerGone);
     };
+    // Read under the lock: a workspace change that returned OK is seen.
+    let parent = workspace_plane::view(ctx, caller)?;
+    let projection = match (profile.visibility, workspace_mode, root, &planned) {
+        (Visibility::Public, _, _, _) => parent.projection.for_public_child(agent_id, now_ms()),
+        (Visibility::Private, WorkspaceMode::Worktree, _, Some((place, planned))) => {
+            if parent.place() != *place {
+                return Err(SpawnError::WorkspaceMoved);
+            }
+            Some(Projection::confined(
+                agent_id,
+                "worktree".into(),
+                planned.root.clone(),
+                planned.start.clone(),
+                now_ms(),
+            ))
+        }
+        (Visibility::Private, WorkspaceMode::ExplicitRoot, Some(root), _) => {
+            Some(explicit_root(&parent, agent_id, &root)?)
+        }
+        (Visibility::Private, _, _, _) => parent.projection.inherited(agent_id, now_ms()),
+    };
+    let worktree = planned.as_ref().map(|(_, p)| p.worktree.clone());
     let (lineage, supervisor) = relations(caller, preset);
     let now = now_ms();
     let record = AgentRecord {
@@ -202,30 +240,19 @@ async fn spawn_to_completion(
         worktree: worktree.clone(),
     });
     if let Some(task) = &task {
-        batch = batch
-            .event(
-                task.owner_agent_id,
-                EventKind::TaskUpdated {
-                    task_id: task.id,
-                    kind: task.kind.name().into(),
-                    status: task.status,
-                    detail: task.label.clone(),
-                },
-            )
-            .write(Write::PutTask(task.clone()));
+        batch = batch.put_task(task.clone(), task.label.clone());
     }
-    let start = projection
-        .as_ref()
-        .and_then(|p| p.active.as_ref())
-        .map(|a| a.dir.clone());
     if let Some(projection) = projection {
         batch = batch.write(Write::PutWorkspaces(projection));
     }
-    // The task names the worktree before git makes it, so a crash from here
-    // on leaves a record that the next start's sweep cleans up.
     ctx.store.commit(batch)?;
-    let made = match &worktree {
-        Some(worktree) => make_worktree(worktree, start.as_deref()).await,
+    let made = match &planned {
+        Some((_, planned)) => {
+            // The task names the worktree, on disk, before git makes it: no
+            // crash from here on can leave a worktree the store forgot.
+            ctx.store.durable().await?;
+            make_worktree(planned).await
+        }
         None => Ok(()),
     };
 
@@ -261,57 +288,29 @@ async fn spawn_to_completion(
     Ok(Spawned { agent_id, task })
 }
 
-/// The projection of a private child, and the worktree it will work in
-/// (`worktree` mode), named after its handle task. Reads git and the file
-/// system only: nothing is made yet.
-async fn child_workspaces(
-    ctx: &Arc<Ctx>,
-    caller: AgentId,
-    child: AgentId,
-    task_id: TaskId,
-    mode: WorkspaceMode,
-    root: Option<PathBuf>,
-) -> Result<(Option<Projection>, Option<Worktree>), SpawnError> {
-    let parent = workspace_plane::view(ctx, caller)?;
-    let place = parent.place();
-    let now = now_ms();
-    match (mode, root) {
-        (WorkspaceMode::Inherit, None) => Ok((parent.projection.inherited(child, now), None)),
-        (WorkspaceMode::Worktree, None) => {
-            let (worktree, start) = worktree::plan(ctx, &place.dir, task_id).await?;
-            let projection =
-                Projection::confined(child, "worktree".into(), worktree.path.clone(), start, now);
-            Ok((Some(projection), Some(worktree)))
-        }
-        (WorkspaceMode::ExplicitRoot, Some(root)) => {
-            let roots =
-                Roots::new(parent.projection.roots(&parent.home)).map_err(WorkspaceError::from)?;
-            let dir = roots
-                .resolve(&place.dir, &root)
-                .map_err(WorkspaceError::from)?;
-            if !dir.is_dir() {
-                return Err(WorkspaceError::NotADirectory(root).into());
-            }
-            // The parent's home is the parent's: under the child it needs
-            // another name than the child's own `agent_home`.
-            let id = match parent.projection.owner_of(&parent.home, &dir) {
-                Some(id) if id != AGENT_HOME => id,
-                _ => "parent_home".to_owned(),
-            };
-            let projection = Projection::confined(child, id, dir.clone(), dir, now);
-            Ok((Some(projection), None))
-        }
-        (WorkspaceMode::Inherit | WorkspaceMode::Worktree, Some(_))
-        | (WorkspaceMode::ExplicitRoot, None) => Err(SpawnError::RootMismatch),
+/// The projection of a private child in `explicit_root` mode: `root`, a
+/// directory inside the parent's attached set, is its one workspace.
+fn explicit_root(parent: &View, child: AgentId, root: &Path) -> Result<Projection, SpawnError> {
+    let roots = Roots::existing(parent.projection.roots(&parent.home));
+    let dir = roots
+        .resolve(&parent.place().dir, root)
+        .map_err(WorkspaceError::from)?;
+    if !dir.is_dir() {
+        return Err(WorkspaceError::NotADirectory(root.to_owned()).into());
     }
+    // The parent's home is the parent's: under the child it needs another
+    // name than the child's own `agent_home`.
+    let id = match parent.projection.owner_of(&parent.home, &dir) {
+        Some(id) if id != AGENT_HOME => id,
+        _ => "parent_home".to_owned(),
+    };
+    Ok(Projection::confined(child, id, dir.clone(), dir, now_ms()))
 }
 
 /// Makes the worktree, and the child's starting directory in it if that
 /// directory is not part of the checkout (an untracked one).
-async fn make_worktree(worktree: &Worktree, start: Option<&Path>) -> Result<(), WorktreeError> {
-    worktree::add(worktree).await?;
-    if let Some(start) = start {
-        std::fs::create_dir_all(start)?;
-    }
+async fn make_worktree(planned: &Planned) -> Result<(), WorktreeError> {
+    worktree::add(&planned.worktree).await?;
+    std::fs::create_dir_all(&planned.start)?;
     Ok(())
 }

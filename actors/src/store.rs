@@ -117,6 +117,19 @@ impl Batch {
         self
     }
 
+    /// Writes `task` with a `task_updated` event for its owner, telling
+    /// its new status and `detail`.
+    pub fn put_task(self, task: TaskRecord, detail: String) -> Self {
+        let kind = EventKind::TaskUpdated {
+            task_id: task.id,
+            kind: task.kind.name().into(),
+            status: task.status,
+            detail,
+        };
+        self.event(task.owner_agent_id, kind)
+            .write(Write::PutTask(task))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.events.is_empty()
     }

@@ -188,7 +188,7 @@ fn walk(
         children.push(walk(ctx, child, cell.clone(), report, seen)?);
     }
     Ok(Node::Agent {
-        place: workspace_plane::peek(ctx, agent_id)?,
+        place: workspace_plane::place(ctx, agent_id)?,
         record,
         actor_alive,
         children,

@@ -55,6 +55,22 @@ impl Roots {
             .map(Roots)
     }
 
+    /// Canonicalises each root, leaving out those that are gone (a removed
+    /// worktree still attached, a deleted directory): nothing resolves into
+    /// them, and the others still work.
+    pub fn existing<I, P>(roots: I) -> Self
+    where
+        I: IntoIterator<Item = P>,
+        P: AsRef<Path>,
+    {
+        Roots(
+            roots
+                .into_iter()
+                .filter_map(|root| std::fs::canonicalize(root).ok())
+                .collect(),
+        )
+    }
+
     /// Whether `canonical` (already canonical) lies in one of the roots.
     pub fn contains(&self, canonical: &Path) -> bool {
         self.0.iter().any(|root| canonical.starts_with(root))

@@ -31,6 +31,8 @@ pub enum WorkspaceError {
     Path(#[from] PathError),
     #[error("`{0}` is outside the attached workspaces, and attaching a new root needs the authority_expansion family")]
     NeedsAuthority(PathBuf),
+    #[error("`{0}` is not absolute: a workspace is attached by its absolute path")]
+    NotAbsolute(PathBuf),
     #[error("`{0}` is not a directory")]
     NotADirectory(PathBuf),
     #[error("give exactly one of `workspace_id` and `path`")]
@@ -73,14 +75,14 @@ impl View {
     }
 }
 
-/// Makes the agent's home if need be and returns its canonical path.
-fn home(ctx: &Ctx, agent_id: AgentId) -> Result<PathBuf, WorkspaceError> {
-    let home = ctx.workspace(agent_id);
-    std::fs::create_dir_all(&home).map_err(WorkspaceError::Home)?;
-    std::fs::canonicalize(&home).map_err(WorkspaceError::Home)
+/// Makes the agent's home, for the tools that resolve paths in it.
+pub fn ensure_home(ctx: &Ctx, agent_id: AgentId) -> Result<(), WorkspaceError> {
+    std::fs::create_dir_all(ctx.workspace(agent_id)).map_err(WorkspaceError::Home)
 }
 
-/// The agent's workspaces as they stand.
+/// The agent's workspaces as they stand. Reads the store only: the home
+/// path is canonical without existing (the runtime canonicalises its
+/// root), so listing a million agents makes no directory.
 pub fn view(ctx: &Ctx, agent_id: AgentId) -> Result<View, WorkspaceError> {
     let projection = ctx
         .store
@@ -88,13 +90,12 @@ pub fn view(ctx: &Ctx, agent_id: AgentId) -> Result<View, WorkspaceError> {
         .unwrap_or_else(|| Projection::home_only(agent_id, 0));
     Ok(View {
         projection,
-        home: home(ctx, agent_id)?,
+        home: ctx.workspace(agent_id),
     })
 }
 
-/// Where the agent works, from the store alone: nothing is made on disk,
-/// so inspecting a million agents creates no directory.
-pub fn peek(ctx: &Ctx, agent_id: AgentId) -> Result<Place, StoreError> {
+/// Where the agent's commands run now.
+pub fn place(ctx: &Ctx, agent_id: AgentId) -> Result<Place, StoreError> {
     let home = ctx.workspace(agent_id);
     Ok(match ctx.store.workspaces(agent_id)? {
         Some(projection) => projection.active_place(&home),
@@ -103,11 +104,6 @@ pub fn peek(ctx: &Ctx, agent_id: AgentId) -> Result<Place, StoreError> {
             dir: home,
         },
     })
-}
-
-/// Where the agent's commands run now.
-pub fn place(ctx: &Ctx, agent_id: AgentId) -> Result<Place, WorkspaceError> {
-    Ok(view(ctx, agent_id)?.place())
 }
 
 /// The root of the active workspace, for tools confined to it.
@@ -129,13 +125,21 @@ fn canonical_dir(path: &Path) -> Result<PathBuf, WorkspaceError> {
     Ok(canonical)
 }
 
-/// Applies `change` to the live agent's projection and records it with
-/// one event; the returned future-free result is committed, and the caller
-/// waits for durability outside the lock.
+/// What one change did, for its caller and its event.
+struct Changed<T> {
+    out: T,
+    workspace_id: String,
+    what: &'static str,
+    detail: String,
+}
+
+/// Applies `change` to the live agent's projection and commits it with one
+/// event under the lock; the flush is waited for outside it, so concurrent
+/// changes share one.
 async fn change<T>(
     ctx: &Arc<Ctx>,
     agent_id: AgentId,
-    change: impl FnOnce(&mut View) -> Result<(T, String, String, String), WorkspaceError>,
+    change: impl FnOnce(&mut View) -> Result<Changed<T>, WorkspaceError>,
 ) -> Result<(View, T), WorkspaceError> {
     let guard = ctx.tree_lock.lock().await;
     let record = ctx
@@ -145,24 +149,25 @@ async fn change<T>(
     if !record.state.is_live() {
         return Err(WorkspaceError::AgentNotLive(agent_id));
     }
+    ensure_home(ctx, agent_id)?;
     let mut view = view(ctx, agent_id)?;
-    let (out, workspace_id, what, detail) = change(&mut view)?;
+    let changed = change(&mut view)?;
     view.projection.updated_at_ms = now_ms();
     ctx.store.commit(
         Batch::new()
             .event(
                 agent_id,
                 EventKind::WorkspaceChanged {
-                    workspace_id,
-                    change: what,
-                    detail,
+                    workspace_id: changed.workspace_id,
+                    change: changed.what.into(),
+                    detail: changed.detail,
                 },
             )
             .write(Write::PutWorkspaces(view.projection.clone())),
     )?;
     drop(guard);
     ctx.store.durable().await?;
-    Ok((view, out))
+    Ok((view, changed.out))
 }
 
 /// Attaches the host directory `path` as `workspace_id` (or an id made from
@@ -175,7 +180,7 @@ pub async fn attach(
     workspace_id: Option<String>,
 ) -> Result<(View, Binding), WorkspaceError> {
     if !path.is_absolute() {
-        return Err(PathError::Outside(path.to_owned()).into());
+        return Err(WorkspaceError::NotAbsolute(path.to_owned()));
     }
     let root = canonical_dir(path)?;
     change(ctx, agent_id, |view| {
@@ -185,7 +190,12 @@ pub async fn attach(
             root: root.clone(),
         };
         view.projection.attach(binding.clone())?;
-        Ok((binding, id, "attached".into(), root.display().to_string()))
+        Ok(Changed {
+            out: binding,
+            workspace_id: id,
+            what: "attached",
+            detail: root.display().to_string(),
+        })
     })
     .await
 }
@@ -198,8 +208,12 @@ pub async fn detach(
 ) -> Result<(View, Binding), WorkspaceError> {
     change(ctx, agent_id, |view| {
         let binding = view.projection.detach(workspace_id)?;
-        let detail = binding.root.display().to_string();
-        Ok((binding, workspace_id.to_owned(), "detached".into(), detail))
+        Ok(Changed {
+            detail: binding.root.display().to_string(),
+            out: binding,
+            workspace_id: workspace_id.to_owned(),
+            what: "detached",
+        })
     })
     .await
 }
@@ -225,7 +239,7 @@ pub async fn use_workspace(
             }
             Target::Path(path) => {
                 let place = view.place();
-                let roots = Roots::new(view.projection.roots(&home))?;
+                let roots = Roots::existing(view.projection.roots(&home));
                 match roots.resolve(&place.dir, &path) {
                     Ok(dir) => {
                         let dir = canonical_dir(&dir)?;
@@ -252,12 +266,16 @@ pub async fn use_workspace(
             }
         };
         view.projection.activate(&home, &id, dir.clone())?;
-        let what = if attached {
-            "attached and activated"
-        } else {
-            "activated"
-        };
-        Ok(((), id, what.into(), dir.display().to_string()))
+        Ok(Changed {
+            out: (),
+            workspace_id: id,
+            what: if attached {
+                "attached and activated"
+            } else {
+                "activated"
+            },
+            detail: dir.display().to_string(),
+        })
     })
     .await
     .map(|(view, ())| view)

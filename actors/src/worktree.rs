@@ -7,19 +7,21 @@
 //! runs, and the store keeps an index of worktrees not yet removed. So
 //! whatever a crash interrupts, [`sweep`] at the next start finds every
 //! worktree a task no longer holds and removes it (tolerating one never
-//! made or already half gone), and makes again the worktree of a running
-//! task whose `add` the crash cut short.
+//! made or already half gone), and [`restore_running`] makes again, before
+//! any agent runs, the worktree of a running task whose `add` the crash cut
+//! short. Spawns flush the record before git runs, so no worktree exists
+//! that the store could forget.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use holarchy_supervision::workspace::Worktree;
-use holarchy_supervision::{EventKind, TaskId, TaskKind, TaskRecord, TaskStatus};
+use holarchy_supervision::{TaskId, TaskKind, TaskRecord, TaskStatus};
 use tokio::process::Command;
 use tracing::{info, warn};
 
-use crate::store::{Batch, StoreError, Write};
+use crate::store::{Batch, StoreError};
 use crate::{now_ms, Ctx};
 
 /// How long one git command may take; a checkout of a large tree is slow.
@@ -29,6 +31,8 @@ const GIT_TIMEOUT: Duration = Duration::from_secs(300);
 pub enum WorktreeError {
     #[error("`{0}` is not inside a git repository: worktree mode needs one")]
     NotARepository(PathBuf),
+    #[error("`{0}` has no commit yet: a worktree branches from one")]
+    NoCommit(PathBuf),
     #[error("git {args}: {detail}")]
     Git { args: String, detail: String },
     #[error("worktree directory: {0}")]
@@ -36,15 +40,31 @@ pub enum WorktreeError {
 }
 
 /// Runs git with `args` in `dir`; stdout on success, stderr in the error.
+///
+/// Git runs with the scrubbed environment commands get (the daemon's holds
+/// model keys and the TCP token), no system config, no hooks and no
+/// fsmonitor: an agent can write a repository's hooks, and a checkout runs
+/// `post-checkout` while the tree lock is held.
 async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     let mut command = Command::new("git");
+    crate::environment::scrub(
+        &mut command,
+        &[
+            ("GIT_TERMINAL_PROMPT".into(), "0".into()),
+            ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
+        ],
+    );
     command
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+        ])
         .arg("-C")
         .arg(dir)
         .args(args)
-        // Never wait on a prompt, never read the daemon's own git config
-        // for hooks that could hang.
-        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     let failed = |detail: String| WorktreeError::Git {
         args: args.join(" "),
@@ -69,35 +89,74 @@ pub fn root(ctx: &Ctx) -> std::io::Result<PathBuf> {
     std::fs::canonicalize(&ctx.config.worktree_root)
 }
 
-/// A worktree for `task` of the repository holding `dir`, not yet made, and
-/// the directory the child starts in: where `dir` sits in the checkout.
+/// A worktree planned for a child, not yet made.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub worktree: Worktree,
+    /// The child's one workspace: the checkout's counterpart of the
+    /// parent's active workspace root, so the child reaches no further
+    /// into the repository than its parent did.
+    pub root: PathBuf,
+    /// Where the child starts: the counterpart of the parent's directory.
+    pub start: PathBuf,
+}
+
+/// `base` joined with `rest`, without the trailing `/` an empty `rest` adds.
+fn under(base: &Path, rest: &Path) -> PathBuf {
+    if rest.as_os_str().is_empty() {
+        base.to_owned()
+    } else {
+        base.join(rest)
+    }
+}
+
+/// Plans a worktree for `task` of the repository holding `dir`, the
+/// parent's active directory inside its active workspace `parent_root`.
 /// Reads git only; nothing changes.
 pub async fn plan(
     ctx: &Ctx,
+    parent_root: &Path,
     dir: &Path,
     task: TaskId,
-) -> Result<(Worktree, PathBuf), WorktreeError> {
+) -> Result<Planned, WorktreeError> {
+    let not_a_repo = |_| WorktreeError::NotARepository(dir.to_owned());
     let top = git(dir, &["rev-parse", "--show-toplevel"])
         .await
-        .map_err(|_| WorktreeError::NotARepository(dir.to_owned()))?;
+        .map_err(not_a_repo)?;
     let top = std::fs::canonicalize(top)?;
-    let within = dir.strip_prefix(&top).unwrap_or(Path::new("")).to_owned();
-    let worktree = Worktree::for_task(top, &root(ctx)?, task);
-    // Joining an empty path would add a trailing `/`.
-    let start = if within.as_os_str().is_empty() {
-        worktree.path.clone()
-    } else {
-        worktree.path.join(within)
-    };
-    Ok((worktree, start))
+    let common = git(
+        dir,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )
+    .await
+    .map_err(not_a_repo)?;
+    let common = std::fs::canonicalize(common)?;
+    let base = git(dir, &["rev-parse", "--verify", "HEAD^{commit}"])
+        .await
+        .map_err(|_| WorktreeError::NoCommit(top.clone()))?;
+    let worktree = Worktree::for_task(common, base, &root(ctx)?, task);
+    let within = dir.strip_prefix(&top).unwrap_or(Path::new(""));
+    let scope = parent_root.strip_prefix(&top).unwrap_or(Path::new(""));
+    Ok(Planned {
+        root: under(&worktree.path, scope),
+        start: under(&worktree.path, within),
+        worktree,
+    })
 }
 
-/// Makes the worktree on a new branch at the repository's `HEAD`.
+/// Makes the worktree on a new branch at its base commit.
 pub async fn add(worktree: &Worktree) -> Result<(), WorktreeError> {
     let path = worktree.path.to_string_lossy();
     git(
         &worktree.repo,
-        &["worktree", "add", "-b", &worktree.branch, &path, "HEAD"],
+        &[
+            "worktree",
+            "add",
+            "-b",
+            &worktree.branch,
+            &path,
+            &worktree.base,
+        ],
     )
     .await
     .map(|_| ())
@@ -120,7 +179,11 @@ pub async fn remove(ctx: &Ctx, worktree: &Worktree) -> Result<(), WorktreeError>
                 return Err(err);
             }
             warn!(path = %path, error = %err, "git could not remove the worktree; deleting it");
-            std::fs::remove_dir_all(&worktree.path)?;
+            match std::fs::remove_dir_all(&worktree.path) {
+                // Another removal of the same worktree got there first.
+                Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err.into()),
+                _ => {}
+            }
         }
     }
     if !worktree.repo.exists() {
@@ -161,28 +224,47 @@ fn held(ctx: &Ctx, task: &TaskRecord) -> Result<bool, StoreError> {
 pub async fn sweep(ctx: &Arc<Ctx>) -> Result<usize, StoreError> {
     let mut removed = 0;
     for task in ctx.store.worktree_tasks()? {
-        if !held(ctx, &task)? {
-            if release(ctx, task).await? {
-                removed += 1;
-            }
-        } else if task.status == TaskStatus::Running {
-            if let Err(err) = restore(ctx, &task).await {
+        if !held(ctx, &task)? && release(ctx, task).await? {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        // Whoever asked (a stop, an archive) is answered after this.
+        ctx.store.durable().await?;
+    }
+    Ok(removed)
+}
+
+/// At start, before any agent runs: makes again every running task's
+/// worktree that a crash kept `git worktree add` from finishing. Only
+/// here: at any other time a running task's missing worktree is a spawn
+/// still making it, under the tree lock.
+pub async fn restore_running(ctx: &Ctx) -> Result<usize, StoreError> {
+    let mut restored = 0;
+    for task in ctx.store.worktree_tasks()? {
+        if task.status != TaskStatus::Running {
+            continue;
+        }
+        match restore(ctx, &task).await {
+            Ok(true) => restored += 1,
+            Ok(false) => {}
+            Err(err) => {
                 warn!(task_id = %task.id, error = %err, "worktree of a running task could not be made again");
             }
         }
     }
-    Ok(removed)
+    Ok(restored)
 }
 
 /// Makes a running task's worktree again when a crash cut `git worktree
 /// add` short (the record names it first), on its branch if git got that
 /// far, so the child does not wake up in a directory that is not there.
-async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<(), WorktreeError> {
+async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<bool, WorktreeError> {
     let Some(worktree) = task.worktree.as_ref().filter(|w| !w.removed) else {
-        return Ok(());
+        return Ok(false);
     };
     if worktree.path.exists() {
-        return Ok(());
+        return Ok(false);
     }
     // A half-registered worktree would block the add.
     let _ = git(&worktree.repo, &["worktree", "prune"]).await;
@@ -218,7 +300,7 @@ async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<(), WorktreeError> {
         }
     }
     info!(task_id = %task.id, path = %path, "worktree made again after a crash");
-    Ok(())
+    Ok(true)
 }
 
 /// Removes `task`'s worktree now and records it; `false` if git refused
@@ -236,19 +318,9 @@ pub async fn release(ctx: &Arc<Ctx>, mut task: TaskRecord) -> Result<bool, Store
         ..worktree.clone()
     });
     task.updated_at_ms = now_ms();
-    ctx.store.commit(
-        Batch::new()
-            .event(
-                task.owner_agent_id,
-                EventKind::TaskUpdated {
-                    task_id: task.id,
-                    kind: task.kind.name().into(),
-                    status: task.status,
-                    detail: format!("worktree {} removed", worktree.path.display()),
-                },
-            )
-            .write(Write::PutTask(task.clone())),
-    )?;
+    let detail = format!("worktree {} removed", worktree.path.display());
+    ctx.store
+        .commit(Batch::new().put_task(task.clone(), detail))?;
     info!(task_id = %task.id, path = %worktree.path.display(), branch = %worktree.branch, "worktree removed");
     Ok(true)
 }

@@ -127,6 +127,7 @@ impl From<WorkspaceError> for ApiError {
                 WorkspaceRefusal::Unknown(_) => ApiError::NotFound(refusal.to_string()),
             },
             WorkspaceError::Path(_)
+            | WorkspaceError::NotAbsolute(_)
             | WorkspaceError::NotADirectory(_)
             | WorkspaceError::OneTarget => ApiError::InvalidArgument(err.to_string()),
             WorkspaceError::NeedsAuthority(_) => ApiError::PermissionDenied(err.to_string()),

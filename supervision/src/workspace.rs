@@ -111,21 +111,26 @@ impl WorkspaceMode {
 /// when that task ends, whoever ends it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Worktree {
-    /// The repository's top-level directory (the parent's checkout).
+    /// The repository's git directory (`.git` of its main checkout), so a
+    /// worktree made from another worktree still belongs to the repository,
+    /// not to a checkout that may go first.
     pub repo: PathBuf,
     pub path: PathBuf,
     pub branch: String,
+    /// The commit the branch starts at: the parent's `HEAD` at the spawn.
+    pub base: String,
     /// Set once the worktree and its branch are gone from disk and git.
     pub removed: bool,
 }
 
 impl Worktree {
     /// The worktree of `task`, placed under `worktree_root`.
-    pub fn for_task(repo: PathBuf, worktree_root: &Path, task: TaskId) -> Self {
+    pub fn for_task(repo: PathBuf, base: String, worktree_root: &Path, task: TaskId) -> Self {
         Self {
             repo,
             path: worktree_root.join(task.to_string()),
             branch: format!("holarchy/{task}"),
+            base,
             removed: false,
         }
     }
@@ -239,10 +244,11 @@ impl Projection {
     /// set and active directory. Homes are per agent, so a parent working in
     /// its own `agent_home` gives the child the child's own home.
     pub fn inherited(&self, child: AgentId, now_ms: u64) -> Option<Projection> {
+        let active = self.active.clone().filter(|a| a.workspace_id != AGENT_HOME);
         (!self.attached.is_empty()).then(|| Projection {
             agent_id: child,
             attached: self.attached.clone(),
-            active: self.active.clone(),
+            active,
             updated_at_ms: now_ms,
         })
     }

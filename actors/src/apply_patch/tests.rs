@@ -191,3 +191,19 @@ fn permissions_are_kept_and_no_temporary_file_is_left() {
         "{names:?}"
     );
 }
+
+#[test]
+fn a_link_planted_where_a_temporary_file_might_go_is_never_written_through() {
+    let t = tree();
+    // Links out at the names a predictable scheme would pick.
+    let pid = std::process::id();
+    let names = (0..64)
+        .map(|n| format!(".b.txt.holarchy-patch-{pid}-{n}"))
+        .chain([format!(".b.txt.holarchy-patch-{pid}")]);
+    for name in names {
+        symlink(t.outside.join("secret"), t.root.join(name)).expect("symlink");
+    }
+    apply_in(&t.root, &t.root, EDIT_BOTH).expect("applies");
+    assert_eq!(read(&t.outside.join("secret")), "keep\n");
+    assert_eq!(read(&t.root.join("b.txt")), "alpha\nbeta\ngamma\n");
+}

@@ -128,6 +128,11 @@ fn children_inherit_the_set_and_public_ones_never_the_active_workspace() {
     assert_eq!(public.attached, p.attached);
     let private = p.inherited(child, 1).expect("a set to inherit");
     assert_eq!(private.active, p.active);
+    // A parent in a directory of its own home: the child gets its own home.
+    p.activate(home, AGENT_HOME, "/home/a/x".into())
+        .expect("use");
+    let private = p.inherited(child, 1).expect("a set to inherit");
+    assert_eq!(private.active, None);
     let confined = Projection::confined(child, "wt".into(), "/w".into(), "/w/sub".into(), 1);
     assert_eq!(confined.active_place(home).dir, Path::new("/w/sub"));
     assert_eq!(confined.roots(home), [home.to_owned(), "/w".into()]);
