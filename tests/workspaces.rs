@@ -50,7 +50,13 @@ async fn a_worktree_child_works_on_its_own_branch_and_task_stop_removes_it() {
     let branch = format!("holarchy/{task}");
     assert_eq!(git(&repo, &["log", "--format=%s", "-1", &branch]), "child");
 
-    // The parent's own commands still run in the repository.
+    // The parent's own commands still run in the repository, as it sees.
+    run(&mut c, &lead, json!([{ "name": "AgentGet", "input": {} }])).await;
+    let me = tool_call(&mut c, &lead, "AgentGet").await.1;
+    assert_eq!(
+        me["agent"]["active_workspace"]["dir"],
+        repo.display().to_string()
+    );
     run(
         &mut c,
         &lead,

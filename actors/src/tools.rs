@@ -470,6 +470,8 @@ pub async fn agent_view(ctx: &Ctx, record: &AgentRecord) -> Result<Value, String
     agent["current_work_item"] = work_plane::focus(ctx, agent_id)
         .map_err(|e| e.to_string())?
         .map_or(Value::Null, |w| work_json(&w));
+    let place = crate::workspace_plane::place(ctx, agent_id).map_err(|e| e.to_string())?;
+    agent["active_workspace"] = place_json(&place);
     agent["running_tasks"] = json!(ctx
         .store
         .tasks_of(agent_id)

@@ -43,7 +43,7 @@ pub const CATALOG: &[ToolSpec] = &[
         name: "AgentGet",
         family: ToolFamily::Core,
         plane: "agent",
-        description: "Returns the calling agent's own summary: identity, profile, lineage, supervisor, lifecycle state, current work item, waits and tools.",
+        description: "Returns the calling agent's own summary: identity, profile, lineage, supervisor, lifecycle state, current work item, waits, active workspace and tools.",
         input_schema: r#"{"type":"object","properties":{},"additionalProperties":false}"#,
     },
     ToolSpec {
