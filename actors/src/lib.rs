@@ -134,6 +134,8 @@ pub struct Ctx {
     /// is never created under a supervisor being cleaned up. Never taken
     /// inside an actor's `handle`.
     pub tree_lock: tokio::sync::Mutex<()>,
+    /// Serialises worktree removals (a stop and a sweep may race for one).
+    pub worktrees: tokio::sync::Mutex<()>,
     /// Restart windows, only for agents that have failed at least once.
     pub budgets: Mutex<HashMap<AgentId, RestartBudget>>,
     pub restarts: AtomicU64,
@@ -174,6 +176,7 @@ impl Ctx {
             busy: Arc::new(AtomicUsize::new(0)),
             shutting_down: AtomicBool::new(false),
             tree_lock: tokio::sync::Mutex::new(()),
+            worktrees: tokio::sync::Mutex::new(()),
             budgets: Mutex::new(HashMap::new()),
             restarts: AtomicU64::new(0),
             given_up: AtomicU64::new(0),

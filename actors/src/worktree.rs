@@ -305,10 +305,20 @@ async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<bool, WorktreeError> {
 
 /// Removes `task`'s worktree now and records it; `false` if git refused
 /// (the worktree stays indexed, so a later sweep tries again).
-pub async fn release(ctx: &Arc<Ctx>, mut task: TaskRecord) -> Result<bool, StoreError> {
-    let Some(worktree) = task.worktree.clone().filter(|w| !w.removed) else {
+pub async fn release(ctx: &Arc<Ctx>, task: TaskRecord) -> Result<bool, StoreError> {
+    // One removal at a time, each on the record as it stands now: a stop
+    // and a sweep may both reach for the same worktree.
+    let _one_at_a_time = ctx.worktrees.lock().await;
+    let Some(mut task) = ctx.store.task(task.id)? else {
         return Ok(false);
     };
+    let Some(worktree) = task.worktree.clone() else {
+        return Ok(false);
+    };
+    if worktree.removed {
+        // Someone else took it away meanwhile: it is gone, as asked.
+        return Ok(true);
+    }
     if let Err(err) = remove(ctx, &worktree).await {
         warn!(task_id = %task.id, path = %worktree.path.display(), error = %err, "worktree not removed");
         return Ok(false);
