@@ -224,3 +224,65 @@ async fn public_listings_skip_private_agents_through_their_index() {
     assert_eq!(rest, public[3..]);
     assert_eq!(store.list_agents(None, 100, true).expect("all").len(), 11);
 }
+
+#[tokio::test]
+async fn worktrees_are_indexed_until_removed_and_projections_survive_reopen() {
+    use holarchy_supervision::workspace::{Projection, Worktree};
+    use holarchy_supervision::{TaskId, TaskKind, TaskRecord, TaskStatus};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let owner = agent("lead");
+    let id = TaskId::generate();
+    let mut task = TaskRecord {
+        id,
+        owner_agent_id: owner.id,
+        kind: TaskKind::ChildAgent {
+            child_agent_id: AgentId::generate(),
+        },
+        label: "work".into(),
+        status: TaskStatus::Running,
+        output: None,
+        command: None,
+        process: None,
+        exit: None,
+        created_at_ms: 1,
+        updated_at_ms: 1,
+        place: None,
+        worktree: Some(Worktree::for_task(
+            "/repo/.git".into(),
+            "abc".into(),
+            std::path::Path::new("/wt"),
+            id,
+        )),
+    };
+    let projection = Projection::confined(owner.id, "repo".into(), "/r".into(), "/r/s".into(), 1);
+    {
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+        store
+            .commit(
+                created(&owner)
+                    .write(Write::PutTask(task.clone()))
+                    .write(Write::PutWorkspaces(projection.clone())),
+            )
+            .expect("commit");
+        task.status = TaskStatus::Stopped;
+        store
+            .commit(Batch::new().write(Write::PutTask(task.clone())))
+            .expect("end");
+        // Ended, its worktree still on disk: still indexed for the sweep.
+        let indexed = store.worktree_tasks().expect("index");
+        assert_eq!(indexed, [task.clone()]);
+        store.durable().await.expect("flushes");
+        store.close().await;
+    }
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+    assert_eq!(store.workspaces(owner.id).expect("reads"), Some(projection));
+    assert_eq!(store.task(id).expect("reads"), Some(task.clone()));
+    if let Some(worktree) = task.worktree.as_mut() {
+        worktree.removed = true;
+    }
+    store
+        .commit(Batch::new().write(Write::PutTask(task)))
+        .expect("removed");
+    assert!(store.worktree_tasks().expect("index").is_empty());
+}
