@@ -153,8 +153,9 @@ pub struct ServeArgs {
     /// Bytes of output each command task keeps (oldest dropped first).
     #[arg(long, default_value_t = 1024 * 1024)]
     pub output_capacity: u64,
-    /// MiB of sled's page cache (it holds hot records in memory).
-    #[arg(long, default_value_t = 256)]
+    /// MiB of sled's page cache (it holds hot records in memory; its real
+    /// footprint is about three times this).
+    #[arg(long, default_value_t = crate::store::sled_store::DEFAULT_CACHE_MIB)]
     pub store_cache_mib: u64,
     /// The brain of agents created without one.
     #[command(flatten)]

@@ -5,6 +5,9 @@ use std::io::IsTerminal;
 
 use clap::Parser;
 use holarchy::cli::{self, Cli};
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
 #[cfg(any(feature = "jemalloc", feature = "mimalloc"))]
@@ -19,6 +22,8 @@ async fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
+        .finish()
+        .with(filter_fn(|meta| !is_actor_loop_span(meta)))
         .init();
     match cli::run(Cli::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -46,4 +51,14 @@ fn code_name(code: tonic::Code) -> String {
             sep.into_iter().chain(c.to_lowercase())
         })
         .collect()
+}
+
+/// ractor wraps each actor's whole life in an INFO span `Actor{id=..}`.
+/// The subscriber's registry keeps a slot per open span and never gives a
+/// slot's memory back, so at `info` that span cost every agent that ever
+/// lived about 300 B after it was gone (measured with jemalloc's heap
+/// profiler at 1,000,000 agents, 900,000 archived). Agents log with their
+/// own `agent_id` fields instead.
+fn is_actor_loop_span(meta: &tracing::Metadata<'_>) -> bool {
+    meta.is_span() && meta.name() == "Actor" && meta.target().starts_with("ractor")
 }

@@ -132,11 +132,18 @@ pub async fn idle(
     let mut ids: Vec<String> = Vec::with_capacity(args.agents);
     let mut creating = std::time::Duration::ZERO;
     let mut checkpoints = Vec::new();
-    let stops = CHECKPOINTS
+    // A checkpoint where as many agents exist as the archive will leave, so
+    // the memory after it is compared with the same population.
+    let left = (args.archive > 0).then(|| args.agents - args.archive);
+    let mut stops: Vec<usize> = CHECKPOINTS
         .iter()
         .copied()
-        .filter(|&n| n < args.agents)
-        .chain([args.agents]);
+        .chain(left)
+        .filter(|&n| n > 0 && n < args.agents)
+        .chain([args.agents])
+        .collect();
+    stops.sort_unstable();
+    stops.dedup();
     let private = args.agents * args.tree;
     let mut settling = std::time::Duration::ZERO;
     for stop in stops {
