@@ -51,6 +51,14 @@ async fn child_ran_in(c: &mut Clients, lead: &str, input: serde_json::Value) -> 
     )
 }
 
+async fn task_count(c: &mut Clients, agent_id: &str) -> usize {
+    let request = pb::ListTasksRequest {
+        agent_id: agent_id.into(),
+    };
+    let listed = c.tasks.list_tasks(request).await.expect("tasks");
+    listed.into_inner().tasks.len()
+}
+
 fn shown(path: &Path) -> String {
     path.display().to_string()
 }
@@ -93,16 +101,7 @@ async fn children_start_where_their_mode_says_and_public_ones_get_the_set_only()
     assert_eq!(roots[1..], [shown(&repo.join("sub"))]);
 
     // explicit_root outside the parent's set: refused, no child made.
-    let before = c
-        .tasks
-        .list_tasks(pb::ListTasksRequest {
-            agent_id: lead.clone(),
-        })
-        .await
-        .expect("tasks")
-        .into_inner()
-        .tasks
-        .len();
+    let before = task_count(&mut c, &lead).await;
     run(
         &mut c,
         &lead,
@@ -111,16 +110,7 @@ async fn children_start_where_their_mode_says_and_public_ones_get_the_set_only()
     .await;
     let (refused, out) = tool_call(&mut c, &lead, "SpawnAgent").await;
     assert!(refused, "{out}");
-    let after = c
-        .tasks
-        .list_tasks(pb::ListTasksRequest {
-            agent_id: lead.clone(),
-        })
-        .await
-        .expect("tasks")
-        .into_inner()
-        .tasks
-        .len();
+    let after = task_count(&mut c, &lead).await;
     assert_eq!(before, after);
 
     // A public agent: the attached set, never the active workspace.
