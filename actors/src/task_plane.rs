@@ -11,6 +11,7 @@ use holarchy_supervision::{
 use crate::agent::{deliver, DeliverError, Delivered, NewMessage, NotRunning};
 use crate::command_plane::{self, CommandError};
 use crate::store::StoreError;
+use crate::worktree::WorktreeError;
 use crate::{supervise, Ctx};
 
 /// How many of a running child's messages make its progress output.
@@ -39,8 +40,8 @@ pub enum TaskError {
         task_id: TaskId,
         status: &'static str,
     },
-    #[error("git could not remove the worktree of task {0}; it is kept and retried at the next cleanup or start")]
-    WorktreeKept(TaskId),
+    #[error("the task's worktree is kept (retried at the next cleanup or start): {0}")]
+    Worktree(#[from] WorktreeError),
     #[error(transparent)]
     Deliver(#[from] DeliverError),
     #[error(transparent)]
@@ -165,10 +166,8 @@ pub async fn stop(
     if task.status != TaskStatus::Running {
         // A completed child's task keeps its worktree until told to let it
         // go: stopping the ended task is that word.
-        if task.worktree.as_ref().is_some_and(|w| !w.removed) {
-            if !crate::worktree::release(ctx, task).await? {
-                return Err(TaskError::WorktreeKept(task_id));
-            }
+        if task.pending_worktree().is_some() {
+            crate::worktree::release(ctx, task_id).await?;
             ctx.store.durable().await?;
             return get(ctx, task_id, owner);
         }

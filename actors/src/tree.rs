@@ -117,7 +117,7 @@ fn walk(
         if task.status != TaskStatus::Running {
             // An ended task still holding its child's worktree is shown:
             // the worktree is on disk until the task lets it go.
-            if task.worktree.as_ref().is_some_and(|w| !w.removed) {
+            if task.pending_worktree().is_some() {
                 children.push(Node::Task {
                     record: task,
                     actor_alive: false,

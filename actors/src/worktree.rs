@@ -37,6 +37,8 @@ pub enum WorktreeError {
     Git { args: String, detail: String },
     #[error("worktree directory: {0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
 }
 
 /// Runs git with `args` in `dir`; stdout on success, stderr in the error.
@@ -83,10 +85,12 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     }
 }
 
-/// The canonical directory under which worktrees are made.
-pub fn root(ctx: &Ctx) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(&ctx.config.worktree_root)?;
-    std::fs::canonicalize(&ctx.config.worktree_root)
+/// Whether `branch` exists in `repo`.
+async fn branch_exists(repo: &Path, branch: &str) -> bool {
+    let reference = format!("refs/heads/{branch}");
+    git(repo, &["rev-parse", "--verify", "--quiet", &reference])
+        .await
+        .is_ok()
 }
 
 /// A worktree planned for a child, not yet made.
@@ -134,7 +138,8 @@ pub async fn plan(
     let base = git(dir, &["rev-parse", "--verify", "HEAD^{commit}"])
         .await
         .map_err(|_| WorktreeError::NoCommit(top.clone()))?;
-    let worktree = Worktree::for_task(common, base, &root(ctx)?, task);
+    // The root is canonical (the runtime made it so); git makes the rest.
+    let worktree = Worktree::for_task(common, base, &ctx.config.worktree_root, task);
     let within = dir.strip_prefix(&top).unwrap_or(Path::new(""));
     let scope = parent_root.strip_prefix(&top).unwrap_or(Path::new(""));
     Ok(Planned {
@@ -174,8 +179,7 @@ pub async fn remove(ctx: &Ctx, worktree: &Worktree) -> Result<(), WorktreeError>
         )
         .await;
         if let Err(err) = removed {
-            let ours = root(ctx).is_ok_and(|r| worktree.path.starts_with(r));
-            if !ours {
+            if !worktree.path.starts_with(&ctx.config.worktree_root) {
                 return Err(err);
             }
             warn!(path = %path, error = %err, "git could not remove the worktree; deleting it");
@@ -191,14 +195,7 @@ pub async fn remove(ctx: &Ctx, worktree: &Worktree) -> Result<(), WorktreeError>
         return Ok(());
     }
     let _ = git(&worktree.repo, &["worktree", "prune"]).await;
-    let branch = format!("refs/heads/{}", worktree.branch);
-    if git(
-        &worktree.repo,
-        &["rev-parse", "--verify", "--quiet", &branch],
-    )
-    .await
-    .is_ok()
-    {
+    if branch_exists(&worktree.repo, &worktree.branch).await {
         git(&worktree.repo, &["branch", "-D", &worktree.branch]).await?;
     }
     Ok(())
@@ -224,8 +221,14 @@ fn held(ctx: &Ctx, task: &TaskRecord) -> Result<bool, StoreError> {
 pub async fn sweep(ctx: &Arc<Ctx>) -> Result<usize, StoreError> {
     let mut removed = 0;
     for task in ctx.store.worktree_tasks()? {
-        if !held(ctx, &task)? && release(ctx, task).await? {
-            removed += 1;
+        if held(ctx, &task)? {
+            continue;
+        }
+        match release(ctx, task.id).await {
+            Ok(()) => removed += 1,
+            Err(WorktreeError::Store(err)) => return Err(err),
+            // Still indexed: the next sweep tries again.
+            Err(err) => warn!(task_id = %task.id, error = %err, "worktree not removed"),
         }
     }
     if removed > 0 {
@@ -260,7 +263,7 @@ pub async fn restore_running(ctx: &Ctx) -> Result<usize, StoreError> {
 /// add` short (the record names it first), on its branch if git got that
 /// far, so the child does not wake up in a directory that is not there.
 async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<bool, WorktreeError> {
-    let Some(worktree) = task.worktree.as_ref().filter(|w| !w.removed) else {
+    let Some(worktree) = task.pending_worktree() else {
         return Ok(false);
     };
     if worktree.path.exists() {
@@ -268,15 +271,8 @@ async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<bool, WorktreeError> {
     }
     // A half-registered worktree would block the add.
     let _ = git(&worktree.repo, &["worktree", "prune"]).await;
-    let branch = format!("refs/heads/{}", worktree.branch);
     let path = worktree.path.to_string_lossy();
-    if git(
-        &worktree.repo,
-        &["rev-parse", "--verify", "--quiet", &branch],
-    )
-    .await
-    .is_ok()
-    {
+    if branch_exists(&worktree.repo, &worktree.branch).await {
         git(
             &worktree.repo,
             &["worktree", "add", &path, &worktree.branch],
@@ -289,9 +285,7 @@ async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<bool, WorktreeError> {
     if let TaskKind::ChildAgent { child_agent_id } = task.kind {
         let active = ctx
             .store
-            .workspaces(child_agent_id)
-            .ok()
-            .flatten()
+            .workspaces(child_agent_id)?
             .and_then(|p| p.active)
             .map(|a| a.dir)
             .filter(|dir| dir.starts_with(&worktree.path));
@@ -303,34 +297,27 @@ async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<bool, WorktreeError> {
     Ok(true)
 }
 
-/// Removes `task`'s worktree now and records it; `false` if git refused
-/// (the worktree stays indexed, so a later sweep tries again).
-pub async fn release(ctx: &Arc<Ctx>, task: TaskRecord) -> Result<bool, StoreError> {
+/// Removes the worktree of task `task_id` now, with its branch, and records
+/// it; a no-op if it is already gone. On a git error the worktree stays
+/// indexed, so a later sweep tries again.
+pub async fn release(ctx: &Arc<Ctx>, task_id: TaskId) -> Result<(), WorktreeError> {
     // One removal at a time, each on the record as it stands now: a stop
     // and a sweep may both reach for the same worktree.
     let _one_at_a_time = ctx.worktrees.lock().await;
-    let Some(mut task) = ctx.store.task(task.id)? else {
-        return Ok(false);
+    let Some(mut task) = ctx.store.task(task_id)? else {
+        return Ok(());
     };
-    let Some(worktree) = task.worktree.clone() else {
-        return Ok(false);
+    let Some(worktree) = task.pending_worktree().cloned() else {
+        return Ok(());
     };
-    if worktree.removed {
-        // Someone else took it away meanwhile: it is gone, as asked.
-        return Ok(true);
-    }
-    if let Err(err) = remove(ctx, &worktree).await {
-        warn!(task_id = %task.id, path = %worktree.path.display(), error = %err, "worktree not removed");
-        return Ok(false);
-    }
+    remove(ctx, &worktree).await?;
     task.worktree = Some(Worktree {
         removed: true,
         ..worktree.clone()
     });
     task.updated_at_ms = now_ms();
     let detail = format!("worktree {} removed", worktree.path.display());
-    ctx.store
-        .commit(Batch::new().put_task(task.clone(), detail))?;
-    info!(task_id = %task.id, path = %worktree.path.display(), branch = %worktree.branch, "worktree removed");
-    Ok(true)
+    ctx.store.commit(Batch::new().put_task(task, detail))?;
+    info!(task_id = %task_id, path = %worktree.path.display(), branch = %worktree.branch, "worktree removed");
+    Ok(())
 }

@@ -4,6 +4,7 @@ use holarchy_actors::agent::{ControlError, NotRunning};
 use holarchy_actors::command_plane::CommandError;
 use holarchy_actors::task_plane::TaskError;
 use holarchy_actors::wait_plane::WaitError;
+use holarchy_actors::worktree::WorktreeError;
 use holarchy_actors::{
     AgentSnapshot, ArchiveError, BrainError, CreateError, DeliverError, RuntimeError, StoreError,
 };
@@ -311,7 +312,10 @@ impl From<TaskError> for ApiError {
         match err {
             TaskError::NotFound(_) => ApiError::NotFound(err.to_string()),
             TaskError::NotRunning { .. } => ApiError::FailedPrecondition(err.to_string()),
-            TaskError::WorktreeKept(_) => ApiError::Internal(err.to_string()),
+            // Git refused (a broken or locked repository): the operator
+            // must act on the repository before the stop can finish.
+            TaskError::Worktree(WorktreeError::Store(e)) => e.into(),
+            TaskError::Worktree(_) => ApiError::FailedPrecondition(err.to_string()),
             TaskError::Deliver(e) => e.into(),
             TaskError::Command(e) => e.into(),
             TaskError::Store(e) => e.into(),

@@ -119,6 +119,13 @@ pub struct TaskRecord {
     pub worktree: Option<crate::workspace::Worktree>,
 }
 
+impl TaskRecord {
+    /// The worktree this task still has on disk: owned, not yet removed.
+    pub fn pending_worktree(&self) -> Option<&crate::workspace::Worktree> {
+        self.worktree.as_ref().filter(|w| !w.removed)
+    }
+}
+
 /// Which stream a piece of command output came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Stream {

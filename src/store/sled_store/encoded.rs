@@ -116,7 +116,7 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             id: task.id.to_bytes(),
             owned_key: pair_key(task.owner_agent_id, &task.id.to_bytes()),
             guard_running: matches!(write, Write::EndTask(_)),
-            worktree_pending: task.worktree.as_ref().is_some_and(|w| !w.removed),
+            worktree_pending: task.pending_worktree().is_some(),
             value: encode_task(TASKS, task)?,
         },
         Write::PutWorkspaces(projection) => Encoded::PutWorkspaces {
