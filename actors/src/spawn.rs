@@ -9,7 +9,7 @@ use std::sync::Arc;
 use holarchy_supervision::limits::{self, InvalidInput};
 use holarchy_supervision::spawn::{may_spawn, relations, SpawnRefusal};
 use holarchy_supervision::task::task_label;
-use holarchy_supervision::workspace::{Projection, WorkspaceMode, AGENT_HOME};
+use holarchy_supervision::workspace::{Place, Projection, WorkspaceMode, AGENT_HOME};
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, LifecycleState, MessageRecord, Preset, Profile, Provenance,
     TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
@@ -117,29 +117,8 @@ async fn spawn_to_completion(
 
     let agent_id = AgentId::generate();
     let task_id = TaskId::generate();
-    match (profile.visibility, workspace_mode, &root) {
-        (Visibility::Public, WorkspaceMode::Inherit, None) => {}
-        (Visibility::Public, mode, _) if mode != WorkspaceMode::Inherit => {
-            return Err(SpawnError::ModeNeedsPrivate(mode.name()))
-        }
-        (_, WorkspaceMode::ExplicitRoot, Some(_))
-        | (Visibility::Private, WorkspaceMode::Inherit | WorkspaceMode::Worktree, None) => {}
-        _ => return Err(SpawnError::RootMismatch),
-    }
-    // Git is asked before the lock (it may be slow): the worktree is
-    // planned from where the parent stands now, checked again under it.
-    let planned = match workspace_mode {
-        WorkspaceMode::Worktree => {
-            let parent = workspace_plane::view(ctx, caller)?;
-            let place = parent.place();
-            let root = workspace_plane::active_root(&parent);
-            Some((
-                place.clone(),
-                worktree::plan(ctx, &root, &place.dir, task_id).await?,
-            ))
-        }
-        WorkspaceMode::Inherit | WorkspaceMode::ExplicitRoot => None,
-    };
+    let workspaces =
+        ChildWorkspaces::prepare(ctx, caller, profile, workspace_mode, root, task_id).await?;
 
     // Held until the new actors are registered, so no cleanup of the caller
     // can run between the caller's liveness check and the child's birth.
@@ -150,26 +129,13 @@ async fn spawn_to_completion(
     };
     // Read under the lock: a workspace change that returned OK is seen.
     let parent = workspace_plane::view(ctx, caller)?;
-    let projection = match (profile.visibility, workspace_mode, root, &planned) {
-        (Visibility::Public, _, _, _) => parent.projection.for_public_child(agent_id, now_ms()),
-        (Visibility::Private, WorkspaceMode::Worktree, _, Some((place, planned))) => {
-            if parent.place() != *place {
-                return Err(SpawnError::WorkspaceMoved);
-            }
-            Some(Projection::confined(
-                agent_id,
-                "worktree".into(),
-                planned.root.clone(),
-                planned.start.clone(),
-                now_ms(),
-            ))
+    let projection = workspaces.projection(&parent, agent_id)?;
+    let planned = match workspaces {
+        ChildWorkspaces::Worktree { planned, .. } => Some(planned),
+        ChildWorkspaces::Public | ChildWorkspaces::Inherit | ChildWorkspaces::ExplicitRoot(_) => {
+            None
         }
-        (Visibility::Private, WorkspaceMode::ExplicitRoot, Some(root), _) => {
-            Some(explicit_root(&parent, agent_id, &root)?)
-        }
-        (Visibility::Private, _, _, _) => parent.projection.inherited(agent_id, now_ms()),
     };
-    let worktree = planned.as_ref().map(|(_, p)| p.worktree.clone());
     let (lineage, supervisor) = relations(caller, preset);
     let now = now_ms();
     let record = AgentRecord {
@@ -237,7 +203,7 @@ async fn spawn_to_completion(
         created_at_ms: now,
         updated_at_ms: now,
         place: None,
-        worktree: worktree.clone(),
+        worktree: planned.as_ref().map(|p| p.worktree.clone()),
     });
     if let Some(task) = &task {
         batch = batch.put_task(task.clone(), task.label.clone());
@@ -247,12 +213,7 @@ async fn spawn_to_completion(
     }
     ctx.store.commit(batch)?;
     let made = match &planned {
-        Some((_, planned)) => {
-            // The task names the worktree, on disk, before git makes it: no
-            // crash from here on can leave a worktree the store forgot.
-            ctx.store.durable().await?;
-            make_worktree(planned).await
-        }
+        Some(planned) => make_worktree(ctx, planned).await,
         None => Ok(()),
     };
 
@@ -288,6 +249,75 @@ async fn spawn_to_completion(
     Ok(Spawned { agent_id, task })
 }
 
+/// How the child's workspaces will be made, checked and (for a worktree)
+/// planned before the tree lock is taken.
+enum ChildWorkspaces {
+    /// A public agent: the caller's attached set.
+    Public,
+    Inherit,
+    /// Planned from where the caller stood; checked again under the lock.
+    Worktree {
+        from: Place,
+        planned: Planned,
+    },
+    ExplicitRoot(PathBuf),
+}
+
+impl ChildWorkspaces {
+    /// Refuses a mode the child's profile or `root` does not fit; plans a
+    /// worktree (git is slow: this runs before the lock).
+    async fn prepare(
+        ctx: &Ctx,
+        caller: AgentId,
+        profile: Profile,
+        mode: WorkspaceMode,
+        root: Option<PathBuf>,
+        task_id: TaskId,
+    ) -> Result<Self, SpawnError> {
+        match (profile.visibility, mode, root) {
+            (Visibility::Public, WorkspaceMode::Inherit, None) => Ok(Self::Public),
+            (Visibility::Public, WorkspaceMode::Worktree | WorkspaceMode::ExplicitRoot, _) => {
+                Err(SpawnError::ModeNeedsPrivate(mode.name()))
+            }
+            (Visibility::Private, WorkspaceMode::Inherit, None) => Ok(Self::Inherit),
+            (Visibility::Private, WorkspaceMode::Worktree, None) => {
+                let parent = workspace_plane::view(ctx, caller)?;
+                let from = parent.place();
+                let root = workspace_plane::active_root(&parent);
+                let planned = worktree::plan(ctx, &root, &from.dir, task_id).await?;
+                Ok(Self::Worktree { from, planned })
+            }
+            (Visibility::Private, WorkspaceMode::ExplicitRoot, Some(root)) => {
+                Ok(Self::ExplicitRoot(root))
+            }
+            (_, WorkspaceMode::Inherit | WorkspaceMode::Worktree, Some(_))
+            | (_, WorkspaceMode::ExplicitRoot, None) => Err(SpawnError::RootMismatch),
+        }
+    }
+
+    /// The child's projection from its parent's as it stands under the lock
+    /// (`None`: only its own home).
+    fn projection(&self, parent: &View, child: AgentId) -> Result<Option<Projection>, SpawnError> {
+        Ok(match self {
+            Self::Public => parent.projection.for_public_child(child, now_ms()),
+            Self::Inherit => parent.projection.inherited(child, now_ms()),
+            Self::Worktree { from, planned } => {
+                if parent.place() != *from {
+                    return Err(SpawnError::WorkspaceMoved);
+                }
+                Some(Projection::confined(
+                    child,
+                    "worktree".into(),
+                    planned.root.clone(),
+                    planned.start.clone(),
+                    now_ms(),
+                ))
+            }
+            Self::ExplicitRoot(root) => Some(explicit_root(parent, child, root)?),
+        })
+    }
+}
+
 /// The projection of a private child in `explicit_root` mode: `root`, a
 /// directory inside the parent's attached set, is its one workspace.
 fn explicit_root(parent: &View, child: AgentId, root: &Path) -> Result<Projection, SpawnError> {
@@ -307,9 +337,11 @@ fn explicit_root(parent: &View, child: AgentId, root: &Path) -> Result<Projectio
     Ok(Projection::confined(child, id, dir.clone(), dir, now_ms()))
 }
 
-/// Makes the worktree, and the child's starting directory in it if that
-/// directory is not part of the checkout (an untracked one).
-async fn make_worktree(planned: &Planned) -> Result<(), WorktreeError> {
+/// Makes the worktree once the task naming it is on disk (no crash can
+/// then leave a worktree the store forgot), and the child's starting
+/// directory in it if that is not part of the checkout (an untracked one).
+async fn make_worktree(ctx: &Ctx, planned: &Planned) -> Result<(), WorktreeError> {
+    ctx.store.durable().await?;
     worktree::add(&planned.worktree).await?;
     std::fs::create_dir_all(&planned.start)?;
     Ok(())
