@@ -47,6 +47,8 @@ pub enum ApplyError {
     },
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// What happened to one file.
@@ -107,11 +109,11 @@ pub async fn apply(
 
 /// Applies `text` with paths relative to `cwd`, confined to `root`.
 pub fn apply_in(root: &Path, cwd: &Path, text: &str) -> Result<Vec<Changed>, ApplyError> {
-    let roots = Roots::new([root]).map_err(|source| ApplyError::Path {
+    let root = std::fs::canonicalize(root).map_err(|source| ApplyError::Io {
         path: root.display().to_string(),
         source,
     })?;
-    let root = std::fs::canonicalize(root).map_err(|source| ApplyError::Io {
+    let roots = Roots::new([&root]).map_err(|source| ApplyError::Path {
         path: root.display().to_string(),
         source,
     })?;
@@ -216,8 +218,8 @@ fn read(path: &Path, shown: &str) -> Result<Option<String>, ApplyError> {
         .map_err(|_| ApplyError::NotText(shown.to_owned()))
 }
 
-/// Writes every planned file; if one fails, puts back those already
-/// written, so the patch lands whole or not at all.
+/// Writes every planned file; if one fails, puts it and those already
+/// written back, so the patch lands whole or not at all.
 fn write_all(plan: &BTreeMap<PathBuf, Planned>) -> Result<Vec<Changed>, ApplyError> {
     let mut done: Vec<(&PathBuf, &Planned)> = Vec::new();
     let mut changed = Vec::new();
@@ -226,6 +228,8 @@ fn write_all(plan: &BTreeMap<PathBuf, Planned>) -> Result<Vec<Changed>, ApplyErr
             continue;
         }
         if let Err(err) = put(path, planned.after.as_deref(), &planned.shown) {
+            // It may have failed after its rename (syncing the directory).
+            let _ = put(path, planned.before.as_deref(), &planned.shown);
             for (path, planned) in done.iter().rev() {
                 let _ = put(path, planned.before.as_deref(), &planned.shown);
             }
@@ -244,19 +248,22 @@ fn write_all(plan: &BTreeMap<PathBuf, Planned>) -> Result<Vec<Changed>, ApplyErr
     Ok(changed)
 }
 
-/// Replaces (or removes) one file atomically, keeping its permissions.
+/// Replaces (or removes) one file atomically, keeping its permissions,
+/// and syncs its directory: the tool reports success only once the new
+/// name survives a crash.
 fn put(path: &Path, content: Option<&str>, shown: &str) -> Result<(), ApplyError> {
     let io = |source| ApplyError::Io {
         path: shown.to_owned(),
         source,
     };
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let sync_dir = || std::fs::File::open(dir).and_then(|d| d.sync_all());
     let Some(content) = content else {
         return match std::fs::remove_file(path) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(io(err)),
-            _ => Ok(()),
+            _ => sync_dir().map_err(io),
         };
     };
-    let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir).map_err(io)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     // A name of its own, opened only if new: a link an agent planted at a
@@ -282,7 +289,8 @@ fn put(path: &Path, content: Option<&str>, shown: &str) -> Result<(), ApplyError
             file.set_permissions(meta.permissions())?;
         }
         file.sync_all()?;
-        std::fs::rename(&temp, path)
+        std::fs::rename(&temp, path)?;
+        sync_dir()
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&temp);

@@ -83,7 +83,7 @@ pub fn ensure_home(ctx: &Ctx, agent_id: AgentId) -> Result<(), WorkspaceError> {
 /// The agent's workspaces as they stand. Reads the store only: the home
 /// path is canonical without existing (the runtime canonicalises its
 /// root), so listing a million agents makes no directory.
-pub fn view(ctx: &Ctx, agent_id: AgentId) -> Result<View, WorkspaceError> {
+pub fn view(ctx: &Ctx, agent_id: AgentId) -> Result<View, StoreError> {
     let projection = ctx
         .store
         .workspaces(agent_id)?
@@ -96,14 +96,7 @@ pub fn view(ctx: &Ctx, agent_id: AgentId) -> Result<View, WorkspaceError> {
 
 /// Where the agent's commands run now.
 pub fn place(ctx: &Ctx, agent_id: AgentId) -> Result<Place, StoreError> {
-    let home = ctx.workspace(agent_id);
-    Ok(match ctx.store.workspaces(agent_id)? {
-        Some(projection) => projection.active_place(&home),
-        None => Place {
-            workspace_id: AGENT_HOME.to_owned(),
-            dir: home,
-        },
-    })
+    Ok(view(ctx, agent_id)?.place())
 }
 
 /// The root of the active workspace, for tools confined to it.

@@ -12,7 +12,15 @@ use holarchy_supervision::TaskRecord;
 pub const FORMAT_VERSION: u8 = 1;
 
 pub fn encode<T: Serialize>(tree: &'static str, value: &T) -> Result<Vec<u8>, StoreError> {
-    let mut bytes = vec![FORMAT_VERSION];
+    encode_as(FORMAT_VERSION, tree, value)
+}
+
+fn encode_as<T: Serialize>(
+    version: u8,
+    tree: &'static str,
+    value: &T,
+) -> Result<Vec<u8>, StoreError> {
+    let mut bytes = vec![version];
     bincode::serde::encode_into_std_write(value, &mut bytes, bincode::config::standard()).map_err(
         |err| StoreError::Corrupt {
             tree,
@@ -58,9 +66,7 @@ fn decode_body<T: DeserializeOwned>(tree: &'static str, body: &[u8]) -> Result<T
 pub const TASK_VERSION: u8 = 2;
 
 pub fn encode_task(tree: &'static str, task: &TaskRecord) -> Result<Vec<u8>, StoreError> {
-    let mut bytes = encode(tree, task)?;
-    bytes[0] = TASK_VERSION;
-    Ok(bytes)
+    encode_as(TASK_VERSION, tree, task)
 }
 
 pub fn decode_task(tree: &'static str, bytes: &[u8]) -> Result<TaskRecord, StoreError> {
