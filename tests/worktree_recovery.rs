@@ -53,22 +53,14 @@ fn task(owner: AgentId, status: TaskStatus, repo: &Path, root: &Path, made: bool
             ],
         );
     }
+    let kind = TaskKind::ChildAgent {
+        child_agent_id: AgentId::generate(),
+    };
     TaskRecord {
-        id,
-        owner_agent_id: owner,
-        kind: TaskKind::ChildAgent {
-            child_agent_id: AgentId::generate(),
-        },
-        label: "work".into(),
         status,
         output: Some("ended".into()),
-        command: None,
-        process: None,
-        exit: None,
-        created_at_ms: 1,
-        updated_at_ms: 1,
-        place: None,
         worktree: Some(worktree),
+        ..TaskRecord::running(id, owner, kind, "work".into(), 1)
     }
 }
 

@@ -83,23 +83,19 @@ pub async fn exec(
     }
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
     let place = crate::workspace_plane::place(ctx, owner)?;
-    let now = now_ms();
+    // Placeholders may have put a secret (a trigger token) in the line: the
+    // record keeps it redacted, only the process sees it.
+    let redacted = crate::tools::redact(&command);
     let task = TaskRecord {
-        id: TaskId::generate(),
-        owner_agent_id: owner,
-        kind: TaskKind::Command,
-        // Placeholders may have put a secret (a trigger token) in the line:
-        // the record keeps it redacted, only the process sees it.
-        label: task_label(&crate::tools::redact(&command)),
-        status: TaskStatus::Running,
-        output: None,
-        command: Some(crate::tools::redact(&command)),
-        process: None,
-        exit: None,
-        created_at_ms: now,
-        updated_at_ms: now,
+        command: Some(redacted.clone()),
         place: Some(place.clone()),
-        worktree: None,
+        ..TaskRecord::running(
+            TaskId::generate(),
+            owner,
+            TaskKind::Command,
+            task_label(&redacted),
+            now_ms(),
+        )
     };
     let task_id = task.id;
     ctx.store

@@ -188,22 +188,15 @@ async fn spawn_to_completion(
             )
             .write(Write::PutMessage(message));
     }
-    let task = supervisor.map(|owner| TaskRecord {
-        id: task_id,
-        owner_agent_id: owner,
-        kind: TaskKind::ChildAgent {
+    let task = supervisor.map(|owner| {
+        let kind = TaskKind::ChildAgent {
             child_agent_id: agent_id,
-        },
-        label: task_label(initial_message.as_deref().unwrap_or_default()),
-        status: TaskStatus::Running,
-        output: None,
-        command: None,
-        process: None,
-        exit: None,
-        created_at_ms: now,
-        updated_at_ms: now,
-        place: None,
-        worktree: planned.as_ref().map(|p| p.worktree.clone()),
+        };
+        let label = task_label(initial_message.as_deref().unwrap_or_default());
+        TaskRecord {
+            worktree: planned.as_ref().map(|p| p.worktree.clone()),
+            ..TaskRecord::running(task_id, owner, kind, label, now)
+        }
     });
     if let Some(task) = &task {
         batch = batch.put_task(task.clone(), task.label.clone());

@@ -120,6 +120,25 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// A task that starts running now, with nothing yet to report.
+    pub fn running(id: TaskId, owner: AgentId, kind: TaskKind, label: String, now_ms: u64) -> Self {
+        Self {
+            id,
+            owner_agent_id: owner,
+            kind,
+            label,
+            status: TaskStatus::Running,
+            output: None,
+            command: None,
+            process: None,
+            exit: None,
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+            place: None,
+            worktree: None,
+        }
+    }
+
     /// The worktree this task still has on disk: owned, not yet removed.
     pub fn pending_worktree(&self) -> Option<&crate::workspace::Worktree> {
         self.worktree.as_ref().filter(|w| !w.removed)

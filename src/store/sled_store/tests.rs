@@ -233,27 +233,17 @@ async fn worktrees_are_indexed_until_removed_and_projections_survive_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
     let owner = agent("lead");
     let id = TaskId::generate();
+    let kind = TaskKind::ChildAgent {
+        child_agent_id: AgentId::generate(),
+    };
     let mut task = TaskRecord {
-        id,
-        owner_agent_id: owner.id,
-        kind: TaskKind::ChildAgent {
-            child_agent_id: AgentId::generate(),
-        },
-        label: "work".into(),
-        status: TaskStatus::Running,
-        output: None,
-        command: None,
-        process: None,
-        exit: None,
-        created_at_ms: 1,
-        updated_at_ms: 1,
-        place: None,
         worktree: Some(Worktree::for_task(
             "/repo/.git".into(),
             "abc".into(),
             std::path::Path::new("/wt"),
             id,
         )),
+        ..TaskRecord::running(id, owner.id, kind, "work".into(), 1)
     };
     let projection = Projection::confined(owner.id, "repo".into(), "/r".into(), "/r/s".into(), 1);
     {
