@@ -6,7 +6,9 @@ mod common;
 
 use std::path::Path;
 
-use common::workspaces::{branches, git, lead_in, repository, run, worktree_child};
+use common::workspaces::{
+    branches, git, lead_in, repository, run, tree, tree_task, worktree_child,
+};
 use common::{data_dir, eventually, handled, script, tool_call, tool_output, Daemon};
 use holarchy::api::pb;
 use holarchy::client::Clients;
@@ -171,6 +173,18 @@ async fn a_completed_childs_worktree_stays_for_its_owner_until_stopped_or_archiv
     .await;
     assert!(path.exists(), "kept for the owner to take the branch");
     assert!(!branches(&repo).is_empty());
+    // Operators still see who holds it: the ended task stays in the tree.
+    let shown = tree(&mut c).await;
+    let node = shown
+        .roots
+        .iter()
+        .find_map(|r| tree_task(r, &task))
+        .expect("the completed task holding a worktree is in the tree");
+    assert_eq!(node.state, "completed");
+    assert_eq!(
+        node.worktree.as_ref().map(|w| w.path.as_str()),
+        path.to_str()
+    );
     c.tasks
         .stop_task(pb::StopTaskRequest {
             task_id: task.clone(),
