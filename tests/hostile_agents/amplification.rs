@@ -1,0 +1,1 @@
+//! Hostile agents: messages that amplify themselves, and messages that crash the daemon.

@@ -1,0 +1,1 @@
+//! Hostile agents: connections that never authenticate.

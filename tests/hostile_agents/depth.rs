@@ -1,0 +1,1 @@
+//! Hostile agents: trees grown deep or wide by agents.

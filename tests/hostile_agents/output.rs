@@ -1,0 +1,1 @@
+//! Hostile agents: commands that print without end or escape their task.

@@ -1,0 +1,1 @@
+//! Hostile agents: responses that would outgrow a gRPC message.

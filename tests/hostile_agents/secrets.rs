@@ -1,0 +1,1 @@
+//! Hostile agents: commands that go after the daemon's secrets.

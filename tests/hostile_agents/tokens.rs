@@ -1,0 +1,1 @@
+//! Hostile agents: weak tokens and unsafe data directories.
