@@ -16,10 +16,13 @@ pub use workspaces::WorkspaceCommand;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use holarchy_actors::sandbox::TaskLimits;
+use holarchy_actors::secrets::Secrets;
 use holarchy_supervision::restart::RestartPolicy;
 use tokio_stream::StreamExt;
 
@@ -166,6 +169,24 @@ pub struct ServeArgs {
     /// The first retry's delay, in milliseconds; it doubles each time.
     #[arg(long, default_value_t = 500)]
     pub model_retry_base_ms: u64,
+    /// Refuse to start unless the kernel can confine agents' programs
+    /// fully (Landlock ABI 6 or later).
+    #[arg(long)]
+    pub require_sandbox: bool,
+    /// Processes one command (or brain step) may run at once, beyond what
+    /// the daemon's user runs (RLIMIT_NPROC; not applied to root).
+    #[arg(long, default_value_t = TaskLimits::default().max_processes)]
+    pub task_max_processes: u64,
+    /// Files each process of a command may hold open (RLIMIT_NOFILE).
+    #[arg(long, default_value_t = TaskLimits::default().max_open_files)]
+    pub task_max_open_files: u64,
+    /// Bytes a second of a command's output the daemon takes; past it the
+    /// command waits on its full pipe.
+    #[arg(long, default_value_t = TaskLimits::default().output_bytes_per_sec)]
+    pub task_output_rate: u64,
+    /// Seconds a command may run before it is killed; 0 for no bound.
+    #[arg(long, default_value_t = 3600)]
+    pub task_wall_time: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -254,7 +275,7 @@ impl Cli {
 }
 
 /// Runs the parsed command line.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
+pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
     let out = Output { json: cli.json };
     match &cli.command {
         Command::Serve(args) => {
@@ -267,6 +288,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
             config.runtime.openai_retry.max_retries = args.model_retries;
             config.runtime.openai_retry.base = Duration::from_millis(args.model_retry_base_ms);
+            config.runtime.secrets = secrets;
+            config.require_sandbox = args.require_sandbox;
+            config.runtime.sandbox.limits = TaskLimits {
+                max_processes: args.task_max_processes,
+                max_open_files: args.task_max_open_files,
+                output_bytes_per_sec: args.task_output_rate,
+                wall_time: (args.task_wall_time > 0)
+                    .then(|| Duration::from_secs(args.task_wall_time)),
+            };
             if let Some(brain) = args.default_brain.config() {
                 brain.validate()?;
                 config.runtime.default_brain = brain;

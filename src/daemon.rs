@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::{Runtime, RuntimeConfig, ScriptedBrain};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
@@ -58,6 +59,8 @@ pub struct ServeConfig {
     pub shutdown_timeout: Duration,
     pub store: StoreConfig,
     pub runtime: RuntimeConfig,
+    /// Refuse to start unless agents' programs can be fully confined.
+    pub require_sandbox: bool,
 }
 
 impl ServeConfig {
@@ -69,6 +72,7 @@ impl ServeConfig {
             shutdown_timeout: Duration::from_secs(10),
             store: StoreConfig::default(),
             runtime: RuntimeConfig::default(),
+            require_sandbox: false,
         }
     }
 }
@@ -156,9 +160,22 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     prepare_dir(&config.data_dir)?;
     let _lock = lock_data_dir(&config.data_dir)?;
 
+    let sandbox = SandboxReport::probe();
+    if sandbox.complete() {
+        info!(sandbox = %sandbox.describe(), "agents' programs are confined");
+    } else if config.require_sandbox {
+        bail!(
+            "--require-sandbox: agents' programs cannot be fully confined here ({})",
+            sandbox.describe()
+        );
+    } else {
+        warn!(sandbox = %sandbox.describe(), "agents' programs are not fully confined");
+    }
+
     let mut runtime_config = config.runtime.clone();
     runtime_config.workspace_root = config.data_dir.join("workspaces");
     runtime_config.worktree_root = config.data_dir.join("worktrees");
+    runtime_config.sandbox.tmp_root = config.data_dir.join("tmp");
     let store = Arc::new(
         SledStore::open(&config.data_dir.join(DB_DIR), &config.store)
             .context("cannot open the store")?,
@@ -199,6 +216,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         runtime.clone(),
         store.clone(),
         config.data_dir.clone(),
+        sandbox,
     ));
 
     let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone(), stop_rx.clone()));
@@ -246,6 +264,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         None => None,
         Some(addr) => {
             let token = tcp_token(&config)?;
+            config.runtime.secrets.add(&token);
             let expected: tonic::metadata::MetadataValue<_> = format!("Bearer {token}")
                 .parse()
                 .context("token is not valid header text")?;

@@ -2,9 +2,11 @@
 //! hands over to the library.
 
 use std::io::IsTerminal;
+use std::sync::Arc;
 
 use clap::Parser;
 use holarchy::cli::{self, Cli};
+use holarchy_actors::secrets::Secrets;
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -14,8 +16,22 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static ALLOCATOR: holarchy::memory::Allocator = holarchy::memory::ALLOCATOR;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    // A unit (the supervisor of one agent's program) is this binary too;
+    // it must run before any thread starts.
+    if let Some(code) = holarchy_actors::sandbox::run_if_unit() {
+        return code;
+    }
+    let cli = Cli::parse();
+    // Still one thread: the secrets leave the environment now, so no
+    // child the daemon ever starts can inherit them.
+    let secrets = Arc::new(Secrets::take_from_env());
+    if let Some(token) = &cli.token {
+        secrets.add(token);
+    }
+    // What other processes see of ours (/proc/<pid>/environ, cmdline)
+    // keeps the secrets' text even after they leave the environment.
+    let scrubbed = secrets.scrub_process_memory();
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -25,7 +41,20 @@ async fn main() -> std::process::ExitCode {
         .finish()
         .with(filter_fn(|meta| !is_actor_loop_span(meta)))
         .init();
-    match cli::run(Cli::parse()).await {
+    if let Err(err) = scrubbed {
+        tracing::warn!(error = %err, "cannot scrub secrets from the process's initial environment");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("holarchy: cannot start the async runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli::run(cli, secrets)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             // A refusal from the daemon reads best as its code and message.

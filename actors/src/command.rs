@@ -19,15 +19,15 @@ use holarchy_supervision::{
     EventKind, ExitInfo, MessageRecord, OutputChunk, ProcessRef, Provenance, Stream, TaskId,
     TaskRecord, TaskStatus,
 };
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 use tracing::warn;
 
+use crate::secrets::Secrets;
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, supervise, Ctx};
 
@@ -66,6 +66,8 @@ impl Handoff {
 pub struct CommandArgs {
     pub task: TaskRecord,
     pub workdir: PathBuf,
+    /// Where the command may write: its agent's attached workspaces.
+    pub writable: Vec<PathBuf>,
     pub handoff: Arc<Handoff>,
     /// Flips to `true` when the task's record reaches its end state.
     pub done: watch::Sender<bool>,
@@ -77,7 +79,8 @@ pub struct CommandArgs {
 
 #[derive(Debug)]
 pub enum CommandMsg {
-    Output(Stream, Vec<u8>),
+    /// A piece of output; the reply says it is stored (backpressure).
+    Output(Stream, Vec<u8>, RpcReplyPort<()>),
     Eof(Stream),
     Exited(ExitInfo),
     Input(Vec<u8>, RpcReplyPort<Result<(), String>>),
@@ -89,18 +92,34 @@ pub enum CommandMsg {
     Kill,
 }
 
-/// Kills the process group when dropped before the command ended: the
-/// actor was killed (its agent's subtree cleaned up) or failed.
+/// The command's unit (see [`crate::sandbox`]): the process that owns the
+/// command's whole tree. Asked to end it when dropped before the command
+/// ended (the actor was killed with its agent's subtree, or failed).
 #[derive(Debug)]
-struct GroupGuard {
-    pgid: i32,
+struct UnitGuard {
+    /// The unit's pid, also the process group of the command.
+    pid: i32,
     ended: bool,
 }
 
-impl Drop for GroupGuard {
+impl UnitGuard {
+    /// SIGTERM: the unit passes it on to the command and kills the whole
+    /// tree after its grace. Never SIGKILL first: a unit killed outright
+    /// could not reach what the command moved out of its group.
+    fn terminate(&self) {
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGTERM);
+    }
+
+    fn kill(&self) {
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
+    }
+}
+
+impl Drop for UnitGuard {
     fn drop(&mut self) {
         if !self.ended {
-            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
+            self.terminate();
         }
     }
 }
@@ -117,7 +136,7 @@ impl Drop for Helper {
 #[derive(Debug)]
 pub struct CommandState {
     task: TaskRecord,
-    guard: GroupGuard,
+    guard: UnitGuard,
     stdin: Option<mpsc::Sender<Vec<u8>>>,
     /// Retained chunks (offset, len), oldest first, and the end offset.
     chunks: VecDeque<(u64, u64)>,
@@ -190,29 +209,76 @@ fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
     }
 }
 
+/// Reads one of the command's pipes into the actor. Each piece waits until
+/// the actor has stored it, and the reader keeps to the task's output
+/// rate, so a command that prints without end fills its pipe and waits:
+/// the daemon holds at most one piece per stream. Secrets are redacted
+/// here, where a secret cut across two reads can still be seen whole.
 fn spawn_reader(
     myself: ActorRef<CommandMsg>,
     stream: Stream,
     mut pipe: impl AsyncReadExt + Unpin + Send + 'static,
+    secrets: Arc<Secrets>,
+    bytes_per_sec: u64,
 ) -> Helper {
     let task = tokio::spawn(async move {
         let mut buf = vec![0u8; READ_SIZE];
+        let mut held = Vec::new();
+        let mut pace = Pace::new(bytes_per_sec);
         loop {
-            match pipe.read(&mut buf).await {
+            let n = match pipe.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if myself
-                        .cast(CommandMsg::Output(stream, buf[..n].to_vec()))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
+                Ok(n) => n,
+            };
+            held.extend_from_slice(&buf[..n]);
+            let ready = secrets.redact_stream(&mut held, false);
+            if !deliver(&myself, stream, ready).await {
+                return;
             }
+            pace.took(n as u64).await;
         }
-        let _ = myself.cast(CommandMsg::Eof(stream));
+        let rest = secrets.redact_stream(&mut held, true);
+        if deliver(&myself, stream, rest).await {
+            let _ = myself.cast(CommandMsg::Eof(stream));
+        }
     });
     Helper(task.abort_handle())
+}
+
+/// Hands a piece of output to the actor and waits until it is stored;
+/// `false` once the actor is gone.
+async fn deliver(myself: &ActorRef<CommandMsg>, stream: Stream, data: Vec<u8>) -> bool {
+    if data.is_empty() {
+        return true;
+    }
+    myself
+        .call(|reply| CommandMsg::Output(stream, data, reply), None)
+        .await
+        .is_ok_and(|result| result.is_success())
+}
+
+/// Keeps a reader to an average rate: after each read, waits until the
+/// bytes taken so far are within the rate since the reader started.
+struct Pace {
+    bytes_per_sec: u64,
+    started: tokio::time::Instant,
+    taken: u64,
+}
+
+impl Pace {
+    fn new(bytes_per_sec: u64) -> Self {
+        Self {
+            bytes_per_sec: bytes_per_sec.max(1),
+            started: tokio::time::Instant::now(),
+            taken: 0,
+        }
+    }
+
+    async fn took(&mut self, bytes: u64) {
+        self.taken = self.taken.saturating_add(bytes);
+        let due = Duration::from_secs_f64(self.taken as f64 / self.bytes_per_sec as f64);
+        tokio::time::sleep_until(self.started + due).await;
+    }
 }
 
 impl CommandActor {
@@ -264,7 +330,7 @@ impl CommandActor {
         }
         // The shell is gone; whatever it left behind in its group (a
         // server started with `&`) is not tracked by anyone: end it too.
-        let _ = killpg(Pid::from_raw(state.guard.pgid), Signal::SIGKILL);
+        state.guard.kill();
         state.guard.ended = true;
         let task_id = state.task.id;
         let owner = state.task.owner_agent_id;
@@ -362,30 +428,34 @@ impl Actor for CommandActor {
         let CommandArgs {
             mut task,
             workdir,
+            writable,
             handoff,
             done,
             env,
             line,
         } = args;
         std::fs::create_dir_all(&workdir)?;
-        let mut command = Command::new("/bin/sh");
-        command.arg("-c").arg(&line).current_dir(&workdir);
-        crate::environment::scrub(&mut command, &env);
+        let sandbox = &self.ctx.config.sandbox;
+        let tmp = sandbox.tmp_dir(task.owner_agent_id)?;
+        let mut writable = writable;
+        writable.push(tmp.clone());
+        let spec = sandbox.spec(writable, Vec::new(), self.ctx.config.stop_grace);
+        let mut command = sandbox.command(&spec, "/bin/sh", &["-c".to_owned(), line])?;
+        command.current_dir(&workdir);
+        crate::environment::scrub(&mut command, &env, Some(&tmp));
+        // No kill_on_drop: killing the unit outright would strand what the
+        // command moved out of its group; the guard asks the unit instead.
         let mut child = command
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()?;
         let pid = child
             .id()
             .map(|p| p as i32)
             .ok_or("the command exited before it started")?;
-        let guard = GroupGuard {
-            pgid: pid,
-            ended: false,
-        };
+        let guard = UnitGuard { pid, ended: false };
         self.ctx.directory.insert_command(task.id, myself.clone());
         task.process = Some(ProcessRef {
             pgid: pid,
@@ -396,11 +466,25 @@ impl Actor for CommandActor {
             .commit(Batch::new().write(Write::PutTask(task.clone())))?;
 
         let mut helpers = Vec::new();
+        let secrets = &self.ctx.config.secrets;
+        let rate = sandbox.limits.output_bytes_per_sec;
         if let Some(stdout) = child.stdout.take() {
-            helpers.push(spawn_reader(myself.clone(), Stream::Stdout, stdout));
+            helpers.push(spawn_reader(
+                myself.clone(),
+                Stream::Stdout,
+                stdout,
+                secrets.clone(),
+                rate,
+            ));
         }
         if let Some(stderr) = child.stderr.take() {
-            helpers.push(spawn_reader(myself.clone(), Stream::Stderr, stderr));
+            helpers.push(spawn_reader(
+                myself.clone(),
+                Stream::Stderr,
+                stderr,
+                secrets.clone(),
+                rate,
+            ));
         }
         let stdin = child.stdin.take().map(|mut pipe| {
             let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
@@ -449,7 +533,10 @@ impl Actor for CommandActor {
         state: &mut CommandState,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            CommandMsg::Output(stream, data) => self.record_output(state, stream, data)?,
+            CommandMsg::Output(stream, data, reply) => {
+                self.record_output(state, stream, data)?;
+                let _ = reply.send(());
+            }
             CommandMsg::Eof(_) => {
                 state.open_streams = state.open_streams.saturating_sub(1);
                 self.finish(&myself, state)?;
@@ -471,13 +558,13 @@ impl Actor for CommandActor {
             }
             CommandMsg::Stop { grace, reply } => {
                 state.stopping = true;
-                let _ = killpg(Pid::from_raw(state.guard.pgid), Signal::SIGTERM);
+                state.guard.terminate();
                 myself.send_after(grace, || CommandMsg::Kill);
                 let _ = reply.send(());
             }
             CommandMsg::Kill => {
                 if !state.guard.ended {
-                    let _ = killpg(Pid::from_raw(state.guard.pgid), Signal::SIGKILL);
+                    state.guard.kill();
                 }
             }
         }
@@ -500,7 +587,7 @@ impl Actor for CommandActor {
         state: &mut CommandState,
     ) -> Result<(), ActorProcessingErr> {
         if !state.guard.ended {
-            warn!(task_id = %state.task.id, "command actor stopped before its process ended; killing the group");
+            warn!(task_id = %state.task.id, "command actor stopped before its process ended; ending its unit");
         }
         Ok(())
     }

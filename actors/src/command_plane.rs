@@ -82,7 +82,18 @@ pub async fn exec(
         return Err(CommandError::OwnerGone);
     }
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
-    let place = crate::workspace_plane::place(ctx, owner)?;
+    let view = crate::workspace_plane::view(ctx, owner)?;
+    let place = view.place();
+    // The command may write beneath every workspace its agent has attached
+    // (and, for a git worktree, its repository's git directory).
+    let writable = view
+        .bindings()
+        .into_iter()
+        .flat_map(|binding| {
+            let git_dir = crate::sandbox::worktree_git_dir(&binding.root);
+            std::iter::once(binding.root).chain(git_dir)
+        })
+        .collect();
     // Placeholders may have put a secret (a trigger token) in the line: the
     // record keeps it redacted, only the process sees it.
     let redacted = crate::tools::redact(&command);
@@ -105,6 +116,7 @@ pub async fn exec(
     let args = CommandArgs {
         task: task.clone(),
         workdir: place.dir,
+        writable,
         handoff: handoff.clone(),
         done,
         env,

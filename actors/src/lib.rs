@@ -48,6 +48,8 @@ pub mod directory;
 pub mod environment;
 pub mod gateway;
 pub mod runtime;
+pub mod sandbox;
+pub mod secrets;
 pub mod spawn;
 pub mod store;
 pub mod supervise;
@@ -99,6 +101,11 @@ pub struct RuntimeConfig {
     pub default_brain: holarchy_supervision::BrainConfig,
     /// How OpenAI-compatible requests are retried.
     pub openai_retry: brain::openai::RetryPolicy,
+    /// How agents' programs are confined and bounded.
+    pub sandbox: sandbox::SandboxConfig,
+    /// The daemon's secrets: handed to brains by name, redacted from
+    /// everything stored.
+    pub secrets: Arc<secrets::Secrets>,
 }
 
 impl Default for RuntimeConfig {
@@ -114,6 +121,8 @@ impl Default for RuntimeConfig {
             stop_grace: Duration::from_secs(2),
             default_brain: holarchy_supervision::BrainConfig::Scripted,
             openai_retry: brain::openai::RetryPolicy::default(),
+            sandbox: sandbox::SandboxConfig::default(),
+            secrets: Arc::default(),
         }
     }
 }
@@ -161,13 +170,20 @@ impl Ctx {
     pub fn new(store: Arc<dyn Store>, brain: Arc<dyn Brain>, mut config: RuntimeConfig) -> Self {
         // Paths under these roots are compared with canonical ones, so the
         // roots themselves are made canonical once (made first, if need be).
-        for root in [&mut config.workspace_root, &mut config.worktree_root] {
+        for root in [
+            &mut config.workspace_root,
+            &mut config.worktree_root,
+            &mut config.sandbox.tmp_root,
+        ] {
             let canonical =
                 std::fs::create_dir_all(&*root).and_then(|()| std::fs::canonicalize(&*root));
             if let Ok(canonical) = canonical {
                 *root = canonical;
             }
         }
+        // Every write passes the redactor: no path can store a secret.
+        let store: Arc<dyn Store> =
+            Arc::new(secrets::RedactingStore::new(store, config.secrets.clone()));
         Self {
             store,
             brain,

@@ -48,6 +48,7 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, Stri
             args: args.clone(),
             env: env.clone(),
             timeout: std::time::Duration::from_millis(*timeout_ms),
+            sandbox: ctx.config.sandbox.clone(),
         })),
         BrainConfig::OpenAi {
             base_url,
@@ -62,6 +63,7 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, Stri
             api_key_env: api_key_env.clone(),
             temperature: *temperature,
             retry: ctx.config.openai_retry,
+            secrets: ctx.config.secrets.clone(),
         })),
     }
 }

@@ -55,6 +55,7 @@ async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
             ("GIT_TERMINAL_PROMPT".into(), "0".into()),
             ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
         ],
+        None,
     );
     command
         .args([

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::Runtime;
 use tonic::{Request, Response, Status};
 
@@ -16,14 +17,21 @@ pub struct RuntimeApi {
     runtime: Arc<Runtime>,
     store: Arc<SledStore>,
     data_dir: PathBuf,
+    sandbox: SandboxReport,
 }
 
 impl RuntimeApi {
-    pub fn new(runtime: Arc<Runtime>, store: Arc<SledStore>, data_dir: PathBuf) -> Self {
+    pub fn new(
+        runtime: Arc<Runtime>,
+        store: Arc<SledStore>,
+        data_dir: PathBuf,
+        sandbox: SandboxReport,
+    ) -> Self {
         Self {
             runtime,
             store,
             data_dir,
+            sandbox,
         }
     }
 }
@@ -75,6 +83,8 @@ impl RuntimeService for RuntimeApi {
             store_bytes: self.store.size_on_disk(),
             event_cursor: *self.store.event_watermark().borrow(),
             data_dir: self.data_dir.display().to_string(),
+            sandbox_landlock_abi: self.sandbox.landlock_abi.into(),
+            sandbox: self.sandbox.describe(),
             running_tasks: snapshot.running_tasks as u64,
             armed_waits: snapshot.armed_waits as u64,
             pid: std::process::id(),

@@ -262,6 +262,8 @@ impl Output {
                     "pid": s.pid,
                     "heap_allocated_bytes": s.heap_allocated_bytes,
                     "heap_resident_bytes": s.heap_resident_bytes,
+                    "sandbox_landlock_abi": s.sandbox_landlock_abi,
+                    "sandbox": s.sandbox,
                 })
             );
         } else {
@@ -293,6 +295,7 @@ impl Output {
             );
             say!("events     {}", s.event_cursor);
             say!("data       {}", s.data_dir);
+            say!("sandbox    {}", s.sandbox);
         }
     }
 

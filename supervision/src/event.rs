@@ -140,3 +140,52 @@ impl EventKind {
         }
     }
 }
+
+impl EventKind {
+    /// Calls `f` on every free text the event carries, so a redactor can
+    /// rewrite it. Exhaustive on purpose: a new variant must decide which of
+    /// its fields can hold text an agent or a program wrote.
+    pub fn texts_mut(&mut self, f: &mut dyn FnMut(&mut String)) {
+        match self {
+            EventKind::AgentCreated { name, preset, .. } => {
+                name.iter_mut().chain(preset.iter_mut()).for_each(f);
+            }
+            EventKind::AgentStateChanged { reason, .. } | EventKind::AgentRestarted { reason } => {
+                f(reason)
+            }
+            EventKind::MessageQueued { .. } | EventKind::RunStarted { .. } => {}
+            EventKind::StepDecided { reply, .. } => reply.iter_mut().for_each(f),
+            EventKind::ToolCalled {
+                tool,
+                input,
+                output,
+                ..
+            } => {
+                f(tool);
+                f(input);
+                f(output);
+            }
+            EventKind::Replied { text, .. } => f(text),
+            EventKind::RunFinished { detail, .. } | EventKind::TaskUpdated { detail, .. } => {
+                f(detail)
+            }
+            EventKind::CleanupStarted { reason, .. } => f(reason),
+            EventKind::WaitUpdated { kind, .. } => f(kind),
+            EventKind::WorkItemUpdated {
+                status, objective, ..
+            } => {
+                f(status);
+                f(objective);
+            }
+            EventKind::WorkspaceChanged {
+                workspace_id,
+                change,
+                detail,
+            } => {
+                f(workspace_id);
+                f(change);
+                f(detail);
+            }
+        }
+    }
+}

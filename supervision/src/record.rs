@@ -249,6 +249,14 @@ impl MessageRecord {
     }
 }
 
+impl MessageRecord {
+    /// Calls `f` on the message's free texts (body and reply), for redaction.
+    pub fn texts_mut(&mut self, f: &mut dyn FnMut(&mut String)) {
+        f(&mut self.body);
+        self.reply.iter_mut().for_each(f);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

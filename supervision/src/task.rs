@@ -205,6 +205,18 @@ pub fn task_label(initial_message: &str) -> String {
     }
 }
 
+impl TaskRecord {
+    /// Calls `f` on the task's free texts (label, command line, output), for
+    /// redaction.
+    pub fn texts_mut(&mut self, f: &mut dyn FnMut(&mut String)) {
+        f(&mut self.label);
+        self.command
+            .iter_mut()
+            .chain(self.output.iter_mut())
+            .for_each(f);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

@@ -175,6 +175,15 @@ pub fn apply(
     Ok(item)
 }
 
+impl WorkItemRecord {
+    /// Calls `f` on the work item's free texts (objective, plan titles), for
+    /// redaction.
+    pub fn texts_mut(&mut self, f: &mut dyn FnMut(&mut String)) {
+        f(&mut self.objective);
+        self.plan.iter_mut().for_each(|step| f(&mut step.title));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

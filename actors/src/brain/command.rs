@@ -5,19 +5,22 @@
 //! not such JSON, or a timeout fails the turn; the failure keeps the exit
 //! status and the ends of stdout and stderr.
 //!
-//! The program runs in its own process group with a scrubbed environment;
-//! its pipes are drained beside it (so it never stalls on a full pipe) and
-//! a step that ends or times out kills what it left in its group.
+//! The program runs in a unit (see [`crate::sandbox`]), confined to a
+//! private directory of its agent (its working directory, `HOME` and
+//! `TMPDIR`) and read-only access to the system and to its own files, with
+//! a scrubbed environment; its pipes are drained beside it (so it never
+//! stalls on a full pipe) and a step that ends, times out or is aborted
+//! ends everything the program started.
 
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::signal::{killpg, Signal};
+use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
 
 use super::{Brain, BrainError, BrainFuture, ToolCall, TurnInput, TurnPlan};
 
@@ -35,6 +38,7 @@ pub struct CommandBrain {
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 /// A decision as programs may write it: every field optional, `null` too.
@@ -85,20 +89,28 @@ impl CommandBrain {
     async fn run(self, input: TurnInput) -> Result<TurnPlan, BrainError> {
         let request = serde_json::to_vec(&input)
             .map_err(|e| failed(format!("cannot encode the input: {e}")))?;
-        let mut command = Command::new(&self.program);
-        command.args(&self.args);
-        crate::environment::scrub(&mut command, &self.env);
+        let tmp = self
+            .sandbox
+            .tmp_dir(input.agent_id)
+            .map_err(|e| failed(format!("cannot make the brain's directory: {e}")))?;
+        let spec = self
+            .sandbox
+            .spec(vec![tmp.clone()], self.own_files(), Duration::ZERO);
+        let mut command = self
+            .sandbox
+            .command(&spec, &self.program, &self.args)
+            .map_err(|e| failed(format!("cannot describe the brain's unit: {e}")))?;
+        command.current_dir(&tmp);
+        crate::environment::scrub(&mut command, &self.env, Some(&tmp));
         let mut child = command
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .map_err(|e| failed(format!("cannot start `{}`: {e}", self.program)))?;
-        let pgid = child.id().map(|p| p as i32);
         // Whatever happens to this step, nothing of it outlives it.
-        let _group = GroupKill(pgid);
+        let mut unit = UnitKill(child.id().map(|p| p as i32));
         let stdin = child.stdin.take();
         let stdout = child
             .stdout
@@ -120,19 +132,13 @@ impl CommandBrain {
         writer.abort();
         let status = match status {
             Ok(status) => {
+                // Reaped: its pid is no longer ours to signal.
+                unit.0 = None;
                 Some(status.map_err(|e| failed(format!("waiting for `{}`: {e}", self.program)))?)
             }
-            Err(_) => {
-                if let Some(pgid) = pgid {
-                    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-                }
-                None
-            }
+            // The unit kills the program's tree when `unit` drops.
+            Err(_) => None,
         };
-        if let Some(pgid) = pgid {
-            // The program is done; what it left behind in its group goes.
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-        }
         let (stdout, stdout_tail, too_much) = tokio::time::timeout(DRAIN_GRACE, out)
             .await
             .ok()
@@ -180,13 +186,29 @@ impl CommandBrain {
     }
 }
 
-/// Kills the group when the step is dropped (its turn aborted).
-struct GroupKill(Option<i32>);
+impl CommandBrain {
+    /// The program's own files, which it may read: the program if named
+    /// by path, and every argument that is an existing absolute path.
+    fn own_files(&self) -> Vec<PathBuf> {
+        std::iter::once(&self.program)
+            .chain(&self.args)
+            .map(Path::new)
+            .filter(|path| path.is_absolute() && path.exists())
+            .map(Path::to_path_buf)
+            .collect()
+    }
+}
 
-impl Drop for GroupKill {
+/// Ends the step's unit, and with it everything the program started, when
+/// the step ends for any reason (answered, timed out, turn aborted). The
+/// unit takes SIGHUP as "kill the whole tree now"; once the program has
+/// exited the unit has done so already and this finds nothing.
+struct UnitKill(Option<i32>);
+
+impl Drop for UnitKill {
     fn drop(&mut self) {
-        if let Some(pgid) = self.0 {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        if let Some(pid) = self.0 {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGHUP);
         }
     }
 }

@@ -56,6 +56,9 @@ pub struct OpenAiBrain {
     pub api_key_env: String,
     pub temperature: Option<f32>,
     pub retry: RetryPolicy,
+    /// Where the key is looked up by name (taken from the environment at
+    /// start, so no child of the daemon inherits it).
+    pub secrets: std::sync::Arc<crate::secrets::Secrets>,
 }
 
 /// Bytes of an answer read at most, and of an error shown.
@@ -188,7 +191,7 @@ fn plan(answer: &Value, supervised: bool) -> Result<TurnPlan, BrainError> {
 
 impl OpenAiBrain {
     async fn run(self, input: TurnInput) -> Result<TurnPlan, BrainError> {
-        let key = std::env::var(&self.api_key_env).map_err(|_| {
+        let key = self.secrets.var(&self.api_key_env).ok_or_else(|| {
             failed(format!(
                 "the environment variable {} is not set",
                 self.api_key_env

@@ -1,0 +1,261 @@
+//! Confinement of everything an agent runs (commands, command brains).
+//!
+//! The daemon never starts an agent's program itself. It starts a *unit*
+//! ([`unit`]): this same binary, run with a hidden first argument, which
+//! supervises one program as one killable whole and starts it through
+//! [`confine`], which applies the task's limits and Landlock rules and then
+//! becomes the program:
+//!
+//! ```text
+//! daemon ── unit (subreaper, dies with the daemon) ── program (confined) ── ...
+//! ```
+//!
+//! What a program may touch: its agent's attached workspaces and a private
+//! temporary directory (read-write), the system's paths (read-only), a few
+//! device files. Never the store, the token, other agents' homes, or the
+//! daemon's `/proc` entries (Landlock forbids ptrace-like access across the
+//! domain's edge).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub mod confine;
+pub mod unit;
+
+/// The first argument that makes this binary a unit.
+pub const UNIT_ARG: &str = "__holarchy-unit";
+/// The first argument that makes this binary a unit's second stage.
+pub const CONFINE_ARG: &str = "__holarchy-confine";
+
+/// System paths a program may read and execute from.
+pub const SYSTEM_READ_ONLY: &[&str] = &[
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run/systemd/resolve",
+];
+
+/// How what agents run is confined and bounded.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// The program started as each unit: this binary.
+    pub unit_program: PathBuf,
+    /// Paths programs may read and execute from.
+    pub read_only: Vec<PathBuf>,
+    /// Where each agent's private temporary directory (its `TMPDIR` and
+    /// `HOME`) lives: `<root>/<agent id>`.
+    pub tmp_root: PathBuf,
+    pub limits: TaskLimits,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            unit_program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("holarchy")),
+            read_only: SYSTEM_READ_ONLY.iter().map(PathBuf::from).collect(),
+            tmp_root: std::env::temp_dir().join("holarchy-tmp"),
+            limits: TaskLimits::default(),
+        }
+    }
+}
+
+/// Bounds of one task (a command, or one step of a command brain).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskLimits {
+    /// Processes the task may run at once, beyond what its user runs.
+    pub max_processes: u64,
+    /// Files each of its processes may hold open.
+    pub max_open_files: u64,
+    /// Bytes of output a second the daemon takes from it; past it, its
+    /// pipe fills and the program waits.
+    pub output_bytes_per_sec: u64,
+    /// How long it may run before it is killed; `None` for no bound.
+    pub wall_time: Option<Duration>,
+}
+
+impl Default for TaskLimits {
+    fn default() -> Self {
+        Self {
+            max_processes: 256,
+            max_open_files: 1024,
+            output_bytes_per_sec: 8 * 1024 * 1024,
+            wall_time: Some(Duration::from_secs(3600)),
+        }
+    }
+}
+
+/// What a unit is told: who its daemon is, what its program may touch and
+/// its bounds. Passed as JSON on its command line (nothing in it is secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitSpec {
+    pub daemon_pid: i32,
+    pub read_write: Vec<PathBuf>,
+    pub read_only: Vec<PathBuf>,
+    pub max_processes: u64,
+    pub max_open_files: u64,
+    /// 0: no bound.
+    pub wall_time_ms: u64,
+    /// Asked to stop (SIGTERM), the unit passes SIGTERM on and kills the
+    /// whole tree after this long.
+    pub stop_grace_ms: u64,
+}
+
+impl SandboxConfig {
+    /// The spec of a unit whose program may write beneath `writable`.
+    pub fn spec(
+        &self,
+        writable: Vec<PathBuf>,
+        extra_read_only: Vec<PathBuf>,
+        stop_grace: Duration,
+    ) -> UnitSpec {
+        let mut read_only = self.read_only.clone();
+        read_only.extend(extra_read_only);
+        UnitSpec {
+            daemon_pid: std::process::id() as i32,
+            read_write: writable,
+            read_only,
+            max_processes: self.limits.max_processes,
+            max_open_files: self.limits.max_open_files,
+            wall_time_ms: self.limits.wall_time.map_or(0, millis),
+            stop_grace_ms: millis(stop_grace),
+        }
+    }
+
+    /// The agent's private temporary directory, made if need be.
+    pub fn tmp_dir(&self, owner: impl std::fmt::Display) -> std::io::Result<PathBuf> {
+        let dir = self.tmp_root.join(owner.to_string());
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// A command that runs `program args` in a unit under `spec`. The
+    /// caller sets the environment (already scrubbed), the directory and
+    /// the pipes.
+    pub fn command(
+        &self,
+        spec: &UnitSpec,
+        program: impl AsRef<std::ffi::OsStr>,
+        args: &[String],
+    ) -> Result<tokio::process::Command, serde_json::Error> {
+        let mut command = tokio::process::Command::new(&self.unit_program);
+        command
+            .arg(UNIT_ARG)
+            .arg(serde_json::to_string(spec)?)
+            .arg("--")
+            .arg(program)
+            .args(args);
+        Ok(command)
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    duration.as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+/// Runs this process as a unit or a unit's second stage when its first
+/// argument says so. The binary's `main` calls it before anything else
+/// (before a runtime or a thread starts).
+pub fn run_if_unit() -> Option<ExitCode> {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let code = match args.get(1).and_then(|a| a.to_str()) {
+        Some(UNIT_ARG) => unit::main(&args[2..]),
+        Some(CONFINE_ARG) => confine::main(&args[2..]),
+        _ => return None,
+    };
+    Some(ExitCode::from(u8::try_from(code).unwrap_or(125)))
+}
+
+/// `[spec, "--", program, args...]` -> the spec and the program's argv.
+fn parse_args(args: &[OsString]) -> Option<(UnitSpec, &[OsString])> {
+    let (spec, rest) = args.split_first()?;
+    let spec: UnitSpec = serde_json::from_str(spec.to_str()?).ok()?;
+    let (separator, argv) = rest.split_first()?;
+    (separator == "--" && !argv.is_empty()).then_some((spec, argv))
+}
+
+/// What the kernel lets the daemon confine, probed once at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxReport {
+    /// The Landlock ABI enforced; 0 when the kernel has none.
+    pub landlock_abi: u8,
+}
+
+impl SandboxReport {
+    pub fn probe() -> Self {
+        Self {
+            landlock_abi: confine::probe_abi(),
+        }
+    }
+
+    /// Is every confinement the daemon asks for enforced?
+    pub fn complete(&self) -> bool {
+        self.landlock_abi >= 6
+    }
+
+    /// One line for logs and `GetStatus`.
+    pub fn describe(&self) -> String {
+        match self.landlock_abi {
+            0 => "none: this kernel has no Landlock; agents' programs are not confined".into(),
+            1..=5 => format!(
+                "partial: Landlock ABI {} (filesystem and ptrace confined; signals and abstract sockets are not)",
+                self.landlock_abi
+            ),
+            abi => format!(
+                "full: Landlock ABI {abi} (filesystem, ptrace, signals, abstract sockets)"
+            ),
+        }
+    }
+}
+
+/// The parent of process `pid`, from `/proc/<pid>/stat`.
+pub fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses; fields resume
+    // after the last ')': state, then ppid.
+    stat.get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Is process `pid` one the daemon started (a command, a brain, git, or
+/// anything they started)? Units are subreapers, so whatever a program
+/// starts stays beneath the daemon. Used to refuse local connections from
+/// agents' programs: the Unix socket is for operators.
+pub fn is_own_descendant(pid: i32) -> bool {
+    let me = std::process::id() as i32;
+    let mut at = pid;
+    // Bounded: a pid chain is shorter than the number of pids.
+    for _ in 0..4096 {
+        match parent_of(at) {
+            Some(parent) if parent == me => return true,
+            Some(parent) if parent > 1 && parent != at => at = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// If `root` is a git worktree, the repository's git directory, which git
+/// commands in the worktree write to (its index, refs and objects).
+pub fn worktree_git_dir(root: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(root.join(".git")).ok()?;
+    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
+    // `<repo>/.git/worktrees/<name>`: the repository's `.git` is two up.
+    let common = gitdir.parent()?.parent()?;
+    (common.file_name()? == ".git" || common.join("HEAD").exists()).then(|| common.to_owned())
+}

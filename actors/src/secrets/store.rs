@@ -1,0 +1,143 @@
+//! A store that redacts every secret from a batch before it commits it:
+//! the one place all the runtime's writes pass, so no path can forget.
+
+use std::sync::Arc;
+
+use holarchy_supervision::workspace::Projection;
+use holarchy_supervision::{
+    AgentId, AgentRecord, MessageId, MessageRecord, OutputChunk, TaskId, TaskRecord, WaitId,
+    WaitRecord, WorkItemId, WorkItemRecord,
+};
+
+use super::Secrets;
+use crate::store::{Batch, DurableFuture, RecoveryInput, Store, StoreError};
+
+/// Wraps the runtime's store; reads pass through unchanged.
+pub struct RedactingStore {
+    inner: Arc<dyn Store>,
+    secrets: Arc<Secrets>,
+}
+
+impl std::fmt::Debug for RedactingStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedactingStore")
+            .field("secrets", &self.secrets)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedactingStore {
+    pub fn new(inner: Arc<dyn Store>, secrets: Arc<Secrets>) -> Self {
+        Self { inner, secrets }
+    }
+}
+
+impl Store for RedactingStore {
+    fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError> {
+        self.inner.agent(id)
+    }
+
+    fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError> {
+        self.inner.agent_id_by_name(name)
+    }
+
+    fn message(
+        &self,
+        agent_id: AgentId,
+        id: MessageId,
+    ) -> Result<Option<MessageRecord>, StoreError> {
+        self.inner.message(agent_id, id)
+    }
+
+    fn message_id_by_dedupe_key(
+        &self,
+        agent_id: AgentId,
+        key: &str,
+    ) -> Result<Option<MessageId>, StoreError> {
+        self.inner.message_id_by_dedupe_key(agent_id, key)
+    }
+
+    fn list_messages(
+        &self,
+        agent_id: AgentId,
+        after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<Vec<MessageRecord>, StoreError> {
+        self.inner.list_messages(agent_id, after, limit)
+    }
+
+    fn last_messages(
+        &self,
+        agent_id: AgentId,
+        limit: usize,
+    ) -> Result<Vec<MessageRecord>, StoreError> {
+        self.inner.last_messages(agent_id, limit)
+    }
+
+    fn pending_messages(&self, agent_id: AgentId) -> Result<Vec<MessageRecord>, StoreError> {
+        self.inner.pending_messages(agent_id)
+    }
+
+    fn recovery_input(&self) -> Result<RecoveryInput, StoreError> {
+        self.inner.recovery_input()
+    }
+
+    fn task(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
+        self.inner.task(id)
+    }
+
+    fn workspaces(&self, agent_id: AgentId) -> Result<Option<Projection>, StoreError> {
+        self.inner.workspaces(agent_id)
+    }
+
+    fn worktree_tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.worktree_tasks()
+    }
+
+    fn tasks_of(&self, owner: AgentId) -> Result<Vec<TaskRecord>, StoreError> {
+        self.inner.tasks_of(owner)
+    }
+
+    fn children_of(&self, supervisor: AgentId) -> Result<Vec<AgentId>, StoreError> {
+        self.inner.children_of(supervisor)
+    }
+
+    fn wait(&self, id: WaitId) -> Result<Option<WaitRecord>, StoreError> {
+        self.inner.wait(id)
+    }
+
+    fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError> {
+        self.inner.waits_of(owner)
+    }
+
+    fn wait_by_token_hash(&self, token_hash: &[u8; 32]) -> Result<Option<WaitId>, StoreError> {
+        self.inner.wait_by_token_hash(token_hash)
+    }
+
+    fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError> {
+        self.inner.work_item(id)
+    }
+
+    fn output_after(
+        &self,
+        task_id: TaskId,
+        offset: u64,
+        max_bytes: usize,
+    ) -> Result<Vec<OutputChunk>, StoreError> {
+        self.inner.output_after(task_id, offset, max_bytes)
+    }
+
+    fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError> {
+        self.inner.work_items_of(owner)
+    }
+
+    fn commit(&self, batch: Batch) -> Result<(), StoreError> {
+        let mut batch = batch;
+        self.secrets.redact_batch(&mut batch);
+        self.inner.commit(batch)
+    }
+
+    fn durable(&self) -> DurableFuture {
+        self.inner.durable()
+    }
+}
