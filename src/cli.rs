@@ -187,6 +187,11 @@ pub struct ServeArgs {
     /// Seconds a command may run before it is killed; 0 for no bound.
     #[arg(long, default_value_t = 3600)]
     pub task_wall_time: u64,
+    /// A path no agent may attach or use as a workspace, nor any path
+    /// inside it or above it (repeatable; the data directory always is).
+    /// Name the daemon's configuration and secrets here.
+    #[arg(long = "protect", value_name = "PATH")]
+    pub protected: Vec<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -290,6 +295,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             config.runtime.openai_retry.base = Duration::from_millis(args.model_retry_base_ms);
             config.runtime.secrets = secrets;
             config.require_sandbox = args.require_sandbox;
+            config.runtime.sandbox.protected = args.protected.clone();
             config.runtime.sandbox.limits = TaskLimits {
                 max_processes: args.task_max_processes,
                 max_open_files: args.task_max_open_files,

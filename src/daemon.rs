@@ -176,6 +176,10 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     runtime_config.workspace_root = config.data_dir.join("workspaces");
     runtime_config.worktree_root = config.data_dir.join("worktrees");
     runtime_config.sandbox.tmp_root = config.data_dir.join("tmp");
+    runtime_config
+        .sandbox
+        .protected
+        .push(config.data_dir.clone());
     let store = Arc::new(
         SledStore::open(&config.data_dir.join(DB_DIR), &config.store)
             .context("cannot open the store")?,

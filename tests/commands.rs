@@ -4,38 +4,11 @@
 
 mod common;
 
-use common::{create, data_dir, eventually, handled, send, Daemon};
+use common::{create, data_dir, eventually, exec, handled, processes_with, Daemon};
 use holarchy::api::pb;
-use holarchy::client::Clients;
-use serde_json::{json, Value};
 use tokio_stream::StreamExt;
 
 /// Asks `agent` to run `command`; returns the ExecCommand result.
-async fn exec(c: &mut Clients, agent: &str, command: &str, yield_ms: u64) -> Value {
-    let before = common::messages(c, agent).await.len();
-    let script = json!({ "tool_calls": [{ "name": "ExecCommand", "input": { "command": command, "yield_ms": yield_ms } }] });
-    send(c, agent, &script.to_string()).await;
-    handled(c, agent, before + 1).await;
-    common::tool_output(c, agent, "ExecCommand").await
-}
-
-/// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            if cmdline.contains(marker) {
-                found.push(format!(
-                    "{}: {cmdline}",
-                    entry.file_name().to_string_lossy()
-                ));
-            }
-        }
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_command_returns_its_output_and_a_long_one_streams_to_completion() {
     let root = tempfile::tempdir().expect("tempdir");

@@ -32,7 +32,7 @@ use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, supervise, Ctx};
 
 /// Bytes read from a pipe at a time: one output chunk at most.
-const READ_SIZE: usize = 8 * 1024;
+const READ_SIZE: usize = 64 * 1024;
 /// How much of the output the final task record keeps as its result.
 const RESULT_TAIL: usize = 4 * 1024;
 

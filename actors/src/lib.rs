@@ -181,6 +181,22 @@ impl Ctx {
                 *root = canonical;
             }
         }
+        for path in &mut config.sandbox.protected {
+            if let Ok(canonical) = std::fs::canonicalize(&*path) {
+                *path = canonical;
+            }
+        }
+        // A system path that holds a protected one (a data directory under
+        // /opt, say) would let every program read it: it is dropped.
+        let protected = config.sandbox.protected.clone();
+        config.sandbox.read_only.retain(|path| {
+            let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            let holds = protected.iter().any(|p| p.starts_with(&canonical));
+            if holds {
+                tracing::warn!(path = %path.display(), "not readable by agents' programs: it holds the daemon's data");
+            }
+            !holds
+        });
         // Every write passes the redactor: no path can store a secret.
         let store: Arc<dyn Store> =
             Arc::new(secrets::RedactingStore::new(store, config.secrets.clone()));

@@ -58,6 +58,9 @@ pub struct SandboxConfig {
     /// Where each agent's private temporary directory (its `TMPDIR` and
     /// `HOME`) lives: `<root>/<agent id>`.
     pub tmp_root: PathBuf,
+    /// Paths no workspace may be, be inside or hold: the data directory
+    /// and whatever the operator adds (configuration, secrets).
+    pub protected: Vec<PathBuf>,
     pub limits: TaskLimits,
 }
 
@@ -67,6 +70,7 @@ impl Default for SandboxConfig {
             unit_program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("holarchy")),
             read_only: SYSTEM_READ_ONLY.iter().map(PathBuf::from).collect(),
             tmp_root: std::env::temp_dir().join("holarchy-tmp"),
+            protected: Vec::new(),
             limits: TaskLimits::default(),
         }
     }

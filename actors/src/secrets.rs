@@ -213,51 +213,61 @@ impl Secrets {
         }
     }
 
-    /// Redacts `bytes` of a stream whose first `hold` bytes may be followed
-    /// by more: returns the redacted bytes that are final, and leaves in
-    /// `bytes` the tail that could still be the start of a secret.
-    pub fn redact_stream(&self, bytes: &mut Vec<u8>, at_end: bool) -> Vec<u8> {
+    /// Redacts a stream piece by piece: `held` is what was read and not
+    /// yet passed on. Returns the redacted bytes that are final and leaves
+    /// in `held` the tail that could still be the start of a secret (all of
+    /// it is final `at_end`).
+    pub fn redact_stream(&self, held: &mut Vec<u8>, at_end: bool) -> Vec<u8> {
         let keep = if at_end {
             0
         } else {
             self.longest().saturating_sub(1)
         };
-        let mut cut = bytes.len().saturating_sub(keep);
+        // A match starting before `cut` lies wholly inside `held`, since
+        // the hold-back is as long as the longest secret.
+        let cut = held.len().saturating_sub(keep);
         let values = self.snapshot();
-        let mut patterns: Vec<&[u8]> = values.iter().map(String::as_bytes).collect();
-        patterns.push(TRIGGER_TOKEN_PREFIX.as_bytes());
         let mut out = Vec::with_capacity(cut);
         let mut at = 0;
-        'scan: while at < cut {
-            for pattern in &patterns {
-                if !bytes[at..].starts_with(pattern) {
-                    continue;
-                }
-                let len = if *pattern == TRIGGER_TOKEN_PREFIX.as_bytes() {
-                    let hex = bytes[at + pattern.len()..]
-                        .iter()
-                        .take(TRIGGER_TOKEN_HEX)
-                        .take_while(|b| b.is_ascii_hexdigit())
-                        .count();
-                    if hex < TRIGGER_TOKEN_HEX {
-                        continue;
-                    }
-                    out.extend_from_slice(pattern);
-                    pattern.len() + hex
-                } else {
-                    pattern.len()
-                };
+        while at < cut {
+            let rest = &held[at..];
+            let next = values
+                .iter()
+                .map(|v| (memchr::memmem::find(rest, v.as_bytes()), v.len()))
+                .chain([(
+                    memchr::memmem::find(rest, TRIGGER_TOKEN_PREFIX.as_bytes()),
+                    0,
+                )])
+                .filter_map(|(found, len)| Some((found?, len)))
+                .filter(|(found, _)| at + found < cut)
+                .min_by_key(|(found, len)| (*found, std::cmp::Reverse(*len)));
+            let Some((found, len)) = next else {
+                out.extend_from_slice(&rest[..cut - at]);
+                at = cut;
+                break;
+            };
+            out.extend_from_slice(&rest[..found]);
+            at += found;
+            if len > 0 {
                 out.extend_from_slice(REDACTED.as_bytes());
                 at += len;
-                // A secret found just before the cut is wholly inside
-                // `bytes` (the hold-back is as long as the longest one).
-                cut = cut.max(at);
-                continue 'scan;
+                continue;
             }
-            out.push(bytes[at]);
-            at += 1;
+            // A trigger token: the prefix and 64 hex digits.
+            let prefix = TRIGGER_TOKEN_PREFIX.len();
+            let hex = held[at + prefix..]
+                .iter()
+                .take(TRIGGER_TOKEN_HEX)
+                .take_while(|b| b.is_ascii_hexdigit())
+                .count();
+            out.extend_from_slice(TRIGGER_TOKEN_PREFIX.as_bytes());
+            at += prefix;
+            if hex == TRIGGER_TOKEN_HEX {
+                out.extend_from_slice(REDACTED.as_bytes());
+                at += hex;
+            }
         }
-        bytes.drain(..at);
+        held.drain(..at);
         out
     }
 

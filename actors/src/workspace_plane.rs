@@ -35,6 +35,8 @@ pub enum WorkspaceError {
     NotAbsolute(PathBuf),
     #[error("`{0}` is not a directory")]
     NotADirectory(PathBuf),
+    #[error("`{0}` holds or is inside the daemon's own files (its data directory, secrets or configuration); no agent may use it")]
+    Protected(PathBuf),
     #[error("give exactly one of `workspace_id` and `path`")]
     OneTarget,
     #[error("the agent's home workspace: {0}")]
@@ -107,6 +109,18 @@ pub fn active_root(view: &View) -> PathBuf {
         .unwrap_or_else(|| view.home.clone())
 }
 
+/// Refuses a new root that is a protected path (the data directory, and
+/// what the operator named with `--protect`), lies inside one, or holds
+/// one (an ancestor, `/` included): a workspace there would give an
+/// agent's programs the store, the token or another agent's home.
+fn unprotected(ctx: &Ctx, root: PathBuf) -> Result<PathBuf, WorkspaceError> {
+    let touches = |p: &PathBuf| root.starts_with(p) || p.starts_with(&root);
+    if ctx.config.sandbox.protected.iter().any(touches) {
+        return Err(WorkspaceError::Protected(root));
+    }
+    Ok(root)
+}
+
 fn canonical_dir(path: &Path) -> Result<PathBuf, WorkspaceError> {
     let canonical = std::fs::canonicalize(path).map_err(|source| PathError::Io {
         path: path.to_owned(),
@@ -175,7 +189,7 @@ pub async fn attach(
     if !path.is_absolute() {
         return Err(WorkspaceError::NotAbsolute(path.to_owned()));
     }
-    let root = canonical_dir(path)?;
+    let root = unprotected(ctx, canonical_dir(path)?)?;
     change(ctx, agent_id, |view| {
         let id = workspace_id.unwrap_or_else(|| view.projection.id_for_root(&root));
         let binding = Binding {
@@ -243,7 +257,7 @@ pub async fn use_workspace(
                         (id, dir, false)
                     }
                     Err(PathError::Outside(_)) if may_attach => {
-                        let dir = canonical_dir(&place.dir.join(&path))?;
+                        let dir = unprotected(ctx, canonical_dir(&place.dir.join(&path))?)?;
                         let id = view.projection.id_for_root(&dir);
                         view.projection.attach(Binding {
                             workspace_id: id.clone(),

@@ -136,7 +136,27 @@ mod tests {
         }
     }
 
+    /// `OutputChunk` as it was stored before its bytes were encoded in bulk.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct ChunkAsSequence {
+        offset: u64,
+        stream: holarchy_supervision::Stream,
+        data: Vec<u8>,
+    }
+
     proptest! {
+        #[test]
+        fn output_chunks_keep_the_encoding_they_were_stored_with(
+            offset in any::<u64>(),
+            data in proptest::collection::vec(any::<u8>(), 0..600),
+        ) {
+            let stream = holarchy_supervision::Stream::Stderr;
+            let chunk = holarchy_supervision::OutputChunk { offset, stream, data: data.clone() };
+            let old = encode("output", &ChunkAsSequence { offset, stream, data })?;
+            prop_assert_eq!(&encode("output", &chunk)?, &old);
+            prop_assert_eq!(decode::<holarchy_supervision::OutputChunk>("output", &old)?, chunk);
+        }
+
         #[test]
         fn records_round_trip(name in proptest::option::of("[a-z0-9_.-]{0,64}"), millis in any::<u64>()) {
             let value = record(name, millis);

@@ -166,6 +166,9 @@ impl Stream {
 pub struct OutputChunk {
     pub offset: u64,
     pub stream: Stream,
+    /// As one run of bytes: the same encoding as a sequence of `u8` (a
+    /// length, then the bytes) written in one go instead of byte by byte.
+    #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
 }
 

@@ -311,3 +311,30 @@ pub async fn tool_output(c: &mut Clients, agent_id: &str, tool: &str) -> serde_j
     assert!(!failed, "{tool} failed: {output}");
     output
 }
+
+/// Runs `command` through the agent's ExecCommand (waiting up to
+/// `yield_ms`) and returns the tool's output.
+pub async fn exec(c: &mut Clients, agent: &str, command: &str, yield_ms: u64) -> serde_json::Value {
+    let before = messages(c, agent).await.len();
+    let script = serde_json::json!({ "tool_calls": [{ "name": "ExecCommand", "input": { "command": command, "yield_ms": yield_ms } }] });
+    send(c, agent, &script.to_string()).await;
+    handled(c, agent, before + 1).await;
+    tool_output(c, agent, "ExecCommand").await
+}
+
+/// Processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(marker) {
+                found.push(format!(
+                    "{}: {cmdline}",
+                    entry.file_name().to_string_lossy()
+                ));
+            }
+        }
+    }
+    found
+}

@@ -1,1 +1,175 @@
 //! Hostile agents: commands that go after the daemon's secrets.
+
+use holarchy::api::pb;
+use serde_json::json;
+
+use crate::common::{create, data_dir, events, exec, handled, script, send, tool_call, Daemon};
+
+const API_KEY: &str = "sk-hostile-test-0123456789abcdef";
+
+/// Every text of the event log, for searching.
+async fn event_log(c: &mut holarchy::client::Clients) -> String {
+    events(c, 0)
+        .await
+        .iter()
+        .map(|e| format!("{} {}\n", e.text, e.detail_json))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_read_the_token_the_store_or_the_daemons_environment() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_with_env(
+        &data_dir(&root),
+        &["--listen", "127.0.0.1:0"],
+        &[("OPENAI_API_KEY", API_KEY)],
+    )
+    .await;
+    let token = std::fs::read_to_string(daemon.data_dir.join("token")).expect("token file");
+    let token = token.trim();
+    let mut c = daemon.clients().await;
+    let id = create(&mut c, "snoop", None).await;
+    let pid = daemon.pid();
+    // The agent's home is <data-dir>/workspaces/<id>: the token is two up.
+    let probe = format!(
+        "exec 2>&1; cat ../../token; ls ../../db; cat /proc/{pid}/environ | tr '\\0' '\\n'; \
+         cat /proc/{pid}/mem; ls -l /proc/{pid}/cwd; echo end"
+    );
+    let out = exec(&mut c, &id, &probe, 10_000).await;
+    let text = out["task_handle"]["initial_output"]
+        .as_str()
+        .expect("output");
+    assert!(text.ends_with("end\n"), "{text}");
+    // The probe did read the daemon's environment, and found it scrubbed.
+    assert!(text.contains("OPENAI_API_KEY=*****"), "{text}");
+    for denied in ["../../token", "../../db", "/mem", "/cwd"] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains(denied) && l.contains("denied")),
+            "{denied} was not denied: {text}"
+        );
+    }
+    assert!(!text.contains(token) && !text.contains(API_KEY), "{text}");
+    let log = event_log(&mut c).await;
+    assert!(!log.contains(token) && !log.contains(API_KEY), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_given_on_the_command_line_is_scrubbed_from_the_process_table() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let token = "cmdline-token-0123456789abcdef";
+    let daemon = Daemon::start_with(
+        &data_dir(&root),
+        &["--listen", "127.0.0.1:0", "--token", token],
+    )
+    .await;
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", daemon.pid())).expect("cmdline");
+    let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+    assert!(cmdline.contains("--token *****"), "{cmdline}");
+    assert!(!cmdline.contains(token), "{cmdline}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_token_copied_into_output_or_a_work_item_is_redacted() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let id = create(&mut c, "leaky", None).await;
+    let calls = json!([
+        { "name": "CreateExternalTrigger", "input": { "reason": "webhook" } },
+        { "name": "ExecCommand", "input": {
+            // Printed in two writes, so the token straddles two reads.
+            "command": "printf 'T={{results[0].token}}' | head -c 20; sleep 0.2; printf 'T={{results[0].token}}' | tail -c +21; echo",
+            "yield_ms": 10_000 } },
+        { "name": "update_work_item", "input": { "objective": "remember {{results[0].token}}" } },
+    ]);
+    send(&mut c, &id, &script(calls)).await;
+    handled(&c, &id, 1).await;
+    let (failed, created) = tool_call(&mut c, &id, "CreateExternalTrigger").await;
+    assert!(!failed, "{created}");
+    let (failed, ran) = tool_call(&mut c, &id, "ExecCommand").await;
+    assert!(!failed, "{ran}");
+    let task_id = ran["task_handle"]["task_id"].as_str().expect("task id");
+    let output = c
+        .tasks
+        .read_task_output(pb::ReadTaskOutputRequest {
+            task_id: task_id.into(),
+            offset: 0,
+        })
+        .await
+        .expect("output")
+        .into_inner();
+    let text: String = output
+        .chunks
+        .iter()
+        .map(|chunk| String::from_utf8_lossy(&chunk.data).into_owned())
+        .collect();
+    assert_eq!(text.trim(), "T=htr_<redacted>", "{text}");
+    let log = event_log(&mut c).await;
+    assert!(log.contains("remember htr_<redacted>"), "{log}");
+    let leaked = log.match_indices("htr_").any(|(at, _)| {
+        log[at + 4..]
+            .bytes()
+            .take(64)
+            .filter(u8::is_ascii_hexdigit)
+            .count()
+            == 64
+    });
+    assert!(!leaked, "a trigger token reached the event log: {log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_directory_and_its_ancestors_are_never_workspaces() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let id = create(&mut c, "grabby", None).await;
+    let data = std::fs::canonicalize(&daemon.data_dir).expect("data dir");
+    let targets = [
+        data.clone(),
+        data.join("workspaces"),
+        data.parent().expect("parent").to_owned(),
+        "/".into(),
+    ];
+    for (n, target) in targets.iter().enumerate() {
+        let path = target.display().to_string();
+        send(
+            &mut c,
+            &id,
+            &script(json!([{ "name": "AttachWorkspace", "input": { "path": path } }])),
+        )
+        .await;
+        handled(&c, &id, 2 * n + 1).await;
+        let (failed, out) = tool_call(&mut c, &id, "AttachWorkspace").await;
+        assert!(failed, "{path} was attached: {out}");
+        assert!(out.to_string().contains("daemon's own files"), "{out}");
+        send(
+            &mut c,
+            &id,
+            &script(json!([{ "name": "UseWorkspace", "input": { "path": path } }])),
+        )
+        .await;
+        handled(&c, &id, 2 * n + 2).await;
+        let (failed, out) = tool_call(&mut c, &id, "UseWorkspace").await;
+        assert!(failed, "{path} was used: {out}");
+        let refused = c
+            .workspaces
+            .attach_workspace(pb::AttachWorkspaceRequest {
+                agent_id: id.clone(),
+                path,
+                workspace_id: String::new(),
+            })
+            .await
+            .expect_err("an operator cannot attach it either");
+        assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    }
+    let list = c
+        .workspaces
+        .list_workspaces(pb::ListWorkspacesRequest {
+            agent_id: id.clone(),
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(list.workspaces.len(), 1, "only the home: {list:?}");
+}
