@@ -18,9 +18,10 @@ use holarchy_supervision::{AgentId, AgentRecord, LifecycleState};
 
 use super::common::{data_dir, Daemon};
 
-/// Deep enough that a recursive walk, a nested message (decoders stop at
-/// 100 levels) or an uncapped indentation would break.
-const DEPTH: usize = 2_000;
+/// The depth that aborted the daemon in GetTree (issue 12): deep enough
+/// that a recursive walk, a nested message (decoders stop at 100 levels)
+/// or an uncapped indentation would break.
+const DEPTH: usize = 7_000;
 /// Agents under the runtime for the wide tree, and per CreateAgents call.
 const WIDTH: usize = 10_000;
 const BATCH: usize = 1_000;
