@@ -204,6 +204,7 @@ impl Output {
                     "reply": m.reply,
                     "attempts": m.attempts,
                     "created_at_ms": m.created_at_ms,
+                    "truncated_from_bytes": m.truncated_from_bytes,
                 })
             );
         } else {
@@ -225,7 +226,7 @@ impl Output {
             let detail: Value = serde_json::from_str(&e.detail_json).unwrap_or(Value::Null);
             say!(
                 "{}",
-                json!({ "cursor": e.cursor, "at_ms": e.at_ms, "agent_id": e.agent_id, "kind": e.kind, "detail": detail })
+                json!({ "cursor": e.cursor, "at_ms": e.at_ms, "agent_id": e.agent_id, "kind": e.kind, "detail": detail, "truncated_from_bytes": e.truncated_from_bytes })
             );
         } else {
             say!(
