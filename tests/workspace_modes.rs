@@ -177,8 +177,8 @@ async fn a_completed_childs_worktree_stays_for_its_owner_until_stopped_or_archiv
     assert!(!branches(&repo).is_empty());
     // Operators still see who holds it: the ended task stays in the tree.
     let shown = tree(&mut c).await;
-    let node = tree_task(&shown, &task)
-        .expect("the completed task holding a worktree is in the tree");
+    let node =
+        tree_task(&shown, &task).expect("the completed task holding a worktree is in the tree");
     assert_eq!(node.state, "completed");
     assert_eq!(
         node.worktree.as_ref().map(|w| w.path.as_str()),

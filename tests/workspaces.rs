@@ -79,8 +79,7 @@ async fn a_worktree_child_works_on_its_own_branch_and_task_stop_removes_it() {
     );
     assert_eq!(worktree.owner_task_id, task);
     let shown = tree(&mut c).await;
-    let node = tree_task(&shown, &task)
-        .expect("task in the tree");
+    let node = tree_task(&shown, &task).expect("task in the tree");
     assert_eq!(
         node.worktree.as_ref().map(|w| w.branch.as_str()),
         Some(branch.as_str())

@@ -65,7 +65,10 @@ fn floor_char_boundary(text: &str, at: usize) -> usize {
     if at >= text.len() {
         return text.len();
     }
-    (0..=at).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0)
+    (0..=at)
+        .rev()
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(0)
 }
 
 /// Bounds every record of a page and keeps the longest prefix that fits in

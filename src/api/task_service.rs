@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use holarchy_actors::{task_plane, Runtime};
 use holarchy_supervision::{limits, TaskId, TaskKind};
+use prost::Message as _;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
-use prost::Message as _;
 use tonic::{Request, Response, Status};
 
 use super::agent_service::{page, page_token, parse_agent_id};
@@ -96,9 +96,8 @@ impl TaskService for TaskApi {
         let mut records = task_plane::list(ctx, agent_id).map_err(ApiError::from)?;
         records.sort_by_key(|t| t.id);
         records.retain(|t| after.is_none_or(|after| t.id > after));
-        let (tasks, next_page_token) = page(records, req.page_size, convert::task, |t| {
-            t.task_id.clone()
-        });
+        let (tasks, next_page_token) =
+            page(records, req.page_size, convert::task, |t| t.task_id.clone());
         ctx.store.durable().await.map_err(ApiError::from)?;
         Ok(Response::new(pb::ListTasksResponse {
             tasks,

@@ -157,6 +157,9 @@ mod tests {
         let deepest = lines.last().expect("lines");
         assert!(deepest.contains("[depth 99999]"), "{deepest}");
         let widest = lines.iter().map(String::len).max().expect("lines");
-        assert!(widest < 4 * MAX_INDENT + 80, "indentation is capped: {widest}");
+        assert!(
+            widest < 4 * MAX_INDENT + 80,
+            "indentation is capped: {widest}"
+        );
     }
 }

@@ -130,7 +130,11 @@ mod tests {
                     AgentId::from_u128(1),
                     |a| {
                         let next = a.as_u128() + 1;
-                        Ok(if next <= DEPTH { vec![AgentId::from_u128(next)] } else { vec![] })
+                        Ok(if next <= DEPTH {
+                            vec![AgentId::from_u128(next)]
+                        } else {
+                            vec![]
+                        })
                     },
                     |_| Ok(Vec::new()),
                 )

@@ -92,7 +92,10 @@ async fn pages(c: &mut Clients, agent_id: &str, max_nodes: u32) -> Vec<pb::GetTr
         match (&page.cut, page.nodes.last()) {
             (Some(cut), Some(node)) => {
                 assert!(!last, "a cut page says how to go on");
-                assert_eq!((&cut.after_node_id, cut.after_depth), (&node.id, node.depth));
+                assert_eq!(
+                    (&cut.after_node_id, cut.after_depth),
+                    (&node.id, node.depth)
+                );
             }
             (None, _) => assert!(last, "only a cut page has a next one"),
             (Some(_), None) => panic!("a cut page holds nodes"),
@@ -143,25 +146,42 @@ async fn a_deep_chain_recovers_and_its_tree_answers_pages_and_draws() {
     let last = whole.last().expect("a page");
     assert_eq!(last.agents as usize, DEPTH);
     let mismatches: Vec<&String> = whole.iter().flat_map(|p| &p.mismatches).collect();
-    assert!(mismatches.is_empty(), "{:?}", &mismatches[..mismatches.len().min(3)]);
+    assert!(
+        mismatches.is_empty(),
+        "{:?}",
+        &mismatches[..mismatches.len().min(3)]
+    );
 
     // A subtree, cut by a small node bound: the marker says where.
     let middle = ids[DEPTH / 2].to_string();
     let sub = pages(&mut c, &middle, 300).await;
     assert!(sub.len() >= 3, "{} pages", sub.len());
     let cut = sub[0].cut.as_ref().expect("the first page is cut");
-    assert_eq!((cut.reason.as_str(), cut.after_depth, cut.nodes_so_far), ("max_nodes", 299, 300));
+    assert_eq!(
+        (cut.reason.as_str(), cut.after_depth, cut.nodes_so_far),
+        ("max_nodes", 299, 300)
+    );
     let sub_nodes: usize = sub.iter().map(|p| p.nodes.len()).sum();
     assert_eq!(sub_nodes, DEPTH - DEPTH / 2);
 
     // The CLI draws it all, its indentation capped and the depth shown.
     let drawn = cli_tree(&daemon, &[]);
-    assert!(drawn.contains(&format!("[depth {}]", DEPTH - 1)), "{}", &drawn[drawn.len().saturating_sub(500)..]);
-    assert!(drawn.lines().all(|l| l.len() < 400), "no line grows with depth");
+    assert!(
+        drawn.contains(&format!("[depth {}]", DEPTH - 1)),
+        "{}",
+        &drawn[drawn.len().saturating_sub(500)..]
+    );
+    assert!(
+        drawn.lines().all(|l| l.len() < 400),
+        "no line grows with depth"
+    );
     assert!(drawn.contains(&format!("{DEPTH} agents")));
 
     let status = daemon.terminate(Duration::from_secs(30)).await;
-    assert!(status.success(), "a deep chain shuts down cleanly: {status}");
+    assert!(
+        status.success(),
+        "a deep chain shuts down cleanly: {status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,7 +220,10 @@ async fn a_10000_wide_tree_answers_in_pages_with_a_marker_and_the_cli_draws_it()
     assert_eq!(whole.last().map(|p| p.agents as usize), Some(WIDTH));
 
     let drawn = cli_tree(&daemon, &[]);
-    assert_eq!(drawn.lines().filter(|l| l.starts_with("agent ")).count(), WIDTH);
+    assert_eq!(
+        drawn.lines().filter(|l| l.starts_with("agent ")).count(),
+        WIDTH
+    );
     assert!(drawn.contains(&format!("{WIDTH} agents")));
     let json = cli_tree(&daemon, &["--json"]);
     let json: serde_json::Value = serde_json::from_str(json.trim()).expect("one JSON object");

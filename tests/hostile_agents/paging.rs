@@ -112,7 +112,10 @@ async fn seventy_large_messages_page_under_the_budget_and_their_events_stream() 
     assert!(total > 4 * 1024 * 1024, "the backlog is {total} bytes");
     assert_eq!(replies, MESSAGES);
     let events = cli(&daemon, &["events"]);
-    assert_eq!(events.lines().filter(|l| l.contains("replied")).count(), MESSAGES);
+    assert_eq!(
+        events.lines().filter(|l| l.contains("replied")).count(),
+        MESSAGES
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
