@@ -7,8 +7,10 @@
 //! - [`workspace_service`] serves `holarchy.v1.WorkspaceService`.
 //! - [`plane_service`] serves `holarchy.v1.WorkService` and `holarchy.v1.TriggerService`.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
+//! - [`budget`]: the byte budgets of pages, records and gRPC messages.
 
 pub mod agent_service;
+pub mod budget;
 pub mod convert;
 pub mod plane_service;
 pub mod runtime_service;

@@ -6,6 +6,7 @@ mod bench;
 mod brain_args;
 mod output;
 mod tasks;
+mod tree_view;
 mod work;
 mod workspaces;
 
@@ -347,11 +348,27 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                 Some(agent) => resolve(&mut clients, agent).await?,
                 None => String::new(),
             };
-            let tree = clients
-                .supervision
-                .get_tree(pb::GetTreeRequest { agent_id })
-                .await?
-                .into_inner();
+            // Pages are joined into one tree; the counts of the last page
+            // are the whole tree's.
+            let mut tree = pb::GetTreeResponse::default();
+            loop {
+                let page = clients
+                    .supervision
+                    .get_tree(pb::GetTreeRequest {
+                        agent_id: agent_id.clone(),
+                        page_token: std::mem::take(&mut tree.next_page_token),
+                        max_nodes: 0,
+                    })
+                    .await?
+                    .into_inner();
+                tree.nodes.extend(page.nodes);
+                tree.mismatches.extend(page.mismatches);
+                (tree.agents, tree.tasks, tree.waits) = (page.agents, page.tasks, page.waits);
+                tree.next_page_token = page.next_page_token;
+                if tree.next_page_token.is_empty() {
+                    break;
+                }
+            }
             out.tree(&tree);
             Ok(())
         }

@@ -13,6 +13,7 @@ use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tower::service_fn;
 
+use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 use crate::api::pb::agent_service_client::AgentServiceClient;
 use crate::api::pb::runtime_service_client::RuntimeServiceClient;
 use crate::api::pb::supervision_service_client::SupervisionServiceClient;
@@ -110,14 +111,31 @@ pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
         )),
         Target::Tcp { token: None, .. } | Target::Unix(_) => Auth(None),
     };
+    // Each client decodes and encodes at most MAX_GRPC_MESSAGE_BYTES, the
+    // same bound the daemon sets; its pages stay far below it.
+    let max = MAX_GRPC_MESSAGE_BYTES;
     Ok(Clients {
-        agents: AgentServiceClient::with_interceptor(channel.clone(), auth.clone()),
-        runtime: RuntimeServiceClient::with_interceptor(channel.clone(), auth.clone()),
-        tasks: TaskServiceClient::with_interceptor(channel.clone(), auth.clone()),
-        supervision: SupervisionServiceClient::with_interceptor(channel.clone(), auth.clone()),
-        work: WorkServiceClient::with_interceptor(channel.clone(), auth.clone()),
-        triggers: TriggerServiceClient::with_interceptor(channel.clone(), auth.clone()),
-        workspaces: WorkspaceServiceClient::with_interceptor(channel.clone(), auth),
+        agents: AgentServiceClient::with_interceptor(channel.clone(), auth.clone())
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        runtime: RuntimeServiceClient::with_interceptor(channel.clone(), auth.clone())
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        tasks: TaskServiceClient::with_interceptor(channel.clone(), auth.clone())
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        supervision: SupervisionServiceClient::with_interceptor(channel.clone(), auth.clone())
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        work: WorkServiceClient::with_interceptor(channel.clone(), auth.clone())
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        triggers: TriggerServiceClient::with_interceptor(channel.clone(), auth.clone())
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        workspaces: WorkspaceServiceClient::with_interceptor(channel.clone(), auth)
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
         channel,
     })
 }

@@ -25,6 +25,7 @@ use tonic::transport::Server;
 use tracing::{info, warn};
 
 use crate::api::agent_service::AgentApi;
+use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentServiceServer;
 use crate::api::pb::runtime_service_server::RuntimeServiceServer;
@@ -211,28 +212,45 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
+    // Every service decodes and encodes at most MAX_GRPC_MESSAGE_BYTES,
+    // set here rather than left to tonic's defaults (which do not bound
+    // what the server sends); responses stay far below it (api::budget).
     let agents = AgentServiceServer::new(AgentApi::new(
         runtime.clone(),
         store.clone(),
         stop_rx.clone(),
-    ));
+    ))
+    .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     let status = RuntimeServiceServer::new(RuntimeApi::new(
         runtime.clone(),
         store.clone(),
         config.data_dir.clone(),
         sandbox,
-    ));
+    ))
+    .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
 
-    let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone(), stop_rx.clone()));
-    let work = WorkServiceServer::new(PlaneApi::new(runtime.clone()));
-    let triggers = TriggerServiceServer::new(PlaneApi::new(runtime.clone()));
+    let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone(), stop_rx.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let work = WorkServiceServer::new(PlaneApi::new(runtime.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let triggers = TriggerServiceServer::new(PlaneApi::new(runtime.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     health.set_serving::<WorkServiceServer<PlaneApi>>().await;
     health.set_serving::<TriggerServiceServer<PlaneApi>>().await;
-    let workspaces = WorkspaceServiceServer::new(WorkspaceApi::new(runtime.clone()));
+    let workspaces = WorkspaceServiceServer::new(WorkspaceApi::new(runtime.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     health
         .set_serving::<WorkspaceServiceServer<WorkspaceApi>>()
         .await;
-    let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()));
+    let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     health.set_serving::<TaskServiceServer<TaskApi>>().await;
     health
         .set_serving::<SupervisionServiceServer<SupervisionApi>>()

@@ -87,6 +87,7 @@ async fn a_program_drives_an_agent_through_exec_command_and_spawn_agent() {
         .tasks
         .list_tasks(pb::ListTasksRequest {
             agent_id: id.clone(),
+            ..Default::default()
         })
         .await
         .expect("tasks")

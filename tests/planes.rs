@@ -141,9 +141,7 @@ async fn a_trigger_wakes_a_private_child_once_per_dedupe_key_and_dies_with_it() 
 
     let shape = c
         .supervision
-        .get_tree(pb::GetTreeRequest {
-            agent_id: String::new(),
-        })
+        .get_tree(pb::GetTreeRequest::default())
         .await
         .expect("tree")
         .into_inner();
@@ -162,9 +160,7 @@ async fn a_trigger_wakes_a_private_child_once_per_dedupe_key_and_dies_with_it() 
     assert_eq!(gone.code(), tonic::Code::NotFound);
     let shape = c
         .supervision
-        .get_tree(pb::GetTreeRequest {
-            agent_id: String::new(),
-        })
+        .get_tree(pb::GetTreeRequest::default())
         .await
         .expect("tree")
         .into_inner();
@@ -224,6 +220,7 @@ async fn work_items_give_an_agent_one_focus_and_enqueue_feeds_a_later_turn() {
         .work
         .list_work_items(pb::ListWorkItemsRequest {
             agent_id: id.clone(),
+            ..Default::default()
         })
         .await
         .expect("list")

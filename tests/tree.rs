@@ -34,7 +34,10 @@ async fn send_any(c: &mut Clients, agent_id: &str, text: &str) {
         let parent = summary.supervisor_agent_id;
         let tasks = c
             .tasks
-            .list_tasks(pb::ListTasksRequest { agent_id: parent })
+            .list_tasks(pb::ListTasksRequest {
+                agent_id: parent,
+                ..Default::default()
+            })
             .await
             .expect("tasks")
             .into_inner();
@@ -54,18 +57,17 @@ async fn send_any(c: &mut Clients, agent_id: &str, text: &str) {
 }
 
 async fn tree(c: &mut Clients) -> pb::GetTreeResponse {
-    c.supervision
-        .get_tree(pb::GetTreeRequest {
-            agent_id: String::new(),
-        })
-        .await
-        .expect("tree")
-        .into_inner()
+    common::workspaces::tree(c).await
 }
 
-fn count(node: &pb::TreeNode, kind: &str) -> usize {
-    usize::from(node.node_type == kind)
-        + node.children.iter().map(|n| count(n, kind)).sum::<usize>()
+/// Nodes of `kind` in the whole (flat) tree.
+fn count(shape: &pb::GetTreeResponse, kind: &str) -> usize {
+    shape.nodes.iter().filter(|n| n.node_type == kind).count()
+}
+
+/// The roots of the walk.
+fn roots(shape: &pb::GetTreeResponse) -> usize {
+    shape.nodes.iter().filter(|n| n.depth == 0).count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -126,9 +128,9 @@ async fn a_four_level_private_tree_mirrors_the_store_and_archive_takes_it_all() 
 
     let shape = tree(&mut c).await;
     assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
-    assert_eq!(shape.roots.len(), 1);
-    assert_eq!(count(&shape.roots[0], "agent"), 4);
-    assert_eq!(count(&shape.roots[0], "task"), 3);
+    assert_eq!(roots(&shape), 1);
+    assert_eq!(count(&shape, "agent"), 4);
+    assert_eq!(count(&shape, "task"), 3);
     assert_eq!(shape.agents, 4);
     let status = c
         .runtime
@@ -159,7 +161,7 @@ async fn a_four_level_private_tree_mirrors_the_store_and_archive_takes_it_all() 
     }
     let shape = tree(&mut c).await;
     assert!(
-        shape.roots.is_empty() && shape.mismatches.is_empty(),
+        shape.nodes.is_empty() && shape.mismatches.is_empty(),
         "{shape:?}"
     );
     let status = c
@@ -216,7 +218,7 @@ async fn a_child_that_finishes_reports_to_its_parent_and_is_cleaned_up() {
     );
     let shape = tree(&mut c).await;
     assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
-    assert_eq!(count(&shape.roots[0], "agent"), 1);
+    assert_eq!(count(&shape, "agent"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -288,6 +290,7 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
         .tasks
         .list_tasks(pb::ListTasksRequest {
             agent_id: ops.clone(),
+            ..Default::default()
         })
         .await
         .expect("tasks")
@@ -347,7 +350,7 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
     let daemon = Daemon::start(&dir).await;
     let mut c = daemon.clients().await;
     let shape = tree(&mut c).await;
-    assert!(shape.roots.is_empty(), "nothing of the subtree runs again");
+    assert!(shape.nodes.is_empty(), "nothing of the subtree runs again");
     assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
     let status = c
         .runtime
@@ -428,7 +431,7 @@ async fn a_public_agent_spawned_by_another_keeps_only_lineage_and_outlives_it() 
 
     let shape = tree(&mut c).await;
     assert_eq!(
-        shape.roots.len(),
+        roots(&shape),
         2,
         "the helper runs under the runtime, not under ops"
     );

@@ -18,6 +18,7 @@ async fn list(c: &mut Clients, agent_id: &str) -> pb::Workspaces {
     c.workspaces
         .list_workspaces(pb::ListWorkspacesRequest {
             agent_id: agent_id.into(),
+            ..Default::default()
         })
         .await
         .expect("listed")
@@ -56,6 +57,7 @@ async fn child_ran_in(c: &mut Clients, lead: &str, input: serde_json::Value) -> 
 async fn task_count(c: &mut Clients, agent_id: &str) -> usize {
     let request = pb::ListTasksRequest {
         agent_id: agent_id.into(),
+        ..Default::default()
     };
     let listed = c.tasks.list_tasks(request).await.expect("tasks");
     listed.into_inner().tasks.len()
@@ -175,11 +177,8 @@ async fn a_completed_childs_worktree_stays_for_its_owner_until_stopped_or_archiv
     assert!(!branches(&repo).is_empty());
     // Operators still see who holds it: the ended task stays in the tree.
     let shown = tree(&mut c).await;
-    let node = shown
-        .roots
-        .iter()
-        .find_map(|r| tree_task(r, &task))
-        .expect("the completed task holding a worktree is in the tree");
+    let node =
+        tree_task(&shown, &task).expect("the completed task holding a worktree is in the tree");
     assert_eq!(node.state, "completed");
     assert_eq!(
         node.worktree.as_ref().map(|w| w.path.as_str()),

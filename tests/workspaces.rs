@@ -79,11 +79,7 @@ async fn a_worktree_child_works_on_its_own_branch_and_task_stop_removes_it() {
     );
     assert_eq!(worktree.owner_task_id, task);
     let shown = tree(&mut c).await;
-    let node = shown
-        .roots
-        .iter()
-        .find_map(|r| tree_task(r, &task))
-        .expect("task in the tree");
+    let node = tree_task(&shown, &task).expect("task in the tree");
     assert_eq!(
         node.worktree.as_ref().map(|w| w.branch.as_str()),
         Some(branch.as_str())
@@ -225,6 +221,7 @@ async fn a_private_child_cannot_attach_a_new_root_and_nothing_changes() {
         .workspaces
         .list_workspaces(pb::ListWorkspacesRequest {
             agent_id: child.clone(),
+            ..Default::default()
         })
         .await
         .expect("listed")

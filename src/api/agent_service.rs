@@ -1,5 +1,6 @@
 //! `holarchy.v1.AgentService`: translates requests into runtime and store
-//! calls and their results back into proto. No rule lives here.
+//! calls and their results back into proto. No rule lives here; listings
+//! are bounded in count and in bytes ([`super::budget`]).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 use tracing::instrument;
 
+use super::budget;
 use super::convert::{self, ApiError};
 use super::pb;
 use super::pb::agent_service_server::AgentService;
@@ -51,9 +53,12 @@ impl AgentApi {
             .ok_or_else(|| ApiError::NotFound(format!("agent {agent_id} not found")))
     }
 
+    /// One agent's summary, bounded in bytes like every record.
     async fn summary(&self, record: &AgentRecord) -> Result<pb::AgentSummary, ApiError> {
         let live = self.runtime.agent_snapshot(record.id).await;
-        self.summary_with(record, live)
+        let mut summary = self.summary_with(record, live)?;
+        budget::bound(&mut summary);
+        Ok(summary)
     }
 
     /// A page's summaries. Every actor is asked at once, so a page costs one
@@ -140,7 +145,7 @@ fn page_size(requested: u32) -> usize {
     }
 }
 
-fn page_token<T: std::str::FromStr>(token: &str) -> Result<Option<T>, ApiError> {
+pub(crate) fn page_token<T: std::str::FromStr>(token: &str) -> Result<Option<T>, ApiError> {
     if token.is_empty() {
         return Ok(None);
     }
@@ -160,6 +165,27 @@ fn next_page<T>(rows: &mut Vec<T>, limit: usize, key: impl Fn(&T) -> String) -> 
     }
     rows.truncate(limit);
     rows.last().map(key).unwrap_or_default()
+}
+
+/// One page of a listing held whole in memory (`rows`, after the page
+/// token): at most `page_size` rows, and at most the byte budget; with the
+/// token of the next page (empty on the last).
+pub(crate) fn page<R, T: budget::Bounded>(
+    rows: Vec<R>,
+    page_size: u32,
+    convert: impl Fn(&R) -> T,
+    key: impl Fn(&T) -> String,
+) -> (Vec<T>, String) {
+    let limit = self::page_size(page_size);
+    let more = rows.len() > limit;
+    let mut items: Vec<T> = rows.iter().take(limit).map(convert).collect();
+    let cut = budget::fit_page(&mut items);
+    let token = if cut || more {
+        items.last().map(key).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    (items, token)
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
@@ -252,8 +278,14 @@ impl AgentService for AgentApi {
             .store
             .list_agents(after, limit + 1, req.include_private)
             .map_err(ApiError::from)?;
-        let next_page_token = next_page(&mut records, limit, |r| r.id.to_string());
-        let agents = self.summaries(&records).await?;
+        let mut next_page_token = next_page(&mut records, limit, |r| r.id.to_string());
+        let mut agents = self.summaries(&records).await?;
+        if budget::fit_page(&mut agents) {
+            next_page_token = agents
+                .last()
+                .map(|a| a.agent_id.clone())
+                .unwrap_or_default();
+        }
         self.durable().await?;
         Ok(Response::new(pb::ListAgentsResponse {
             agents,
@@ -295,10 +327,17 @@ impl AgentService for AgentApi {
             .store
             .list_messages(agent_id, after, limit + 1)
             .map_err(ApiError::from)?;
-        let next_page_token = next_page(&mut records, limit, |r| r.id.to_string());
+        let mut next_page_token = next_page(&mut records, limit, |r| r.id.to_string());
+        let mut messages: Vec<pb::Message> = records.iter().map(convert::message).collect();
+        if budget::fit_page(&mut messages) {
+            next_page_token = messages
+                .last()
+                .map(|m| m.message_id.clone())
+                .unwrap_or_default();
+        }
         self.durable().await?;
         Ok(Response::new(pb::ListMessagesResponse {
-            messages: records.iter().map(convert::message).collect(),
+            messages,
             next_page_token,
         }))
     }
@@ -430,7 +469,11 @@ impl AgentService for AgentApi {
                     if filter.is_some_and(|id| event.agent_id != Some(id)) {
                         continue;
                     }
-                    if tx.send(Ok(convert::event(event))).await.is_err() {
+                    // Each event is its own stream message: one over the
+                    // record budget goes out cut, with its full size.
+                    let mut event = convert::event(event);
+                    budget::bound(&mut event);
+                    if tx.send(Ok(event)).await.is_err() {
                         return;
                     }
                 }

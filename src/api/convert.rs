@@ -187,6 +187,8 @@ pub fn summary(
         Some(_) => pb::Activity::Idle,
     };
     pb::AgentSummary {
+        // Set by the API's byte budget, never here.
+        truncated_from_bytes: 0,
         agent_id: record.id.to_string(),
         name: record.name.clone().unwrap_or_default(),
         profile: Some(pb::Profile {
@@ -243,6 +245,8 @@ pub fn message(record: &MessageRecord) -> pb::Message {
         MessageStatus::Aborted { .. } => pb::MessageStatus::Aborted,
     };
     pb::Message {
+        // Set by the API's byte budget, never here.
+        truncated_from_bytes: 0,
         message_id: record.id.to_string(),
         agent_id: record.agent_id.to_string(),
         provenance: record.provenance.kind().to_owned(),
@@ -263,6 +267,8 @@ pub fn task(task: &TaskRecord) -> pb::TaskHandle {
         TaskKind::Command => String::new(),
     };
     pb::TaskHandle {
+        // Set by the API's byte budget, never here.
+        truncated_from_bytes: 0,
         task_id: task.id.to_string(),
         task_kind: task.kind.name().to_owned(),
         status: task.status.name().to_owned(),
@@ -445,6 +451,8 @@ impl From<BrainError> for ApiError {
 
 pub fn work_item(item: &WorkItemRecord, waits: &[WaitRecord]) -> pb::WorkItem {
     pb::WorkItem {
+        // Set by the API's byte budget, never here.
+        truncated_from_bytes: 0,
         work_item_id: item.id.to_string(),
         owner_agent_id: item.owner_agent_id.to_string(),
         objective: item.objective.clone(),

@@ -7,7 +7,8 @@ use holarchy_actors::{wait_plane, Runtime};
 use holarchy_supervision::{limits, WorkItemId};
 use tonic::{Request, Response, Status};
 
-use super::agent_service::parse_agent_id;
+use super::agent_service::{page, page_token, parse_agent_id};
+use super::budget;
 use super::convert::{self, ApiError};
 use super::pb;
 use super::pb::trigger_service_server::TriggerService;
@@ -30,19 +31,27 @@ impl WorkService for PlaneApi {
         &self,
         request: Request<pb::ListWorkItemsRequest>,
     ) -> Result<Response<pb::ListWorkItemsResponse>, Status> {
-        let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
+        let req = request.into_inner();
+        let agent_id = parse_agent_id(&req.agent_id)?;
+        let after: Option<WorkItemId> = page_token(&req.page_token)?;
         let store = &self.runtime.ctx().store;
         if store.agent(agent_id).map_err(ApiError::from)?.is_none() {
             return Err(ApiError::NotFound(format!("agent {agent_id} not found")).into());
         }
-        let items = store.work_items_of(agent_id).map_err(ApiError::from)?;
+        let mut items = store.work_items_of(agent_id).map_err(ApiError::from)?;
+        items.sort_by_key(|i| i.id);
+        items.retain(|i| after.is_none_or(|after| i.id > after));
         let waits = store.waits_of(agent_id).map_err(ApiError::from)?;
+        let (work_items, next_page_token) = page(
+            items,
+            req.page_size,
+            |i| convert::work_item(i, &waits),
+            |w| w.work_item_id.clone(),
+        );
         store.durable().await.map_err(ApiError::from)?;
         Ok(Response::new(pb::ListWorkItemsResponse {
-            work_items: items
-                .iter()
-                .map(|i| convert::work_item(i, &waits))
-                .collect(),
+            work_items,
+            next_page_token,
         }))
     }
 
@@ -64,7 +73,9 @@ impl WorkService for PlaneApi {
             .waits_of(item.owner_agent_id)
             .map_err(ApiError::from)?;
         store.durable().await.map_err(ApiError::from)?;
-        Ok(Response::new(convert::work_item(&item, &waits)))
+        let mut item = convert::work_item(&item, &waits);
+        budget::bound(&mut item);
+        Ok(Response::new(item))
     }
 }
 

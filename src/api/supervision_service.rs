@@ -1,14 +1,17 @@
 //! `holarchy.v1.SupervisionService`: the supervision tree for operators,
-//! the stored ownership checked against the live actors.
+//! the stored ownership checked against the live actors, flat and a page
+//! at a time so no depth or width of the tree breaks a response.
 
 use std::sync::Arc;
 
-use holarchy_actors::tree::{self, Node};
+use holarchy_actors::tree::{Node, NodeKind, Walk};
 use holarchy_actors::{Runtime, Store as _};
 use holarchy_supervision::AgentRecord;
+use prost::Message as _;
 use tonic::{Request, Response, Status};
 
 use super::agent_service::parse_agent_id;
+use super::budget;
 use super::convert::{self, ApiError};
 use super::pb;
 use super::pb::supervision_service_server::SupervisionService;
@@ -47,13 +50,16 @@ impl SupervisionApi {
     }
 }
 
+/// Nodes per page of the tree, at most and by default.
+pub const MAX_TREE_NODES: usize = 5000;
+
+/// A node of the flat tree, bounded in bytes.
 fn node(node: &Node) -> pb::TreeNode {
-    match node {
-        Node::Agent {
+    let mut out = match &node.kind {
+        NodeKind::Agent {
             record,
             actor_alive,
             place,
-            children,
         } => pb::TreeNode {
             node_type: "agent".into(),
             id: record.id.to_string(),
@@ -70,12 +76,11 @@ fn node(node: &Node) -> pb::TreeNode {
                 holarchy_supervision::Ownership::ParentSupervised => "parent_supervised".into(),
             },
             actor_alive: *actor_alive,
-            children: children.iter().map(self::node).collect(),
-            worktree: None,
             active_workspace_id: place.workspace_id.clone(),
             active_dir: place.dir.display().to_string(),
+            ..Default::default()
         },
-        Node::Wait {
+        NodeKind::Wait {
             record,
             actor_alive,
         } => pb::TreeNode {
@@ -84,13 +89,10 @@ fn node(node: &Node) -> pb::TreeNode {
             name: record.reason.clone(),
             kind: record.kind.name().into(),
             state: record.status.name().into(),
-            visibility: String::new(),
-            ownership: String::new(),
             actor_alive: *actor_alive,
-            children: Vec::new(),
             ..Default::default()
         },
-        Node::Task {
+        NodeKind::Task {
             record,
             actor_alive,
         } => pb::TreeNode {
@@ -99,14 +101,105 @@ fn node(node: &Node) -> pb::TreeNode {
             name: record.label.clone(),
             kind: record.kind.name().into(),
             state: record.status.name().into(),
-            visibility: String::new(),
-            ownership: String::new(),
             actor_alive: *actor_alive,
-            children: Vec::new(),
             worktree: convert::worktree(record),
             ..Default::default()
         },
+    };
+    out.parent_id = node.parent.map(|p| p.to_string()).unwrap_or_default();
+    out.depth = u32::try_from(node.depth).unwrap_or(u32::MAX);
+    budget::bound(&mut out);
+    out
+}
+
+/// Where a page starts: the nodes of the walk earlier pages passed.
+fn tree_offset(token: &str) -> Result<usize, ApiError> {
+    if token.is_empty() {
+        return Ok(0);
     }
+    token
+        .parse()
+        .map_err(|_| ApiError::InvalidArgument("malformed page token".into()))
+}
+
+/// Adds `lines` to `mismatches` while they fit in `room` bytes, then one
+/// line saying how many more there were.
+fn add_mismatches(mismatches: &mut Vec<String>, lines: Vec<String>, room: &mut usize) {
+    let total = lines.len();
+    for (i, line) in lines.into_iter().enumerate() {
+        let size = line.len() + 8;
+        if size > *room {
+            mismatches.push(format!("... and {} more mismatches", total - i));
+            *room = room.saturating_sub(64);
+            return;
+        }
+        *room -= size;
+        mismatches.push(line);
+    }
+}
+
+/// One page of the walk: up to `max_nodes` nodes after `offset`, stopping
+/// before the page passes the byte budget.
+fn tree_page(
+    ctx: &holarchy_actors::Ctx,
+    roots: Vec<AgentRecord>,
+    whole_runtime: bool,
+    offset: usize,
+    max_nodes: usize,
+) -> Result<pb::GetTreeResponse, ApiError> {
+    let mut walk = Walk::new(ctx, roots);
+    walk.skip(offset)?;
+    let mut page = pb::GetTreeResponse::default();
+    // Room left for nodes and mismatches; the counts, token and cut are
+    // small and covered by the slack between page and message budgets.
+    let mut room = budget::PAGE_BUDGET_BYTES;
+    let mut reason = None;
+    // Nodes passed by the walk and sent: a node walked but left for the
+    // next page is not.
+    let mut sent = offset;
+    while !walk.is_done() {
+        if page.nodes.len() >= max_nodes {
+            reason = Some("max_nodes");
+            break;
+        }
+        let Some(next) = walk.next_node()? else {
+            break;
+        };
+        let next = node(&next);
+        let found = walk.take_mismatches();
+        let size = next.encoded_len() + 8 + found.iter().map(|m| m.len() + 8).sum::<usize>();
+        if size > room && !page.nodes.is_empty() {
+            // The next page walks it again, mismatches and all.
+            reason = Some("max_bytes");
+            break;
+        }
+        room = room.saturating_sub(next.encoded_len() + 8);
+        page.nodes.push(next);
+        sent += 1;
+        add_mismatches(&mut page.mismatches, found, &mut room);
+    }
+    if walk.is_done() && whole_runtime {
+        walk.report_unvisited_actors();
+        let found = walk.take_mismatches();
+        add_mismatches(&mut page.mismatches, found, &mut room);
+    }
+    page.agents = count(walk.counts.agents);
+    page.tasks = count(walk.counts.tasks);
+    page.waits = count(walk.counts.waits);
+    if let (Some(reason), Some(last)) = (reason, page.nodes.last()) {
+        page.next_page_token = sent.to_string();
+        page.cut = Some(pb::TreeCut {
+            after_node_id: last.id.clone(),
+            after_depth: last.depth,
+            reason: reason.into(),
+            nodes_so_far: sent as u64,
+        });
+    }
+    Ok(page)
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 #[tonic::async_trait]
@@ -134,14 +227,13 @@ impl SupervisionService for SupervisionApi {
             }
             (vec![record], false)
         };
-        let report = tree::inspect(self.runtime.ctx(), roots, whole).map_err(ApiError::from)?;
+        let offset = tree_offset(&req.page_token)?;
+        let max_nodes = match req.max_nodes as usize {
+            0 => MAX_TREE_NODES,
+            n => n.min(MAX_TREE_NODES),
+        };
+        let page = tree_page(self.runtime.ctx(), roots, whole, offset, max_nodes)?;
         self.store.durable().await.map_err(ApiError::from)?;
-        Ok(Response::new(pb::GetTreeResponse {
-            roots: report.roots.iter().map(node).collect(),
-            mismatches: report.mismatches,
-            agents: report.agents as u32,
-            tasks: report.tasks as u32,
-            waits: report.waits as u32,
-        }))
+        Ok(Response::new(page))
     }
 }

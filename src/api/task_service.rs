@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use holarchy_actors::{task_plane, Runtime};
 use holarchy_supervision::{limits, TaskId, TaskKind};
+use prost::Message as _;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use super::agent_service::parse_agent_id;
+use super::agent_service::{page, page_token, parse_agent_id};
+use super::budget;
 use super::convert::{self, ApiError};
 use super::pb;
 use super::pb::task_service_server::TaskService;
@@ -41,21 +43,65 @@ fn parse_task_id(text: &str) -> Result<TaskId, ApiError> {
     Ok(text.parse()?)
 }
 
+/// A command's output is paged by offset: chunks past the budget are left
+/// for the next read (the text follows the chunks kept). Anything else
+/// over the budget (a child's long result) is cut and marked.
+fn fit_output(response: &mut pb::ReadTaskOutputResponse) {
+    if response.encoded_len() <= budget::RECORD_BUDGET_BYTES || response.chunks.is_empty() {
+        budget::bound(response);
+        return;
+    }
+    // Text and chunks carry the same bytes; each gets half the budget.
+    let half = budget::RECORD_BUDGET_BYTES / 2 - 1024;
+    let mut used = 0;
+    let mut keep = 0;
+    for chunk in &mut response.chunks {
+        let room = half.saturating_sub(used);
+        if chunk.data.len() > room {
+            if keep == 0 {
+                chunk.data.truncate(room);
+                keep = 1;
+            }
+            break;
+        }
+        used += chunk.data.len();
+        keep += 1;
+    }
+    response.chunks.truncate(keep);
+    let bytes: Vec<u8> = response
+        .chunks
+        .iter()
+        .flat_map(|c| c.data.iter().copied())
+        .collect();
+    response.output = String::from_utf8_lossy(&bytes).into_owned();
+    response.next_offset = response
+        .chunks
+        .last()
+        .map_or(response.next_offset, |c| c.offset + c.data.len() as u64);
+}
+
 #[tonic::async_trait]
 impl TaskService for TaskApi {
     async fn list_tasks(
         &self,
         request: Request<pb::ListTasksRequest>,
     ) -> Result<Response<pb::ListTasksResponse>, Status> {
-        let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
+        let req = request.into_inner();
+        let agent_id = parse_agent_id(&req.agent_id)?;
+        let after: Option<TaskId> = page_token(&req.page_token)?;
         let ctx = self.runtime.ctx();
         if ctx.store.agent(agent_id).map_err(ApiError::from)?.is_none() {
             return Err(ApiError::NotFound(format!("agent {agent_id} not found")).into());
         }
-        let tasks = task_plane::list(ctx, agent_id).map_err(ApiError::from)?;
+        let mut records = task_plane::list(ctx, agent_id).map_err(ApiError::from)?;
+        records.sort_by_key(|t| t.id);
+        records.retain(|t| after.is_none_or(|after| t.id > after));
+        let (tasks, next_page_token) =
+            page(records, req.page_size, convert::task, |t| t.task_id.clone());
         ctx.store.durable().await.map_err(ApiError::from)?;
         Ok(Response::new(pb::ListTasksResponse {
-            tasks: tasks.iter().map(convert::task).collect(),
+            tasks,
+            next_page_token,
         }))
     }
 
@@ -67,7 +113,9 @@ impl TaskService for TaskApi {
         let ctx = self.runtime.ctx();
         let task = task_plane::get(ctx, task_id, None).map_err(ApiError::from)?;
         ctx.store.durable().await.map_err(ApiError::from)?;
-        Ok(Response::new(convert::task(&task)))
+        let mut handle = convert::task(&task);
+        budget::bound(&mut handle);
+        Ok(Response::new(handle))
     }
 
     async fn read_task_output(
@@ -80,14 +128,17 @@ impl TaskService for TaskApi {
         let (task, output) =
             task_plane::output(ctx, task_id, None, req.offset).map_err(ApiError::from)?;
         ctx.store.durable().await.map_err(ApiError::from)?;
-        Ok(Response::new(pb::ReadTaskOutputResponse {
+        let mut response = pb::ReadTaskOutputResponse {
             task_id: task.id.to_string(),
             status: task.status.name().to_owned(),
             output: output.text,
             chunks: output.chunks.iter().map(convert::chunk).collect(),
             next_offset: output.next_offset,
             dropped_bytes: output.dropped,
-        }))
+            truncated_from_bytes: 0,
+        };
+        fit_output(&mut response);
+        Ok(Response::new(response))
     }
 
     type FollowTaskOutputStream = ChunkStream;
@@ -180,6 +231,8 @@ impl TaskService for TaskApi {
         let task = task_plane::stop(self.runtime.ctx(), task_id, None, "by an operator")
             .await
             .map_err(ApiError::from)?;
-        Ok(Response::new(convert::task(&task)))
+        let mut handle = convert::task(&task);
+        budget::bound(&mut handle);
+        Ok(Response::new(handle))
     }
 }

@@ -8,9 +8,11 @@ use holarchy_actors::workspace_plane::{self, View, WorkspaceError};
 use holarchy_actors::Runtime;
 use holarchy_supervision::workspace::WorkspaceRefusal;
 use holarchy_supervision::{AgentId, Visibility};
+use prost::Message as _;
 use tonic::{Request, Response, Status};
 
 use super::agent_service::parse_agent_id;
+use super::budget;
 use super::convert::ApiError;
 use super::pb;
 use super::pb::workspace_service_server::WorkspaceService;
@@ -60,7 +62,7 @@ impl WorkspaceService for WorkspaceApi {
         let (view, _) = workspace_plane::attach(ctx, agent_id, Path::new(&req.path), id)
             .await
             .map_err(ApiError::from)?;
-        Ok(Response::new(workspaces(agent_id, &view)))
+        Ok(Response::new(workspaces(agent_id, &view, 0)))
     }
 
     async fn detach_workspace(
@@ -76,37 +78,58 @@ impl WorkspaceService for WorkspaceApi {
         let (view, _) = workspace_plane::detach(ctx, agent_id, &req.workspace_id)
             .await
             .map_err(ApiError::from)?;
-        Ok(Response::new(workspaces(agent_id, &view)))
+        Ok(Response::new(workspaces(agent_id, &view, 0)))
     }
 
     async fn list_workspaces(
         &self,
         request: Request<pb::ListWorkspacesRequest>,
     ) -> Result<Response<pb::Workspaces>, Status> {
-        let agent_id = self.agent(&request.into_inner().agent_id, false)?;
+        let req = request.into_inner();
+        let agent_id = self.agent(&req.agent_id, false)?;
+        let from = if req.page_token.is_empty() {
+            0
+        } else {
+            req.page_token
+                .parse()
+                .map_err(|_| ApiError::InvalidArgument("malformed page token".into()))?
+        };
         let ctx = self.runtime.ctx();
         let view = workspace_plane::view(ctx, agent_id).map_err(ApiError::from)?;
         ctx.store.durable().await.map_err(ApiError::from)?;
-        Ok(Response::new(workspaces(agent_id, &view)))
+        Ok(Response::new(workspaces(agent_id, &view, from)))
     }
 }
 
-/// An agent's workspaces, `agent_home` first.
-pub fn workspaces(agent_id: AgentId, view: &View) -> pb::Workspaces {
+/// An agent's workspaces, `agent_home` first, from the `from`th on and as
+/// many as fit in the page budget; the token of the next page is the index
+/// of the first left out. Attach and detach answer with the first page.
+pub fn workspaces(agent_id: AgentId, view: &View, from: usize) -> pb::Workspaces {
     let place = view.place();
+    let mut room = budget::PAGE_BUDGET_BYTES;
+    let mut page = Vec::new();
+    let mut next_page_token = String::new();
+    for (i, binding) in view.bindings().into_iter().enumerate().skip(from) {
+        let workspace = pb::Workspace {
+            active: binding.workspace_id == place.workspace_id,
+            workspace_id: binding.workspace_id,
+            root: binding.root.display().to_string(),
+        };
+        // Ids are short and roots are paths, so one always fits.
+        let size = workspace.encoded_len() + 8;
+        if size > room && !page.is_empty() {
+            next_page_token = i.to_string();
+            break;
+        }
+        room = room.saturating_sub(size);
+        page.push(workspace);
+    }
     pb::Workspaces {
         agent_id: agent_id.to_string(),
-        workspaces: view
-            .bindings()
-            .into_iter()
-            .map(|b| pb::Workspace {
-                active: b.workspace_id == place.workspace_id,
-                workspace_id: b.workspace_id,
-                root: b.root.display().to_string(),
-            })
-            .collect(),
+        workspaces: page,
         active_workspace_id: place.workspace_id,
         active_dir: place.dir.display().to_string(),
+        next_page_token,
     }
 }
 

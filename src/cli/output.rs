@@ -204,6 +204,7 @@ impl Output {
                     "reply": m.reply,
                     "attempts": m.attempts,
                     "created_at_ms": m.created_at_ms,
+                    "truncated_from_bytes": m.truncated_from_bytes,
                 })
             );
         } else {
@@ -225,7 +226,7 @@ impl Output {
             let detail: Value = serde_json::from_str(&e.detail_json).unwrap_or(Value::Null);
             say!(
                 "{}",
-                json!({ "cursor": e.cursor, "at_ms": e.at_ms, "agent_id": e.agent_id, "kind": e.kind, "detail": detail })
+                json!({ "cursor": e.cursor, "at_ms": e.at_ms, "agent_id": e.agent_id, "kind": e.kind, "detail": detail, "truncated_from_bytes": e.truncated_from_bytes })
             );
         } else {
             say!(
@@ -397,12 +398,16 @@ impl Output {
         }
     }
 
+    /// The whole tree, its pages joined: flat in JSON (each node with its
+    /// parent and depth), drawn for people.
     pub fn tree(&self, tree: &pb::GetTreeResponse) {
         if self.json {
-            fn node_json(n: &pb::TreeNode) -> Value {
+            let node_json = |n: &pb::TreeNode| {
                 json!({
                     "node_type": n.node_type,
                     "id": n.id,
+                    "parent_id": n.parent_id,
+                    "depth": n.depth,
                     "name": n.name,
                     "kind": n.kind,
                     "state": n.state,
@@ -412,68 +417,32 @@ impl Output {
                     "active_workspace_id": n.active_workspace_id,
                     "active_dir": n.active_dir,
                     "worktree": n.worktree.as_ref().map(worktree_json),
-                    "children": n.children.iter().map(node_json).collect::<Vec<_>>(),
+                    "truncated_from_bytes": n.truncated_from_bytes,
                 })
-            }
+            };
             say!(
                 "{}",
                 json!({
-                    "roots": tree.roots.iter().map(node_json).collect::<Vec<_>>(),
+                    "nodes": tree.nodes.iter().map(node_json).collect::<Vec<_>>(),
                     "mismatches": tree.mismatches,
                     "agents": tree.agents,
                     "tasks": tree.tasks,
+                    "waits": tree.waits,
+                    "next_page_token": tree.next_page_token,
                 })
             );
             return;
         }
-        fn line(n: &pb::TreeNode) -> String {
-            let dead = if n.actor_alive { "" } else { "  [actor down]" };
-            match n.node_type.as_str() {
-                "task" => {
-                    let worktree = match &n.worktree {
-                        Some(w) if !w.removed => format!("  [worktree {} on {}]", w.path, w.branch),
-                        _ => String::new(),
-                    };
-                    // Ended tasks are shown only while they hold a worktree.
-                    let dead = if n.state == "running" { dead } else { "" };
-                    format!(
-                        "task {} ({}, {}) \"{}\"{worktree}{dead}",
-                        n.id, n.kind, n.state, n.name
-                    )
-                }
-                _ => {
-                    let name = if n.name.is_empty() {
-                        String::new()
-                    } else {
-                        format!("\"{}\" ", n.name)
-                    };
-                    let private = if n.visibility == "private" {
-                        " [private]"
-                    } else {
-                        ""
-                    };
-                    format!(
-                        "agent {name}{} ({}, {}){private}{dead}",
-                        n.id, n.kind, n.state
-                    )
-                }
-            }
-        }
-        fn walk(n: &pb::TreeNode, prefix: &str, last: bool, top: bool) {
-            let (branch, next) = match (top, last) {
-                (true, _) => ("", String::new()),
-                (false, true) => ("`-- ", format!("{prefix}    ")),
-                (false, false) => ("|-- ", format!("{prefix}|   ")),
-            };
-            say!("{prefix}{branch}{}", line(n));
-            for (i, child) in n.children.iter().enumerate() {
-                walk(child, &next, i + 1 == n.children.len(), false);
-            }
-        }
-        for root in &tree.roots {
-            walk(root, "", true, true);
-        }
+        super::tree_view::render(&tree.nodes, |line| say!("{line}"));
         say!("{} agents, {} tasks", tree.agents, tree.tasks);
+        if let Some(cut) = &tree.cut {
+            say!(
+                "more: the tree goes on after node {} (depth {}); page token {}",
+                cut.after_node_id,
+                cut.after_depth,
+                tree.next_page_token
+            );
+        }
         for mismatch in &tree.mismatches {
             say!("MISMATCH: {mismatch}");
         }

@@ -15,13 +15,24 @@ pub(super) async fn task_command(
     match command {
         TaskCommand::List { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
-            let tasks = clients
-                .tasks
-                .list_tasks(pb::ListTasksRequest { agent_id })
-                .await?
-                .into_inner();
-            for task in &tasks.tasks {
-                out.task(task);
+            let mut page_token = String::new();
+            loop {
+                let page = clients
+                    .tasks
+                    .list_tasks(pb::ListTasksRequest {
+                        agent_id: agent_id.clone(),
+                        page_size: 1000,
+                        page_token,
+                    })
+                    .await?
+                    .into_inner();
+                for task in &page.tasks {
+                    out.task(task);
+                }
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
             }
         }
         TaskCommand::Get { task_id } => {

@@ -23,13 +23,24 @@ pub(super) async fn work_command(
     match command {
         WorkCommand::List { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
-            let items = clients
-                .work
-                .list_work_items(pb::ListWorkItemsRequest { agent_id })
-                .await?
-                .into_inner();
-            for item in &items.work_items {
-                out.work_item(item);
+            let mut page_token = String::new();
+            loop {
+                let page = clients
+                    .work
+                    .list_work_items(pb::ListWorkItemsRequest {
+                        agent_id: agent_id.clone(),
+                        page_size: 1000,
+                        page_token,
+                    })
+                    .await?
+                    .into_inner();
+                for item in &page.work_items {
+                    out.work_item(item);
+                }
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
             }
         }
         WorkCommand::Get { work_item_id } => {

@@ -57,8 +57,26 @@ pub(super) async fn workspace_command(
         }
         WorkspaceCommand::List { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
-            let request = pb::ListWorkspacesRequest { agent_id };
-            clients.workspaces.list_workspaces(request).await?
+            // Pages are joined into one listing.
+            let mut all = clients
+                .workspaces
+                .list_workspaces(pb::ListWorkspacesRequest {
+                    agent_id: agent_id.clone(),
+                    page_token: String::new(),
+                })
+                .await?
+                .into_inner();
+            while !all.next_page_token.is_empty() {
+                let request = pb::ListWorkspacesRequest {
+                    agent_id: agent_id.clone(),
+                    page_token: std::mem::take(&mut all.next_page_token),
+                };
+                let page = clients.workspaces.list_workspaces(request).await?;
+                let page = page.into_inner();
+                all.workspaces.extend(page.workspaces);
+                all.next_page_token = page.next_page_token;
+            }
+            tonic::Response::new(all)
         }
     };
     out.workspaces(&workspaces.into_inner());

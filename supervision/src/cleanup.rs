@@ -58,8 +58,10 @@ pub struct CleanupPlan {
     pub tasks: Vec<TaskId>,
 }
 
-/// Walks the subtree of `root`. `children(a)` lists the live agents that
-/// `a` supervises; `tasks(a)` the live tasks `a` owns.
+/// Walks the subtree of `root`, breadth first over a queue it keeps on the
+/// heap: agents grow the subtree, so its depth must cost memory, never call
+/// stack. `children(a)` lists the live agents that `a` supervises;
+/// `tasks(a)` the live tasks `a` owns.
 pub fn cleanup_plan<E>(
     root: AgentId,
     mut children: impl FnMut(AgentId) -> Result<Vec<AgentId>, E>,
@@ -116,6 +118,34 @@ mod tests {
                 },
             )
         })
+    }
+
+    #[test]
+    fn a_100000_deep_chain_plans_on_a_small_stack_deepest_first() {
+        const DEPTH: u128 = 100_000;
+        let plan = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                cleanup_plan::<Infallible>(
+                    AgentId::from_u128(1),
+                    |a| {
+                        let next = a.as_u128() + 1;
+                        Ok(if next <= DEPTH {
+                            vec![AgentId::from_u128(next)]
+                        } else {
+                            vec![]
+                        })
+                    },
+                    |_| Ok(Vec::new()),
+                )
+                .expect("infallible")
+            })
+            .expect("spawn")
+            .join()
+            .expect("no overflow");
+        assert_eq!(plan.agents.len(), DEPTH as usize);
+        assert_eq!(plan.agents.first(), Some(&AgentId::from_u128(DEPTH)));
+        assert_eq!(plan.agents.last(), Some(&AgentId::from_u128(1)));
     }
 
     proptest! {

@@ -46,7 +46,8 @@ pub fn recover(agents: Vec<AgentRecord>, pending: Vec<MessageRecord>) -> Recover
     let mut plan = RecoveryPlan::default();
 
     // Breadth-first from the roots, so a child is spawned under a
-    // supervisor that already runs.
+    // supervisor that already runs; over a queue on the heap, since agents
+    // grow the tree and its depth must never cost call stack.
     let mut children: HashMap<AgentId, Vec<AgentId>> = HashMap::new();
     let mut roots = Vec::new();
     for agent in live.values() {
@@ -281,6 +282,30 @@ mod tests {
                 prop_assert!(is_handling);
             }
         }
+    }
+
+    #[test]
+    fn a_100000_deep_chain_recovers_on_a_small_stack_one_generation_per_level() {
+        const DEPTH: u128 = 100_000;
+        let plan = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(|| {
+                // Given deepest first, so the order comes from the walk.
+                let agents = (1..=DEPTH)
+                    .rev()
+                    .map(|id| agent(id, (id > 1).then(|| id - 1), LifecycleState::Active))
+                    .collect();
+                recover(agents, vec![message(1, DEPTH, MessageStatus::Queued)])
+            })
+            .expect("spawn")
+            .join()
+            .expect("no overflow");
+        assert_eq!(plan.spawn.len(), DEPTH as usize);
+        assert_eq!(plan.generations, vec![1; DEPTH as usize]);
+        let order: Vec<u128> = plan.spawn.iter().map(|a| a.record.id.as_u128()).collect();
+        assert!(order.iter().copied().eq(1..=DEPTH), "supervisors first");
+        assert_eq!(plan.spawn.last().map(|a| a.queue.len()), Some(1));
+        assert!(plan.orphans.is_empty());
     }
 
     #[test]

@@ -121,17 +121,31 @@ pub async fn worktree_child(c: &mut Clients, lead: &str, first: &str) -> (String
     (child, task, path)
 }
 
-pub fn tree_task<'a>(node: &'a pb::TreeNode, task_id: &str) -> Option<&'a pb::TreeNode> {
-    if node.id == task_id {
-        return Some(node);
-    }
-    node.children.iter().find_map(|n| tree_task(n, task_id))
+/// The task `task_id` in the (flat) tree.
+pub fn tree_task<'a>(tree: &'a pb::GetTreeResponse, task_id: &str) -> Option<&'a pb::TreeNode> {
+    tree.nodes.iter().find(|n| n.id == task_id)
 }
 
+/// The whole tree, its pages joined; the counts are the last page's, which
+/// cover the whole walk.
 pub async fn tree(c: &mut Clients) -> pb::GetTreeResponse {
-    c.supervision
-        .get_tree(pb::GetTreeRequest::default())
-        .await
-        .expect("tree")
-        .into_inner()
+    let mut tree = pb::GetTreeResponse::default();
+    loop {
+        let page = c
+            .supervision
+            .get_tree(pb::GetTreeRequest {
+                page_token: std::mem::take(&mut tree.next_page_token),
+                ..Default::default()
+            })
+            .await
+            .expect("tree")
+            .into_inner();
+        tree.nodes.extend(page.nodes);
+        tree.mismatches.extend(page.mismatches);
+        (tree.agents, tree.tasks, tree.waits) = (page.agents, page.tasks, page.waits);
+        if page.next_page_token.is_empty() {
+            return tree;
+        }
+        tree.next_page_token = page.next_page_token;
+    }
 }

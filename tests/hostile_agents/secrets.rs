@@ -167,6 +167,7 @@ async fn the_data_directory_and_its_ancestors_are_never_workspaces() {
         .workspaces
         .list_workspaces(pb::ListWorkspacesRequest {
             agent_id: id.clone(),
+            page_token: String::new(),
         })
         .await
         .expect("list")
