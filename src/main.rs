@@ -3,7 +3,6 @@
 
 use std::io::IsTerminal;
 
-use clap::Parser;
 use holarchy::cli::{self, Cli};
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::layer::SubscriberExt;
@@ -16,6 +15,9 @@ static ALLOCATOR: holarchy::memory::Allocator = holarchy::memory::ALLOCATOR;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    // First, before any secret is read: other processes of this user may
+    // not read our environment or memory through /proc or ptrace.
+    let undumpable = holarchy::daemon::process::forbid_dumps();
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -25,7 +27,10 @@ async fn main() -> std::process::ExitCode {
         .finish()
         .with(filter_fn(|meta| !is_actor_loop_span(meta)))
         .init();
-    match cli::run(Cli::parse()).await {
+    if let Err(err) = undumpable {
+        tracing::warn!(error = %err, "cannot turn off PR_SET_DUMPABLE");
+    }
+    match cli::run(Cli::parse_args()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             // A refusal from the daemon reads best as its code and message.
