@@ -214,7 +214,10 @@ impl ServeArgs {
             ("--idle-timeout", self.idle_timeout),
             ("--keepalive-interval", self.keepalive_interval),
             ("--keepalive-timeout", self.keepalive_timeout),
-            ("--max-streams-per-connection", u64::from(self.max_streams_per_connection)),
+            (
+                "--max-streams-per-connection",
+                u64::from(self.max_streams_per_connection),
+            ),
             ("--max-header-bytes", u64::from(self.max_header_bytes)),
         ] {
             anyhow::ensure!(value > 0, "{flag} must be at least 1");

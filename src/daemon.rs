@@ -134,7 +134,8 @@ fn lock_data_dir(dir: &Path) -> anyhow::Result<DirLock> {
 fn prepare_dirs(data_dir: &Path) -> anyhow::Result<()> {
     safe_dirs::prepare(data_dir).context("unsafe data directory")?;
     for sub in [DB_DIR, WORKSPACES_DIR, WORKTREES_DIR] {
-        safe_dirs::prepare(&data_dir.join(sub)).context("unsafe directory in the data directory")?;
+        safe_dirs::prepare(&data_dir.join(sub))
+            .context("unsafe directory in the data directory")?;
     }
     Ok(())
 }

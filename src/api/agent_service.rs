@@ -147,9 +147,7 @@ fn page_token<T: std::str::FromStr>(token: &str) -> Result<Option<T>, ApiError> 
     token
         .parse()
         .map(Some)
-        .map_err(|_| {
-            ApiError::InvalidArgument(format!("malformed page token `{}`", quote(token)))
-        })
+        .map_err(|_| ApiError::InvalidArgument(format!("malformed page token `{}`", quote(token))))
 }
 
 use holarchy_actors::Store as _;

@@ -313,28 +313,28 @@ fn guarded<L: Accept>(
     what: &'static str,
 ) -> impl Stream<Item = io::Result<Guarded<L::Io>>> {
     let permits = Arc::new(Semaphore::new(cap));
-    futures::stream::unfold(
-        (listener, permits),
-        move |(listener, permits)| async move {
-            let permit = match permits.clone().try_acquire_owned() {
-                Ok(permit) => permit,
-                Err(_) => {
-                    warn!(listener = what, cap, "connection cap reached; new connections wait");
-                    // The semaphore is never closed, so this only waits.
-                    permits.clone().acquire_owned().await.ok()?
-                }
-            };
-            let accepted = match listener.accept_one().await {
-                Ok(io) => Ok(Guarded::new(io, permit, timeouts)),
-                Err(err) => {
-                    warn!(listener = what, error = %err, "accept failed");
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    Err(err)
-                }
-            };
-            Some((accepted, (listener, permits)))
-        },
-    )
+    futures::stream::unfold((listener, permits), move |(listener, permits)| async move {
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                warn!(
+                    listener = what,
+                    cap, "connection cap reached; new connections wait"
+                );
+                // The semaphore is never closed, so this only waits.
+                permits.clone().acquire_owned().await.ok()?
+            }
+        };
+        let accepted = match listener.accept_one().await {
+            Ok(io) => Ok(Guarded::new(io, permit, timeouts)),
+            Err(err) => {
+                warn!(listener = what, error = %err, "accept failed");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                Err(err)
+            }
+        };
+        Some((accepted, (listener, permits)))
+    })
 }
 
 /// TCP connections under the TCP cap, with the authentication deadline and
@@ -404,7 +404,12 @@ where
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;
-            Ok(response.map(|body| tonic::body::Body::new(Tracked { body, _guard: guard })))
+            Ok(response.map(|body| {
+                tonic::body::Body::new(Tracked {
+                    body,
+                    _guard: guard,
+                })
+            }))
         })
     }
 }

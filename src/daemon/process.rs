@@ -31,10 +31,15 @@ pub fn raise_open_files() -> nix::Result<(u64, u64)> {
 pub fn harden() {
     match forbid_dumps().and_then(|()| prctl::get_dumpable()) {
         Ok(dumpable) => info!(dumpable, "process dumpable flag set"),
-        Err(err) => warn!(error = %err, "cannot turn off PR_SET_DUMPABLE; same-user processes can read this daemon's environment and memory"),
+        Err(err) => {
+            warn!(error = %err, "cannot turn off PR_SET_DUMPABLE; same-user processes can read this daemon's environment and memory")
+        }
     }
     match raise_open_files() {
-        Ok((before, after)) => info!(before, after, "open file limit (RLIMIT_NOFILE) raised to its hard limit"),
+        Ok((before, after)) => info!(
+            before,
+            after, "open file limit (RLIMIT_NOFILE) raised to its hard limit"
+        ),
         Err(err) => warn!(error = %err, "cannot raise the open file limit"),
     }
 }

@@ -82,7 +82,11 @@ mod tests {
     use super::*;
 
     fn mode(path: &Path) -> u32 {
-        std::fs::metadata(path).expect("exists").permissions().mode() & 0o7777
+        std::fs::metadata(path)
+            .expect("exists")
+            .permissions()
+            .mode()
+            & 0o7777
     }
 
     #[test]
@@ -110,8 +114,7 @@ mod tests {
         assert!(matches!(check(&file), Err(DirError::NotDirectory(_))));
         let readable = root.path().join("readable");
         std::fs::create_dir(&readable).expect("mkdir");
-        std::fs::set_permissions(&readable, std::fs::Permissions::from_mode(0o755))
-            .expect("chmod");
+        std::fs::set_permissions(&readable, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         prepare(&readable).expect("readable is allowed");
     }
 }

@@ -151,10 +151,12 @@ fn check(text: &str, origin: &str) -> Result<Token, TokenError> {
 /// the opened file (not the path), so the file cannot be swapped between
 /// check and read.
 fn read_file(path: &Path) -> Result<Option<String>, TokenError> {
-    let io_err = |action| move |source| TokenError::Io {
-        action,
-        path: path.to_owned(),
-        source,
+    let io_err = |action| {
+        move |source| TokenError::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        }
     };
     // O_NONBLOCK: opening a FIFO planted here must not hang the start.
     let opened = OpenOptions::new()
@@ -226,10 +228,12 @@ fn generate(token_file: &Path) -> Result<String, TokenError> {
 /// created 0600, so no moment where it is readable), synced, then linked
 /// into place, which fails rather than replace a file that appeared since.
 fn write_file(path: &Path, token: &str) -> Result<(), TokenError> {
-    let io_err = |action| move |source| TokenError::Io {
-        action,
-        path: path.to_owned(),
-        source,
+    let io_err = |action| {
+        move |source| TokenError::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        }
     };
     let temp = path.with_extension("new");
     // We hold the data directory's lock: a file here is a crashed start's.
@@ -313,7 +317,10 @@ mod tests {
         let file = dir.path().join("token");
         let made = resolve(&GivenToken::default(), &file).expect("generated");
         assert_eq!(made.as_str().len(), 2 * GENERATED_BYTES);
-        let mode = std::fs::metadata(&file).expect("written").permissions().mode();
+        let mode = std::fs::metadata(&file)
+            .expect("written")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         let again = resolve(&GivenToken::default(), &file).expect("read back");
         assert_eq!(again.as_str(), made.as_str());

@@ -204,7 +204,11 @@ mod tests {
         // `8` sets bit 128: without the check this decoded to id 0.
         for first in ['8', '9', 'A', 'Z', 'z'] {
             let text = format!("agt_{first}0000000000000000000000000");
-            assert_eq!(text.parse::<AgentId>(), Err(IdParseError::Overflow), "{text}");
+            assert_eq!(
+                text.parse::<AgentId>(),
+                Err(IdParseError::Overflow),
+                "{text}"
+            );
         }
         let zero = "agt_00000000000000000000000000".parse::<AgentId>();
         assert_eq!(zero, Ok(AgentId::from_u128(0)));

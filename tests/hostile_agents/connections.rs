@@ -48,9 +48,14 @@ async fn idle_unauthenticated_connections_neither_block_the_socket_nor_stay_open
 
     // Half of them say nothing; half start HTTP/2 and then stall, never
     // sending a request with the token.
+    // Past the cap and the kernel's backlog a connect waits for the daemon
+    // to close older ones, so opening them is bounded too.
     let mut idle = Vec::with_capacity(IDLE_CONNECTIONS);
     for i in 0..IDLE_CONNECTIONS {
-        let mut stream = TcpStream::connect(&listen).await.expect("tcp connects");
+        let mut stream = tokio::time::timeout(DEADLINE, TcpStream::connect(&listen))
+            .await
+            .expect("the daemon frees slots by closing idle connections")
+            .expect("tcp connects");
         if i % 2 == 1 {
             use tokio::io::AsyncWriteExt;
             stream
@@ -80,9 +85,9 @@ async fn idle_unauthenticated_connections_neither_block_the_socket_nor_stay_open
     // And the daemon closes every one of them after the auth timeout
     // (those past the default cap of 1,024 are accepted, and closed, as
     // the first ones go).
-    let waits = idle.into_iter().map(|stream| {
-        tokio::spawn(tokio::time::timeout(DEADLINE, closed_by_daemon(stream)))
-    });
+    let waits = idle
+        .into_iter()
+        .map(|stream| tokio::spawn(tokio::time::timeout(DEADLINE, closed_by_daemon(stream))));
     let mut closed = 0;
     for wait in waits {
         if matches!(wait.await.expect("joins"), Ok(true)) {
@@ -150,4 +155,50 @@ async fn at_the_connection_cap_new_clients_wait_until_one_closes() {
         .expect("served once a slot freed")
         .expect("call succeeds");
     drop(second);
+}
+
+#[tokio::test]
+async fn an_open_watch_outlives_the_auth_and_idle_timeouts() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let listen = free_addr();
+    let daemon = Daemon::start_with(
+        &data_dir(&root),
+        &[
+            "--listen",
+            &listen,
+            "--auth-timeout",
+            "1",
+            "--idle-timeout",
+            "1",
+        ],
+    )
+    .await;
+    let token = std::fs::read_to_string(daemon.data_dir.join("token")).expect("token");
+    let mut remote = client::connect(&Target::Tcp {
+        url: format!("http://{listen}"),
+        token: Some(token),
+    })
+    .await
+    .expect("connects");
+    let mut events = remote
+        .agents
+        .watch_events(pb::WatchEventsRequest {
+            after_cursor: 0,
+            follow: true,
+            agent_id: String::new(),
+        })
+        .await
+        .expect("watching")
+        .into_inner();
+    // Not synchronisation: the point is that both timeouts pass while the
+    // authenticated stream is open and silent.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut local = daemon.clients().await;
+    crate::common::create(&mut local, "watched", None).await;
+    let event = tokio::time::timeout(DEADLINE, tokio_stream::StreamExt::next(&mut events))
+        .await
+        .expect("an event in time")
+        .expect("the stream is still open")
+        .expect("an event, not an error");
+    assert_eq!(event.kind, "agent_created");
 }

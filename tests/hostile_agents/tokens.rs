@@ -119,7 +119,10 @@ fn a_symlinked_token_file_refuses_to_start() {
     let listen = free_addr();
     let stderr = refused(&dir, &["--listen", &listen], &[]);
     assert!(stderr.contains("is a symbolic link"), "{stderr}");
-    assert!(stderr.contains(&dir.join("token").display().to_string()), "{stderr}");
+    assert!(
+        stderr.contains(&dir.join("token").display().to_string()),
+        "{stderr}"
+    );
 }
 
 #[test]
