@@ -4,12 +4,14 @@
 
 mod bench;
 mod brain_args;
+mod connection_args;
 mod output;
 mod tasks;
 mod work;
 mod workspaces;
 
 pub use brain_args::BrainArgs;
+pub use connection_args::ConnectionArgs;
 use tasks::task_command;
 pub use work::WorkCommand;
 pub use workspaces::WorkspaceCommand;
@@ -26,7 +28,7 @@ use tokio_stream::StreamExt;
 
 use crate::api::pb;
 use crate::client::{self, Clients, Target};
-use crate::daemon::{self, ConnectionLimits, GivenToken, ServeConfig, SOCKET_FILE};
+use crate::daemon::{self, GivenToken, ServeConfig, SOCKET_FILE};
 use output::Output;
 
 #[derive(Debug, Parser)]
@@ -173,68 +175,10 @@ pub struct ServeArgs {
     /// The first retry's delay, in milliseconds; it doubles each time.
     #[arg(long, default_value_t = 500)]
     pub model_retry_base_ms: u64,
-    /// TCP connections open at once; more wait until one closes.
-    #[arg(long, default_value_t = ConnectionLimits::default().max_tcp)]
-    pub max_connections: usize,
-    /// Unix socket connections open at once, counted apart from TCP so TCP
-    /// clients cannot lock the socket out.
-    #[arg(long, default_value_t = ConnectionLimits::default().max_unix)]
-    pub max_unix_connections: usize,
-    /// Seconds a TCP connection has to complete an authenticated request
-    /// (HTTP/2 handshake included) before it is closed.
-    #[arg(long, default_value_t = ConnectionLimits::default().auth_timeout.as_secs())]
-    pub auth_timeout: u64,
-    /// Seconds an authenticated TCP connection with no call open stays
-    /// before it is closed.
-    #[arg(long, default_value_t = ConnectionLimits::default().idle_timeout.as_secs())]
-    pub idle_timeout: u64,
-    /// Seconds between HTTP/2 keepalive pings on every connection.
-    #[arg(long, default_value_t = ConnectionLimits::default().keepalive_interval.as_secs())]
-    pub keepalive_interval: u64,
-    /// Seconds a keepalive ping may go unanswered before the connection is
-    /// dropped.
-    #[arg(long, default_value_t = ConnectionLimits::default().keepalive_timeout.as_secs())]
-    pub keepalive_timeout: u64,
-    /// Calls (HTTP/2 streams) one connection may have open at once.
-    #[arg(long, default_value_t = ConnectionLimits::default().max_streams)]
-    pub max_streams_per_connection: u32,
-    /// Bytes of headers one request may send.
-    #[arg(long, default_value_t = ConnectionLimits::default().max_header_bytes)]
-    pub max_header_bytes: u32,
+    /// Caps and timeouts on connections.
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
 }
-
-impl ServeArgs {
-    /// The connection flags, refusing values that would stop the daemon
-    /// from serving at all.
-    fn connection_limits(&self) -> anyhow::Result<ConnectionLimits> {
-        for (flag, value) in [
-            ("--max-connections", self.max_connections as u64),
-            ("--max-unix-connections", self.max_unix_connections as u64),
-            ("--auth-timeout", self.auth_timeout),
-            ("--idle-timeout", self.idle_timeout),
-            ("--keepalive-interval", self.keepalive_interval),
-            ("--keepalive-timeout", self.keepalive_timeout),
-            (
-                "--max-streams-per-connection",
-                u64::from(self.max_streams_per_connection),
-            ),
-            ("--max-header-bytes", u64::from(self.max_header_bytes)),
-        ] {
-            anyhow::ensure!(value > 0, "{flag} must be at least 1");
-        }
-        Ok(ConnectionLimits {
-            max_tcp: self.max_connections,
-            max_unix: self.max_unix_connections,
-            auth_timeout: Duration::from_secs(self.auth_timeout),
-            idle_timeout: Duration::from_secs(self.idle_timeout),
-            keepalive_interval: Duration::from_secs(self.keepalive_interval),
-            keepalive_timeout: Duration::from_secs(self.keepalive_timeout),
-            max_streams: self.max_streams_per_connection,
-            max_header_bytes: self.max_header_bytes,
-        })
-    }
-}
-
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
     /// Create a public named agent.
@@ -352,7 +296,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let mut config = ServeConfig::new(cli.data_dir());
             config.listen = args.listen;
             config.token = cli.given_token();
-            config.connections = args.connection_limits()?;
+            config.connections = args.connections.limits()?;
             config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
             config.runtime.max_queue_len = args.max_queue;
             config.runtime.output_capacity = args.output_capacity;
