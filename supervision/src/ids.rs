@@ -17,14 +17,16 @@ use ulid::{Generator, Ulid};
 pub enum IdParseError {
     #[error("expected an id starting with `{expected}`")]
     WrongPrefix { expected: &'static str },
-    #[error("an id body is {ID_BODY_LEN} Crockford base32 characters, not {len} bytes")]
+    #[error("not a valid id: after the prefix come {ID_BODY_LEN} Crockford base32 characters, not {len} bytes")]
     BadLength { len: usize },
-    #[error("an id body holds only Crockford base32 characters (0-9, A-Z without I, L, O, U)")]
+    #[error(
+        "not a valid id: it holds only Crockford base32 characters (0-9, A-Z without I, L, O, U)"
+    )]
     BadCharacter,
     /// 26 base32 characters hold 130 bits; an id has 128, so the first
     /// character is at most `7`. Decoding more would drop the top bits and
     /// name another id.
-    #[error("an id body starts with 0-7 (ids have 128 bits); this one has bits beyond them")]
+    #[error("not a valid id: ids have 128 bits, so the first character after the prefix is 0-7")]
     Overflow,
 }
 
