@@ -4,6 +4,7 @@
 
 mod bench;
 mod brain_args;
+mod connection_args;
 mod output;
 mod tasks;
 mod tree_view;
@@ -11,6 +12,7 @@ mod work;
 mod workspaces;
 
 pub use brain_args::BrainArgs;
+pub use connection_args::ConnectionArgs;
 use tasks::task_command;
 pub use work::WorkCommand;
 pub use workspaces::WorkspaceCommand;
@@ -21,7 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use holarchy_actors::sandbox::TaskLimits;
 use holarchy_actors::secrets::Secrets;
 use holarchy_supervision::restart::RestartPolicy;
@@ -29,7 +32,7 @@ use tokio_stream::StreamExt;
 
 use crate::api::pb;
 use crate::client::{self, Clients, Target};
-use crate::daemon::{self, ServeConfig, SOCKET_FILE};
+use crate::daemon::{self, GivenToken, ServeConfig, SOCKET_FILE};
 use output::Output;
 
 #[derive(Debug, Parser)]
@@ -48,9 +51,15 @@ pub struct Cli {
     /// Talk to the daemon over TCP at this URL, e.g. http://127.0.0.1:7420.
     #[arg(long, global = true, env = "HOLARCHY_ADDR")]
     pub addr: Option<String>,
-    /// Bearer token for TCP (see <data-dir>/token).
+    /// Bearer token for TCP (see <data-dir>/token). `serve` refuses one
+    /// shorter than 16 bytes, and warns when it is given here: other
+    /// processes can read the command line, so prefer HOLARCHY_TOKEN or the
+    /// token file.
     #[arg(long, global = true, env = "HOLARCHY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Whether `token` came from `--token` rather than the environment.
+    #[arg(skip)]
+    pub token_on_command_line: bool,
     /// Print JSON, one object per line, for scripts.
     #[arg(long, global = true)]
     pub json: bool,
@@ -193,8 +202,10 @@ pub struct ServeArgs {
     /// Name the daemon's configuration and secrets here.
     #[arg(long = "protect", value_name = "PATH")]
     pub protected: Vec<PathBuf>,
+    /// Caps and timeouts on connections.
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
 }
-
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
     /// Create a public named agent.
@@ -259,6 +270,30 @@ pub enum AgentCommand {
 }
 
 impl Cli {
+    /// Parses the process's arguments as `Cli::parse` does, and notes
+    /// whether the token was typed on the command line (where other
+    /// processes can read it) or came from the environment.
+    pub fn parse_args() -> Self {
+        let matches = Self::command().get_matches();
+        let mut cli = Self::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+        cli.token_on_command_line = matches.value_source("token") == Some(ValueSource::CommandLine);
+        cli
+    }
+
+    /// The token as given, by where it came from.
+    fn given_token(&self) -> GivenToken {
+        match (&self.token, self.token_on_command_line) {
+            (Some(token), true) => GivenToken {
+                command_line: Some(token.clone()),
+                environment: None,
+            },
+            (token, _) => GivenToken {
+                command_line: None,
+                environment: token.clone(),
+            },
+        }
+    }
+
     fn data_dir(&self) -> PathBuf {
         self.data_dir
             .clone()
@@ -287,7 +322,8 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         Command::Serve(args) => {
             let mut config = ServeConfig::new(cli.data_dir());
             config.listen = args.listen;
-            config.token = cli.token.clone();
+            config.token = cli.given_token();
+            config.connections = args.connections.limits()?;
             config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
             config.runtime.max_queue_len = args.max_queue;
             config.runtime.output_capacity = args.output_capacity;

@@ -5,11 +5,19 @@
 //! Shutdown order: stop accepting gRPC (open watches end), stop the actors
 //! top-down, then flush and close the store.
 
+mod listen;
+pub mod process;
+mod safe_dirs;
+mod token;
+
+pub use listen::ConnectionLimits;
+pub use token::{GivenToken, MIN_TOKEN_LEN};
+
 use std::fs::{File, OpenOptions, Permissions};
 use std::future::Future;
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,9 +27,7 @@ use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::{Runtime, RuntimeConfig, ScriptedBrain};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
-use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 use tonic::service::InterceptorLayer;
-use tonic::transport::Server;
 use tracing::{info, warn};
 
 use crate::api::agent_service::AgentApi;
@@ -47,6 +53,10 @@ pub const SOCKET_FILE: &str = "holarchy.sock";
 pub const LOCK_FILE: &str = "holarchy.lock";
 pub const TOKEN_FILE: &str = "token";
 const DB_DIR: &str = "db";
+const WORKSPACES_DIR: &str = "workspaces";
+const WORKTREES_DIR: &str = "worktrees";
+/// Agents' private directories (HOME and TMPDIR of their programs).
+const TMP_DIR: &str = "tmp";
 
 /// How the daemon runs.
 #[derive(Debug, Clone)]
@@ -54,8 +64,11 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// Also listen on TCP here; callers then need the bearer token.
     pub listen: Option<SocketAddr>,
-    /// The TCP bearer token; made up and written to `<data>/token` if unset.
-    pub token: Option<String>,
+    /// The TCP bearer token as given; if neither value is set, read from
+    /// `<data>/token`, or made up and written there.
+    pub token: GivenToken,
+    /// Caps and timeouts on connections.
+    pub connections: ConnectionLimits,
     /// How long each shutdown step may take.
     pub shutdown_timeout: Duration,
     pub store: StoreConfig,
@@ -69,7 +82,8 @@ impl ServeConfig {
         Self {
             data_dir,
             listen: None,
-            token: None,
+            token: GivenToken::default(),
+            connections: ConnectionLimits::default(),
             shutdown_timeout: Duration::from_secs(10),
             store: StoreConfig::default(),
             runtime: RuntimeConfig::default(),
@@ -100,6 +114,7 @@ fn lock_data_dir(dir: &Path) -> anyhow::Result<DirLock> {
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
         .open(&path)
         .with_context(|| format!("cannot open lock file {}", path.display()))?;
     match file.try_lock() {
@@ -121,45 +136,38 @@ fn lock_data_dir(dir: &Path) -> anyhow::Result<DirLock> {
     Ok(DirLock { _file: file })
 }
 
-fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("cannot create data directory {}", dir.display()))
-}
-
-fn tcp_token(config: &ServeConfig) -> anyhow::Result<String> {
-    if let Some(token) = &config.token {
-        return Ok(token.clone());
+/// The data directory and the directories the daemon keeps in it, each
+/// made 0700 or checked that no other user can write into it.
+fn prepare_dirs(data_dir: &Path) -> anyhow::Result<()> {
+    safe_dirs::prepare(data_dir).context("unsafe data directory")?;
+    for sub in [DB_DIR, WORKSPACES_DIR, WORKTREES_DIR, TMP_DIR] {
+        safe_dirs::prepare(&data_dir.join(sub))
+            .context("unsafe directory in the data directory")?;
     }
-    let path = config.data_dir.join(TOKEN_FILE);
-    if let Ok(existing) = std::fs::read_to_string(&path) {
-        if !existing.trim().is_empty() {
-            return Ok(existing.trim().to_owned());
-        }
-    }
-    // Two ULIDs: 256 bits, about half of them random.
-    let token = format!("{}{}", ulid::Ulid::new(), ulid::Ulid::new()).to_lowercase();
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)?;
-    file.set_permissions(Permissions::from_mode(0o600))?;
-    file.write_all(token.as_bytes())?;
-    Ok(token)
-}
-
-/// Compares secrets without leaking, through timing, how much matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+    Ok(())
 }
 
 /// Runs the daemon until `shutdown` resolves.
 pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-    prepare_dir(&config.data_dir)?;
+    process::harden();
+    prepare_dirs(&config.data_dir)?;
     let _lock = lock_data_dir(&config.data_dir)?;
+    // Settled before anything starts, so a bad token or token file refuses
+    // the start at once.
+    let tcp_token = match config.listen {
+        Some(_) => Some(token::resolve(
+            &config.token,
+            &config.data_dir.join(TOKEN_FILE),
+        )?),
+        None => {
+            token::check_given(&config.token)?;
+            None
+        }
+    };
+    if let Some(token) = &tcp_token {
+        config.runtime.secrets.add(token.as_str());
+    }
+    let limits = &config.connections;
 
     let sandbox = SandboxReport::probe();
     if sandbox.complete() {
@@ -174,9 +182,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     }
 
     let mut runtime_config = config.runtime.clone();
-    runtime_config.workspace_root = config.data_dir.join("workspaces");
-    runtime_config.worktree_root = config.data_dir.join("worktrees");
-    runtime_config.sandbox.tmp_root = config.data_dir.join("tmp");
+    runtime_config.workspace_root = config.data_dir.join(WORKSPACES_DIR);
+    runtime_config.worktree_root = config.data_dir.join(WORKTREES_DIR);
+    runtime_config.sandbox.tmp_root = config.data_dir.join(TMP_DIR);
     runtime_config
         .sandbox
         .protected
@@ -263,7 +271,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     std::fs::set_permissions(&socket, Permissions::from_mode(0o600))?;
 
-    let router = Server::builder()
+    let router = limits
+        .server()
         .add_service(health_service.clone())
         .add_service(reflection_v1.clone())
         .add_service(reflection_v1alpha.clone())
@@ -276,36 +285,43 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .add_service(workspaces.clone());
     let mut unix_stop = stop_rx.clone();
     let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
-        UnixListenerStream::new(unix),
+        listen::unix(unix, limits),
         async move {
             let _ = unix_stop.wait_for(|s| *s).await;
         },
     ));
 
-    let tcp_server = match config.listen {
-        None => None,
-        Some(addr) => {
-            let token = tcp_token(&config)?;
-            config.runtime.secrets.add(&token);
-            let expected: tonic::metadata::MetadataValue<_> = format!("Bearer {token}")
-                .parse()
-                .context("token is not valid header text")?;
-            let check =
-                move |request: tonic::Request<()>| match request.metadata().get("authorization") {
-                    Some(given) if constant_time_eq(given.as_bytes(), expected.as_bytes()) => {
-                        Ok(request)
-                    }
-                    _ => Err(tonic::Status::unauthenticated(
+    let tcp_server = match (config.listen, tcp_token) {
+        (Some(addr), Some(token)) => {
+            // A right token also lifts the connection's authentication
+            // deadline (see `listen`).
+            let check = move |request: tonic::Request<()>| {
+                let authorization = request.metadata().get("authorization");
+                if !token.admits(authorization.map(|v| v.as_bytes())) {
+                    return Err(tonic::Status::unauthenticated(
                         "missing or wrong bearer token",
-                    )),
-                };
+                    ));
+                }
+                if let Some(conn) = request.extensions().get::<listen::Conn>() {
+                    conn.authenticate();
+                }
+                Ok(request)
+            };
             let listener = TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
-            info!(addr = %listener.local_addr()?, "listening on tcp");
+            info!(
+                addr = %listener.local_addr()?,
+                max_connections = limits.max_tcp,
+                auth_timeout_s = limits.auth_timeout.as_secs_f64(),
+                idle_timeout_s = limits.idle_timeout.as_secs_f64(),
+                "listening on tcp"
+            );
             let mut tcp_stop = stop_rx.clone();
-            let router = Server::builder()
+            let router = limits
+                .server()
                 .layer(InterceptorLayer::new(check))
+                .layer(listen::TrackStreamsLayer)
                 .add_service(health_service)
                 .add_service(reflection_v1)
                 .add_service(reflection_v1alpha)
@@ -317,12 +333,13 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 .add_service(triggers)
                 .add_service(workspaces);
             Some(tokio::spawn(router.serve_with_incoming_shutdown(
-                TcpListenerStream::new(listener),
+                listen::tcp(listener, limits),
                 async move {
                     let _ = tcp_stop.wait_for(|s| *s).await;
                 },
             )))
         }
+        _ => None,
     };
     info!(socket = %socket.display(), "serving");
 

@@ -4,7 +4,6 @@
 use std::io::IsTerminal;
 use std::sync::Arc;
 
-use clap::Parser;
 use holarchy::cli::{self, Cli};
 use holarchy_actors::secrets::Secrets;
 use tracing_subscriber::filter::filter_fn;
@@ -22,7 +21,7 @@ fn main() -> std::process::ExitCode {
     if let Some(code) = holarchy_actors::sandbox::run_if_unit() {
         return code;
     }
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     // Still one thread: the secrets leave the environment now, so no
     // child the daemon ever starts can inherit them.
     let secrets = Arc::new(Secrets::take_from_env());
@@ -31,7 +30,12 @@ fn main() -> std::process::ExitCode {
     }
     // What other processes see of ours (/proc/<pid>/environ, cmdline)
     // keeps the secrets' text even after they leave the environment.
+    // Before the next step: a process that may not be dumped cannot read
+    // its own /proc files unless it is root.
     let scrubbed = secrets.scrub_process_memory();
+    // Other processes of this user may not read our environment or memory
+    // through /proc or ptrace.
+    let undumpable = holarchy::daemon::process::forbid_dumps();
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -43,6 +47,9 @@ fn main() -> std::process::ExitCode {
         .init();
     if let Err(err) = scrubbed {
         tracing::warn!(error = %err, "cannot scrub secrets from the process's initial environment");
+    }
+    if let Err(err) = undumpable {
+        tracing::warn!(error = %err, "cannot turn off PR_SET_DUMPABLE");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -15,7 +15,7 @@ use tonic::{Request, Response, Status};
 use tracing::instrument;
 
 use super::budget;
-use super::convert::{self, ApiError};
+use super::convert::{self, quote, ApiError};
 use super::pb;
 use super::pb::agent_service_server::AgentService;
 use crate::store::SledStore;
@@ -152,7 +152,7 @@ pub(crate) fn page_token<T: std::str::FromStr>(token: &str) -> Result<Option<T>,
     token
         .parse()
         .map(Some)
-        .map_err(|_| ApiError::InvalidArgument(format!("malformed page token `{token}`")))
+        .map_err(|_| ApiError::InvalidArgument(format!("malformed page token `{}`", quote(token))))
 }
 
 use holarchy_actors::Store as _;
@@ -257,7 +257,7 @@ impl AgentService for AgentApi {
                 .store
                 .agent_id_by_name(&name)
                 .map_err(ApiError::from)?
-                .ok_or_else(|| ApiError::NotFound(format!("no agent named `{name}`")))?,
+                .ok_or_else(|| ApiError::NotFound(format!("no agent named `{}`", quote(&name))))?,
             None => return Err(ApiError::InvalidArgument("give agent_id or name".into()).into()),
         };
         let record = self.record(agent_id)?;

@@ -45,17 +45,47 @@ pub enum ApiError {
     Internal(String),
 }
 
+/// The most bytes of one client input an error message quotes.
+pub const MAX_QUOTE: usize = 200;
+
+/// The longest status message sent back, in bytes. A backstop: inputs are
+/// quoted through [`quote`], but a message built from a deeper error (a
+/// path, a brain's complaint) is cut here too, so no reply echoes a
+/// client's megabytes.
+pub const MAX_STATUS_MESSAGE: usize = 1024;
+
+/// `input` cut to at most [`MAX_QUOTE`] bytes, for an error message that
+/// names it. A cut quote ends with `…` and the input's full length, so the
+/// reader knows it saw only the start.
+pub fn quote(input: &str) -> String {
+    cut(input, MAX_QUOTE)
+}
+
+/// `text` cut to at most `max` bytes at a char boundary, with a note of the
+/// full length when anything was cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes)", &text[..end], text.len())
+}
+
 impl From<ApiError> for Status {
     fn from(err: ApiError) -> Self {
+        let cut = |m: String| cut(&m, MAX_STATUS_MESSAGE);
         match err {
-            ApiError::InvalidArgument(m) => Status::invalid_argument(m),
-            ApiError::NotFound(m) => Status::not_found(m),
-            ApiError::AlreadyExists(m) => Status::already_exists(m),
-            ApiError::PermissionDenied(m) => Status::permission_denied(m),
-            ApiError::FailedPrecondition(m) => Status::failed_precondition(m),
-            ApiError::ResourceExhausted(m) => Status::resource_exhausted(m),
-            ApiError::Unavailable(m) => Status::unavailable(m),
-            ApiError::Internal(m) => Status::internal(m),
+            ApiError::InvalidArgument(m) => Status::invalid_argument(cut(m)),
+            ApiError::NotFound(m) => Status::not_found(cut(m)),
+            ApiError::AlreadyExists(m) => Status::already_exists(cut(m)),
+            ApiError::PermissionDenied(m) => Status::permission_denied(cut(m)),
+            ApiError::FailedPrecondition(m) => Status::failed_precondition(cut(m)),
+            ApiError::ResourceExhausted(m) => Status::resource_exhausted(cut(m)),
+            ApiError::Unavailable(m) => Status::unavailable(cut(m)),
+            ApiError::Internal(m) => Status::internal(cut(m)),
         }
     }
 }
@@ -76,7 +106,7 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::NameTaken(name) => {
-                ApiError::AlreadyExists(format!("an agent named `{name}` already exists"))
+                ApiError::AlreadyExists(format!("an agent named `{}` already exists", quote(&name)))
             }
             StoreError::Closed => ApiError::Unavailable("the daemon is shutting down".into()),
             StoreError::SupervisorGone(_) | StoreError::Precondition(_) => {
@@ -498,5 +528,45 @@ impl From<ArchiveError> for ApiError {
             ArchiveError::NotLive { .. } => ApiError::FailedPrecondition(err.to_string()),
             ArchiveError::Store(e) => e.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_inputs_are_quoted_whole() {
+        assert_eq!(quote("ops"), "ops");
+        assert_eq!(quote(&"a".repeat(MAX_QUOTE)), "a".repeat(MAX_QUOTE));
+    }
+
+    #[test]
+    fn long_inputs_are_cut_at_a_char_boundary_with_their_length() {
+        let quoted = quote(&"a".repeat(100_000));
+        assert_eq!(quoted, format!("{}… (100000 bytes)", "a".repeat(MAX_QUOTE)));
+        // 'é' is two bytes: byte 200 falls inside the 101st, so the cut
+        // keeps 100 of them rather than splitting one.
+        let accents = "é".repeat(150);
+        let quoted = quote(&accents);
+        assert!(quoted.starts_with(&"é".repeat(100)));
+        assert!(quoted.ends_with("… (300 bytes)"), "{quoted}");
+        assert!(quoted.len() <= MAX_QUOTE + "… (300 bytes)".len());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn a_quote_never_holds_more_than_the_bound_of_the_input(text in ".{0,400}") {
+            let quoted = quote(&text);
+            let kept = quoted.split("… (").next().unwrap_or_default();
+            proptest::prop_assert!(kept.len() <= MAX_QUOTE);
+            proptest::prop_assert!(text.starts_with(kept));
+        }
+    }
+
+    #[test]
+    fn every_status_message_is_bounded() {
+        let status = Status::from(ApiError::NotFound("x".repeat(1_000_000)));
+        assert!(status.message().len() <= MAX_STATUS_MESSAGE + 32);
     }
 }

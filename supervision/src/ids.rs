@@ -10,13 +10,42 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use ulid::{Generator, Ulid};
 
-/// Why a printed id could not be read back.
+/// Why a printed id could not be read back. No variant carries the text it
+/// was given: a client may send megabytes where an id belongs, and the
+/// error goes back to it (and into logs).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdParseError {
     #[error("expected an id starting with `{expected}`")]
     WrongPrefix { expected: &'static str },
-    #[error("`{0}` is not a valid id body (26 Crockford base32 characters)")]
-    BadBody(String),
+    #[error("not a valid id: after the prefix come {ID_BODY_LEN} Crockford base32 characters, not {len} bytes")]
+    BadLength { len: usize },
+    #[error(
+        "not a valid id: it holds only Crockford base32 characters (0-9, A-Z without I, L, O, U)"
+    )]
+    BadCharacter,
+    /// 26 base32 characters hold 130 bits; an id has 128, so the first
+    /// character is at most `7`. Decoding more would drop the top bits and
+    /// name another id.
+    #[error("not a valid id: ids have 128 bits, so the first character after the prefix is 0-7")]
+    Overflow,
+}
+
+/// Characters after the prefix.
+pub const ID_BODY_LEN: usize = 26;
+
+/// Decodes an id body, refusing any text whose value does not fit in 128
+/// bits (the `ulid` crate silently drops those bits).
+fn decode_body(body: &str) -> Result<u128, IdParseError> {
+    if body.len() != ID_BODY_LEN {
+        return Err(IdParseError::BadLength { len: body.len() });
+    }
+    let raw = Ulid::from_string(body).map_err(|_| IdParseError::BadCharacter)?;
+    // The body is 26 valid base32 characters, so ASCII: the first byte is
+    // the top 5 bits' digit, of which only the low 3 may be set.
+    match body.as_bytes().first() {
+        Some(b'0'..=b'7') => Ok(raw.0),
+        _ => Err(IdParseError::Overflow),
+    }
 }
 
 /// One monotonic generator for the whole process: two ids made in the same
@@ -93,9 +122,7 @@ macro_rules! ulid_id {
                 let body = text
                     .strip_prefix($prefix)
                     .ok_or(IdParseError::WrongPrefix { expected: $prefix })?;
-                Ulid::from_string(body)
-                    .map(|ulid| Self(ulid.0))
-                    .map_err(|_| IdParseError::BadBody(body.to_owned()))
+                decode_body(body).map(Self)
             }
         }
     };
@@ -161,10 +188,59 @@ mod tests {
             message.parse::<AgentId>(),
             Err(IdParseError::WrongPrefix { expected: "agt_" })
         );
-        assert!(matches!(
+        assert_eq!(
             "agt_not-a-ulid".parse::<AgentId>(),
-            Err(IdParseError::BadBody(_))
-        ));
+            Err(IdParseError::BadLength { len: 10 })
+        );
+        assert_eq!(
+            "agt_01ARZ3NDEKTSV4RRFFQ69G5FA!".parse::<AgentId>(),
+            Err(IdParseError::BadCharacter)
+        );
+    }
+
+    #[test]
+    fn ids_with_bits_beyond_128_are_refused_not_wrapped() {
+        let max = AgentId::from_u128(u128::MAX);
+        assert_eq!(max.to_string(), "agt_7ZZZZZZZZZZZZZZZZZZZZZZZZZ");
+        assert_eq!(max.to_string().parse::<AgentId>(), Ok(max));
+        // `8` sets bit 128: without the check this decoded to id 0.
+        for first in ['8', '9', 'A', 'Z', 'z'] {
+            let text = format!("agt_{first}0000000000000000000000000");
+            assert_eq!(
+                text.parse::<AgentId>(),
+                Err(IdParseError::Overflow),
+                "{text}"
+            );
+        }
+        let zero = "agt_00000000000000000000000000".parse::<AgentId>();
+        assert_eq!(zero, Ok(AgentId::from_u128(0)));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_128_bit_id_round_trips(raw in proptest::prelude::any::<u128>()) {
+            let id = TaskId::from_u128(raw);
+            proptest::prop_assert_eq!(id.to_string().parse::<TaskId>(), Ok(id));
+        }
+
+        #[test]
+        fn a_parsed_id_prints_back_as_the_text_it_came_from(
+            body in "[0-9A-HJKMNP-TV-Z]{26}"
+        ) {
+            // Either refused, or the same id: never a different one.
+            if let Ok(id) = format!("tsk_{body}").parse::<TaskId>() {
+                proptest::prop_assert_eq!(id.to_string(), format!("tsk_{body}"));
+            } else {
+                proptest::prop_assert!(body.as_bytes()[0] > b'7');
+            }
+        }
+    }
+
+    #[test]
+    fn a_huge_bad_id_is_not_echoed() {
+        let huge = format!("agt_{}", "x".repeat(100_000));
+        let err = huge.parse::<AgentId>().expect_err("refused");
+        assert!(err.to_string().len() < 200, "{err}");
     }
 
     #[test]

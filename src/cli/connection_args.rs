@@ -1,0 +1,72 @@
+//! `serve` flags for the daemon's connections: caps, timeouts, keepalive
+//! and HTTP/2 limits (see `daemon::listen`), each with its default.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::daemon::ConnectionLimits;
+
+#[derive(Debug, Args)]
+pub struct ConnectionArgs {
+    /// TCP connections open at once; more wait until one closes.
+    #[arg(long, default_value_t = ConnectionLimits::default().max_tcp)]
+    pub max_connections: usize,
+    /// Unix socket connections open at once, counted apart from TCP so TCP
+    /// clients cannot lock the socket out.
+    #[arg(long, default_value_t = ConnectionLimits::default().max_unix)]
+    pub max_unix_connections: usize,
+    /// Seconds a TCP connection has to complete an authenticated request
+    /// (HTTP/2 handshake included) before it is closed.
+    #[arg(long, default_value_t = ConnectionLimits::default().auth_timeout.as_secs())]
+    pub auth_timeout: u64,
+    /// Seconds an authenticated TCP connection with no call open stays
+    /// before it is closed.
+    #[arg(long, default_value_t = ConnectionLimits::default().idle_timeout.as_secs())]
+    pub idle_timeout: u64,
+    /// Seconds between HTTP/2 keepalive pings on every connection.
+    #[arg(long, default_value_t = ConnectionLimits::default().keepalive_interval.as_secs())]
+    pub keepalive_interval: u64,
+    /// Seconds a keepalive ping may go unanswered before the connection is
+    /// dropped.
+    #[arg(long, default_value_t = ConnectionLimits::default().keepalive_timeout.as_secs())]
+    pub keepalive_timeout: u64,
+    /// Calls (HTTP/2 streams) one connection may have open at once.
+    #[arg(long, default_value_t = ConnectionLimits::default().max_streams)]
+    pub max_streams_per_connection: u32,
+    /// Bytes of headers one request may send.
+    #[arg(long, default_value_t = ConnectionLimits::default().max_header_bytes)]
+    pub max_header_bytes: u32,
+}
+
+impl ConnectionArgs {
+    /// The connection flags, refusing values that would stop the daemon
+    /// from serving at all.
+    pub fn limits(&self) -> anyhow::Result<ConnectionLimits> {
+        for (flag, value) in [
+            ("--max-connections", self.max_connections as u64),
+            ("--max-unix-connections", self.max_unix_connections as u64),
+            ("--auth-timeout", self.auth_timeout),
+            ("--idle-timeout", self.idle_timeout),
+            ("--keepalive-interval", self.keepalive_interval),
+            ("--keepalive-timeout", self.keepalive_timeout),
+            (
+                "--max-streams-per-connection",
+                u64::from(self.max_streams_per_connection),
+            ),
+            ("--max-header-bytes", u64::from(self.max_header_bytes)),
+        ] {
+            anyhow::ensure!(value > 0, "{flag} must be at least 1");
+        }
+        Ok(ConnectionLimits {
+            max_tcp: self.max_connections,
+            max_unix: self.max_unix_connections,
+            auth_timeout: Duration::from_secs(self.auth_timeout),
+            idle_timeout: Duration::from_secs(self.idle_timeout),
+            keepalive_interval: Duration::from_secs(self.keepalive_interval),
+            keepalive_timeout: Duration::from_secs(self.keepalive_timeout),
+            max_streams: self.max_streams_per_connection,
+            max_header_bytes: self.max_header_bytes,
+        })
+    }
+}
