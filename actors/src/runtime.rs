@@ -51,6 +51,8 @@ pub enum CreateError {
     #[error("at most {max} agents per call")]
     TooMany { max: usize },
     #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
+    #[error(transparent)]
     Store(StoreError),
     #[error("could not start the agent's actor: {0}")]
     Spawn(String),
@@ -179,6 +181,8 @@ impl RuntimeActor {
                 return Err(CreateError::NameTaken(spec.name.clone()));
             }
         }
+        // Held until every new agent is in the directory (or failed).
+        let _slots = crate::limits::reserve_agents(&self.ctx, specs.len())?;
         let now = now_ms();
         let mut batch = Batch::new();
         let mut created = Vec::with_capacity(specs.len());
