@@ -4,6 +4,7 @@
 
 mod bench;
 mod brain_args;
+mod limit_args;
 mod output;
 mod tasks;
 mod work;
@@ -166,6 +167,8 @@ pub struct ServeArgs {
     /// The first retry's delay, in milliseconds; it doubles each time.
     #[arg(long, default_value_t = 500)]
     pub model_retry_base_ms: u64,
+    #[command(flatten)]
+    pub limits: limit_args::LimitArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -264,6 +267,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
             config.runtime.max_queue_len = args.max_queue;
             config.runtime.output_capacity = args.output_capacity;
+            config.runtime.limits = args.limits.limits();
             config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
             config.runtime.openai_retry.max_retries = args.model_retries;
             config.runtime.openai_retry.base = Duration::from_millis(args.model_retry_base_ms);

@@ -91,6 +91,9 @@ pub struct RuntimeSnapshot {
     pub given_up: u64,
     pub recovered_agents: usize,
     pub interrupted_runs: usize,
+    /// Messages set aside at start: their turns crashed the daemon
+    /// `--max-message-attempts` times.
+    pub poison_messages: usize,
     pub stranded_messages: usize,
     pub orphans_archived: usize,
     pub cleanups_finished: usize,
