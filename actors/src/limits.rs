@@ -91,7 +91,9 @@ impl Limits {
 pub enum LimitError {
     #[error("the daemon holds {limit} live agents, its limit (--max-agents)")]
     Agents { limit: usize },
-    #[error("a private child here would be at depth {depth}; the limit is {limit} (--max-spawn-depth)")]
+    #[error(
+        "a private child here would be at depth {depth}; the limit is {limit} (--max-spawn-depth)"
+    )]
     Depth { depth: u32, limit: u32 },
     #[error("this agent already supervises {limit} live children, its limit (--max-children)")]
     Children { limit: usize },

@@ -186,7 +186,11 @@ pub async fn run(
         Err(err) => return TurnOutcome::BrainFailed(err),
     };
     let limits = &ctx.config.limits;
-    let max_steps = record.brain.max_steps().min(limits.max_steps_per_turn).max(1);
+    let max_steps = record
+        .brain
+        .max_steps()
+        .min(limits.max_steps_per_turn)
+        .max(1);
     let agent = match tools::agent_view(&ctx, &record).await {
         Ok(agent) => agent,
         Err(err) => return TurnOutcome::BrainFailed(err),
@@ -231,8 +235,7 @@ pub async fn run(
         }
         let mut results = Vec::with_capacity(plan.tool_calls.len());
         let mut step_results = Vec::with_capacity(plan.tool_calls.len());
-        for result in run_calls(&ctx, agent_id, profile, &plan.tool_calls, &mut all_results).await
-        {
+        for result in run_calls(&ctx, agent_id, profile, &plan.tool_calls, &mut all_results).await {
             results.push(result_view(&result));
             step_results.push(result);
         }

@@ -57,9 +57,9 @@ async fn a_doubling_placeholder_chain_fails_with_a_tool_error_and_the_daemon_sta
     let output = calls[refused]["output"].as_str().expect("output");
     assert!(output.contains("over its limit of 65536 bytes"), "{output}");
     // What was recorded is the call as written, not as filled in.
-    assert!(calls.iter().all(|d| d["input"]
-        .as_str()
-        .is_some_and(|i| i.len() < 1024)));
+    assert!(calls
+        .iter()
+        .all(|d| d["input"].as_str().is_some_and(|i| i.len() < 1024)));
 
     let status = status(&mut c).await;
     assert_eq!(status.pid, daemon.pid());
@@ -80,7 +80,12 @@ fn blocking_turn() -> String {
 }
 
 /// Waits until the message's `attempts`-th turn is inside its command.
-async fn turn_running(c: &holarchy::client::Clients, agent_id: &str, message_id: &str, attempts: u32) {
+async fn turn_running(
+    c: &holarchy::client::Clients,
+    agent_id: &str,
+    message_id: &str,
+    attempts: u32,
+) {
     eventually("the blocking turn in its command", || {
         let mut c = c.clone();
         let (agent_id, message_id) = (agent_id.to_owned(), message_id.to_owned());

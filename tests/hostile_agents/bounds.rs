@@ -75,7 +75,12 @@ async fn a_self_propagating_delegator_chain_stops_at_the_depth_bound() {
 
     let refusal = eventually("a spawn refused at the depth bound", || {
         let mut c = c.clone();
-        async move { calls_of(&mut c, "SpawnAgent").await.iter().find_map(error_of) }
+        async move {
+            calls_of(&mut c, "SpawnAgent")
+                .await
+                .iter()
+                .find_map(error_of)
+        }
     })
     .await;
     assert!(
@@ -207,7 +212,11 @@ async fn enqueue_and_task_input_texts_over_64_kib_are_refused() {
             "{tool}: {error}"
         );
     }
-    assert_eq!(common::messages(&mut c, &id).await.len(), 1, "nothing queued");
+    assert_eq!(
+        common::messages(&mut c, &id).await.len(),
+        1,
+        "nothing queued"
+    );
 
     let tasks = c
         .tasks
@@ -277,14 +286,22 @@ async fn a_message_that_queues_itself_runs_at_a_bounded_rate() {
     let daemon = Daemon::start_with(&data_dir(&root), &["--max-turns-per-minute", "30"]).await;
     let mut c = daemon.clients().await;
     let again = r#"{"tool_calls":[{"name":"Enqueue","input":{"text":"again"}}]}"#;
-    let brain = shell_brain(root.path(), "again.sh", again, r#"{"reply":"queued again"}"#);
+    let brain = shell_brain(
+        root.path(),
+        "again.sh",
+        again,
+        r#"{"reply":"queued again"}"#,
+    );
     let id = create_on(&mut c, "looper", brain).await;
     send(&mut c, &id, "again").await;
 
     // A burst of 30 turns, then the next waits for the pace (2 s): no run
     // in flight, its message queued, the agent still active.
     let count = |messages: &[pb::Message], status: pb::MessageStatus| {
-        messages.iter().filter(|m| m.status == status as i32).count()
+        messages
+            .iter()
+            .filter(|m| m.status == status as i32)
+            .count()
     };
     eventually("the burst spent and the next turn deferred", || {
         let mut c = c.clone();

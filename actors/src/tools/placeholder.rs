@@ -47,9 +47,10 @@ struct Budget {
 
 impl Budget {
     fn charge(&mut self, bytes: usize) -> Result<(), InputTooLarge> {
-        self.left = self.left.checked_sub(bytes).ok_or(InputTooLarge {
-            limit: self.limit,
-        })?;
+        self.left = self
+            .left
+            .checked_sub(bytes)
+            .ok_or(InputTooLarge { limit: self.limit })?;
         Ok(())
     }
 }
