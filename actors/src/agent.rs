@@ -22,12 +22,14 @@ use tracing::{debug, warn, Instrument};
 use crate::limits::TurnPace;
 use crate::store::{Batch, StoreError, Write};
 use crate::supervise;
+use run::{run_turn, AbortOnDrop};
 mod control;
+mod run;
 
 pub use control::{Control, ControlError, ControlOutcome};
 
 use crate::tools;
-use crate::turn::{self, TurnOutcome};
+use crate::turn::TurnOutcome;
 
 use crate::{now_ms, Ctx};
 
@@ -452,50 +454,6 @@ impl AgentActor {
         state.turns_completed += 1;
         Ok(())
     }
-}
-
-/// Aborts a task when dropped, so a cancelled turn takes its work along.
-#[derive(Debug)]
-struct AbortOnDrop(AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The turn itself: runs outside the actor and always reports back by
-/// message, even when the brain or a tool panics or the turn runs past its
-/// deadline; otherwise the agent would wait for it forever.
-async fn run_turn(
-    ctx: Arc<Ctx>,
-    profile: Profile,
-    agent_id: AgentId,
-    run_id: RunId,
-    message: MessageRecord,
-    myself: ActorRef<AgentMsg>,
-) {
-    // The turn's start (its attempt count) is on disk before the turn
-    // runs: a turn that crashes the daemon is counted, so recovery can set
-    // the message aside after `--max-message-attempts` crashes.
-    if let Err(err) = ctx.store.durable().await {
-        let outcome = TurnOutcome::BrainFailed(format!("the turn's start was not stored: {err}"));
-        let _ = myself.cast(AgentMsg::TurnDone(Box::new(TurnDone { run_id, outcome })));
-        return;
-    }
-    let deadline = ctx.config.turn_timeout;
-    let mut work =
-        tokio::spawn(turn::run(ctx, profile, agent_id, run_id, message).in_current_span());
-    let _guard = AbortOnDrop(work.abort_handle());
-    let outcome = match tokio::time::timeout(deadline, &mut work).await {
-        Ok(Ok(outcome)) => outcome,
-        Ok(Err(join)) if join.is_panic() => TurnOutcome::BrainFailed("the turn panicked".into()),
-        // Cancelled: only our own abort does that, and then nobody listens.
-        Ok(Err(_)) => return,
-        Err(_) => TurnOutcome::BrainFailed(format!("the turn ran past its {deadline:?} deadline")),
-    };
-    // The agent may be gone (archived, killed); its turn result goes with it.
-    let _ = myself.cast(AgentMsg::TurnDone(Box::new(TurnDone { run_id, outcome })));
 }
 
 impl Actor for AgentActor {
