@@ -25,7 +25,7 @@ pub struct Limits {
     /// Largest `ApplyPatch` input (default 1 MiB): a patch carries whole
     /// hunks of files, so it gets more room than other tools.
     pub max_patch_input_bytes: usize,
-    /// Most tool calls one decision of a brain may ask for (default 64);
+    /// Most tool calls one decision of a brain may ask for (default 128);
     /// past it, none of that step's calls runs.
     pub max_tool_calls_per_step: usize,
     /// Most decisions one turn may take (default 64, the most a brain
@@ -61,7 +61,7 @@ impl Default for Limits {
         Self {
             max_tool_input_bytes: holarchy_supervision::limits::MAX_MESSAGE_LEN,
             max_patch_input_bytes: 1024 * 1024,
-            max_tool_calls_per_step: 64,
+            max_tool_calls_per_step: 128,
             max_steps_per_turn: holarchy_supervision::brain::MAX_STEPS,
             max_spawn_depth: 32,
             max_children_per_agent: 128,

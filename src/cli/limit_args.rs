@@ -15,7 +15,7 @@ pub struct LimitArgs {
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_patch_input_bytes: usize,
     /// Most tool calls one step of a brain may ask for; past it none runs.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tool_calls_per_step: u32,
     /// Most steps (brain decisions) in one turn.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]

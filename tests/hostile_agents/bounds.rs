@@ -105,7 +105,7 @@ async fn a_step_over_the_tool_call_bound_runs_none_of_its_calls() {
     let daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
     let id = common::create(&mut c, "busy", None).await;
-    let calls: Vec<_> = (0..65)
+    let calls: Vec<_> = (0..129)
         .map(|_| json!({ "name": "AgentGet", "input": {} }))
         .collect();
     send(&mut c, &id, &common::script(json!(calls))).await;
@@ -115,7 +115,7 @@ async fn a_step_over_the_tool_call_bound_runs_none_of_its_calls() {
     assert!(failed);
     let error = output["error"].as_str().expect("error text");
     assert!(
-        error.contains("65 tool calls") && error.contains("limit is 64"),
+        error.contains("129 tool calls") && error.contains("limit is 128"),
         "{error}"
     );
 }
