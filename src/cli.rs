@@ -5,6 +5,7 @@
 mod bench;
 mod brain_args;
 mod connection_args;
+mod limit_args;
 mod output;
 mod tasks;
 mod tree_view;
@@ -70,7 +71,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon in the foreground.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Create, list, inspect and message agents.
     #[command(subcommand)]
     Agent(AgentCommand),
@@ -205,6 +206,9 @@ pub struct ServeArgs {
     /// Caps and timeouts on connections.
     #[command(flatten)]
     pub connections: ConnectionArgs,
+    /// Bounds on what agents can make the daemon do.
+    #[command(flatten)]
+    pub limits: limit_args::LimitArgs,
 }
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
@@ -327,6 +331,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
             config.runtime.max_queue_len = args.max_queue;
             config.runtime.output_capacity = args.output_capacity;
+            config.runtime.limits = args.limits.limits();
             config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
             config.runtime.openai_retry.max_retries = args.model_retries;
             config.runtime.openai_retry.base = Duration::from_millis(args.model_retry_base_ms);

@@ -6,6 +6,8 @@ mod common;
 
 #[path = "hostile_agents/amplification.rs"]
 mod amplification;
+#[path = "hostile_agents/bounds.rs"]
+mod bounds;
 #[path = "hostile_agents/connections.rs"]
 mod connections;
 #[path = "hostile_agents/depth.rs"]

@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use holarchy_supervision::{
     admit, AgentId, AgentRecord, EventKind, LifecycleState, MessageEvent, MessageId, MessageRecord,
@@ -18,14 +19,17 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tokio::task::AbortHandle;
 use tracing::{debug, warn, Instrument};
 
+use crate::limits::TurnPace;
 use crate::store::{Batch, StoreError, Write};
 use crate::supervise;
+use run::{run_turn, AbortOnDrop};
 mod control;
+mod run;
 
 pub use control::{Control, ControlError, ControlOutcome};
 
 use crate::tools;
-use crate::turn::{self, TurnOutcome};
+use crate::turn::TurnOutcome;
 
 use crate::{now_ms, Ctx};
 
@@ -135,6 +139,8 @@ pub enum AgentMsg {
     Release {
         pending: Vec<MessageId>,
     },
+    /// The turn pace allows a turn again (`--max-turns-per-minute`).
+    PaceElapsed,
     /// Operator control: not a message on the queue, acted on at once.
     Control {
         action: Control,
@@ -177,6 +183,12 @@ pub struct AgentState {
     run: Option<ActiveRun>,
     turns_completed: u64,
     held: bool,
+    /// When this agent may start turns (`--max-turns-per-minute`): one
+    /// instant, so an idle agent keeps no timer and no history.
+    pace: TurnPace,
+    /// The wake-up set while a queued message waits for the pace; only
+    /// ever set while the agent has work, cancelled with the agent.
+    pace_wake: Option<AbortOnDrop>,
 }
 
 impl AgentState {
@@ -273,6 +285,17 @@ impl AgentActor {
             let Some(handling) = message.status.next(MessageEvent::Start { run_id }) else {
                 continue;
             };
+            let per_minute = self.ctx.config.limits.max_turns_per_minute;
+            if let Err(wait) = state.pace.take(Instant::now(), per_minute) {
+                // Deferred, not failed: the message keeps its place.
+                state.queue.push_front(message_id);
+                if state.pace_wake.is_none() {
+                    debug!(agent_id = %agent_id, wait_ms = wait.as_millis() as u64, "turn deferred by the turn pace");
+                    let wake = myself.send_after(wait, || AgentMsg::PaceElapsed);
+                    state.pace_wake = Some(AbortOnDrop(wake.abort_handle()));
+                }
+                return Ok(());
+            }
             message.status = handling;
             message.attempts += 1;
             self.ctx.store.commit(
@@ -320,7 +343,12 @@ impl AgentActor {
         };
         let mut batch = Batch::new();
         match done.outcome {
-            TurnOutcome::Decided { reply, steps, done } => {
+            TurnOutcome::Decided {
+                reply,
+                steps,
+                done,
+                step_limit,
+            } => {
                 // What is stored (the reply, a child's result) never holds a
                 // secret the brain saw.
                 let reply = reply.as_deref().map(tools::redact);
@@ -366,7 +394,13 @@ impl AgentActor {
                         run_id,
                         message_id,
                         outcome: RunOutcome::Completed,
-                        detail: if done { "done".into() } else { String::new() },
+                        detail: match (done, step_limit) {
+                            (true, _) => "done".into(),
+                            (false, Some(steps)) => format!(
+                                "step_limit: the turn stopped after {steps} steps (--max-steps-per-turn)"
+                            ),
+                            (false, None) => String::new(),
+                        },
                     },
                 );
                 message.status = message
@@ -422,41 +456,6 @@ impl AgentActor {
     }
 }
 
-/// Aborts a task when dropped, so a cancelled turn takes its work along.
-struct AbortOnDrop(AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The turn itself: runs outside the actor and always reports back by
-/// message, even when the brain or a tool panics or the turn runs past its
-/// deadline; otherwise the agent would wait for it forever.
-async fn run_turn(
-    ctx: Arc<Ctx>,
-    profile: Profile,
-    agent_id: AgentId,
-    run_id: RunId,
-    message: MessageRecord,
-    myself: ActorRef<AgentMsg>,
-) {
-    let deadline = ctx.config.turn_timeout;
-    let mut work =
-        tokio::spawn(turn::run(ctx, profile, agent_id, run_id, message).in_current_span());
-    let _guard = AbortOnDrop(work.abort_handle());
-    let outcome = match tokio::time::timeout(deadline, &mut work).await {
-        Ok(Ok(outcome)) => outcome,
-        Ok(Err(join)) if join.is_panic() => TurnOutcome::BrainFailed("the turn panicked".into()),
-        // Cancelled: only our own abort does that, and then nobody listens.
-        Ok(Err(_)) => return,
-        Err(_) => TurnOutcome::BrainFailed(format!("the turn ran past its {deadline:?} deadline")),
-    };
-    // The agent may be gone (archived, killed); its turn result goes with it.
-    let _ = myself.cast(AgentMsg::TurnDone(Box::new(TurnDone { run_id, outcome })));
-}
-
 impl Actor for AgentActor {
     type Msg = AgentMsg;
     type State = AgentState;
@@ -474,6 +473,8 @@ impl Actor for AgentActor {
             run: None,
             turns_completed: 0,
             held: args.held,
+            pace: TurnPace::default(),
+            pace_wake: None,
         })
     }
 
@@ -547,6 +548,10 @@ impl Actor for AgentActor {
                     }
                 }
                 state.held = false;
+                self.maybe_start_turn(&myself, state)?;
+            }
+            AgentMsg::PaceElapsed => {
+                state.pace_wake = None;
                 self.maybe_start_turn(&myself, state)?;
             }
             AgentMsg::Wake(message_id) => {

@@ -40,6 +40,8 @@ pub enum CommandError {
     #[error("{0}")]
     Input(String),
     #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
+    #[error(transparent)]
     Store(#[from] StoreError),
 }
 
@@ -82,6 +84,8 @@ pub async fn exec(
         return Err(CommandError::OwnerGone);
     }
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
+    // Counted under the tree lock, which every command start takes.
+    let slot = crate::limits::command_slot(ctx, owner)?;
     let view = crate::workspace_plane::view(ctx, owner)?;
     let place = view.place();
     // The command may write beneath every workspace its agent has attached
@@ -138,6 +142,13 @@ pub async fn exec(
             .commit(Batch::new().write(Write::PutTask(failed)))?;
         return Err(CommandError::Start(err.to_string()));
     }
+    // The slot is given back when the command ends, or its actor dies
+    // (its end signal dropped), whatever becomes of this call.
+    let mut ends = finished.clone();
+    tokio::spawn(async move {
+        let _ = ends.wait_for(|done| *done).await;
+        drop(slot);
+    });
     // The command runs; waiting for it must not hold up the tree.
     drop(tree);
     // If this call is cancelled (its turn aborted or timed out), the owner

@@ -23,6 +23,7 @@
 //!   worktrees of `worktree`-mode children.
 //! - [`apply_patch`]: the `ApplyPatch` tool, all or nothing, file by file
 //!   atomic.
+//! - [`limits`]: the bounds on what agents can make the daemon do.
 //! - [`directory`]: running actors by id, shared by every supervisor.
 //! - [`store`]: the storage trait these actors need.
 //!
@@ -47,6 +48,7 @@ pub mod command_plane;
 pub mod directory;
 pub mod environment;
 pub mod gateway;
+pub mod limits;
 pub mod runtime;
 pub mod sandbox;
 pub mod secrets;
@@ -106,6 +108,8 @@ pub struct RuntimeConfig {
     /// The daemon's secrets: handed to brains by name, redacted from
     /// everything stored.
     pub secrets: Arc<secrets::Secrets>,
+    /// Bounds on what agents can make the daemon do.
+    pub limits: limits::Limits,
 }
 
 impl Default for RuntimeConfig {
@@ -123,6 +127,7 @@ impl Default for RuntimeConfig {
             openai_retry: brain::openai::RetryPolicy::default(),
             sandbox: sandbox::SandboxConfig::default(),
             secrets: Arc::default(),
+            limits: limits::Limits::default(),
         }
     }
 }
@@ -153,6 +158,8 @@ pub struct Ctx {
     root: RwLock<Option<ActorCell>>,
     /// One HTTP client (and connection pool) for every model brain.
     pub http: reqwest::Client,
+    /// Daemon-wide counts behind [`limits::Limits`].
+    pub usage: limits::Usage,
     /// Task ids whose command output grew or ended, for followers.
     output_events: tokio::sync::broadcast::Sender<holarchy_supervision::TaskId>,
 }
@@ -214,6 +221,7 @@ impl Ctx {
             given_up: AtomicU64::new(0),
             gateway: RwLock::new(None),
             root: RwLock::new(None),
+            usage: limits::Usage::default(),
             output_events: tokio::sync::broadcast::channel(1024).0,
             // A stalled server must not hold a turn until its deadline: the
             // request fails and is retried like any transient error.

@@ -51,6 +51,8 @@ pub enum CreateError {
     #[error("at most {max} agents per call")]
     TooMany { max: usize },
     #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
+    #[error(transparent)]
     Store(StoreError),
     #[error("could not start the agent's actor: {0}")]
     Spawn(String),
@@ -89,6 +91,9 @@ pub struct RuntimeSnapshot {
     pub given_up: u64,
     pub recovered_agents: usize,
     pub interrupted_runs: usize,
+    /// Messages set aside at start: their turns crashed the daemon
+    /// `--max-message-attempts` times.
+    pub poison_messages: usize,
     pub stranded_messages: usize,
     pub orphans_archived: usize,
     pub cleanups_finished: usize,
@@ -179,6 +184,8 @@ impl RuntimeActor {
                 return Err(CreateError::NameTaken(spec.name.clone()));
             }
         }
+        // Held until every new agent is in the directory (or failed).
+        let _slots = crate::limits::reserve_agents(&self.ctx, specs.len())?;
         let now = now_ms();
         let mut batch = Batch::new();
         let mut created = Vec::with_capacity(specs.len());

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use holarchy_supervision::limits::{self, InvalidInput};
+use holarchy_supervision::limits::{check_message, check_name, InvalidInput};
 use holarchy_supervision::spawn::{may_spawn, relations, SpawnRefusal};
 use holarchy_supervision::task::task_label;
 use holarchy_supervision::workspace::{Place, Projection, WorkspaceMode, AGENT_HOME};
@@ -15,6 +15,7 @@ use holarchy_supervision::{
     TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
 };
 
+use crate::limits::{self, SpawnLimitError};
 use crate::store::{Batch, StoreError, Write};
 use crate::workspace_path::Roots;
 use crate::workspace_plane::{self, View, WorkspaceError};
@@ -52,6 +53,8 @@ pub enum SpawnError {
     Refused(#[from] SpawnRefusal),
     #[error(transparent)]
     Invalid(#[from] InvalidInput),
+    #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
     #[error("a public agent needs a `name`")]
     NameRequired,
     #[error("private agents have no name; leave `name` out")]
@@ -105,11 +108,11 @@ async fn spawn_to_completion(
     } = request;
     may_spawn(caller_profile, preset, initial_message.as_deref())?;
     if let Some(body) = &initial_message {
-        limits::check_message(body)?;
+        check_message(body)?;
     }
     let profile = preset.profile();
     match (profile.visibility, &name) {
-        (Visibility::Public, Some(name)) => limits::check_name(name)?,
+        (Visibility::Public, Some(name)) => check_name(name)?,
         (Visibility::Public, None) => return Err(SpawnError::NameRequired),
         (Visibility::Private, Some(_)) => return Err(SpawnError::NameNotAllowed),
         (Visibility::Private, None) => {}
@@ -127,6 +130,16 @@ async fn spawn_to_completion(
     let Some(caller_record) = ctx.store.agent(caller)?.filter(|r| r.state.is_live()) else {
         return Err(SpawnError::CallerGone);
     };
+    // Bounds, checked under the tree lock every spawn takes, so two spawns
+    // under one supervisor cannot both pass the last free place.
+    if profile.visibility == Visibility::Private {
+        limits::check_private_child(ctx, caller).map_err(|err| match err {
+            SpawnLimitError::Limit(limit) => SpawnError::Limit(limit),
+            SpawnLimitError::Store(store) => SpawnError::Store(store),
+        })?;
+    }
+    // Held until the new agent is in the directory (or failed to start).
+    let agent_slot = limits::reserve_agents(ctx, 1)?;
     // Read under the lock: a workspace change that returned OK is seen.
     let parent = workspace_plane::view(ctx, caller)?;
     let projection = workspaces.projection(&parent, agent_id)?;
@@ -223,6 +236,7 @@ async fn spawn_to_completion(
         Ok::<_, ractor::ActorProcessingErr>(())
     };
     let started = started.await;
+    drop(agent_slot);
     // The tree is consistent from here on; other spawns need not wait for
     // this one's flush, and sharing flushes is what makes spawns fast.
     drop(tree);

@@ -124,6 +124,9 @@ pub async fn input(
     owner: Option<AgentId>,
     body: String,
 ) -> Result<Option<Delivered>, TaskError> {
+    // The message limit, whether the text goes to a child's queue or a
+    // command's stdin, and whoever sends it (a brain or a gRPC client).
+    holarchy_supervision::limits::check_message(&body).map_err(DeliverError::from)?;
     let task = get(ctx, task_id, owner)?;
     if task.status != TaskStatus::Running {
         return Err(TaskError::NotRunning {

@@ -2,6 +2,7 @@
 //! agent has follows from its profile's tool families alone, never from who
 //! sent the current message.
 
+use holarchy_supervision::limits;
 use holarchy_supervision::work::WorkUpdate;
 use holarchy_supervision::workspace::{Place, WorkspaceMode, Worktree};
 use holarchy_supervision::{
@@ -17,9 +18,11 @@ use crate::spawn::{self, SpawnRequest};
 use crate::{command_plane, task_plane, wait_plane, work_plane, Ctx};
 
 mod catalog;
+mod placeholder;
 mod workspace;
 
 pub use catalog::{tool_surface, ToolSpec, CATALOG};
+pub use placeholder::{escaped_len, fill_placeholders, InputTooLarge};
 
 /// The outcome of one tool call, as the brain and the event log see it.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,61 +81,6 @@ pub fn redact(text: &str) -> String {
     }
     out.push_str(rest);
     out
-}
-
-/// Fills `{{results[N].field.sub}}` in every string of `input` with the
-/// field of the N-th earlier result of this turn (its output, as JSON). A
-/// placeholder that matches nothing is left as written.
-pub fn fill_placeholders(input: &Value, results: &[ToolResult]) -> Value {
-    match input {
-        Value::String(text) => Value::String(fill_text(text, results)),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|v| fill_placeholders(v, results))
-                .collect(),
-        ),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| (k.clone(), fill_placeholders(v, results)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
-fn fill_text(text: &str, results: &[ToolResult]) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("{{results[") {
-        out.push_str(&rest[..start]);
-        let tail = &rest[start..];
-        let Some(end) = tail.find("}}") else {
-            out.push_str(tail);
-            return out;
-        };
-        match lookup(&tail[10..end], results) {
-            Some(value) => out.push_str(&value),
-            None => out.push_str(&tail[..end + 2]),
-        }
-        rest = &tail[end + 2..];
-    }
-    out.push_str(rest);
-    out
-}
-
-/// `N].a.b` -> the text of field a.b of result N.
-fn lookup(reference: &str, results: &[ToolResult]) -> Option<String> {
-    let (index, path) = reference.split_once(']')?;
-    let result = results.get(index.parse::<usize>().ok()?)?;
-    let mut value: Value = serde_json::from_str(&result.output).ok()?;
-    for field in path.split('.').filter(|f| !f.is_empty()) {
-        value = value.get(field)?.clone();
-    }
-    Some(match value {
-        Value::String(s) => s,
-        other => other.to_string(),
-    })
 }
 
 pub(crate) fn text_field<'a>(input: &'a Value, field: &str) -> Result<Option<&'a str>, String> {
@@ -316,6 +264,8 @@ async fn run(
             let text = text_field(input, "text")?
                 .ok_or("`text` is required")?
                 .to_owned();
+            // The message limit every other way onto a queue has.
+            limits::check_message(&text).map_err(|e| e.to_string())?;
             let delivered = work_plane::enqueue(ctx, agent_id, text)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -512,15 +462,6 @@ fn agent_json(record: &AgentRecord, live: Option<&AgentSnapshot>) -> Value {
 mod tests {
     use super::*;
 
-    fn result(output: Value) -> ToolResult {
-        ToolResult {
-            tool: "T".into(),
-            input: "{}".into(),
-            output: output.to_string(),
-            is_error: false,
-        }
-    }
-
     #[test]
     fn every_schema_parses_and_names_are_unique() {
         let mut names = std::collections::HashSet::new();
@@ -541,19 +482,6 @@ mod tests {
         assert!(!names(Preset::PrivateChild).contains(&"SpawnAgent"));
         assert!(names(Preset::PrivateDelegator).contains(&"SpawnAgent"));
         assert_eq!(names(Preset::PublicNamed).len(), CATALOG.len());
-    }
-
-    #[test]
-    fn placeholders_take_fields_of_earlier_results() {
-        let results = [result(
-            json!({ "token": "htr_abc", "n": 3, "deep": { "x": "y" } }),
-        )];
-        let input = json!({ "a": "t={{results[0].token}}", "b": ["{{results[0].n}}", "{{results[0].deep.x}}"], "c": "{{results[9].x}}" });
-        let filled = fill_placeholders(&input, &results);
-        assert_eq!(
-            filled,
-            json!({ "a": "t=htr_abc", "b": ["3", "y"], "c": "{{results[9].x}}" })
-        );
     }
 
     #[test]

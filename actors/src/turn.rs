@@ -29,6 +29,10 @@ pub enum TurnOutcome {
         /// Per step: the brain's reply and the results of its tool calls.
         steps: Vec<(Option<String>, Vec<ToolResult>)>,
         done: bool,
+        /// The brain still asked for tools at the last step it was allowed
+        /// (`--max-steps-per-turn` or its own `max_steps`): the turn ended
+        /// there, and its record says so.
+        step_limit: Option<u32>,
     },
     BrainFailed(String),
 }
@@ -183,7 +187,12 @@ pub async fn run(
         Ok(brain) => brain,
         Err(err) => return TurnOutcome::BrainFailed(err),
     };
-    let max_steps = record.brain.max_steps();
+    let limits = &ctx.config.limits;
+    let max_steps = record
+        .brain
+        .max_steps()
+        .min(limits.max_steps_per_turn)
+        .max(1);
     let agent = match tools::agent_view(&ctx, &record).await {
         Ok(agent) => agent,
         Err(err) => return TurnOutcome::BrainFailed(err),
@@ -200,6 +209,7 @@ pub async fn run(
     let mut recorded: Vec<(Option<String>, Vec<ToolResult>)> = Vec::new();
     let mut reply = None;
     let mut done = false;
+    let mut step_limit = None;
     for step in 1..=max_steps {
         let input = TurnInput {
             agent_id,
@@ -227,18 +237,12 @@ pub async fn run(
         }
         let mut results = Vec::with_capacity(plan.tool_calls.len());
         let mut step_results = Vec::with_capacity(plan.tool_calls.len());
-        for call in &plan.tool_calls {
-            // Later calls may use earlier results ({{results[0].token}});
-            // the record keeps the call as written, not as filled in.
-            let filled = ToolCall {
-                name: call.name.clone(),
-                input: tools::fill_placeholders(&call.input, &all_results),
-            };
-            let mut result = tools::call(&ctx, agent_id, profile, &filled).await;
-            result.input = call.input.to_string();
+        for result in run_calls(&ctx, agent_id, profile, &plan.tool_calls, &mut all_results).await {
             results.push(result_view(&result));
-            step_results.push(result.clone());
-            all_results.push(result);
+            step_results.push(result);
+        }
+        if step == max_steps && max_steps < record.brain.max_steps() {
+            step_limit = Some(max_steps);
         }
         recorded.push((plan.reply.clone(), step_results));
         steps.push(StepRecord {
@@ -251,5 +255,75 @@ pub async fn run(
         reply,
         steps: recorded,
         done,
+        step_limit,
     }
+}
+
+/// Runs one step's tool calls in order. A step asking for more calls than
+/// `--max-tool-calls-per-step` runs none of them and gets one tool error;
+/// a call whose input (placeholders filled) is over its bound gets a tool
+/// error of its own, and the record keeps the call as written.
+async fn run_calls(
+    ctx: &Arc<Ctx>,
+    agent_id: AgentId,
+    profile: Profile,
+    calls: &[ToolCall],
+    all_results: &mut Vec<ToolResult>,
+) -> Vec<ToolResult> {
+    let limits = &ctx.config.limits;
+    if calls.len() > limits.max_tool_calls_per_step {
+        let error = format!(
+            "this step asked for {} tool calls; the limit is {} per step (--max-tool-calls-per-step), so none ran",
+            calls.len(),
+            limits.max_tool_calls_per_step
+        );
+        let refused = ToolResult {
+            tool: "tool_calls".into(),
+            input: json!({ "count": calls.len() }).to_string(),
+            output: json!({ "error": error }).to_string(),
+            is_error: true,
+        };
+        all_results.push(refused.clone());
+        return vec![refused];
+    }
+    let mut results: Vec<ToolResult> = Vec::with_capacity(calls.len());
+    for call in calls {
+        let limit = limits.tool_input_bytes(&call.name);
+        // Later calls may use earlier results ({{results[0].token}}), of
+        // earlier steps and of this one.
+        let mut result = match tools::fill_placeholders(&call.input, all_results, limit) {
+            Ok(input) => {
+                let filled = ToolCall {
+                    name: call.name.clone(),
+                    input,
+                };
+                tools::call(ctx, agent_id, profile, &filled).await
+            }
+            Err(err) => ToolResult {
+                tool: call.name.clone(),
+                input: String::new(),
+                output: json!({ "error": err.to_string() }).to_string(),
+                is_error: true,
+            },
+        };
+        // The record keeps the call as written, not as filled in, and no
+        // more of it than the bound allows.
+        result.input = written(&call.input, limit);
+        all_results.push(result.clone());
+        results.push(result);
+    }
+    results
+}
+
+/// A call's input as written, cut to `limit` bytes if it is longer.
+fn written(input: &Value, limit: usize) -> String {
+    let text = input.to_string();
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes, over the limit)", &text[..end], text.len())
 }

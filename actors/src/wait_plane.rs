@@ -40,6 +40,8 @@ pub enum WaitError {
     #[error("this trigger was cancelled")]
     RevokedToken,
     #[error(transparent)]
+    Limit(#[from] crate::limits::LimitError),
+    #[error(transparent)]
     Deliver(#[from] DeliverError),
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -81,6 +83,8 @@ async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> 
         .directory
         .get(wait.owner_agent_id)
         .ok_or(WaitError::OwnerGone)?;
+    // Counted under the tree lock, which every new wait takes: exact.
+    crate::limits::check_waits(ctx, wait.owner_agent_id)?;
     ctx.store.commit(
         Batch::new()
             .event(

@@ -137,6 +137,7 @@ impl From<CreateError> for ApiError {
             CreateError::InvalidBrain(e) => e.into(),
             CreateError::NameTaken(_) => ApiError::AlreadyExists(err.to_string()),
             CreateError::TooMany { .. } => ApiError::InvalidArgument(err.to_string()),
+            CreateError::Limit(_) => ApiError::ResourceExhausted(err.to_string()),
             CreateError::Store(e) => e.into(),
             CreateError::Spawn(_) => ApiError::Internal(err.to_string()),
             CreateError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
@@ -390,6 +391,7 @@ impl From<WaitError> for ApiError {
                 ApiError::FailedPrecondition(err.to_string())
             }
             WaitError::BadDuration => ApiError::InvalidArgument(err.to_string()),
+            WaitError::Limit(_) => ApiError::ResourceExhausted(err.to_string()),
             WaitError::Deliver(e) => e.into(),
             WaitError::Store(e) => e.into(),
         }
@@ -515,6 +517,7 @@ impl From<CommandError> for ApiError {
                 ApiError::FailedPrecondition(err.to_string())
             }
             CommandError::Start(_) => ApiError::Internal(err.to_string()),
+            CommandError::Limit(_) => ApiError::ResourceExhausted(err.to_string()),
             CommandError::Store(e) => e.into(),
         }
     }

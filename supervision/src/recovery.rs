@@ -127,6 +127,34 @@ pub fn recover(agents: Vec<AgentRecord>, pending: Vec<MessageRecord>) -> Recover
     plan
 }
 
+impl RecoveryPlan {
+    /// Sets aside poison messages: an interrupted message that already had
+    /// `max_attempts` turns (each cut short by a crash, since a finished
+    /// turn ends the message) is not queued again; it is returned for the
+    /// caller to mark failed. Without this a message whose turn crashes the
+    /// daemon would crash every start.
+    pub fn set_aside_poison(&mut self, max_attempts: u32) -> Vec<MessageRecord> {
+        let (poison, retried): (Vec<MessageRecord>, Vec<MessageRecord>) =
+            std::mem::take(&mut self.interrupted)
+                .into_iter()
+                .partition(|m| m.attempts >= max_attempts);
+        self.interrupted = retried;
+        if poison.is_empty() {
+            return poison;
+        }
+        let ids: HashSet<MessageId> = poison.iter().map(|m| m.id).collect();
+        let agents: HashSet<AgentId> = poison.iter().map(|m| m.agent_id).collect();
+        for agent in self
+            .spawn
+            .iter_mut()
+            .filter(|a| agents.contains(&a.record.id))
+        {
+            agent.queue.retain(|id| !ids.contains(id));
+        }
+        poison
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -272,6 +300,40 @@ mod tests {
             let live = agents.iter().filter(|a| a.state.is_live()).count();
             prop_assert_eq!(plan.spawn.len() + plan.orphans.len(), live);
             prop_assert_eq!(plan.generations.iter().sum::<usize>(), plan.spawn.len());
+        }
+
+        #[test]
+        fn poison_leaves_the_queues_and_the_rest_stays(
+            (agents, messages) in arb_world(),
+            attempts in proptest::collection::vec(0u32..6, 80),
+            max in 1u32..5,
+        ) {
+            let messages: Vec<MessageRecord> = messages
+                .into_iter()
+                .zip(attempts)
+                .map(|(m, attempts)| MessageRecord { attempts, ..m })
+                .collect();
+            let before = recover(agents, messages);
+            let mut plan = before.clone();
+            let poison = plan.set_aside_poison(max);
+            for m in &poison {
+                prop_assert!(m.attempts >= max);
+                let handling = matches!(m.status, MessageStatus::Handling { .. });
+                prop_assert!(handling);
+                prop_assert!(plan.spawn.iter().all(|a| !a.queue.contains(&m.id)));
+            }
+            prop_assert!(plan.interrupted.iter().all(|m| m.attempts < max));
+            prop_assert_eq!(poison.len() + plan.interrupted.len(), before.interrupted.len());
+            // Every other queued message keeps its place.
+            for (a, b) in before.spawn.iter().zip(&plan.spawn) {
+                let kept: Vec<MessageId> = a
+                    .queue
+                    .iter()
+                    .copied()
+                    .filter(|id| poison.iter().all(|m| m.id != *id))
+                    .collect();
+                prop_assert_eq!(&kept, &b.queue);
+            }
         }
 
         #[test]

@@ -22,6 +22,9 @@ use crate::agent::AgentMsg;
 use crate::store::{Batch, Write};
 use crate::{cleanup, command_plane, now_ms, supervise, Ctx};
 
+/// The reason a poison message is failed with, first in its run's detail.
+pub const CRASHED_DAEMON: &str = "crashed_daemon";
+
 /// Spawns queued at once during recovery, one tokio task each so both
 /// cores spawn; the bound keeps a failure from leaving many behind it.
 const SPAWNS_IN_FLIGHT: usize = 256;
@@ -68,10 +71,40 @@ pub(super) async fn recover(
     } else {
         ctx.store.recovery_input()?
     };
-    let plan = plan_recovery(input.agents, input.pending);
+    let mut plan = plan_recovery(input.agents, input.pending);
+    let poison = plan.set_aside_poison(ctx.config.limits.max_message_attempts);
     let planned = began.elapsed();
 
     let mut batch = Batch::new();
+    // Messages whose turns crashed the daemon too often: failed, with the
+    // reason, and the agent goes on with its next message.
+    for mut message in poison {
+        let MessageStatus::Handling { run_id } = message.status else {
+            continue;
+        };
+        warn!(agent_id = %message.agent_id, message_id = %message.id, attempts = message.attempts, "message set aside: its turns crashed the daemon");
+        batch = batch.event(
+            message.agent_id,
+            EventKind::RunFinished {
+                run_id,
+                message_id: message.id,
+                outcome: RunOutcome::Failed,
+                detail: format!(
+                    "{CRASHED_DAEMON}: the daemon stopped during each of this message's {} turns; set aside (--max-message-attempts)",
+                    message.attempts
+                ),
+            },
+        );
+        message.status = message
+            .status
+            .next(MessageEvent::Finish {
+                run_id,
+                handled: false,
+            })
+            .unwrap_or(message.status);
+        batch = batch.write(Write::PutMessage(message));
+        report.poison_messages += 1;
+    }
     for mut message in plan.interrupted.iter().cloned() {
         if let MessageStatus::Handling { run_id } = message.status {
             batch = batch.event(

@@ -1,0 +1,57 @@
+//! A turn as it runs beside its agent's actor: made durable, run under
+//! its deadline, and always reported back by message.
+
+use std::sync::Arc;
+
+use holarchy_supervision::{AgentId, MessageRecord, Profile, RunId};
+use ractor::ActorRef;
+use tokio::task::AbortHandle;
+use tracing::Instrument;
+
+use super::{AgentMsg, TurnDone};
+use crate::turn::{self, TurnOutcome};
+use crate::Ctx;
+
+/// Aborts a task when dropped, so a cancelled turn takes its work along.
+#[derive(Debug)]
+pub(super) struct AbortOnDrop(pub(super) AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The turn itself: runs outside the actor and always reports back by
+/// message, even when the brain or a tool panics or the turn runs past its
+/// deadline; otherwise the agent would wait for it forever.
+pub(super) async fn run_turn(
+    ctx: Arc<Ctx>,
+    profile: Profile,
+    agent_id: AgentId,
+    run_id: RunId,
+    message: MessageRecord,
+    myself: ActorRef<AgentMsg>,
+) {
+    // The turn's start (its attempt count) is on disk before the turn
+    // runs: a turn that crashes the daemon is counted, so recovery can set
+    // the message aside after `--max-message-attempts` crashes.
+    if let Err(err) = ctx.store.durable().await {
+        let outcome = TurnOutcome::BrainFailed(format!("the turn's start was not stored: {err}"));
+        let _ = myself.cast(AgentMsg::TurnDone(Box::new(TurnDone { run_id, outcome })));
+        return;
+    }
+    let deadline = ctx.config.turn_timeout;
+    let mut work =
+        tokio::spawn(turn::run(ctx, profile, agent_id, run_id, message).in_current_span());
+    let _guard = AbortOnDrop(work.abort_handle());
+    let outcome = match tokio::time::timeout(deadline, &mut work).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(join)) if join.is_panic() => TurnOutcome::BrainFailed("the turn panicked".into()),
+        // Cancelled: only our own abort does that, and then nobody listens.
+        Ok(Err(_)) => return,
+        Err(_) => TurnOutcome::BrainFailed(format!("the turn ran past its {deadline:?} deadline")),
+    };
+    // The agent may be gone (archived, killed); its turn result goes with it.
+    let _ = myself.cast(AgentMsg::TurnDone(Box::new(TurnDone { run_id, outcome })));
+}

@@ -1,0 +1,333 @@
+//! Hostile agents: every bound on what one agent can make the daemon do
+//! (spawn depth, children, waits, commands, tool calls, steps, texts,
+//! total agents, turn pace) refuses with a tool error or a gRPC status, and
+//! the daemon carries on.
+
+use std::path::{Path, PathBuf};
+
+use holarchy::api::pb;
+use holarchy::client::Clients;
+use serde_json::json;
+
+use crate::common::{self, data_dir, eventually, send, Daemon};
+
+/// A command brain: `first` at each turn's first step, `later` after.
+fn shell_brain(dir: &Path, name: &str, first: &str, later: &str) -> pb::BrainConfig {
+    let path: PathBuf = dir.join(name);
+    let script = format!(
+        "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in\n  *'\"step\":1,'*) echo '{first}' ;;\n  *) echo '{later}' ;;\nesac\n"
+    );
+    std::fs::write(&path, script).expect("brain written");
+    let status = std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&path)
+        .status()
+        .expect("chmod runs");
+    assert!(status.success());
+    pb::BrainConfig {
+        kind: Some(pb::brain_config::Kind::Command(pb::CommandBrain {
+            program: path.display().to_string(),
+            args: Vec::new(),
+            env: Default::default(),
+            timeout_ms: 20_000,
+        })),
+    }
+}
+
+async fn create_on(c: &mut Clients, name: &str, brain: pb::BrainConfig) -> String {
+    c.agents
+        .create_agent(pb::CreateAgentRequest {
+            name: name.into(),
+            initial_message: None,
+            brain: Some(brain),
+        })
+        .await
+        .expect("created")
+        .into_inner()
+        .agent_id
+}
+
+/// Every `tool_called` event's detail for `tool`, oldest first.
+async fn calls_of(c: &mut Clients, tool: &str) -> Vec<serde_json::Value> {
+    common::events(c, 0)
+        .await
+        .into_iter()
+        .filter(|e| e.kind == "tool_called" && e.text == tool)
+        .map(|e| serde_json::from_str(&e.detail_json).expect("detail is JSON"))
+        .collect()
+}
+
+fn error_of(detail: &serde_json::Value) -> Option<String> {
+    (detail["is_error"] == true).then(|| detail["output"].as_str().unwrap_or_default().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_self_propagating_delegator_chain_stops_at_the_depth_bound() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    // Each agent of the chain spawns a delegator that does the same: one
+    // message would grow it without end.
+    let grow = r#"{"tool_calls":[{"name":"SpawnAgent","input":{"preset":"private_delegator","initial_message":"grow"}}]}"#;
+    let brain = shell_brain(root.path(), "grow.sh", grow, r#"{"reply":"grown"}"#);
+    let id = create_on(&mut c, "chain", brain).await;
+    send(&mut c, &id, "grow").await;
+
+    let refusal = eventually("a spawn refused at the depth bound", || {
+        let mut c = c.clone();
+        async move {
+            calls_of(&mut c, "SpawnAgent")
+                .await
+                .iter()
+                .find_map(error_of)
+        }
+    })
+    .await;
+    assert!(
+        refusal.contains("depth 33") && refusal.contains("--max-spawn-depth"),
+        "{refusal}"
+    );
+    let spawns = calls_of(&mut c, "SpawnAgent").await;
+    assert_eq!(spawns.len(), 33, "32 levels made, the 33rd refused");
+    assert_eq!(spawns.iter().filter(|d| d["is_error"] == true).count(), 1);
+    let status = c
+        .runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    assert_eq!((status.public_agents, status.private_agents), (1, 32));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_over_the_tool_call_bound_runs_none_of_its_calls() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let id = common::create(&mut c, "busy", None).await;
+    let calls: Vec<_> = (0..129)
+        .map(|_| json!({ "name": "AgentGet", "input": {} }))
+        .collect();
+    send(&mut c, &id, &common::script(json!(calls))).await;
+    common::handled(&c, &id, 1).await;
+    assert!(calls_of(&mut c, "AgentGet").await.is_empty());
+    let (failed, output) = common::tool_call(&mut c, &id, "tool_calls").await;
+    assert!(failed);
+    let error = output["error"].as_str().expect("error text");
+    assert!(
+        error.contains("129 tool calls") && error.contains("limit is 128"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brain_that_never_stops_calling_tools_is_cut_at_the_step_bound() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_with(&data_dir(&root), &["--max-steps-per-turn", "2"]).await;
+    let mut c = daemon.clients().await;
+    let again = r#"{"tool_calls":[{"name":"AgentGet","input":{}}]}"#;
+    let brain = shell_brain(root.path(), "again.sh", again, again);
+    let id = create_on(&mut c, "restless", brain).await;
+    send(&mut c, &id, "go").await;
+    common::handled(&c, &id, 1).await;
+    assert_eq!(calls_of(&mut c, "AgentGet").await.len(), 2);
+    let detail: serde_json::Value = common::events(&mut c, 0)
+        .await
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == "run_finished" && e.agent_id == id)
+        .map(|e| serde_json::from_str(&e.detail_json).expect("JSON"))
+        .expect("run finished");
+    assert!(
+        detail["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("step_limit") && d.contains("2 steps")),
+        "{detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_waits_and_commands_are_bounded_per_agent() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let flags = [
+        "--max-children",
+        "2",
+        "--max-waits",
+        "2",
+        "--max-agent-commands",
+        "1",
+    ];
+    let daemon = Daemon::start_with(&data_dir(&root), &flags).await;
+    let mut c = daemon.clients().await;
+    let id = common::create(&mut c, "greedy", None).await;
+    let spawn = json!({ "name": "SpawnAgent", "input": { "preset": "private_child", "initial_message": "hi" } });
+    let sleep = json!({ "name": "Sleep", "input": { "duration_ms": 3_600_000u64 } });
+    let exec = json!({ "name": "ExecCommand", "input": { "command": "sleep 30", "yield_ms": 0 } });
+    let script = json!([spawn, spawn, spawn, sleep, sleep, sleep, exec, exec]);
+    send(&mut c, &id, &common::script(script)).await;
+    common::handled(&c, &id, 1).await;
+
+    for (tool, flag) in [
+        ("SpawnAgent", "--max-children"),
+        ("Sleep", "--max-waits"),
+        ("ExecCommand", "--max-agent-commands"),
+    ] {
+        let calls = calls_of(&mut c, tool).await;
+        let errors: Vec<String> = calls.iter().filter_map(error_of).collect();
+        let expected = if tool == "ExecCommand" { 2 } else { 3 };
+        assert_eq!(calls.len(), expected, "{tool}");
+        assert_eq!(errors.len(), 1, "{tool}: {errors:?}");
+        assert!(errors[0].contains(flag), "{tool}: {}", errors[0]);
+        let last = calls.last().expect("calls");
+        assert_eq!(last["is_error"], true, "{tool}: the last call is refused");
+    }
+    let agent = common::get_agent(&mut c, &id).await;
+    assert_eq!(agent.waiting_on.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueue_and_task_input_texts_over_64_kib_are_refused() {
+    let root = tempfile::tempdir().expect("tempdir");
+    // Room for a 70 KB text in a tool's input, so the text bound is what
+    // refuses it.
+    let flags = ["--max-tool-input-bytes", "200000"];
+    let daemon = Daemon::start_with(&data_dir(&root), &flags).await;
+    let mut c = daemon.clients().await;
+    let id = common::create(&mut c, "verbose", None).await;
+    let big = "{{results[0].task_handle.initial_output}}";
+    let script = json!([
+        { "name": "ExecCommand", "input": { "command": "head -c 70000 /dev/zero | tr '\\0' x" } },
+        { "name": "ExecCommand", "input": { "command": "cat", "yield_ms": 0 } },
+        { "name": "Enqueue", "input": { "text": big } },
+        { "name": "TaskInput", "input": { "task_id": "{{results[1].task_handle.task_id}}", "text": big } },
+    ]);
+    send(&mut c, &id, &common::script(script)).await;
+    common::handled(&c, &id, 1).await;
+    for tool in ["Enqueue", "TaskInput"] {
+        let (failed, output) = common::tool_call(&mut c, &id, tool).await;
+        assert!(failed, "{tool}: {output}");
+        let error = output["error"].as_str().expect("error text");
+        assert!(
+            error.contains("70000 bytes") && error.contains("65536"),
+            "{tool}: {error}"
+        );
+    }
+    assert_eq!(
+        common::messages(&mut c, &id).await.len(),
+        1,
+        "nothing queued"
+    );
+
+    let tasks = c
+        .tasks
+        .list_tasks(pb::ListTasksRequest {
+            agent_id: id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("tasks")
+        .into_inner()
+        .tasks;
+    let cat = tasks
+        .iter()
+        .find(|t| t.status == "running")
+        .expect("cat runs");
+    let refused = c
+        .tasks
+        .send_task_input(pb::SendTaskInputRequest {
+            task_id: cat.task_id.clone(),
+            text: "x".repeat(70_000),
+        })
+        .await
+        .expect_err("over the message limit");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_refuses_agents_past_its_total() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_with(&data_dir(&root), &["--max-agents", "2"]).await;
+    let mut c = daemon.clients().await;
+    let first = common::create(&mut c, "first", None).await;
+    common::create(&mut c, "second", None).await;
+    let refused = c
+        .agents
+        .create_agent(pb::CreateAgentRequest {
+            name: "third".into(),
+            initial_message: None,
+            brain: None,
+        })
+        .await
+        .expect_err("past the total");
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+    assert!(refused.message().contains("--max-agents"), "{refused:?}");
+
+    let spawn = json!([{ "name": "SpawnAgent", "input": { "preset": "private_child", "initial_message": "hi" } }]);
+    send(&mut c, &first, &common::script(spawn)).await;
+    common::handled(&c, &first, 1).await;
+    let (failed, output) = common::tool_call(&mut c, &first, "SpawnAgent").await;
+    assert!(failed, "{output}");
+    assert!(output["error"]
+        .as_str()
+        .is_some_and(|e| e.contains("--max-agents")));
+    // Refused means nothing changed.
+    let listed = c
+        .agents
+        .list_agents(pb::ListAgentsRequest::default())
+        .await
+        .expect("agents")
+        .into_inner()
+        .agents;
+    assert_eq!(listed.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_queues_itself_runs_at_a_bounded_rate() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_with(&data_dir(&root), &["--max-turns-per-minute", "30"]).await;
+    let mut c = daemon.clients().await;
+    let again = r#"{"tool_calls":[{"name":"Enqueue","input":{"text":"again"}}]}"#;
+    let brain = shell_brain(
+        root.path(),
+        "again.sh",
+        again,
+        r#"{"reply":"queued again"}"#,
+    );
+    let id = create_on(&mut c, "looper", brain).await;
+    send(&mut c, &id, "again").await;
+
+    // A burst of 30 turns, then the next waits for the pace (2 s): no run
+    // in flight, its message queued, the agent still active.
+    let count = |messages: &[pb::Message], status: pb::MessageStatus| {
+        messages
+            .iter()
+            .filter(|m| m.status == status as i32)
+            .count()
+    };
+    eventually("the burst spent and the next turn deferred", || {
+        let mut c = c.clone();
+        let id = id.clone();
+        async move {
+            let agent = common::get_agent(&mut c, &id).await;
+            let messages = common::messages(&mut c, &id).await;
+            let deferred = agent.current_run_id.is_empty()
+                && agent.state == pb::LifecycleState::Active as i32
+                && count(&messages, pb::MessageStatus::Handled) == 30
+                && count(&messages, pb::MessageStatus::Queued) == 1;
+            deferred.then_some(())
+        }
+    })
+    .await;
+    // Deferred, not failed: it runs once the pace allows.
+    eventually("the deferred turn runs", || {
+        let mut c = c.clone();
+        let id = id.clone();
+        async move {
+            let messages = common::messages(&mut c, &id).await;
+            (count(&messages, pb::MessageStatus::Handled) >= 31
+                && count(&messages, pb::MessageStatus::Failed) == 0)
+                .then_some(())
+        }
+    })
+    .await;
+}
