@@ -28,7 +28,6 @@ mod run;
 
 pub use control::{Control, ControlError, ControlOutcome};
 
-use crate::tools;
 use crate::turn::TurnOutcome;
 
 use crate::{now_ms, Ctx};
@@ -351,7 +350,7 @@ impl AgentActor {
             } => {
                 // What is stored (the reply, a child's result) never holds a
                 // secret the brain saw.
-                let reply = reply.as_deref().map(tools::redact);
+                let reply = reply.as_deref().map(crate::secrets::redact_trigger_tokens);
                 // Every step is recorded, so an operator can replay the turn.
                 for (n, (said, results)) in steps.into_iter().enumerate() {
                     batch = batch.event(
@@ -359,7 +358,7 @@ impl AgentActor {
                         EventKind::StepDecided {
                             run_id,
                             step: n as u32 + 1,
-                            reply: said.as_deref().map(tools::redact),
+                            reply: said.as_deref().map(crate::secrets::redact_trigger_tokens),
                             tool_calls: results.len() as u32,
                         },
                     );
@@ -371,8 +370,8 @@ impl AgentActor {
                                 tool: result.tool,
                                 // Secrets (trigger tokens) go to the brain only,
                                 // never to the store or the event log.
-                                input: tools::redact(&result.input),
-                                output: tools::redact(&result.output),
+                                input: crate::secrets::redact_trigger_tokens(&result.input),
+                                output: crate::secrets::redact_trigger_tokens(&result.output),
                                 is_error: result.is_error,
                             },
                         );
@@ -429,7 +428,7 @@ impl AgentActor {
                 message.reply = reply;
             }
             TurnOutcome::BrainFailed(detail) => {
-                let detail = tools::redact(&detail);
+                let detail = crate::secrets::redact_trigger_tokens(&detail);
                 batch = batch.event(
                     agent_id,
                     EventKind::RunFinished {

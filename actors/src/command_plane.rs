@@ -100,7 +100,7 @@ pub async fn exec(
         .collect();
     // Placeholders may have put a secret (a trigger token) in the line: the
     // record keeps it redacted, only the process sees it.
-    let redacted = crate::tools::redact(&command);
+    let redacted = crate::secrets::redact_trigger_tokens(&command);
     let task = TaskRecord {
         command: Some(redacted.clone()),
         place: Some(place.clone()),

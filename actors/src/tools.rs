@@ -61,28 +61,6 @@ pub async fn call(
     }
 }
 
-/// Replaces trigger tokens (`htr_` and 64 hex digits) with a marker.
-pub fn redact(text: &str) -> String {
-    let prefix = crate::wait_plane::TOKEN_PREFIX;
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(prefix) {
-        let after = &rest[at + prefix.len()..];
-        let hex = after.bytes().take_while(u8::is_ascii_hexdigit).count();
-        out.push_str(&rest[..at]);
-        if hex >= 64 {
-            out.push_str(prefix);
-            out.push_str("<redacted>");
-            rest = &after[hex..];
-        } else {
-            out.push_str(prefix);
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
 pub(crate) fn text_field<'a>(input: &'a Value, field: &str) -> Result<Option<&'a str>, String> {
     match input.get(field) {
         None | Some(Value::Null) => Ok(None),
@@ -488,7 +466,7 @@ mod tests {
     fn tokens_are_redacted_and_other_text_kept() {
         let token = format!("htr_{}", "a".repeat(64));
         let text = format!("{{\"token\":\"{token}\",\"note\":\"htr_short\"}}");
-        let redacted = redact(&text);
+        let redacted = crate::secrets::redact_trigger_tokens(&text);
         assert!(!redacted.contains(&token));
         assert!(redacted.contains("htr_<redacted>") && redacted.contains("htr_short"));
     }

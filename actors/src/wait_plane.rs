@@ -17,7 +17,7 @@ use crate::{now_ms, supervise, Ctx};
 /// Longest timer: a year. Longer is surely a mistake.
 pub const MAX_SLEEP_MS: u64 = 366 * 24 * 3600 * 1000;
 /// Printed before a trigger token, so a leaked one is recognisable.
-pub const TOKEN_PREFIX: &str = "htr_";
+pub const TOKEN_PREFIX: &str = crate::secrets::TRIGGER_TOKEN_PREFIX;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WaitError {

@@ -81,7 +81,7 @@ fn text(bytes: &[u8]) -> String {
 fn failed(detail: String) -> BrainError {
     BrainError {
         brain: "command",
-        detail: crate::tools::redact(&detail),
+        detail: crate::secrets::redact_trigger_tokens(&detail),
     }
 }
 

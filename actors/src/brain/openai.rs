@@ -69,7 +69,7 @@ fn failed(detail: String) -> BrainError {
     let detail: String = detail.chars().take(SHOWN).collect();
     BrainError {
         brain: "openai",
-        detail: crate::tools::redact(&detail),
+        detail: crate::secrets::redact_trigger_tokens(&detail),
     }
 }
 
