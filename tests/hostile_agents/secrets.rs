@@ -174,3 +174,42 @@ async fn the_data_directory_and_its_ancestors_are_never_workspaces() {
         .into_inner();
     assert_eq!(list.workspaces.len(), 1, "only the home: {list:?}");
 }
+
+/// The daemon's socket is the operators' door, and agents' programs run as
+/// the daemon's user: the daemon refuses connections from its descendants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_talk_to_the_daemons_socket() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let id = create(&mut c, "knocker", None).await;
+    // An HTTP/2 preface and an empty SETTINGS frame: a gRPC server answers
+    // with its own SETTINGS; a refused connection is closed unanswered.
+    let script = [
+        "import socket",
+        "s = socket.socket(socket.AF_UNIX)",
+        "s.settimeout(5)",
+        "s.connect(SOCKET)",
+        "try:",
+        r"    s.sendall(b'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n' + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))",
+        "    answer = s.recv(9)",
+        "except OSError:",
+        "    answer = b''",
+        "print('answered' if answer else 'closed')",
+    ]
+    .join("\n")
+    .replace("SOCKET", &format!("'{}'", daemon.socket().display()));
+    let knock = format!("/usr/bin/python3 - <<'PY'\n{script}\nPY\n");
+    let out = exec(&mut c, &id, &knock, 10_000).await;
+    let text = out["task_handle"]["initial_output"]
+        .as_str()
+        .expect("output");
+    assert_eq!(text.trim(), "closed", "{text}");
+    assert!(
+        daemon.log().contains("refused a local connection"),
+        "{}",
+        daemon.log()
+    );
+    // Operators (this test, not a descendant of the daemon) still get in.
+    create(&mut c, "still-open", None).await;
+}
