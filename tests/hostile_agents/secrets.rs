@@ -213,3 +213,43 @@ async fn a_command_cannot_talk_to_the_daemons_socket() {
     // Operators (this test, not a descendant of the daemon) still get in.
     create(&mut c, "still-open", None).await;
 }
+
+/// A command brain is confined like a command: it runs in its agent's
+/// private directory and can read neither the token nor the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_brain_cannot_read_the_token_or_the_store() {
+    let root = tempfile::tempdir().expect("tempdir");
+    // TCP on, so there is a token file to go after.
+    let daemon = Daemon::start_with(&data_dir(&root), &["--listen", "127.0.0.1:0"]).await;
+    let token = std::fs::read_to_string(daemon.data_dir.join("token")).expect("token file");
+    let mut c = daemon.clients().await;
+    // Its directory is <data-dir>/tmp/<agent>: the token is two up.
+    let snoop =
+        r#"printf '{"reply":"%s"}' "$( (cat ../../token; ls ../../db) 2>&1 | tr -d '\n"')""#;
+    let brain = pb::BrainConfig {
+        kind: Some(pb::brain_config::Kind::Command(pb::CommandBrain {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), snoop.into()],
+            env: Default::default(),
+            timeout_ms: 20_000,
+        })),
+    };
+    let id = c
+        .agents
+        .create_agent(pb::CreateAgentRequest {
+            name: "nosy-brain".into(),
+            initial_message: None,
+            brain: Some(brain),
+        })
+        .await
+        .expect("created")
+        .into_inner()
+        .agent_id;
+    send(&mut c, &id, "what can you see?").await;
+    let reply = handled(&c, &id, 1).await[0].reply.clone();
+    assert!(
+        reply.matches("Permission denied").count() >= 2,
+        "the brain read something: {reply}"
+    );
+    assert!(!reply.contains(token.trim()), "{reply}");
+}
