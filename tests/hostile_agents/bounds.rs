@@ -294,37 +294,47 @@ async fn a_message_that_queues_itself_runs_at_a_bounded_rate() {
         r#"{"reply":"queued again"}"#,
     );
     let id = create_on(&mut c, "looper", brain).await;
+    let started = std::time::Instant::now();
     send(&mut c, &id, "again").await;
 
-    // A burst of 30 turns, then the next waits for the pace (2 s): no run
-    // in flight, its message queued, the agent still active.
+    // A burst of 30 turns, then each next one waits for the pace (one every
+    // 2 s): seen as no run in flight, its message queued, the agent active.
     let count = |messages: &[pb::Message], status: pb::MessageStatus| {
         messages
             .iter()
             .filter(|m| m.status == status as i32)
             .count()
     };
-    eventually("the burst spent and the next turn deferred", || {
+    let handled = eventually("the burst spent and the next turn deferred", || {
         let mut c = c.clone();
         let id = id.clone();
         async move {
             let agent = common::get_agent(&mut c, &id).await;
             let messages = common::messages(&mut c, &id).await;
+            let handled = count(&messages, pb::MessageStatus::Handled);
             let deferred = agent.current_run_id.is_empty()
                 && agent.state == pb::LifecycleState::Active as i32
-                && count(&messages, pb::MessageStatus::Handled) == 30
+                && handled >= 30
                 && count(&messages, pb::MessageStatus::Queued) == 1;
-            deferred.then_some(())
+            deferred.then_some(handled)
         }
     })
     .await;
+    // The burst, plus one turn per 2 s of the pace since the start (and one
+    // for rounding): far fewer than the loop would run unbounded.
+    let allowed = 30 + started.elapsed().as_secs() as usize / 2 + 1;
+    assert!(
+        handled <= allowed,
+        "{handled} turns ran in {:?}",
+        started.elapsed()
+    );
     // Deferred, not failed: it runs once the pace allows.
     eventually("the deferred turn runs", || {
         let mut c = c.clone();
         let id = id.clone();
         async move {
             let messages = common::messages(&mut c, &id).await;
-            (count(&messages, pb::MessageStatus::Handled) >= 31
+            (count(&messages, pb::MessageStatus::Handled) > handled
                 && count(&messages, pb::MessageStatus::Failed) == 0)
                 .then_some(())
         }

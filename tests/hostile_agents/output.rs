@@ -75,6 +75,11 @@ async fn gigabytes_of_output_keep_the_daemons_memory_flat() {
     }
     assert_eq!(offset, 2 * GIB, "every byte was taken");
     let grew = peak.saturating_sub(started_rss);
+    eprintln!(
+        "2 GiB printed: daemon RSS {} MiB at start, {} MiB at peak",
+        started_rss >> 20,
+        peak >> 20
+    );
     assert!(
         grew < 64 * 1024 * 1024,
         "the daemon grew by {} MiB while a command printed 2 GiB",
