@@ -203,6 +203,10 @@ pub struct ServeArgs {
     /// Name the daemon's configuration and secrets here.
     #[arg(long = "protect", value_name = "PATH")]
     pub protected: Vec<PathBuf>,
+    /// Let agents attach workspaces only beneath these directories
+    /// (repeatable; none given: anywhere not protected).
+    #[arg(long = "workspace-allow", value_name = "DIR")]
+    pub workspace_allow: Vec<PathBuf>,
     /// Caps and timeouts on connections.
     #[command(flatten)]
     pub connections: ConnectionArgs,
@@ -337,7 +341,12 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             config.runtime.openai_retry.base = Duration::from_millis(args.model_retry_base_ms);
             config.runtime.secrets = secrets;
             config.require_sandbox = args.require_sandbox;
-            config.runtime.sandbox.protected = args.protected.clone();
+            config
+                .runtime
+                .sandbox
+                .protected
+                .extend(args.protected.iter().cloned());
+            config.runtime.sandbox.allowed_roots = args.workspace_allow.clone();
             config.runtime.sandbox.limits = TaskLimits {
                 max_processes: args.task_max_processes,
                 max_open_files: args.task_max_open_files,

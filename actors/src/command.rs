@@ -19,7 +19,7 @@ use holarchy_supervision::{
     EventKind, ExitInfo, MessageRecord, OutputChunk, ProcessRef, Provenance, Stream, TaskId,
     TaskRecord, TaskStatus,
 };
-use nix::sys::signal::{kill, killpg, Signal};
+use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -84,7 +84,8 @@ pub enum CommandMsg {
     Eof(Stream),
     Exited(ExitInfo),
     Input(Vec<u8>, RpcReplyPort<Result<(), String>>),
-    /// SIGTERM to the group, SIGKILL after `grace`.
+    /// SIGTERM to the unit (passed on to the command), and SIGHUP after
+    /// `grace` (the unit kills the whole tree at once).
     Stop {
         grace: Duration,
         reply: RpcReplyPort<()>,
@@ -97,9 +98,33 @@ pub enum CommandMsg {
 /// ended (the actor was killed with its agent's subtree, or failed).
 #[derive(Debug)]
 struct UnitGuard {
-    /// The unit's pid, also the process group of the command.
+    /// The unit's pid (and its process group).
     pid: i32,
     ended: bool,
+    _script: ScriptFile,
+}
+
+/// The command's script in its agent's private directory, removed with the
+/// task. The shell keeps it open, so removing it early is harmless.
+#[derive(Debug)]
+struct ScriptFile(PathBuf);
+
+impl Drop for ScriptFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Writes a new file only its owner may read.
+fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
 }
 
 impl UnitGuard {
@@ -110,9 +135,9 @@ impl UnitGuard {
         let _ = kill(Pid::from_raw(self.pid), Signal::SIGTERM);
     }
 
+    /// SIGHUP: the unit kills the whole tree at once.
     fn kill(&self) {
-        let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
-        let _ = killpg(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGHUP);
     }
 }
 
@@ -169,34 +194,14 @@ pub fn start_ticks(pid: i32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// The process group and start time of a process, from `/proc/<pid>/stat`.
-fn group_and_start(pid: &str) -> Option<(i32, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat
-        .get(stat.rfind(')')? + 2..)?
-        .split_whitespace()
-        .collect();
-    // After the name: state, ppid, pgrp, ... starttime is the 20th field on.
-    Some((fields.get(2)?.parse().ok()?, fields.get(19)?.parse().ok()?))
-}
-
-/// Kills what is left of a recorded process group after a crash: every
-/// process still in that group that started no earlier than the group
-/// did. The leader may be gone while members live on, and a pid may have
-/// been reused since, so the group is matched member by member.
+/// Ends a recorded unit that is still ours: the process with the unit's
+/// pid started exactly when the unit did. SIGHUP makes the unit kill its
+/// whole tree at once. After a daemon crash the units died with it
+/// (`PR_SET_PDEATHSIG`), so this finds nothing; and a pid reused since, by
+/// any other process, never matches.
 pub fn kill_group_if_ours(process: ProcessRef) {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return;
-    };
-    let ours = entries.flatten().any(|entry| {
-        let name = entry.file_name();
-        let pid = name.to_string_lossy();
-        pid.bytes().all(|b| b.is_ascii_digit())
-            && group_and_start(&pid)
-                .is_some_and(|(pgrp, start)| pgrp == process.pgid && start >= process.start_ticks)
-    });
-    if ours {
-        let _ = killpg(Pid::from_raw(process.pgid), Signal::SIGKILL);
+    if start_ticks(process.pgid) == Some(process.start_ticks) {
+        let _ = kill(Pid::from_raw(process.pgid), Signal::SIGHUP);
     }
 }
 
@@ -257,8 +262,10 @@ async fn deliver(myself: &ActorRef<CommandMsg>, stream: Stream, data: Vec<u8>) -
         .is_ok_and(|result| result.is_success())
 }
 
-/// Keeps a reader to an average rate: after each read, waits until the
-/// bytes taken so far are within the rate since the reader started.
+/// Keeps a reader to a rate: after each read, waits until the bytes taken
+/// are within the rate since the pace last restarted. A reader that fell
+/// behind (a quiet command) restarts the pace rather than banking credit,
+/// so it bursts at most one second's worth.
 struct Pace {
     bytes_per_sec: u64,
     started: tokio::time::Instant,
@@ -275,6 +282,12 @@ impl Pace {
     }
 
     async fn took(&mut self, bytes: u64) {
+        let now = tokio::time::Instant::now();
+        let earned = now.duration_since(self.started).as_secs_f64() * self.bytes_per_sec as f64;
+        if earned - self.taken as f64 > self.bytes_per_sec as f64 {
+            self.started = now;
+            self.taken = 0;
+        }
         self.taken = self.taken.saturating_add(bytes);
         let due = Duration::from_secs_f64(self.taken as f64 / self.bytes_per_sec as f64);
         tokio::time::sleep_until(self.started + due).await;
@@ -301,8 +314,8 @@ impl CommandActor {
         });
         state.end += len;
         state.chunks.push_back((offset, len));
-        let retained: Vec<(u64, u64)> = state.chunks.iter().copied().collect();
-        let drop = chunks_to_drop(&retained, state.end, self.ctx.config.output_capacity);
+        let retained = state.chunks.make_contiguous();
+        let drop = chunks_to_drop(retained, state.end, self.ctx.config.output_capacity);
         for offset in &drop {
             batch = batch.write(Write::DropOutput {
                 task_id,
@@ -330,7 +343,8 @@ impl CommandActor {
         }
         // The shell is gone; whatever it left behind in its group (a
         // server started with `&`) is not tracked by anyone: end it too.
-        state.guard.kill();
+        // The unit killed what the command left before it exited, and has
+        // been reaped: its pid is no longer ours to signal.
         state.guard.ended = true;
         let task_id = state.task.id;
         let owner = state.task.owner_agent_id;
@@ -440,7 +454,14 @@ impl Actor for CommandActor {
         let mut writable = writable;
         writable.push(tmp.clone());
         let spec = sandbox.spec(writable, Vec::new(), self.ctx.config.stop_grace);
-        let mut command = sandbox.command(&spec, "/bin/sh", &["-c".to_owned(), line])?;
+        // The line goes to the shell in a file of the agent's private
+        // directory, not on a command line, which every process may read
+        // in /proc (it may hold a trigger token).
+        let script = tmp.join(format!(".holarchy-command-{}.sh", task.id));
+        write_private(&script, line.as_bytes())?;
+        let script = ScriptFile(script);
+        let mut command =
+            sandbox.command(&spec, "/bin/sh", &[script.0.to_string_lossy().into_owned()])?;
         command.current_dir(&workdir);
         crate::environment::scrub(&mut command, &env, Some(&tmp));
         // No kill_on_drop: killing the unit outright would strand what the
@@ -455,7 +476,11 @@ impl Actor for CommandActor {
             .id()
             .map(|p| p as i32)
             .ok_or("the command exited before it started")?;
-        let guard = UnitGuard { pid, ended: false };
+        let guard = UnitGuard {
+            pid,
+            ended: false,
+            _script: script,
+        };
         self.ctx.directory.insert_command(task.id, myself.clone());
         task.process = Some(ProcessRef {
             pgid: pid,
@@ -542,6 +567,8 @@ impl Actor for CommandActor {
                 self.finish(&myself, state)?;
             }
             CommandMsg::Exited(exit) => {
+                // Reaped: the unit's pid is no longer ours to signal.
+                state.guard.ended = true;
                 state.exit = Some(exit);
                 // Closing stdin lets a reader of it see the end.
                 state.stdin = None;

@@ -88,16 +88,7 @@ pub async fn exec(
     let slot = crate::limits::command_slot(ctx, owner)?;
     let view = crate::workspace_plane::view(ctx, owner)?;
     let place = view.place();
-    // The command may write beneath every workspace its agent has attached
-    // (and, for a git worktree, its repository's git directory).
-    let writable = view
-        .bindings()
-        .into_iter()
-        .flat_map(|binding| {
-            let git_dir = crate::sandbox::worktree_git_dir(&binding.root);
-            std::iter::once(binding.root).chain(git_dir)
-        })
-        .collect();
+    let writable = writable_roots(ctx, &view)?;
     // Placeholders may have put a secret (a trigger token) in the line: the
     // record keeps it redacted, only the process sees it.
     let redacted = crate::secrets::redact_trigger_tokens(&command);
@@ -234,6 +225,30 @@ pub async fn stop(ctx: &Ctx, task_id: TaskId) -> Result<(), CommandError> {
         }
     }
     Ok(())
+}
+
+/// Where a command of the agent may write: beneath every workspace it has
+/// attached, and, for a git worktree the daemon made for it, that
+/// repository's git directory (git in a worktree writes objects and refs
+/// there). The repository is taken from the daemon's own worktree record,
+/// never from the worktree's `.git` file, which the agent may rewrite.
+fn writable_roots(
+    ctx: &Ctx,
+    view: &crate::workspace_plane::View,
+) -> Result<Vec<std::path::PathBuf>, StoreError> {
+    let roots: Vec<_> = view.bindings().into_iter().map(|b| b.root).collect();
+    let mut writable = roots.clone();
+    if roots
+        .iter()
+        .any(|root| root.starts_with(&ctx.config.worktree_root))
+    {
+        for task in ctx.store.worktree_tasks()? {
+            if let Some(worktree) = task.worktree.filter(|w| roots.contains(&w.path)) {
+                writable.push(worktree.repo);
+            }
+        }
+    }
+    Ok(writable)
 }
 
 /// Marks a command task that cannot run on (its agent or the daemon

@@ -188,7 +188,12 @@ impl Ctx {
                 *root = canonical;
             }
         }
-        for path in &mut config.sandbox.protected {
+        let sandbox = &mut config.sandbox;
+        for path in sandbox
+            .protected
+            .iter_mut()
+            .chain(&mut sandbox.allowed_roots)
+        {
             if let Ok(canonical) = std::fs::canonicalize(&*path) {
                 *path = canonical;
             }

@@ -17,7 +17,7 @@
 //! domain's edge).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -44,7 +44,6 @@ pub const SYSTEM_READ_ONLY: &[&str] = &[
     "/opt",
     "/proc",
     "/sys",
-    "/dev",
     "/run/systemd/resolve",
 ];
 
@@ -58,9 +57,12 @@ pub struct SandboxConfig {
     /// Where each agent's private temporary directory (its `TMPDIR` and
     /// `HOME`) lives: `<root>/<agent id>`.
     pub tmp_root: PathBuf,
-    /// Paths no workspace may be, be inside or hold: the data directory
-    /// and whatever the operator adds (configuration, secrets).
+    /// Paths no workspace may be, be inside or hold: the data directory,
+    /// the daemon's own program, the daemon user's credentials, and
+    /// whatever the operator adds (configuration, secrets).
     pub protected: Vec<PathBuf>,
+    /// When not empty, the only places workspaces may be attached beneath.
+    pub allowed_roots: Vec<PathBuf>,
     pub limits: TaskLimits,
 }
 
@@ -70,10 +72,41 @@ impl Default for SandboxConfig {
             unit_program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("holarchy")),
             read_only: SYSTEM_READ_ONLY.iter().map(PathBuf::from).collect(),
             tmp_root: std::env::temp_dir().join("holarchy-tmp"),
-            protected: Vec::new(),
+            protected: default_protected(),
+            allowed_roots: Vec::new(),
             limits: TaskLimits::default(),
         }
     }
+}
+
+/// Credentials and configuration of the daemon's user, by its `HOME`.
+const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".config",
+    ".netrc",
+    ".git-credentials",
+    ".local/share",
+];
+
+/// What no workspace may touch whatever the operator says: the daemon's
+/// program (units run it unconfined) and its user's credentials.
+fn default_protected() -> Vec<PathBuf> {
+    let program = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(PathBuf::from));
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    program
+        .into_iter()
+        .chain(
+            home.into_iter()
+                .flat_map(|home| HOME_SECRETS.iter().map(move |name| home.join(name))),
+        )
+        .collect()
 }
 
 /// Bounds of one task (a command, or one step of a command brain).
@@ -236,30 +269,28 @@ pub fn parent_of(pid: i32) -> Option<i32> {
         .ok()
 }
 
-/// Is process `pid` one the daemon started (a command, a brain, git, or
-/// anything they started)? Units are subreapers, so whatever a program
-/// starts stays beneath the daemon. Used to refuse local connections from
-/// agents' programs: the Unix socket is for operators.
-pub fn is_own_descendant(pid: i32) -> bool {
+/// May process `pid`, a peer of the daemon's Unix socket, be an operator?
+/// Not if the daemon started it (a command, a brain, git, or anything they
+/// started: units are subreapers, so all of that stays beneath the
+/// daemon), and not if it cannot be told: a peer that is gone (it may have
+/// connected and exited, handing the socket to a child) or whose ancestry
+/// cannot be read is refused. Agents' programs run as the daemon's user,
+/// so the socket's mode alone does not keep them out.
+pub fn is_operator_peer(pid: Option<i32>) -> bool {
+    let Some(pid) = pid.filter(|p| *p > 0) else {
+        return false;
+    };
     let me = std::process::id() as i32;
     let mut at = pid;
-    // Bounded: a pid chain is shorter than the number of pids.
-    for _ in 0..4096 {
+    // Bounded: a chain of parents is shorter than the number of pids.
+    for _ in 0..65_536 {
         match parent_of(at) {
-            Some(parent) if parent == me => return true,
-            Some(parent) if parent > 1 && parent != at => at = parent,
-            _ => return false,
+            None => return false,
+            Some(parent) if parent == me || at == me => return false,
+            // Init, or a process from outside our pid namespace.
+            Some(parent) if parent <= 1 => return true,
+            Some(parent) => at = parent,
         }
     }
     false
-}
-
-/// If `root` is a git worktree, the repository's git directory, which git
-/// commands in the worktree write to (its index, refs and objects).
-pub fn worktree_git_dir(root: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(root.join(".git")).ok()?;
-    let gitdir = PathBuf::from(text.strip_prefix("gitdir:")?.trim());
-    // `<repo>/.git/worktrees/<name>`: the repository's `.git` is two up.
-    let common = gitdir.parent()?.parent()?;
-    (common.file_name()? == ".git" || common.join("HEAD").exists()).then(|| common.to_owned())
 }

@@ -227,27 +227,39 @@ impl Secrets {
         // the hold-back is as long as the longest secret.
         let cut = held.len().saturating_sub(keep);
         let values = self.snapshot();
+        // Secret values, then the trigger token prefix (length 0 marks it).
+        let patterns: Vec<(&[u8], usize)> = values
+            .iter()
+            .map(|v| (v.as_bytes(), v.len()))
+            .chain([(TRIGGER_TOKEN_PREFIX.as_bytes(), 0)])
+            .collect();
+        // Each pattern's next match at or after `at`, searched again only
+        // once `at` passes it, so many matches cost one pass, not one each.
+        let find = |pattern: &[u8], from: usize| {
+            memchr::memmem::find(&held[from..], pattern).map(|found| from + found)
+        };
+        let mut next: Vec<Option<usize>> = patterns.iter().map(|(p, _)| find(p, 0)).collect();
         let mut out = Vec::with_capacity(cut);
         let mut at = 0;
         while at < cut {
-            let rest = &held[at..];
-            let next = values
+            for (slot, (pattern, _)) in next.iter_mut().zip(&patterns) {
+                if slot.is_some_and(|found| found < at) {
+                    *slot = find(pattern, at);
+                }
+            }
+            let chosen = next
                 .iter()
-                .map(|v| (memchr::memmem::find(rest, v.as_bytes()), v.len()))
-                .chain([(
-                    memchr::memmem::find(rest, TRIGGER_TOKEN_PREFIX.as_bytes()),
-                    0,
-                )])
-                .filter_map(|(found, len)| Some((found?, len)))
-                .filter(|(found, _)| at + found < cut)
+                .zip(&patterns)
+                .filter_map(|(found, (_, len))| Some(((*found)?, *len)))
+                .filter(|(found, _)| *found < cut)
                 .min_by_key(|(found, len)| (*found, std::cmp::Reverse(*len)));
-            let Some((found, len)) = next else {
-                out.extend_from_slice(&rest[..cut - at]);
+            let Some((found, len)) = chosen else {
+                out.extend_from_slice(&held[at..cut]);
                 at = cut;
                 break;
             };
-            out.extend_from_slice(&rest[..found]);
-            at += found;
+            out.extend_from_slice(&held[at..found]);
+            at = found;
             if len > 0 {
                 out.extend_from_slice(REDACTED.as_bytes());
                 at += len;
@@ -284,6 +296,7 @@ impl Secrets {
                 }
                 Write::PutTask(task) | Write::EndTask(task) => task.texts_mut(&mut redact),
                 Write::PutWorkItem(item) => item.texts_mut(&mut redact),
+                Write::PutWait(wait) | Write::EndWait(wait) => wait.texts_mut(&mut redact),
                 // Output is redacted as a stream where it is read (a secret
                 // may straddle two chunks); the rest carries no free text
                 // an agent or a program wrote.
@@ -292,8 +305,6 @@ impl Secrets {
                 | Write::CreateAgent(_)
                 | Write::PutAgent(_)
                 | Write::PutLiveAgent(_)
-                | Write::PutWait(_)
-                | Write::EndWait(_)
                 | Write::PutIntent(_)
                 | Write::DeleteIntent(_)
                 | Write::PutWorkspaces(_) => {}

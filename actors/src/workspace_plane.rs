@@ -35,8 +35,12 @@ pub enum WorkspaceError {
     NotAbsolute(PathBuf),
     #[error("`{0}` is not a directory")]
     NotADirectory(PathBuf),
-    #[error("`{0}` holds or is inside the daemon's own files (its data directory, secrets or configuration); no agent may use it")]
+    #[error("`{0}` holds or is inside the daemon's own files (its data directory, program, credentials or configuration); no agent may use it")]
     Protected(PathBuf),
+    #[error(
+        "`{0}` is outside the places the operator lets workspaces be attached (--workspace-allow)"
+    )]
+    NotAllowed(PathBuf),
     #[error("give exactly one of `workspace_id` and `path`")]
     OneTarget,
     #[error("the agent's home workspace: {0}")]
@@ -114,9 +118,14 @@ pub fn active_root(view: &View) -> PathBuf {
 /// one (an ancestor, `/` included): a workspace there would give an
 /// agent's programs the store, the token or another agent's home.
 fn unprotected(ctx: &Ctx, root: PathBuf) -> Result<PathBuf, WorkspaceError> {
+    let sandbox = &ctx.config.sandbox;
     let touches = |p: &PathBuf| root.starts_with(p) || p.starts_with(&root);
-    if ctx.config.sandbox.protected.iter().any(touches) {
+    if sandbox.protected.iter().any(touches) {
         return Err(WorkspaceError::Protected(root));
+    }
+    let allowed = &sandbox.allowed_roots;
+    if !allowed.is_empty() && !allowed.iter().any(|a| root.starts_with(a)) {
+        return Err(WorkspaceError::NotAllowed(root));
     }
     Ok(root)
 }

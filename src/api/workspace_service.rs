@@ -153,9 +153,9 @@ impl From<WorkspaceError> for ApiError {
             | WorkspaceError::NotAbsolute(_)
             | WorkspaceError::NotADirectory(_)
             | WorkspaceError::OneTarget => ApiError::InvalidArgument(err.to_string()),
-            WorkspaceError::NeedsAuthority(_) | WorkspaceError::Protected(_) => {
-                ApiError::PermissionDenied(err.to_string())
-            }
+            WorkspaceError::NeedsAuthority(_)
+            | WorkspaceError::Protected(_)
+            | WorkspaceError::NotAllowed(_) => ApiError::PermissionDenied(err.to_string()),
             WorkspaceError::Home(_) => ApiError::Internal(err.to_string()),
             WorkspaceError::Store(e) => e.into(),
         }

@@ -302,15 +302,25 @@ impl Accept for UnixListener {
         loop {
             let (stream, _) = self.accept().await?;
             let pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
-            match pid {
-                Some(pid) if holarchy_actors::sandbox::is_own_descendant(pid) => {
-                    warn!(pid, "refused a local connection from an agent's program");
-                }
-                _ => return Ok(stream),
+            if holarchy_actors::sandbox::is_operator_peer(pid) {
+                return Ok(stream);
+            }
+            // Logged at 1, 2, 4, 8... refusals: a program knocking in a
+            // loop must not flood the log.
+            let refused = REFUSED_PEERS.fetch_add(1, Ordering::Relaxed) + 1;
+            if refused.is_power_of_two() {
+                warn!(
+                    pid,
+                    refused, "refused a local connection from an agent's program"
+                );
             }
         }
     }
 }
+
+/// Unix socket connections refused because they came from agents'
+/// programs (or from peers that could not be told apart from them).
+static REFUSED_PEERS: AtomicU64 = AtomicU64::new(0);
 
 /// How long to wait before accepting again after an error such as EMFILE,
 /// so a full descriptor table does not spin the accept loop.

@@ -99,6 +99,13 @@ impl WaitRecord {
     }
 }
 
+impl WaitRecord {
+    /// Calls `f` on the wait's free text (its reason), for redaction.
+    pub fn texts_mut(&mut self, f: &mut dyn FnMut(&mut String)) {
+        f(&mut self.reason);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

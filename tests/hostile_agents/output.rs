@@ -95,9 +95,11 @@ async fn escaped_children_die_with_their_task_their_agent_and_the_daemon() {
     let root = tempfile::tempdir().expect("tempdir");
     let mut daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
+    // The shell ignores SIGTERM, so a stop must still end everything once
+    // its grace is over, whatever left the group.
     let escape = |marker: u32| {
         format!(
-            "setsid sleep {marker}1 & (setsid sh -c 'sleep {marker}2 &' &) ; \
+            "trap '' TERM; setsid sleep {marker}1 & (setsid sh -c 'sleep {marker}2 &' &) ; \
              nohup sleep {marker}3 >/dev/null 2>&1 & sleep {marker}4"
         )
     };
@@ -117,7 +119,7 @@ async fn escaped_children_die_with_their_task_their_agent_and_the_daemon() {
         })
         .await
         .expect("stop");
-    gone_within("TaskStop", "9101", Duration::from_secs(3)).await;
+    gone_within("TaskStop", "9101", Duration::from_secs(6)).await;
 
     // Archive.
     let id = create(&mut c, "escaper-2", None).await;
@@ -132,7 +134,7 @@ async fn escaped_children_die_with_their_task_their_agent_and_the_daemon() {
         })
         .await
         .expect("archive");
-    gone_within("archive", "9102", Duration::from_secs(3)).await;
+    gone_within("archive", "9102", Duration::from_secs(6)).await;
 
     // kill -9 of the daemon: its units die with it and take their trees.
     let id = create(&mut c, "escaper-3", None).await;

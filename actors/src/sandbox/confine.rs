@@ -11,7 +11,7 @@ use landlock::{
     path_beneath_rules, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetError,
     RulesetStatus, Scope, ABI,
 };
-use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
 
 use super::UnitSpec;
 
@@ -20,17 +20,16 @@ use super::UnitSpec;
 /// across the domain's edge). Older kernels enforce what they can.
 pub const ABI_WANTED: ABI = ABI::V6;
 
-/// Device files a program may read and write (not all of `/dev`:
-/// `/dev/shm` would be memory and a channel shared by every agent).
+/// Device files a program may read and write. Not the rest of `/dev`:
+/// `/dev/shm` would be memory and a channel shared by every agent, and
+/// terminals (`/dev/tty`, `/dev/pts`) may be an operator's, where a
+/// program could read keystrokes or inject input.
 const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
 ];
 
 /// Runs the second stage: `args` is `[spec, "--", program, args...]`.
@@ -43,6 +42,12 @@ pub fn main(args: &[OsString]) -> i32 {
         eprintln!("holarchy confine: no program");
         return 125;
     };
+    // A session of its own: no controlling terminal (the daemon's, if it
+    // was started from one) to read from or inject into.
+    if let Err(err) = nix::unistd::setsid() {
+        eprintln!("holarchy: cannot start a session for the command: {err}");
+        return 126;
+    }
     if let Err(err) = limit(&spec) {
         eprintln!("holarchy: cannot limit the command: {err}");
         return 126;
@@ -59,33 +64,36 @@ pub fn main(args: &[OsString]) -> i32 {
 }
 
 /// Per-task resource limits. Processes are limited per user by the
-/// kernel, so the bound is what the user runs now plus the task's share
-/// (and the kernel does not apply it to root: docs/security.md).
+/// kernel, counting every thread, so the bound is what the user runs now
+/// plus the task's share, within the hard limit (and the kernel does not
+/// apply it to root: docs/security.md).
 fn limit(spec: &UnitSpec) -> nix::Result<()> {
     setrlimit(
         Resource::RLIMIT_NOFILE,
         spec.max_open_files,
         spec.max_open_files,
     )?;
-    let nproc = user_processes().saturating_add(spec.max_processes);
+    let (_, hard) = getrlimit(Resource::RLIMIT_NPROC)?;
+    let nproc = user_threads().saturating_add(spec.max_processes).min(hard);
     setrlimit(Resource::RLIMIT_NPROC, nproc, nproc)?;
     setrlimit(Resource::RLIMIT_CORE, 0, 0)
 }
 
-/// Processes of this process's user, counted in `/proc`.
-fn user_processes() -> u64 {
+/// Threads of this process's user, counted in `/proc` (the kernel's
+/// RLIMIT_NPROC counts threads, not processes).
+fn user_threads() -> u64 {
     let Ok(uid) = std::fs::metadata("/proc/self").map(|m| m.uid()) else {
         return 0;
     };
-    std::fs::read_dir("/proc")
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter(|e| e.file_name().to_str().is_some_and(is_pid))
-                .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
-                .count() as u64
-        })
-        .unwrap_or(0)
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(is_pid))
+        .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
+        .map(|e| std::fs::read_dir(e.path().join("task")).map_or(1, |tasks| tasks.count() as u64))
+        .sum()
 }
 
 fn is_pid(name: &str) -> bool {

@@ -8,6 +8,9 @@
 //!   leaves no process behind;
 //! - asked to stop (SIGTERM), it passes SIGTERM on to the command's group
 //!   and kills the whole tree when the command ends or its grace is over;
+//!   SIGHUP (the daemon died, or wants the tree gone now) kills at once.
+//!   The daemon never SIGKILLs a unit: a unit killed outright could no
+//!   longer reach what the program moved out of its group;
 //! - when the program exits, it kills whatever the program left running;
 //! - it enforces the task's wall time.
 //!
@@ -98,8 +101,9 @@ fn run(spec: &UnitSpec, args: &[OsString]) -> Result<i32, String> {
     let mut end =
         wait_for_end(&signals, main_pid, deadline, false).map_err(|e| format!("waiting: {e}"))?;
     if let End::Signalled(signal @ (Signal::SIGTERM | Signal::SIGINT | Signal::SIGQUIT)) = end {
-        // A stop: the command may clean up within its grace.
-        let _ = killpg(Pid::this(), Signal::SIGTERM);
+        // A stop: the command may clean up within its grace. The program
+        // leads a session and group of its own (see `confine`).
+        let _ = killpg(main_pid, Signal::SIGTERM);
         let grace = Instant::now() + std::time::Duration::from_millis(spec.stop_grace_ms);
         end = match wait_for_end(&signals, main_pid, Some(grace), true) {
             Ok(End::Exited(status)) => End::Exited(status),
