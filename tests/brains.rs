@@ -3,36 +3,11 @@
 
 mod common;
 
-use common::{data_dir, eventually, handled, send, Daemon};
+use common::{command_brain, create_on, data_dir, eventually, handled, send, Daemon};
 use holarchy::api::pb;
-use holarchy::client::Clients;
-
-fn command_brain(program: &str, args: &[&str]) -> pb::BrainConfig {
-    pb::BrainConfig {
-        kind: Some(pb::brain_config::Kind::Command(pb::CommandBrain {
-            program: program.into(),
-            args: args.iter().map(|a| (*a).to_owned()).collect(),
-            env: Default::default(),
-            timeout_ms: 20_000,
-        })),
-    }
-}
 
 fn example(name: &str) -> String {
     format!("{}/examples/brains/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-async fn create_on(c: &mut Clients, name: &str, brain: pb::BrainConfig) -> String {
-    c.agents
-        .create_agent(pb::CreateAgentRequest {
-            name: name.into(),
-            initial_message: None,
-            brain: Some(brain),
-        })
-        .await
-        .expect("created")
-        .into_inner()
-        .agent_id
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -126,16 +126,7 @@ async fn agent_on(c: &mut Clients, name: &str, base_url: &str) -> String {
             max_steps: Some(4),
         })),
     };
-    c.agents
-        .create_agent(pb::CreateAgentRequest {
-            name: name.into(),
-            initial_message: None,
-            brain: Some(brain),
-        })
-        .await
-        .expect("created")
-        .into_inner()
-        .agent_id
+    common::create_on(c, name, brain).await
 }
 
 async fn settled(c: &Clients, agent: &str, count: usize) -> Vec<pb::Message> {

@@ -284,6 +284,33 @@ pub async fn get_task(c: &mut Clients, task_id: &str) -> pb::TaskHandle {
         .into_inner()
 }
 
+/// Creates a public agent `name` on `brain` and returns its id.
+pub async fn create_on(clients: &mut Clients, name: &str, brain: pb::BrainConfig) -> String {
+    clients
+        .agents
+        .create_agent(pb::CreateAgentRequest {
+            name: name.into(),
+            initial_message: None,
+            brain: Some(brain),
+        })
+        .await
+        .expect("created")
+        .into_inner()
+        .agent_id
+}
+
+/// A command brain running `program args`, with a 20 s step timeout.
+pub fn command_brain(program: &str, args: &[&str]) -> pb::BrainConfig {
+    pb::BrainConfig {
+        kind: Some(pb::brain_config::Kind::Command(pb::CommandBrain {
+            program: program.into(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            env: Default::default(),
+            timeout_ms: 20_000,
+        })),
+    }
+}
+
 /// A scripted-brain message making these tool calls.
 pub fn script(calls: serde_json::Value) -> String {
     serde_json::json!({ "tool_calls": calls }).to_string()

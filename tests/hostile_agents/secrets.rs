@@ -3,7 +3,10 @@
 use holarchy::api::pb;
 use serde_json::json;
 
-use crate::common::{create, data_dir, events, exec, handled, script, send, tool_call, Daemon};
+use crate::common::{
+    command_brain, create, create_on, data_dir, events, exec, handled, script, send, tool_call,
+    Daemon,
+};
 
 const API_KEY: &str = "sk-hostile-test-0123456789abcdef";
 
@@ -226,25 +229,8 @@ async fn a_command_brain_cannot_read_the_token_or_the_store() {
     // Its directory is <data-dir>/tmp/<agent>: the token is two up.
     let snoop =
         r#"printf '{"reply":"%s"}' "$( (cat ../../token; ls ../../db) 2>&1 | tr -d '\n"')""#;
-    let brain = pb::BrainConfig {
-        kind: Some(pb::brain_config::Kind::Command(pb::CommandBrain {
-            program: "/bin/sh".into(),
-            args: vec!["-c".into(), snoop.into()],
-            env: Default::default(),
-            timeout_ms: 20_000,
-        })),
-    };
-    let id = c
-        .agents
-        .create_agent(pb::CreateAgentRequest {
-            name: "nosy-brain".into(),
-            initial_message: None,
-            brain: Some(brain),
-        })
-        .await
-        .expect("created")
-        .into_inner()
-        .agent_id;
+    let brain = command_brain("/bin/sh", &["-c", snoop]);
+    let id = create_on(&mut c, "nosy-brain", brain).await;
     send(&mut c, &id, "what can you see?").await;
     let reply = handled(&c, &id, 1).await[0].reply.clone();
     assert!(
