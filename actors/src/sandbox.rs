@@ -50,7 +50,10 @@ pub const SYSTEM_READ_ONLY: &[&str] = &[
 /// How what agents run is confined and bounded.
 #[derive(Debug, Clone)]
 pub struct SandboxConfig {
-    /// The program started as each unit: this binary.
+    /// The program started as each unit: this binary, whose `main` calls
+    /// [`run_if_unit`] first. A runtime embedded in another program (a
+    /// test binary) must point this at the `holarchy` binary before its
+    /// agents run commands.
     pub unit_program: PathBuf,
     /// Paths programs may read and execute from.
     pub read_only: Vec<PathBuf>,
