@@ -224,6 +224,10 @@ impl Plan {
 /// The file's text, or `None` if there is no file.
 fn read(root: &Root, path: &Path, shown: &str) -> Result<Option<String>, ApplyError> {
     let io = |source| io_error(shown, source);
+    if path.file_name().is_none() {
+        // The root itself.
+        return Err(ApplyError::NotAFile(shown.to_owned()));
+    }
     let (dir, name) = match root.parent(path) {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         other => other.map_err(io)?,

@@ -45,6 +45,27 @@ fn links_pointing_outside_refuse_add_update_delete_and_move() {
 }
 
 #[test]
+fn a_link_that_stays_inside_still_names_its_target() {
+    // The check resolves it to the real path, which is then used link-free.
+    let t = tree();
+    symlink(t.root.join("src"), t.root.join("alias")).expect("symlink");
+    let patch = "--- a/alias/a.txt\n+++ b/alias/a.txt\n@@ -1 +1 @@\n-one\n+uno\n";
+    for how in HOWS {
+        let changed = apply_with(&t.root, &t.root, patch, how).expect("applies");
+        assert_eq!(changed[0].path, Path::new("src/a.txt"));
+        assert_eq!(read(&t.root.join("src/a.txt")), "uno\ntwo\nthree\n");
+        std::fs::write(t.root.join("src/a.txt"), "one\ntwo\nthree\n").expect("write");
+    }
+    // `..` from `src/` names the root, a directory.
+    let root_itself = "--- a/..\n+++ b/..\n@@ -1 +1 @@\n-one\n+uno\n";
+    let refused = apply_in(&t.root, &t.root.join("src"), root_itself);
+    assert!(
+        matches!(refused, Err(ApplyError::NotAFile(_))),
+        "{refused:?}"
+    );
+}
+
+#[test]
 fn a_link_met_after_the_check_is_refused_by_every_file_operation() {
     // What the check accepted (`d/secret`, `d/new`) is, by the time it is
     // used, under a link out: each step fails and nothing outside changes.
