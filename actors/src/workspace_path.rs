@@ -6,8 +6,13 @@
 //! canonicalised by the OS (which follows every symlink), and the rest, which
 //! does not exist yet and so holds no symlink, is appended component by
 //! component with `..` refused. The whole is then checked, component-wise,
-//! against the canonical roots. Symlinks created after the check are not
-//! this module's concern; commands run under the same uid anyway.
+//! against the canonical roots.
+//!
+//! The check is on paths, so it holds only at the instant it runs: an
+//! agent's commands can swap a directory of its workspace for a symlink
+//! right after. A caller that then opens, writes, renames or removes a file
+//! must not do it by this path; it resolves the path again beneath the
+//! root's fd without following symlinks (as `apply_patch::beneath` does).
 
 use std::io;
 use std::path::{Component, Path, PathBuf};

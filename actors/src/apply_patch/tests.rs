@@ -207,3 +207,5 @@ fn a_link_planted_where_a_temporary_file_might_go_is_never_written_through() {
     assert_eq!(read(&t.outside.join("secret")), "keep\n");
     assert_eq!(read(&t.root.join("b.txt")), "alpha\nbeta\ngamma\n");
 }
+
+mod links;
