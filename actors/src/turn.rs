@@ -20,6 +20,11 @@ use crate::{work_plane, Ctx};
 /// Earlier turns shown to the brain, and how much of each.
 const RECENT_TURNS: usize = 5;
 const RECENT_CHARS: usize = 500;
+/// The newest messages read to find them: a turn start reads no more than
+/// this many (each at most a message's 64 KiB), however long the agent's
+/// history. Messages queued behind the current one are newer and take
+/// room in it, so an agent with a deep queue may see fewer earlier turns.
+const RECENT_WINDOW: usize = 32;
 
 /// How a turn came out.
 #[derive(Debug)]
@@ -108,10 +113,10 @@ fn recent_turns(
     agent_id: AgentId,
     except: Option<MessageId>,
 ) -> Result<Vec<Value>, String> {
-    // Messages are few per agent in practice; the newest handled ones.
+    // The newest messages only: an agent's history grows without bound.
     let messages = ctx
         .store
-        .list_messages(agent_id, None, 10_000)
+        .last_messages(agent_id, RECENT_WINDOW)
         .map_err(|e| e.to_string())?;
     let handled: Vec<&MessageRecord> = messages
         .iter()

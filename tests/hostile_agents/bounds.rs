@@ -341,3 +341,89 @@ async fn a_message_that_queues_itself_runs_at_a_bounded_rate() {
     })
     .await;
 }
+
+/// A command brain that says whether the earlier turns it was shown are
+/// the newest: `newest` if it saw `old-10049`, `sixth` if it saw
+/// `old-10044` (one more than the five it should see).
+fn recent_turns_probe(dir: &Path) -> pb::BrainConfig {
+    let path: PathBuf = dir.join("probe.sh");
+    let script = r#"#!/bin/sh
+input=$(cat)
+newest=no
+sixth=no
+case "$input" in *'"text":"old-10049"'*) newest=yes ;; esac
+case "$input" in *'"text":"old-10044"'*) sixth=yes ;; esac
+echo "{\"reply\":\"newest=$newest sixth=$sixth\"}"
+"#;
+    std::fs::write(&path, script).expect("brain written");
+    let status = std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&path)
+        .status()
+        .expect("chmod runs");
+    assert!(status.success());
+    pb::BrainConfig {
+        kind: Some(pb::brain_config::Kind::Command(pb::CommandBrain {
+            program: path.display().to_string(),
+            args: Vec::new(),
+            env: Default::default(),
+            timeout_ms: 20_000,
+        })),
+    }
+}
+
+/// Writes `count` handled messages `old-00000`.. for `agent` straight into
+/// a stopped daemon's store: a long history, without running its turns.
+async fn seed_history(data: &Path, agent: &str, count: usize) {
+    use holarchy::store::sled_store::StoreConfig;
+    use holarchy::store::SledStore;
+    use holarchy_actors::{Batch, Store, Write};
+    use holarchy_supervision::{AgentId, MessageRecord, MessageStatus, Provenance, RunId};
+
+    let agent_id: AgentId = agent.parse().expect("agent id");
+    let store = SledStore::open(&data.join("db"), &StoreConfig::default()).expect("store");
+    let mut batch = Batch::new();
+    for n in 0..count {
+        let mut message =
+            MessageRecord::queued(agent_id, Provenance::Operator, format!("old-{n:05}"), None, 1);
+        message.status = MessageStatus::Handled {
+            run_id: RunId::generate(),
+        };
+        message.reply = Some(format!("done {n}"));
+        message.attempts = 1;
+        batch = batch.write(Write::PutMessage(message));
+    }
+    store.commit(batch).expect("commit");
+    store.durable().await.expect("durable");
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_a_long_history_the_brain_sees_the_newest_turns() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = data_dir(&root);
+    let mut daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let id = create_on(&mut c, "veteran", recent_turns_probe(root.path())).await;
+    let status = daemon.terminate(std::time::Duration::from_secs(30)).await;
+    assert!(status.success(), "{status:?}");
+    // More than the 10,000 oldest messages a turn start used to read.
+    seed_history(&dir, &id, 10_050).await;
+
+    let daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let probe = send(&mut c, &id, "probe").await;
+    let reply = eventually("the probe answered", || {
+        let mut c = c.clone();
+        let (id, probe) = (id.clone(), probe.clone());
+        async move {
+            common::messages(&mut c, &id)
+                .await
+                .into_iter()
+                .find(|m| m.message_id == probe && m.status == pb::MessageStatus::Handled as i32)
+                .map(|m| m.reply)
+        }
+    })
+    .await;
+    assert_eq!(reply, "newest=yes sixth=no");
+}
