@@ -388,7 +388,12 @@ impl AgentActor {
                                 // Secrets (trigger tokens) go to the brain only,
                                 // never to the store or the event log.
                                 input: crate::secrets::redact_trigger_tokens(&result.input),
-                                output: crate::secrets::redact_trigger_tokens(&result.output),
+                                // Already cut by the turn; cut here too, so
+                                // no producer can store more than the bound.
+                                output: crate::tools::cap_output(
+                                    crate::secrets::redact_trigger_tokens(&result.output),
+                                    self.ctx.config.limits.max_tool_result_bytes,
+                                ),
                                 is_error: result.is_error,
                             },
                         );
