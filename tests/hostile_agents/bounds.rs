@@ -384,8 +384,13 @@ async fn seed_history(data: &Path, agent: &str, count: usize) {
     let store = SledStore::open(&data.join("db"), &StoreConfig::default()).expect("store");
     let mut batch = Batch::new();
     for n in 0..count {
-        let mut message =
-            MessageRecord::queued(agent_id, Provenance::Operator, format!("old-{n:05}"), None, 1);
+        let mut message = MessageRecord::queued(
+            agent_id,
+            Provenance::Operator,
+            format!("old-{n:05}"),
+            None,
+            1,
+        );
         message.status = MessageStatus::Handled {
             run_id: RunId::generate(),
         };
@@ -426,4 +431,83 @@ async fn past_a_long_history_the_brain_sees_the_newest_turns() {
     })
     .await;
     assert_eq!(reply, "newest=yes sixth=no");
+}
+
+/// The peak resident memory of a process so far (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM")
+        * 1024
+}
+
+/// A brain that runs a command printing 1 MiB, then asks for 128 pages of
+/// its output at every later step: its 8 steps would keep 224 MiB of
+/// results in the turn (copied into each step's brain input, and stored in
+/// one batch) without the turn's budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_paging_a_large_output_is_held_to_its_result_budget() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let flags = ["--store-cache-mib", "8"];
+    let daemon = Daemon::start_with(&data_dir(&root), &flags).await;
+    let mut c = daemon.clients().await;
+    let print = json!({ "tool_calls": [{ "name": "ExecCommand", "input": {
+        "command": "yes x | head -c 1048576", "yield_ms": 20_000u64 } }] });
+    let page = json!({ "name": "TaskOutput", "input": { "task_id": "{{results[0].task_handle.task_id}}" } });
+    let pages = json!({ "tool_calls": vec![page; 128] });
+    let brain = shell_brain(
+        root.path(),
+        "pager.sh",
+        &print.to_string(),
+        &pages.to_string(),
+    );
+    let id = create_on(&mut c, "pager", brain).await;
+    let before = peak_rss(daemon.pid());
+    send(&mut c, &id, "read it all").await;
+    common::handled(&c, &id, 1).await;
+    let after = peak_rss(daemon.pid());
+
+    let exec = calls_of(&mut c, "ExecCommand").await;
+    assert_eq!(exec.len(), 1);
+    let kept = exec[0]["output"].as_str().expect("output");
+    assert!(kept.len() <= 256 * 1024, "{} bytes kept", kept.len());
+    assert!(kept.contains("--max-tool-result-bytes"), "the cut says so");
+
+    let pages = calls_of(&mut c, "TaskOutput").await;
+    // A command brain takes 8 steps: the first runs the command.
+    assert_eq!(pages.len(), 7 * 128, "every call is answered");
+    let ran = pages.iter().filter(|d| d["is_error"] == false).count();
+    // 8 MiB of budget, about 256 KiB a page (cut): about 30 pages ran.
+    assert!(
+        (20..=40).contains(&ran),
+        "{ran} pages ran: {:?} / {}",
+        pages.first(),
+        &exec[0]["output"].as_str().unwrap_or_default()[..300]
+    );
+    let refused: Vec<String> = pages.iter().filter_map(error_of).collect();
+    assert_eq!(ran + refused.len(), pages.len());
+    assert!(
+        refused[0].contains("--max-turn-result-bytes"),
+        "{}",
+        refused[0]
+    );
+    let kept: usize = pages
+        .iter()
+        .map(|d| d["output"].as_str().map_or(0, str::len))
+        .sum();
+    assert!(kept < 12 * 1024 * 1024, "{kept} bytes of pages stored");
+
+    eprintln!(
+        "paging turn: daemon peak RSS {} MiB before, {} MiB after",
+        before >> 20,
+        after >> 20
+    );
+    assert!(
+        after.saturating_sub(before) < 192 * 1024 * 1024,
+        "the daemon's peak grew by {} MiB during one turn",
+        (after - before) >> 20
+    );
 }

@@ -375,7 +375,11 @@ async fn give_back(ctx: &Ctx, turns: Vec<InFlightTurn>, timeout: Duration) {
     };
     match written {
         Ok(Ok(())) => info!(given_back, "turns cut short by the shutdown queued again"),
-        Ok(Err(err)) => warn!(error = %err, "could not queue again the turns cut short by the shutdown; they count as crashed"),
-        Err(_) => warn!("queuing again the turns cut short by the shutdown did not reach the disk in time"),
+        Ok(Err(err)) => {
+            warn!(error = %err, "could not queue again the turns cut short by the shutdown; they count as crashed")
+        }
+        Err(_) => warn!(
+            "queuing again the turns cut short by the shutdown did not reach the disk in time"
+        ),
     }
 }

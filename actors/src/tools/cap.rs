@@ -5,8 +5,10 @@
 
 use serde_json::{json, Value};
 
+use super::placeholder::escaped_len;
+
 /// Room kept for the marker appended to each cut string.
-const MARKER_ROOM: usize = 96;
+const MARKER_ROOM: usize = 128;
 
 /// `output` if it fits in `limit` bytes; otherwise a shorter valid JSON
 /// text that says what was cut and from how many bytes.
@@ -16,8 +18,9 @@ pub fn cap_output(output: String, limit: usize) -> String {
     }
     let full = output.len();
     if let Ok(value) = serde_json::from_str::<Value>(&output) {
-        // Escaping can make a cut string longer than its raw bytes: try
-        // once more with half the room before giving up the shape.
+        // Lengths are as written (escaped), so the sums are exact but for
+        // the markers; try once more with half the room before giving up
+        // the shape.
         for room in [limit, limit / 2] {
             let mut lengths = Vec::new();
             string_lengths(&value, &mut lengths);
@@ -53,14 +56,14 @@ fn head_only(output: &str, limit: usize) -> String {
 
 fn string_lengths(value: &Value, out: &mut Vec<usize>) {
     match value {
-        Value::String(s) => out.push(s.len()),
+        Value::String(s) => out.push(escaped_len(s)),
         Value::Array(items) => items.iter().for_each(|v| string_lengths(v, out)),
         Value::Object(map) => map.values().for_each(|v| string_lengths(v, out)),
         Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
-/// The largest length `level` such that cutting every string to it keeps
+/// The largest written length `level` such that cutting every string to it keeps
 /// their total within `room`; `None` if no string is long enough to cut.
 fn fill_level(lengths: &mut [usize], room: usize) -> Option<usize> {
     lengths.sort_unstable();
@@ -77,13 +80,9 @@ fn fill_level(lengths: &mut [usize], room: usize) -> Option<usize> {
 
 fn cut_strings(value: &mut Value, level: usize, full: usize, limit: usize) {
     match value {
-        Value::String(s) if s.len() > level => {
+        Value::String(s) if escaped_len(s) > level => {
             let total = s.len();
-            let mut end = level;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            s.truncate(end);
+            s.truncate(raw_end(s, level));
             s.push_str(&format!(
                 "… [cut: {total} bytes here; the result was {full} bytes, over --max-tool-result-bytes {limit}]"
             ));
@@ -98,6 +97,20 @@ fn cut_strings(value: &mut Value, level: usize, full: usize, limit: usize) {
     }
 }
 
+/// Where to cut `s` so its written (escaped) form takes at most `level`
+/// bytes, on a character boundary.
+fn raw_end(s: &str, level: usize) -> usize {
+    let mut written = 0;
+    for (at, c) in s.char_indices() {
+        let mut buf = [0u8; 4];
+        written += escaped_len(c.encode_utf8(&mut buf));
+        if written > level {
+            return at;
+        }
+    }
+    s.len()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,8 +123,8 @@ mod tests {
 
     #[test]
     fn a_long_output_field_is_cut_and_keeps_its_shape() {
-        let text = json!({ "task_id": "t1", "output": "x".repeat(300_000), "done": false })
-            .to_string();
+        let text =
+            json!({ "task_id": "t1", "output": "x".repeat(300_000), "done": false }).to_string();
         let cut = cap_output(text, 64 * 1024);
         assert!(cut.len() <= 64 * 1024, "{}", cut.len());
         let value: Value = serde_json::from_str(&cut).expect("still JSON");
@@ -120,6 +133,16 @@ mod tests {
         let output = value["output"].as_str().expect("output kept");
         assert!(output.len() > 60_000, "most of the room used");
         assert!(output.contains("cut: 300000 bytes here"), "says its size");
+    }
+
+    #[test]
+    fn escaped_lines_keep_their_shape_and_short_fields_whole() {
+        let text = json!({ "task_id": "tsk_1", "output": "x\n".repeat(500_000) }).to_string();
+        let cut = cap_output(text, 256 * 1024);
+        assert!(cut.len() <= 256 * 1024, "{}", cut.len());
+        let value: Value = serde_json::from_str(&cut).expect("still JSON");
+        assert_eq!(value["task_id"], "tsk_1");
+        assert!(value["output"].as_str().is_some_and(|o| o.len() > 100_000));
     }
 
     #[test]
@@ -141,6 +164,8 @@ mod tests {
         let cut = cap_output("é".repeat(10_000), 1000);
         assert!(cut.len() <= 1000);
         let value: Value = serde_json::from_str(&cut).expect("JSON");
-        assert!(value["cut"].as_str().is_some_and(|c| c.contains("20000 bytes")));
+        assert!(value["cut"]
+            .as_str()
+            .is_some_and(|c| c.contains("20000 bytes")));
     }
 }
