@@ -24,7 +24,10 @@ use crate::store::{Batch, StoreError, Write};
 use crate::supervise;
 use run::{run_turn, AbortOnDrop};
 mod control;
+mod in_flight;
 mod run;
+
+pub use in_flight::{InFlight, InFlightGuard, InFlightTurn};
 
 pub use control::{Control, ControlError, ControlOutcome};
 
@@ -165,6 +168,8 @@ struct ActiveRun {
     message_id: MessageId,
     task: AbortHandle,
     busy: Arc<AtomicUsize>,
+    /// Keeps the turn listed for a graceful shutdown until it ends.
+    _in_flight: InFlightGuard,
 }
 
 impl Drop for ActiveRun {
@@ -295,6 +300,17 @@ impl AgentActor {
                 }
                 return Ok(());
             }
+            // A shutdown under way starts no turn: the message stays queued
+            // and the next start runs it.
+            let turn = InFlightTurn {
+                agent_id,
+                message_id,
+                run_id,
+            };
+            let Some(in_flight) = self.ctx.in_flight.begin(turn) else {
+                state.queue.push_front(message_id);
+                return Ok(());
+            };
             message.status = handling;
             message.attempts += 1;
             self.ctx.store.commit(
@@ -320,6 +336,7 @@ impl AgentActor {
                 message_id,
                 task: task.abort_handle(),
                 busy: self.ctx.busy.clone(),
+                _in_flight: in_flight,
             });
         }
         Ok(())
@@ -371,7 +388,12 @@ impl AgentActor {
                                 // Secrets (trigger tokens) go to the brain only,
                                 // never to the store or the event log.
                                 input: crate::secrets::redact_trigger_tokens(&result.input),
-                                output: crate::secrets::redact_trigger_tokens(&result.output),
+                                // Already cut by the turn; cut here too, so
+                                // no producer can store more than the bound.
+                                output: crate::tools::cap_output(
+                                    crate::secrets::redact_trigger_tokens(&result.output),
+                                    self.ctx.config.limits.max_tool_result_bytes,
+                                ),
                                 is_error: result.is_error,
                             },
                         );

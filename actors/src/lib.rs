@@ -141,6 +141,8 @@ pub struct Ctx {
     pub config: RuntimeConfig,
     /// Turns in flight, across all agents.
     pub busy: Arc<AtomicUsize>,
+    /// Which messages those turns hold, for a graceful shutdown.
+    pub in_flight: Arc<agent::InFlight>,
     /// Set before the runtime stops its children, so their exits are not
     /// taken for failures.
     pub shutting_down: AtomicBool,
@@ -218,6 +220,7 @@ impl Ctx {
             directory: Directory::default(),
             config,
             busy: Arc::new(AtomicUsize::new(0)),
+            in_flight: Arc::default(),
             shutting_down: AtomicBool::new(false),
             tree_lock: tokio::sync::Mutex::new(()),
             worktrees: tokio::sync::Mutex::new(()),

@@ -17,10 +17,12 @@ use crate::brain::ToolCall;
 use crate::spawn::{self, SpawnRequest};
 use crate::{command_plane, task_plane, wait_plane, work_plane, Ctx};
 
+mod cap;
 mod catalog;
 mod placeholder;
 mod workspace;
 
+pub use cap::cap_output;
 pub use catalog::{tool_surface, ToolSpec, CATALOG};
 pub use placeholder::{escaped_len, fill_placeholders, InputTooLarge};
 

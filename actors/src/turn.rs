@@ -14,12 +14,21 @@ use serde_json::{json, Value};
 use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
 use crate::brain::{Brain, MessageView, ResultView, StepRecord, ToolCall, TurnInput};
+use crate::limits::ResultBudget;
 use crate::tools::{self, ToolResult};
 use crate::{work_plane, Ctx};
 
 /// Earlier turns shown to the brain, and how much of each.
 const RECENT_TURNS: usize = 5;
 const RECENT_CHARS: usize = 500;
+/// The newest messages read to find them: a turn start reads no more than
+/// this many (each at most a message's 64 KiB), however long the agent's
+/// history. Messages queued behind the current one are newer and take
+/// room in it, so an agent with a deep queue may see fewer earlier turns.
+const RECENT_WINDOW: usize = 32;
+/// How much of a refused call's input the turn keeps: the call did not
+/// run, so a hint of what it was is enough.
+const REFUSED_INPUT_BYTES: usize = 1024;
 
 /// How a turn came out.
 #[derive(Debug)]
@@ -108,10 +117,10 @@ fn recent_turns(
     agent_id: AgentId,
     except: Option<MessageId>,
 ) -> Result<Vec<Value>, String> {
-    // Messages are few per agent in practice; the newest handled ones.
+    // The newest messages only: an agent's history grows without bound.
     let messages = ctx
         .store
-        .list_messages(agent_id, None, 10_000)
+        .last_messages(agent_id, RECENT_WINDOW)
         .map_err(|e| e.to_string())?;
     let handled: Vec<&MessageRecord> = messages
         .iter()
@@ -210,6 +219,9 @@ pub async fn run(
     let mut reply = None;
     let mut done = false;
     let mut step_limit = None;
+    // Every result stays in `all_results`, `recorded` and `steps` until the
+    // turn ends, and `steps` goes to the brain at each step: this bounds them.
+    let mut budget = ResultBudget::new(limits);
     for step in 1..=max_steps {
         let input = TurnInput {
             agent_id,
@@ -237,7 +249,16 @@ pub async fn run(
         }
         let mut results = Vec::with_capacity(plan.tool_calls.len());
         let mut step_results = Vec::with_capacity(plan.tool_calls.len());
-        for result in run_calls(&ctx, agent_id, profile, &plan.tool_calls, &mut all_results).await {
+        let ran = run_calls(
+            &ctx,
+            agent_id,
+            profile,
+            &plan.tool_calls,
+            &mut all_results,
+            &mut budget,
+        )
+        .await;
+        for result in ran {
             results.push(result_view(&result));
             step_results.push(result);
         }
@@ -262,13 +283,16 @@ pub async fn run(
 /// Runs one step's tool calls in order. A step asking for more calls than
 /// `--max-tool-calls-per-step` runs none of them and gets one tool error;
 /// a call whose input (placeholders filled) is over its bound gets a tool
-/// error of its own, and the record keeps the call as written.
+/// error of its own, and the record keeps the call as written. Each output
+/// is cut to `--max-tool-result-bytes` and charged to the turn's budget;
+/// once that is spent, calls get a tool error instead of running.
 async fn run_calls(
     ctx: &Arc<Ctx>,
     agent_id: AgentId,
     profile: Profile,
     calls: &[ToolCall],
     all_results: &mut Vec<ToolResult>,
+    budget: &mut ResultBudget,
 ) -> Vec<ToolResult> {
     let limits = &ctx.config.limits;
     if calls.len() > limits.max_tool_calls_per_step {
@@ -288,6 +312,17 @@ async fn run_calls(
     }
     let mut results: Vec<ToolResult> = Vec::with_capacity(calls.len());
     for call in calls {
+        if let Err(spent) = budget.check() {
+            let refused = ToolResult {
+                tool: call.name.clone(),
+                input: written(&call.input, REFUSED_INPUT_BYTES),
+                output: json!({ "error": spent.to_string() }).to_string(),
+                is_error: true,
+            };
+            all_results.push(refused.clone());
+            results.push(refused);
+            continue;
+        }
         let limit = limits.tool_input_bytes(&call.name);
         // Later calls may use earlier results ({{results[0].token}}), of
         // earlier steps and of this one.
@@ -309,6 +344,7 @@ async fn run_calls(
         // The record keeps the call as written, not as filled in, and no
         // more of it than the bound allows.
         result.input = written(&call.input, limit);
+        budget.charge(&mut result);
         all_results.push(result.clone());
         results.push(result);
     }

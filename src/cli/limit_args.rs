@@ -46,6 +46,14 @@ pub struct LimitArgs {
     /// then it is set aside as failed (`crashed_daemon`).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_message_attempts: u32,
+    /// Largest output of one tool call kept (and stored in its event);
+    /// a larger one is cut, with a marker giving its full size.
+    #[arg(long, default_value_t = 256 * 1024, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_tool_result_bytes: u64,
+    /// Bytes of tool results one turn may hold; past it the turn's tool
+    /// calls get a tool error and the brain can only reply.
+    #[arg(long, default_value_t = 8 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_turn_result_bytes: u64,
 }
 
 impl LimitArgs {
@@ -63,6 +71,10 @@ impl LimitArgs {
             max_agents: self.max_agents,
             max_turns_per_minute: self.max_turns_per_minute,
             max_message_attempts: self.max_message_attempts,
+            max_tool_result_bytes: usize::try_from(self.max_tool_result_bytes)
+                .unwrap_or(usize::MAX),
+            max_turn_result_bytes: usize::try_from(self.max_turn_result_bytes)
+                .unwrap_or(usize::MAX),
         }
     }
 }

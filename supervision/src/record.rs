@@ -220,8 +220,11 @@ pub struct MessageRecord {
     pub status: MessageStatus,
     /// The brain's reply, once handled.
     pub reply: Option<String>,
-    /// How many turns started on this message; above one means a daemon
-    /// crash interrupted an earlier turn and the message was handled again.
+    /// How many turns started on this message and were not given back:
+    /// above one means a daemon crash interrupted an earlier turn and the
+    /// message was handled again. A turn the daemon stopped itself (a
+    /// graceful shutdown) gives its attempt back ([`MessageRecord::stopped_mid_turn`]),
+    /// so only crashes count towards `--max-message-attempts`.
     pub attempts: u32,
     pub created_at_ms: u64,
 }
@@ -250,6 +253,21 @@ impl MessageRecord {
 }
 
 impl MessageRecord {
+    /// The message as a graceful stop of the daemon leaves it when its turn
+    /// `run_id` was running: back on the queue, with that turn's attempt
+    /// given back, since the turn did not crash anything. `None` when the
+    /// message is no longer held by that run (it finished meanwhile).
+    pub fn stopped_mid_turn(&self, run_id: RunId) -> Option<MessageRecord> {
+        if self.status != (MessageStatus::Handling { run_id }) {
+            return None;
+        }
+        Some(MessageRecord {
+            status: self.status.next(MessageEvent::Requeue)?,
+            attempts: self.attempts.saturating_sub(1),
+            ..self.clone()
+        })
+    }
+
     /// Calls `f` on the message's free texts (body and reply), for redaction.
     pub fn texts_mut(&mut self, f: &mut dyn FnMut(&mut String)) {
         f(&mut self.body);
@@ -274,6 +292,26 @@ mod tests {
             Just(MessageEvent::Requeue),
             Just(MessageEvent::Cancel),
         ]
+    }
+
+    #[test]
+    fn a_graceful_stop_gives_the_attempt_back_only_to_the_run_holding_it() {
+        let run_id = RunId::from_u128(1);
+        let mut message = MessageRecord::queued(
+            AgentId::from_u128(9),
+            Provenance::Operator,
+            "long turn".into(),
+            None,
+            0,
+        );
+        message.status = MessageStatus::Handling { run_id };
+        message.attempts = 2;
+        let stopped = message.stopped_mid_turn(run_id).expect("held by the run");
+        assert_eq!(stopped.status, MessageStatus::Queued);
+        assert_eq!(stopped.attempts, 1);
+        assert_eq!(message.stopped_mid_turn(RunId::from_u128(2)), None);
+        message.status = MessageStatus::Handled { run_id };
+        assert_eq!(message.stopped_mid_turn(run_id), None);
     }
 
     proptest! {

@@ -130,7 +130,8 @@ pub fn recover(agents: Vec<AgentRecord>, pending: Vec<MessageRecord>) -> Recover
 impl RecoveryPlan {
     /// Sets aside poison messages: an interrupted message that already had
     /// `max_attempts` turns (each cut short by a crash, since a finished
-    /// turn ends the message) is not queued again; it is returned for the
+    /// turn ends the message and a graceful stop gives its turn's attempt
+    /// back, durably, before the store closes) is not queued again; it is returned for the
     /// caller to mark failed. Without this a message whose turn crashes the
     /// daemon would crash every start.
     pub fn set_aside_poison(&mut self, max_attempts: u32) -> Vec<MessageRecord> {

@@ -1,5 +1,7 @@
 //! Hostile agents: messages that amplify themselves, and messages that crash the daemon.
 
+use std::time::Duration;
+
 use holarchy::api::pb;
 use serde_json::json;
 
@@ -175,4 +177,62 @@ async fn a_message_that_crashes_the_daemon_three_times_is_set_aside() {
         .is_some_and(|d| d.starts_with("crashed_daemon")));
     let agent = common::get_agent(&mut c, &id).await;
     assert_eq!(agent.state, pb::LifecycleState::Active as i32);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_restarts_mid_turn_do_not_count_as_crashes() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = data_dir(&root);
+    let mut daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let id = common::create(&mut c, "long-turn", None).await;
+    // Long enough that no turn ends between reaching its command and the
+    // stop; short enough that the last one ends within the test.
+    let long_turn = common::script(json!([{
+        "name": "ExecCommand",
+        "input": { "command": "sleep 8", "yield_ms": 60_000u64 },
+    }]));
+    let message = send(&mut c, &id, &long_turn).await;
+
+    // One more than --max-message-attempts would have set it aside.
+    for _ in 0..4 {
+        // Given back at every stop, so each new turn is its first attempt.
+        turn_running(&c, &id, &message, 1).await;
+        let status = daemon.terminate(Duration::from_secs(30)).await;
+        assert!(status.success(), "{status:?}");
+        daemon = Daemon::start(&dir).await;
+        c = daemon.clients().await;
+    }
+
+    let handled = eventually("the long turn handled", || {
+        let mut c = c.clone();
+        let (id, message) = (id.clone(), message.clone());
+        async move {
+            common::messages(&mut c, &id)
+                .await
+                .into_iter()
+                .find(|m| m.message_id == message && m.status == pb::MessageStatus::Handled as i32)
+        }
+    })
+    .await;
+    assert_eq!(handled.attempts, 1, "no stop counted");
+
+    let outcomes: Vec<(String, String)> = common::events(&mut c, 0)
+        .await
+        .into_iter()
+        .filter(|e| e.kind == "run_finished" && e.message_id == message)
+        .map(|e| {
+            let d: serde_json::Value = serde_json::from_str(&e.detail_json).expect("JSON");
+            (
+                d["outcome"].as_str().unwrap_or_default().to_owned(),
+                d["detail"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(outcomes.len(), 5, "{outcomes:?}");
+    for (outcome, detail) in &outcomes[..4] {
+        assert_eq!(outcome, "interrupted");
+        assert!(detail.starts_with("stopped_gracefully"), "{detail}");
+    }
+    assert_eq!(outcomes[4].0, "completed", "{outcomes:?}");
 }

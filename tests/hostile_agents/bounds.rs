@@ -341,3 +341,173 @@ async fn a_message_that_queues_itself_runs_at_a_bounded_rate() {
     })
     .await;
 }
+
+/// A command brain that says whether the earlier turns it was shown are
+/// the newest: `newest` if it saw `old-10049`, `sixth` if it saw
+/// `old-10044` (one more than the five it should see).
+fn recent_turns_probe(dir: &Path) -> pb::BrainConfig {
+    let path: PathBuf = dir.join("probe.sh");
+    let script = r#"#!/bin/sh
+input=$(cat)
+newest=no
+sixth=no
+case "$input" in *'"text":"old-10049"'*) newest=yes ;; esac
+case "$input" in *'"text":"old-10044"'*) sixth=yes ;; esac
+echo "{\"reply\":\"newest=$newest sixth=$sixth\"}"
+"#;
+    std::fs::write(&path, script).expect("brain written");
+    let status = std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&path)
+        .status()
+        .expect("chmod runs");
+    assert!(status.success());
+    pb::BrainConfig {
+        kind: Some(pb::brain_config::Kind::Command(pb::CommandBrain {
+            program: path.display().to_string(),
+            args: Vec::new(),
+            env: Default::default(),
+            timeout_ms: 20_000,
+        })),
+    }
+}
+
+/// Writes `count` handled messages `old-00000`.. for `agent` straight into
+/// a stopped daemon's store: a long history, without running its turns.
+async fn seed_history(data: &Path, agent: &str, count: usize) {
+    use holarchy::store::sled_store::StoreConfig;
+    use holarchy::store::SledStore;
+    use holarchy_actors::{Batch, Store, Write};
+    use holarchy_supervision::{AgentId, MessageRecord, MessageStatus, Provenance, RunId};
+
+    let agent_id: AgentId = agent.parse().expect("agent id");
+    let store = SledStore::open(&data.join("db"), &StoreConfig::default()).expect("store");
+    let mut batch = Batch::new();
+    for n in 0..count {
+        let mut message = MessageRecord::queued(
+            agent_id,
+            Provenance::Operator,
+            format!("old-{n:05}"),
+            None,
+            1,
+        );
+        message.status = MessageStatus::Handled {
+            run_id: RunId::generate(),
+        };
+        message.reply = Some(format!("done {n}"));
+        message.attempts = 1;
+        batch = batch.write(Write::PutMessage(message));
+    }
+    store.commit(batch).expect("commit");
+    store.durable().await.expect("durable");
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_a_long_history_the_brain_sees_the_newest_turns() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = data_dir(&root);
+    let mut daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let id = create_on(&mut c, "veteran", recent_turns_probe(root.path())).await;
+    let status = daemon.terminate(std::time::Duration::from_secs(30)).await;
+    assert!(status.success(), "{status:?}");
+    // More than the 10,000 oldest messages a turn start used to read.
+    seed_history(&dir, &id, 10_050).await;
+
+    let daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let probe = send(&mut c, &id, "probe").await;
+    let reply = eventually("the probe answered", || {
+        let mut c = c.clone();
+        let (id, probe) = (id.clone(), probe.clone());
+        async move {
+            common::messages(&mut c, &id)
+                .await
+                .into_iter()
+                .find(|m| m.message_id == probe && m.status == pb::MessageStatus::Handled as i32)
+                .map(|m| m.reply)
+        }
+    })
+    .await;
+    assert_eq!(reply, "newest=yes sixth=no");
+}
+
+/// The peak resident memory of a process so far (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM")
+        * 1024
+}
+
+/// A brain that runs a command printing 1 MiB, then asks for 128 pages of
+/// its output at every later step: its 8 steps would keep 224 MiB of
+/// results in the turn (copied into each step's brain input, and stored in
+/// one batch) without the turn's budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_paging_a_large_output_is_held_to_its_result_budget() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let flags = ["--store-cache-mib", "8"];
+    let daemon = Daemon::start_with(&data_dir(&root), &flags).await;
+    let mut c = daemon.clients().await;
+    let print = json!({ "tool_calls": [{ "name": "ExecCommand", "input": {
+        "command": "yes x | head -c 1048576", "yield_ms": 20_000u64 } }] });
+    let page = json!({ "name": "TaskOutput", "input": { "task_id": "{{results[0].task_handle.task_id}}" } });
+    let pages = json!({ "tool_calls": vec![page; 128] });
+    let brain = shell_brain(
+        root.path(),
+        "pager.sh",
+        &print.to_string(),
+        &pages.to_string(),
+    );
+    let id = create_on(&mut c, "pager", brain).await;
+    let before = peak_rss(daemon.pid());
+    send(&mut c, &id, "read it all").await;
+    common::handled(&c, &id, 1).await;
+    let after = peak_rss(daemon.pid());
+
+    let exec = calls_of(&mut c, "ExecCommand").await;
+    assert_eq!(exec.len(), 1);
+    let kept = exec[0]["output"].as_str().expect("output");
+    assert!(kept.len() <= 256 * 1024, "{} bytes kept", kept.len());
+    assert!(kept.contains("--max-tool-result-bytes"), "the cut says so");
+
+    let pages = calls_of(&mut c, "TaskOutput").await;
+    // A command brain takes 8 steps: the first runs the command.
+    assert_eq!(pages.len(), 7 * 128, "every call is answered");
+    let ran = pages.iter().filter(|d| d["is_error"] == false).count();
+    // 8 MiB of budget, about 256 KiB a page (cut): about 30 pages ran.
+    assert!(
+        (20..=40).contains(&ran),
+        "{ran} pages ran: {:?} / {}",
+        pages.first(),
+        &exec[0]["output"].as_str().unwrap_or_default()[..300]
+    );
+    let refused: Vec<String> = pages.iter().filter_map(error_of).collect();
+    assert_eq!(ran + refused.len(), pages.len());
+    assert!(
+        refused[0].contains("--max-turn-result-bytes"),
+        "{}",
+        refused[0]
+    );
+    let kept: usize = pages
+        .iter()
+        .map(|d| d["output"].as_str().map_or(0, str::len))
+        .sum();
+    assert!(kept < 12 * 1024 * 1024, "{kept} bytes of pages stored");
+
+    eprintln!(
+        "paging turn: daemon peak RSS {} MiB before, {} MiB after",
+        before >> 20,
+        after >> 20
+    );
+    assert!(
+        after.saturating_sub(before) < 192 * 1024 * 1024,
+        "the daemon's peak grew by {} MiB during one turn",
+        (after - before) >> 20
+    );
+}

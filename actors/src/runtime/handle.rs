@@ -10,20 +10,26 @@ use holarchy_supervision::AgentId;
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
 use tokio::sync::watch;
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use holarchy_supervision::cleanup::CleanupReason;
-use holarchy_supervision::{AgentRecord, BrainConfig, LifecycleState, Visibility};
+use holarchy_supervision::{
+    AgentRecord, BrainConfig, EventKind, LifecycleState, RunOutcome, Visibility,
+};
 
 use super::{CreateError, NewAgent, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot};
 use crate::agent::{
     AgentMsg, AgentSnapshot, Control, ControlError, ControlOutcome, DeliverError, Delivered,
-    NotRunning,
+    InFlightTurn, NotRunning,
 };
 use crate::cleanup::{self, CleanupOutcome};
 use crate::gateway::GatewayMsg;
-use crate::store::{Batch, StoreError};
+use crate::store::{Batch, StoreError, Write};
 use crate::{Brain, Ctx, RuntimeConfig, Store};
+
+/// The reason a turn cut short by a graceful stop is recorded with, first
+/// in its run's detail.
+pub const STOPPED_GRACEFULLY: &str = "stopped_gracefully";
 
 /// Why an archive was refused.
 #[derive(Debug, thiserror::Error)]
@@ -290,9 +296,19 @@ impl Runtime {
     }
 
     /// Stops every actor, top-down, within `timeout`. Pending work stays in
-    /// the store and resumes on the next start.
+    /// the store and resumes on the next start. The turns this cuts short
+    /// go back on their queues with their attempts given back, durably
+    /// before this returns (and so before the daemon closes the store): a
+    /// graceful stop is not a crash, and must not bring a message closer
+    /// to being set aside (`--max-message-attempts`). A shutdown itself cut
+    /// short by a crash before that write leaves them counted, as any
+    /// crash mid-turn does: the write is the proof the stop was ours.
     pub async fn shutdown(&self, timeout: Duration) {
+        // A root that stopped on its own took its turns down with it; that
+        // is a failure, not a stop we asked for, so those attempts count.
+        let asked = !*self.stopped.borrow();
         self.ctx.shutting_down.store(true, Ordering::Release);
+        let cut_short = self.ctx.in_flight.close();
         if let Err(err) = self
             .root
             .stop_and_wait(Some("shutdown".into()), Some(timeout))
@@ -302,5 +318,68 @@ impl Runtime {
             self.root.kill();
         }
         let _ = tokio::time::timeout(timeout, self.stopped()).await;
+        if asked && !cut_short.is_empty() {
+            give_back(&self.ctx, cut_short, timeout).await;
+        }
+    }
+}
+
+/// Puts the messages of turns a graceful shutdown stopped back on their
+/// queues with their attempts given back, once their agents' actors have
+/// let go of them (so no turn can still record its end), and waits for
+/// the write to be on disk.
+async fn give_back(ctx: &Ctx, turns: Vec<InFlightTurn>, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    // The agents were killed with their subtrees; their states (and the
+    // turns' registrations) drop as tokio cancels their tasks.
+    while !ctx.in_flight.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut batch = Batch::new();
+    let mut given_back = 0usize;
+    for turn in turns {
+        let message = match ctx.store.message(turn.agent_id, turn.message_id) {
+            Ok(Some(message)) => message,
+            Ok(None) => continue,
+            Err(err) => {
+                warn!(agent_id = %turn.agent_id, error = %err, "could not read a message cut short by the shutdown");
+                continue;
+            }
+        };
+        // Only the run that still holds it: one that ended meanwhile
+        // stays as it ended.
+        let Some(requeued) = message.stopped_mid_turn(turn.run_id) else {
+            continue;
+        };
+        batch = batch
+            .event(
+                turn.agent_id,
+                EventKind::RunFinished {
+                    run_id: turn.run_id,
+                    message_id: turn.message_id,
+                    outcome: RunOutcome::Interrupted,
+                    detail: format!(
+                        "{STOPPED_GRACEFULLY}: the daemon was stopped mid-turn; message queued again, and this turn does not count towards --max-message-attempts"
+                    ),
+                },
+            )
+            .write(Write::PutMessage(requeued));
+        given_back += 1;
+    }
+    if batch.is_empty() {
+        return;
+    }
+    let written = match ctx.store.commit(batch) {
+        Ok(()) => tokio::time::timeout(timeout, ctx.store.durable()).await,
+        Err(err) => Ok(Err(err)),
+    };
+    match written {
+        Ok(Ok(())) => info!(given_back, "turns cut short by the shutdown queued again"),
+        Ok(Err(err)) => {
+            warn!(error = %err, "could not queue again the turns cut short by the shutdown; they count as crashed")
+        }
+        Err(_) => warn!(
+            "queuing again the turns cut short by the shutdown did not reach the disk in time"
+        ),
     }
 }
