@@ -162,6 +162,8 @@ pub struct Ctx {
     pub http: reqwest::Client,
     /// Daemon-wide counts behind [`limits::Limits`].
     pub usage: limits::Usage,
+    /// Slots for command-brain steps, one process each, across the daemon.
+    pub brain_processes: Arc<tokio::sync::Semaphore>,
     /// Task ids whose command output grew or ended, for followers.
     output_events: tokio::sync::broadcast::Sender<holarchy_supervision::TaskId>,
 }
@@ -211,6 +213,9 @@ impl Ctx {
             }
             !holds
         });
+        let brain_processes = Arc::new(tokio::sync::Semaphore::new(
+            config.limits.max_brain_processes.max(1),
+        ));
         // Every write passes the redactor: no path can store a secret.
         let store: Arc<dyn Store> =
             Arc::new(secrets::RedactingStore::new(store, config.secrets.clone()));
@@ -230,6 +235,7 @@ impl Ctx {
             gateway: RwLock::new(None),
             root: RwLock::new(None),
             usage: limits::Usage::default(),
+            brain_processes,
             output_events: tokio::sync::broadcast::channel(1024).0,
             // A stalled server must not hold a turn until its deadline: the
             // request fails and is retried like any transient error.

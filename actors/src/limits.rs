@@ -44,6 +44,9 @@ pub struct Limits {
     pub max_commands_per_agent: usize,
     /// Most commands running in the whole daemon (default 256).
     pub max_commands: usize,
+    /// Most command-brain steps running at once in the whole daemon
+    /// (default 64): each is a process. A turn past it waits for a slot.
+    pub max_brain_processes: usize,
     /// Most live agents in the daemon, public and private (default
     /// 1,000,000; idle agents are cheap, but not free).
     pub max_agents: usize,
@@ -79,6 +82,7 @@ impl Default for Limits {
             max_waits_per_agent: 256,
             max_commands_per_agent: 16,
             max_commands: 256,
+            max_brain_processes: 64,
             max_agents: 1_000_000,
             max_turns_per_minute: 600,
             max_message_attempts: 3,

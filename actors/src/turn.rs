@@ -62,6 +62,7 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, Stri
             env: env.clone(),
             timeout: std::time::Duration::from_millis(*timeout_ms),
             sandbox: ctx.config.sandbox.clone(),
+            slots: ctx.brain_processes.clone(),
         })),
         BrainConfig::OpenAi {
             base_url,

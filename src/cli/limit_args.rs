@@ -35,6 +35,10 @@ pub struct LimitArgs {
     /// Most commands running in the daemon.
     #[arg(long, default_value_t = 256)]
     pub max_commands: usize,
+    /// Most command-brain steps (each a process) running at once in the
+    /// daemon; past it a turn waits for a slot.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_brain_processes: u64,
     /// Most live agents (public and private) in the daemon.
     #[arg(long, default_value_t = 1_000_000)]
     pub max_agents: usize,
@@ -68,6 +72,7 @@ impl LimitArgs {
             max_waits_per_agent: self.max_waits,
             max_commands_per_agent: self.max_agent_commands,
             max_commands: self.max_commands,
+            max_brain_processes: usize::try_from(self.max_brain_processes).unwrap_or(usize::MAX),
             max_agents: self.max_agents,
             max_turns_per_minute: self.max_turns_per_minute,
             max_message_attempts: self.max_message_attempts,

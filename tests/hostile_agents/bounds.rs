@@ -511,3 +511,36 @@ async fn a_turn_paging_a_large_output_is_held_to_its_result_budget() {
         (after - before) >> 20
     );
 }
+
+/// Command-brain steps are processes: with one slot in the daemon, two
+/// agents' steps run one after the other, never at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn brain_processes_share_the_daemons_slots() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_with(&data_dir(&root), &["--max-brain-processes", "1"]).await;
+    let mut c = daemon.clients().await;
+    // Replies with when its step started and ended, in nanoseconds.
+    let timed = r#"cat >/dev/null; a=$(date +%s%N); sleep 0.5; b=$(date +%s%N); printf '{"reply":"%s %s"}' "$a" "$b""#;
+    let mut ids = Vec::new();
+    for name in ["first", "second"] {
+        let brain = common::command_brain("/bin/sh", &["-c", timed]);
+        ids.push(common::create_on(&mut c, name, brain).await);
+    }
+    for id in &ids {
+        send(&mut c, id, "when?").await;
+    }
+    let mut spans = Vec::new();
+    for id in &ids {
+        let reply = common::handled(&c, id, 1).await[0].reply.clone();
+        let times: Vec<u128> = reply
+            .split_whitespace()
+            .map(|t| t.parse().expect("a time"))
+            .collect();
+        spans.push((times[0], times[1]));
+    }
+    spans.sort_unstable();
+    assert!(
+        spans[0].1 <= spans[1].0,
+        "two brain steps overlapped with one slot: {spans:?}"
+    );
+}

@@ -39,6 +39,8 @@ pub struct CommandBrain {
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// The daemon's slots for brain processes (`max_brain_processes`).
+    pub slots: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 /// A decision as programs may write it: every field optional, `null` too.
@@ -89,6 +91,14 @@ impl CommandBrain {
     async fn run(self, input: TurnInput) -> Result<TurnPlan, BrainError> {
         let request = serde_json::to_vec(&input)
             .map_err(|e| failed(format!("cannot encode the input: {e}")))?;
+        // One process per step, within the daemon's bound: past it the
+        // step waits (within its turn's deadline) rather than fails.
+        let _slot = self
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| failed("the daemon is shutting down".into()))?;
         let tmp = self
             .sandbox
             .tmp_dir(input.agent_id)
