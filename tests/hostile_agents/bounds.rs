@@ -9,7 +9,19 @@ use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::json;
 
-use crate::common::{self, data_dir, eventually, send, Daemon};
+use crate::common::{self, create_on, data_dir, eventually, send, Daemon};
+
+/// A command brain running the shell script `script`, written to `path`.
+fn script_brain(path: &Path, script: &str) -> pb::BrainConfig {
+    std::fs::write(path, script).expect("brain written");
+    let status = std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(path)
+        .status()
+        .expect("chmod runs");
+    assert!(status.success());
+    common::command_brain(&path.display().to_string(), &[])
+}
 
 /// A command brain: `first` at each turn's first step, `later` after.
 fn shell_brain(dir: &Path, name: &str, first: &str, later: &str) -> pb::BrainConfig {
@@ -17,34 +29,7 @@ fn shell_brain(dir: &Path, name: &str, first: &str, later: &str) -> pb::BrainCon
     let script = format!(
         "#!/bin/sh\ninput=$(cat)\ncase \"$input\" in\n  *'\"step\":1,'*) echo '{first}' ;;\n  *) echo '{later}' ;;\nesac\n"
     );
-    std::fs::write(&path, script).expect("brain written");
-    let status = std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&path)
-        .status()
-        .expect("chmod runs");
-    assert!(status.success());
-    pb::BrainConfig {
-        kind: Some(pb::brain_config::Kind::Command(pb::CommandBrain {
-            program: path.display().to_string(),
-            args: Vec::new(),
-            env: Default::default(),
-            timeout_ms: 20_000,
-        })),
-    }
-}
-
-async fn create_on(c: &mut Clients, name: &str, brain: pb::BrainConfig) -> String {
-    c.agents
-        .create_agent(pb::CreateAgentRequest {
-            name: name.into(),
-            initial_message: None,
-            brain: Some(brain),
-        })
-        .await
-        .expect("created")
-        .into_inner()
-        .agent_id
+    script_brain(&path, &script)
 }
 
 /// Every `tool_called` event's detail for `tool`, oldest first.
@@ -355,21 +340,7 @@ case "$input" in *'"text":"old-10049"'*) newest=yes ;; esac
 case "$input" in *'"text":"old-10044"'*) sixth=yes ;; esac
 echo "{\"reply\":\"newest=$newest sixth=$sixth\"}"
 "#;
-    std::fs::write(&path, script).expect("brain written");
-    let status = std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&path)
-        .status()
-        .expect("chmod runs");
-    assert!(status.success());
-    pb::BrainConfig {
-        kind: Some(pb::brain_config::Kind::Command(pb::CommandBrain {
-            program: path.display().to_string(),
-            args: Vec::new(),
-            env: Default::default(),
-            timeout_ms: 20_000,
-        })),
-    }
+    script_brain(&path, &script)
 }
 
 /// Writes `count` handled messages `old-00000`.. for `agent` straight into
