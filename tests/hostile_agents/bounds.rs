@@ -340,7 +340,7 @@ case "$input" in *'"text":"old-10049"'*) newest=yes ;; esac
 case "$input" in *'"text":"old-10044"'*) sixth=yes ;; esac
 echo "{\"reply\":\"newest=$newest sixth=$sixth\"}"
 "#;
-    script_brain(&path, &script)
+    script_brain(&path, script)
 }
 
 /// Writes `count` handled messages `old-00000`.. for `agent` straight into
