@@ -191,26 +191,9 @@ impl Secrets {
             .clone()
     }
 
-    /// The length of the longest secret, so a stream redactor knows how
-    /// many bytes to hold back in case a secret straddles two reads.
-    pub fn longest(&self) -> usize {
-        self.snapshot()
-            .first()
-            .map_or(0, String::len)
-            .max(TRIGGER_TOKEN_PREFIX.len() + TRIGGER_TOKEN_HEX)
-    }
-
     /// Replaces every known secret and every trigger token in `text`.
     pub fn redact(&self, text: &mut String) {
-        let values = self.snapshot();
-        for value in values.iter() {
-            if text.contains(value.as_str()) {
-                *text = text.replace(value.as_str(), REDACTED);
-            }
-        }
-        if text.contains(TRIGGER_TOKEN_PREFIX) {
-            *text = redact_trigger_tokens(text);
-        }
+        redact_with(&self.snapshot(), text);
     }
 
     /// Redacts a stream piece by piece: `held` is what was read and not
@@ -218,15 +201,15 @@ impl Secrets {
     /// in `held` the tail that could still be the start of a secret (all of
     /// it is final `at_end`).
     pub fn redact_stream(&self, held: &mut Vec<u8>, at_end: bool) -> Vec<u8> {
+        let values = self.snapshot();
         let keep = if at_end {
             0
         } else {
-            self.longest().saturating_sub(1)
+            longest(&values).saturating_sub(1)
         };
         // A match starting before `cut` lies wholly inside `held`, since
         // the hold-back is as long as the longest secret.
         let cut = held.len().saturating_sub(keep);
-        let values = self.snapshot();
         // Secret values, then the trigger token prefix (length 0 marks it).
         let patterns: Vec<(&[u8], usize)> = values
             .iter()
@@ -285,7 +268,9 @@ impl Secrets {
 
     /// Redacts every text of a batch before it is stored.
     pub fn redact_batch(&self, batch: &mut Batch) {
-        let mut redact = |text: &mut String| self.redact(text);
+        // One look at the secrets for the whole batch, not one per text.
+        let values = self.snapshot();
+        let mut redact = |text: &mut String| redact_with(&values, text);
         for (_, event) in &mut batch.events {
             event.texts_mut(&mut redact);
         }
@@ -310,6 +295,29 @@ impl Secrets {
                 | Write::PutWorkspaces(_) => {}
             }
         }
+    }
+}
+
+/// The length of the longest secret among `values` (longest first) or of a
+/// trigger token: how much a stream redactor holds back in case a secret
+/// straddles two reads.
+fn longest(values: &[String]) -> usize {
+    values
+        .first()
+        .map_or(0, String::len)
+        .max(TRIGGER_TOKEN_PREFIX.len() + TRIGGER_TOKEN_HEX)
+}
+
+/// Replaces each of `values` (longest first) and every trigger token in
+/// `text`.
+fn redact_with(values: &[String], text: &mut String) {
+    for value in values {
+        if text.contains(value.as_str()) {
+            *text = text.replace(value.as_str(), REDACTED);
+        }
+    }
+    if text.contains(TRIGGER_TOKEN_PREFIX) {
+        *text = redact_trigger_tokens(text);
     }
 }
 
