@@ -29,13 +29,10 @@ fn main() -> std::process::ExitCode {
         secrets.add(token);
     }
     // What other processes see of ours (/proc/<pid>/environ, cmdline)
-    // keeps the secrets' text even after they leave the environment.
-    // Before the next step: a process that may not be dumped cannot read
-    // its own /proc files unless it is root.
+    // keeps the secrets' text even after they leave the environment. This
+    // comes before the daemon makes itself non-dumpable (`serve`), after
+    // which a non-root process cannot read its own /proc files.
     let scrubbed = secrets.scrub_process_memory();
-    // Other processes of this user may not read our environment or memory
-    // through /proc or ptrace.
-    let undumpable = holarchy::daemon::process::forbid_dumps();
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
@@ -47,9 +44,6 @@ fn main() -> std::process::ExitCode {
         .init();
     if let Err(err) = scrubbed {
         tracing::warn!(error = %err, "cannot scrub secrets from the process's initial environment");
-    }
-    if let Err(err) = undumpable {
-        tracing::warn!(error = %err, "cannot turn off PR_SET_DUMPABLE");
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -8,9 +8,10 @@ use nix::sys::prctl;
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use tracing::{info, warn};
 
-/// Turns off `PR_SET_DUMPABLE`. `main` calls it first thing, before any
-/// secret is read; calling it again is harmless. Children get their own
-/// flag back at `exec`, so commands are unaffected.
+/// Turns off `PR_SET_DUMPABLE`, at the start of `serve`, before any agent
+/// or child starts (`main` has scrubbed the secrets from the process's
+/// /proc copies by then, which needs the flag still on). Children get
+/// their own flag back at `exec`, so commands are unaffected.
 pub fn forbid_dumps() -> nix::Result<()> {
     prctl::set_dumpable(false)
 }

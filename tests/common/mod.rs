@@ -202,7 +202,16 @@ pub async fn send(clients: &mut Clients, agent_id: &str, text: &str) -> String {
 }
 
 pub async fn messages(clients: &mut Clients, agent_id: &str) -> Vec<pb::Message> {
-    let mut all = Vec::new();
+    message_pages(clients, agent_id)
+        .await
+        .into_iter()
+        .flat_map(|page| page.messages)
+        .collect()
+}
+
+/// Every page of the agent's messages, following page tokens.
+pub async fn message_pages(clients: &mut Clients, agent_id: &str) -> Vec<pb::ListMessagesResponse> {
+    let mut pages = Vec::new();
     let mut page_token = String::new();
     loop {
         let page = clients
@@ -215,11 +224,11 @@ pub async fn messages(clients: &mut Clients, agent_id: &str) -> Vec<pb::Message>
             .await
             .expect("messages listed")
             .into_inner();
-        all.extend(page.messages);
-        if page.next_page_token.is_empty() {
-            return all;
+        page_token = page.next_page_token.clone();
+        pages.push(page);
+        if page_token.is_empty() {
+            return pages;
         }
-        page_token = page.next_page_token;
     }
 }
 

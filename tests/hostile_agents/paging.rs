@@ -38,26 +38,11 @@ fn cli(daemon: &Daemon, args: &[&str]) -> String {
 
 /// Every page of the agent's messages, each checked against the budget.
 async fn message_pages(c: &mut Clients, agent_id: &str) -> Vec<pb::ListMessagesResponse> {
-    let mut pages = Vec::new();
-    let mut page_token = String::new();
-    loop {
-        let page = c
-            .agents
-            .list_messages(pb::ListMessagesRequest {
-                agent_id: agent_id.into(),
-                page_size: 1000,
-                page_token,
-            })
-            .await
-            .expect("a page of messages")
-            .into_inner();
+    let pages = crate::common::message_pages(c, agent_id).await;
+    for page in &pages {
         assert!(page.encoded_len() <= BUDGET, "{} bytes", page.encoded_len());
-        page_token = page.next_page_token.clone();
-        pages.push(page);
-        if page_token.is_empty() {
-            return pages;
-        }
     }
+    pages
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
