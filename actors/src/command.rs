@@ -224,12 +224,11 @@ fn spawn_reader(
     stream: Stream,
     mut pipe: impl AsyncReadExt + Unpin + Send + 'static,
     secrets: Arc<Secrets>,
-    bytes_per_sec: u64,
+    pace: Arc<tokio::sync::Mutex<Pace>>,
 ) -> Helper {
     let task = tokio::spawn(async move {
         let mut buf = vec![0u8; READ_SIZE];
         let mut held = Vec::new();
-        let mut pace = Pace::new(bytes_per_sec);
         loop {
             let n = match pipe.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
@@ -240,7 +239,9 @@ fn spawn_reader(
             if !deliver(&myself, stream, ready).await {
                 return;
             }
-            pace.took(n as u64).await;
+            // Both streams keep to one rate: the lock is the task's own,
+            // held while this reader waits its turn.
+            pace.lock().await.took(n as u64).await;
         }
         let rest = secrets.redact_stream(&mut held, true);
         if deliver(&myself, stream, rest).await {
@@ -266,6 +267,7 @@ async fn deliver(myself: &ActorRef<CommandMsg>, stream: Stream, data: Vec<u8>) -
 /// are within the rate since the pace last restarted. A reader that fell
 /// behind (a quiet command) restarts the pace rather than banking credit,
 /// so it bursts at most one second's worth.
+#[derive(Debug)]
 struct Pace {
     bytes_per_sec: u64,
     started: tokio::time::Instant,
@@ -492,14 +494,16 @@ impl Actor for CommandActor {
 
         let mut helpers = Vec::new();
         let secrets = &self.ctx.config.secrets;
-        let rate = sandbox.limits.output_bytes_per_sec;
+        let pace = Arc::new(tokio::sync::Mutex::new(Pace::new(
+            sandbox.limits.output_bytes_per_sec,
+        )));
         if let Some(stdout) = child.stdout.take() {
             helpers.push(spawn_reader(
                 myself.clone(),
                 Stream::Stdout,
                 stdout,
                 secrets.clone(),
-                rate,
+                pace.clone(),
             ));
         }
         if let Some(stderr) = child.stderr.take() {
@@ -508,7 +512,7 @@ impl Actor for CommandActor {
                 Stream::Stderr,
                 stderr,
                 secrets.clone(),
-                rate,
+                pace.clone(),
             ));
         }
         let stdin = child.stdin.take().map(|mut pipe| {
