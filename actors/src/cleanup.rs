@@ -57,8 +57,14 @@ async fn run_to_completion(
     reason: CleanupReason,
     extra: Batch,
 ) -> Result<CleanupOutcome, StoreError> {
-    let tree = ctx.tree_lock.lock().await;
     let store = &ctx.store;
+    // The whole subtree's structure locks, parents first: no child, task or
+    // wait can be added anywhere in it unseen until the batch below marks
+    // it all ended. Let go before the slow part (stopping actors).
+    let structure = ctx
+        .structure
+        .lock_subtree(root, |agent| store.children_of(agent))
+        .await?;
     let Some(root_record) = store.agent(root)? else {
         return Ok(CleanupOutcome::default());
     };
@@ -158,13 +164,12 @@ async fn run_to_completion(
         },
     );
     store.commit(batch.write(Write::PutIntent(intent)))?;
+    // Every record of the subtree is ended: a change that takes one of
+    // these locks from now on finds its agent not live and refuses.
+    drop(structure);
 
     stop_actors(ctx, root, &plan.agents, &plan.tasks, &waits, reason).await;
     store.commit(Batch::new().write(Write::DeleteIntent(intent_id)))?;
-    // Commits are ordered, so whatever runs next under the lock is flushed
-    // after this; waiting for the flush outside the lock lets concurrent
-    // cleanups share one.
-    drop(tree);
     store.durable().await?;
     // Worktrees owned by the tasks just ended, or by the cleaned agents'
     // completed tasks, go now; a crash before this leaves them indexed for

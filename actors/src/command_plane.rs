@@ -77,14 +77,14 @@ pub async fn exec(
     if yield_ms > MAX_YIELD_MS {
         return Err(CommandError::BadYield);
     }
-    // Under the tree lock, like every structural change: no restart or
-    // cleanup of the owner interleaves with starting the command.
-    let tree = ctx.tree_lock.lock().await;
+    // Under the owner's structure lock: no restart or cleanup of the owner
+    // interleaves with starting the command.
+    let structure = ctx.structure.lock(owner).await;
     if !ctx.store.agent(owner)?.is_some_and(|a| a.state.is_live()) {
         return Err(CommandError::OwnerGone);
     }
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
-    // Counted under the tree lock, which every command start takes.
+    // Counted under the owner's lock, which every command start takes.
     let slot = crate::limits::command_slot(ctx, owner)?;
     let view = crate::workspace_plane::view(ctx, owner)?;
     let place = view.place();
@@ -140,8 +140,8 @@ pub async fn exec(
         let _ = ends.wait_for(|done| *done).await;
         drop(slot);
     });
-    // The command runs; waiting for it must not hold up the tree.
-    drop(tree);
+    // The command runs; waiting for it must not hold up its owner.
+    drop(structure);
     // If this call is cancelled (its turn aborted or timed out), the owner
     // must still hear how the command ended.
     let _report_if_dropped = YieldOnDrop(handoff.clone());

@@ -54,6 +54,7 @@ pub mod sandbox;
 pub mod secrets;
 pub mod spawn;
 pub mod store;
+pub mod structure;
 pub mod supervise;
 pub mod task;
 pub mod task_plane;
@@ -146,10 +147,10 @@ pub struct Ctx {
     /// Set before the runtime stops its children, so their exits are not
     /// taken for failures.
     pub shutting_down: AtomicBool,
-    /// Held by structural changes (spawns from tools, cleanups) so a child
-    /// is never created under a supervisor being cleaned up. Never taken
-    /// inside an actor's `handle`.
-    pub tree_lock: tokio::sync::Mutex<()>,
+    /// One lock per agent on its structure (children, tasks, waits,
+    /// workspaces), so a child is never created under a supervisor being
+    /// cleaned up. Never taken inside an actor's `handle`.
+    pub structure: structure::StructureLocks,
     /// Serialises worktree removals (a stop and a sweep may race for one).
     pub worktrees: tokio::sync::Mutex<()>,
     /// Restart windows, only for agents that have failed at least once.
@@ -227,7 +228,7 @@ impl Ctx {
             busy: Arc::new(AtomicUsize::new(0)),
             in_flight: Arc::default(),
             shutting_down: AtomicBool::new(false),
-            tree_lock: tokio::sync::Mutex::new(()),
+            structure: structure::StructureLocks::default(),
             worktrees: tokio::sync::Mutex::new(()),
             budgets: Mutex::new(HashMap::new()),
             restarts: AtomicU64::new(0),

@@ -245,7 +245,8 @@ impl Drop for CommandSlot {
 
 /// Takes a command slot for `owner`: refused past the agent's or the
 /// daemon's bound. The per-agent count reads the owner's linked command
-/// actors, so callers hold the tree lock (as starting a command does).
+/// actors, so callers hold the owner's structure lock (as starting a
+/// command does).
 pub fn command_slot(ctx: &Ctx, owner: AgentId) -> Result<CommandSlot, LimitError> {
     let limits = &ctx.config.limits;
     if members_of(ctx, owner).commands >= limits.max_commands_per_agent {
@@ -293,7 +294,7 @@ pub fn members_of(ctx: &Ctx, agent: AgentId) -> Members {
 }
 
 /// Refuses a new armed wait for `owner` past `--max-waits`. Callers hold
-/// the tree lock, as arming a wait does.
+/// the owner's structure lock, as arming a wait does.
 pub fn check_waits(ctx: &Ctx, owner: AgentId) -> Result<(), LimitError> {
     let limit = ctx.config.limits.max_waits_per_agent;
     if members_of(ctx, owner).waits >= limit {
@@ -304,7 +305,8 @@ pub fn check_waits(ctx: &Ctx, owner: AgentId) -> Result<(), LimitError> {
 
 /// Refuses a new private child of `supervisor` past `--max-children` or
 /// `--max-spawn-depth`. Reads the store's index of live children and walks
-/// at most `max_spawn_depth` supervisors up; callers hold the tree lock.
+/// at most `max_spawn_depth` supervisors up; callers hold the
+/// supervisor's structure lock.
 pub fn check_private_child(ctx: &Ctx, supervisor: AgentId) -> Result<(), SpawnLimitError> {
     let limits = &ctx.config.limits;
     let depth = depth_of(ctx, supervisor, limits.max_spawn_depth)? + 1;

@@ -123,15 +123,15 @@ async fn spawn_to_completion(
     let workspaces =
         ChildWorkspaces::prepare(ctx, caller, profile, workspace_mode, root, task_id).await?;
 
-    // Held until the new actors are registered, so no cleanup of the caller
-    // can run between the caller's liveness check and the child's birth.
-    let tree = ctx.tree_lock.lock().await;
-    let caller_actor = ctx.directory.get(caller).ok_or(SpawnError::CallerGone)?;
+    // The child is committed under the caller's structure lock, so no
+    // cleanup of the caller runs between its liveness check and the commit;
+    // the slow part (flush, git) runs outside it.
+    let structure = ctx.structure.lock(caller).await;
     let Some(caller_record) = ctx.store.agent(caller)?.filter(|r| r.state.is_live()) else {
         return Err(SpawnError::CallerGone);
     };
-    // Bounds, checked under the tree lock every spawn takes, so two spawns
-    // under one supervisor cannot both pass the last free place.
+    // Bounds, checked under the lock every spawn under this caller takes,
+    // so two of them cannot both pass the last free place.
     if profile.visibility == Visibility::Private {
         limits::check_private_child(ctx, caller).map_err(|err| match err {
             SpawnLimitError::Limit(limit) => SpawnError::Limit(limit),
@@ -218,28 +218,16 @@ async fn spawn_to_completion(
         batch = batch.write(Write::PutWorkspaces(projection));
     }
     ctx.store.commit(batch)?;
+    drop(structure);
     let made = match &planned {
         Some(planned) => make_worktree(ctx, planned).await,
         None => Ok(()),
     };
-
-    let supervisor_cell = match supervisor {
-        Some(_) => caller_actor.actor.get_cell(),
-        None => ctx.root().ok_or(SpawnError::CallerGone)?,
+    let started = match made {
+        Ok(()) => start(ctx, caller, record, queue, task.as_ref()).await,
+        Err(err) => Err(err.to_string()),
     };
-    let started = async {
-        made.map_err(|err| err.to_string())?;
-        supervise::spawn_agent(ctx, record, queue, supervisor_cell, false).await?;
-        if let Some(task) = &task {
-            supervise::spawn_task(ctx, task, caller_actor.actor.get_cell()).await?;
-        }
-        Ok::<_, ractor::ActorProcessingErr>(())
-    };
-    let started = started.await;
     drop(agent_slot);
-    // The tree is consistent from here on; other spawns need not wait for
-    // this one's flush, and sharing flushes is what makes spawns fast.
-    drop(tree);
     if let Err(err) = started {
         // Leave no half-made child behind: clean up what was committed.
         let _ = supervise::end_child(
@@ -250,14 +238,58 @@ async fn spawn_to_completion(
             false,
         )
         .await;
-        return Err(SpawnError::Spawn(err.to_string()));
+        return Err(SpawnError::Spawn(err));
     }
     ctx.store.durable().await?;
     Ok(Spawned { agent_id, task })
 }
 
+/// Starts the committed child's actor and its handle, under the caller's
+/// structure lock again: while it was let go, a cleanup may have ended the
+/// child (nothing to start) or a restart of the caller may have started it
+/// from the store already (nothing more to start).
+async fn start(
+    ctx: &Arc<Ctx>,
+    caller: AgentId,
+    record: AgentRecord,
+    queue: Vec<holarchy_supervision::MessageId>,
+    task: Option<&TaskRecord>,
+) -> Result<(), String> {
+    let _structure = ctx.structure.lock(caller).await;
+    let child = record.id;
+    let live = ctx
+        .store
+        .agent(child)
+        .map_err(|err| err.to_string())?
+        .is_some_and(|r| r.state.is_live());
+    if !live {
+        return Err("its supervisor was cleaned up while it was made".into());
+    }
+    if ctx.directory.get(child).is_some() {
+        return Ok(());
+    }
+    let supervisor_cell = match record.supervisor_agent_id {
+        Some(_) => match ctx.directory.get(caller) {
+            Some(entry) => entry.actor.get_cell(),
+            // The caller's actor died after the commit: its restart brings
+            // the child back from the store with the rest of its subtree.
+            None => return Ok(()),
+        },
+        None => ctx.root().ok_or("the runtime is stopping")?,
+    };
+    supervise::spawn_agent(ctx, record, queue, supervisor_cell.clone(), false)
+        .await
+        .map_err(|err| err.to_string())?;
+    if let Some(task) = task {
+        supervise::spawn_task(ctx, task, supervisor_cell)
+            .await
+            .map_err(|err| err.to_string())?;
+    }
+    Ok(())
+}
+
 /// How the child's workspaces will be made, checked and (for a worktree)
-/// planned before the tree lock is taken.
+/// planned before the caller's structure lock is taken.
 enum ChildWorkspaces {
     /// A public agent: the caller's attached set.
     Public,

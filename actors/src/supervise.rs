@@ -363,13 +363,22 @@ pub async fn on_child_exit(
         // group died with the actor) and its owner is told.
         Some(Member::Command(task_id)) => interrupt_command(ctx, task_id, &reason),
         Some(Member::Agent(agent_id)) => {
-            // The restart runs as a task of its own under the tree lock, so
-            // it never interleaves with a spawn, a wait being armed or a
-            // cleanup, and the supervisor's `handle` returns at once.
+            // The restart runs as a task of its own under the structure
+            // locks of the agent's whole subtree, so it never interleaves
+            // with a spawn, a wait being armed or a cleanup in it, and the
+            // supervisor's `handle` returns at once.
             let ctx = ctx.clone();
             tokio::spawn(async move {
-                let _tree = ctx.tree_lock.lock().await;
-                if let Err(err) = restart_agent(&ctx, agent_id, supervisor, reason).await {
+                let store = &ctx.store;
+                let locked = ctx
+                    .structure
+                    .lock_subtree(agent_id, |agent| store.children_of(agent))
+                    .await;
+                let restarted = match locked {
+                    Ok(_structure) => restart_agent(&ctx, agent_id, supervisor, reason).await,
+                    Err(err) => Err(err.into()),
+                };
+                if let Err(err) = restarted {
                     error!(agent_id = %agent_id, error = %err, "restart failed");
                 }
             });

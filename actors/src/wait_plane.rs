@@ -68,10 +68,10 @@ fn check_anchor(ctx: &Ctx, owner: AgentId, work_item: Option<WorkItemId>) -> Res
 }
 
 /// Records an armed wait and starts its actor under the owner's. Under the
-/// tree lock: an owner's restart or cleanup either happened before (then
-/// the owner is checked here) or happens after (and sees the record).
+/// owner's structure lock: its restart or cleanup either happened before
+/// (then the owner is checked here) or happens after (and sees the record).
 async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> {
-    let tree = ctx.tree_lock.lock().await;
+    let structure = ctx.structure.lock(wait.owner_agent_id).await;
     if !ctx
         .store
         .agent(wait.owner_agent_id)?
@@ -83,7 +83,7 @@ async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> 
         .directory
         .get(wait.owner_agent_id)
         .ok_or(WaitError::OwnerGone)?;
-    // Counted under the tree lock, which every new wait takes: exact.
+    // Counted under the owner's lock, which every new wait takes: exact.
     crate::limits::check_waits(ctx, wait.owner_agent_id)?;
     ctx.store.commit(
         Batch::new()
@@ -102,7 +102,7 @@ async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> 
         // from the record committed above.
         tracing::debug!(wait_id = %wait.id, error = %err, "wait left to the owner's restart");
     }
-    drop(tree);
+    drop(structure);
     ctx.store.durable().await?;
     Ok(wait)
 }

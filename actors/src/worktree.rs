@@ -46,7 +46,7 @@ pub enum WorktreeError {
 /// Git runs with the scrubbed environment commands get (the daemon's holds
 /// model keys and the TCP token), no system config, no hooks and no
 /// fsmonitor: an agent can write a repository's hooks, and a checkout runs
-/// `post-checkout` while the tree lock is held.
+/// `post-checkout` in the daemon.
 async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     let mut command = Command::new("git");
     crate::environment::scrub(
@@ -242,7 +242,7 @@ pub async fn sweep(ctx: &Arc<Ctx>) -> Result<usize, StoreError> {
 /// At start, before any agent runs: makes again every running task's
 /// worktree that a crash kept `git worktree add` from finishing. Only
 /// here: at any other time a running task's missing worktree is a spawn
-/// still making it, under the tree lock.
+/// still making it (committed, between its flush and its git call).
 pub async fn restore_running(ctx: &Ctx) -> Result<usize, StoreError> {
     let mut restored = 0;
     for task in ctx.store.worktree_tasks()? {

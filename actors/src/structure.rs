@@ -1,0 +1,224 @@
+//! One lock per agent on its structure: its children, task handles,
+//! commands, waits and workspaces. A change to one agent's structure is
+//! serialised by that agent's lock alone, so a slow change under one agent
+//! never waits for another's.
+//!
+//! Rules, in one place (see docs/architecture.md):
+//! - A change takes the lock of the agent it changes, checks that agent is
+//!   live, commits (in memory; never a flush) and registers the actors it
+//!   starts, then lets go. Slow parts (flushes, git, process stops) run
+//!   outside the lock; a change that must finish after one takes the lock
+//!   again and checks again.
+//! - Only a cleanup holds more than one lock: it locks its subtree from the
+//!   root down, a parent before its children. Every other change holds one
+//!   lock at a time, so no two holders can wait on each other.
+//! - Locks exist only while held or waited for: a million idle agents cost
+//!   nothing here.
+
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use holarchy_supervision::AgentId;
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+
+/// Shards of the lock table; a shard's mutex is held only to find or drop
+/// an entry, never while a structure lock is waited for.
+const SHARDS: usize = 64;
+
+type Table = HashMap<AgentId, Arc<AsyncMutex<()>>>;
+
+/// The structure locks of every agent of one runtime.
+pub struct StructureLocks {
+    shards: Box<[Mutex<Table>]>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Default for StructureLocks {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: std::collections::hash_map::RandomState::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for StructureLocks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StructureLocks")
+            .field("held", &self.held())
+            .finish()
+    }
+}
+
+impl StructureLocks {
+    /// Waits for `agent`'s structure lock.
+    pub async fn lock(&self, agent: AgentId) -> StructureGuard<'_> {
+        let shard = self.shard(agent);
+        let entry = shard
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(agent)
+            .or_default()
+            .clone();
+        let guard = entry.lock_owned().await;
+        StructureGuard {
+            locks: self,
+            agent,
+            guard: Some(guard),
+        }
+    }
+
+    /// Locks every agent `children_of` reaches from `root`, parents before
+    /// their children, and returns the guards in that order (the root
+    /// first). `children_of` is read under each parent's lock, so no child
+    /// can be added to a locked agent unseen.
+    pub async fn lock_subtree<E>(
+        &self,
+        root: AgentId,
+        mut children_of: impl FnMut(AgentId) -> Result<Vec<AgentId>, E>,
+    ) -> Result<Vec<StructureGuard<'_>>, E> {
+        let mut guards = vec![self.lock(root).await];
+        let mut next = 0;
+        while next < guards.len() {
+            let parent = guards[next].agent;
+            next += 1;
+            for child in children_of(parent)? {
+                guards.push(self.lock(child).await);
+            }
+        }
+        Ok(guards)
+    }
+
+    /// How many agents' locks are held or waited for now.
+    pub fn held(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
+            .sum()
+    }
+
+    fn shard(&self, agent: AgentId) -> &Mutex<Table> {
+        &self.shards[(self.hasher.hash_one(agent) as usize) % SHARDS]
+    }
+}
+
+/// Held: no other change of the agent's structure runs.
+pub struct StructureGuard<'a> {
+    locks: &'a StructureLocks,
+    agent: AgentId,
+    guard: Option<OwnedMutexGuard<()>>,
+}
+
+impl StructureGuard<'_> {
+    /// The agent whose structure this guard holds.
+    pub fn agent(&self) -> AgentId {
+        self.agent
+    }
+}
+
+impl std::fmt::Debug for StructureGuard<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StructureGuard")
+            .field("agent", &self.agent)
+            .finish()
+    }
+}
+
+impl Drop for StructureGuard<'_> {
+    fn drop(&mut self) {
+        drop(self.guard.take());
+        let mut table = self
+            .locks
+            .shard(self.agent)
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Waiters take their clone under this shard's mutex, so a count of
+        // one (the table's own) means nobody holds or awaits the lock.
+        if table
+            .get(&self.agent)
+            .is_some_and(|entry| Arc::strong_count(entry) == 1)
+        {
+            table.remove(&self.agent);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn one_agents_lock_does_not_wait_for_anothers() {
+        let locks = StructureLocks::default();
+        let (a, b) = (AgentId::generate(), AgentId::generate());
+        let _held = locks.lock(a).await;
+        let other = tokio::time::timeout(Duration::from_secs(5), locks.lock(b)).await;
+        assert!(other.is_ok(), "b's lock waited for a's");
+    }
+
+    #[tokio::test]
+    async fn a_second_holder_of_one_agent_waits_until_the_first_lets_go() {
+        let locks = Arc::new(StructureLocks::default());
+        let a = AgentId::generate();
+        let first = locks.lock(a).await;
+        let waiter = {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let _second = locks.lock(a).await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "the second holder did not wait");
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("the waiter got the lock")
+            .expect("no panic");
+    }
+
+    #[tokio::test]
+    async fn locks_are_forgotten_once_nobody_holds_or_awaits_them() {
+        let locks = Arc::new(StructureLocks::default());
+        let a = AgentId::generate();
+        let first = locks.lock(a).await;
+        let waiter = {
+            let locks = locks.clone();
+            tokio::spawn(async move { drop(locks.lock(a).await) })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(first);
+        waiter.await.expect("no panic");
+        assert_eq!(locks.held(), 0);
+        for _ in 0..100 {
+            drop(locks.lock(AgentId::generate()).await);
+        }
+        assert_eq!(locks.held(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_subtree_is_locked_parents_first_and_whole() {
+        let locks = StructureLocks::default();
+        let root = AgentId::generate();
+        let kids = [AgentId::generate(), AgentId::generate()];
+        let grandchild = AgentId::generate();
+        let guards = locks
+            .lock_subtree(root, |a| {
+                Ok::<_, ()>(if a == root {
+                    kids.to_vec()
+                } else if a == kids[1] {
+                    vec![grandchild]
+                } else {
+                    Vec::new()
+                })
+            })
+            .await
+            .expect("locked");
+        let order: Vec<_> = guards.iter().map(StructureGuard::agent).collect();
+        assert_eq!(order, vec![root, kids[0], kids[1], grandchild]);
+        assert_eq!(locks.held(), 4);
+        drop(guards);
+        assert_eq!(locks.held(), 0);
+    }
+}

@@ -1,0 +1,135 @@
+//! End-to-end: one agent's slow structural change never stalls another's.
+//! A worktree spawn stuck in a slow git checkout (a smudge filter that
+//! sleeps) holds only its caller's structure; meanwhile another agent runs
+//! commands, arms timers, spawns children and changes workspaces.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::workspaces::{git, lead_in, run};
+use common::{create, data_dir, eventually, exec, tool_output, Daemon};
+use serde_json::json;
+
+/// How long the checkout of the lead's worktree child sleeps.
+const STUCK: Duration = Duration::from_secs(10);
+
+/// A repository whose checkout runs a smudge filter that marks its start,
+/// sleeps, then marks its end.
+fn slow_repository(root: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let repo = root.join("repo");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    let started = root.join("checkout-started");
+    let finished = root.join("checkout-finished");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    let smudge = format!(
+        "touch {}; sleep {}; cat; touch {}",
+        started.display(),
+        STUCK.as_secs(),
+        finished.display()
+    );
+    git(&repo, &["config", "filter.slow.smudge", &smudge]);
+    git(&repo, &["config", "filter.slow.clean", "cat"]);
+    std::fs::write(repo.join(".gitattributes"), "*.slow filter=slow\n").expect("write");
+    std::fs::write(repo.join("data.slow"), "slow to check out\n").expect("write");
+    git(&repo, &["add", "."]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=test",
+            "-c",
+            "user.email=test@example.com",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
+    // The commit's own checkout ran no smudge; only the spawn's will.
+    let _ = std::fs::remove_file(&started);
+    let repo = std::fs::canonicalize(repo).expect("canonical");
+    (repo, started, finished)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worktree_spawn_stuck_in_git_stalls_no_other_agent() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (repo, started, finished) = slow_repository(root.path());
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let lead = lead_in(&mut c, &repo).await;
+    let other = create(&mut c, "other", None).await;
+
+    // The lead's spawn goes into git and stays there.
+    common::send(
+        &mut c,
+        &lead,
+        &common::script(json!([{ "name": "SpawnAgent", "input": {
+            "preset": "private_child",
+            "workspace_mode": "worktree",
+            "initial_message": "work on your branch",
+        } }])),
+    )
+    .await;
+    eventually("the checkout to start", || {
+        let started = started.clone();
+        async move { started.exists().then_some(()) }
+    })
+    .await;
+
+    // Meanwhile the other agent's structural changes go through at once.
+    let scratch = root.path().join("scratch");
+    std::fs::create_dir_all(&scratch).expect("mkdir");
+    let mut latencies = Vec::new();
+    for i in 0..20 {
+        let sent = Instant::now();
+        let out = exec(&mut c, &other, &format!("echo run-{i}"), 5_000).await;
+        latencies.push(sent.elapsed());
+        assert_eq!(out["exit"], "exit code 0", "{out}");
+    }
+    run(
+        &mut c,
+        &other,
+        json!([
+            { "name": "Sleep", "input": { "duration_ms": 600_000, "reason": "later" } },
+            { "name": "SpawnAgent", "input": { "preset": "private_child", "initial_message": "help" } },
+            { "name": "AttachWorkspace", "input": { "path": scratch.display().to_string(), "workspace_id": "scratch" } },
+        ]),
+    )
+    .await;
+    let spawned = tool_output(&mut c, &other, "SpawnAgent").await;
+    assert!(spawned["agent_id"].is_string(), "{spawned}");
+    tool_output(&mut c, &other, "Sleep").await;
+    tool_output(&mut c, &other, "AttachWorkspace").await;
+    assert!(
+        !finished.exists(),
+        "the checkout ended before the other agent's work was done: nothing was shown"
+    );
+    latencies.sort();
+    let p50 = latencies[latencies.len() / 2];
+    let worst = latencies[latencies.len() - 1];
+    eprintln!(
+        "ExecCommand echo round trips while a spawn was stuck in git: p50 {p50:?}, max {worst:?}"
+    );
+
+    // The stuck spawn itself finishes once git does.
+    eventually("the lead's spawn", || {
+        let mut c = c.clone();
+        let lead = lead.clone();
+        async move {
+            let handled = common::messages(&mut c, &lead)
+                .await
+                .iter()
+                .all(|m| m.status == holarchy::api::pb::MessageStatus::Handled as i32);
+            handled.then_some(())
+        }
+    })
+    .await;
+    let child = tool_output(&mut c, &lead, "SpawnAgent").await;
+    assert!(finished.exists(), "the spawn returned before its checkout");
+    assert!(
+        child["task_handle"]["worktree"]["path"].is_string(),
+        "{child}"
+    );
+}
