@@ -7,7 +7,9 @@ use std::path::Path;
 use holarchy::api::pb;
 use holarchy::client::Clients;
 
-use crate::common::{create_on, data_dir, eventually, handled, messages, send, Daemon};
+use crate::common::{
+    create_on, data_dir, eventually, handled, messages, processes_with, send, Daemon,
+};
 
 /// A brain that leaves a marker per turn it starts (`quick.*` or
 /// `slow.*`) and, for `slow`, holds the turn until a `release` file
@@ -49,7 +51,8 @@ async fn a_turn_cut_short_by_kill_9_runs_again_and_a_handled_one_does_not() {
     let dir = data_dir(&root);
     let mut daemon = Daemon::start(&dir).await;
     let mut c = daemon.clients().await;
-    let brain = crate::shell_brain(&root.path().join("blocking.sh"), BRAIN);
+    let script = root.path().join("blocking.sh");
+    let brain = crate::shell_brain(&script, BRAIN);
     let id = create_on(&mut c, "worker", brain).await;
     let private = crate::private_dir(&dir, &id);
 
@@ -77,6 +80,13 @@ async fn a_turn_cut_short_by_kill_9_runs_again_and_a_handled_one_does_not() {
         async move { found.then_some(()) }
     })
     .await;
+    // The cut turn's brain died with the daemon: only the new one runs.
+    let brain_shell = format!("sh {}", script.display());
+    eventually("one brain left running", || {
+        let running = processes_with(&brain_shell);
+        async move { (running.len() == 1).then_some(()) }
+    })
+    .await;
     std::fs::write(private.join("release"), "").expect("release");
     let all = handled(&c, &id, 2).await;
 
@@ -96,4 +106,9 @@ async fn a_turn_cut_short_by_kill_9_runs_again_and_a_handled_one_does_not() {
         .expect("status")
         .into_inner();
     assert!(status.interrupted_runs >= 1, "{status:?}");
+    eventually("no brain left behind", || {
+        let running = processes_with(&script.display().to_string());
+        async move { running.is_empty().then_some(()) }
+    })
+    .await;
 }
