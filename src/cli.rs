@@ -164,6 +164,10 @@ pub struct ServeArgs {
     /// The restart period, in seconds.
     #[arg(long, default_value_t = 5)]
     pub restart_period: u64,
+    /// Root partitions: supervisor actors the public agents are spread
+    /// over (default: one per core; at least 1, at most 1024).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub partitions: Option<u16>,
     /// Bytes of output each command task keeps (oldest dropped first).
     #[arg(long, default_value_t = 1024 * 1024)]
     pub output_capacity: u64,
@@ -357,6 +361,9 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             if let Some(brain) = args.default_brain.config() {
                 brain.validate()?;
                 config.runtime.default_brain = brain;
+            }
+            if let Some(partitions) = args.partitions {
+                config.runtime.partitions = usize::from(partitions);
             }
             config.runtime.restart_policy = RestartPolicy {
                 max_restarts: args.restart_max,

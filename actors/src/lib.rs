@@ -2,8 +2,9 @@
 //!
 //! # Layout
 //! - [`runtime`]: the root supervisor, and [`Runtime`], the handle the daemon
-//!   drives it with. Supervises the gateway and every public agent; restarts
-//!   failed agents within an OTP-style intensity.
+//!   drives it with. Supervises the gateway and the root partitions, which
+//!   supervise the public agents and restart failed ones within an
+//!   OTP-style intensity.
 //! - [`gateway`]: routes operator ingress, refusing private agents.
 //! - [`agent`]: one actor per live agent; runs one turn at a time, beside
 //!   its `handle`, never inside it.
@@ -15,7 +16,7 @@
 //!   an intensity, or give up and clean the subtree up.
 //! - [`cleanup`]: durable cleanup of a supervision subtree.
 //! - [`spawn`]: the `SpawnAgent` tool: private children linked under their
-//!   supervisor, public agents under the runtime.
+//!   supervisor, public agents under a root partition.
 //! - [`task`]: the task actor, a parent's live handle on a child.
 //! - [`workspace_plane`]: attaching, detaching and using workspaces; where
 //!   an agent's commands run. [`workspace_path`] keeps requested paths
@@ -25,6 +26,7 @@
 //!   atomic.
 //! - [`limits`]: the bounds on what agents can make the daemon do.
 //! - [`directory`]: running actors by id, shared by every supervisor.
+//! - [`structure`]: one lock per agent on its children, tasks and waits.
 //! - [`store`]: the storage trait these actors need.
 //!
 //! Every actor overrides `handle_supervisor_evt`: ractor's default stops a
@@ -111,6 +113,8 @@ pub struct RuntimeConfig {
     pub secrets: Arc<secrets::Secrets>,
     /// Bounds on what agents can make the daemon do.
     pub limits: limits::Limits,
+    /// Supervisor actors public agents are spread over (at least one).
+    pub partitions: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -129,6 +133,7 @@ impl Default for RuntimeConfig {
             sandbox: sandbox::SandboxConfig::default(),
             secrets: Arc::default(),
             limits: limits::Limits::default(),
+            partitions: std::thread::available_parallelism().map_or(1, usize::from),
         }
     }
 }
@@ -159,6 +164,8 @@ pub struct Ctx {
     pub given_up: AtomicU64,
     gateway: RwLock<Option<ActorRef<GatewayMsg>>>,
     root: RwLock<Option<ActorCell>>,
+    /// The root partitions, supervisors of the public agents.
+    partitions: RwLock<Vec<ActorCell>>,
     /// One HTTP client (and connection pool) for every model brain.
     pub http: reqwest::Client,
     /// Daemon-wide counts behind [`limits::Limits`].
@@ -235,6 +242,7 @@ impl Ctx {
             given_up: AtomicU64::new(0),
             gateway: RwLock::new(None),
             root: RwLock::new(None),
+            partitions: RwLock::new(Vec::new()),
             usage: limits::Usage::default(),
             brain_processes,
             output_events: tokio::sync::broadcast::channel(1024).0,
@@ -274,7 +282,8 @@ impl Ctx {
         self.config.workspace_root.join(agent_id.to_string())
     }
 
-    /// The runtime's root actor, supervisor of every self-owned agent.
+    /// The runtime's root actor, supervisor of the gateway and the root
+    /// partitions.
     pub fn root(&self) -> Option<ActorCell> {
         self.root
             .read()
@@ -284,6 +293,51 @@ impl Ctx {
 
     fn set_root(&self, root: ActorCell) {
         *self.root.write().unwrap_or_else(PoisonError::into_inner) = Some(root);
+    }
+
+    /// The root partition that supervises the public agent `agent`.
+    pub fn partition_for(&self, agent: AgentId) -> Option<ActorCell> {
+        let partitions = self
+            .partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let index = runtime::partition::partition_of(agent, partitions.len());
+        partitions.get(index).cloned()
+    }
+
+    /// How many root partitions there are (0 before the runtime started).
+    pub fn partition_count(&self) -> usize {
+        self.partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// The index of the partition actor `actor`, if it is one.
+    pub fn partition_index(&self, actor: ractor::ActorId) -> Option<usize> {
+        self.partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .position(|p| p.get_id() == actor)
+    }
+
+    fn set_partitions(&self, partitions: Vec<ActorCell>) {
+        *self
+            .partitions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = partitions;
+    }
+
+    fn set_partition(&self, index: usize, partition: ActorCell) {
+        if let Some(slot) = self
+            .partitions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(index)
+        {
+            *slot = partition;
+        }
     }
 }
 

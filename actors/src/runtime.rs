@@ -1,7 +1,8 @@
 //! The runtime: the root supervisor actor, and [`Runtime`], the handle the
 //! daemon (and benchmarks and tests) drive it through.
 //!
-//! The root supervises the gateway and every self-owned agent. On start it
+//! The root supervises the gateway and the root partitions
+//! ([`partition`]), which supervise the self-owned agents. On start it
 //! recovers from the store before it answers anything: cleanups a crash
 //! interrupted are finished, private agents without a live supervisor are
 //! archived, interrupted turns are requeued, and live agents respawned under
@@ -11,10 +12,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use holarchy_supervision::limits::{self, InvalidInput};
-use holarchy_supervision::{
-    AgentId, AgentRecord, BrainConfig, EventKind, LifecycleState, MessageRecord, Preset, Provenance,
-};
+use holarchy_supervision::limits::InvalidInput;
+use holarchy_supervision::{AgentId, BrainConfig, EventKind, LifecycleState};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
 
@@ -22,7 +21,9 @@ use crate::gateway::{GatewayActor, GatewayMsg};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, supervise, Ctx};
 
+mod create;
 mod handle;
+pub mod partition;
 mod recovery;
 
 pub use handle::{ArchiveError, BrainError, Runtime};
@@ -104,10 +105,6 @@ pub struct RuntimeSnapshot {
 
 #[derive(Debug)]
 pub enum RuntimeMsg {
-    CreateAgents {
-        specs: Vec<NewAgent>,
-        reply: RpcReplyPort<Result<Vec<AgentId>, CreateError>>,
-    },
     Snapshot(RpcReplyPort<RuntimeSnapshot>),
 }
 
@@ -156,109 +153,6 @@ impl RuntimeActor {
         self.ctx.set_gateway(gateway.clone());
         Ok(gateway)
     }
-
-    /// Creates `public_named` agents in one durable batch: all of them, or
-    /// (a bad name, a taken name) none.
-    async fn create_agents(
-        &self,
-        myself: &ActorRef<RuntimeMsg>,
-        specs: Vec<NewAgent>,
-    ) -> Result<Vec<AgentId>, CreateError> {
-        if specs.len() > MAX_CREATE_BATCH {
-            return Err(CreateError::TooMany {
-                max: MAX_CREATE_BATCH,
-            });
-        }
-        let mut names = std::collections::HashSet::with_capacity(specs.len());
-        for spec in &specs {
-            limits::check_name(&spec.name)?;
-            if let Some(brain) = &spec.brain {
-                brain.validate()?;
-            }
-            if let Some(body) = &spec.initial_message {
-                limits::check_message(body)?;
-            }
-            if !names.insert(spec.name.as_str())
-                || self.ctx.store.agent_id_by_name(&spec.name)?.is_some()
-            {
-                return Err(CreateError::NameTaken(spec.name.clone()));
-            }
-        }
-        // Held until every new agent is in the directory (or failed).
-        let _slots = crate::limits::reserve_agents(&self.ctx, specs.len())?;
-        let now = now_ms();
-        let mut batch = Batch::new();
-        let mut created = Vec::with_capacity(specs.len());
-        for spec in specs {
-            let record = AgentRecord {
-                id: AgentId::generate(),
-                name: Some(spec.name.clone()),
-                profile: Preset::PublicNamed.profile(),
-                lineage_parent_agent_id: None,
-                supervisor_agent_id: None,
-                state: LifecycleState::Active,
-                brain: spec
-                    .brain
-                    .unwrap_or_else(|| self.ctx.config.default_brain.clone()),
-                forked_context: None,
-                created_at_ms: now,
-                updated_at_ms: now,
-            };
-            let agent_id = record.id;
-            batch = batch.write(Write::CreateAgent(record.clone())).event(
-                agent_id,
-                EventKind::AgentCreated {
-                    name: Some(spec.name),
-                    preset: Some(Preset::PublicNamed.name().into()),
-                    lineage_parent_agent_id: None,
-                    supervisor_agent_id: None,
-                },
-            );
-            let mut queue = Vec::new();
-            if let Some(body) = spec.initial_message {
-                let message =
-                    MessageRecord::queued(agent_id, Provenance::Operator, body, None, now);
-                queue.push(message.id);
-                batch = batch
-                    .event(
-                        agent_id,
-                        EventKind::MessageQueued {
-                            message_id: message.id,
-                            provenance: message.provenance,
-                        },
-                    )
-                    .write(Write::PutMessage(message));
-            }
-            created.push((record, queue));
-        }
-        // One transaction: every record lands, or none does.
-        self.ctx.store.commit(batch)?;
-        let total = created.len();
-        let mut ids = Vec::with_capacity(total);
-        let mut failed = 0;
-        let mut failure = None;
-        for (record, queue) in created {
-            let agent_id = record.id;
-            ids.push(agent_id);
-            if let Err(err) =
-                supervise::spawn_agent(&self.ctx, record, queue, myself.get_cell(), false).await
-            {
-                // The record is committed; leave it failed rather than live
-                // with no actor, so status, listings and a retry all tell
-                // the truth.
-                mark_failed(&self.ctx, agent_id, format!("could not start: {err}"))?;
-                failed += 1;
-                failure.get_or_insert(err.to_string());
-            }
-        }
-        match failure {
-            // Say what exists now: a retry would meet the taken names.
-            Some(err) => Err(CreateError::Spawn(format!(
-                "{failed} of {total} agents were stored but could not start and are marked failed: {err}"
-            ))),
-            None => Ok(ids),
-        }
-    }
 }
 
 impl Actor for RuntimeActor {
@@ -273,13 +167,19 @@ impl Actor for RuntimeActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         self.ctx.set_root(myself.get_cell());
         let gateway = self.spawn_gateway(&myself).await?;
+        let mut partitions = Vec::with_capacity(self.ctx.config.partitions.max(1));
+        for index in 0..self.ctx.config.partitions.max(1) {
+            partitions
+                .push(partition::PartitionActor::spawn(&self.ctx, index, myself.get_cell()).await?);
+        }
+        self.ctx.set_partitions(partitions);
         // Before any agent runs: none may wake up in a worktree a crash
         // kept git from making.
         let restored = crate::worktree::restore_running(&self.ctx).await?;
         if restored > 0 {
             info!(restored, "worktrees made again after a crash");
         }
-        let recovered = recovery::recover(&self.ctx, &myself).await?;
+        let recovered = recovery::recover(&self.ctx).await?;
         info!(
             agents = recovered.recovered_agents,
             interrupted = recovered.interrupted_runs,
@@ -302,27 +202,11 @@ impl Actor for RuntimeActor {
 
     async fn handle(
         &self,
-        myself: ActorRef<Self::Msg>,
+        _myself: ActorRef<Self::Msg>,
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            RuntimeMsg::CreateAgents { specs, reply } => {
-                match self.create_agents(&myself, specs).await {
-                    Ok(ids) => {
-                        // One flush for the whole batch, waited for beside the
-                        // actor.
-                        let durable = self.ctx.store.durable();
-                        tokio::spawn(async move {
-                            let _ =
-                                reply.send(durable.await.map(|()| ids).map_err(CreateError::Store));
-                        });
-                    }
-                    Err(err) => {
-                        let _ = reply.send(Err(err));
-                    }
-                }
-            }
             RuntimeMsg::Snapshot(reply) => {
                 let counts = self.ctx.directory.counts();
                 let _ = reply.send(RuntimeSnapshot {
@@ -361,6 +245,10 @@ impl Actor for RuntimeActor {
                 Ok(gateway) => state.gateway = gateway,
                 Err(err) => error!(error = %err, "could not restart the gateway"),
             }
+            return Ok(());
+        }
+        if let Some(index) = self.ctx.partition_index(child.get_id()) {
+            partition::restart(&self.ctx, index, myself.get_cell(), reason);
             return Ok(());
         }
         supervise::on_child_exit(&self.ctx, myself.get_cell(), child, reason).await;

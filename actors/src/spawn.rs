@@ -275,7 +275,7 @@ async fn start(
             // the child back from the store with the rest of its subtree.
             None => return Ok(()),
         },
-        None => ctx.root().ok_or("the runtime is stopping")?,
+        None => ctx.partition_for(child).ok_or("the runtime is stopping")?,
     };
     supervise::spawn_agent(ctx, record, queue, supervisor_cell.clone(), false)
         .await

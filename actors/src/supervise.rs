@@ -217,6 +217,27 @@ pub async fn spawn_tree(
     Ok(count)
 }
 
+/// Respawns `agent_id`'s live subtree under `supervisor` after its actors
+/// died with their supervisor (a root partition), outside any restart
+/// budget: the agents did not fail. Returns how many agents run again.
+pub async fn respawn_subtree(
+    ctx: &Arc<Ctx>,
+    agent_id: AgentId,
+    supervisor: ActorCell,
+    reason: &str,
+) -> Result<usize, ActorProcessingErr> {
+    let store = &ctx.store;
+    let _structure = ctx
+        .structure
+        .lock_subtree(agent_id, |agent| store.children_of(agent))
+        .await?;
+    let Some(record) = store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
+        return Ok(0);
+    };
+    forget_subtree(ctx, agent_id)?;
+    spawn_tree(ctx, record, supervisor, reason).await
+}
+
 /// Forgets every actor of `root`'s subtree: they died with it.
 fn forget_subtree(ctx: &Ctx, root: AgentId) -> Result<(), StoreError> {
     let mut todo = vec![root];

@@ -288,16 +288,17 @@ impl<'a> Walk<'a> {
                 "agent {agent_id} is live in the store but its actor is not running"
             ));
         }
-        // Its actor must be linked under its supervisor's, or the root's.
+        // Its actor must be linked under its supervisor's, or its root
+        // partition's.
         let expected_parent = match record.supervisor_agent_id {
-            None => self.ctx.root(),
+            None => self.ctx.partition_for(agent_id),
             Some(sup) => self.ctx.directory.get(sup).map(|e| e.actor.get_cell()),
         };
         if let (Some(cell), Some(parent)) = (&cell, &expected_parent) {
             if !self.is_linked(parent, cell) {
                 let owner = record
                     .supervisor_agent_id
-                    .map_or("the runtime".to_owned(), |s| s.to_string());
+                    .map_or("its root partition".to_owned(), |s| s.to_string());
                 self.mismatches.push(format!(
                     "agent {agent_id}'s actor is not linked under {owner}"
                 ));

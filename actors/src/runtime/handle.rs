@@ -163,14 +163,10 @@ impl Runtime {
             .config
             .call_timeout
             .saturating_mul(1 + (specs.len() / 1000) as u32);
-        let result = self
-            .root
-            .call(
-                |reply| RuntimeMsg::CreateAgents { specs, reply },
-                Some(timeout),
-            )
-            .await;
-        unanswered(result).map_err(CreateError::Unavailable)?
+        // The creation goes on if this wait gives up: it is all or none.
+        tokio::time::timeout(timeout, super::create::create_agents(&self.ctx, specs))
+            .await
+            .map_err(|_| CreateError::Unavailable("timed out".into()))?
     }
 
     /// Operator ingress: through the gateway, to public agents only.

@@ -17,7 +17,7 @@ use ractor::{ActorProcessingErr, ActorRef};
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-use super::{RuntimeMsg, RuntimeSnapshot};
+use super::RuntimeSnapshot;
 use crate::agent::AgentMsg;
 use crate::store::{Batch, Write};
 use crate::{cleanup, command_plane, now_ms, supervise, Ctx};
@@ -30,10 +30,7 @@ pub const CRASHED_DAEMON: &str = "crashed_daemon";
 const SPAWNS_IN_FLIGHT: usize = 256;
 
 /// Brings the store to a consistent tree and respawns it.
-pub(super) async fn recover(
-    ctx: &Arc<Ctx>,
-    myself: &ActorRef<RuntimeMsg>,
-) -> Result<RuntimeSnapshot, ActorProcessingErr> {
+pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProcessingErr> {
     let mut report = RuntimeSnapshot::default();
     let began = Instant::now();
     let input = ctx.store.recovery_input()?;
@@ -177,7 +174,7 @@ pub(super) async fn recover(
     let mut agents = plan.spawn.into_iter();
     for &size in &plan.generations {
         let generation: Vec<AgentRecovery> = agents.by_ref().take(size).collect();
-        started.extend(spawn_generation(ctx, myself, generation).await?);
+        started.extend(spawn_generation(ctx, generation).await?);
     }
     for task in &tasks_to_spawn {
         if let Some(owner) = ctx.directory.get(task.owner_agent_id) {
@@ -215,14 +212,15 @@ pub(super) async fn recover(
 /// up to [`SPAWNS_IN_FLIGHT`] spawns at once.
 async fn spawn_generation(
     ctx: &Arc<Ctx>,
-    myself: &ActorRef<RuntimeMsg>,
     generation: Vec<AgentRecovery>,
 ) -> Result<Vec<ActorRef<AgentMsg>>, ActorProcessingErr> {
     let mut started = Vec::with_capacity(generation.len());
     let mut in_flight = JoinSet::new();
     for agent in generation {
         let supervisor = match agent.record.supervisor_agent_id {
-            None => myself.get_cell(),
+            None => ctx
+                .partition_for(agent.record.id)
+                .ok_or("no root partition runs")?,
             Some(sup) => match ctx.directory.get(sup) {
                 Some(entry) => entry.actor.get_cell(),
                 None => {

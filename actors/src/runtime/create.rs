@@ -1,0 +1,171 @@
+//! Creating public agents: validated, committed in one batch (all or
+//! none), started under their root partitions, then flushed once. Runs in
+//! the caller's task, not in an actor's mailbox, so concurrent callers
+//! create in parallel.
+
+use std::sync::Arc;
+
+use holarchy_supervision::limits;
+use holarchy_supervision::{
+    AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord, Preset, Provenance,
+};
+use tokio::task::JoinSet;
+
+use super::partition::partition_of;
+use super::{mark_failed, CreateError, NewAgent, MAX_CREATE_BATCH};
+use crate::store::{Batch, Write};
+use crate::{now_ms, supervise, Ctx};
+
+/// Creates the agents and waits until they are on disk and running. Runs
+/// in a task of its own, so a caller that goes away half-way cannot leave
+/// committed agents without actors.
+pub(super) async fn create_agents(
+    ctx: &Arc<Ctx>,
+    specs: Vec<NewAgent>,
+) -> Result<Vec<AgentId>, CreateError> {
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let ids = create_to_completion(&ctx, specs).await?;
+        ctx.store.durable().await.map_err(CreateError::Store)?;
+        Ok(ids)
+    })
+    .await
+    .map_err(|join| CreateError::Spawn(format!("the create task failed: {join}")))?
+}
+
+/// Creates `public_named` agents in one durable batch: all of them, or
+/// (a bad name, a taken name) none.
+async fn create_to_completion(
+    ctx: &Arc<Ctx>,
+    specs: Vec<NewAgent>,
+) -> Result<Vec<AgentId>, CreateError> {
+    if specs.len() > MAX_CREATE_BATCH {
+        return Err(CreateError::TooMany {
+            max: MAX_CREATE_BATCH,
+        });
+    }
+    let mut names = std::collections::HashSet::with_capacity(specs.len());
+    for spec in &specs {
+        limits::check_name(&spec.name)?;
+        if let Some(brain) = &spec.brain {
+            brain.validate()?;
+        }
+        if let Some(body) = &spec.initial_message {
+            limits::check_message(body)?;
+        }
+        if !names.insert(spec.name.as_str()) || ctx.store.agent_id_by_name(&spec.name)?.is_some() {
+            return Err(CreateError::NameTaken(spec.name.clone()));
+        }
+    }
+    // Held until every new agent is in the directory (or failed).
+    let _slots = crate::limits::reserve_agents(ctx, specs.len())?;
+    let now = now_ms();
+    let mut batch = Batch::new();
+    let mut created = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let record = AgentRecord {
+            id: AgentId::generate(),
+            name: Some(spec.name.clone()),
+            profile: Preset::PublicNamed.profile(),
+            lineage_parent_agent_id: None,
+            supervisor_agent_id: None,
+            state: LifecycleState::Active,
+            brain: spec
+                .brain
+                .unwrap_or_else(|| ctx.config.default_brain.clone()),
+            forked_context: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+        };
+        let agent_id = record.id;
+        batch = batch.write(Write::CreateAgent(record.clone())).event(
+            agent_id,
+            EventKind::AgentCreated {
+                name: Some(spec.name),
+                preset: Some(Preset::PublicNamed.name().into()),
+                lineage_parent_agent_id: None,
+                supervisor_agent_id: None,
+            },
+        );
+        let mut queue = Vec::new();
+        if let Some(body) = spec.initial_message {
+            let message = MessageRecord::queued(agent_id, Provenance::Operator, body, None, now);
+            queue.push(message.id);
+            batch = batch
+                .event(
+                    agent_id,
+                    EventKind::MessageQueued {
+                        message_id: message.id,
+                        provenance: message.provenance,
+                    },
+                )
+                .write(Write::PutMessage(message));
+        }
+        created.push((record, queue));
+    }
+    // One transaction: every record lands, or none does.
+    ctx.store.commit(batch)?;
+    let total = created.len();
+    let ids: Vec<AgentId> = created.iter().map(|(record, _)| record.id).collect();
+    // Each partition starts its share in a task of its own: a batch is
+    // spread over the cores as its agents are over the partitions.
+    let count = ctx.partition_count();
+    let mut shares: Vec<Vec<(AgentRecord, Vec<MessageId>)>> =
+        (0..count).map(|_| Vec::new()).collect();
+    for (record, queue) in created {
+        shares[partition_of(record.id, count)].push((record, queue));
+    }
+    let mut starts = JoinSet::new();
+    for share in shares.into_iter().filter(|s| !s.is_empty()) {
+        let ctx = ctx.clone();
+        starts.spawn(async move { start_share(&ctx, share).await });
+    }
+    let mut failed = 0;
+    let mut failure = None;
+    while let Some(done) = starts.join_next().await {
+        let (share_failed, share_failure) = match done {
+            Ok(result) => result?,
+            Err(join) => (1, Some(format!("a start task failed: {join}"))),
+        };
+        failed += share_failed;
+        if failure.is_none() {
+            failure = share_failure;
+        }
+    }
+    match failure {
+        // Say what exists now: a retry would meet the taken names.
+        Some(err) => Err(CreateError::Spawn(format!(
+            "{failed} of {total} agents were stored but could not start and are marked failed: {err}"
+        ))),
+        None => Ok(ids),
+    }
+}
+
+/// Starts one partition's share of a batch under that partition; how many
+/// could not start (marked failed), and why the first did not.
+async fn start_share(
+    ctx: &Arc<Ctx>,
+    share: Vec<(AgentRecord, Vec<MessageId>)>,
+) -> Result<(usize, Option<String>), CreateError> {
+    let mut failed = 0;
+    let mut failure = None;
+    for (record, queue) in share {
+        let agent_id = record.id;
+        let started = match ctx.partition_for(agent_id) {
+            Some(partition) => supervise::spawn_agent(ctx, record, queue, partition, false)
+                .await
+                .map(drop)
+                .map_err(|err| err.to_string()),
+            None => Err("the runtime is stopping".to_owned()),
+        };
+        if let Err(err) = started {
+            // The record is committed; leave it failed rather than live
+            // with no actor, so status, listings and a retry all tell
+            // the truth.
+            mark_failed(ctx, agent_id, format!("could not start: {err}"))?;
+            failed += 1;
+            failure.get_or_insert(err);
+        }
+    }
+    Ok((failed, failure))
+}

@@ -1,0 +1,118 @@
+//! Root partitions, as Elixir's `PartitionSupervisor`: public agents are
+//! spread over `--partitions` supervisor actors by a hash of their id, so
+//! creation, recovery and restarts of public agents are not funnelled
+//! through one actor, and a partition that dies takes only its share down
+//! (the root brings the partition and its agents back).
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use holarchy_supervision::AgentId;
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tracing::{error, warn};
+
+use crate::{supervise, Ctx};
+
+/// Which of `count` partitions supervises the public agent `agent`. The
+/// same for the life of the data directory's agents as long as `count`
+/// stays the same; a different count only moves agents at the next start.
+pub fn partition_of(agent: AgentId, count: usize) -> usize {
+    let mut hasher = DefaultHasher::new();
+    agent.hash(&mut hasher);
+    (hasher.finish() % count.max(1) as u64) as usize
+}
+
+/// One partition: the supervisor of its share of the public agents. It
+/// takes no messages; it exists to be their linked parent.
+#[derive(Debug, Clone)]
+pub struct PartitionActor {
+    ctx: Arc<Ctx>,
+    index: usize,
+}
+
+impl PartitionActor {
+    /// Starts partition `index`, linked under the root.
+    pub async fn spawn(
+        ctx: &Arc<Ctx>,
+        index: usize,
+        root: ActorCell,
+    ) -> Result<ActorCell, ActorProcessingErr> {
+        let actor = PartitionActor {
+            ctx: ctx.clone(),
+            index,
+        };
+        let (partition, _) = Actor::spawn_linked(None, actor, (), root).await?;
+        Ok(partition.get_cell())
+    }
+}
+
+impl Actor for PartitionActor {
+    type Msg = ();
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        _args: (),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        tracing::debug!(partition = self.index, "partition started");
+        Ok(())
+    }
+
+    /// Replaces ractor's default (stop on any child exit): agents go
+    /// through [`supervise::on_child_exit`]. Nothing here may fail: an
+    /// error would stop the partition and every agent under it.
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        _state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some((child, reason)) = supervise::exit_of(event) else {
+            return Ok(());
+        };
+        if self.ctx.shutting_down.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        supervise::on_child_exit(&self.ctx, myself.get_cell(), child, reason).await;
+        Ok(())
+    }
+}
+
+/// Brings partition `index` back after it died, and with it every public
+/// agent it supervised (their subtrees died with it), from the store. Runs
+/// in a task of its own: the root's `handle` must not wait for it.
+pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
+    warn!(partition = index, reason = %reason, "partition exited; restarting it and its agents");
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let partition = match PartitionActor::spawn(&ctx, index, root).await {
+            Ok(partition) => partition,
+            Err(err) => {
+                error!(partition = index, error = %err, "could not restart a partition");
+                return;
+            }
+        };
+        ctx.set_partition(index, partition.clone());
+        let count = ctx.partition_count();
+        let agents = ctx
+            .directory
+            .agents()
+            .into_iter()
+            .filter(|(id, entry)| {
+                entry.visibility == holarchy_supervision::Visibility::Public
+                    && partition_of(*id, count) == index
+            })
+            .map(|(id, _)| id);
+        for agent_id in agents {
+            let respawned =
+                supervise::respawn_subtree(&ctx, agent_id, partition.clone(), "its partition died")
+                    .await;
+            if let Err(err) = respawned {
+                error!(agent_id = %agent_id, error = %err, "could not respawn an agent of a restarted partition");
+            }
+        }
+    });
+}

@@ -1,0 +1,139 @@
+//! The runtime in-process over the real sled store: public agents are
+//! spread over root partitions, each their linked supervisor; a partition
+//! that dies comes back with its agents (and their private subtrees),
+//! which keep their queues and work on, while the other partition's agents
+//! are never touched.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use holarchy::store::sled_store::StoreConfig;
+use holarchy::store::SledStore;
+use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
+use holarchy_actors::{NewAgent, Runtime, RuntimeConfig, ScriptedBrain, Store};
+use holarchy_supervision::{AgentId, MessageStatus, Preset};
+
+async fn until<F: FnMut() -> bool>(what: &str, mut check: F) {
+    let started = Instant::now();
+    while !check() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Whether `agent` runs, linked under the partition the runtime names for it.
+fn under_its_partition(runtime: &Runtime, agent: AgentId) -> bool {
+    let ctx = runtime.ctx();
+    let (Some(entry), Some(partition)) = (ctx.directory.get(agent), ctx.partition_for(agent))
+    else {
+        return false;
+    };
+    partition
+        .get_children()
+        .iter()
+        .any(|c| c.get_id() == entry.actor.get_id())
+}
+
+fn handled(store: &SledStore, agent: AgentId) -> usize {
+    store
+        .list_messages(agent, None, 100)
+        .expect("messages")
+        .iter()
+        .filter(|m| matches!(m.status, MessageStatus::Handled { .. }))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_partition_comes_back_with_its_agents_and_the_other_is_untouched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let config = RuntimeConfig {
+        partitions: 2,
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::start(store.clone(), Arc::new(ScriptedBrain), config)
+        .await
+        .expect("runtime starts");
+    let specs = (0..40)
+        .map(|i| NewAgent {
+            name: format!("agent-{i}"),
+            initial_message: None,
+            brain: None,
+        })
+        .collect();
+    let agents = runtime.create_agents(specs).await.expect("created");
+    let ctx = runtime.ctx().clone();
+    assert_eq!(ctx.partition_count(), 2);
+
+    // Both partitions hold a share, each agent linked under its own.
+    let mut cells = HashSet::new();
+    for agent in &agents {
+        assert!(under_its_partition(&runtime, *agent), "{agent}");
+        cells.insert(ctx.partition_for(*agent).expect("partition").get_id());
+    }
+    assert_eq!(cells.len(), 2, "all agents went to one partition");
+
+    // An agent of the partition about to die supervises a private child.
+    let victim = ctx.partition_for(agents[0]).expect("partition");
+    let parent = agents[0];
+    let child = spawn_agent(
+        &ctx,
+        parent,
+        Preset::PublicNamed.profile(),
+        SpawnRequest {
+            preset: Preset::PrivateChild,
+            initial_message: Some("wait for me".into()),
+            name: None,
+            fork: false,
+            workspace_mode: Default::default(),
+            root: None,
+        },
+    )
+    .await
+    .expect("child spawned")
+    .agent_id;
+    let (doomed, spared): (Vec<AgentId>, Vec<AgentId>) = agents
+        .iter()
+        .partition(|a| ctx.partition_for(**a).expect("partition").get_id() == victim.get_id());
+    let spared_actors: Vec<_> = spared
+        .iter()
+        .map(|a| ctx.directory.get(*a).expect("running").actor.get_id())
+        .collect();
+    let old_child = ctx.directory.get(child).expect("child runs").actor.get_id();
+
+    victim.kill();
+    until("the partition and its agents to come back", || {
+        ctx.partition_for(parent)
+            .is_some_and(|p| p.get_id() != victim.get_id())
+            && doomed.iter().all(|a| under_its_partition(&runtime, *a))
+            && ctx
+                .directory
+                .get(child)
+                .is_some_and(|c| c.actor.get_id() != old_child)
+    })
+    .await;
+    // The other partition's agents kept their actors.
+    for (agent, actor) in spared.iter().zip(&spared_actors) {
+        let now = ctx.directory.get(*agent).expect("running").actor.get_id();
+        assert_eq!(
+            now, *actor,
+            "{agent} was restarted though its partition lived"
+        );
+    }
+    // The agents that came back work.
+    for agent in doomed.iter().take(3) {
+        runtime
+            .send_message(*agent, "still here?".into(), None)
+            .await
+            .expect("accepted");
+    }
+    until("the revived agents to answer", || {
+        doomed.iter().take(3).all(|a| handled(&store, *a) == 1)
+    })
+    .await;
+    runtime.shutdown(Duration::from_secs(5)).await;
+}
