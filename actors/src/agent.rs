@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use holarchy_supervision::restart::RestartBudgets;
 use holarchy_supervision::{
     admit, AgentId, AgentRecord, EventKind, LifecycleState, MessageEvent, MessageId, MessageRecord,
     Profile, Provenance, Refusal, RunId, RunOutcome, Target, TaskStatus,
@@ -193,6 +194,8 @@ pub struct AgentState {
     /// The wake-up set while a queued message waits for the pace; only
     /// ever set while the agent has work, cancelled with the agent.
     pace_wake: Option<AbortOnDrop>,
+    /// Restart budgets of its private children: a pointer until one fails.
+    budgets: RestartBudgets<AgentId>,
 }
 
 impl AgentState {
@@ -496,6 +499,7 @@ impl Actor for AgentActor {
             held: args.held,
             pace: TurnPace::default(),
             pace_wake: None,
+            budgets: RestartBudgets::default(),
         })
     }
 
@@ -592,7 +596,7 @@ impl Actor for AgentActor {
         &self,
         myself: ActorRef<Self::Msg>,
         event: SupervisionEvent,
-        _state: &mut Self::State,
+        state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let Some((child, reason)) = supervise::exit_of(event) else {
             return Ok(());
@@ -603,6 +607,7 @@ impl Actor for AgentActor {
         Box::pin(supervise::on_child_exit(
             &self.ctx,
             myself.get_cell(),
+            &mut state.budgets,
             child,
             reason,
         ))

@@ -202,15 +202,6 @@ async fn stop_actors(
     waits: &[holarchy_supervision::WaitId],
     reason: CleanupReason,
 ) {
-    {
-        let mut budgets = ctx
-            .budgets
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for agent_id in agents {
-            budgets.remove(agent_id);
-        }
-    }
     for agent_id in agents.iter().filter(|a| **a != root) {
         if let Some(entry) = ctx.directory.remove(*agent_id) {
             entry.actor.kill();

@@ -32,12 +32,11 @@
 //! Every actor overrides `handle_supervisor_evt`: ractor's default stops a
 //! parent whenever any child exits.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use holarchy_supervision::restart::{RestartBudget, RestartPolicy};
+use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::AgentId;
 use ractor::{ActorCell, ActorRef};
 
@@ -158,8 +157,6 @@ pub struct Ctx {
     pub structure: structure::StructureLocks,
     /// Serialises worktree removals (a stop and a sweep may race for one).
     pub worktrees: tokio::sync::Mutex<()>,
-    /// Restart windows, only for agents that have failed at least once.
-    pub budgets: Mutex<HashMap<AgentId, RestartBudget>>,
     pub restarts: AtomicU64,
     pub given_up: AtomicU64,
     gateway: RwLock<Option<ActorRef<GatewayMsg>>>,
@@ -237,7 +234,6 @@ impl Ctx {
             shutting_down: AtomicBool::new(false),
             structure: structure::StructureLocks::default(),
             worktrees: tokio::sync::Mutex::new(()),
-            budgets: Mutex::new(HashMap::new()),
             restarts: AtomicU64::new(0),
             given_up: AtomicU64::new(0),
             gateway: RwLock::new(None),

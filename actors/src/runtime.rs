@@ -251,7 +251,8 @@ impl Actor for RuntimeActor {
             partition::restart(&self.ctx, index, myself.get_cell(), reason);
             return Ok(());
         }
-        supervise::on_child_exit(&self.ctx, myself.get_cell(), child, reason).await;
+        // Only the gateway and the partitions are linked here.
+        warn!(reason = %reason, "an unexpected child of the root exited");
         Ok(())
     }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use holarchy_supervision::cleanup::CleanupReason;
-use holarchy_supervision::restart::RestartDecision;
+use holarchy_supervision::restart::{RestartBudgets, RestartDecision};
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, MessageEvent, MessageId, MessageRecord, MessageStatus,
     Provenance, RunOutcome, TaskId, TaskKind, TaskRecord, TaskStatus, WaitId, WaitRecord,
@@ -364,11 +364,13 @@ pub fn exit_of(event: SupervisionEvent) -> Option<(ActorCell, String)> {
     }
 }
 
-/// Handles the exit of a supervised actor. Never fails: a supervisor must
+/// Handles the exit of a supervised actor, in its supervisor's `handle`,
+/// with the supervisor's restart budgets. Never fails: a supervisor must
 /// outlive any one child, so problems are logged.
 pub async fn on_child_exit(
     ctx: &Arc<Ctx>,
     supervisor: ActorCell,
+    budgets: &mut RestartBudgets<AgentId>,
     child: ActorCell,
     reason: String,
 ) {
@@ -383,32 +385,62 @@ pub async fn on_child_exit(
         // A process cannot be restarted: the task ends interrupted (its
         // group died with the actor) and its owner is told.
         Some(Member::Command(task_id)) => interrupt_command(ctx, task_id, &reason),
-        Some(Member::Agent(agent_id)) => {
-            // The restart runs as a task of its own under the structure
-            // locks of the agent's whole subtree, so it never interleaves
-            // with a spawn, a wait being armed or a cleanup in it, and the
-            // supervisor's `handle` returns at once.
-            let ctx = ctx.clone();
-            tokio::spawn(async move {
-                let store = &ctx.store;
-                let locked = ctx
-                    .structure
-                    .lock_subtree(agent_id, |agent| store.children_of(agent))
-                    .await;
-                let restarted = match locked {
-                    Ok(_structure) => restart_agent(&ctx, agent_id, supervisor, reason).await,
-                    Err(err) => Err(err.into()),
-                };
-                if let Err(err) = restarted {
-                    error!(agent_id = %agent_id, error = %err, "restart failed");
-                }
-            });
-            Ok(())
-        }
+        Some(Member::Agent(agent_id)) => match decide(ctx, budgets, agent_id, &supervisor) {
+            Ok(Some(decision)) => {
+                // The restart runs as a task of its own under the structure
+                // locks of the agent's whole subtree, so it never
+                // interleaves with a spawn, a wait being armed or a cleanup
+                // in it, and the supervisor's `handle` returns at once.
+                let ctx = ctx.clone();
+                tokio::spawn(async move {
+                    let store = &ctx.store;
+                    let locked = ctx
+                        .structure
+                        .lock_subtree(agent_id, |agent| store.children_of(agent))
+                        .await;
+                    let restarted = match locked {
+                        Ok(_structure) => {
+                            restart_agent(&ctx, agent_id, supervisor, reason, decision).await
+                        }
+                        Err(err) => Err(err.into()),
+                    };
+                    if let Err(err) = restarted {
+                        error!(agent_id = %agent_id, error = %err, "restart failed");
+                    }
+                });
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(err) => Err(err.into()),
+        },
     };
     if let Err(err) = result {
         error!(error = %err, "supervision step failed");
     }
+}
+
+/// Whether a child agent whose actor exited failed, and if so what its
+/// supervisor's budget says. `None`: it was stopped on purpose (no longer
+/// live in the store), or its supervisor is going down and takes it along
+/// (the supervisor's own supervisor brings the whole subtree back).
+fn decide(
+    ctx: &Ctx,
+    budgets: &mut RestartBudgets<AgentId>,
+    agent_id: AgentId,
+    supervisor: &ActorCell,
+) -> Result<Option<RestartDecision>, StoreError> {
+    if !ctx
+        .store
+        .agent(agent_id)?
+        .is_some_and(|r| r.state.is_live())
+    {
+        return Ok(None);
+    }
+    if supervisor.get_status() >= ActorStatus::Draining {
+        return Ok(None);
+    }
+    let policy = ctx.config.restart_policy;
+    Ok(Some(budgets.on_failure(agent_id, policy, now_ms())))
 }
 
 async fn restart_task(
@@ -464,29 +496,16 @@ async fn restart_agent(
     agent_id: AgentId,
     supervisor: ActorCell,
     reason: String,
+    decision: RestartDecision,
 ) -> Result<(), ActorProcessingErr> {
-    let Some(record) = ctx.store.agent(agent_id)? else {
+    // Read again under the locks: a cleanup may have ended it since.
+    let Some(record) = ctx.store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
         return Ok(());
     };
-    // An agent stopped on purpose is no longer live in the store; one that
-    // is still live has failed, whatever ractor reports.
-    if !record.state.is_live() {
-        return Ok(());
-    }
-    // A supervisor that is itself going down takes this agent along; its
-    // own supervisor's restart brings the whole subtree back.
     if supervisor.get_status() >= ActorStatus::Draining {
         return Ok(());
     }
     forget_subtree(ctx, agent_id)?;
-    let policy = ctx.config.restart_policy;
-    let decision = ctx
-        .budgets
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .entry(agent_id)
-        .or_default()
-        .on_failure(policy, now_ms());
     match decision {
         RestartDecision::Restart => {
             ctx.store.commit(Batch::new().event(
@@ -505,6 +524,7 @@ async fn restart_agent(
             }
         }
         RestartDecision::GiveUp => {
+            let policy = ctx.config.restart_policy;
             let why = format!(
                 "restart intensity exceeded ({} in {} ms): {reason}",
                 policy.max_restarts, policy.period_ms

@@ -3,7 +3,8 @@
 //! then it gives up, so a child that fails at once on every start cannot
 //! spin forever.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 
 /// How often a child may be restarted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,48 @@ impl RestartBudget {
     }
 }
 
+/// One supervisor's budgets, one per child that failed within its
+/// period. Costs one pointer until a child first fails, and forgets a
+/// child whose failures have all left the window, so a supervisor of many
+/// children keeps only the ones failing now.
+#[derive(Debug, Clone)]
+pub struct RestartBudgets<K> {
+    // Boxed on purpose: every agent is a supervisor, and an empty map is
+    // six words where this is one.
+    #[allow(clippy::box_collection)]
+    children: Option<Box<HashMap<K, RestartBudget>>>,
+}
+
+impl<K> Default for RestartBudgets<K> {
+    fn default() -> Self {
+        Self { children: None }
+    }
+}
+
+impl<K: Hash + Eq + Copy> RestartBudgets<K> {
+    /// Records a failure of `child` at `now_ms` and decides.
+    pub fn on_failure(&mut self, child: K, policy: RestartPolicy, now_ms: u64) -> RestartDecision {
+        let children = self.children.get_or_insert_with(Default::default);
+        children.retain(|id, budget| {
+            *id == child
+                || budget
+                    .recent_ms
+                    .back()
+                    .is_some_and(|&last| now_ms.saturating_sub(last) < policy.period_ms)
+        });
+        children
+            .entry(child)
+            .or_default()
+            .on_failure(policy, now_ms)
+    }
+
+    /// How many children have a failure in their window (or were not
+    /// forgotten yet).
+    pub fn tracked(&self) -> usize {
+        self.children.as_ref().map_or(0, |c| c.len())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -102,6 +145,29 @@ mod tests {
                 prop_assert_eq!(budget.on_failure(policy, i as u64 * period), RestartDecision::Restart);
             }
         }
+    }
+
+    #[test]
+    fn each_child_has_its_own_budget_and_calm_ones_are_forgotten() {
+        let policy = RestartPolicy::default();
+        let mut budgets = RestartBudgets::default();
+        assert_eq!(budgets.tracked(), 0);
+        for _ in 0..3 {
+            assert_eq!(
+                budgets.on_failure(1u32, policy, 10),
+                RestartDecision::Restart
+            );
+        }
+        // Another child's failures do not spend the first one's budget.
+        assert_eq!(budgets.on_failure(2, policy, 20), RestartDecision::Restart);
+        assert_eq!(budgets.on_failure(1, policy, 30), RestartDecision::GiveUp);
+        assert_eq!(budgets.tracked(), 2);
+        // Past the period, a failure of a third child forgets both.
+        assert_eq!(
+            budgets.on_failure(3, policy, 10_000),
+            RestartDecision::Restart
+        );
+        assert_eq!(budgets.tracked(), 1);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use holarchy_supervision::restart::RestartBudgets;
 use holarchy_supervision::AgentId;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tracing::{error, warn};
@@ -49,7 +50,8 @@ impl PartitionActor {
 
 impl Actor for PartitionActor {
     type Msg = ();
-    type State = ();
+    /// Restart budgets of its agents.
+    type State = RestartBudgets<AgentId>;
     type Arguments = ();
 
     async fn pre_start(
@@ -58,7 +60,7 @@ impl Actor for PartitionActor {
         _args: (),
     ) -> Result<Self::State, ActorProcessingErr> {
         tracing::debug!(partition = self.index, "partition started");
-        Ok(())
+        Ok(RestartBudgets::default())
     }
 
     /// Replaces ractor's default (stop on any child exit): agents go
@@ -68,7 +70,7 @@ impl Actor for PartitionActor {
         &self,
         myself: ActorRef<Self::Msg>,
         event: SupervisionEvent,
-        _state: &mut Self::State,
+        budgets: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let Some((child, reason)) = supervise::exit_of(event) else {
             return Ok(());
@@ -76,7 +78,7 @@ impl Actor for PartitionActor {
         if self.ctx.shutting_down.load(Ordering::Acquire) {
             return Ok(());
         }
-        supervise::on_child_exit(&self.ctx, myself.get_cell(), child, reason).await;
+        supervise::on_child_exit(&self.ctx, myself.get_cell(), budgets, child, reason).await;
         Ok(())
     }
 }
