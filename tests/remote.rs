@@ -171,7 +171,11 @@ async fn bench_idle_with_a_wrong_token_is_unauthenticated() {
         stderr.contains("unauthenticated"),
         "not refused as unauthenticated:\n{stderr}"
     );
-    assert_eq!(public_agents(&daemon).await, 0, "the refused run created agents");
+    assert_eq!(
+        public_agents(&daemon).await,
+        0,
+        "the refused run created agents"
+    );
 }
 
 #[tokio::test]
@@ -184,5 +188,8 @@ async fn compare_tcp_reports_both_transports_side_by_side() {
     let (stdout, report) = bench_ok(&["--data-dir", dir, "--compare-tcp", &url], &[]).await;
     assert_sane(&stdout, &report, "unix");
     assert_latencies(&report["tcp"], "tcp");
-    assert!(stdout.contains("tcp/unix"), "no side-by-side table:\n{stdout}");
+    assert!(
+        stdout.contains("tcp/unix"),
+        "no side-by-side table:\n{stdout}"
+    );
 }

@@ -265,8 +265,7 @@ pub async fn idle(cli: &Cli, args: &IdleArgs) -> anyhow::Result<()> {
             progress.finish();
             let t = Instant::now();
             let base = start.private_agents as usize;
-            load::await_children(&mut transports[0].clients, base, stop * args.tree, quiet)
-                .await?;
+            load::await_children(&mut transports[0].clients, base, stop * args.tree, quiet).await?;
             settling += t.elapsed();
         }
         // Latency at N is sampled once the population is complete.

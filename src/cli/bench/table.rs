@@ -36,7 +36,13 @@ impl Latencies<'_> {
         if self.compared.is_some() {
             println!(
                 "{:<NAME$} {:>10} {:>10} {:>9} {:>10} {:>10} {:>9}",
-                "latency (us)", "unix p50", "tcp p50", "tcp/unix", "unix p99", "tcp p99", "tcp/unix"
+                "latency (us)",
+                "unix p50",
+                "tcp p50",
+                "tcp/unix",
+                "unix p99",
+                "tcp p99",
+                "tcp/unix"
             );
         }
     }
@@ -140,7 +146,10 @@ pub fn print(report: &Value) {
         println!(
             "{:<NAME$} {}",
             format!("  vs RSS when {} had been created", archive["left"]),
-            ratio(&archive["daemon_rss_bytes"], &archive["daemon_rss_bytes_when_as_many"])
+            ratio(
+                &archive["daemon_rss_bytes"],
+                &archive["daemon_rss_bytes_when_as_many"]
+            )
         );
     }
     if let Some(restart) = report["restart"].as_object() {
