@@ -463,11 +463,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             let clients = client::connect(&cli.target()).await?;
             workspaces::workspace_command(clients, command, &out).await
         }
-        Command::Bench(BenchCommand::Idle(args)) => {
-            let target = cli.target();
-            let clients = client::connect(&target).await?;
-            bench::idle(clients, &target, args, cli.json).await
-        }
+        Command::Bench(BenchCommand::Idle(args)) => bench::idle(&cli, args).await,
         Command::Tools { agent } => {
             let mut clients = client::connect(&cli.target()).await?;
             let agent_id = resolve(&mut clients, agent).await?;

@@ -3,6 +3,7 @@
 //! this; it is a plain tonic client of the public API.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use hyper_util::rt::TokioIo;
@@ -11,6 +12,7 @@ use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint, Uri};
+use tonic_health::pb::health_client::HealthClient as GrpcHealthClient;
 use tower::service_fn;
 
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
@@ -54,8 +56,12 @@ pub type SupervisionClient = SupervisionServiceClient<InterceptedService<Channel
 pub type WorkClient = WorkServiceClient<InterceptedService<Channel, Auth>>;
 pub type TriggerClient = TriggerServiceClient<InterceptedService<Channel, Auth>>;
 pub type WorkspaceClient = WorkspaceServiceClient<InterceptedService<Channel, Auth>>;
+pub type HealthClient = GrpcHealthClient<InterceptedService<Channel, Auth>>;
 
-/// Clients of every holarchy service, sharing one connection.
+/// Clients of every holarchy service, sharing one connection. Every one
+/// carries the token; the bare channel is kept private so no caller can
+/// build a client that goes without it (the daemon answers such calls over
+/// TCP with `unauthenticated`).
 #[derive(Debug, Clone)]
 pub struct Clients {
     pub agents: AgentClient,
@@ -65,7 +71,29 @@ pub struct Clients {
     pub work: WorkClient,
     pub triggers: TriggerClient,
     pub workspaces: WorkspaceClient,
-    pub channel: Channel,
+    /// The standard gRPC health check: a call that does no work.
+    pub health: HealthClient,
+}
+
+/// TCP keepalive on the CLI's connection: a `--follow` watch can sit
+/// silent for hours, and a peer that vanished (a host gone, not a closed
+/// socket) is otherwise noticed only by the HTTP/2 pings below.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+
+/// HTTP/2 pings from the client: one every 30 s while a call is open, and
+/// the connection fails when one goes unanswered for 10 s. Only while calls
+/// are open, so an idle CLI sends nothing (and the daemon's idle timeout can
+/// close it). Pings cost nothing measurable (docs/benchmarks.md).
+const PING_INTERVAL: Duration = Duration::from_secs(30);
+const PING_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The endpoint both transports share: HTTP/2 settings that are not about
+/// the socket.
+fn endpoint(uri: String) -> anyhow::Result<Endpoint> {
+    Ok(Endpoint::try_from(uri)?
+        .http2_keep_alive_interval(PING_INTERVAL)
+        .keep_alive_timeout(PING_TIMEOUT)
+        .keep_alive_while_idle(false))
 }
 
 /// Opens a channel to the daemon.
@@ -75,7 +103,7 @@ pub async fn channel(target: &Target) -> anyhow::Result<Channel> {
             let path = path.clone();
             // The URI is required by tonic but unused: the connector dials
             // the socket.
-            Endpoint::try_from("http://holarchy.local")?
+            endpoint("http://holarchy.local".into())?
                 .connect_with_connector(service_fn(move |_: Uri| {
                     let path = path.clone();
                     async move {
@@ -85,7 +113,13 @@ pub async fn channel(target: &Target) -> anyhow::Result<Channel> {
                 .await
                 .with_context(|| format!("cannot reach the daemon at {}", target_display(target)))
         }
-        Target::Tcp { url, .. } => Endpoint::try_from(url.clone())?
+        // tonic sets TCP_NODELAY by default; said here because a response
+        // held back by Nagle's algorithm waits for the peer's delayed
+        // acknowledgement (up to 40 ms on Linux), and small gRPC frames are
+        // all this channel sends.
+        Target::Tcp { url, .. } => endpoint(url.clone())?
+            .tcp_nodelay(true)
+            .tcp_keepalive(Some(TCP_KEEPALIVE))
             .connect()
             .await
             .with_context(|| format!("cannot reach the daemon at {url}")),
@@ -133,9 +167,9 @@ pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
         triggers: TriggerServiceClient::with_interceptor(channel.clone(), auth.clone())
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
-        workspaces: WorkspaceServiceClient::with_interceptor(channel.clone(), auth)
+        workspaces: WorkspaceServiceClient::with_interceptor(channel.clone(), auth.clone())
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
-        channel,
+        health: GrpcHealthClient::with_interceptor(channel, auth),
     })
 }

@@ -3,25 +3,32 @@
 //! callers; with `--tree`, each spawning private children), samples GetAgent
 //! and ListAgents latency at 1,000, 10,000, 100,000 and N agents, measures the
 //! daemon's memory per agent (from its status), SendMessage until
-//! acknowledged and until the turn is seen starting; with `--archive M` the
-//! daemon's memory once M of the agents are archived, and with `--restart`
-//! (last) the time from `kill -9` to a daemon answering with every live
-//! agent back.
-//! Prints a table and one JSON line.
+//! acknowledged and until the turn is seen starting; with `--compare-tcp`
+//! every latency over the Unix socket and over TCP side by side; with
+//! `--archive M` the daemon's memory once M of the agents are archived, and
+//! with `--restart` (last) the time from `kill -9` to a daemon answering
+//! with every live agent back.
+//! Prints a table and one JSON line; a figure it did not get is `n/a` in
+//! the table and null in the JSON, never 0.
 
 use std::time::Instant;
 
+use anyhow::Context;
 use clap::Args;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
+use super::Cli;
 use crate::api::pb;
-use crate::client::{Clients, Target};
+use crate::client::{self, Clients, Target};
+use crate::daemon::TOKEN_FILE;
 
 mod load;
 mod probe;
 mod restart;
+mod table;
 
 use load::{Load, Progress};
+use probe::{PerTransport, Transport};
 
 #[derive(Debug, Args)]
 pub struct IdleArgs {
@@ -34,7 +41,7 @@ pub struct IdleArgs {
     /// Agents per CreateAgents call.
     #[arg(long, default_value_t = 1_000)]
     pub batch: usize,
-    /// Latency samples per call kind and checkpoint.
+    /// Latency samples per call kind and checkpoint (per transport).
     #[arg(long, default_value_t = 1_000)]
     pub samples: usize,
     /// Private children each agent spawns through its own SpawnAgent call.
@@ -49,6 +56,12 @@ pub struct IdleArgs {
     /// command line, and time its recovery (a daemon on this host only).
     #[arg(long)]
     pub restart: bool,
+    /// Also sample every latency over TCP at this URL (the same daemon's
+    /// `--listen` address, e.g. http://127.0.0.1:7420), in turns with the
+    /// Unix socket, and print both side by side. The token is `--token` or
+    /// HOLARCHY_TOKEN, else <data-dir>/token.
+    #[arg(long, value_name = "URL")]
+    pub compare_tcp: Option<String>,
 }
 
 /// Agent counts at which latencies are sampled (besides N itself), so one
@@ -61,6 +74,16 @@ async fn status(clients: &mut Clients) -> anyhow::Result<pb::GetStatusResponse> 
         .get_status(pb::GetStatusRequest {})
         .await?
         .into_inner())
+}
+
+/// A byte count the daemon reports as 0 when it cannot tell (RSS off
+/// Linux, heap figures without jemalloc): null then, not 0.
+fn known(bytes: u64) -> Value {
+    if bytes == 0 {
+        Value::Null
+    } else {
+        json!(bytes)
+    }
 }
 
 /// The daemon's RSS once it stops falling: allocators give freed memory
@@ -81,26 +104,101 @@ async fn settled_rss(clients: &mut Clients) -> anyhow::Result<u64> {
     Ok(readings.last().copied().unwrap_or(0))
 }
 
-/// GetAgent and ListAgents latencies with `ids` created.
-async fn checkpoint(c: &mut Clients, ids: &[String], samples: usize) -> anyhow::Result<Value> {
-    let at = status(c).await?;
-    let get = probe::get_agent(c, ids, samples).await?;
-    let list = probe::list_agents(c, samples.clamp(1, 50)).await?;
-    Ok(json!({
-        "agents": ids.len(),
-        "daemon_rss_bytes": at.rss_bytes,
-        "heap_allocated_bytes": at.heap_allocated_bytes,
-        "get_agent_us": probe::percentiles(get),
-        "list_agents_1000_us": probe::percentiles(list),
-    }))
+/// The transports latencies are sampled over: the one the load goes
+/// through, then, with `--compare-tcp`, TCP to the same daemon.
+async fn transports(
+    cli: &Cli,
+    args: &IdleArgs,
+    target: &Target,
+    clients: Clients,
+) -> anyhow::Result<Vec<Transport>> {
+    let name = match target {
+        Target::Unix(_) => "unix",
+        Target::Tcp { .. } => "tcp",
+    };
+    let mut out = vec![Transport { name, clients }];
+    let Some(url) = &args.compare_tcp else {
+        return Ok(out);
+    };
+    anyhow::ensure!(
+        matches!(target, Target::Unix(_)),
+        "--compare-tcp compares TCP with the Unix socket: leave out --addr"
+    );
+    let token = match &cli.token {
+        Some(token) => token.clone(),
+        None => {
+            let path = cli.data_dir().join(TOKEN_FILE);
+            std::fs::read_to_string(&path)
+                .with_context(|| {
+                    format!(
+                        "--compare-tcp needs the token: give --token or HOLARCHY_TOKEN, \
+                         or let the bench read {}",
+                        path.display()
+                    )
+                })?
+                .trim()
+                .to_owned()
+        }
+    };
+    let tcp = Target::Tcp {
+        url: url.clone(),
+        token: Some(token),
+    };
+    let mut tcp_clients = client::connect(&tcp).await?;
+    let local = status(&mut out[0].clients).await?.pid;
+    let remote = status(&mut tcp_clients)
+        .await
+        .with_context(|| format!("over TCP at {url}"))?
+        .pid;
+    anyhow::ensure!(
+        local == remote,
+        "{url} is another daemon (pid {remote}) than the Unix socket's (pid {local})"
+    );
+    out.push(Transport {
+        name: "tcp",
+        clients: tcp_clients,
+    });
+    Ok(out)
 }
 
-pub async fn idle(
-    mut clients: Clients,
-    target: &Target,
-    args: &IdleArgs,
-    json_only: bool,
+/// One JSON object of figures per transport.
+type Figures = Vec<Map<String, Value>>;
+
+/// Puts one figure, sampled over every transport, into each one's figures.
+fn put(figures: &mut Figures, key: &str, samples: PerTransport) {
+    for (f, s) in figures.iter_mut().zip(samples) {
+        f.insert(key.to_owned(), probe::percentiles(s));
+    }
+}
+
+/// GetAgent and ListAgents latencies with `ids` created, added to each
+/// transport's checkpoints.
+async fn checkpoint(
+    transports: &mut [Transport],
+    figures: &mut Figures,
+    ids: &[String],
+    samples: usize,
 ) -> anyhow::Result<()> {
+    let at = status(&mut transports[0].clients).await?;
+    let get = probe::get_agent(transports, ids, samples).await?;
+    let list = probe::list_agents(transports, samples.clamp(1, 50)).await?;
+    for ((f, get), list) in figures.iter_mut().zip(get).zip(list) {
+        let point = json!({
+            "agents": ids.len(),
+            "daemon_rss_bytes": known(at.rss_bytes),
+            "heap_allocated_bytes": known(at.heap_allocated_bytes),
+            "get_agent_us": probe::percentiles(get),
+            "list_agents_1000_us": probe::percentiles(list),
+        });
+        let points = f.entry("checkpoints").or_insert_with(|| json!([]));
+        if let Some(points) = points.as_array_mut() {
+            points.push(point);
+        }
+    }
+    Ok(())
+}
+
+pub async fn idle(cli: &Cli, args: &IdleArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.archive <= args.agents,
         "cannot archive more agents than are created"
@@ -109,9 +207,14 @@ pub async fn idle(
         args.agents > 0 && args.batch > 0 && args.concurrency > 0 && args.samples > 0,
         "agents, batch, concurrency and samples must be positive"
     );
-    let quiet = json_only;
-    let start = status(&mut clients).await?;
-    let before = start.rss_bytes;
+    let quiet = cli.json;
+    let target = cli.target();
+    let first = client::connect(&target).await?;
+    let mut transports = transports(cli, args, &target, first).await?;
+    let mut figures: Figures = vec![Map::new(); transports.len()];
+    // The load goes through the first transport; only latencies are
+    // sampled over all of them.
+    let start = status(&mut transports[0].clients).await?;
     let agents_before = (start.public_agents + start.private_agents) as usize;
     // Names unique to this run, so runs against one daemon do not collide.
     let run = format!(
@@ -131,7 +234,6 @@ pub async fn idle(
     let progress = Progress::new("public agents", args.agents, quiet);
     let mut ids: Vec<String> = Vec::with_capacity(args.agents);
     let mut creating = std::time::Duration::ZERO;
-    let mut checkpoints = Vec::new();
     // A checkpoint where as many agents exist as the archive will leave, so
     // the memory after it is compared with the same population.
     let left = (args.archive > 0).then(|| args.agents - args.archive);
@@ -148,7 +250,14 @@ pub async fn idle(
     let mut settling = std::time::Duration::ZERO;
     for stop in stops {
         let t = Instant::now();
-        let made = load::create(&clients, &load, ids.len()..stop, &progress, ids.len()).await?;
+        let made = load::create(
+            &transports[0].clients,
+            &load,
+            ids.len()..stop,
+            &progress,
+            ids.len(),
+        )
+        .await?;
         creating += t.elapsed();
         ids.extend(made);
         if args.tree > 0 {
@@ -156,12 +265,12 @@ pub async fn idle(
             progress.finish();
             let t = Instant::now();
             let base = start.private_agents as usize;
-            load::await_children(&mut clients, base, stop * args.tree, quiet).await?;
+            load::await_children(&mut transports[0].clients, base, stop * args.tree, quiet).await?;
             settling += t.elapsed();
         }
         // Latency at N is sampled once the population is complete.
         if stop < args.agents {
-            checkpoints.push(checkpoint(&mut clients, &ids, args.samples).await?);
+            checkpoint(&mut transports, &mut figures, &ids, args.samples).await?;
         }
     }
     progress.finish();
@@ -169,60 +278,40 @@ pub async fn idle(
     // Children come up during creation too, so the tree's rate is over both.
     let tree_s = (args.tree > 0).then(|| (creating + settling).as_secs_f64());
     let total = args.agents + private;
-    let after = status(&mut clients).await?;
-    checkpoints.push(checkpoint(&mut clients, &ids, args.samples).await?);
-    let empty = probe::empty_call(&clients, args.samples).await?;
-    let send = probe::send_message(&mut clients, &ids, args.samples).await?;
+    let after = status(&mut transports[0].clients).await?;
+    checkpoint(&mut transports, &mut figures, &ids, args.samples).await?;
+    let empty = probe::empty_call(&mut transports, args.samples).await?;
+    put(&mut figures, "empty_call_us", empty);
+    let send = probe::send_message(&mut transports, &ids, args.samples).await?;
+    put(&mut figures, "send_message_ack_us", send.acknowledged);
+    put(&mut figures, "send_message_to_turn_seen_us", send.turn_seen);
 
+    let mut transports = transports.into_iter();
+    let (first, compared) = (transports.next(), transports.next());
+    let first = first.context("no transport")?;
+    let (transport, mut clients) = (first.name, first.clients);
     // Archive before any restart, so its memory is compared with a
     // checkpoint of the same process.
     let archived = if args.archive > 0 {
-        let t = Instant::now();
-        load::archive(&clients, &ids[..args.archive], quiet).await?;
-        let archive_s = t.elapsed().as_secs_f64();
-        let rss = settled_rss(&mut clients).await?;
-        let heap = status(&mut clients).await?;
         let left = args.agents - args.archive;
-        let same_size = checkpoints
-            .iter()
-            .find(|p| p["agents"].as_u64() == Some(left as u64))
-            .and_then(|p| p["daemon_rss_bytes"].as_u64());
-        Some(json!({
-            "archived": args.archive,
-            "archive_per_s": args.archive as f64 / archive_s,
-            "daemon_rss_bytes": rss,
-            "heap_allocated_bytes": heap.heap_allocated_bytes,
-            "heap_resident_bytes": heap.heap_resident_bytes,
-            "left": left,
-            "daemon_rss_bytes_when_as_many": same_size,
-            "ratio": same_size.map(|b| rss as f64 / b.max(1) as f64),
-        }))
+        let archived = &ids[..args.archive];
+        Some(archive(&mut clients, archived, left, &figures[0], quiet).await?)
     } else {
         None
     };
-
     let restarted = if args.restart {
-        let r = restart::kill_and_restart(&mut clients, target).await?;
-        anyhow::ensure!(
-            r.status.recovered_agents as usize >= agents_before + total - args.archive,
-            "the daemon came back with {} agents, not {}; see {}",
-            r.status.recovered_agents,
-            agents_before + total - args.archive,
-            r.log.display()
-        );
-        Some(json!({
-            "restart_s": r.elapsed.as_secs_f64(),
-            "recovered_agents": r.status.recovered_agents,
-            // The whole process, recovered: no baseline to subtract here.
-            "daemon_rss_bytes": r.status.rss_bytes,
-            "log": r.log.display().to_string(),
-        }))
+        let expected = agents_before + total - args.archive;
+        Some(restart(&mut clients, &target, expected).await?)
     } else {
         None
     };
 
-    let report = json!({
+    // Not reported (0) on either side: unknown, not zero.
+    let per_agent = (start.rss_bytes > 0 && after.rss_bytes > 0)
+        .then(|| (after.rss_bytes as f64 - start.rss_bytes as f64) / total as f64);
+    let mut report = json!({
         "bench": "holarchy bench idle",
+        "transport": transport,
         "agents": args.agents,
         "tree_fanout": args.tree,
         "total_agents": total,
@@ -231,98 +320,70 @@ pub async fn idle(
         "create_per_s": create_per_s,
         "tree_s": tree_s,
         "tree_agents_per_s": tree_s.map(|s| (args.agents + private) as f64 / s),
-        "daemon_rss_per_agent_bytes": after.rss_bytes.saturating_sub(before) as f64 / total as f64,
-        "checkpoints": checkpoints,
-        "empty_call_us": probe::percentiles(empty),
-        "send_message_ack_us": probe::percentiles(send.acknowledged),
-        "send_message_to_turn_seen_us": probe::percentiles(send.turn_seen),
+        "daemon_rss_per_agent_bytes": per_agent,
         "archive": archived,
         "restart": restarted,
     });
-    if !json_only {
-        print_table(&report);
+    let mut figures = figures.into_iter();
+    if let (Some(object), Some(first)) = (report.as_object_mut(), figures.next()) {
+        object.extend(first);
+        if let (Some(compared), Some(theirs)) = (compared, figures.next()) {
+            object.insert(compared.name.to_owned(), Value::Object(theirs));
+        }
+    }
+    if !quiet {
+        table::print(&report);
     }
     println!("{report}");
     Ok(())
 }
 
-fn print_table(report: &Value) {
-    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
-    let latency = |name: &str, v: &Value| {
-        println!(
-            "{:<48} {:>9.0} us p50 {:>9.0} us p99",
-            name,
-            num(&v["p50"]),
-            num(&v["p99"])
-        );
-    };
-    println!("{:<48} {:>12}", "figure", "value");
-    println!(
-        "{:<48} {:>12.0}",
-        "durable creations / s (public)",
-        num(&report["create_per_s"])
+/// Archives `ids` and reads the daemon's memory once it settles, next to
+/// its memory at the checkpoint with as many agents as are left.
+async fn archive(
+    clients: &mut Clients,
+    ids: &[String],
+    left: usize,
+    figures: &Map<String, Value>,
+    quiet: bool,
+) -> anyhow::Result<Value> {
+    let t = Instant::now();
+    load::archive(clients, ids, quiet).await?;
+    let archive_s = t.elapsed().as_secs_f64();
+    let rss = settled_rss(clients).await?;
+    let heap = status(clients).await?;
+    let same_size = figures["checkpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["agents"].as_u64() == Some(left as u64))
+        .and_then(|p| p["daemon_rss_bytes"].as_u64());
+    Ok(json!({
+        "archived": ids.len(),
+        "archive_per_s": ids.len() as f64 / archive_s,
+        "daemon_rss_bytes": known(rss),
+        "heap_allocated_bytes": known(heap.heap_allocated_bytes),
+        "heap_resident_bytes": known(heap.heap_resident_bytes),
+        "left": left,
+        "daemon_rss_bytes_when_as_many": same_size,
+        "ratio": same_size.filter(|_| rss > 0).map(|b| rss as f64 / b.max(1) as f64),
+    }))
+}
+
+/// `kill -9`, restart, and the time until `expected` agents are back.
+async fn restart(clients: &mut Clients, target: &Target, expected: usize) -> anyhow::Result<Value> {
+    let r = restart::kill_and_restart(clients, target).await?;
+    anyhow::ensure!(
+        r.status.recovered_agents as usize >= expected,
+        "the daemon came back with {} agents, not {expected}; see {}",
+        r.status.recovered_agents,
+        r.log.display()
     );
-    if let Some(rate) = report["tree_agents_per_s"].as_f64() {
-        println!(
-            "{:<48} {:>12.0}",
-            "tree agents (public + private) up / s", rate
-        );
-    }
-    println!(
-        "{:<48} {:>10.0} B",
-        format!(
-            "daemon RSS per idle agent ({} agents)",
-            report["total_agents"]
-        ),
-        num(&report["daemon_rss_per_agent_bytes"])
-    );
-    for point in report["checkpoints"].as_array().into_iter().flatten() {
-        let n = &point["agents"];
-        latency(&format!("GetAgent at {n} agents"), &point["get_agent_us"]);
-        latency(
-            &format!("ListAgents (page of 1,000) at {n} agents"),
-            &point["list_agents_1000_us"],
-        );
-    }
-    latency(
-        "an empty call (health check): the transport",
-        &report["empty_call_us"],
-    );
-    latency(
-        "SendMessage, until acknowledged",
-        &report["send_message_ack_us"],
-    );
-    latency(
-        "SendMessage, until the turn is seen starting",
-        &report["send_message_to_turn_seen_us"],
-    );
-    if let Some(archive) = report["archive"].as_object() {
-        println!(
-            "{:<48} {:>12.0}",
-            "durable archives / s",
-            num(&archive["archive_per_s"])
-        );
-        println!(
-            "{:<48} {:>10.0} MB",
-            format!("daemon RSS, {} left after archiving", archive["left"]),
-            num(&archive["daemon_rss_bytes"]) / 1e6
-        );
-        if let Some(ratio) = archive["ratio"].as_f64() {
-            println!(
-                "{:<48} {:>11.2}x",
-                format!("  vs RSS when {} had been created", archive["left"]),
-                ratio
-            );
-        }
-    }
-    if let Some(restart) = report["restart"].as_object() {
-        println!(
-            "{:<48} {:>10.3} s",
-            format!(
-                "kill -9 to answering with {} agents",
-                restart["recovered_agents"]
-            ),
-            num(&restart["restart_s"])
-        );
-    }
+    Ok(json!({
+        "restart_s": r.elapsed.as_secs_f64(),
+        "recovered_agents": r.status.recovered_agents,
+        // The whole process, recovered: no baseline to subtract here.
+        "daemon_rss_bytes": known(r.status.rss_bytes),
+        "log": r.log.display().to_string(),
+    }))
 }

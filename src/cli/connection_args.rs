@@ -1,5 +1,6 @@
 //! `serve` flags for the daemon's connections: caps, timeouts, keepalive
-//! and HTTP/2 limits (see `daemon::listen`), each with its default.
+//! and HTTP/2 limits and windows (see `daemon::listen`), each with its
+//! default.
 
 use std::time::Duration;
 
@@ -37,7 +38,26 @@ pub struct ConnectionArgs {
     /// Bytes of headers one request may send.
     #[arg(long, default_value_t = ConnectionLimits::default().max_header_bytes)]
     pub max_header_bytes: u32,
+    /// Bytes a client may send on one call before the daemon acknowledges
+    /// them (the HTTP/2 stream window).
+    #[arg(long, default_value_t = ConnectionLimits::default().stream_window)]
+    pub http2_stream_window: u32,
+    /// Bytes a client may send on one connection, all calls together,
+    /// before the daemon acknowledges them.
+    #[arg(long, default_value_t = ConnectionLimits::default().connection_window)]
+    pub http2_connection_window: u32,
+    /// Grow the HTTP/2 windows to the measured bandwidth-delay product
+    /// (for clients far away sending large requests).
+    #[arg(long, default_value_t = ConnectionLimits::default().adaptive_window)]
+    pub http2_adaptive_window: bool,
 }
+
+/// The largest HTTP/2 flow-control window (RFC 9113, 6.9.1).
+const MAX_WINDOW: u32 = (1 << 31) - 1;
+
+/// The smallest: the protocol's initial window, so the daemon never grants
+/// less than a peer may assume before it reads the daemon's settings.
+const MIN_WINDOW: u32 = 65_535;
 
 impl ConnectionArgs {
     /// The connection flags, refusing values that would stop the daemon
@@ -58,6 +78,15 @@ impl ConnectionArgs {
         ] {
             anyhow::ensure!(value > 0, "{flag} must be at least 1");
         }
+        for (flag, value) in [
+            ("--http2-stream-window", self.http2_stream_window),
+            ("--http2-connection-window", self.http2_connection_window),
+        ] {
+            anyhow::ensure!(
+                (MIN_WINDOW..=MAX_WINDOW).contains(&value),
+                "{flag} must be between {MIN_WINDOW} and {MAX_WINDOW} bytes"
+            );
+        }
         Ok(ConnectionLimits {
             max_tcp: self.max_connections,
             max_unix: self.max_unix_connections,
@@ -67,6 +96,9 @@ impl ConnectionArgs {
             keepalive_timeout: Duration::from_secs(self.keepalive_timeout),
             max_streams: self.max_streams_per_connection,
             max_header_bytes: self.max_header_bytes,
+            stream_window: self.http2_stream_window,
+            connection_window: self.http2_connection_window,
+            adaptive_window: self.http2_adaptive_window,
         })
     }
 }

@@ -52,8 +52,20 @@ pub struct ConnectionLimits {
     pub max_streams: u32,
     /// Largest header block a request may send, in bytes.
     pub max_header_bytes: u32,
+    /// HTTP/2 flow-control windows the daemon grants its peers, in bytes:
+    /// how much a client may send on one call, and on the whole connection,
+    /// before the daemon acknowledges it. See `server` for the choice.
+    pub stream_window: u32,
+    pub connection_window: u32,
+    /// Let hyper grow the windows to the measured bandwidth-delay product
+    /// (it sends its own pings to measure it).
+    pub adaptive_window: bool,
 }
 
+/// The HTTP/2 defaults (pings, streams, windows) were chosen by
+/// measurement: none of the alternatives moved a latency or the creation
+/// rate beyond noise, over TCP or the Unix socket; the figures and reasons
+/// are in docs/benchmarks.md, "HTTP/2 settings, chosen by measurement".
 impl Default for ConnectionLimits {
     fn default() -> Self {
         Self {
@@ -65,6 +77,9 @@ impl Default for ConnectionLimits {
             keepalive_timeout: Duration::from_secs(10),
             max_streams: 256,
             max_header_bytes: 16 * 1024,
+            stream_window: 1024 * 1024,
+            connection_window: 1024 * 1024,
+            adaptive_window: false,
         }
     }
 }
@@ -77,6 +92,9 @@ impl ConnectionLimits {
             .http2_keepalive_timeout(Some(self.keepalive_timeout))
             .max_concurrent_streams(self.max_streams)
             .http2_max_header_list_size(self.max_header_bytes)
+            .initial_stream_window_size(self.stream_window)
+            .initial_connection_window_size(self.connection_window)
+            .http2_adaptive_window(Some(self.adaptive_window))
     }
 }
 
@@ -282,12 +300,38 @@ trait Accept: Send + 'static {
     fn accept_one(&self) -> impl Future<Output = io::Result<Self::Io>> + Send;
 }
 
+/// TCP keepalive on accepted connections: after a minute of silence the
+/// kernel probes every 10 s and drops the connection after 3 unanswered
+/// probes. The HTTP/2 pings find a dead peer sooner while hyper polls the
+/// connection; this also frees a socket (and its cap permit) whose peer
+/// vanished while nothing read it, and keeps NAT and firewall state alive
+/// under a watch that sends nothing for hours.
+const TCP_KEEPALIVE: socket2::TcpKeepalive = socket2::TcpKeepalive::new()
+    .with_time(Duration::from_secs(60))
+    .with_interval(Duration::from_secs(10))
+    .with_retries(3);
+
+/// Socket options of an accepted TCP connection. tonic's own `tcp_nodelay`
+/// and `tcp_keepalive` apply only to listeners tonic binds itself, and the
+/// daemon serves its own stream of accepted sockets, so they are set here.
+fn tune_tcp(stream: &TcpStream) -> io::Result<()> {
+    // A response is written as several small HTTP/2 frames (headers, data,
+    // trailers); with Nagle's algorithm on, the later ones wait for the
+    // client's delayed acknowledgement of the first.
+    stream.set_nodelay(true)?;
+    socket2::SockRef::from(stream).set_tcp_keepalive(&TCP_KEEPALIVE)
+}
+
 impl Accept for TcpListener {
     type Io = TcpStream;
     async fn accept_one(&self) -> io::Result<TcpStream> {
-        let (stream, _) = self.accept().await?;
-        // Small gRPC frames should leave at once, not wait for Nagle.
-        stream.set_nodelay(true)?;
+        let (stream, peer) = self.accept().await?;
+        // The options only make the connection faster and tidier: one that
+        // cannot take them (its peer already gone) is still served, and the
+        // accept loop does not back off for it.
+        if let Err(err) = tune_tcp(&stream) {
+            debug!(%peer, error = %err, "cannot set TCP options on a connection");
+        }
         Ok(stream)
     }
 }
