@@ -202,11 +202,7 @@ impl Secrets {
     /// it is final `at_end`).
     pub fn redact_stream(&self, held: &mut Vec<u8>, at_end: bool) -> Vec<u8> {
         let values = self.snapshot();
-        let keep = if at_end {
-            0
-        } else {
-            open_tail(&values, held)
-        };
+        let keep = if at_end { 0 } else { open_tail(&values, held) };
         // A match starting before `cut` lies wholly inside `held`: one
         // running past its end would make its start a tail still open.
         let cut = held.len().saturating_sub(keep);

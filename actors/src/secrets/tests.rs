@@ -96,7 +96,11 @@ fn output_that_cannot_start_a_secret_is_passed_on_at_once() {
     assert_eq!(s.redact_stream(&mut held, false), b"1\n");
     assert!(held.is_empty());
     // What may begin a secret or a trigger token waits for the next read.
-    for (text, kept) in [("ok s3cr3t-v", "s3cr3t-v"), ("ok htr", "htr"), ("ok htr_0f1", "htr_0f1")] {
+    for (text, kept) in [
+        ("ok s3cr3t-v", "s3cr3t-v"),
+        ("ok htr", "htr"),
+        ("ok htr_0f1", "htr_0f1"),
+    ] {
         let mut held = text.as_bytes().to_vec();
         assert_eq!(s.redact_stream(&mut held, false), b"ok ");
         assert_eq!(held, kept.as_bytes(), "{text}");
