@@ -119,7 +119,7 @@ impl Output {
     pub fn agent_table_header(&self) {
         if !self.json {
             say!(
-                "{:<30}  {:<20}  {:<14}  {:<8}  {:<8}  {:>5}",
+                "{:<30}  {:<20}  {:<17}  {:<8}  {:<8}  {:>5}",
                 "AGENT",
                 "NAME",
                 "PROFILE",
@@ -136,7 +136,7 @@ impl Output {
         } else {
             let preset = a.profile.as_ref().map(|p| p.preset.as_str()).unwrap_or("");
             say!(
-                "{:<30}  {:<20}  {:<14}  {:<8}  {:<8}  {:>5}",
+                "{:<30}  {:<20}  {:<17}  {:<8}  {:<8}  {:>5}",
                 a.agent_id,
                 or_dash(&a.name),
                 or_dash(preset),
