@@ -30,7 +30,9 @@ async fn builder_streams_a_command_while_it_runs() {
     assert_eq!(task["command"], COUNT_TO_THREE);
     let listed = cli.ok(&["task", "list", "builder"]);
     assert!(
-        listed.lines().any(|l| l.starts_with(&task_id) && l.contains("command")),
+        listed
+            .lines()
+            .any(|l| l.starts_with(&task_id) && l.contains("command")),
         "{listed}"
     );
 
@@ -75,34 +77,64 @@ async fn builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort() {
         .lines()
         .find(|l| l.starts_with("working on   ship 1.0 (wrk_"))
         .unwrap_or_else(|| panic!("no work item in\n{detail}"));
-    let item = working.trim_end_matches(')').rsplit('(').next().expect("id").to_owned();
+    let item = working
+        .trim_end_matches(')')
+        .rsplit('(')
+        .next()
+        .expect("id")
+        .to_owned();
     assert!(
-        detail.lines().any(|l| l.starts_with("waiting on   timer") && l.ends_with("(release window)")),
+        detail
+            .lines()
+            .any(|l| l.starts_with("waiting on   timer") && l.ends_with("(release window)")),
         "{detail}"
     );
     let summary = cli.json_one(&["agent", "get", "builder"]);
     assert_eq!(summary["current_work_item"]["objective"], "ship 1.0");
     assert_eq!(summary["current_work_item"]["work_item_id"], item.as_str());
-    assert!(summary["waiting_on"][0].as_str().expect("a wait").contains("release window"));
+    assert!(summary["waiting_on"][0]
+        .as_str()
+        .expect("a wait")
+        .contains("release window"));
 
     let work = cli.ok(&["work", "list", "builder"]);
-    assert!(work.contains(&format!("{item}  [active] ship 1.0")), "{work}");
+    assert!(
+        work.contains(&format!("{item}  [active] ship 1.0")),
+        "{work}"
+    );
     let items = cli.json(&["work", "list", "builder"]);
     assert_eq!(items.len(), 1, "{items:?}");
     assert_eq!(items[0]["owner_agent_id"], builder.as_str());
     let one = cli.json_one(&["work", "get", &item]);
-    assert_eq!((one["objective"].as_str(), one["status"].as_str()), (Some("ship 1.0"), Some("active")));
-    assert!(cli.ok(&["work", "get", &item]).starts_with(&format!("{item}  [active] ship 1.0")));
+    assert_eq!(
+        (one["objective"].as_str(), one["status"].as_str()),
+        (Some("ship 1.0"), Some("active"))
+    );
+    assert!(cli
+        .ok(&["work", "get", &item])
+        .starts_with(&format!("{item}  [active] ship 1.0")));
     // The running `events --follow` saw both.
-    watching.line_where("the work item's event", |l| l.contains(&builder) && l.contains("work_item_updated"));
-    watching.line_where("the timer's event", |l| l.contains(&builder) && l.contains("wait_updated"));
+    watching.line_where("the work item's event", |l| {
+        l.contains(&builder) && l.contains("work_item_updated")
+    });
+    watching.line_where("the timer's event", |l| {
+        l.contains(&builder) && l.contains("wait_updated")
+    });
 
     // Paused, builder keeps its messages queued; resumed, it handles them.
-    assert_eq!(cli.ok(&["agent", "pause", "builder"]).trim(), "paused: now paused");
-    watching.line_where("the pause", |l| l.contains("agent_state_changed") && l.ends_with("paused"));
+    assert_eq!(
+        cli.ok(&["agent", "pause", "builder"]).trim(),
+        "paused: now paused"
+    );
+    watching.line_where("the pause", |l| {
+        l.contains("agent_state_changed") && l.ends_with("paused")
+    });
     cli.ok(&["agent", "send", "builder", "while paused"]);
     let paused = cli.json_one(&["agent", "get", "builder"]);
-    assert_eq!((paused["state"].as_str(), paused["queue_length"].as_u64()), (Some("paused"), Some(1)));
+    assert_eq!(
+        (paused["state"].as_str(), paused["queue_length"].as_u64()),
+        (Some("paused"), Some(1))
+    );
     let resumed = cli.json_one(&["agent", "resume", "builder"]);
     assert_eq!(resumed["state"], "active");
     let all = handled(&cli, "builder", 2);
@@ -132,7 +164,10 @@ async fn builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort() {
             assert_eq!(stopped["status"], "stopped");
         }
     }
-    assert_eq!(cli.ok(&["agent", "resume", "builder"]).trim(), "resumed: now active");
+    assert_eq!(
+        cli.ok(&["agent", "resume", "builder"]).trim(),
+        "resumed: now active"
+    );
 }
 
 /// `holarchy trigger TOKEN PAYLOAD --dedupe-key KEY` wakes the agent that
@@ -153,7 +188,11 @@ async fn a_trigger_from_the_cli_wakes_its_agent_once_per_key() {
     ]));
     cli.ok(&["agent", "send", "builder", &make]);
     handled(&cli, "builder", 1);
-    let token_file = daemon.data_dir.join("workspaces").join(&builder).join("webhook-token");
+    let token_file = daemon
+        .data_dir
+        .join("workspaces")
+        .join(&builder)
+        .join("webhook-token");
     let token = std::fs::read_to_string(&token_file).expect("the token handed over");
 
     let first = cli.ok(&["trigger", &token, "build green", "--dedupe-key", "build-42"]);
@@ -162,7 +201,10 @@ async fn a_trigger_from_the_cli_wakes_its_agent_once_per_key() {
     assert_eq!(retry["duplicate"], true);
     assert_eq!(text(&retry, "message_id"), last_word(&first));
     let all = handled(&cli, "builder", 2);
-    let woken: Vec<&Value> = all.iter().filter(|m| m["provenance"] == "trigger").collect();
+    let woken: Vec<&Value> = all
+        .iter()
+        .filter(|m| m["provenance"] == "trigger")
+        .collect();
     assert_eq!(woken.len(), 1, "{all:#?}");
     assert_eq!(woken[0]["text"], "build green");
 

@@ -66,7 +66,10 @@ impl Holarchy {
     pub fn tcp_variables(url: &str, token: &str) -> Self {
         Self {
             flags: Vec::new(),
-            env: vec![("HOLARCHY_ADDR", url.into()), ("HOLARCHY_TOKEN", token.into())],
+            env: vec![
+                ("HOLARCHY_ADDR", url.into()),
+                ("HOLARCHY_TOKEN", token.into()),
+            ],
         }
     }
 
@@ -122,8 +125,9 @@ impl Holarchy {
         self.ok(&with_json)
             .lines()
             .map(|line| {
-                serde_json::from_str(line)
-                    .unwrap_or_else(|err| panic!("holarchy {args:?} printed non-JSON {line:?}: {err}"))
+                serde_json::from_str(line).unwrap_or_else(|err| {
+                    panic!("holarchy {args:?} printed non-JSON {line:?}: {err}")
+                })
             })
             .collect()
     }
@@ -200,7 +204,9 @@ impl Follow {
 
     /// Waits for the client to end on its own; its exit status.
     pub fn wait_exit(&mut self) -> ExitStatus {
-        until("the follower to end", || self.child.try_wait().expect("waits"))
+        until("the follower to end", || {
+            self.child.try_wait().expect("waits")
+        })
     }
 }
 

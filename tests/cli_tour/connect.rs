@@ -41,13 +41,19 @@ async fn the_cli_reaches_one_daemon_by_socket_and_by_tcp_with_its_token() {
         Holarchy::data_dir(&daemon.data_dir),
         Holarchy::data_dir_variable(&daemon.data_dir),
     ] {
-        assert_eq!(socket.json_one(&["agent", "get", "over-tcp"])["agent_id"], agent.as_str());
+        assert_eq!(
+            socket.json_one(&["agent", "get", "over-tcp"])["agent_id"],
+            agent.as_str()
+        );
     }
     let mut by_socket = Holarchy::data_dir(&root.path().join("elsewhere"));
     by_socket = by_socket.with_flags(&["--socket", daemon.socket().to_str().expect("utf-8")]);
     assert!(by_socket.ok(&["agent", "list"]).contains(&agent));
     let nowhere = Holarchy::data_dir(&root.path().join("elsewhere")).fails(&["status"]);
-    assert!(nowhere.contains("elsewhere"), "says where it looked: {nowhere}");
+    assert!(
+        nowhere.contains("elsewhere"),
+        "says where it looked: {nowhere}"
+    );
 
     // Without the right token, TCP answers nothing but UNAUTHENTICATED.
     for wrong in [
@@ -75,31 +81,58 @@ async fn bench_idle_loads_a_running_daemon_and_reports_its_figures() {
             .to_owned()
     };
     let rate = figure("durable creations / s");
-    let number: f64 = rate.split_whitespace().last().expect("figure").parse().expect("a number");
+    let number: f64 = rate
+        .split_whitespace()
+        .last()
+        .expect("figure")
+        .parse()
+        .expect("a number");
     assert!(number > 0.0, "{rate}");
     assert!(figure("GetAgent at 50 agents").contains("p99"));
 
     // The tour's second run: trees of children, then a kill -9 restart of
     // the daemon, timed. The restarted daemon is no child of this test, so
     // it is stopped here by its pid.
-    let args = ["bench", "idle", "--agents", "50", "--samples", "20", "--tree", "2", "--restart"];
+    let args = [
+        "bench",
+        "idle",
+        "--agents",
+        "50",
+        "--samples",
+        "20",
+        "--tree",
+        "2",
+        "--restart",
+    ];
     let report = cli.json_one(&args);
     let restarted = RestartedDaemon(cli.json_one(&["status"])["pid"].as_u64().expect("pid") as u32);
     assert_ne!(restarted.0, daemon.pid(), "a new daemon");
     assert_eq!(report["agents"], 50);
-    assert_eq!(report["total_agents"], 150, "50 agents with 2 children each");
+    assert_eq!(
+        report["total_agents"], 150,
+        "50 agents with 2 children each"
+    );
     assert!(report["create_per_s"].as_f64().expect("rate") > 0.0);
     assert!(report["tree_agents_per_s"].as_f64().expect("tree rate") > 0.0);
     let checkpoint = &report["checkpoints"][0];
     assert!(checkpoint["get_agent_us"]["p50"].as_f64().expect("latency") > 0.0);
     let restart = &report["restart"];
     assert!(restart["restart_s"].as_f64().expect("restart time") > 0.0);
-    assert_eq!(restart["recovered_agents"], 200, "both runs' agents recovered");
+    assert_eq!(
+        restart["recovered_agents"], 200,
+        "both runs' agents recovered"
+    );
     if let Some(log) = restart["log"].as_str() {
         let _ = std::fs::remove_file(log);
     }
     let status = cli.json_one(&["status"]);
-    assert_eq!((status["public_agents"].as_u64(), status["private_agents"].as_u64()), (Some(100), Some(100)));
+    assert_eq!(
+        (
+            status["public_agents"].as_u64(),
+            status["private_agents"].as_u64()
+        ),
+        (Some(100), Some(100))
+    );
     drop(restarted);
 }
 
@@ -109,18 +142,27 @@ struct RestartedDaemon(u32);
 impl Drop for RestartedDaemon {
     fn drop(&mut self) {
         let pid = self.0.to_string();
-        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status();
         // Gone, or a zombie nobody here can reap; no panic here, as the
         // test may be unwinding already.
         let started = std::time::Instant::now();
         while started.elapsed() < crate::common::DEADLINE {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rsplit(')').next().unwrap_or("").split_whitespace().next();
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .next();
             if matches!(state, None | Some("Z")) {
                 return;
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        let _ = std::process::Command::new("kill").args(["-KILL", &pid]).status();
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status();
     }
 }

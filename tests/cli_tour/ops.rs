@@ -21,11 +21,32 @@ async fn ops_takes_messages_once_and_reports_them() {
     assert!(sent.starts_with("sent msg_"), "{sent}");
 
     // A retry with the same dedupe key is the same message, not a new one.
-    let first = cli.ok(&["agent", "send", "ops", "pay once", "--dedupe-key", "invoice-7"]);
+    let first = cli.ok(&[
+        "agent",
+        "send",
+        "ops",
+        "pay once",
+        "--dedupe-key",
+        "invoice-7",
+    ]);
     let paid = last_word(&first);
-    let retry = cli.ok(&["agent", "send", "ops", "pay once", "--dedupe-key", "invoice-7"]);
+    let retry = cli.ok(&[
+        "agent",
+        "send",
+        "ops",
+        "pay once",
+        "--dedupe-key",
+        "invoice-7",
+    ]);
     assert_eq!(retry.trim(), format!("already sent {paid}"));
-    let again = cli.json_one(&["agent", "send", "ops", "pay once", "--dedupe-key", "invoice-7"]);
+    let again = cli.json_one(&[
+        "agent",
+        "send",
+        "ops",
+        "pay once",
+        "--dedupe-key",
+        "invoice-7",
+    ]);
     assert_eq!(again["duplicate"], true);
     assert_eq!(text(&again, "message_id"), paid);
 
@@ -36,14 +57,22 @@ async fn ops_takes_messages_once_and_reports_them() {
     let texts: Vec<&str> = all.iter().map(|m| text(m, "text")).collect();
     assert_eq!(
         texts,
-        ["hello", "check the build", "pay once", &scripted.to_string()],
+        [
+            "hello",
+            "check the build",
+            "pay once",
+            &scripted.to_string()
+        ],
         "in order, the deduplicated one once"
     );
     assert!(all.iter().all(|m| m["provenance"] == "operator"));
     assert_eq!(all[1]["reply"], "ack: check the build");
     assert_eq!(all[3]["reply"], "on it");
     let human = cli.ok(&["agent", "messages", "ops"]);
-    assert!(human.contains("[handled] operator: check the build"), "{human}");
+    assert!(
+        human.contains("[handled] operator: check the build"),
+        "{human}"
+    );
     assert!(human.contains("-> ack: check the build"), "{human}");
     assert!(human.contains("-> on it"), "{human}");
 
@@ -55,7 +84,10 @@ async fn ops_takes_messages_once_and_reports_them() {
         "state        active / idle".to_owned(),
         "brain        scripted".to_owned(),
     ] {
-        assert!(detail.lines().any(|l| l == line), "no {line:?} in\n{detail}");
+        assert!(
+            detail.lines().any(|l| l == line),
+            "no {line:?} in\n{detail}"
+        );
     }
     let by_id = cli.json_one(&["agent", "get", &ops]);
     assert_eq!(by_id["name"], "ops");
@@ -67,7 +99,10 @@ async fn ops_takes_messages_once_and_reports_them() {
     let mut rows = table.lines();
     assert!(rows.next().expect("header").starts_with("AGENT"), "{table}");
     let row = rows.next().expect("a row for ops");
-    assert!(row.starts_with(&ops) && row.contains("public_named"), "{row}");
+    assert!(
+        row.starts_with(&ops) && row.contains("public_named"),
+        "{row}"
+    );
     let listed = cli.json(&["agent", "list"]);
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0]["agent_id"], ops.as_str());
@@ -92,15 +127,24 @@ async fn ops_takes_messages_once_and_reports_them() {
         .lines()
         .find(|l| l.contains("tool_called"))
         .unwrap_or_else(|| panic!("no tool_called in\n{log}"));
-    assert!(line.contains(&ops) && line.trim_end().ends_with("AgentGet"), "{line}");
+    assert!(
+        line.contains(&ops) && line.trim_end().ends_with("AgentGet"),
+        "{line}"
+    );
 
     let status = cli.ok(&["status"]);
     assert!(status.starts_with("holarchy "), "{status}");
-    assert!(status.contains("agents     1 public, 0 private"), "{status}");
+    assert!(
+        status.contains("agents     1 public, 0 private"),
+        "{status}"
+    );
     let status = cli.json_one(&["status"]);
     assert_eq!(status["public_agents"], 1);
     assert_eq!(status["pid"], daemon.pid());
-    assert_eq!(text(&status, "data_dir"), daemon.data_dir.to_str().expect("utf-8"));
+    assert_eq!(
+        text(&status, "data_dir"),
+        daemon.data_dir.to_str().expect("utf-8")
+    );
     assert!(status["event_cursor"].as_u64().expect("cursor") >= events.len() as u64);
 }
 
@@ -125,16 +169,24 @@ async fn ops_supervises_private_children_through_task_handles() {
 
     let tree = cli.ok(&["tree"]);
     let lines: Vec<&str> = tree.lines().collect();
-    assert!(lines[0].starts_with(&format!("agent \"ops\" {ops}")), "{tree}");
     assert!(
-        tree.contains(&format!("task {task} (child_agent_task, running) \"lead the audit\"")),
+        lines[0].starts_with(&format!("agent \"ops\" {ops}")),
+        "{tree}"
+    );
+    assert!(
+        tree.contains(&format!(
+            "task {task} (child_agent_task, running) \"lead the audit\""
+        )),
         "{tree}"
     );
     let child_line = lines
         .iter()
         .find(|l| l.contains(&child))
         .unwrap_or_else(|| panic!("no child in\n{tree}"));
-    assert!(child_line.contains("-- agent") && child_line.ends_with("[private]"), "{tree}");
+    assert!(
+        child_line.contains("-- agent") && child_line.ends_with("[private]"),
+        "{tree}"
+    );
     assert!(tree.contains("2 agents, 1 tasks"), "{tree}");
     let shape = cli.json_one(&["tree"]);
     let node = |id: &str| {
@@ -156,13 +208,26 @@ async fn ops_supervises_private_children_through_task_handles() {
     let public = cli.json(&["agent", "list"]);
     assert!(public.iter().all(|a| a["agent_id"] != child.as_str()));
     let everyone = cli.json(&["agent", "list", "--include-private"]);
-    assert!(everyone.iter().any(|a| a["agent_id"] == child.as_str() && a["visibility"] == "private"));
+    assert!(everyone
+        .iter()
+        .any(|a| a["agent_id"] == child.as_str() && a["visibility"] == "private"));
     let human = cli.ok(&["agent", "list", "--include-private"]);
-    assert!(human.lines().any(|l| l.starts_with(&child) && l.contains("private_delegator")));
+    let header = human.lines().next().expect("header");
+    let row = human
+        .lines()
+        .find(|l| l.starts_with(&child) && l.contains("private_delegator"))
+        .unwrap_or_else(|| panic!("no private child in\n{human}"));
+    // The columns line up, however long the profile's name.
+    assert_eq!(row.find("active"), header.find("STATE"), "\n{human}");
     let refused = cli.fails(&["agent", "send", &child, "hi"]);
     assert!(refused.contains("permission denied"), "{refused}");
 
-    let input = cli.ok(&["task", "input", &task, r#"{"reply":"audit done","done":true}"#]);
+    let input = cli.ok(&[
+        "task",
+        "input",
+        &task,
+        r#"{"reply":"audit done","done":true}"#,
+    ]);
     assert!(input.starts_with("sent msg_"), "{input}");
     let finished = until("the audit to complete", || {
         let handle = cli.json_one(&["task", "get", &task]);
@@ -171,13 +236,21 @@ async fn ops_supervises_private_children_through_task_handles() {
     assert_eq!(finished["output"], "audit done");
     assert_eq!(cli.ok(&["task", "output", &task]).trim(), "audit done");
     let output = cli.json_one(&["task", "output", &task]);
-    assert_eq!((output["status"].as_str(), output["output"].as_str()), (Some("completed"), Some("audit done")));
+    assert_eq!(
+        (output["status"].as_str(), output["output"].as_str()),
+        (Some("completed"), Some("audit done"))
+    );
     let got = cli.ok(&["task", "get", &task]);
-    assert!(got.starts_with(&task) && got.contains("completed") && got.contains("-> audit done"), "{got}");
+    assert!(
+        got.starts_with(&task) && got.contains("completed") && got.contains("-> audit done"),
+        "{got}"
+    );
     // ops hears the result as a message from its child.
     let heard = handled(&cli, "ops", 2);
     assert!(
-        heard.iter().any(|m| m["provenance"] == "child_result" && m["text"] == "audit done"),
+        heard
+            .iter()
+            .any(|m| m["provenance"] == "child_result" && m["text"] == "audit done"),
         "{heard:#?}"
     );
 
@@ -185,7 +258,10 @@ async fn ops_supervises_private_children_through_task_handles() {
     let second = spawn_delegator(&cli, "lead the review");
     let second_task = text(&second, "task_id").to_owned();
     let stopped = cli.ok(&["task", "stop", &second_task]);
-    assert!(stopped.starts_with(&second_task) && stopped.contains("stopped"), "{stopped}");
+    assert!(
+        stopped.starts_with(&second_task) && stopped.contains("stopped"),
+        "{stopped}"
+    );
     let again = cli.fails(&["task", "stop", &second_task]);
     assert!(again.contains("failed precondition"), "{again}");
     let second_child = cli.json_one(&["agent", "get", text(&second, "child_agent_id")]);
@@ -195,13 +271,22 @@ async fn ops_supervises_private_children_through_task_handles() {
     // Archiving ops takes every private descendant with it.
     let third = spawn_delegator(&cli, "lead the cleanup");
     let archived = cli.ok(&["agent", "archive", "ops"]);
-    assert!(archived.starts_with(&format!("archived {ops}: ")), "{archived}");
+    assert!(
+        archived.starts_with(&format!("archived {ops}: ")),
+        "{archived}"
+    );
     for agent in [ops.as_str(), text(&third, "child_agent_id")] {
         assert_eq!(cli.json_one(&["agent", "get", agent])["state"], "archived");
     }
-    assert_eq!(cli.json_one(&["task", "get", text(&third, "task_id")])["status"], "stopped");
+    assert_eq!(
+        cli.json_one(&["task", "get", text(&third, "task_id")])["status"],
+        "stopped"
+    );
     let closed = cli.fails(&["agent", "send", "ops", "are you there?"]);
-    assert!(closed.contains("failed precondition") && closed.contains("archived"), "{closed}");
+    assert!(
+        closed.contains("failed precondition") && closed.contains("archived"),
+        "{closed}"
+    );
 }
 
 /// ops spawns a private delegator; its task handle, as `--json task list`

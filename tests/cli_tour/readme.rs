@@ -16,33 +16,93 @@ const TOUR_SECTIONS: [&str; 2] = ["A five-minute tour", "Run an agent on your ow
 /// Each command shape the README shows, and the test (module::function)
 /// that runs it through the binary.
 const COVERED: &[(&str, &str)] = &[
-    ("agent create --message", "ops::ops_takes_messages_once_and_reports_them"),
-    ("agent send", "ops::ops_takes_messages_once_and_reports_them"),
-    ("agent send --dedupe-key", "ops::ops_takes_messages_once_and_reports_them"),
-    ("agent messages", "ops::ops_takes_messages_once_and_reports_them"),
+    (
+        "agent create --message",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
+    (
+        "agent send",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
+    (
+        "agent send --dedupe-key",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
+    (
+        "agent messages",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
     ("agent get", "ops::ops_takes_messages_once_and_reports_them"),
-    ("agent list", "ops::ops_takes_messages_once_and_reports_them"),
-    ("agent list --json", "ops::ops_takes_messages_once_and_reports_them"),
+    (
+        "agent list",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
+    (
+        "agent list --json",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
     ("events", "ops::ops_takes_messages_once_and_reports_them"),
     ("status", "ops::ops_takes_messages_once_and_reports_them"),
-    ("bench idle --agents", "connect::bench_idle_loads_a_running_daemon_and_reports_its_figures"),
+    (
+        "bench idle --agents",
+        "connect::bench_idle_loads_a_running_daemon_and_reports_its_figures",
+    ),
     (
         "bench idle --agents --restart --tree",
         "connect::bench_idle_loads_a_running_daemon_and_reports_its_figures",
     ),
-    ("tree", "ops::ops_supervises_private_children_through_task_handles"),
-    ("task list", "ops::ops_supervises_private_children_through_task_handles"),
-    ("task input", "ops::ops_supervises_private_children_through_task_handles"),
-    ("task stop", "ops::ops_supervises_private_children_through_task_handles"),
-    ("agent archive", "ops::ops_supervises_private_children_through_task_handles"),
-    ("agent create", "builder::builder_streams_a_command_while_it_runs"),
-    ("task output --follow", "builder::builder_streams_a_command_while_it_runs"),
-    ("work list", "builder::builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort"),
-    ("agent pause", "builder::builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort"),
-    ("agent resume", "builder::builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort"),
-    ("trigger --dedupe-key", "builder::a_trigger_from_the_cli_wakes_its_agent_once_per_key"),
-    ("workspace attach --id", "workspaces::builder_works_in_an_attached_project_and_a_worktree_child"),
-    ("workspace list", "workspaces::builder_works_in_an_attached_project_and_a_worktree_child"),
+    (
+        "tree",
+        "ops::ops_supervises_private_children_through_task_handles",
+    ),
+    (
+        "task list",
+        "ops::ops_supervises_private_children_through_task_handles",
+    ),
+    (
+        "task input",
+        "ops::ops_supervises_private_children_through_task_handles",
+    ),
+    (
+        "task stop",
+        "ops::ops_supervises_private_children_through_task_handles",
+    ),
+    (
+        "agent archive",
+        "ops::ops_supervises_private_children_through_task_handles",
+    ),
+    (
+        "agent create",
+        "builder::builder_streams_a_command_while_it_runs",
+    ),
+    (
+        "task output --follow",
+        "builder::builder_streams_a_command_while_it_runs",
+    ),
+    (
+        "work list",
+        "builder::builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort",
+    ),
+    (
+        "agent pause",
+        "builder::builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort",
+    ),
+    (
+        "agent resume",
+        "builder::builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort",
+    ),
+    (
+        "trigger --dedupe-key",
+        "builder::a_trigger_from_the_cli_wakes_its_agent_once_per_key",
+    ),
+    (
+        "workspace attach --id",
+        "workspaces::builder_works_in_an_attached_project_and_a_worktree_child",
+    ),
+    (
+        "workspace list",
+        "workspaces::builder_works_in_an_attached_project_and_a_worktree_child",
+    ),
     (
         "agent create --brain-arg --brain-command",
         "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
@@ -51,7 +111,10 @@ const COVERED: &[(&str, &str)] = &[
         "agent brain --brain-scripted",
         "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
     ),
-    ("tools", "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain"),
+    (
+        "tools",
+        "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
+    ),
     (
         "serve --brain-command",
         "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
@@ -97,7 +160,10 @@ fn every_command_in_the_readme_parses_and_has_a_test() {
         .map(|(covered, _)| *covered)
         .filter(|covered| !shown.contains(*covered))
         .collect();
-    assert!(stale.is_empty(), "COVERED rows the README no longer shows: {stale:?}");
+    assert!(
+        stale.is_empty(),
+        "COVERED rows the README no longer shows: {stale:?}"
+    );
 
     for (_, test) in COVERED {
         let (module, function) = test.split_once("::").expect("module::function");
@@ -106,7 +172,10 @@ fn every_command_in_the_readme_parses_and_has_a_test() {
             .find(|(name, _)| *name == module)
             .unwrap_or_else(|| panic!("no module {module}"))
             .1;
-        assert!(source.contains(&format!("async fn {function}(")), "no test {test}");
+        assert!(
+            source.contains(&format!("async fn {function}(")),
+            "no test {test}"
+        );
     }
 }
 
@@ -201,7 +270,15 @@ fn the_tour_reader_splits_lines_as_the_shell_does() {
     let words = |line: &str| shell_words(line);
     assert_eq!(
         words(r#"holarchy agent send ops "pay once" --dedupe-key k   # safe to retry"#),
-        [["holarchy", "agent", "send", "ops", "pay once", "--dedupe-key", "k"]]
+        [[
+            "holarchy",
+            "agent",
+            "send",
+            "ops",
+            "pay once",
+            "--dedupe-key",
+            "k"
+        ]]
     );
     assert_eq!(
         words(r#"holarchy agent send b '{"a":"x # y"}'; holarchy agent resume b"#),
@@ -210,7 +287,17 @@ fn the_tour_reader_splits_lines_as_the_shell_does() {
             vec!["holarchy", "agent", "resume", "b"]
         ]
     );
-    let parsed = |line: &str| shape(&shell_words(line)[0].iter().map(|w| w.to_string()).collect::<Vec<_>>());
+    let parsed = |line: &str| {
+        shape(
+            &shell_words(line)[0]
+                .iter()
+                .map(|w| w.to_string())
+                .collect::<Vec<_>>(),
+        )
+    };
     assert_eq!(parsed("holarchy --json agent list"), "agent list --json");
-    assert_eq!(parsed("holarchy task output TASK_ID --follow"), "task output --follow");
+    assert_eq!(
+        parsed("holarchy task output TASK_ID --follow"),
+        "task output --follow"
+    );
 }

@@ -114,7 +114,10 @@ async fn ctrl_c_stops_the_daemon_cleanly_and_it_restarts_with_its_agents() {
     let log_before = daemon.log();
     daemon.stop();
     let log = std::fs::read_to_string(dir.with_extension("log")).expect("log");
-    assert!(log[log_before.len()..].contains("stopped"), "stopped in order:\n{log}");
+    assert!(
+        log[log_before.len()..].contains("stopped"),
+        "stopped in order:\n{log}"
+    );
     assert!(!dir.join("holarchy.sock").exists(), "the socket is removed");
 
     let again = Foreground::start(&dir, &[]);
@@ -167,7 +170,11 @@ async fn a_second_ctrl_c_while_stopping_exits_at_once() {
         .unwrap_or_else(|| panic!("a second Ctrl-C should exit at once:\n{}", daemon.log()));
     assert_eq!(exit.code(), Some(130), "{exit}");
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert!(daemon.log().contains("second interrupt"), "{}", daemon.log());
+    assert!(
+        daemon.log().contains("second interrupt"),
+        "{}",
+        daemon.log()
+    );
     drop(watch);
 
     // What it acknowledged was on disk already.

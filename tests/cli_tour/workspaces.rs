@@ -18,22 +18,40 @@ async fn builder_works_in_an_attached_project_and_a_worktree_child() {
     cli.ok(&["agent", "create", "builder"]);
 
     // Attaching binds the directory without making it active.
-    let attached = cli.ok(&["workspace", "attach", "builder", project_dir, "--id", "project"]);
+    let attached = cli.ok(&[
+        "workspace",
+        "attach",
+        "builder",
+        project_dir,
+        "--id",
+        "project",
+    ]);
     assert!(
-        attached.lines().any(|l| l.starts_with("  project") && l.ends_with(project_dir)),
+        attached
+            .lines()
+            .any(|l| l.starts_with("  project") && l.ends_with(project_dir)),
         "{attached}"
     );
-    assert!(attached.lines().any(|l| l.starts_with("* agent_home")), "{attached}");
+    assert!(
+        attached.lines().any(|l| l.starts_with("* agent_home")),
+        "{attached}"
+    );
 
-    let enter = common::script(json!([{ "name": "UseWorkspace", "input": { "workspace_id": "project" } }]));
+    let enter =
+        common::script(json!([{ "name": "UseWorkspace", "input": { "workspace_id": "project" } }]));
     cli.ok(&["agent", "send", "builder", &enter]);
     handled(&cli, "builder", 1);
     let listed = cli.ok(&["workspace", "list", "builder"]);
     assert!(
-        listed.lines().any(|l| l.starts_with("* project") && l.ends_with(project_dir)),
+        listed
+            .lines()
+            .any(|l| l.starts_with("* project") && l.ends_with(project_dir)),
         "{listed}"
     );
-    assert!(listed.contains(&format!("active: {project_dir} (project)")), "{listed}");
+    assert!(
+        listed.contains(&format!("active: {project_dir} (project)")),
+        "{listed}"
+    );
     let shown = cli.json_one(&["workspace", "list", "builder"]);
     assert_eq!(shown["active_workspace_id"], "project");
     assert_eq!(shown["active_dir"], project_dir);
@@ -55,7 +73,9 @@ async fn builder_works_in_an_attached_project_and_a_worktree_child() {
     assert!(std::path::Path::new(&worktree).join("README.md").is_file());
     let tree = cli.ok(&["tree"]);
     assert!(
-        tree.lines().any(|l| l.contains(&task_id) && l.contains(&format!("[worktree {worktree} on {branch}]"))),
+        tree.lines()
+            .any(|l| l.contains(&task_id)
+                && l.contains(&format!("[worktree {worktree} on {branch}]"))),
         "{tree}"
     );
     assert!(branches(&project).contains(&branch));
@@ -66,7 +86,10 @@ async fn builder_works_in_an_attached_project_and_a_worktree_child() {
         let handle = cli.json_one(&["task", "get", &task_id]);
         (handle["worktree"]["removed"] == true).then_some(())
     });
-    assert!(!std::path::Path::new(&worktree).exists(), "{worktree} left behind");
+    assert!(
+        !std::path::Path::new(&worktree).exists(),
+        "{worktree} left behind"
+    );
     assert!(!branches(&project).contains(&branch));
     assert!(!cli.ok(&["tree"]).contains(&worktree));
 
