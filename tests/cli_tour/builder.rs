@@ -135,10 +135,19 @@ async fn builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort() {
         (paused["state"].as_str(), paused["queue_length"].as_u64()),
         (Some("paused"), Some(1))
     );
+    watching.line_where("the queued message", |l| l.contains("message_queued"));
     let resumed = cli.json_one(&["agent", "resume", "builder"]);
     assert_eq!(resumed["state"], "active");
     let all = handled(&cli, "builder", 2);
     assert_eq!(all[1]["reply"], "ack: while paused");
+    // Its turn started only once it was active again.
+    let story = watching.lines_until("the turn", |l| l.contains("run_started"));
+    assert!(
+        story
+            .iter()
+            .any(|l| l.contains("agent_state_changed") && l.ends_with("active")),
+        "a turn started while paused: {story:#?}"
+    );
 
     // Abort cuts the current turn (here: waiting on a long command) and
     // pauses the agent; with no turn running there is nothing to abort.
@@ -195,6 +204,7 @@ async fn a_trigger_from_the_cli_wakes_its_agent_once_per_key() {
         .join("webhook-token");
     let token = std::fs::read_to_string(&token_file).expect("the token handed over");
 
+    let mut watching = cli.follow(&["--json", "events", "--follow", "--agent", "builder"]);
     let first = cli.ok(&["trigger", &token, "build green", "--dedupe-key", "build-42"]);
     assert!(first.starts_with("sent msg_"), "{first}");
     let retry = cli.json_one(&["trigger", &token, "build green", "--dedupe-key", "build-42"]);
@@ -207,6 +217,11 @@ async fn a_trigger_from_the_cli_wakes_its_agent_once_per_key() {
         .collect();
     assert_eq!(woken.len(), 1, "{all:#?}");
     assert_eq!(woken[0]["text"], "build green");
+    let queued = watching.line_where("the trigger's message", |l| {
+        let event: Value = serde_json::from_str(l).expect("a JSON event");
+        event["kind"] == "message_queued" && event["detail"]["provenance"] == "trigger"
+    });
+    assert!(queued.contains(&builder), "{queued}");
 
     let wrong = cli.fails(&["trigger", "htr_not_a_token", "x"]);
     assert!(wrong.contains("permission denied"), "{wrong}");

@@ -183,15 +183,29 @@ impl Follow {
     /// The next line of its output that `wanted` accepts, skipping others;
     /// panics at the deadline or if the output ends first.
     pub fn line_where(&mut self, what: &str, wanted: impl Fn(&str) -> bool) -> String {
+        let mut lines = self.lines_until(what, wanted);
+        lines.pop().expect("the wanted line")
+    }
+
+    /// Every line up to and with the next one `wanted` accepts.
+    pub fn lines_until(&mut self, what: &str, wanted: impl Fn(&str) -> bool) -> Vec<String> {
         let started = Instant::now();
+        let mut seen = Vec::new();
         loop {
             let left = DEADLINE.saturating_sub(started.elapsed());
             match self.lines.recv_timeout(left) {
-                Ok(line) if wanted(&line) => return line,
-                Ok(_) => {}
-                Err(mpsc::RecvTimeoutError::Timeout) => panic!("no line with {what} in time"),
+                Ok(line) => {
+                    let found = wanted(&line);
+                    seen.push(line);
+                    if found {
+                        return seen;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("no line with {what} in time: {seen:#?}")
+                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    panic!("output ended before a line with {what}")
+                    panic!("output ended before a line with {what}: {seen:#?}")
                 }
             }
         }

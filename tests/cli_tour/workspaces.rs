@@ -70,7 +70,14 @@ async fn builder_works_in_an_attached_project_and_a_worktree_child() {
     let worktree = text(&task["worktree"], "path").to_owned();
     let branch = text(&task["worktree"], "branch").to_owned();
     assert_eq!(branch, format!("holarchy/{task_id}"));
-    assert!(std::path::Path::new(&worktree).join("README.md").is_file());
+    // The handle names the worktree as soon as it is planned; git checks
+    // it out just after.
+    until("the worktree checked out", || {
+        std::path::Path::new(&worktree)
+            .join("README.md")
+            .is_file()
+            .then_some(())
+    });
     let tree = cli.ok(&["tree"]);
     assert!(
         tree.lines()
