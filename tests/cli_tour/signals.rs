@@ -111,11 +111,11 @@ async fn ctrl_c_stops_the_daemon_cleanly_and_it_restarts_with_its_agents() {
     let cli = daemon.cli();
     cli.ok(&["agent", "create", "keeper", "--message", "remember me"]);
     handled(&cli, "keeper", 1);
-    let log_before = daemon.log();
     daemon.stop();
     let log = std::fs::read_to_string(dir.with_extension("log")).expect("log");
+    let shutting = log.find("shutting down").expect("a shutdown");
     assert!(
-        log[log_before.len()..].contains("stopped"),
+        log[shutting..].contains("stopped"),
         "stopped in order:\n{log}"
     );
     assert!(!dir.join("holarchy.sock").exists(), "the socket is removed");
