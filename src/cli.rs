@@ -678,22 +678,36 @@ async fn agent_command(
 }
 
 /// Resolves on the first Ctrl-C or SIGTERM; a second Ctrl-C exits at once.
+/// One SIGINT listener serves both, so a second Ctrl-C that comes before
+/// the exit watch is first polled is kept, not lost.
 async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => Some(term),
+    use tokio::signal::unix::{signal, SignalKind};
+    let listen = |kind: SignalKind, name: &str| match signal(kind) {
+        Ok(stream) => Some(stream),
         Err(err) => {
-            tracing::warn!(error = %err, "cannot listen for SIGTERM");
+            tracing::warn!(error = %err, "cannot listen for {name}");
             None
         }
     };
+    let mut interrupt = listen(SignalKind::interrupt(), "SIGINT");
+    let mut term = listen(SignalKind::terminate(), "SIGTERM");
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+        () = received(interrupt.as_mut()) => {}
+        () = received(term.as_mut()) => {}
     }
-    tokio::spawn(async {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("second interrupt: exiting now");
-            std::process::exit(130);
-        }
+    tokio::spawn(async move {
+        received(interrupt.as_mut()).await;
+        eprintln!("second interrupt: exiting now");
+        std::process::exit(130);
     });
+}
+
+/// The next signal on `stream`; never, without one.
+async fn received(stream: Option<&mut tokio::signal::unix::Signal>) {
+    match stream {
+        Some(stream) => {
+            stream.recv().await;
+        }
+        None => std::future::pending().await,
+    }
 }

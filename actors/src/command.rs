@@ -31,8 +31,17 @@ use crate::secrets::Secrets;
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, supervise, Ctx};
 
-/// Bytes read from a pipe at a time: one output chunk at most.
+/// Bytes read from a pipe at a time.
 const READ_SIZE: usize = 64 * 1024;
+/// The ring drops whole chunks, oldest first, and always keeps the newest,
+/// so a stored chunk holds at most a quarter of the capacity: the ring
+/// then keeps at most 1.25 times it. Within 1 KiB and a read, so a large
+/// ring (the default 1 MiB) stores whole reads, as few keys as can be.
+fn stored_chunk(capacity: u64) -> usize {
+    usize::try_from(capacity / 4)
+        .unwrap_or(READ_SIZE)
+        .clamp(1024, READ_SIZE)
+}
 /// How much of the output the final task record keeps as its result.
 const RESULT_TAIL: usize = 4 * 1024;
 
@@ -303,27 +312,38 @@ impl CommandActor {
         stream: Stream,
         data: Vec<u8>,
     ) -> Result<(), StoreError> {
-        let offset = state.end;
-        let len = data.len() as u64;
         let task_id = state.task.id;
-        let mut batch = Batch::new().write(Write::PutOutput {
-            task_id,
-            chunk: OutputChunk {
-                offset,
-                stream,
-                data,
-            },
-        });
-        state.end += len;
-        state.chunks.push_back((offset, len));
+        let stored_before = state.chunks.len();
+        let mut pieces = Vec::new();
+        let capacity = self.ctx.config.output_capacity;
+        for piece in data.chunks(stored_chunk(capacity)) {
+            let len = piece.len() as u64;
+            state.chunks.push_back((state.end, len));
+            pieces.push((state.end, piece));
+            state.end += len;
+        }
         let retained = state.chunks.make_contiguous();
-        let drop = chunks_to_drop(retained, state.end, self.ctx.config.output_capacity);
-        for offset in &drop {
+        let drop = chunks_to_drop(retained, state.end, capacity);
+        state.chunks.drain(..drop.len());
+        // The oldest go first: chunks stored before, then any of these
+        // pieces already too old to keep, which are never written.
+        let mut batch = Batch::new();
+        for offset in drop.iter().take(stored_before) {
             batch = batch.write(Write::DropOutput {
                 task_id,
                 offset: *offset,
             });
-            state.chunks.pop_front();
+        }
+        let too_old = drop.len().saturating_sub(stored_before);
+        for (offset, piece) in pieces.into_iter().skip(too_old) {
+            batch = batch.write(Write::PutOutput {
+                task_id,
+                chunk: OutputChunk {
+                    offset,
+                    stream,
+                    data: piece.to_vec(),
+                },
+            });
         }
         self.ctx.store.commit(batch)?;
         self.ctx.notify_output(task_id);

@@ -202,13 +202,9 @@ impl Secrets {
     /// it is final `at_end`).
     pub fn redact_stream(&self, held: &mut Vec<u8>, at_end: bool) -> Vec<u8> {
         let values = self.snapshot();
-        let keep = if at_end {
-            0
-        } else {
-            longest(&values).saturating_sub(1)
-        };
-        // A match starting before `cut` lies wholly inside `held`, since
-        // the hold-back is as long as the longest secret.
+        let keep = if at_end { 0 } else { open_tail(&values, held) };
+        // A match starting before `cut` lies wholly inside `held`: one
+        // running past its end would make its start a tail still open.
         let cut = held.len().saturating_sub(keep);
         // Secret values, then the trigger token prefix (length 0 marks it).
         let patterns: Vec<(&[u8], usize)> = values
@@ -298,14 +294,42 @@ impl Secrets {
     }
 }
 
-/// The length of the longest secret among `values` (longest first) or of a
-/// trigger token: how much a stream redactor holds back in case a secret
-/// straddles two reads.
-fn longest(values: &[String]) -> usize {
-    values
-        .first()
-        .map_or(0, String::len)
-        .max(TRIGGER_TOKEN_PREFIX.len() + TRIGGER_TOKEN_HEX)
+/// How many bytes at the end of `held` could be the start of a secret or
+/// of a trigger token that the next read completes: the longest tail that
+/// is a proper prefix of one. Only that much is held back, so a quiet
+/// command's short lines are passed on as they come, not at its end.
+fn open_tail(values: &[String], held: &[u8]) -> usize {
+    let secret = values
+        .iter()
+        .map(|value| prefix_tail(held, value.as_bytes()))
+        .max()
+        .unwrap_or(0);
+    secret.max(trigger_token_tail(held))
+}
+
+/// The longest tail of `held` that is a proper prefix of `pattern`.
+fn prefix_tail(held: &[u8], pattern: &[u8]) -> usize {
+    let longest = held.len().min(pattern.len().saturating_sub(1));
+    (1..=longest)
+        .rev()
+        .find(|&len| held.ends_with(&pattern[..len]))
+        .unwrap_or(0)
+}
+
+/// The tail of `held` that may be a trigger token still arriving: part of
+/// its prefix, or the prefix and fewer hex digits than a token has.
+fn trigger_token_tail(held: &[u8]) -> usize {
+    let hex = held
+        .iter()
+        .rev()
+        .take(TRIGGER_TOKEN_HEX)
+        .take_while(|b| b.is_ascii_hexdigit())
+        .count();
+    let before = &held[..held.len() - hex];
+    if hex < TRIGGER_TOKEN_HEX && before.ends_with(TRIGGER_TOKEN_PREFIX.as_bytes()) {
+        return TRIGGER_TOKEN_PREFIX.len() + hex;
+    }
+    prefix_tail(held, TRIGGER_TOKEN_PREFIX.as_bytes())
 }
 
 /// Replaces each of `values` (longest first) and every trigger token in

@@ -82,7 +82,29 @@ pub fn agent_json(a: &pb::AgentSummary) -> Value {
         "created_at_ms": a.created_at_ms,
         "waiting_on": a.waiting_on,
         "current_work_item": a.current_work_item.as_ref().map(|w| json!({ "work_item_id": w.work_item_id, "objective": w.objective })),
+        "brain": a.brain.as_ref().and_then(|b| b.kind.as_ref()).map(brain_json),
     })
+}
+
+/// What decides the agent's turns, as `agent get` shows it to people. A
+/// command brain's `env` is left out: it is the operator's, and may hold
+/// what a script should not print.
+fn brain_json(kind: &pb::brain_config::Kind) -> Value {
+    match kind {
+        pb::brain_config::Kind::Scripted(_) => json!({ "kind": "scripted" }),
+        pb::brain_config::Kind::Command(c) => json!({
+            "kind": "command",
+            "program": c.program,
+            "args": c.args,
+            "timeout_ms": c.timeout_ms,
+        }),
+        pb::brain_config::Kind::Openai(o) => json!({
+            "kind": "openai",
+            "base_url": o.base_url,
+            "model": o.model,
+            "api_key_env": o.api_key_env,
+        }),
+    }
 }
 
 impl Output {
@@ -97,7 +119,7 @@ impl Output {
     pub fn agent_table_header(&self) {
         if !self.json {
             say!(
-                "{:<30}  {:<20}  {:<14}  {:<8}  {:<8}  {:>5}",
+                "{:<30}  {:<20}  {:<17}  {:<8}  {:<8}  {:>5}",
                 "AGENT",
                 "NAME",
                 "PROFILE",
@@ -114,7 +136,7 @@ impl Output {
         } else {
             let preset = a.profile.as_ref().map(|p| p.preset.as_str()).unwrap_or("");
             say!(
-                "{:<30}  {:<20}  {:<14}  {:<8}  {:<8}  {:>5}",
+                "{:<30}  {:<20}  {:<17}  {:<8}  {:<8}  {:>5}",
                 a.agent_id,
                 or_dash(&a.name),
                 or_dash(preset),

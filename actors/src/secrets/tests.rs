@@ -71,7 +71,13 @@ proptest! {
     #[test]
     fn a_stream_cut_anywhere_is_redacted_as_the_whole_text(
         parts in proptest::collection::vec(
-            prop_oneof![Just("s3cr3t-value".to_owned()), Just("s3cr3t".to_owned()), "[a-z 0-9\n]{0,20}"],
+            prop_oneof![
+                Just("s3cr3t-value".to_owned()),
+                Just("s3cr3t".to_owned()),
+                Just(format!("htr_{}", "0f".repeat(32))),
+                Just("htr_0f".to_owned()),
+                "[a-z 0-9\n]{0,20}",
+            ],
             0..12,
         ),
         cuts in proptest::collection::vec(0usize..400, 0..8),
@@ -80,5 +86,23 @@ proptest! {
         let text = parts.concat();
         let streamed = through_stream(&s, text.as_bytes(), &cuts);
         prop_assert_eq!(String::from_utf8(streamed).expect("utf-8"), redacted(&s, &text));
+    }
+}
+
+#[test]
+fn output_that_cannot_start_a_secret_is_passed_on_at_once() {
+    let s = secrets(&["s3cr3t-value"]);
+    let mut held = b"1\n".to_vec();
+    assert_eq!(s.redact_stream(&mut held, false), b"1\n");
+    assert!(held.is_empty());
+    // What may begin a secret or a trigger token waits for the next read.
+    for (text, kept) in [
+        ("ok s3cr3t-v", "s3cr3t-v"),
+        ("ok htr", "htr"),
+        ("ok htr_0f1", "htr_0f1"),
+    ] {
+        let mut held = text.as_bytes().to_vec();
+        assert_eq!(s.redact_stream(&mut held, false), b"ok ");
+        assert_eq!(held, kept.as_bytes(), "{text}");
     }
 }

@@ -1,0 +1,24 @@
+//! The README's tour, command by command, against the real binary: the
+//! daemon is `holarchy serve` on a temporary data directory, and every
+//! step is `holarchy ...` run as a CLI client, checked on what it prints
+//! for people and with `--json`. `readme` keeps the README and these tests
+//! in step.
+
+mod common;
+
+#[path = "cli_tour/brains.rs"]
+mod brains;
+#[path = "cli_tour/builder.rs"]
+mod builder;
+#[path = "cli_tour/cli.rs"]
+mod cli;
+#[path = "cli_tour/connect.rs"]
+mod connect;
+#[path = "cli_tour/ops.rs"]
+mod ops;
+#[path = "cli_tour/readme.rs"]
+mod readme;
+#[path = "cli_tour/signals.rs"]
+mod signals;
+#[path = "cli_tour/workspaces.rs"]
+mod workspaces;

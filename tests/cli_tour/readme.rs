@@ -1,0 +1,303 @@
+//! Keeps the README's commands and these tests in step: every `holarchy`
+//! command of the tour's shell blocks (and every inline `holarchy ...` in
+//! the README) must parse with the real command line, and its shape
+//! (subcommands and flags) must be in [`COVERED`], which names the test
+//! that runs it. A new or changed command in the README fails here until a
+//! test covers it; a row the README no longer shows fails too.
+
+use std::collections::BTreeSet;
+
+use clap::{CommandFactory, Parser};
+use holarchy::cli::Cli;
+
+/// The README sections whose shell blocks are the tour.
+const TOUR_SECTIONS: [&str; 2] = ["A five-minute tour", "Run an agent on your own program"];
+
+/// Each command shape the README shows, and the test (module::function)
+/// that runs it through the binary.
+const COVERED: &[(&str, &str)] = &[
+    (
+        "agent create --message",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
+    (
+        "agent send",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
+    (
+        "agent send --dedupe-key",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
+    (
+        "agent messages",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
+    ("agent get", "ops::ops_takes_messages_once_and_reports_them"),
+    (
+        "agent list",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
+    (
+        "agent list --json",
+        "ops::ops_takes_messages_once_and_reports_them",
+    ),
+    ("events", "ops::ops_takes_messages_once_and_reports_them"),
+    ("status", "ops::ops_takes_messages_once_and_reports_them"),
+    (
+        "bench idle --agents",
+        "connect::bench_idle_loads_a_running_daemon_and_reports_its_figures",
+    ),
+    (
+        "bench idle --agents --restart --tree",
+        "connect::bench_idle_loads_a_running_daemon_and_reports_its_figures",
+    ),
+    (
+        "tree",
+        "ops::ops_supervises_private_children_through_task_handles",
+    ),
+    (
+        "task list",
+        "ops::ops_supervises_private_children_through_task_handles",
+    ),
+    (
+        "task input",
+        "ops::ops_supervises_private_children_through_task_handles",
+    ),
+    (
+        "task stop",
+        "ops::ops_supervises_private_children_through_task_handles",
+    ),
+    (
+        "agent archive",
+        "ops::ops_supervises_private_children_through_task_handles",
+    ),
+    (
+        "agent create",
+        "builder::builder_streams_a_command_while_it_runs",
+    ),
+    (
+        "task output --follow",
+        "builder::builder_streams_a_command_while_it_runs",
+    ),
+    (
+        "work list",
+        "builder::builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort",
+    ),
+    (
+        "agent pause",
+        "builder::builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort",
+    ),
+    (
+        "agent resume",
+        "builder::builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort",
+    ),
+    (
+        "trigger --dedupe-key",
+        "builder::a_trigger_from_the_cli_wakes_its_agent_once_per_key",
+    ),
+    (
+        "workspace attach --id",
+        "workspaces::builder_works_in_an_attached_project_and_a_worktree_child",
+    ),
+    (
+        "workspace list",
+        "workspaces::builder_works_in_an_attached_project_and_a_worktree_child",
+    ),
+    (
+        "agent create --brain-arg --brain-command",
+        "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
+    ),
+    (
+        "agent brain --brain-scripted",
+        "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
+    ),
+    (
+        "tools",
+        "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
+    ),
+    (
+        "serve --brain-command",
+        "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
+    ),
+];
+
+/// The sources of this test's modules, to check that each named test is
+/// there.
+const MODULES: &[(&str, &str)] = &[
+    ("ops", include_str!("ops.rs")),
+    ("builder", include_str!("builder.rs")),
+    ("workspaces", include_str!("workspaces.rs")),
+    ("brains", include_str!("brains.rs")),
+    ("connect", include_str!("connect.rs")),
+];
+
+#[test]
+fn every_command_in_the_readme_parses_and_has_a_test() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let commands = readme_commands(&readme);
+    assert!(commands.len() >= 30, "the tour was found: {commands:?}");
+
+    let mut shown = BTreeSet::new();
+    let mut uncovered = Vec::new();
+    for words in &commands {
+        if let Err(err) = Cli::try_parse_from(words) {
+            panic!("the README's `{}` does not parse:\n{err}", words.join(" "));
+        }
+        let shape = shape(words);
+        if !COVERED.iter().any(|(covered, _)| *covered == shape) {
+            uncovered.push(format!("{shape:?} (from `{}`)", words.join(" ")));
+        }
+        shown.insert(shape);
+    }
+    assert!(
+        uncovered.is_empty(),
+        "README commands no test here runs; add them to COVERED with their test:\n{}",
+        uncovered.join("\n")
+    );
+    let stale: Vec<&str> = COVERED
+        .iter()
+        .map(|(covered, _)| *covered)
+        .filter(|covered| !shown.contains(*covered))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "COVERED rows the README no longer shows: {stale:?}"
+    );
+
+    for (_, test) in COVERED {
+        let (module, function) = test.split_once("::").expect("module::function");
+        let source = MODULES
+            .iter()
+            .find(|(name, _)| *name == module)
+            .unwrap_or_else(|| panic!("no module {module}"))
+            .1;
+        assert!(
+            source.contains(&format!("async fn {function}(")),
+            "no test {test}"
+        );
+    }
+}
+
+/// A command's shape: its subcommands, then its flags (sorted, values
+/// left out), e.g. `agent send --dedupe-key`.
+fn shape(words: &[String]) -> String {
+    let mut command = Cli::command();
+    let mut path = Vec::new();
+    let mut flags = BTreeSet::new();
+    for word in &words[1..] {
+        if let Some(flag) = word.strip_prefix("--") {
+            flags.insert(format!("--{}", flag.split('=').next().unwrap_or(flag)));
+        } else if let Some(sub) = command.find_subcommand(word).cloned() {
+            path.push(word.clone());
+            command = sub;
+        }
+    }
+    path.extend(flags);
+    path.join(" ")
+}
+
+/// Every `holarchy` command of the tour's shell blocks, and of inline code
+/// anywhere in the README, as the shell would split it into words.
+fn readme_commands(readme: &str) -> Vec<Vec<String>> {
+    let mut commands = Vec::new();
+    let mut section = "";
+    // Inside a fenced block: whether it is a shell block.
+    let mut block: Option<bool> = None;
+    for line in readme.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            section = heading.trim();
+        }
+        if let Some(language) = line.strip_prefix("```") {
+            block = match block {
+                Some(_) => None,
+                None => Some(language.trim() == "sh"),
+            };
+            continue;
+        }
+        if block == Some(true) && TOUR_SECTIONS.contains(&section) {
+            commands.extend(shell_words(line));
+        } else if block.is_none() {
+            for (i, span) in line.split('`').enumerate() {
+                if i % 2 == 1 && span.starts_with("holarchy ") {
+                    commands.extend(shell_words(span));
+                }
+            }
+        }
+    }
+    commands.retain(|words| words.first().is_some_and(|w| w == "holarchy"));
+    commands
+}
+
+/// Splits a shell line into commands (at `;`) and words, with single and
+/// double quotes and `#` comments, as far as the README's lines need.
+fn shell_words(line: &str) -> Vec<Vec<String>> {
+    let mut commands = vec![Vec::new()];
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                let text = word.get_or_insert_with(String::new);
+                for quoted in chars.by_ref() {
+                    if quoted == c {
+                        break;
+                    }
+                    text.push(quoted);
+                }
+            }
+            '#' if word.is_none() => break,
+            ';' | ' ' | '\t' => {
+                if let Some(done) = word.take() {
+                    commands.last_mut().expect("a command").push(done);
+                }
+                if c == ';' {
+                    commands.push(Vec::new());
+                }
+            }
+            _ => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    if let Some(done) = word {
+        commands.last_mut().expect("a command").push(done);
+    }
+    commands.retain(|words| !words.is_empty());
+    commands
+}
+
+#[test]
+fn the_tour_reader_splits_lines_as_the_shell_does() {
+    let words = |line: &str| shell_words(line);
+    assert_eq!(
+        words(r#"holarchy agent send ops "pay once" --dedupe-key k   # safe to retry"#),
+        [[
+            "holarchy",
+            "agent",
+            "send",
+            "ops",
+            "pay once",
+            "--dedupe-key",
+            "k"
+        ]]
+    );
+    assert_eq!(
+        words(r#"holarchy agent send b '{"a":"x # y"}'; holarchy agent resume b"#),
+        [
+            vec!["holarchy", "agent", "send", "b", r#"{"a":"x # y"}"#],
+            vec!["holarchy", "agent", "resume", "b"]
+        ]
+    );
+    let parsed = |line: &str| {
+        shape(
+            &shell_words(line)[0]
+                .iter()
+                .map(|w| w.to_string())
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(parsed("holarchy --json agent list"), "agent list --json");
+    assert_eq!(
+        parsed("holarchy task output TASK_ID --follow"),
+        "task output --follow"
+    );
+}
