@@ -118,6 +118,7 @@ async fn scripted_messages_call_tools_and_unknown_tools_are_tool_errors() {
         .is_some_and(|t| t.iter().any(|n| n == "SpawnAgent")));
     assert_eq!(tools[1]["tool"], "LaunchRockets");
     assert_eq!(tools[1]["is_error"], true);
+    assert!(tools[1]["output"].as_str().is_some_and(|o| o.contains("not in this agent's tool catalog")), "{}", tools[1]);
 }
 
 #[tokio::test]
@@ -315,12 +316,12 @@ async fn agents_created_in_a_batch_are_all_there_or_none_is() {
         vec!["fresh-a".to_owned(), "batch-7".to_owned()],
         vec!["twin".to_owned(), "twin".to_owned()],
     ] {
-        let refused = c
-            .agents
-            .create_agents(ask(names))
-            .await
-            .expect_err("refused");
-        assert_eq!(refused.code(), tonic::Code::AlreadyExists);
+        let taken = names[1].clone();
+        common::contract::assert_refused(
+            c.agents.create_agents(ask(names)).await,
+            tonic::Code::AlreadyExists,
+            &taken,
+        );
     }
     let status = c
         .runtime

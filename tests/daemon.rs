@@ -133,29 +133,29 @@ async fn tcp_requires_the_bearer_token() {
     let token = std::fs::read_to_string(daemon.data_dir.join("token")).expect("token written");
     let url = format!("http://{listen}");
 
-    let mut anonymous = client::connect(&Target::Tcp {
-        url: url.clone(),
-        token: None,
-    })
-    .await
-    .expect("connects");
-    let refused = anonymous
-        .runtime
-        .get_status(pb::GetStatusRequest {})
+    // No token and a wrong one (even the right one with a byte more or
+    // less) are refused as unauthenticated, saying why.
+    let wrong_tokens = [
+        None,
+        Some("nope".to_owned()),
+        Some(format!("{token}x")),
+        Some(token[..token.len() - 1].to_owned()),
+    ];
+    for wrong in wrong_tokens {
+        let mut client = client::connect(&Target::Tcp {
+            url: url.clone(),
+            token: wrong.clone(),
+        })
         .await
-        .expect_err("refused");
-    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
-    let mut wrong = client::connect(&Target::Tcp {
-        url: url.clone(),
-        token: Some("nope".into()),
-    })
-    .await
-    .expect("connects");
-    assert!(wrong
-        .runtime
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .is_err());
+        .expect("connects");
+        let refused = client
+            .runtime
+            .get_status(pb::GetStatusRequest {})
+            .await
+            .expect_err("refused");
+        assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{wrong:?}: {refused:?}");
+        assert!(refused.message().contains("token"), "{refused:?}");
+    }
 
     let mut allowed = client::connect(&Target::Tcp {
         url,

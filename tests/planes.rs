@@ -133,7 +133,8 @@ async fn a_trigger_wakes_a_private_child_once_per_dedupe_key_and_dies_with_it() 
         })
         .await
         .expect_err("wrong token");
-    assert_eq!(wrong.code(), tonic::Code::PermissionDenied);
+    assert_eq!(wrong.code(), tonic::Code::PermissionDenied, "{wrong:?}");
+    assert!(wrong.message().contains("token"), "{wrong:?}");
     assert!(
         !wrong.message().contains("agt_"),
         "a refusal names no agent"
@@ -157,7 +158,8 @@ async fn a_trigger_wakes_a_private_child_once_per_dedupe_key_and_dies_with_it() 
         .deliver_trigger(deliver("build-43"))
         .await
         .expect_err("cancelled with its agent");
-    assert_eq!(gone.code(), tonic::Code::NotFound);
+    assert_eq!(gone.code(), tonic::Code::NotFound, "{gone:?}");
+    assert!(gone.message().contains("trigger"), "{gone:?}");
     let shape = c
         .supervision
         .get_tree(pb::GetTreeRequest::default())

@@ -145,7 +145,8 @@ async fn a_clean_restart_recovers_agents_and_names() {
         })
         .await
         .expect_err("name still taken");
-    assert_eq!(refused.code(), tonic::Code::AlreadyExists);
+    assert_eq!(refused.code(), tonic::Code::AlreadyExists, "{refused:?}");
+    assert!(refused.message().contains("keeper"), "{refused:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,7 +176,8 @@ async fn a_paused_agent_keeps_its_queue_through_kill_9_and_resumes() {
         })
         .await
         .expect_err("no such run");
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    assert!(refused.message().contains("run"), "{refused:?}");
 
     daemon.kill9();
     drop(c);

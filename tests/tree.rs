@@ -99,7 +99,8 @@ async fn a_four_level_private_tree_mirrors_the_store_and_archive_takes_it_all() 
         })
         .await
         .expect_err("private agent");
-    assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(refused.message().contains("private"), "{refused:?}");
 
     // A private_child may not spawn, and a delegator may not spawn public agents.
     send_any(
@@ -176,7 +177,8 @@ async fn a_four_level_private_tree_mirrors_the_store_and_archive_takes_it_all() 
         .archive_agent(pb::ArchiveAgentRequest { agent_id: ops })
         .await
         .expect_err("twice");
-    assert_eq!(again.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(again.code(), tonic::Code::FailedPrecondition, "{again:?}");
+    assert!(again.message().contains("archived"), "{again:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -197,7 +197,8 @@ async fn a_completed_childs_worktree_stays_for_its_owner_until_stopped_or_archiv
         .stop_task(pb::StopTaskRequest { task_id: task })
         .await
         .expect_err("nothing left to stop");
-    assert_eq!(again.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(again.code(), tonic::Code::FailedPrecondition, "{again:?}");
+    assert!(again.message().contains("not running"), "{again:?}");
 
     let (_, task, path) = worktree_child(&mut c, &lead, &finish).await;
     eventually("the second child to complete", || {

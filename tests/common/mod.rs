@@ -15,6 +15,7 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest};
 
 pub mod workspaces;
+pub mod contract;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);
 

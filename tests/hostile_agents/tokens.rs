@@ -190,6 +190,7 @@ async fn an_empty_bearer_is_unauthenticated_and_the_made_token_file_is_private()
             .await
             .expect_err("refused");
         assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{header:?}");
+        assert!(refused.message().contains("token"), "{refused:?}");
     }
     let mut allowed = client::connect(&Target::Tcp {
         url,
