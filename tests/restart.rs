@@ -43,9 +43,23 @@ async fn kill_9_after_acknowledged_writes_loses_nothing() {
         let (id, ids) = task.await.expect("client task");
         acked.insert(id, ids);
     }
-    // Messages handled before the crash must not be handled again.
+    // Messages handled before the crash must not be handled again. The
+    // check means something only if some were: wait for every agent's
+    // first message (its boot) to be handled, not for the rest, which may
+    // still be queued or in flight when the kill comes.
     let mut handled_before: HashSet<String> = HashSet::new();
     let mut c = c;
+    for id in acked.keys() {
+        common::eventually("the agent's first message handled", || {
+            let mut c = c.clone();
+            let id = id.clone();
+            async move {
+                let first = messages(&mut c, &id).await.into_iter().next()?;
+                (first.status == pb::MessageStatus::Handled as i32).then_some(())
+            }
+        })
+        .await;
+    }
     for id in acked.keys() {
         for m in messages(&mut c, id).await {
             if m.status == pb::MessageStatus::Handled as i32 {
@@ -53,6 +67,11 @@ async fn kill_9_after_acknowledged_writes_loses_nothing() {
             }
         }
     }
+    assert!(
+        handled_before.len() >= acked.len(),
+        "only {} messages handled before the kill",
+        handled_before.len()
+    );
     daemon.kill9();
     drop(c);
 
