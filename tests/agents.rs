@@ -116,7 +116,13 @@ async fn scripted_messages_call_tools_and_unknown_tools_are_tool_errors() {
         .is_some_and(|t| t.iter().any(|n| n == "SpawnAgent")));
     assert_eq!(tools[1]["tool"], "LaunchRockets");
     assert_eq!(tools[1]["is_error"], true);
-    assert!(tools[1]["output"].as_str().is_some_and(|o| o.contains("tool catalog")), "{}", tools[1]);
+    assert!(
+        tools[1]["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("tool catalog")),
+        "{}",
+        tools[1]
+    );
 }
 
 #[tokio::test]

@@ -26,10 +26,7 @@ async fn a_second_daemon_on_the_same_data_dir_exits_with_a_clear_error() {
         .expect("runs");
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("already serves"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("already serves"), "{stderr}");
     assert!(stderr.contains(&first.pid().to_string()), "{stderr}");
     // The first one is unharmed.
     let mut c = first.clients().await;
@@ -153,7 +150,11 @@ async fn tcp_requires_the_bearer_token() {
             .get_status(pb::GetStatusRequest {})
             .await
             .expect_err("refused");
-        assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{wrong:?}: {refused:?}");
+        assert_eq!(
+            refused.code(),
+            tonic::Code::Unauthenticated,
+            "{wrong:?}: {refused:?}"
+        );
         assert!(refused.message().contains("token"), "{refused:?}");
     }
 

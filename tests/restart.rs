@@ -195,7 +195,11 @@ async fn a_paused_agent_keeps_its_queue_through_kill_9_and_resumes() {
         })
         .await
         .expect_err("no such run");
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
     assert!(refused.message().contains("run"), "{refused:?}");
 
     daemon.kill9();

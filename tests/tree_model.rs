@@ -315,7 +315,10 @@ impl World {
                         let begun = Instant::now();
                         while ctx.directory.get(agent.id).map(|e| e.actor.get_id()) == Some(killed)
                         {
-                            assert!(begun.elapsed() < Duration::from_secs(10), "kill never landed");
+                            assert!(
+                                begun.elapsed() < Duration::from_secs(10),
+                                "kill never landed"
+                            );
                             tokio::time::sleep(Duration::from_millis(5)).await;
                         }
                     }
@@ -508,7 +511,10 @@ async fn run_case(steps: &[Step]) -> Result<Tally, String> {
             eprintln!("step {step:?}");
         }
         world.apply(step).await;
-        world.check().await.map_err(|e| format!("after {step:?}: {e}"))?;
+        world
+            .check()
+            .await
+            .map_err(|e| format!("after {step:?}: {e}"))?;
     }
     world.finish().await?;
     Ok(world.tally)
@@ -526,9 +532,8 @@ fn the_actor_tree_always_mirrors_the_stored_tree() {
         ..ProptestConfig::default()
     };
     let total = Mutex::new(Tally::default());
-    let result = TestRunner::new(config).run(
-        &proptest::collection::vec(arb_step(), 1..24),
-        |steps| {
+    let result =
+        TestRunner::new(config).run(&proptest::collection::vec(arb_step(), 1..24), |steps| {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -538,8 +543,7 @@ fn the_actor_tree_always_mirrors_the_stored_tree() {
             let tally = tally.map_err(TestCaseError::fail)?;
             total.lock().expect("total").add(&tally);
             Ok(())
-        },
-    );
+        });
     if let Err(err) = result {
         panic!("{err}");
     }
@@ -547,9 +551,14 @@ fn the_actor_tree_always_mirrors_the_stored_tree() {
     // command ever started, the invariants above would hold trivially.
     let total = total.into_inner().expect("total");
     eprintln!("{total:?}");
-    let kinds = ["spawns", "sends", "stops", "archives", "kills", "waits", "commands", "restarts"];
+    let kinds = [
+        "spawns", "sends", "stops", "archives", "kills", "waits", "commands", "restarts",
+    ];
     for (kind, count) in kinds.iter().zip(total.counts()) {
-        assert!(count.done >= 5, "only {count:?} {kind} in the whole run: {total:?}");
+        assert!(
+            count.done >= 5,
+            "only {count:?} {kind} in the whole run: {total:?}"
+        );
         // The tree settles before each step, so a step with something to
         // act on succeeds.
         assert!(

@@ -14,7 +14,10 @@ pub fn assert_refused<T: std::fmt::Debug>(
     let status = result.expect_err("the call is refused");
     assert_eq!(status.code(), code, "{status:?}");
     assert!(
-        status.message().to_lowercase().contains(&word.to_lowercase()),
+        status
+            .message()
+            .to_lowercase()
+            .contains(&word.to_lowercase()),
         "the refusal `{}` should mention `{word}`",
         status.message()
     );

@@ -166,7 +166,10 @@ async fn the_data_directory_and_its_ancestors_are_never_workspaces() {
             .await
             .expect_err("an operator cannot attach it either");
         assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
-        assert!(refused.message().contains("daemon's own files"), "{refused:?}");
+        assert!(
+            refused.message().contains("daemon's own files"),
+            "{refused:?}"
+        );
     }
     let list = c
         .workspaces

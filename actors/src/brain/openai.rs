@@ -318,15 +318,15 @@ mod tests {
         let ms = |d: Duration| d.as_millis();
         // Many samples per attempt, so the jitter shows its whole range: a
         // constant delay, or one that never reaches its bound, fails here.
-        let samples = |attempt: u32| -> Vec<u128> {
-            (0..300).map(|_| ms(retry.delay(attempt))).collect()
-        };
+        let samples =
+            |attempt: u32| -> Vec<u128> { (0..300).map(|_| ms(retry.delay(attempt))).collect() };
         // The bound doubles from the base until the cap, then stays.
         let bounds = [100, 200, 400, 400, 400];
         let mut previous: Option<(u128, u128)> = None;
         for (attempt, bound) in (0u32..).zip(bounds) {
             let got = samples(attempt);
-            let (min, max) = (got.iter().min().unwrap(), got.iter().max().unwrap());
+            let min = got.iter().min().expect("samples");
+            let max = got.iter().max().expect("samples");
             assert!(
                 *min >= bound / 2 && *max <= bound,
                 "attempt {attempt}: delays {min}..={max} ms outside [{}, {bound}]",
@@ -352,8 +352,14 @@ mod tests {
         // Far past the cap it stays there, without overflowing.
         for attempt in [10, 31, 64, u32::MAX] {
             let got = samples(attempt);
-            assert!(got.iter().all(|d| (200..=400).contains(d)), "attempt {attempt}: {got:?}");
-            assert!(got.iter().any(|d| *d >= 360), "attempt {attempt}: never at the cap");
+            assert!(
+                got.iter().all(|d| (200..=400).contains(d)),
+                "attempt {attempt}: {got:?}"
+            );
+            assert!(
+                got.iter().any(|d| *d >= 360),
+                "attempt {attempt}: never at the cap"
+            );
         }
     }
 }
