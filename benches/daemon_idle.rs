@@ -23,6 +23,8 @@ use serde_json::{json, Value};
 mod alloc;
 #[path = "support/bare.rs"]
 mod bare;
+#[path = "support/figure.rs"]
+mod figure;
 
 const HOLARCHY: &str = env!("CARGO_BIN_EXE_holarchy");
 
@@ -111,11 +113,12 @@ fn main() {
         .find_map(|line| serde_json::from_str(line).ok())
         .expect("the tool printed its JSON line");
 
-    let bare_bytes = reference["bytes_per_actor"].as_f64().unwrap_or(0.0);
-    let per_agent = report["daemon_rss_per_agent_bytes"].as_f64().unwrap_or(0.0);
+    let bare_bytes = figure::get(&reference["bytes_per_actor"]);
+    let per_agent = figure::get(&report["daemon_rss_per_agent_bytes"]);
     report["bench"] = json!("daemon_idle");
     report["bare_ractor"] = reference;
-    report["ratios"] = json!({ "daemon_rss_per_agent_vs_bare": per_agent / bare_bytes.max(1.0) });
+    report["ratios"] =
+        json!({ "daemon_rss_per_agent_vs_bare": figure::ratio(per_agent, bare_bytes) });
     print_table(&report);
     println!("{report}");
     let out = PathBuf::from("target/bench-results/daemon_idle.json");
@@ -129,35 +132,36 @@ fn main() {
 }
 
 fn print_table(r: &Value) {
-    let num = |v: &Value| v.as_f64().unwrap_or(0.0);
+    use figure::{get, show};
     println!("idle agents through the daemon: {}", r["total_agents"]);
     println!("{:<46} {:>14} {:>14}", "figure", "holarchy", "bare ractor");
     println!(
-        "{:<46} {:>12.0} B {:>12.0} B   {:.2}x",
+        "{:<46} {} B {} B   {}x",
         "RSS per idle agent",
-        num(&r["daemon_rss_per_agent_bytes"]),
-        num(&r["bare_ractor"]["bytes_per_actor"]),
-        num(&r["ratios"]["daemon_rss_per_agent_vs_bare"])
+        show(get(&r["daemon_rss_per_agent_bytes"]), 12, 0),
+        show(get(&r["bare_ractor"]["bytes_per_actor"]), 12, 0),
+        show(get(&r["ratios"]["daemon_rss_per_agent_vs_bare"]), 0, 2)
     );
     println!(
-        "{:<46} {:>12.0}/s {:>12.0}/s",
+        "{:<46} {}/s {}/s",
         "durable creations vs bare spawns",
-        num(&r["create_per_s"]),
-        num(&r["bare_ractor"]["spawn_per_s"])
+        show(get(&r["create_per_s"]), 12, 0),
+        show(get(&r["bare_ractor"]["spawn_per_s"]), 12, 0)
     );
+    let latency = |name: String, v: &Value| {
+        println!(
+            "{:<46} {} us p50 {} us p99",
+            name,
+            show(get(&v["p50"]), 10, 0),
+            show(get(&v["p99"]), 8, 0)
+        );
+    };
     for point in r["checkpoints"].as_array().into_iter().flatten() {
         let n = &point["agents"];
-        println!(
-            "{:<46} {:>10.0} us p50 {:>8.0} us p99",
-            format!("GetAgent at {n}"),
-            num(&point["get_agent_us"]["p50"]),
-            num(&point["get_agent_us"]["p99"])
-        );
-        println!(
-            "{:<46} {:>10.0} us p50 {:>8.0} us p99",
+        latency(format!("GetAgent at {n}"), &point["get_agent_us"]);
+        latency(
             format!("ListAgents, page of 1,000, at {n}"),
-            num(&point["list_agents_1000_us"]["p50"]),
-            num(&point["list_agents_1000_us"]["p99"])
+            &point["list_agents_1000_us"],
         );
     }
     for (name, key) in [
@@ -167,27 +171,22 @@ fn print_table(r: &Value) {
             "send_message_to_turn_seen_us",
         ),
     ] {
-        println!(
-            "{:<46} {:>10.0} us p50 {:>8.0} us p99",
-            name,
-            num(&r[key]["p50"]),
-            num(&r[key]["p99"])
-        );
+        latency(name.to_owned(), &r[key]);
     }
     if let Some(a) = r["archive"].as_object() {
         println!(
-            "{:<46} {:>10.0} MB, {:.2}x RSS when {} existed",
+            "{:<46} {} MB, {}x RSS when {} existed",
             format!("RSS after archiving {}", a["archived"]),
-            num(&a["daemon_rss_bytes"]) / 1e6,
-            num(&a["ratio"]),
+            show(get(&a["daemon_rss_bytes"]).map(|b| b / 1e6), 10, 0),
+            show(get(&a["ratio"]), 0, 2),
             a["left"]
         );
     }
     if let Some(restart) = r["restart"].as_object() {
         println!(
-            "{:<46} {:>12.3} s",
+            "{:<46} {} s",
             "kill -9 to answering with every agent",
-            num(&restart["restart_s"])
+            show(get(&restart["restart_s"]), 12, 3)
         );
     }
 }

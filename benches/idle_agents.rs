@@ -32,6 +32,8 @@ use serde_json::{json, Value};
 mod alloc;
 #[path = "support/bare.rs"]
 mod bare;
+#[path = "support/figure.rs"]
+mod figure;
 use bare::{phase_bare, settle};
 
 struct Options {
@@ -140,8 +142,8 @@ async fn phase_create(n: usize, concurrency: usize, batch: usize, dir: &Path) ->
     runtime.shutdown(Duration::from_secs(30)).await;
     store.close().await;
     json!({
-        "bytes_per_agent": (after.saturating_sub(before)) as f64 / n as f64,
-        "create_per_s": n as f64 / elapsed.as_secs_f64(),
+        "bytes_per_agent": figure::per_item(before, after, n),
+        "create_per_s": figure::rate(n, elapsed.as_secs_f64()),
         "flushes": flushes,
         "store_bytes": store.size_on_disk(),
     })
@@ -159,7 +161,7 @@ async fn phase_recover(n: usize, dir: &Path) -> Value {
     store.close().await;
     json!({
         "recover_s": elapsed.as_secs_f64(),
-        "bytes_per_agent_after_recovery": (after.saturating_sub(before)) as f64 / n as f64,
+        "bytes_per_agent_after_recovery": figure::per_item(before, after, n),
     })
 }
 
@@ -195,9 +197,9 @@ async fn phase_tree(publics: usize, fanout: usize, concurrency: usize, dir: &Pat
     store.close().await;
     json!({
         "agents": total,
-        "bytes_per_agent": (after.saturating_sub(before)) as f64 / total as f64,
-        "public_create_per_s": publics as f64 / publics_s,
-        "private_spawn_per_s": (publics * fanout) as f64 / private_s,
+        "bytes_per_agent": figure::per_item(before, after, total),
+        "public_create_per_s": figure::rate(publics, publics_s),
+        "private_spawn_per_s": figure::rate(publics * fanout, private_s),
     })
 }
 
@@ -362,15 +364,13 @@ fn main() {
     let bare = run_phase("bare", &opts, &dir);
     let create = run_phase("create", &opts, &dir);
     let recover = run_phase("recover", &opts, &dir);
-    let bare_bytes = bare["bytes_per_actor"].as_f64().unwrap_or(0.0);
-    let agent_bytes = create["bytes_per_agent"].as_f64().unwrap_or(0.0);
-    let recovered_bytes = recover["bytes_per_agent_after_recovery"]
-        .as_f64()
-        .unwrap_or(0.0);
-    let bare_rate = bare["spawn_per_s"].as_f64().unwrap_or(0.0);
-    let create_rate = create["create_per_s"].as_f64().unwrap_or(0.0);
-    let recover_s = recover["recover_s"].as_f64().unwrap_or(0.0);
-    let recover_rate = opts.agents as f64 / recover_s.max(1e-9);
+    let bare_bytes = figure::get(&bare["bytes_per_actor"]);
+    let agent_bytes = figure::get(&create["bytes_per_agent"]);
+    let recovered_bytes = figure::get(&recover["bytes_per_agent_after_recovery"]);
+    let bare_rate = figure::get(&bare["spawn_per_s"]);
+    let create_rate = figure::get(&create["create_per_s"]);
+    let recover_s = figure::get(&recover["recover_s"]);
+    let recover_rate = recover_s.and_then(|s| figure::rate(opts.agents, s));
 
     let mode = match opts.batch {
         0 => "one by one".to_owned(),
@@ -384,15 +384,13 @@ fn main() {
         "{:<40} {:>14} {:>14} {:>8}",
         "figure", "holarchy", "bare ractor", "ratio"
     );
-    let row = |name: &str, ours: f64, reference: f64, unit: &str| {
-        let ratio = if reference > 0.0 {
-            ours / reference
-        } else {
-            0.0
-        };
+    let row = |name: &str, ours: Option<f64>, reference: Option<f64>, unit: &str| {
         println!(
-            "{:<40} {:>11.0} {unit:<2} {:>11.0} {unit:<2} {:>7.2}x",
-            name, ours, reference, ratio
+            "{:<40} {} {unit:<2} {} {unit:<2} {}x",
+            name,
+            figure::show(ours, 11, 0),
+            figure::show(reference, 11, 0),
+            figure::show(figure::ratio(ours, reference), 7, 2),
         );
     };
     row(
@@ -420,8 +418,9 @@ fn main() {
         "/s",
     );
     println!(
-        "{:<40} {:>11.3} s",
-        "recovery to all actors live", recover_s
+        "{:<40} {} s",
+        "recovery to all actors live",
+        figure::show(recover_s, 11, 3)
     );
     println!(
         "{:<40} {:>14}",
@@ -433,23 +432,22 @@ fn main() {
         let tree_dir = tmp.path().join("tree");
         let made = run_phase("tree", &opts, &tree_dir);
         let back = run_phase("tree-recover", &opts, &tree_dir);
-        let total = made["agents"].as_f64().unwrap_or(0.0);
-        let bytes = made["bytes_per_agent"].as_f64().unwrap_or(0.0);
+        let bytes = figure::get(&made["bytes_per_agent"]);
         println!(
-            "tree: {} public agents x {} private children = {total} agents",
-            opts.publics, opts.tree
+            "tree: {} public agents x {} private children = {} agents",
+            opts.publics, opts.tree, made["agents"]
         );
         row("RSS per agent in the tree", bytes, bare_bytes, "B");
         row(
             "private spawns / s vs bare spawns / s",
-            made["private_spawn_per_s"].as_f64().unwrap_or(0.0),
+            figure::get(&made["private_spawn_per_s"]),
             bare_rate,
             "/s",
         );
         println!(
-            "{:<40} {:>11.3} s",
+            "{:<40} {} s",
             "tree recovery to all actors live",
-            back["recover_s"].as_f64().unwrap_or(0.0)
+            figure::show(figure::get(&back["recover_s"]), 11, 3)
         );
         tree = json!({ "publics": opts.publics, "fanout": opts.tree, "create": made, "recover": back });
     }
@@ -457,9 +455,9 @@ fn main() {
     if opts.archive > 0 {
         let done = run_phase("archive", &opts, &tmp.path().join("archive"));
         println!(
-            "{:<40} {:>11.3} s",
+            "{:<40} {} s",
             format!("archive of {} descendants", done["descendants"]),
-            done["archive_s"].as_f64().unwrap_or(0.0)
+            figure::show(figure::get(&done["archive_s"]), 11, 3)
         );
         archive = done;
     }
@@ -472,8 +470,8 @@ fn main() {
         "holarchy": { "create": create, "recover": recover, "tree": tree, "archive": archive },
         "bare_ractor": bare,
         "ratios": {
-            "rss_per_agent_vs_bare": agent_bytes / bare_bytes.max(1.0),
-            "rss_after_recovery_vs_bare": recovered_bytes / bare_bytes.max(1.0),
+            "rss_per_agent_vs_bare": figure::ratio(agent_bytes, bare_bytes),
+            "rss_after_recovery_vs_bare": figure::ratio(recovered_bytes, bare_bytes),
         },
     });
     println!("{report}");

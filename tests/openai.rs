@@ -5,7 +5,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{data_dir, eventually, send, Daemon};
@@ -42,15 +42,32 @@ fn call(name: &str, arguments: Value) -> Answer {
 
 type Handler = Arc<dyn Fn(&Value, usize) -> Answer + Send + Sync>;
 
-/// A minimal HTTP/1.1 chat-completions server. Returns its base URL.
-async fn stub(handler: Handler) -> String {
+/// A running stub: its base URL, and every authorised request it was
+/// sent (bodies, in order), for the test body to check: a check inside
+/// the stub's own tasks could not fail the test.
+struct Stub {
+    base: String,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Stub {
+    fn requests(&self) -> Vec<Value> {
+        self.requests.lock().expect("requests").clone()
+    }
+}
+
+/// A minimal HTTP/1.1 chat-completions server.
+async fn stub(handler: Handler) -> Stub {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let calls = Arc::new(AtomicUsize::new(0));
+    let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let recorded = requests.clone();
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             let handler = handler.clone();
             let calls = calls.clone();
+            let recorded = recorded.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
                 loop {
@@ -82,6 +99,7 @@ async fn stub(handler: Handler) -> String {
                         .unwrap_or(Value::Null);
                     buf.drain(..header_end + length);
                     let answer = if head.contains("authorization: bearer test-key") {
+                        recorded.lock().expect("requests").push(body.clone());
                         handler(&body, calls.fetch_add(1, Ordering::SeqCst))
                     } else {
                         Answer {
@@ -104,7 +122,10 @@ async fn stub(handler: Handler) -> String {
             });
         }
     });
-    format!("http://{addr}/v1")
+    Stub {
+        base: format!("http://{addr}/v1"),
+        requests,
+    }
 }
 
 async fn daemon(root: &tempfile::TempDir) -> Daemon {
@@ -162,10 +183,6 @@ async fn a_model_replies_and_a_tool_call_spawns_a_child_whose_result_it_reads() 
         let has_tool_result = request["messages"]
             .as_array()
             .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
-        assert!(
-            request["tools"].as_array().is_some_and(|t| !t.is_empty()),
-            "the catalog goes with every request"
-        );
         if user.contains("hello") {
             reply("hello from the model")
         } else if user.contains("count the widgets") {
@@ -184,11 +201,11 @@ async fn a_model_replies_and_a_tool_call_spawns_a_child_whose_result_it_reads() 
             )
         }
     });
-    let base = stub(handler).await;
+    let stub = stub(handler).await;
     let root = tempfile::tempdir().expect("tempdir");
     let daemon = daemon(&root).await;
     let mut c = daemon.clients().await;
-    let id = agent_on(&mut c, "modelled", &base).await;
+    let id = agent_on(&mut c, "modelled", &stub.base).await;
 
     send(&mut c, &id, "hello").await;
     send(&mut c, &id, "delegate the counting").await;
@@ -215,6 +232,13 @@ async fn a_model_replies_and_a_tool_call_spawns_a_child_whose_result_it_reads() 
         (result.text.as_str(), result.reply.as_str()),
         ("7 widgets", "noted: 7 widgets")
     );
+    // The catalog goes with every request, the parent's and the child's.
+    let requests = stub.requests();
+    assert!(requests.len() >= 4, "{} requests", requests.len());
+    for request in &requests {
+        let tools = request["tools"].as_array().map_or(0, Vec::len);
+        assert!(tools > 0, "a request without the tool catalog: {request}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -237,11 +261,11 @@ async fn a_429_is_retried_and_a_500_that_persists_fails_the_turn() {
             reply("after a pause")
         }
     });
-    let base = stub(handler).await;
+    let stub = stub(handler).await;
     let root = tempfile::tempdir().expect("tempdir");
     let daemon = daemon(&root).await;
     let mut c = daemon.clients().await;
-    let id = agent_on(&mut c, "patient", &base).await;
+    let id = agent_on(&mut c, "patient", &stub.base).await;
     send(&mut c, &id, "first").await;
     let all = settled(&c, &id, 1).await;
     assert_eq!(all[0].reply, "after a pause");
@@ -267,6 +291,15 @@ async fn a_429_is_retried_and_a_500_that_persists_fails_the_turn() {
     // The agent carries on.
     send(&mut c, &id, "third").await;
     assert_eq!(settled(&c, &id, 3).await[2].reply, "after a pause");
+    // The 429 was asked again; the 500 once and twice more (--model-retries 2).
+    let asked = |text: &str| {
+        stub.requests()
+            .iter()
+            .filter(|r| last_user_text(r).ends_with(text))
+            .count()
+    };
+    assert_eq!(asked("first"), 2);
+    assert_eq!(asked("always broken"), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -275,11 +308,11 @@ async fn an_abort_cancels_a_slow_model_request() {
         delay: Duration::from_secs(60),
         ..reply("too late")
     });
-    let base = stub(handler).await;
+    let stub = stub(handler).await;
     let root = tempfile::tempdir().expect("tempdir");
     let daemon = daemon(&root).await;
     let mut c = daemon.clients().await;
-    let id = agent_on(&mut c, "slowpoke", &base).await;
+    let id = agent_on(&mut c, "slowpoke", &stub.base).await;
     send(&mut c, &id, "think hard").await;
     let run = eventually("the request in flight", || {
         let mut c = c.clone();

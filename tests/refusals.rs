@@ -104,28 +104,18 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
         );
     }
 
-    let (got, _) = code(
-        c.agents
-            .get_agent(pb::GetAgentRequest {
-                agent: Some(pb::get_agent_request::Agent::AgentId(unknown.into())),
-            })
-            .await,
-    );
-    assert_eq!(got, Code::NotFound);
-    let (got, _) = code(
-        c.agents
-            .get_agent(pb::GetAgentRequest {
-                agent: Some(pb::get_agent_request::Agent::Name("nobody".into())),
-            })
-            .await,
-    );
-    assert_eq!(got, Code::NotFound);
-    let (got, _) = code(
-        c.agents
-            .get_agent(pb::GetAgentRequest { agent: None })
-            .await,
-    );
-    assert_eq!(got, Code::InvalidArgument);
+    let get = |agent| pb::GetAgentRequest { agent };
+    let unknown_id = Some(pb::get_agent_request::Agent::AgentId(unknown.into()));
+    let (got, message) = code(c.agents.get_agent(get(unknown_id)).await);
+    assert_eq!(got, Code::NotFound, "{message}");
+    assert!(message.contains("not found"), "{message}");
+    let nobody = Some(pb::get_agent_request::Agent::Name("nobody".into()));
+    let (got, message) = code(c.agents.get_agent(get(nobody)).await);
+    assert_eq!(got, Code::NotFound, "{message}");
+    assert!(message.contains("nobody"), "{message}");
+    let (got, message) = code(c.agents.get_agent(get(None)).await);
+    assert_eq!(got, Code::InvalidArgument, "{message}");
+    assert!(message.contains("agent_id or name"), "{message}");
     let (got, message) = code(
         c.agents
             .list_agents(pb::ListAgentsRequest {
@@ -135,9 +125,9 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
             })
             .await,
     );
-    assert_eq!(got, Code::InvalidArgument);
-    assert!(message.contains("page token"));
-    let (got, _) = code(
+    assert_eq!(got, Code::InvalidArgument, "{message}");
+    assert!(message.contains("page token"), "{message}");
+    let (got, message) = code(
         c.agents
             .list_messages(pb::ListMessagesRequest {
                 agent_id: unknown.into(),
@@ -146,7 +136,8 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
             })
             .await,
     );
-    assert_eq!(got, Code::NotFound);
+    assert_eq!(got, Code::NotFound, "{message}");
+    assert!(message.contains("not found"), "{message}");
 
     // Nothing above wrote anything.
     assert_eq!(events(&mut c, 0).await.len(), before);
@@ -179,6 +170,6 @@ async fn a_full_queue_refuses_with_resource_exhausted() {
             })
             .await,
     );
-    assert_eq!(got, Code::ResourceExhausted);
-    assert!(message.contains("queue is full"));
+    assert_eq!(got, Code::ResourceExhausted, "{message}");
+    assert!(message.contains("queue is full"), "{message}");
 }

@@ -43,9 +43,23 @@ async fn kill_9_after_acknowledged_writes_loses_nothing() {
         let (id, ids) = task.await.expect("client task");
         acked.insert(id, ids);
     }
-    // Messages handled before the crash must not be handled again.
+    // Messages handled before the crash must not be handled again. The
+    // check means something only if some were: wait for every agent's
+    // first message (its boot) to be handled, not for the rest, which may
+    // still be queued or in flight when the kill comes.
     let mut handled_before: HashSet<String> = HashSet::new();
     let mut c = c;
+    for id in acked.keys() {
+        common::eventually("the agent's first message handled", || {
+            let mut c = c.clone();
+            let id = id.clone();
+            async move {
+                let first = messages(&mut c, &id).await.into_iter().next()?;
+                (first.status == pb::MessageStatus::Handled as i32).then_some(())
+            }
+        })
+        .await;
+    }
     for id in acked.keys() {
         for m in messages(&mut c, id).await {
             if m.status == pb::MessageStatus::Handled as i32 {
@@ -53,6 +67,11 @@ async fn kill_9_after_acknowledged_writes_loses_nothing() {
             }
         }
     }
+    assert!(
+        handled_before.len() >= acked.len(),
+        "only {} messages handled before the kill",
+        handled_before.len()
+    );
     daemon.kill9();
     drop(c);
 
@@ -145,7 +164,8 @@ async fn a_clean_restart_recovers_agents_and_names() {
         })
         .await
         .expect_err("name still taken");
-    assert_eq!(refused.code(), tonic::Code::AlreadyExists);
+    assert_eq!(refused.code(), tonic::Code::AlreadyExists, "{refused:?}");
+    assert!(refused.message().contains("keeper"), "{refused:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -175,7 +195,12 @@ async fn a_paused_agent_keeps_its_queue_through_kill_9_and_resumes() {
         })
         .await
         .expect_err("no such run");
-    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    assert!(refused.message().contains("run"), "{refused:?}");
 
     daemon.kill9();
     drop(c);

@@ -197,7 +197,8 @@ async fn a_completed_childs_worktree_stays_for_its_owner_until_stopped_or_archiv
         .stop_task(pb::StopTaskRequest { task_id: task })
         .await
         .expect_err("nothing left to stop");
-    assert_eq!(again.code(), tonic::Code::FailedPrecondition);
+    assert_eq!(again.code(), tonic::Code::FailedPrecondition, "{again:?}");
+    assert!(again.message().contains("not running"), "{again:?}");
 
     let (_, task, path) = worktree_child(&mut c, &lead, &finish).await;
     eventually("the second child to complete", || {
@@ -264,8 +265,21 @@ async fn operators_attach_list_and_detach_with_the_cli() {
     assert_eq!(listed["active_workspace_id"], "agent_home");
     let (ok, _, err) = cli(&["workspace", "attach", "ops", &shown(&repo)]);
     assert!(!ok && err.contains("already attached"), "{err}");
-    let (ok, _, err) = cli(&["workspace", "detach", "ops", "project"]);
+    let (ok, out, err) = cli(&["workspace", "detach", "ops", "project"]);
     assert!(ok, "{err}");
+    // It prints what is left: the home, without the detached workspace.
+    assert!(out.contains("agent_home"), "{out}");
+    assert!(!out.contains("project"), "{out}");
+    let (ok, out, err) = cli(&["--json", "workspace", "list", "ops"]);
+    assert!(ok, "{err}");
+    let listed: serde_json::Value = serde_json::from_str(out.trim()).expect("json");
+    let ids: Vec<_> = listed["workspaces"]
+        .as_array()
+        .expect("workspaces")
+        .iter()
+        .map(|w| w["workspace_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids, ["agent_home"], "{out}");
     assert!(repo.exists(), "detaching never touches the directory");
     let (ok, _, err) = cli(&["workspace", "detach", "ops", "agent_home"]);
     assert!(!ok && err.contains("built in"), "{err}");

@@ -244,7 +244,8 @@ async fn a_private_child_cannot_attach_a_new_root_and_nothing_changes() {
         })
         .await
         .expect_err("private");
-    assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
+    assert!(denied.message().contains("private"), "{denied:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

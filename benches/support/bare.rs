@@ -39,7 +39,7 @@ pub async fn phase_bare(n: usize) -> Value {
     let elapsed = started.elapsed();
     let after = settle().await;
     json!({
-        "bytes_per_actor": (after.saturating_sub(before)) as f64 / n as f64,
-        "spawn_per_s": n as f64 / elapsed.as_secs_f64(),
+        "bytes_per_actor": super::figure::per_item(before, after, n),
+        "spawn_per_s": super::figure::rate(n, elapsed.as_secs_f64()),
     })
 }

@@ -251,26 +251,49 @@ mod tests {
             prop_assert_eq!(ends == 1, status.is_terminal());
         }
 
+        /// Writes chunks of arbitrary sizes the way a command's actor does
+        /// (append, then drop what `chunks_to_drop` names from the front)
+        /// and checks after every write that the ring holds exactly the
+        /// last bytes of everything written: as many of the newest whole
+        /// chunks as fit, never fewer, and the dropped count is the rest.
         #[test]
         fn the_ring_keeps_the_newest_output_within_capacity(
-            lens in proptest::collection::vec(1u64..5000, 1..60),
-            capacity in 1u64..20_000,
+            chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..600), 1..60),
+            capacity in 1u64..4_000,
         ) {
-            let mut chunks = Vec::new();
-            let mut end = 0;
-            for len in lens {
-                chunks.push((end, len));
-                end += len;
-            }
-            let dropped = chunks_to_drop(&chunks, end, capacity);
-            let kept: Vec<_> = chunks.iter().filter(|(o, _)| !dropped.contains(o)).collect();
-            // Dropped chunks are the oldest ones.
-            prop_assert!(dropped.iter().zip(chunks.iter()).all(|(d, (o, _))| d == o));
-            if let Some((first, _)) = kept.first() {
+            let mut written: Vec<u8> = Vec::new();
+            let mut ring: std::collections::VecDeque<(u64, Vec<u8>)> = Default::default();
+            let mut dropped_bytes = 0u64;
+            let mut starts = Vec::new();
+            for data in chunks {
+                let offset = written.len() as u64;
+                starts.push(offset);
+                written.extend_from_slice(&data);
+                ring.push_back((offset, data));
+                let end = written.len() as u64;
+                let spans: Vec<(u64, u64)> =
+                    ring.iter().map(|(o, d)| (*o, d.len() as u64)).collect();
+                let dropped = chunks_to_drop(&spans, end, capacity);
+                for offset in dropped {
+                    let (oldest, data) = ring.pop_front().expect("drops only retained chunks");
+                    // Dropped chunks are the oldest ones, in order.
+                    prop_assert_eq!(offset, oldest);
+                    dropped_bytes += data.len() as u64;
+                }
+                let kept: Vec<u8> = ring.iter().flat_map(|(_, d)| d.iter().copied()).collect();
+                let first = ring.front().map(|(o, _)| *o).expect("the newest chunk always stays");
+                // The kept bytes are the tail of everything written.
+                prop_assert_eq!(&kept[..], &written[first as usize..]);
+                prop_assert_eq!(dropped_bytes, first, "dropped count");
+                prop_assert_eq!(dropped_bytes + kept.len() as u64, end);
                 // What stays fits, unless the newest chunk alone is larger.
-                prop_assert!(end - first <= capacity || kept.len() == 1);
+                prop_assert!(kept.len() as u64 <= capacity || ring.len() == 1);
+                // Nothing was dropped that would have fitted: the chunk
+                // before the oldest kept one would overflow the capacity.
+                if let Some(before) = starts.iter().rev().find(|o| **o < first) {
+                    prop_assert!(end - before > capacity, "dropped a chunk that fitted");
+                }
             }
-            prop_assert!(!kept.is_empty(), "the newest chunk always stays");
         }
     }
 

@@ -14,6 +14,7 @@ use holarchy::client::{self, Clients, Target};
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest};
 
+pub mod contract;
 pub mod workspaces;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);

@@ -225,7 +225,8 @@ async fn enqueue_and_task_input_texts_over_64_kib_are_refused() {
         })
         .await
         .expect_err("over the message limit");
-    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("limit"), "{refused:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

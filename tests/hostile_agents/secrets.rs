@@ -155,6 +155,7 @@ async fn the_data_directory_and_its_ancestors_are_never_workspaces() {
         handled(&c, &id, 2 * n + 2).await;
         let (failed, out) = tool_call(&mut c, &id, "UseWorkspace").await;
         assert!(failed, "{path} was used: {out}");
+        assert!(out.to_string().contains("daemon's own files"), "{out}");
         let refused = c
             .workspaces
             .attach_workspace(pb::AttachWorkspaceRequest {
@@ -165,6 +166,10 @@ async fn the_data_directory_and_its_ancestors_are_never_workspaces() {
             .await
             .expect_err("an operator cannot attach it either");
         assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+        assert!(
+            refused.message().contains("daemon's own files"),
+            "{refused:?}"
+        );
     }
     let list = c
         .workspaces

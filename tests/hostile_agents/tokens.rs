@@ -148,7 +148,7 @@ fn a_world_writable_data_directory_refuses_to_start() {
     std::fs::create_dir(&dir).expect("data dir");
     chmod(&dir, 0o777);
     let stderr = refused(&dir, &[], &[]);
-    assert!(stderr.contains("other users may write into it"), "{stderr}");
+    assert!(stderr.contains("other users"), "{stderr}");
     assert!(stderr.contains(&dir.display().to_string()), "{stderr}");
     assert!(!dir.join("db").exists(), "nothing was created in it");
 
@@ -190,6 +190,7 @@ async fn an_empty_bearer_is_unauthenticated_and_the_made_token_file_is_private()
             .await
             .expect_err("refused");
         assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{header:?}");
+        assert!(refused.message().contains("token"), "{refused:?}");
     }
     let mut allowed = client::connect(&Target::Tcp {
         url,
@@ -211,11 +212,11 @@ async fn a_token_on_the_command_line_works_and_warns_that_others_can_see_it() {
     let dir = data_dir(&root);
     let listen = free_addr();
     let daemon = Daemon::start_with(&dir, &["--listen", &listen, "--token", GOOD_TOKEN]).await;
-    assert!(
-        daemon.log().contains("other processes can read in /proc"),
-        "{}",
-        daemon.log()
-    );
+    let warned = daemon
+        .log()
+        .lines()
+        .any(|l| l.contains("WARN") && l.contains("--token") && l.contains("/proc"));
+    assert!(warned, "{}", daemon.log());
     let mut clients = client::connect(&Target::Tcp {
         url: format!("http://{listen}"),
         token: Some(GOOD_TOKEN.into()),

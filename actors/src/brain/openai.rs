@@ -315,8 +315,51 @@ mod tests {
             base: Duration::from_millis(100),
             cap: Duration::from_millis(400),
         };
-        assert!(retry.delay(0) <= Duration::from_millis(100));
-        assert!(retry.delay(0) >= Duration::from_millis(50));
-        assert!(retry.delay(10) <= Duration::from_millis(400));
+        let ms = |d: Duration| d.as_millis();
+        // Many samples per attempt, so the jitter shows its whole range: a
+        // constant delay, or one that never reaches its bound, fails here.
+        let samples =
+            |attempt: u32| -> Vec<u128> { (0..300).map(|_| ms(retry.delay(attempt))).collect() };
+        // The bound doubles from the base until the cap, then stays.
+        let bounds = [100, 200, 400, 400, 400];
+        let mut previous: Option<(u128, u128)> = None;
+        for (attempt, bound) in (0u32..).zip(bounds) {
+            let got = samples(attempt);
+            let min = got.iter().min().expect("samples");
+            let max = got.iter().max().expect("samples");
+            assert!(
+                *min >= bound / 2 && *max <= bound,
+                "attempt {attempt}: delays {min}..={max} ms outside [{}, {bound}]",
+                bound / 2
+            );
+            assert!(
+                *max >= bound * 9 / 10,
+                "attempt {attempt}: delays never come near the bound {bound} ms (max {max})"
+            );
+            assert!(min < max, "attempt {attempt}: no jitter");
+            // Below the cap, every delay of a retry is at least every
+            // delay of the one before: the ranges [b/2, b] and [b, 2b] meet.
+            if let Some((before_bound, before_max)) = previous {
+                if bound > before_bound {
+                    assert!(
+                        *min >= before_max,
+                        "attempt {attempt}: {min} ms < {before_max} ms the attempt before"
+                    );
+                }
+            }
+            previous = Some((bound, *max));
+        }
+        // Far past the cap it stays there, without overflowing.
+        for attempt in [10, 31, 64, u32::MAX] {
+            let got = samples(attempt);
+            assert!(
+                got.iter().all(|d| (200..=400).contains(d)),
+                "attempt {attempt}: {got:?}"
+            );
+            assert!(
+                got.iter().any(|d| *d >= 360),
+                "attempt {attempt}: never at the cap"
+            );
+        }
     }
 }
