@@ -4,7 +4,9 @@
 //! actor tree must settle to mirror the stored ownership tree, no private
 //! agent may be live without a live supervisor, operator ingress never
 //! reaches a private agent, and the process of every command that is no
-//! longer running is gone. Each step's outcome is counted, and the run
+//! longer running is gone. Structural steps also run two at once, on the
+//! same subtree or different ones, so the per-agent structure locks are
+//! exercised against each other. Each step's outcome is counted, and the run
 //! fails unless enough of them succeeded: a model whose every spawn failed
 //! would prove nothing.
 
@@ -23,7 +25,7 @@ use holarchy_actors::{
 };
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
-    AgentRecord, Ownership, Preset, Refusal, TaskId, TaskStatus, ToolFamily, Visibility,
+    AgentId, AgentRecord, Ownership, Preset, Refusal, TaskId, TaskStatus, ToolFamily, Visibility,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestRunner};
@@ -31,17 +33,54 @@ use proptest::test_runner::{FileFailurePersistence, TestRunner};
 #[derive(Debug, Clone)]
 enum Step {
     CreatePublic,
-    Spawn { parent: usize, delegator: bool },
-    Send { agent: usize },
-    Stop { task: usize },
-    Archive { agent: usize },
-    Kill { agent: usize },
-    Wait { agent: usize, trigger: bool },
-    Exec { agent: usize },
+    Spawn {
+        parent: usize,
+        delegator: bool,
+    },
+    Send {
+        agent: usize,
+    },
+    Stop {
+        task: usize,
+    },
+    Archive {
+        agent: usize,
+    },
+    Kill {
+        agent: usize,
+    },
+    Wait {
+        agent: usize,
+        trigger: bool,
+    },
+    Exec {
+        agent: usize,
+    },
     Restart,
+    /// Two structural steps at once, on the same subtree or different ones.
+    Together(Box<Step>, Box<Step>),
 }
 
 fn arb_step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        6 => arb_single(),
+        2 => (arb_structural(), arb_structural()).prop_map(|(a, b)| Step::Together(Box::new(a), Box::new(b))),
+    ]
+}
+
+/// Steps that change the tree's structure and may run beside another.
+fn arb_structural() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (any::<usize>(), any::<bool>()).prop_map(|(parent, delegator)| Step::Spawn { parent, delegator }),
+        1 => any::<usize>().prop_map(|task| Step::Stop { task }),
+        1 => any::<usize>().prop_map(|agent| Step::Archive { agent }),
+        1 => any::<usize>().prop_map(|agent| Step::Kill { agent }),
+        1 => (any::<usize>(), any::<bool>()).prop_map(|(agent, trigger)| Step::Wait { agent, trigger }),
+        1 => any::<usize>().prop_map(|agent| Step::Exec { agent }),
+    ]
+}
+
+fn arb_single() -> impl Strategy<Value = Step> {
     prop_oneof![
         1 => Just(Step::CreatePublic),
         4 => (any::<usize>(), any::<bool>()).prop_map(|(parent, delegator)| Step::Spawn { parent, delegator }),
@@ -97,6 +136,8 @@ struct Tally {
     waits: Count,
     commands: Count,
     restarts: Count,
+    /// Structural steps run two at once.
+    together: Count,
     /// Commands seen running, then checked gone once no longer running.
     processes_gone: u32,
 }
@@ -107,6 +148,19 @@ impl Tally {
             mine.add(theirs);
         }
         self.processes_gone += other.processes_gone;
+        self.together.add(other.together);
+    }
+
+    fn count_mut(&mut self, kind: Kind) -> &mut Count {
+        match kind {
+            Kind::Spawn => &mut self.spawns,
+            Kind::Send => &mut self.sends,
+            Kind::Stop => &mut self.stops,
+            Kind::Archive => &mut self.archives,
+            Kind::Kill => &mut self.kills,
+            Kind::Wait => &mut self.waits,
+            Kind::Command => &mut self.commands,
+        }
     }
 
     fn counts(&self) -> [Count; 8] {
@@ -218,8 +272,6 @@ impl World {
     }
 
     async fn apply(&mut self, step: &Step) {
-        let ctx = self.runtime().ctx().clone();
-        let live = live_agents(self.store());
         match step {
             Step::CreatePublic => {
                 self.names += 1;
@@ -228,150 +280,87 @@ impl World {
                     .await
                     .expect("created");
             }
-            Step::Spawn { parent, delegator } => {
-                let creators: Vec<_> = live
-                    .iter()
-                    .filter(|a| a.profile.tool_families.contains(ToolFamily::AgentCreation))
-                    .cloned()
-                    .collect();
-                if let Some(parent) = pick(&creators, *parent) {
-                    let preset = if *delegator {
-                        Preset::PrivateDelegator
-                    } else {
-                        Preset::PrivateChild
-                    };
-                    let request = SpawnRequest {
-                        fork: false,
-                        preset,
-                        initial_message: Some("work".into()),
-                        name: None,
-                        workspace_mode: Default::default(),
-                        root: None,
-                    };
-                    // The tree settled before this step, so the parent is
-                    // running; a refusal here would be counted against the
-                    // run.
-                    let spawned = spawn_agent(&ctx, parent.id, parent.profile, request).await;
-                    self.tally.spawns.record(spawned.is_ok());
-                    trace_failure("spawn", &spawned.map(|_| ()));
-                }
-            }
-            Step::Send { agent } => {
-                if let Some(agent) = pick(&live, *agent) {
-                    let sent = self
-                        .runtime()
-                        .send_message(agent.id, "hello".into(), None)
-                        .await;
-                    if agent.profile.visibility == Visibility::Private {
-                        assert!(
-                            matches!(sent, Err(DeliverError::Refused(Refusal::PrivateTarget))),
-                            "operator ingress reached private agent {}: {sent:?}",
-                            agent.id
-                        );
-                    } else {
-                        self.tally.sends.record(sent.is_ok());
-                        trace_failure("send", &sent.map(|_| ()));
-                    }
-                }
-            }
-            Step::Stop { task } => {
-                let tasks: Vec<_> = live
-                    .iter()
-                    .flat_map(|a| self.store().tasks_of(a.id).expect("tasks"))
-                    .filter(|t| t.status == TaskStatus::Running)
-                    .collect();
-                if let Some(task) = pick(&tasks, *task) {
-                    let stopped = task_plane::stop(&ctx, task.id, None, "model test").await;
-                    let ended = self
-                        .store()
-                        .task(task.id)
-                        .expect("read")
-                        .is_some_and(|t| t.status != TaskStatus::Running);
-                    self.tally.stops.record(stopped.is_ok() && ended);
-                }
-            }
-            Step::Archive { agent } => {
-                let public: Vec<_> = live
-                    .iter()
-                    .filter(|a| a.profile.visibility == Visibility::Public)
-                    .cloned()
-                    .collect();
-                if let Some(agent) = pick(&public, *agent) {
-                    self.runtime()
-                        .archive_agent(agent.id)
-                        .await
-                        .expect("archived");
-                    self.tally.archives.record(true);
-                }
-            }
-            Step::Kill { agent } => {
-                if let Some(agent) = pick(&live, *agent) {
-                    let entry = ctx.directory.get(agent.id);
-                    if let Some(entry) = &entry {
-                        let killed = entry.actor.get_id();
-                        entry.actor.kill();
-                        // Let the kill land before the tree is checked, or
-                        // the check could pass on the doomed actor.
-                        let begun = Instant::now();
-                        while ctx.directory.get(agent.id).map(|e| e.actor.get_id()) == Some(killed)
-                        {
-                            assert!(
-                                begun.elapsed() < Duration::from_secs(10),
-                                "kill never landed"
-                            );
-                            tokio::time::sleep(Duration::from_millis(5)).await;
-                        }
-                    }
-                    self.tally.kills.record(entry.is_some());
-                }
-            }
-            Step::Wait { agent, trigger } => {
-                if let Some(agent) = pick(&live, *agent) {
-                    let armed = if *trigger {
-                        wait_plane::create_trigger(&ctx, agent.id, "model".into(), None)
-                            .await
-                            .map(|_| ())
-                    } else {
-                        wait_plane::sleep(&ctx, agent.id, 3_600_000, "model".into(), None)
-                            .await
-                            .map(|_| ())
-                    };
-                    self.tally.waits.record(armed.is_ok());
-                }
-            }
-            Step::Exec { agent } => {
-                if let Some(agent) = pick(&live, *agent) {
-                    // A long command: it must die with its agent's actor,
-                    // when stopped, and when its agent is archived.
-                    let marker = command_marker();
-                    let started =
-                        command_plane::exec(&ctx, agent.id, marker.clone(), Vec::new(), 0).await;
-                    if let Ok(started) = &started {
-                        self.commands.push((started.task.id, marker.clone()));
-                        // It really runs: its process shows up.
-                        let begun = Instant::now();
-                        while common::processes_with(&marker).is_empty() {
-                            assert!(
-                                begun.elapsed() < Duration::from_secs(10),
-                                "command {} never showed a process",
-                                started.task.id
-                            );
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                    self.tally.commands.record(started.is_ok());
-                    trace_failure("exec", &started.map(|_| ()));
-                }
-            }
             Step::Restart => {
-                // Every handle on the old store must go before it reopens.
-                drop(ctx);
                 self.stop().await;
                 let (store, runtime) = start(self.dir.path()).await;
                 self.store = Some(store);
                 self.runtime = Some(runtime);
                 self.tally.restarts.record(true);
             }
+            Step::Together(first, second) => {
+                let (first, second) = (self.target(first), self.target(second));
+                let runtime = self.runtime();
+                let (first, second) =
+                    tokio::join!(perform(runtime, first), perform(runtime, second));
+                for outcome in [first, second] {
+                    // Two changes at once may meet (a spawn under an agent
+                    // being archived): either may be refused, so both only
+                    // count towards the run's concurrent total.
+                    if let Some((_, done)) = outcome.count {
+                        self.tally.together.record(done);
+                    }
+                    self.commands.extend(outcome.command);
+                }
+            }
+            single => {
+                let action = self.target(single);
+                let outcome = perform(self.runtime(), action).await;
+                if let Some((kind, done)) = outcome.count {
+                    self.tally.count_mut(kind).record(done);
+                }
+                self.commands.extend(outcome.command);
+            }
+        }
+    }
+
+    /// What `step` acts on in the tree as it stands (the live agents and
+    /// running tasks the step's indices pick), or nothing.
+    fn target(&self, step: &Step) -> Action {
+        let store = self.store();
+        let live = live_agents(store);
+        match step {
+            Step::Spawn { parent, delegator } => {
+                let creators: Vec<_> = live
+                    .iter()
+                    .filter(|a| a.profile.tool_families.contains(ToolFamily::AgentCreation))
+                    .cloned()
+                    .collect();
+                let preset = if *delegator {
+                    Preset::PrivateDelegator
+                } else {
+                    Preset::PrivateChild
+                };
+                pick(&creators, *parent)
+                    .map_or(Action::Nothing, |parent| Action::Spawn { parent, preset })
+            }
+            Step::Send { agent } => pick(&live, *agent).map_or(Action::Nothing, Action::Send),
+            Step::Stop { task } => {
+                let tasks: Vec<_> = live
+                    .iter()
+                    .flat_map(|a| store.tasks_of(a.id).expect("tasks"))
+                    .filter(|t| t.status == TaskStatus::Running)
+                    .map(|t| t.id)
+                    .collect();
+                pick(&tasks, *task).map_or(Action::Nothing, Action::Stop)
+            }
+            Step::Archive { agent } => {
+                let public: Vec<_> = live
+                    .iter()
+                    .filter(|a| a.profile.visibility == Visibility::Public)
+                    .map(|a| a.id)
+                    .collect();
+                pick(&public, *agent).map_or(Action::Nothing, Action::Archive)
+            }
+            Step::Kill { agent } => {
+                pick(&live, *agent).map_or(Action::Nothing, |a| Action::Kill(a.id))
+            }
+            Step::Wait { agent, trigger } => {
+                pick(&live, *agent).map_or(Action::Nothing, |a| Action::Wait(a.id, *trigger))
+            }
+            Step::Exec { agent } => {
+                pick(&live, *agent).map_or(Action::Nothing, |a| Action::Exec(a.id))
+            }
+            Step::CreatePublic | Step::Restart | Step::Together(..) => Action::Nothing,
         }
     }
 
@@ -485,6 +474,162 @@ impl World {
     }
 }
 
+/// A step with its target picked.
+#[derive(Debug)]
+enum Action {
+    Nothing,
+    Spawn { parent: AgentRecord, preset: Preset },
+    Send(AgentRecord),
+    Stop(TaskId),
+    Archive(AgentId),
+    Kill(AgentId),
+    Wait(AgentId, bool),
+    Exec(AgentId),
+}
+
+/// Which count of the tally a step's outcome goes to.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Spawn,
+    Send,
+    Stop,
+    Archive,
+    Kill,
+    Wait,
+    Command,
+}
+
+/// What performing an action did.
+#[derive(Debug, Default)]
+struct Outcome {
+    /// Its kind and whether it succeeded; `None` when there was nothing
+    /// to count.
+    count: Option<(Kind, bool)>,
+    /// A command it started, with the marker that finds its process.
+    command: Option<(TaskId, String)>,
+}
+
+impl Outcome {
+    fn of(kind: Kind, done: bool) -> Self {
+        Self {
+            count: Some((kind, done)),
+            command: None,
+        }
+    }
+}
+
+/// Performs `action` without touching the world's bookkeeping, so two can
+/// run at once.
+async fn perform(runtime: &Runtime, action: Action) -> Outcome {
+    let ctx = runtime.ctx();
+    match action {
+        Action::Nothing => Outcome::default(),
+        Action::Spawn { parent, preset } => {
+            let request = SpawnRequest {
+                fork: false,
+                preset,
+                initial_message: Some("work".into()),
+                name: None,
+                workspace_mode: Default::default(),
+                root: None,
+            };
+            let spawned = spawn_agent(ctx, parent.id, parent.profile, request).await;
+            trace_failure("spawn", &spawned.as_ref().map(|_| ()));
+            Outcome::of(Kind::Spawn, spawned.is_ok())
+        }
+        Action::Send(agent) => {
+            let sent = runtime.send_message(agent.id, "hello".into(), None).await;
+            if agent.profile.visibility == Visibility::Private {
+                assert!(
+                    matches!(sent, Err(DeliverError::Refused(Refusal::PrivateTarget))),
+                    "operator ingress reached private agent {}: {sent:?}",
+                    agent.id
+                );
+                return Outcome::default();
+            }
+            trace_failure("send", &sent.as_ref().map(|_| ()));
+            Outcome::of(Kind::Send, sent.is_ok())
+        }
+        Action::Stop(task_id) => {
+            let stopped = task_plane::stop(ctx, task_id, None, "model test").await;
+            let ended = ctx
+                .store
+                .task(task_id)
+                .expect("read")
+                .is_some_and(|t| t.status != TaskStatus::Running);
+            Outcome::of(Kind::Stop, stopped.is_ok() && ended)
+        }
+        Action::Archive(agent_id) => {
+            let archived = runtime.archive_agent(agent_id).await;
+            trace_failure("archive", &archived.as_ref().map(|_| ()));
+            Outcome::of(Kind::Archive, archived.is_ok())
+        }
+        Action::Kill(agent_id) => {
+            let Some(entry) = ctx.directory.get(agent_id) else {
+                return Outcome::of(Kind::Kill, false);
+            };
+            let killed = entry.actor.get_id();
+            entry.actor.kill();
+            // Let the kill land before the tree is checked, or the check
+            // could pass on the doomed actor.
+            let begun = Instant::now();
+            while ctx.directory.get(agent_id).map(|e| e.actor.get_id()) == Some(killed) {
+                assert!(
+                    begun.elapsed() < Duration::from_secs(10),
+                    "kill never landed"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Outcome::of(Kind::Kill, true)
+        }
+        Action::Wait(agent_id, trigger) => {
+            let armed = if trigger {
+                wait_plane::create_trigger(ctx, agent_id, "model".into(), None)
+                    .await
+                    .map(|_| ())
+            } else {
+                wait_plane::sleep(ctx, agent_id, 3_600_000, "model".into(), None)
+                    .await
+                    .map(|_| ())
+            };
+            Outcome::of(Kind::Wait, armed.is_ok())
+        }
+        Action::Exec(agent_id) => {
+            // A long command: it must die with its agent's actor, when
+            // stopped, and when its agent is archived.
+            let marker = command_marker();
+            let started = command_plane::exec(ctx, agent_id, marker.clone(), Vec::new(), 0).await;
+            trace_failure("exec", &started.as_ref().map(|_| ()));
+            let Ok(started) = started else {
+                return Outcome::of(Kind::Command, false);
+            };
+            // It really runs: its process shows up (unless its agent went
+            // in the meantime, which a concurrent step may do).
+            let begun = Instant::now();
+            while common::processes_with(&marker).is_empty() {
+                let running = ctx
+                    .store
+                    .task(started.task.id)
+                    .expect("read")
+                    .is_some_and(|t| t.status == TaskStatus::Running);
+                assert!(
+                    !running || begun.elapsed() < Duration::from_secs(10),
+                    "command {} never showed a process",
+                    started.task.id
+                );
+                if !running {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Outcome {
+                count: Some((Kind::Command, true)),
+                command: Some((started.task.id, marker)),
+            }
+        }
+    }
+}
+
 /// Runs one case: the steps, each followed by the checks. Returns what
 /// the steps achieved.
 async fn run_case(steps: &[Step]) -> Result<Tally, String> {
@@ -566,6 +711,13 @@ fn the_actor_tree_always_mirrors_the_stored_tree() {
             "{kind} mostly failed: {count:?}"
         );
     }
+    // Concurrent steps may meet and refuse each other, but most must go
+    // through, or the concurrency would prove nothing.
+    assert!(
+        total.together.done >= 20 && total.together.done * 2 >= total.together.tried,
+        "too few concurrent structural steps went through: {:?}",
+        total.together
+    );
     assert!(
         total.processes_gone >= 10,
         "too few commands were checked gone: {total:?}"
