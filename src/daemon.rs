@@ -270,6 +270,16 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     let unix =
         UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
     std::fs::set_permissions(&socket, Permissions::from_mode(0o600))?;
+    // Bound before either server answers: a client that saw SERVING on the
+    // socket finds TCP listening too.
+    let tcp_listener = match config.listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?,
+        ),
+        None => None,
+    };
 
     let router = limits
         .server()
@@ -291,8 +301,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         },
     ));
 
-    let tcp_server = match (config.listen, tcp_token) {
-        (Some(addr), Some(token)) => {
+    let tcp_server = match (tcp_listener, tcp_token) {
+        (Some(listener), Some(token)) => {
             // A right token also lifts the connection's authentication
             // deadline (see `listen`).
             let check = move |request: tonic::Request<()>| {
@@ -307,9 +317,6 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 }
                 Ok(request)
             };
-            let listener = TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr}"))?;
             info!(
                 addr = %listener.local_addr()?,
                 max_connections = limits.max_tcp,
