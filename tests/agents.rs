@@ -295,12 +295,7 @@ async fn status_counts_agents_and_reports_idle() {
     handled(&c, &id, 1).await;
     let last_cursor = |log: Vec<pb::Event>| log.last().map_or(0, |e| e.cursor);
     let before = last_cursor(events(&mut c, 0).await);
-    let status = c
-        .runtime
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let status = common::status(&mut c).await;
     let after = last_cursor(events(&mut c, 0).await);
     assert_eq!(status.public_agents, 2);
     assert_eq!(status.private_agents, 0);
@@ -349,12 +344,7 @@ async fn agents_created_in_a_batch_are_all_there_or_none_is() {
             &taken,
         );
     }
-    let status = c
-        .runtime
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let status = common::status(&mut c).await;
     assert_eq!(status.public_agents, 500);
     let listed = c
         .agents

@@ -120,12 +120,7 @@ async fn reflection_lists_every_service_for_stock_clients() {
 #[tokio::test]
 async fn tcp_requires_the_bearer_token() {
     let root = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = common::free_addr();
     let daemon = Daemon::start_with(&data_dir(&root), &["--listen", &listen]).await;
     let token = std::fs::read_to_string(daemon.data_dir.join("token")).expect("token written");
     let url = format!("http://{listen}");
@@ -164,11 +159,6 @@ async fn tcp_requires_the_bearer_token() {
     })
     .await
     .expect("connects");
-    let status = allowed
-        .runtime
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let status = common::status(&mut allowed).await;
     assert_eq!(status.version, env!("CARGO_PKG_VERSION"));
 }

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::workspaces::{git, lead_in, run};
+use common::workspaces::{commit_all, git, lead_in, run};
 use common::{create, data_dir, eventually, exec, tool_output, Daemon};
 use serde_json::json;
 
@@ -33,19 +33,7 @@ fn slow_repository(root: &Path) -> (PathBuf, PathBuf, PathBuf) {
     git(&repo, &["config", "filter.slow.clean", "cat"]);
     std::fs::write(repo.join(".gitattributes"), "*.slow filter=slow\n").expect("write");
     std::fs::write(repo.join("data.slow"), "slow to check out\n").expect("write");
-    git(&repo, &["add", "."]);
-    git(
-        &repo,
-        &[
-            "-c",
-            "user.name=test",
-            "-c",
-            "user.email=test@example.com",
-            "commit",
-            "-qm",
-            "init",
-        ],
-    );
+    commit_all(&repo, "init");
     // The commit's own checkout ran no smudge; only the spawn's will.
     let _ = std::fs::remove_file(&started);
     let repo = std::fs::canonicalize(repo).expect("canonical");

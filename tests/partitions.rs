@@ -4,26 +4,18 @@
 //! which keep their queues and work on, while the other partition's agents
 //! are never touched.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::until;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::{NewAgent, Runtime, RuntimeConfig, ScriptedBrain, Store};
 use holarchy_supervision::{AgentId, MessageStatus, Preset};
-
-async fn until<F: FnMut() -> bool>(what: &str, mut check: F) {
-    let started = Instant::now();
-    while !check() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
 
 /// Whether `agent` runs, linked under the partition the runtime names for it.
 fn under_its_partition(runtime: &Runtime, agent: AgentId) -> bool {

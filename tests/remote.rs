@@ -23,12 +23,7 @@ const AGENTS: usize = 200;
 /// port, with `token` as its bearer token (none: it writes one to
 /// <data-dir>/token); and its URL.
 async fn listening_daemon(root: &tempfile::TempDir, token: Option<&str>) -> (Daemon, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = common::free_addr();
     let env: Vec<(&str, &str)> = token.map(|t| ("HOLARCHY_TOKEN", t)).into_iter().collect();
     let daemon = Daemon::start_with_env(&data_dir(root), &["--listen", &listen], &env).await;
     (daemon, format!("http://{listen}"))

@@ -77,12 +77,7 @@ async fn kill_9_after_acknowledged_writes_loses_nothing() {
 
     let daemon = Daemon::start(&dir).await;
     let mut c = daemon.clients().await;
-    let status = c
-        .runtime
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let status = common::status(&mut c).await;
     assert_eq!(status.public_agents, 12);
     assert_eq!(status.recovered_agents, 12);
 

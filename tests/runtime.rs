@@ -2,9 +2,12 @@
 //! actors (one-for-one restarts within an intensity) and recovery of a turn
 //! that a crash cut short.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::until;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::agent::NotRunning;
@@ -41,17 +44,6 @@ async fn reopen(dir: &std::path::Path) -> Arc<SledStore> {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
-    }
-}
-
-async fn until<F: FnMut() -> bool>(what: &str, mut check: F) {
-    let started = Instant::now();
-    while !check() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -141,12 +141,7 @@ async fn a_four_level_private_tree_mirrors_the_store_and_archive_takes_it_all() 
     assert_eq!(count(&shape, "agent"), 4);
     assert_eq!(count(&shape, "task"), 3);
     assert_eq!(shape.agents, 4);
-    let status = c
-        .runtime
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let status = common::status(&mut c).await;
     assert_eq!((status.public_agents, status.private_agents), (1, 3));
 
     let archived = c
@@ -173,12 +168,7 @@ async fn a_four_level_private_tree_mirrors_the_store_and_archive_takes_it_all() 
         shape.nodes.is_empty() && shape.mismatches.is_empty(),
         "{shape:?}"
     );
-    let status = c
-        .runtime
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let status = common::status(&mut c).await;
     assert_eq!((status.public_agents, status.private_agents), (0, 0));
     let again = c
         .agents
@@ -362,12 +352,7 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
     let shape = tree(&mut c).await;
     assert!(shape.nodes.is_empty(), "nothing of the subtree runs again");
     assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
-    let status = c
-        .runtime
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let status = common::status(&mut c).await;
     assert_eq!(
         (
             status.public_agents,

@@ -153,6 +153,35 @@ impl Drop for Daemon {
     }
 }
 
+/// A loopback address with a port free right now.
+pub fn free_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("free port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
+/// The daemon's `GetStatus`.
+pub async fn status(c: &mut Clients) -> pb::GetStatusResponse {
+    c.runtime
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner()
+}
+
+/// Polls a synchronous `check` (in-process tests) until it holds, or
+/// panics after the deadline.
+pub async fn until<F: FnMut() -> bool>(what: &str, mut check: F) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 /// A fresh data directory inside a temporary folder that outlives restarts.
 pub fn data_dir(root: &tempfile::TempDir) -> PathBuf {
     root.path().join("data")

@@ -32,9 +32,15 @@ pub fn repository(root: &Path) -> PathBuf {
     std::fs::create_dir_all(&repo).expect("mkdir");
     git(&repo, &["init", "-q", "-b", "main"]);
     std::fs::write(repo.join("README.md"), "the project\n").expect("write");
-    git(&repo, &["add", "."]);
+    commit_all(&repo, "init");
+    std::fs::canonicalize(repo).expect("canonical")
+}
+
+/// Commits everything in the working tree of `repo`.
+pub fn commit_all(repo: &Path, message: &str) {
+    git(repo, &["add", "."]);
     git(
-        &repo,
+        repo,
         &[
             "-c",
             "user.name=test",
@@ -42,10 +48,9 @@ pub fn repository(root: &Path) -> PathBuf {
             "user.email=test@example.com",
             "commit",
             "-qm",
-            "init",
+            message,
         ],
     );
-    std::fs::canonicalize(repo).expect("canonical")
 }
 
 pub fn branches(repo: &Path) -> String {

@@ -75,12 +75,7 @@ async fn a_self_propagating_delegator_chain_stops_at_the_depth_bound() {
     let spawns = calls_of(&mut c, "SpawnAgent").await;
     assert_eq!(spawns.len(), 33, "32 levels made, the 33rd refused");
     assert_eq!(spawns.iter().filter(|d| d["is_error"] == true).count(), 1);
-    let status = c
-        .runtime
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let status = crate::common::status(&mut c).await;
     assert_eq!((status.public_agents, status.private_agents), (1, 32));
 }
 

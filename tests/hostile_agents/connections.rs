@@ -7,19 +7,9 @@ use holarchy::client::{self, Target};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-use crate::common::{data_dir, Daemon, DEADLINE};
+use crate::common::{data_dir, free_addr, Daemon, DEADLINE};
 
 const IDLE_CONNECTIONS: usize = 2_000;
-
-/// A loopback address with a port free right now.
-fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    format!("127.0.0.1:{port}")
-}
 
 /// Waits until the daemon closes `stream`: end of file, or a reset. Data
 /// from the daemon (its HTTP/2 settings) is read past.

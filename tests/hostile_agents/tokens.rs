@@ -8,20 +8,10 @@ use std::time::{Duration, Instant};
 use holarchy::api::pb;
 use holarchy::client::{self, Target};
 
-use crate::common::{data_dir, Daemon, DEADLINE};
+use crate::common::{data_dir, free_addr, Daemon, DEADLINE};
 
 /// A token that passes every check.
 const GOOD_TOKEN: &str = "0123456789abcdef0123456789abcdef";
-
-/// A loopback address with a port free right now.
-fn free_addr() -> String {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("free port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    format!("127.0.0.1:{port}")
-}
 
 /// Runs `holarchy serve` on `dir` and expects it to refuse to start:
 /// returns its stderr. Panics if it is still running at the deadline.

@@ -99,12 +99,7 @@ async fn a_turn_cut_short_by_kill_9_runs_again_and_a_handled_one_does_not() {
         .expect("quick kept");
     assert_eq!((once.attempts, once.reply.as_str()), (1, "handled quick"));
     assert_eq!(markers(&private, "quick"), 1, "the handled turn ran again");
-    let status = c
-        .runtime
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner();
+    let status = crate::common::status(&mut c).await;
     assert!(status.interrupted_runs >= 1, "{status:?}");
     eventually("no brain left behind", || {
         let running = processes_with(&script.display().to_string());
