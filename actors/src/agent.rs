@@ -254,16 +254,7 @@ impl AgentActor {
             now_ms(),
         );
         let message_id = record.id;
-        let provenance = record.provenance;
-        self.ctx
-            .store
-            .commit(Batch::new().write(Write::PutMessage(record)).event(
-                agent_id,
-                EventKind::MessageQueued {
-                    message_id,
-                    provenance,
-                },
-            ))?;
+        self.ctx.store.commit(Batch::new().put_queued(record))?;
         state.queue.push_back(message_id);
         Ok(Delivered {
             message_id,

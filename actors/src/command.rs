@@ -411,15 +411,7 @@ impl CommandActor {
                 now_ms(),
             );
             wake = Some(message.id);
-            batch = batch
-                .event(
-                    owner,
-                    EventKind::MessageQueued {
-                        message_id: message.id,
-                        provenance: message.provenance,
-                    },
-                )
-                .write(Write::PutMessage(message));
+            batch = batch.put_queued(message);
         }
         match self.ctx.store.commit(batch) {
             Ok(()) => {}

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use holarchy_supervision::task::task_label;
 use holarchy_supervision::{
-    AgentId, EventKind, MessageRecord, OutputChunk, Provenance, TaskId, TaskKind, TaskRecord,
-    TaskStatus,
+    AgentId, MessageRecord, OutputChunk, Provenance, TaskId, TaskKind, TaskRecord, TaskStatus,
 };
 use ractor::rpc::CallResult;
 use ractor::Actor;
@@ -283,14 +282,6 @@ pub fn interrupt(
         now_ms(),
     );
     let id = message.id;
-    batch = batch
-        .event(
-            owner,
-            EventKind::MessageQueued {
-                message_id: id,
-                provenance: message.provenance,
-            },
-        )
-        .write(Write::PutMessage(message));
+    batch = batch.put_queued(message);
     (batch, Some(id))
 }

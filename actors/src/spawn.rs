@@ -191,15 +191,7 @@ async fn spawn_to_completion(
         };
         let message = MessageRecord::queued(agent_id, provenance, body, None, now);
         queue.push(message.id);
-        batch = batch
-            .event(
-                agent_id,
-                EventKind::MessageQueued {
-                    message_id: message.id,
-                    provenance,
-                },
-            )
-            .write(Write::PutMessage(message));
+        batch = batch.put_queued(message);
     }
     let task = supervisor.map(|owner| {
         let kind = TaskKind::ChildAgent {

@@ -130,6 +130,17 @@ impl Batch {
             .write(Write::PutTask(task))
     }
 
+    /// Writes a newly queued `message` with the `message_queued` event
+    /// that tells its agent's followers.
+    pub fn put_queued(self, message: MessageRecord) -> Self {
+        let kind = EventKind::MessageQueued {
+            message_id: message.id,
+            provenance: message.provenance,
+        };
+        self.event(message.agent_id, kind)
+            .write(Write::PutMessage(message))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.events.is_empty()
     }

@@ -301,15 +301,7 @@ pub fn finish_handle(
         now_ms(),
     );
     let message_id = message.id;
-    batch = batch
-        .event(
-            owner,
-            EventKind::MessageQueued {
-                message_id,
-                provenance: message.provenance,
-            },
-        )
-        .write(Write::PutMessage(message));
+    batch = batch.put_queued(message);
     (batch, Some(message_id))
 }
 

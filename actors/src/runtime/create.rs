@@ -91,15 +91,7 @@ async fn create_to_completion(
         if let Some(body) = spec.initial_message {
             let message = MessageRecord::queued(agent_id, Provenance::Operator, body, None, now);
             queue.push(message.id);
-            batch = batch
-                .event(
-                    agent_id,
-                    EventKind::MessageQueued {
-                        message_id: message.id,
-                        provenance: message.provenance,
-                    },
-                )
-                .write(Write::PutMessage(message));
+            batch = batch.put_queued(message);
         }
         created.push((record, queue));
     }
