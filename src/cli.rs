@@ -421,6 +421,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                 tree.nodes.extend(page.nodes);
                 tree.mismatches.extend(page.mismatches);
                 (tree.agents, tree.tasks, tree.waits) = (page.agents, page.tasks, page.waits);
+                tree.partitions = page.partitions;
                 tree.next_page_token = page.next_page_token;
                 if tree.next_page_token.is_empty() {
                     break;

@@ -129,3 +129,33 @@ async fn a_dead_partition_comes_back_with_its_agents_and_the_other_is_untouched(
     .await;
     runtime.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_tree_shows_which_root_partition_holds_each_public_agent() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = common::Daemon::start_with(&common::data_dir(&root), &["--partitions", "3"]).await;
+    let mut c = daemon.clients().await;
+    let mut ids = HashSet::new();
+    for i in 0..30 {
+        ids.insert(common::create(&mut c, &format!("a{i}"), None).await);
+    }
+    let tree = common::workspaces::tree(&mut c).await;
+    assert_eq!(tree.partitions, 3);
+    let mut used = HashSet::new();
+    for node in tree.nodes.iter().filter(|n| ids.contains(&n.id)) {
+        let partition = node.partition.expect("a public agent's partition");
+        assert!(partition < 3, "{node:?}");
+        used.insert(partition);
+    }
+    assert!(used.len() >= 2, "30 agents all went to partition {used:?}");
+    assert!(tree.mismatches.is_empty(), "{:?}", tree.mismatches);
+
+    // No partitions at all is refused before anything starts.
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_holarchy"))
+        .args(["serve", "--partitions", "0", "--data-dir"])
+        .arg(root.path().join("other"))
+        .output()
+        .expect("runs");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--partitions"));
+}

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use holarchy_actors::runtime::partition::partition_of;
 use holarchy_actors::tree::{Node, NodeKind, Walk};
 use holarchy_actors::{Runtime, Store as _};
-use holarchy_supervision::AgentRecord;
+use holarchy_supervision::{AgentRecord, Visibility};
 use prost::Message as _;
 use tonic::{Request, Response, Status};
 
@@ -53,8 +54,9 @@ impl SupervisionApi {
 /// Nodes per page of the tree, at most and by default.
 pub const MAX_TREE_NODES: usize = 5000;
 
-/// A node of the flat tree, bounded in bytes.
-fn node(node: &Node) -> pb::TreeNode {
+/// A node of the flat tree, bounded in bytes; `partitions` is how many
+/// root partitions the runtime has.
+fn node(node: &Node, partitions: usize) -> pb::TreeNode {
     let mut out = match &node.kind {
         NodeKind::Agent {
             record,
@@ -78,6 +80,8 @@ fn node(node: &Node) -> pb::TreeNode {
             actor_alive: *actor_alive,
             active_workspace_id: place.workspace_id.clone(),
             active_dir: place.dir.display().to_string(),
+            partition: (record.profile.visibility == Visibility::Public)
+                .then(|| u32::try_from(partition_of(record.id, partitions)).unwrap_or(u32::MAX)),
             ..Default::default()
         },
         NodeKind::Wait {
@@ -165,7 +169,7 @@ fn tree_page(
         let Some(next) = walk.next_node()? else {
             break;
         };
-        let next = node(&next);
+        let next = node(&next, ctx.partition_count());
         let found = walk.take_mismatches();
         let size = next.encoded_len() + 8 + found.iter().map(|m| m.len() + 8).sum::<usize>();
         if size > room && !page.nodes.is_empty() {
@@ -183,6 +187,7 @@ fn tree_page(
         let found = walk.take_mismatches();
         add_mismatches(&mut page.mismatches, found, &mut room);
     }
+    page.partitions = count(ctx.partition_count());
     page.agents = count(walk.counts.agents);
     page.tasks = count(walk.counts.tasks);
     page.waits = count(walk.counts.waits);

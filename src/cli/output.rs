@@ -440,6 +440,7 @@ impl Output {
                     "active_dir": n.active_dir,
                     "worktree": n.worktree.as_ref().map(worktree_json),
                     "truncated_from_bytes": n.truncated_from_bytes,
+                    "partition": n.partition,
                 })
             };
             say!(
@@ -450,13 +451,19 @@ impl Output {
                     "agents": tree.agents,
                     "tasks": tree.tasks,
                     "waits": tree.waits,
+                    "partitions": tree.partitions,
                     "next_page_token": tree.next_page_token,
                 })
             );
             return;
         }
         super::tree_view::render(&tree.nodes, |line| say!("{line}"));
-        say!("{} agents, {} tasks", tree.agents, tree.tasks);
+        say!(
+            "{} agents, {} tasks, under {} root partitions",
+            tree.agents,
+            tree.tasks,
+            tree.partitions
+        );
         if let Some(cut) = &tree.cut {
             say!(
                 "more: the tree goes on after node {} (depth {}); page token {}",

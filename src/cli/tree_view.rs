@@ -86,13 +86,13 @@ pub fn label(n: &pb::TreeNode) -> String {
             } else {
                 format!("\"{}\" ", n.name)
             };
-            let private = if n.visibility == "private" {
-                " [private]"
-            } else {
-                ""
+            let place = match n.partition {
+                Some(partition) => format!(" [partition {partition}]"),
+                None if n.visibility == "private" => " [private]".to_owned(),
+                None => String::new(),
             };
             format!(
-                "agent {name}{} ({}, {}){private}{dead}{cut}",
+                "agent {name}{} ({}, {}){place}{dead}{cut}",
                 n.id, n.kind, n.state
             )
         }

@@ -202,6 +202,21 @@ async fn ops_supervises_private_children_through_task_handles() {
     assert_eq!(node(&child)["visibility"], "private");
     assert_eq!(node(&task)["parent_id"], ops.as_str());
     assert_eq!(node(&ops)["depth"], 0);
+    // Public agents hang under one of the root partitions; private ones
+    // under their supervisors.
+    let partitions = shape["partitions"].as_u64().expect("partitions");
+    assert!(partitions >= 1, "{shape}");
+    let partition = node(&ops)["partition"].as_u64().expect("ops's partition");
+    assert!(partition < partitions, "{shape}");
+    assert!(node(&child)["partition"].is_null(), "{shape}");
+    assert!(
+        lines[0].ends_with(&format!("[partition {partition}]")),
+        "{tree}"
+    );
+    assert!(
+        tree.contains(&format!("under {partitions} root partitions")),
+        "{tree}"
+    );
 
     // Private agents are listed only on request, and take no operator
     // messages: operators reach them through the parent's handle.

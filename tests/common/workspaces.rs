@@ -148,6 +148,7 @@ pub async fn tree(c: &mut Clients) -> pb::GetTreeResponse {
         tree.nodes.extend(page.nodes);
         tree.mismatches.extend(page.mismatches);
         (tree.agents, tree.tasks, tree.waits) = (page.agents, page.tasks, page.waits);
+        tree.partitions = page.partitions;
         if page.next_page_token.is_empty() {
             return tree;
         }
