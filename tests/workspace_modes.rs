@@ -7,23 +7,12 @@ mod common;
 use std::path::Path;
 
 use common::workspaces::{
-    branches, git, lead_in, repository, run, tree, tree_task, worktree_child,
+    branches, git, lead_in, list_workspaces, repository, run, tree, tree_task, worktree_child,
 };
 use common::{data_dir, eventually, handled, script, tool_call, tool_output, Daemon};
 use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::json;
-
-async fn list(c: &mut Clients, agent_id: &str) -> pb::Workspaces {
-    c.workspaces
-        .list_workspaces(pb::ListWorkspacesRequest {
-            agent_id: agent_id.into(),
-            ..Default::default()
-        })
-        .await
-        .expect("listed")
-        .into_inner()
-}
 
 /// Spawns a child of `lead` with `input` (plus a `pwd` as its first
 /// message); returns where the child's command ran.
@@ -82,14 +71,14 @@ async fn children_start_where_their_mode_says_and_public_ones_get_the_set_only()
     )
     .await;
     assert_eq!(
-        list(&mut c, &lead).await.active_dir,
+        list_workspaces(&mut c, &lead).await.active_dir,
         shown(&repo.join("sub"))
     );
 
     // inherit: the parent's set and active directory.
     let (id, child) = child_ran_in(&mut c, &lead, json!({})).await;
     assert_eq!(id, "repo");
-    let inherited = list(&mut c, &child).await;
+    let inherited = list_workspaces(&mut c, &child).await;
     assert_eq!(inherited.active_dir, shown(&repo.join("sub")));
 
     // explicit_root: only that directory, relative to the parent's.
@@ -100,7 +89,7 @@ async fn children_start_where_their_mode_says_and_public_ones_get_the_set_only()
     )
     .await;
     assert_eq!(id, "repo");
-    let confined = list(&mut c, &child).await;
+    let confined = list_workspaces(&mut c, &child).await;
     let roots: Vec<_> = confined.workspaces.iter().map(|w| w.root.clone()).collect();
     assert_eq!(roots[1..], [shown(&repo.join("sub"))]);
 
@@ -128,7 +117,7 @@ async fn children_start_where_their_mode_says_and_public_ones_get_the_set_only()
         .as_str()
         .expect("helper")
         .to_owned();
-    let public = list(&mut c, &helper).await;
+    let public = list_workspaces(&mut c, &helper).await;
     let ids: Vec<_> = public
         .workspaces
         .iter()
@@ -329,7 +318,7 @@ async fn worktrees_of_worktrees_belong_to_the_repository_and_reach_no_further_th
         .as_str()
         .expect("path")
         .to_owned();
-    let confined = list(&mut c, &child).await;
+    let confined = list_workspaces(&mut c, &child).await;
     assert_eq!(confined.workspaces[1].root, format!("{outer}/svc"));
     handled(&c, &child, 1).await;
     let inner = tool_output(&mut c, &child, "SpawnAgent").await["task_handle"]["worktree"].clone();

@@ -36,6 +36,18 @@ pub fn repository(root: &Path) -> PathBuf {
     std::fs::canonicalize(repo).expect("canonical")
 }
 
+/// The agent's attached workspaces, as `ListWorkspaces` gives them.
+pub async fn list_workspaces(c: &mut Clients, agent_id: &str) -> pb::Workspaces {
+    c.workspaces
+        .list_workspaces(pb::ListWorkspacesRequest {
+            agent_id: agent_id.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("listed")
+        .into_inner()
+}
+
 /// Commits everything in the working tree of `repo`.
 pub fn commit_all(repo: &Path, message: &str) {
     git(repo, &["add", "."]);

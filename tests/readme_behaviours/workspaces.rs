@@ -2,7 +2,6 @@
 //! attaches is listed and usable, what it detaches is gone for good, and
 //! the directory itself is never touched.
 
-use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::{json, Value};
 
@@ -10,14 +9,8 @@ use crate::common::workspaces::run;
 use crate::common::{create, data_dir, tool_call, tool_output, Daemon};
 
 async fn listed_ids(c: &mut Clients, agent_id: &str) -> Vec<String> {
-    c.workspaces
-        .list_workspaces(pb::ListWorkspacesRequest {
-            agent_id: agent_id.into(),
-            ..Default::default()
-        })
+    crate::common::workspaces::list_workspaces(c, agent_id)
         .await
-        .expect("listed")
-        .into_inner()
         .workspaces
         .into_iter()
         .map(|w| w.workspace_id)
