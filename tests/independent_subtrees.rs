@@ -1,7 +1,8 @@
 //! End-to-end: one agent's slow structural change never stalls another's.
 //! A worktree spawn stuck in a slow git checkout (a smudge filter that
 //! sleeps) holds only its caller's structure; meanwhile another agent runs
-//! commands, arms timers, spawns children and changes workspaces.
+//! commands, arms timers, spawns children and changes workspaces. The
+//! filter, a program the agent could have configured, runs confined.
 
 mod common;
 
@@ -15,17 +16,19 @@ use serde_json::json;
 /// How long the checkout of the lead's worktree child sleeps.
 const STUCK: Duration = Duration::from_secs(10);
 
-/// A repository whose checkout runs a smudge filter that marks its start,
-/// sleeps, then marks its end.
+/// A repository whose checkout runs a smudge filter that marks its start
+/// (in the git directory, which the confined checkout may write), tries to
+/// write outside what it may, sleeps, then marks its end.
 fn slow_repository(root: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let repo = root.join("repo");
     std::fs::create_dir_all(&repo).expect("mkdir");
-    let started = root.join("checkout-started");
-    let finished = root.join("checkout-finished");
+    let started = repo.join(".git/checkout-started");
+    let finished = repo.join(".git/checkout-finished");
     git(&repo, &["init", "-q", "-b", "main"]);
     let smudge = format!(
-        "touch {}; sleep {}; cat; touch {}",
+        "touch {}; touch {}; sleep {}; cat; touch {}",
         started.display(),
+        root.join("escaped").display(),
         STUCK.as_secs(),
         finished.display()
     );
@@ -116,6 +119,11 @@ async fn a_worktree_spawn_stuck_in_git_stalls_no_other_agent() {
     .await;
     let child = tool_output(&mut c, &lead, "SpawnAgent").await;
     assert!(finished.exists(), "the spawn returned before its checkout");
+    // The repository's filter ran confined, as an agent's command does.
+    assert!(
+        !root.path().join("escaped").exists(),
+        "the checkout's filter wrote outside the repository and the worktrees"
+    );
     assert!(
         child["task_handle"]["worktree"]["path"].is_string(),
         "{child}"

@@ -124,11 +124,13 @@ async fn worktrees_a_crash_left_behind_are_removed_at_start_and_held_ones_kept()
     store.durable().await.expect("flush");
     assert_eq!(store.worktree_tasks().expect("index").len(), 5);
 
-    let config = RuntimeConfig {
+    let mut config = RuntimeConfig {
         worktree_root: root.clone(),
         workspace_root: dir.path().join("homes"),
         ..RuntimeConfig::default()
     };
+    // Checkouts run confined, in units of the real binary.
+    config.sandbox.unit_program = env!("CARGO_BIN_EXE_holarchy").into();
     let runtime = Runtime::start(store.clone(), Arc::new(ScriptedBrain), config)
         .await
         .expect("runtime starts");

@@ -373,7 +373,7 @@ fn explicit_root(parent: &View, child: AgentId, root: &Path) -> Result<Projectio
 /// directory in it if that is not part of the checkout (an untracked one).
 async fn make_worktree(ctx: &Ctx, planned: &Planned) -> Result<(), WorktreeError> {
     ctx.store.durable().await?;
-    worktree::add(&planned.worktree).await?;
+    worktree::add(ctx, &planned.worktree).await?;
     std::fs::create_dir_all(&planned.start)?;
     Ok(())
 }

@@ -41,32 +41,67 @@ pub enum WorktreeError {
     Store(#[from] StoreError),
 }
 
-/// Runs git with `args` in `dir`; stdout on success, stderr in the error.
+/// Runs git with `args` in `dir`, in the daemon; stdout on success,
+/// stderr in the error. Only for git commands that run no program of the
+/// repository's (reads, removals): a checkout goes through [`checkout`].
 ///
 /// Git runs with the scrubbed environment commands get (the daemon's holds
-/// model keys and the TCP token), no system config, no hooks and no
-/// fsmonitor: an agent can write a repository's hooks, and a checkout runs
-/// `post-checkout` in the daemon.
+/// model keys and the TCP token), no system or user config, no hooks and
+/// no fsmonitor: an agent can write a repository's hooks.
 async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     let mut command = Command::new("git");
+    command.args(git_args(dir, args));
+    run(command, args).await
+}
+
+/// Runs a git command that checks files out, confined in a unit like an
+/// agent's command: a checkout runs the repository's filters, programs an
+/// agent can configure in the repository it works in, so they must not run
+/// with the daemon's reach. The unit may write the repository's git
+/// directory and the worktree root, and read what any command may.
+async fn checkout(ctx: &Ctx, worktree: &Worktree, args: &[&str]) -> Result<String, WorktreeError> {
+    let sandbox = &ctx.config.sandbox;
+    let writable = vec![worktree.repo.clone(), ctx.config.worktree_root.clone()];
+    let spec = sandbox.spec(writable, Vec::new(), ctx.config.stop_grace);
+    let command = sandbox
+        .command(&spec, "git", &git_args(&worktree.repo, args))
+        .map_err(|err| WorktreeError::Git {
+            args: args.join(" "),
+            detail: err.to_string(),
+        })?;
+    run(command, args).await
+}
+
+/// The arguments that make git run `args` in `dir` without hooks or an
+/// fsmonitor.
+fn git_args(dir: &Path, args: &[&str]) -> Vec<String> {
+    let mut all: Vec<String> = [
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.fsmonitor=false",
+        "-C",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    all.push(dir.to_string_lossy().into_owned());
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    all
+}
+
+async fn run(mut command: Command, args: &[&str]) -> Result<String, WorktreeError> {
     crate::environment::scrub(
         &mut command,
         &[
             ("GIT_TERMINAL_PROMPT".into(), "0".into()),
             ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
+            // Not the daemon user's config either: the repository's own
+            // is all a worktree needs, and a unit may not read $HOME.
+            ("GIT_CONFIG_GLOBAL".into(), "/dev/null".into()),
         ],
         None,
     );
     command
-        .args([
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "core.fsmonitor=false",
-        ])
-        .arg("-C")
-        .arg(dir)
-        .args(args)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     let failed = |detail: String| WorktreeError::Git {
@@ -150,11 +185,12 @@ pub async fn plan(
     })
 }
 
-/// Makes the worktree on a new branch at its base commit.
-pub async fn add(worktree: &Worktree) -> Result<(), WorktreeError> {
+/// Makes the worktree on a new branch at its base commit, confined.
+pub async fn add(ctx: &Ctx, worktree: &Worktree) -> Result<(), WorktreeError> {
     let path = worktree.path.to_string_lossy();
-    git(
-        &worktree.repo,
+    checkout(
+        ctx,
+        worktree,
         &[
             "worktree",
             "add",
@@ -274,13 +310,9 @@ async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<bool, WorktreeError> {
     let _ = git(&worktree.repo, &["worktree", "prune"]).await;
     let path = worktree.path.to_string_lossy();
     if branch_exists(&worktree.repo, &worktree.branch).await {
-        git(
-            &worktree.repo,
-            &["worktree", "add", &path, &worktree.branch],
-        )
-        .await?;
+        checkout(ctx, worktree, &["worktree", "add", &path, &worktree.branch]).await?;
     } else {
-        add(worktree).await?;
+        add(ctx, worktree).await?;
     }
     // The child may start in a directory of the checkout git does not make.
     if let TaskKind::ChildAgent { child_agent_id } = task.kind {
