@@ -155,8 +155,10 @@ pub struct Ctx {
     /// workspaces), so a child is never created under a supervisor being
     /// cleaned up. Never taken inside an actor's `handle`.
     pub structure: structure::StructureLocks,
-    /// Serialises worktree removals (a stop and a sweep may race for one).
-    pub worktrees: tokio::sync::Mutex<()>,
+    /// Serialises worktree removals per repository (its git directory): a
+    /// stop and a sweep may race for one worktree, and git locks a
+    /// repository's worktree list and refs.
+    pub worktrees: structure::KeyedLocks<std::path::PathBuf>,
     pub restarts: AtomicU64,
     pub given_up: AtomicU64,
     gateway: RwLock<Option<ActorRef<GatewayMsg>>>,
@@ -233,7 +235,7 @@ impl Ctx {
             in_flight: Arc::default(),
             shutting_down: AtomicBool::new(false),
             structure: structure::StructureLocks::default(),
-            worktrees: tokio::sync::Mutex::new(()),
+            worktrees: structure::KeyedLocks::default(),
             restarts: AtomicU64::new(0),
             given_up: AtomicU64::new(0),
             gateway: RwLock::new(None),

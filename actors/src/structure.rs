@@ -14,9 +14,12 @@
 //!   lock at a time, so no two holders can wait on each other.
 //! - Locks exist only while held or waited for: a million idle agents cost
 //!   nothing here.
+//!
+//! [`KeyedLocks`], the table behind them, also serialises worktree removals
+//! per repository.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use holarchy_supervision::AgentId;
@@ -26,15 +29,19 @@ use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 /// an entry, never while a structure lock is waited for.
 const SHARDS: usize = 64;
 
-type Table = HashMap<AgentId, Arc<AsyncMutex<()>>>;
+type Table<K> = HashMap<K, Arc<AsyncMutex<()>>>;
 
-/// The structure locks of every agent of one runtime.
-pub struct StructureLocks {
-    shards: Box<[Mutex<Table>]>,
+/// One async lock per key, made when first awaited and forgotten when no
+/// one holds or awaits it.
+pub struct KeyedLocks<K> {
+    shards: Box<[Mutex<Table<K>>]>,
     hasher: std::collections::hash_map::RandomState,
 }
 
-impl Default for StructureLocks {
+/// The structure locks of every agent of one runtime.
+pub type StructureLocks = KeyedLocks<AgentId>;
+
+impl<K> Default for KeyedLocks<K> {
     fn default() -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
@@ -43,32 +50,46 @@ impl Default for StructureLocks {
     }
 }
 
-impl std::fmt::Debug for StructureLocks {
+impl<K: Hash + Eq + Clone> std::fmt::Debug for KeyedLocks<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StructureLocks")
+        f.debug_struct("KeyedLocks")
             .field("held", &self.held())
             .finish()
     }
 }
 
-impl StructureLocks {
-    /// Waits for `agent`'s structure lock.
-    pub async fn lock(&self, agent: AgentId) -> StructureGuard<'_> {
-        let shard = self.shard(agent);
-        let entry = shard
+impl<K: Hash + Eq + Clone> KeyedLocks<K> {
+    /// Waits for `key`'s lock.
+    pub async fn lock(&self, key: K) -> KeyedGuard<'_, K> {
+        let entry = self
+            .shard(&key)
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .entry(agent)
+            .entry(key.clone())
             .or_default()
             .clone();
         let guard = entry.lock_owned().await;
-        StructureGuard {
+        KeyedGuard {
             locks: self,
-            agent,
+            key,
             guard: Some(guard),
         }
     }
 
+    /// How many keys' locks are held or awaited now.
+    pub fn held(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
+            .sum()
+    }
+
+    fn shard(&self, key: &K) -> &Mutex<Table<K>> {
+        &self.shards[(self.hasher.hash_one(key) as usize) % SHARDS]
+    }
+}
+
+impl StructureLocks {
     /// Locks every agent `children_of` reaches from `root`, parents before
     /// their children, and returns the guards in that order (the root
     /// first). `children_of` is read under each parent's lock, so no child
@@ -81,7 +102,7 @@ impl StructureLocks {
         let mut guards = vec![self.lock(root).await];
         let mut next = 0;
         while next < guards.len() {
-            let parent = guards[next].agent;
+            let parent = guards[next].key;
             next += 1;
             for child in children_of(parent)? {
                 guards.push(self.lock(child).await);
@@ -89,57 +110,46 @@ impl StructureLocks {
         }
         Ok(guards)
     }
-
-    /// How many agents' locks are held or waited for now.
-    pub fn held(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
-            .sum()
-    }
-
-    fn shard(&self, agent: AgentId) -> &Mutex<Table> {
-        &self.shards[(self.hasher.hash_one(agent) as usize) % SHARDS]
-    }
 }
 
-/// Held: no other change of the agent's structure runs.
-pub struct StructureGuard<'a> {
-    locks: &'a StructureLocks,
-    agent: AgentId,
+/// Held: no other holder of the same key runs.
+pub struct KeyedGuard<'a, K: Hash + Eq + Clone> {
+    locks: &'a KeyedLocks<K>,
+    key: K,
     guard: Option<OwnedMutexGuard<()>>,
 }
 
-impl StructureGuard<'_> {
-    /// The agent whose structure this guard holds.
-    pub fn agent(&self) -> AgentId {
-        self.agent
+/// Held: no other change of the agent's structure runs.
+pub type StructureGuard<'a> = KeyedGuard<'a, AgentId>;
+
+impl<K: Hash + Eq + Clone> KeyedGuard<'_, K> {
+    /// The key this guard holds.
+    pub fn key(&self) -> &K {
+        &self.key
     }
 }
 
-impl std::fmt::Debug for StructureGuard<'_> {
+impl<K: Hash + Eq + Clone> std::fmt::Debug for KeyedGuard<'_, K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StructureGuard")
-            .field("agent", &self.agent)
-            .finish()
+        f.debug_struct("KeyedGuard").finish_non_exhaustive()
     }
 }
 
-impl Drop for StructureGuard<'_> {
+impl<K: Hash + Eq + Clone> Drop for KeyedGuard<'_, K> {
     fn drop(&mut self) {
         drop(self.guard.take());
         let mut table = self
             .locks
-            .shard(self.agent)
+            .shard(&self.key)
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         // Waiters take their clone under this shard's mutex, so a count of
         // one (the table's own) means nobody holds or awaits the lock.
         if table
-            .get(&self.agent)
+            .get(&self.key)
             .is_some_and(|entry| Arc::strong_count(entry) == 1)
         {
-            table.remove(&self.agent);
+            table.remove(&self.key);
         }
     }
 }
@@ -215,7 +225,7 @@ mod tests {
             })
             .await
             .expect("locked");
-        let order: Vec<_> = guards.iter().map(StructureGuard::agent).collect();
+        let order: Vec<_> = guards.iter().map(|g| *g.key()).collect();
         assert_eq!(order, vec![root, kids[0], kids[1], grandchild]);
         assert_eq!(locks.held(), 4);
         drop(guards);

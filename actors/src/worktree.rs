@@ -334,9 +334,18 @@ async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<bool, WorktreeError> {
 /// it; a no-op if it is already gone. On a git error the worktree stays
 /// indexed, so a later sweep tries again.
 pub async fn release(ctx: &Arc<Ctx>, task_id: TaskId) -> Result<(), WorktreeError> {
-    // One removal at a time, each on the record as it stands now: a stop
-    // and a sweep may both reach for the same worktree.
-    let _one_at_a_time = ctx.worktrees.lock().await;
+    let Some(repo) = ctx
+        .store
+        .task(task_id)?
+        .and_then(|t| t.pending_worktree().map(|w| w.repo.clone()))
+    else {
+        return Ok(());
+    };
+    // One removal at a time per repository (git locks its worktree list and
+    // refs), each on the record as it stands under the lock: a stop and a
+    // sweep may both reach for the same worktree. Other repositories'
+    // removals do not wait.
+    let _one_per_repository = ctx.worktrees.lock(repo).await;
     let Some(mut task) = ctx.store.task(task_id)? else {
         return Ok(());
     };
