@@ -122,8 +122,7 @@ async fn tcp_requires_the_bearer_token() {
     let root = tempfile::tempdir().expect("tempdir");
     let listen = common::free_addr();
     let daemon = Daemon::start_with(&data_dir(&root), &["--listen", &listen]).await;
-    let token = std::fs::read_to_string(daemon.data_dir.join("token")).expect("token written");
-    let url = format!("http://{listen}");
+    let token = daemon.token();
 
     // No token and a wrong one (even the right one with a byte more or
     // less) are refused as unauthenticated, saying why.
@@ -134,12 +133,7 @@ async fn tcp_requires_the_bearer_token() {
         Some(token[..token.len() - 1].to_owned()),
     ];
     for wrong in wrong_tokens {
-        let mut client = client::connect(&Target::Tcp {
-            url: url.clone(),
-            token: wrong.clone(),
-        })
-        .await
-        .expect("connects");
+        let mut client = common::tcp_clients(&listen, wrong.as_deref()).await;
         let refused = client
             .runtime
             .get_status(pb::GetStatusRequest {})
@@ -153,12 +147,7 @@ async fn tcp_requires_the_bearer_token() {
         assert!(refused.message().contains("token"), "{refused:?}");
     }
 
-    let mut allowed = client::connect(&Target::Tcp {
-        url,
-        token: Some(token),
-    })
-    .await
-    .expect("connects");
+    let mut allowed = common::tcp_clients(&listen, Some(&token)).await;
     let status = common::status(&mut allowed).await;
     assert_eq!(status.version, env!("CARGO_PKG_VERSION"));
 }

@@ -104,6 +104,11 @@ impl Daemon {
         }
     }
 
+    /// The bearer token the daemon wrote to `<data-dir>/token`.
+    pub fn token(&self) -> String {
+        std::fs::read_to_string(self.data_dir.join("token")).expect("token written")
+    }
+
     pub async fn clients(&self) -> Clients {
         client::connect(&Target::Unix(self.socket()))
             .await
@@ -161,6 +166,16 @@ pub fn free_addr() -> String {
         .expect("addr")
         .port();
     format!("127.0.0.1:{port}")
+}
+
+/// Clients over TCP to `listen` (`host:port`), with `token` if any.
+pub async fn tcp_clients(listen: &str, token: Option<&str>) -> Clients {
+    client::connect(&Target::Tcp {
+        url: format!("http://{listen}"),
+        token: token.map(str::to_owned),
+    })
+    .await
+    .expect("connects")
 }
 
 /// The daemon's `GetStatus`.

@@ -7,7 +7,7 @@ use holarchy::client::{self, Target};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-use crate::common::{data_dir, free_addr, Daemon, DEADLINE};
+use crate::common::{data_dir, free_addr, tcp_clients, Daemon, DEADLINE};
 
 const IDLE_CONNECTIONS: usize = 2_000;
 
@@ -91,13 +91,7 @@ async fn idle_unauthenticated_connections_neither_block_the_socket_nor_stay_open
     );
 
     // The daemon is fine and TCP still admits the token.
-    let token = std::fs::read_to_string(daemon.data_dir.join("token")).expect("token");
-    let mut allowed = client::connect(&Target::Tcp {
-        url: format!("http://{listen}"),
-        token: Some(token),
-    })
-    .await
-    .expect("connects");
+    let mut allowed = tcp_clients(&listen, Some(&daemon.token())).await;
     allowed
         .runtime
         .get_status(pb::GetStatusRequest {})
@@ -163,13 +157,7 @@ async fn an_open_watch_outlives_the_auth_and_idle_timeouts() {
         ],
     )
     .await;
-    let token = std::fs::read_to_string(daemon.data_dir.join("token")).expect("token");
-    let mut remote = client::connect(&Target::Tcp {
-        url: format!("http://{listen}"),
-        token: Some(token),
-    })
-    .await
-    .expect("connects");
+    let mut remote = tcp_clients(&listen, Some(&daemon.token())).await;
     let mut events = remote
         .agents
         .watch_events(pb::WatchEventsRequest {

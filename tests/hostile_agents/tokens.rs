@@ -6,9 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use holarchy::api::pb;
-use holarchy::client::{self, Target};
 
-use crate::common::{data_dir, free_addr, Daemon, DEADLINE};
+use crate::common::{data_dir, free_addr, tcp_clients, Daemon, DEADLINE};
 
 /// A token that passes every check.
 const GOOD_TOKEN: &str = "0123456789abcdef0123456789abcdef";
@@ -162,13 +161,7 @@ async fn an_empty_bearer_is_unauthenticated_and_the_made_token_file_is_private()
     let token = std::fs::read_to_string(&token_file).expect("token written");
     assert!(token.len() >= holarchy::daemon::MIN_TOKEN_LEN);
 
-    let url = format!("http://{listen}");
-    let mut clients = client::connect(&Target::Tcp {
-        url: url.clone(),
-        token: None,
-    })
-    .await
-    .expect("connects");
+    let mut clients = tcp_clients(&listen, None).await;
     for header in ["Bearer ", "Bearer", "Bearer  ", ""] {
         let mut request = tonic::Request::new(pb::GetStatusRequest {});
         request
@@ -182,12 +175,7 @@ async fn an_empty_bearer_is_unauthenticated_and_the_made_token_file_is_private()
         assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{header:?}");
         assert!(refused.message().contains("token"), "{refused:?}");
     }
-    let mut allowed = client::connect(&Target::Tcp {
-        url,
-        token: Some(token),
-    })
-    .await
-    .expect("connects");
+    let mut allowed = tcp_clients(&listen, Some(&token)).await;
     allowed
         .runtime
         .get_status(pb::GetStatusRequest {})
@@ -207,12 +195,7 @@ async fn a_token_on_the_command_line_works_and_warns_that_others_can_see_it() {
         .lines()
         .any(|l| l.contains("WARN") && l.contains("--token") && l.contains("/proc"));
     assert!(warned, "{}", daemon.log());
-    let mut clients = client::connect(&Target::Tcp {
-        url: format!("http://{listen}"),
-        token: Some(GOOD_TOKEN.into()),
-    })
-    .await
-    .expect("connects");
+    let mut clients = tcp_clients(&listen, Some(GOOD_TOKEN)).await;
     clients
         .runtime
         .get_status(pb::GetStatusRequest {})
