@@ -230,6 +230,13 @@ async fn spawn_to_completion(
             false,
         )
         .await;
+        // A cleanup that ran while git made the worktree swept before it
+        // existed: remove it now rather than at the next sweep.
+        if planned.is_some() {
+            if let Err(err) = worktree::release(ctx, task_id).await {
+                tracing::warn!(task_id = %task_id, error = %err, "worktree of a child that did not start not removed");
+            }
+        }
         return Err(SpawnError::Spawn(err));
     }
     ctx.store.durable().await?;
