@@ -7,30 +7,40 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::workspaces::{commit_all, git, lead_in, run};
 use common::{create, data_dir, eventually, exec, tool_output, Daemon};
 use serde_json::json;
 
-/// How long the checkout of the lead's worktree child sleeps.
-const STUCK: Duration = Duration::from_secs(10);
+/// Where the slow checkout marks its start and its end, and the file that
+/// lets it go on.
+struct Checkout {
+    started: PathBuf,
+    finished: PathBuf,
+    release: PathBuf,
+}
 
 /// A repository whose checkout runs a smudge filter that marks its start
 /// (in the git directory, which the confined checkout may write), tries to
-/// write outside what it may, sleeps, then marks its end.
-fn slow_repository(root: &Path) -> (PathBuf, PathBuf, PathBuf) {
+/// write outside what it may, waits until the test lets it go (an hour at
+/// most), then marks its end.
+fn slow_repository(root: &Path) -> (PathBuf, Checkout) {
     let repo = root.join("repo");
     std::fs::create_dir_all(&repo).expect("mkdir");
-    let started = repo.join(".git/checkout-started");
-    let finished = repo.join(".git/checkout-finished");
+    let git_dir = repo.join(".git");
+    let checkout = Checkout {
+        started: git_dir.join("checkout-started"),
+        finished: git_dir.join("checkout-finished"),
+        release: git_dir.join("checkout-release"),
+    };
     git(&repo, &["init", "-q", "-b", "main"]);
     let smudge = format!(
-        "touch {}; touch {}; sleep {}; cat; touch {}",
-        started.display(),
+        "touch {}; touch {}; i=0; while [ ! -e {} ] && [ $i -lt 72000 ]; do sleep 0.05; i=$((i+1)); done; cat; touch {}",
+        checkout.started.display(),
         root.join("escaped").display(),
-        STUCK.as_secs(),
-        finished.display()
+        checkout.release.display(),
+        checkout.finished.display()
     );
     git(&repo, &["config", "filter.slow.smudge", &smudge]);
     git(&repo, &["config", "filter.slow.clean", "cat"]);
@@ -38,15 +48,15 @@ fn slow_repository(root: &Path) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::write(repo.join("data.slow"), "slow to check out\n").expect("write");
     commit_all(&repo, "init");
     // The commit's own checkout ran no smudge; only the spawn's will.
-    let _ = std::fs::remove_file(&started);
+    let _ = std::fs::remove_file(&checkout.started);
     let repo = std::fs::canonicalize(repo).expect("canonical");
-    (repo, started, finished)
+    (repo, checkout)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worktree_spawn_stuck_in_git_stalls_no_other_agent() {
     let root = tempfile::tempdir().expect("tempdir");
-    let (repo, started, finished) = slow_repository(root.path());
+    let (repo, checkout) = slow_repository(root.path());
     let daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
     let lead = lead_in(&mut c, &repo).await;
@@ -64,7 +74,7 @@ async fn a_worktree_spawn_stuck_in_git_stalls_no_other_agent() {
     )
     .await;
     eventually("the checkout to start", || {
-        let started = started.clone();
+        let started = checkout.started.clone();
         async move { started.exists().then_some(()) }
     })
     .await;
@@ -94,8 +104,8 @@ async fn a_worktree_spawn_stuck_in_git_stalls_no_other_agent() {
     tool_output(&mut c, &other, "Sleep").await;
     tool_output(&mut c, &other, "AttachWorkspace").await;
     assert!(
-        !finished.exists(),
-        "the checkout ended before the other agent's work was done: nothing was shown"
+        !checkout.finished.exists(),
+        "the checkout ended before it was let go"
     );
     latencies.sort();
     let p50 = latencies[latencies.len() / 2];
@@ -105,6 +115,7 @@ async fn a_worktree_spawn_stuck_in_git_stalls_no_other_agent() {
     );
 
     // The stuck spawn itself finishes once git does.
+    std::fs::write(&checkout.release, "").expect("release the checkout");
     eventually("the lead's spawn", || {
         let mut c = c.clone();
         let lead = lead.clone();
@@ -118,7 +129,10 @@ async fn a_worktree_spawn_stuck_in_git_stalls_no_other_agent() {
     })
     .await;
     let child = tool_output(&mut c, &lead, "SpawnAgent").await;
-    assert!(finished.exists(), "the spawn returned before its checkout");
+    assert!(
+        checkout.finished.exists(),
+        "the spawn returned before its checkout"
+    );
     // The repository's filter ran confined, as an agent's command does.
     assert!(
         !root.path().join("escaped").exists(),

@@ -44,6 +44,10 @@ impl Daemon {
             .arg("--data-dir")
             .arg(data_dir)
             .args(extra)
+            // The caller's shell must not point the daemon elsewhere or
+            // hand it a token the test does not know.
+            .env_remove("HOLARCHY_TOKEN")
+            .env_remove("HOLARCHY_DATA_DIR")
             .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

@@ -189,11 +189,14 @@ async fn graceful_restarts_mid_turn_do_not_count_as_crashes() {
     let mut daemon = Daemon::start(&dir).await;
     let mut c = daemon.clients().await;
     let id = common::create(&mut c, "long-turn", None).await;
-    // Long enough that no turn ends between reaching its command and the
-    // stop; short enough that the last one ends within the test.
+    // No turn ends until the test lets its command go (a file in the
+    // agent's home), so every stop lands mid-turn; an hour at most.
     let long_turn = common::script(json!([{
         "name": "ExecCommand",
-        "input": { "command": "sleep 8", "yield_ms": 60_000u64 },
+        "input": {
+            "command": "i=0; while [ ! -e release ] && [ $i -lt 72000 ]; do sleep 0.05; i=$((i+1)); done",
+            "yield_ms": 60_000u64,
+        },
     }]));
     let message = send(&mut c, &id, &long_turn).await;
 
@@ -206,6 +209,9 @@ async fn graceful_restarts_mid_turn_do_not_count_as_crashes() {
         daemon = Daemon::start(&dir).await;
         c = daemon.clients().await;
     }
+    turn_running(&c, &id, &message, 1).await;
+    let home = dir.join("workspaces").join(&id);
+    std::fs::write(home.join("release"), "").expect("release the command");
 
     let handled = eventually("the long turn handled", || {
         let mut c = c.clone();

@@ -97,20 +97,23 @@ async fn escaped_children_die_with_their_task_their_agent_and_the_daemon() {
     let mut c = daemon.clients().await;
     // The shell ignores SIGTERM, so a stop must still end everything once
     // its grace is over, whatever left the group.
-    let escape = |marker: u32| {
+    // Markers unique to this test process: the machine is shared, and
+    // another run's sleeps must not count here.
+    let marker = |case: u32| format!("{case}{:07}", std::process::id());
+    let escape = |marker: &str| {
         format!(
             "trap '' TERM; setsid sleep {marker}1 & (setsid sh -c 'sleep {marker}2 &' &) ; \
              nohup sleep {marker}3 >/dev/null 2>&1 & sleep {marker}4"
         )
     };
-    let started = |marker: u32| sleeps(&marker.to_string()).len() == 4;
+    let started = |marker: &str| sleeps(marker).len() == 4;
 
     // TaskStop.
     let id = create(&mut c, "escaper", None).await;
-    let out = exec(&mut c, &id, &escape(9101), 300).await;
+    let out = exec(&mut c, &id, &escape(&marker(1)), 300).await;
     let task_id = out["task_handle"]["task_id"].as_str().expect("task");
     eventually("four sleeps start", || async {
-        started(9101).then_some(())
+        started(&marker(1)).then_some(())
     })
     .await;
     c.tasks
@@ -119,13 +122,13 @@ async fn escaped_children_die_with_their_task_their_agent_and_the_daemon() {
         })
         .await
         .expect("stop");
-    gone_within("TaskStop", "9101", Duration::from_secs(6)).await;
+    gone_within("TaskStop", &marker(1), Duration::from_secs(6)).await;
 
     // Archive.
     let id = create(&mut c, "escaper-2", None).await;
-    exec(&mut c, &id, &escape(9102), 300).await;
+    exec(&mut c, &id, &escape(&marker(2)), 300).await;
     eventually("four sleeps start", || async {
-        started(9102).then_some(())
+        started(&marker(2)).then_some(())
     })
     .await;
     c.agents
@@ -134,17 +137,17 @@ async fn escaped_children_die_with_their_task_their_agent_and_the_daemon() {
         })
         .await
         .expect("archive");
-    gone_within("archive", "9102", Duration::from_secs(6)).await;
+    gone_within("archive", &marker(2), Duration::from_secs(6)).await;
 
     // kill -9 of the daemon: its units die with it and take their trees.
     let id = create(&mut c, "escaper-3", None).await;
-    exec(&mut c, &id, &escape(9103), 300).await;
+    exec(&mut c, &id, &escape(&marker(3)), 300).await;
     eventually("four sleeps start", || async {
-        started(9103).then_some(())
+        started(&marker(3)).then_some(())
     })
     .await;
     daemon.kill9();
-    gone_within("kill -9 of the daemon", "9103", Duration::from_secs(1)).await;
+    gone_within("kill -9 of the daemon", &marker(3), Duration::from_secs(6)).await;
 }
 
 /// The `sleep` processes whose argument starts with `marker` (not the
