@@ -124,6 +124,20 @@ impl Drop for ScriptFile {
     }
 }
 
+/// The shell script of a command: `export` lines for the agent's
+/// variables (names checked by the tool), then its command line.
+fn script_text(env: &[(String, String)], line: &str) -> String {
+    let mut text = String::new();
+    for (name, value) in env {
+        text.push_str(&format!(
+            "export {name}='{}'\n",
+            value.replace('\'', "'\\''")
+        ));
+    }
+    text.push_str(line);
+    text
+}
+
 /// Writes a new file only its owner may read.
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write as _;
@@ -471,13 +485,16 @@ impl Actor for CommandActor {
         // The line goes to the shell in a file of the agent's private
         // directory, not on a command line, which every process may read
         // in /proc (it may hold a trigger token).
+        // The agent's variables are set by that shell too, inside the
+        // confinement: in the unit's own environment, a loader variable
+        // (`LD_PRELOAD`) would run the agent's code unconfined.
         let script = tmp.join(format!(".holarchy-command-{}.sh", task.id));
-        write_private(&script, line.as_bytes())?;
+        write_private(&script, script_text(&env, &line).as_bytes())?;
         let script = ScriptFile(script);
         let mut command =
             sandbox.command(&spec, "/bin/sh", &[script.0.to_string_lossy().into_owned()])?;
         command.current_dir(&workdir);
-        crate::environment::scrub(&mut command, &env, Some(&tmp));
+        crate::environment::scrub(&mut command, &[], Some(&tmp));
         // No kill_on_drop: killing the unit outright would strand what the
         // command moved out of its group; the guard asks the unit instead.
         let mut child = command

@@ -30,6 +30,8 @@ pub enum CommandError {
     BadCommand,
     #[error("yield_ms is at most {MAX_YIELD_MS}")]
     BadYield,
+    #[error("`env` names must be variable names and values must hold no NUL")]
+    BadEnv,
     #[error("the owning agent is not running")]
     OwnerGone,
     #[error("could not start the command: {0}")]
@@ -62,6 +64,16 @@ pub struct Executed {
     pub initial_output: String,
 }
 
+/// Whether `name` can be a shell variable: the agent's variables are set
+/// by an `export` line of the command's script.
+pub fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// Starts `command` for `owner` and waits up to `yield_ms` for it.
 pub async fn exec(
     ctx: &Arc<Ctx>,
@@ -75,6 +87,12 @@ pub async fn exec(
     }
     if yield_ms > MAX_YIELD_MS {
         return Err(CommandError::BadYield);
+    }
+    if env
+        .iter()
+        .any(|(name, value)| !is_variable_name(name) || value.contains('\0'))
+    {
+        return Err(CommandError::BadEnv);
     }
     // Under the owner's structure lock: no restart or cleanup of the owner
     // interleaves with starting the command.

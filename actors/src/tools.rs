@@ -184,9 +184,16 @@ async fn run(
                 Some(Value::Object(vars)) => vars
                     .iter()
                     .map(|(k, v)| {
+                        if !command_plane::is_variable_name(k) {
+                            return Err(format!(
+                                "`env`: `{}` is not a variable name (letters, digits, `_`)",
+                                k.chars().take(64).collect::<String>()
+                            ));
+                        }
                         v.as_str()
+                            .filter(|v| !v.contains('\0'))
                             .map(|v| (k.clone(), v.to_owned()))
-                            .ok_or(format!("`env.{k}` must be a string"))
+                            .ok_or(format!("`env.{k}` must be a string without NUL"))
                     })
                     .collect::<Result<_, _>>()?,
                 Some(_) => return Err("`env` must be an object of strings".into()),

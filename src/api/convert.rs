@@ -510,7 +510,7 @@ pub fn work_item(item: &WorkItemRecord, waits: &[WaitRecord]) -> pb::WorkItem {
 impl From<CommandError> for ApiError {
     fn from(err: CommandError) -> Self {
         match err {
-            CommandError::BadCommand | CommandError::BadYield => {
+            CommandError::BadCommand | CommandError::BadYield | CommandError::BadEnv => {
                 ApiError::InvalidArgument(err.to_string())
             }
             CommandError::OwnerGone | CommandError::Ended | CommandError::Input(_) => {

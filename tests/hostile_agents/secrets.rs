@@ -244,3 +244,40 @@ async fn a_command_brain_cannot_read_the_token_or_the_store() {
     );
     assert!(!reply.contains(token.trim()), "{reply}");
 }
+
+/// The variables an agent gives `ExecCommand` reach its command, inside the
+/// confinement, and never the unit that confines it: there a loader
+/// variable (`LD_PRELOAD`) would run the agent's code unconfined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_variables_reach_its_command_but_not_the_unit_around_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = crate::common::Daemon::start(&crate::common::data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let id = crate::common::create(&mut c, "env-setter", None).await;
+    let probe = "echo \"own=$AGENT_PROBE\"; echo \"unit=$(tr '\\0' '\\n' < /proc/$PPID/environ | grep -c AGENT_PROBE)\"; echo \"preload=$LD_PRELOAD\"; echo \"unit_path=$(tr '\\0' '\\n' < /proc/$PPID/environ | grep -c '^PATH=')\"";
+    let script = crate::common::script(json!([{ "name": "ExecCommand", "input": {
+        "command": probe,
+        "env": { "AGENT_PROBE": "it's here", "LD_PRELOAD": "/nonexistent/agent.so" },
+        "yield_ms": 10_000u64,
+    } }]));
+    crate::common::send(&mut c, &id, &script).await;
+    crate::common::handled(&c, &id, 1).await;
+    let out = crate::common::tool_output(&mut c, &id, "ExecCommand").await;
+    let text = out["task_handle"]["initial_output"].as_str().expect("output");
+    assert!(text.contains("own=it's here"), "{out}");
+    // The unit's environment was read (it has PATH), without the variable.
+    assert!(text.contains("unit_path=1"), "{out}");
+    assert!(text.contains("unit=0"), "the unit saw the agent's variable: {out}");
+    assert!(text.contains("preload=/nonexistent/agent.so"), "{out}");
+
+    // A name the shell could not take is refused, and nothing runs.
+    let bad = crate::common::script(json!([{ "name": "ExecCommand", "input": {
+        "command": "echo ran",
+        "env": { "X=1; touch /tmp/pwned #": "v" },
+    } }]));
+    crate::common::send(&mut c, &id, &bad).await;
+    crate::common::handled(&c, &id, 2).await;
+    let (failed, refused) = crate::common::tool_call(&mut c, &id, "ExecCommand").await;
+    assert!(failed, "{refused}");
+    assert!(refused.to_string().contains("variable name"), "{refused}");
+}
