@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use holarchy_supervision::limits::MAX_MESSAGE_LEN;
 use holarchy_supervision::{
     AgentId, AgentRecord, BrainConfig, MessageId, MessageRecord, MessageStatus, Profile,
     Provenance, RunId, WaitStatus,
@@ -236,10 +237,11 @@ pub async fn run(
             previous_results: steps.last().map(|s| s.results.clone()).unwrap_or_default(),
             steps: steps.clone(),
         };
-        let plan = match brain.decide(input).await {
+        let mut plan = match brain.decide(input).await {
             Ok(plan) => plan,
             Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
         };
+        plan.reply = bounded_reply(plan.reply);
         if plan.reply.is_some() {
             reply.clone_from(&plan.reply);
         }
@@ -358,9 +360,34 @@ fn written(input: &Value, limit: usize) -> String {
     if text.len() <= limit {
         return text;
     }
-    let mut end = limit;
+    format!(
+        "{}… ({} bytes, over the limit)",
+        head(&text, limit),
+        text.len()
+    )
+}
+
+/// The longest start of `text` within `limit` bytes that ends on a
+/// character boundary.
+fn head(text: &str, limit: usize) -> &str {
+    let mut end = limit.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}… ({} bytes, over the limit)", &text[..end], text.len())
+    &text[..end]
+}
+
+/// A brain's reply, cut to a message's bound: it is stored with every step,
+/// and a child's reply becomes its parent's message.
+fn bounded_reply(reply: Option<String>) -> Option<String> {
+    reply.map(|text| {
+        if text.len() <= MAX_MESSAGE_LEN {
+            return text;
+        }
+        let note = format!(
+            "… (reply cut: {} bytes, over {MAX_MESSAGE_LEN})",
+            text.len()
+        );
+        format!("{}{note}", head(&text, MAX_MESSAGE_LEN - note.len()))
+    })
 }
