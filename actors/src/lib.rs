@@ -210,8 +210,20 @@ impl Ctx {
             }
         }
         // A system path that holds a protected one (a data directory under
-        // /opt, say) would let every program read it: it is dropped.
-        let protected = config.sandbox.protected.clone();
+        // /opt, say) would let every program read it: it is dropped. The
+        // daemon's program is protected from writes only: it is no secret,
+        // and dropping the directory holding it (/usr/bin) would take the
+        // shell away.
+        let program = std::env::current_exe()
+            .ok()
+            .and_then(|exe| std::fs::canonicalize(exe).ok());
+        let protected: Vec<_> = config
+            .sandbox
+            .protected
+            .iter()
+            .filter(|p| Some(*p) != program.as_ref())
+            .cloned()
+            .collect();
         config.sandbox.read_only.retain(|path| {
             let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
             let holds = protected.iter().any(|p| p.starts_with(&canonical));

@@ -97,11 +97,10 @@ const HOME_SECRETS: &[&str] = &[
 ];
 
 /// What no workspace may touch whatever the operator says: the daemon's
-/// program (units run it unconfined) and its user's credentials.
+/// program (units run it unconfined; a workspace holding it could replace
+/// it) and its user's credentials.
 fn default_protected() -> Vec<PathBuf> {
-    let program = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(PathBuf::from));
+    let program = std::env::current_exe().ok();
     let home = std::env::var_os("HOME").map(PathBuf::from);
     program
         .into_iter()
@@ -198,6 +197,35 @@ impl SandboxConfig {
             .arg(program)
             .args(args);
         Ok(command)
+    }
+}
+
+/// Asks a unit to kill its whole tree now (SIGHUP) when dropped, unless
+/// disarmed once the unit was reaped. A unit killed outright could not
+/// reach what its program moved out of its group.
+#[derive(Debug)]
+pub struct UnitHangup(Option<u32>);
+
+impl UnitHangup {
+    /// Guards the unit with process id `pid` (none: nothing to guard).
+    pub fn new(pid: Option<u32>) -> Self {
+        Self(pid)
+    }
+
+    /// The unit was reaped: its pid may be another process's now.
+    pub fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for UnitHangup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGHUP,
+            );
+        }
     }
 }
 

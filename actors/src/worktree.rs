@@ -51,17 +51,19 @@ pub enum WorktreeError {
 async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
     let mut command = Command::new("git");
     command.args(git_args(dir, args));
-    run(command, args).await
+    run(command, args, false).await
 }
 
 /// Runs a git command that checks files out, confined in a unit like an
 /// agent's command: a checkout runs the repository's filters, programs an
 /// agent can configure in the repository it works in, so they must not run
 /// with the daemon's reach. The unit may write the repository's git
-/// directory and the worktree root, and read what any command may.
+/// directory and this worktree (made empty first, which git accepts), not
+/// other agents' worktrees, and read what any command may.
 async fn checkout(ctx: &Ctx, worktree: &Worktree, args: &[&str]) -> Result<String, WorktreeError> {
     let sandbox = &ctx.config.sandbox;
-    let writable = vec![worktree.repo.clone(), ctx.config.worktree_root.clone()];
+    std::fs::create_dir_all(&worktree.path)?;
+    let writable = vec![worktree.repo.clone(), worktree.path.clone()];
     let spec = sandbox.spec(writable, Vec::new(), ctx.config.stop_grace);
     let command = sandbox
         .command(&spec, "git", &git_args(&worktree.repo, args))
@@ -69,7 +71,7 @@ async fn checkout(ctx: &Ctx, worktree: &Worktree, args: &[&str]) -> Result<Strin
             args: args.join(" "),
             detail: err.to_string(),
         })?;
-    run(command, args).await
+    run(command, args, true).await
 }
 
 /// The arguments that make git run `args` in `dir` without hooks or an
@@ -89,7 +91,8 @@ fn git_args(dir: &Path, args: &[&str]) -> Vec<String> {
     all
 }
 
-async fn run(mut command: Command, args: &[&str]) -> Result<String, WorktreeError> {
+/// Runs `command` (git, or a unit running git when `unit`) to its end.
+async fn run(mut command: Command, args: &[&str], unit: bool) -> Result<String, WorktreeError> {
     crate::environment::scrub(
         &mut command,
         &[
@@ -103,15 +106,23 @@ async fn run(mut command: Command, args: &[&str]) -> Result<String, WorktreeErro
     );
     command
         .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        // A unit killed outright would strand git and its filters; it is
+        // asked to kill its whole tree instead (below).
+        .kill_on_drop(!unit);
     let failed = |detail: String| WorktreeError::Git {
         args: args.join(" "),
         detail,
     };
-    let output = tokio::time::timeout(GIT_TIMEOUT, command.output())
+    let child = command.spawn().map_err(|err| failed(err.to_string()))?;
+    let mut hangup = crate::sandbox::UnitHangup::new(child.id().filter(|_| unit));
+    let output = tokio::time::timeout(GIT_TIMEOUT, child.wait_with_output())
         .await
         .map_err(|_| failed(format!("no answer in {} s", GIT_TIMEOUT.as_secs())))?
         .map_err(|err| failed(err.to_string()))?;
+    // Reaped: its tree is gone, and its pid may be another process's now.
+    hangup.disarm();
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
     } else {

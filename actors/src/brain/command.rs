@@ -17,8 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
@@ -119,8 +117,9 @@ impl CommandBrain {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| failed(format!("cannot start `{}`: {e}", self.program)))?;
-        // Whatever happens to this step, nothing of it outlives it.
-        let mut unit = UnitKill(child.id().map(|p| p as i32));
+        // Whatever happens to this step (answered, timed out, turn
+        // aborted), nothing of it outlives it.
+        let mut unit = crate::sandbox::UnitHangup::new(child.id());
         let stdin = child.stdin.take();
         let stdout = child
             .stdout
@@ -142,8 +141,7 @@ impl CommandBrain {
         writer.abort();
         let status = match status {
             Ok(status) => {
-                // Reaped: its pid is no longer ours to signal.
-                unit.0 = None;
+                unit.disarm();
                 Some(status.map_err(|e| failed(format!("waiting for `{}`: {e}", self.program)))?)
             }
             // The unit kills the program's tree when `unit` drops.
@@ -206,20 +204,6 @@ impl CommandBrain {
             .filter(|path| path.is_absolute() && path.exists())
             .map(Path::to_path_buf)
             .collect()
-    }
-}
-
-/// Ends the step's unit, and with it everything the program started, when
-/// the step ends for any reason (answered, timed out, turn aborted). The
-/// unit takes SIGHUP as "kill the whole tree now"; once the program has
-/// exited the unit has done so already and this finds nothing.
-struct UnitKill(Option<i32>);
-
-impl Drop for UnitKill {
-    fn drop(&mut self) {
-        if let Some(pid) = self.0 {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGHUP);
-        }
     }
 }
 
