@@ -268,6 +268,11 @@ impl AgentActor {
         myself: &ActorRef<AgentMsg>,
         state: &mut AgentState,
     ) -> Result<(), StoreError> {
+        // A turn deferred by the pace starts when its wake-up comes; until
+        // then a delivery need not read the head message again.
+        if state.pace_wake.is_some() {
+            return Ok(());
+        }
         while state.run.is_none() && !state.held && state.target.state == LifecycleState::Active {
             let Some(message_id) = state.queue.pop_front() else {
                 return Ok(());

@@ -155,20 +155,26 @@ impl UnitGuard {
     /// tree after its grace. Never SIGKILL first: a unit killed outright
     /// could not reach what the command moved out of its group.
     fn terminate(&self) {
-        let _ = kill(Pid::from_raw(self.pid), Signal::SIGTERM);
+        self.signal(Signal::SIGTERM);
     }
 
     /// SIGHUP: the unit kills the whole tree at once.
     fn kill(&self) {
-        let _ = kill(Pid::from_raw(self.pid), Signal::SIGHUP);
+        self.signal(Signal::SIGHUP);
+    }
+
+    /// Only while the unit is not reaped: after, its pid may be another
+    /// process's.
+    fn signal(&self, signal: Signal) {
+        if !self.ended {
+            let _ = kill(Pid::from_raw(self.pid), signal);
+        }
     }
 }
 
 impl Drop for UnitGuard {
     fn drop(&mut self) {
-        if !self.ended {
-            self.terminate();
-        }
+        self.terminate();
     }
 }
 

@@ -263,11 +263,16 @@ async fn an_agents_variables_reach_its_command_but_not_the_unit_around_it() {
     crate::common::send(&mut c, &id, &script).await;
     crate::common::handled(&c, &id, 1).await;
     let out = crate::common::tool_output(&mut c, &id, "ExecCommand").await;
-    let text = out["task_handle"]["initial_output"].as_str().expect("output");
+    let text = out["task_handle"]["initial_output"]
+        .as_str()
+        .expect("output");
     assert!(text.contains("own=it's here"), "{out}");
     // The unit's environment was read (it has PATH), without the variable.
     assert!(text.contains("unit_path=1"), "{out}");
-    assert!(text.contains("unit=0"), "the unit saw the agent's variable: {out}");
+    assert!(
+        text.contains("unit=0"),
+        "the unit saw the agent's variable: {out}"
+    );
     assert!(text.contains("preload=/nonexistent/agent.so"), "{out}");
 
     // A name the shell could not take is refused, and nothing runs.

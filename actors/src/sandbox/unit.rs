@@ -71,6 +71,10 @@ fn run(spec: &UnitSpec, args: &[OsString]) -> Result<i32, String> {
         return Ok(KILLED_BY_UNIT);
     }
     prctl::set_child_subreaper(true).map_err(|e| format!("subreaper: {e}"))?;
+    // The unit re-raises its program's fatal signal on itself (to die
+    // alike); it must not dump core into the agent's workspace doing so.
+    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0)
+        .map_err(|e| format!("core limit: {e}"))?;
     let mut mask = SigSet::empty();
     for signal in [
         Signal::SIGCHLD,
