@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
-use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
+use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::{NewAgent, Runtime, RuntimeConfig, ScriptedBrain};
 use holarchy_supervision::{AgentId, Preset};
 use serde_json::{json, Value};

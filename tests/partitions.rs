@@ -13,14 +13,15 @@ use std::time::Duration;
 use common::until;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
-use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
+use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::{NewAgent, Runtime, RuntimeConfig, ScriptedBrain, Store};
 use holarchy_supervision::{AgentId, MessageStatus, Preset};
 
 /// Whether `agent` runs, linked under the partition the runtime names for it.
 fn under_its_partition(runtime: &Runtime, agent: AgentId) -> bool {
     let ctx = runtime.ctx();
-    let (Some(entry), Some(partition)) = (ctx.directory.get(agent), ctx.partition_for(agent))
+    let (Some(entry), Some(partition)) =
+        (ctx.directory.get(agent), ctx.topology.partition_for(agent))
     else {
         return false;
     };
@@ -59,18 +60,23 @@ async fn a_dead_partition_comes_back_with_its_agents_and_the_other_is_untouched(
         .collect();
     let agents = runtime.create_agents(specs).await.expect("created");
     let ctx = runtime.ctx().clone();
-    assert_eq!(ctx.partition_count(), 2);
+    assert_eq!(ctx.topology.partition_count(), 2);
 
     // Both partitions hold a share, each agent linked under its own.
     let mut cells = HashSet::new();
     for agent in &agents {
         assert!(under_its_partition(&runtime, *agent), "{agent}");
-        cells.insert(ctx.partition_for(*agent).expect("partition").get_id());
+        cells.insert(
+            ctx.topology
+                .partition_for(*agent)
+                .expect("partition")
+                .get_id(),
+        );
     }
     assert_eq!(cells.len(), 2, "all agents went to one partition");
 
     // An agent of the partition about to die supervises a private child.
-    let victim = ctx.partition_for(agents[0]).expect("partition");
+    let victim = ctx.topology.partition_for(agents[0]).expect("partition");
     let parent = agents[0];
     let child = spawn_agent(
         &ctx,
@@ -88,9 +94,9 @@ async fn a_dead_partition_comes_back_with_its_agents_and_the_other_is_untouched(
     .await
     .expect("child spawned")
     .agent_id;
-    let (doomed, spared): (Vec<AgentId>, Vec<AgentId>) = agents
-        .iter()
-        .partition(|a| ctx.partition_for(**a).expect("partition").get_id() == victim.get_id());
+    let (doomed, spared): (Vec<AgentId>, Vec<AgentId>) = agents.iter().partition(|a| {
+        ctx.topology.partition_for(**a).expect("partition").get_id() == victim.get_id()
+    });
     let spared_actors: Vec<_> = spared
         .iter()
         .map(|a| ctx.directory.get(*a).expect("running").actor.get_id())
@@ -99,7 +105,8 @@ async fn a_dead_partition_comes_back_with_its_agents_and_the_other_is_untouched(
 
     victim.kill();
     until("the partition and its agents to come back", || {
-        ctx.partition_for(parent)
+        ctx.topology
+            .partition_for(parent)
             .is_some_and(|p| p.get_id() != victim.get_id())
             && doomed.iter().all(|a| under_its_partition(&runtime, *a))
             && ctx

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use common::until;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
-use holarchy_actors::agent::NotRunning;
 use holarchy_actors::brain::{BrainFuture, TurnInput, TurnPlan};
-use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
+use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
+use holarchy_actors::protocol::NotRunning;
 use holarchy_actors::{
     Batch, Brain, DeliverError, Runtime, RuntimeConfig, ScriptedBrain, Store, Write,
 };
@@ -479,7 +479,7 @@ async fn a_restarted_parent_brings_back_its_whole_subtree() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn abort_cancels_only_the_current_run_and_pauses_the_agent_across_a_restart() {
-    use holarchy_actors::agent::{Control, ControlError};
+    use holarchy_actors::protocol::{Control, ControlError};
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
     let runtime = Runtime::start(store.clone(), Arc::new(Unruly), RuntimeConfig::default())
@@ -592,7 +592,7 @@ async fn abort_cancels_only_the_current_run_and_pauses_the_agent_across_a_restar
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forked_child_inherits_its_parents_work_and_recent_turns_and_a_fresh_one_does_not() {
-    use holarchy_actors::work_plane;
+    use holarchy_actors::plane::work;
     use holarchy_supervision::work::WorkUpdate;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
@@ -605,7 +605,7 @@ async fn a_forked_child_inherits_its_parents_work_and_recent_turns_and_a_fresh_o
         objective: Some("ship 1.0".into()),
         ..WorkUpdate::default()
     };
-    work_plane::update(runtime.ctx(), parent, change)
+    work::update(runtime.ctx(), parent, change)
         .await
         .expect("work item");
     until("the first turn handled", || {

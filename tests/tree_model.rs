@@ -18,11 +18,9 @@ use std::time::{Duration, Instant};
 
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
-use holarchy_actors::spawn::{spawn_agent, SpawnRequest};
-use holarchy_actors::{
-    command_plane, task_plane, tree, wait_plane, DeliverError, Runtime, RuntimeConfig,
-    ScriptedBrain, Store,
-};
+use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
+use holarchy_actors::plane::{command, task, wait};
+use holarchy_actors::{tree, DeliverError, Runtime, RuntimeConfig, ScriptedBrain, Store};
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
     AgentId, AgentRecord, Ownership, Preset, Refusal, TaskId, TaskStatus, ToolFamily, Visibility,
@@ -551,7 +549,7 @@ async fn perform(runtime: &Runtime, action: Action) -> Outcome {
             Outcome::of(Kind::Send, sent.is_ok())
         }
         Action::Stop(task_id) => {
-            let stopped = task_plane::stop(ctx, task_id, None, "model test").await;
+            let stopped = task::stop(ctx, task_id, None, "model test").await;
             let ended = ctx
                 .store
                 .task(task_id)
@@ -584,11 +582,11 @@ async fn perform(runtime: &Runtime, action: Action) -> Outcome {
         }
         Action::Wait(agent_id, trigger) => {
             let armed = if trigger {
-                wait_plane::create_trigger(ctx, agent_id, "model".into(), None)
+                wait::create_trigger(ctx, agent_id, "model".into(), None)
                     .await
                     .map(|_| ())
             } else {
-                wait_plane::sleep(ctx, agent_id, 3_600_000, "model".into(), None)
+                wait::sleep(ctx, agent_id, 3_600_000, "model".into(), None)
                     .await
                     .map(|_| ())
             };
@@ -598,7 +596,7 @@ async fn perform(runtime: &Runtime, action: Action) -> Outcome {
             // A long command: it must die with its agent's actor, when
             // stopped, and when its agent is archived.
             let marker = command_marker();
-            let started = command_plane::exec(ctx, agent_id, marker.clone(), Vec::new(), 0).await;
+            let started = command::exec(ctx, agent_id, marker.clone(), Vec::new(), 0).await;
             trace_failure("exec", &started.as_ref().map(|_| ()));
             let Ok(started) = started else {
                 return Outcome::of(Kind::Command, false);

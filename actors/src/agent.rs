@@ -13,153 +13,26 @@ use std::time::Instant;
 
 use holarchy_supervision::restart::RestartBudgets;
 use holarchy_supervision::{
-    admit, AgentId, AgentRecord, EventKind, LifecycleState, MessageEvent, MessageId, MessageRecord,
-    Profile, Provenance, Refusal, RunId, RunOutcome, Target, TaskStatus,
+    admit, AgentId, EventKind, LifecycleState, MessageEvent, MessageId, MessageRecord, Profile,
+    RunId, RunOutcome, Target, TaskStatus,
 };
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::task::AbortHandle;
 use tracing::{debug, warn, Instrument};
 
+use crate::in_flight::{InFlightGuard, InFlightTurn};
 use crate::limits::TurnPace;
+use crate::protocol::{
+    AgentArgs, AgentMsg, AgentSnapshot, ControlError, DeliverError, Delivered, NewMessage,
+    TurnDone, TurnOutcome,
+};
 use crate::store::{Batch, StoreError, Write};
-use crate::supervise;
-use run::{run_turn, AbortOnDrop};
-mod control;
-mod in_flight;
-mod run;
-
-pub use in_flight::{InFlight, InFlightGuard, InFlightTurn};
-
-pub use control::{Control, ControlError, ControlOutcome};
-
-use crate::turn::TurnOutcome;
-
+use crate::supervisor;
 use crate::{now_ms, Ctx};
+use run::{run_turn, AbortOnDrop};
 
-/// A message on its way onto an agent's queue.
-#[derive(Debug, Clone)]
-pub struct NewMessage {
-    pub provenance: Provenance,
-    pub body: String,
-    pub dedupe_key: Option<String>,
-}
-
-/// A message that is on the queue (and, once the reply is sent, durable).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Delivered {
-    pub message_id: MessageId,
-    /// The dedupe key matched an earlier message; nothing new was queued.
-    pub duplicate: bool,
-}
-
-/// Why a message did not join the queue.
-#[derive(Debug, thiserror::Error)]
-pub enum DeliverError {
-    #[error(transparent)]
-    Invalid(#[from] holarchy_supervision::limits::InvalidInput),
-    #[error("agent {0} not found")]
-    NotFound(AgentId),
-    #[error(transparent)]
-    Refused(#[from] Refusal),
-    #[error("agent {agent_id} is {why}: its actor is not running")]
-    NotRunning { agent_id: AgentId, why: NotRunning },
-    #[error("agent queue is full ({limit} messages waiting)")]
-    QueueFull { limit: usize },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("the runtime did not answer: {0}")]
-    Unavailable(String),
-}
-
-/// Puts a message on a running agent's queue from outside any actor (a
-/// turn, an API call); resolves once the message is durable.
-pub async fn deliver(
-    actor: &ActorRef<AgentMsg>,
-    message: NewMessage,
-    timeout: std::time::Duration,
-) -> Result<Delivered, DeliverError> {
-    match actor
-        .call(|reply| AgentMsg::Deliver { message, reply }, Some(timeout))
-        .await
-    {
-        Ok(ractor::rpc::CallResult::Success(answer)) => answer,
-        Ok(_) => Err(DeliverError::Unavailable("the agent did not answer".into())),
-        Err(err) => Err(DeliverError::Unavailable(err.to_string())),
-    }
-}
-
-/// Why an agent that exists has no actor to take a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotRunning {
-    /// Live in the store, between a failure and its restart: retry.
-    Restarting,
-    /// Its actor is going away right now: retry.
-    Stopping,
-    /// Its supervisor gave up on it, or it was archived: do not retry.
-    Ended(LifecycleState),
-}
-
-impl std::fmt::Display for NotRunning {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NotRunning::Restarting => f.write_str("restarting"),
-            NotRunning::Stopping => f.write_str("stopping"),
-            NotRunning::Ended(state) => f.write_str(state.name()),
-        }
-    }
-}
-
-/// What operators and tests can see of a running agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentSnapshot {
-    pub agent_id: AgentId,
-    pub state: LifecycleState,
-    pub queue_len: usize,
-    pub current_run: Option<RunId>,
-    pub current_message: Option<MessageId>,
-    pub turns_completed: u64,
-}
-
-#[derive(Debug)]
-pub struct TurnDone {
-    pub run_id: RunId,
-    pub outcome: TurnOutcome,
-}
-
-#[derive(Debug)]
-pub enum AgentMsg {
-    Deliver {
-        message: NewMessage,
-        reply: RpcReplyPort<Result<Delivered, DeliverError>>,
-    },
-    TurnDone(Box<TurnDone>),
-    Snapshot(RpcReplyPort<AgentSnapshot>),
-    /// A message someone else already wrote to the store for this agent
-    /// (a child's result): put it on the queue.
-    Wake(MessageId),
-    /// Lets a held agent start turns, after merging messages that reached
-    /// the store while it was being respawned.
-    Release {
-        pending: Vec<MessageId>,
-    },
-    /// The turn pace allows a turn again (`--max-turns-per-minute`).
-    PaceElapsed,
-    /// Operator control: not a message on the queue, acted on at once.
-    Control {
-        action: Control,
-        reply: RpcReplyPort<Result<ControlOutcome, ControlError>>,
-    },
-}
-
-/// Start-up arguments: the record and the queue rebuilt from the store.
-#[derive(Debug)]
-pub struct AgentArgs {
-    pub record: AgentRecord,
-    pub queue: Vec<MessageId>,
-    /// Start no turn until [`AgentMsg::Release`]: set while a supervisor
-    /// brings a whole subtree back, so no turn changes the tree mid-way.
-    pub held: bool,
-}
+mod control;
+mod run;
 
 /// The turn in flight. Dropping it (turn done, or the actor killed with its
 /// state) cancels the turn task, so no turn outlives its agent.
@@ -329,12 +202,12 @@ impl AgentActor {
                 )
                 .instrument(span),
             );
-            self.ctx.busy.fetch_add(1, Ordering::Relaxed);
+            self.ctx.stats.busy.fetch_add(1, Ordering::Relaxed);
             state.run = Some(ActiveRun {
                 run_id,
                 message_id,
                 task: task.abort_handle(),
-                busy: self.ctx.busy.clone(),
+                busy: self.ctx.stats.busy.clone(),
                 _in_flight: in_flight,
             });
         }
@@ -434,7 +307,7 @@ impl AgentActor {
                     let ctx = self.ctx.clone();
                     let output = reply.clone().unwrap_or_else(|| "done".into());
                     tokio::spawn(async move {
-                        let ended = supervise::end_child(
+                        let ended = supervisor::end_child(
                             &ctx,
                             agent_id,
                             TaskStatus::Completed,
@@ -594,13 +467,13 @@ impl Actor for AgentActor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let Some((child, reason)) = supervise::exit_of(event) else {
+        let Some((child, reason)) = supervisor::exit_of(event) else {
             return Ok(());
         };
         // Boxed: every agent's actor task is sized for the largest future
         // its loop can await, and a restart's future is several KB. Boxing
         // keeps that cost on the rare restart instead of on every idle agent.
-        Box::pin(supervise::on_child_exit(
+        Box::pin(supervisor::on_child_exit(
             &self.ctx,
             myself.get_cell(),
             &mut state.budgets,

@@ -5,21 +5,10 @@
 use std::sync::Arc;
 
 use holarchy_supervision::{admit, AgentId, Provenance, Target};
-use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort};
+use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
 
-use crate::agent::{AgentMsg, DeliverError, Delivered, NewMessage, NotRunning};
+use crate::protocol::{AgentMsg, DeliverError, GatewayMsg, NewMessage, NotRunning};
 use crate::Ctx;
-
-#[derive(Debug)]
-pub enum GatewayMsg {
-    /// An operator's message for an agent.
-    Ingress {
-        agent_id: AgentId,
-        body: String,
-        dedupe_key: Option<String>,
-        reply: RpcReplyPort<Result<Delivered, DeliverError>>,
-    },
-}
 
 #[derive(Debug, Clone)]
 pub struct GatewayActor {

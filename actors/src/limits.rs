@@ -1,6 +1,7 @@
 //! Bounds on what agents (and the brains that drive them, which the
 //! operator does not control) can make the daemon do, and the counting that
-//! enforces them. A bound hit by a brain is a tool error it can read; one
+//! enforces them daemon-wide ([`quota`](crate::quota) counts per agent).
+//! A bound hit by a brain is a tool error it can read; one
 //! hit by a gRPC client is a status. Nothing here takes a daemon-wide lock:
 //! daemon totals are atomics, per-agent counts come from the agent's own
 //! linked actors or the store's indexes, read under the supervisor's guard
@@ -9,13 +10,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use holarchy_supervision::AgentId;
-
-use crate::directory::Member;
-use crate::store::StoreError;
-use crate::tools::{cap_output, ToolResult};
-use crate::Ctx;
 
 /// The bounds of one daemon, each settable on `holarchy serve`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,59 +120,6 @@ pub enum LimitError {
     TurnResults { spent: usize, limit: usize },
 }
 
-/// The least room a result is cut to near the end of a turn's budget, so
-/// its marker still fits and says what happened.
-const MIN_RESULT_ROOM: usize = 4 * 1024;
-
-/// What one turn's tool results have used of `--max-turn-result-bytes`,
-/// and the cut of each to `--max-tool-result-bytes`. A turn holds at most
-/// about the budget (plus one result's marker room): every result is
-/// charged as kept, and cut to the room left.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResultBudget {
-    spent: usize,
-    limit: usize,
-    per_result: usize,
-}
-
-impl ResultBudget {
-    pub fn new(limits: &Limits) -> Self {
-        Self {
-            spent: 0,
-            limit: limits.max_turn_result_bytes,
-            per_result: limits.max_tool_result_bytes,
-        }
-    }
-
-    /// Refuses a tool call once the budget is spent.
-    pub fn check(&self) -> Result<(), LimitError> {
-        if self.spent >= self.limit {
-            return Err(LimitError::TurnResults {
-                spent: self.spent,
-                limit: self.limit,
-            });
-        }
-        Ok(())
-    }
-
-    /// Cuts `result`'s output to its bound (and the room left) and charges
-    /// what is kept.
-    pub fn charge(&mut self, result: &mut ToolResult) {
-        let room = self
-            .per_result
-            .min(self.limit.saturating_sub(self.spent).max(MIN_RESULT_ROOM));
-        result.output = cap_output(std::mem::take(&mut result.output), room);
-        self.spent = self
-            .spent
-            .saturating_add(result.output.len() + result.input.len() + result.tool.len());
-    }
-
-    /// Bytes charged so far.
-    pub fn spent(&self) -> usize {
-        self.spent
-    }
-}
-
 /// Daemon-wide counts kept beside the directory of running actors.
 #[derive(Debug, Default)]
 pub struct Usage {
@@ -193,6 +134,36 @@ impl Usage {
     /// Commands running now.
     pub fn commands(&self) -> usize {
         self.commands.load(Ordering::SeqCst)
+    }
+
+    /// Reserves `count` agents about to be created. Returns the
+    /// reservation and how many agents are being created now, this
+    /// reservation included.
+    pub fn reserve_agents(&self, count: usize) -> (AgentSlots<'_>, usize) {
+        let creating = self.creating.fetch_add(count, Ordering::SeqCst) + count;
+        (AgentSlots { usage: self, count }, creating)
+    }
+
+    /// Takes one of `limit` daemon-wide command slots.
+    pub fn take_command(&self, limit: usize) -> Result<CommandSlot, LimitError> {
+        self.commands
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .map_err(|_| LimitError::Commands { limit })?;
+        Ok(CommandSlot(self.commands.clone()))
+    }
+}
+
+/// One running command's place under `--max-commands`; given back when
+/// dropped (when the command ends or its actor dies).
+#[must_use]
+#[derive(Debug)]
+pub struct CommandSlot(Arc<AtomicUsize>);
+
+impl Drop for CommandSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -211,146 +182,6 @@ impl Drop for AgentSlots<'_> {
     fn drop(&mut self) {
         self.usage.creating.fetch_sub(self.count, Ordering::SeqCst);
     }
-}
-
-/// Reserves room for `count` new agents under `--max-agents`.
-pub fn reserve_agents(ctx: &Ctx, count: usize) -> Result<AgentSlots<'_>, LimitError> {
-    let limit = ctx.config.limits.max_agents;
-    // Reserve first, then read the directory: a creation that released
-    // its reservation had registered its agents before, so one of the two
-    // reads always sees them.
-    let creating = ctx.usage.creating.fetch_add(count, Ordering::SeqCst) + count;
-    let slots = AgentSlots {
-        usage: &ctx.usage,
-        count,
-    };
-    let counts = ctx.directory.counts();
-    if counts.public + counts.private + creating > limit {
-        return Err(LimitError::Agents { limit });
-    }
-    Ok(slots)
-}
-
-/// One running command's place under `--max-commands`; given back when
-/// dropped (when the command ends or its actor dies).
-#[must_use]
-#[derive(Debug)]
-pub struct CommandSlot(Arc<AtomicUsize>);
-
-impl Drop for CommandSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Takes a command slot for `owner`: refused past the agent's or the
-/// daemon's bound. The per-agent count reads the owner's linked command
-/// actors, so callers hold the owner's structure lock (as starting a
-/// command does).
-pub fn command_slot(ctx: &Ctx, owner: AgentId) -> Result<CommandSlot, LimitError> {
-    let limits = &ctx.config.limits;
-    if members_of(ctx, owner).commands >= limits.max_commands_per_agent {
-        return Err(LimitError::AgentCommands {
-            limit: limits.max_commands_per_agent,
-        });
-    }
-    let limit = limits.max_commands;
-    ctx.usage
-        .commands
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n < limit).then_some(n + 1)
-        })
-        .map_err(|_| LimitError::Commands { limit })?;
-    Ok(CommandSlot(ctx.usage.commands.clone()))
-}
-
-/// What runs linked under one agent's actor, by kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Members {
-    pub agents: usize,
-    pub tasks: usize,
-    pub waits: usize,
-    pub commands: usize,
-}
-
-/// Counts the actors linked under `agent`'s actor. Bounded by the limits
-/// themselves, so it costs no more than the bounds allow; no store read.
-pub fn members_of(ctx: &Ctx, agent: AgentId) -> Members {
-    let mut members = Members::default();
-    let Some(entry) = ctx.directory.get(agent) else {
-        return members;
-    };
-    for child in entry.actor.get_cell().get_children() {
-        match ctx.directory.member(child.get_id()) {
-            Some(Member::Agent(_)) => members.agents += 1,
-            Some(Member::Task(_)) => members.tasks += 1,
-            Some(Member::Wait(_)) => members.waits += 1,
-            Some(Member::Command(_)) => members.commands += 1,
-            // Starting or stopping: not registered (any more).
-            None => {}
-        }
-    }
-    members
-}
-
-/// Refuses a new armed wait for `owner` past `--max-waits`. Callers hold
-/// the owner's structure lock, as arming a wait does.
-pub fn check_waits(ctx: &Ctx, owner: AgentId) -> Result<(), LimitError> {
-    let limit = ctx.config.limits.max_waits_per_agent;
-    if members_of(ctx, owner).waits >= limit {
-        return Err(LimitError::Waits { limit });
-    }
-    Ok(())
-}
-
-/// Refuses a new private child of `supervisor` past `--max-children` or
-/// `--max-spawn-depth`. Reads the store's index of live children and walks
-/// at most `max_spawn_depth` supervisors up; callers hold the
-/// supervisor's structure lock.
-pub fn check_private_child(ctx: &Ctx, supervisor: AgentId) -> Result<(), SpawnLimitError> {
-    let limits = &ctx.config.limits;
-    let depth = depth_of(ctx, supervisor, limits.max_spawn_depth)? + 1;
-    if depth > limits.max_spawn_depth {
-        return Err(LimitError::Depth {
-            depth,
-            limit: limits.max_spawn_depth,
-        }
-        .into());
-    }
-    let children = ctx.store.children_of(supervisor)?.len();
-    if children >= limits.max_children_per_agent {
-        return Err(LimitError::Children {
-            limit: limits.max_children_per_agent,
-        }
-        .into());
-    }
-    Ok(())
-}
-
-/// Why a spawn bound could not be checked, or refused.
-#[derive(Debug, thiserror::Error)]
-pub enum SpawnLimitError {
-    #[error(transparent)]
-    Limit(#[from] LimitError),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-/// How many supervisors stand between `agent` and its public root (0 for
-/// a public agent), counting no further than `cap + 1`.
-fn depth_of(ctx: &Ctx, agent: AgentId, cap: u32) -> Result<u32, StoreError> {
-    let mut depth = 0;
-    let mut at = agent;
-    while depth <= cap {
-        match ctx.store.agent(at)?.and_then(|r| r.supervisor_agent_id) {
-            Some(supervisor) => {
-                depth += 1;
-                at = supervisor;
-            }
-            None => return Ok(depth),
-        }
-    }
-    Ok(depth)
 }
 
 /// An agent's turn pace, in the generic cell rate algorithm: one instant
@@ -433,65 +264,6 @@ mod tests {
             assert!(within <= 20, "{within} turns within a minute");
         }
         assert!(starts.len() >= 50, "{} turns in five minutes", starts.len());
-    }
-
-    fn result(output: String) -> ToolResult {
-        ToolResult {
-            tool: "TaskOutput".into(),
-            input: "{}".into(),
-            output,
-            is_error: false,
-        }
-    }
-
-    #[test]
-    fn a_turn_is_refused_tools_once_its_results_spend_the_budget() {
-        let limits = Limits {
-            max_tool_result_bytes: 64 * 1024,
-            max_turn_result_bytes: 256 * 1024,
-            ..Limits::default()
-        };
-        let mut budget = ResultBudget::new(&limits);
-        let mut calls = 0;
-        while budget.check().is_ok() {
-            let mut big = result(serde_json::json!({ "output": "x".repeat(1 << 20) }).to_string());
-            budget.charge(&mut big);
-            assert!(big.output.len() <= 64 * 1024, "each result is cut");
-            assert!(big.output.contains("cut: 1048576 bytes here"));
-            calls += 1;
-            assert!(calls < 10, "the budget ends the calls");
-        }
-        // Four results cut to just under 64 KiB nearly fill 256 KiB; the
-        // fifth is cut to what is left, and then the budget is spent.
-        assert_eq!(calls, 5);
-        assert!(budget.spent() <= 256 * 1024 + MIN_RESULT_ROOM);
-        let refused = budget.check().expect_err("spent").to_string();
-        assert!(
-            refused.contains("--max-turn-result-bytes") && refused.contains("262144"),
-            "{refused}"
-        );
-    }
-
-    #[test]
-    fn the_last_result_is_cut_to_the_room_left() {
-        let limits = Limits {
-            max_tool_result_bytes: 64 * 1024,
-            max_turn_result_bytes: 100 * 1024,
-            ..Limits::default()
-        };
-        let mut budget = ResultBudget::new(&limits);
-        for _ in 0..2 {
-            let mut big = result(serde_json::json!({ "output": "y".repeat(200_000) }).to_string());
-            budget.charge(&mut big);
-        }
-        // The room left bounds the output; its input and name are extra.
-        assert!(budget.spent() <= 100 * 1024 + 64, "{}", budget.spent());
-        // Small results cost what they are.
-        let mut small = result("{\"ok\":true}".into());
-        let before = budget.spent();
-        budget.charge(&mut small);
-        assert_eq!(small.output, "{\"ok\":true}");
-        assert_eq!(budget.spent(), before + small.output.len() + 2 + 10);
     }
 
     #[test]

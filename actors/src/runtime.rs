@@ -7,7 +7,7 @@
 //! interrupted are finished, private agents without a live supervisor are
 //! archived, interrupted turns are requeued, and live agents respawned under
 //! their supervisors, parents before children, with their task handles.
-//! Failed children are handled by [`crate::supervise`].
+//! Failed children are handled by [`crate::supervisor`].
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,11 +17,13 @@ use holarchy_supervision::{AgentId, BrainConfig, EventKind, LifecycleState};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
 
-use crate::gateway::{GatewayActor, GatewayMsg};
+use crate::gateway::GatewayActor;
+use crate::protocol::GatewayMsg;
 use crate::store::{Batch, StoreError, Write};
-use crate::{now_ms, supervise, Ctx};
+use crate::{now_ms, supervisor, Ctx};
 
 mod create;
+pub mod factory;
 mod handle;
 pub mod partition;
 mod recovery;
@@ -150,7 +152,7 @@ impl RuntimeActor {
             myself.get_cell(),
         )
         .await?;
-        self.ctx.set_gateway(gateway.clone());
+        self.ctx.topology.set_gateway(gateway.clone());
         Ok(gateway)
     }
 }
@@ -165,17 +167,17 @@ impl Actor for RuntimeActor {
         myself: ActorRef<Self::Msg>,
         _args: (),
     ) -> Result<Self::State, ActorProcessingErr> {
-        self.ctx.set_root(myself.get_cell());
+        self.ctx.topology.set_root(myself.get_cell());
         let gateway = self.spawn_gateway(&myself).await?;
         let mut partitions = Vec::with_capacity(self.ctx.config.partitions.max(1));
         for index in 0..self.ctx.config.partitions.max(1) {
             partitions
                 .push(partition::PartitionActor::spawn(&self.ctx, index, myself.get_cell()).await?);
         }
-        self.ctx.set_partitions(partitions);
+        self.ctx.topology.set_partitions(partitions);
         // Before any agent runs: none may wake up in a worktree a crash
         // kept git from making.
-        let restored = crate::worktree::restore_running(&self.ctx).await?;
+        let restored = crate::plane::workspace::worktree::restore_running(&self.ctx).await?;
         if restored > 0 {
             info!(restored, "worktrees made again after a crash");
         }
@@ -191,7 +193,7 @@ impl Actor for RuntimeActor {
         // removal a crash cut short, go now, beside the serving daemon.
         let ctx = self.ctx.clone();
         tokio::spawn(async move {
-            match crate::worktree::sweep(&ctx).await {
+            match crate::plane::workspace::worktree::sweep(&ctx).await {
                 Ok(0) => {}
                 Ok(removed) => info!(removed, "stale worktrees removed"),
                 Err(err) => warn!(error = %err, "worktree sweep failed"),
@@ -214,9 +216,9 @@ impl Actor for RuntimeActor {
                     private_agents: counts.private,
                     running_tasks: counts.tasks,
                     armed_waits: counts.waits,
-                    busy_runs: self.ctx.busy.load(Ordering::Relaxed),
-                    restarts: self.ctx.restarts.load(Ordering::Relaxed),
-                    given_up: self.ctx.given_up.load(Ordering::Relaxed),
+                    busy_runs: self.ctx.stats.busy.load(Ordering::Relaxed),
+                    restarts: self.ctx.stats.restarts.load(Ordering::Relaxed),
+                    given_up: self.ctx.stats.given_up.load(Ordering::Relaxed),
                     ..state.recovered.clone()
                 });
             }
@@ -225,7 +227,7 @@ impl Actor for RuntimeActor {
     }
 
     /// Replaces ractor's default (stop on any child exit): the gateway is
-    /// restarted, agents go through [`supervise::on_child_exit`]. Nothing
+    /// restarted, agents go through [`supervisor::on_child_exit`]. Nothing
     /// here may fail: an error would stop the root and every agent with it.
     async fn handle_supervisor_evt(
         &self,
@@ -233,7 +235,7 @@ impl Actor for RuntimeActor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let Some((child, reason)) = supervise::exit_of(event) else {
+        let Some((child, reason)) = supervisor::exit_of(event) else {
             return Ok(());
         };
         if self.ctx.shutting_down.load(Ordering::Acquire) {
@@ -247,7 +249,7 @@ impl Actor for RuntimeActor {
             }
             return Ok(());
         }
-        if let Some(index) = self.ctx.partition_index(child.get_id()) {
+        if let Some(index) = self.ctx.topology.partition_index(child.get_id()) {
             partition::restart(&self.ctx, index, myself.get_cell(), reason);
             return Ok(());
         }

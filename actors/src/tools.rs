@@ -4,18 +4,21 @@
 
 use holarchy_supervision::limits;
 use holarchy_supervision::work::WorkUpdate;
-use holarchy_supervision::workspace::{Place, WorkspaceMode, Worktree};
+use holarchy_supervision::workspace::WorkspaceMode;
 use holarchy_supervision::{
-    AgentId, AgentRecord, Ownership, PlanStep, Preset, Profile, StepStatus, TaskId, TaskKind,
-    TaskRecord, WaitKind, WaitRecord, WorkItemId, WorkItemRecord, WorkStatus,
+    AgentId, AgentRecord, Ownership, PlanStep, Preset, Profile, StepStatus, TaskId, WorkItemId,
+    WorkStatus,
 };
 use ractor::rpc::CallResult;
 use serde_json::{json, Value};
 
-use crate::agent::{AgentMsg, AgentSnapshot};
 use crate::brain::ToolCall;
-use crate::spawn::{self, SpawnRequest};
-use crate::{command_plane, task_plane, wait_plane, work_plane, Ctx};
+use crate::plane::spawn::{self, SpawnRequest};
+use crate::plane::{
+    command as command_plane, task as task_plane, wait as wait_plane, work as work_plane,
+};
+use crate::protocol::{AgentMsg, AgentSnapshot};
+use crate::Ctx;
 
 mod cap;
 mod catalog;
@@ -26,14 +29,8 @@ pub use cap::cap_output;
 pub use catalog::{tool_surface, ToolSpec, CATALOG};
 pub use placeholder::{escaped_len, fill_placeholders, InputTooLarge};
 
-/// The outcome of one tool call, as the brain and the event log see it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolResult {
-    pub tool: String,
-    pub input: String,
-    pub output: String,
-    pub is_error: bool,
-}
+pub use crate::context::{place_json, task_json, wait_json, work_json, worktree_json};
+pub use crate::protocol::ToolResult;
 
 /// Runs one tool call for `agent_id`. Failures are tool errors the brain
 /// can read, not turn failures.
@@ -326,62 +323,6 @@ fn work_item_id(input: &Value) -> Result<Option<WorkItemId>, String> {
         .transpose()
 }
 
-pub fn wait_json(wait: &WaitRecord) -> Value {
-    let deadline = match wait.kind {
-        WaitKind::Timer { deadline_ms } => Some(deadline_ms),
-        WaitKind::Trigger { .. } => None,
-    };
-    json!({
-        "wait_id": wait.id.to_string(),
-        "kind": wait.kind.name(),
-        "status": wait.status.name(),
-        "reason": wait.reason,
-        "work_item_id": wait.work_item_id.map(|w| w.to_string()),
-        "deadline_ms": deadline,
-    })
-}
-
-pub fn work_json(item: &WorkItemRecord) -> Value {
-    json!({
-        "work_item_id": item.id.to_string(),
-        "objective": item.objective,
-        "status": item.status.name(),
-        "plan": item.plan.iter().map(|s| json!({ "title": s.title, "status": s.status.name() })).collect::<Vec<_>>(),
-    })
-}
-
-pub fn task_json(task: &TaskRecord) -> Value {
-    let child = match task.kind {
-        TaskKind::ChildAgent { child_agent_id } => Some(child_agent_id.to_string()),
-        TaskKind::Command => None,
-    };
-    json!({
-        "task_id": task.id.to_string(),
-        "task_kind": task.kind.name(),
-        "label": task.label,
-        "status": task.status.name(),
-        "child_agent_id": child,
-        "command": task.command,
-        "exit": task.exit.map(|e| e.describe()),
-        "output": task.output,
-        "ran_in": task.place.as_ref().map(place_json),
-        "worktree": task.worktree.as_ref().map(worktree_json),
-    })
-}
-
-fn place_json(place: &Place) -> Value {
-    json!({ "workspace_id": place.workspace_id, "dir": place.dir.display().to_string() })
-}
-
-fn worktree_json(worktree: &Worktree) -> Value {
-    json!({
-        "path": worktree.path.display().to_string(),
-        "branch": worktree.branch,
-        "repository": worktree.repo.display().to_string(),
-        "removed": worktree.removed,
-    })
-}
-
 /// The agent's summary as brains and `AgentGet` see it: its record, its
 /// live view (the turn runs beside the actor, so the actor can answer), its
 /// waits and its work focus.
@@ -407,7 +348,7 @@ pub async fn agent_view(ctx: &Ctx, record: &AgentRecord) -> Result<Value, String
     agent["current_work_item"] = work_plane::focus(ctx, agent_id)
         .map_err(|e| e.to_string())?
         .map_or(Value::Null, |w| work_json(&w));
-    let place = crate::workspace_plane::place(ctx, agent_id).map_err(|e| e.to_string())?;
+    let place = crate::plane::workspace::place(ctx, agent_id).map_err(|e| e.to_string())?;
     agent["active_workspace"] = place_json(&place);
     agent["running_tasks"] = json!(ctx
         .store

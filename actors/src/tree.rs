@@ -16,8 +16,9 @@ use holarchy_supervision::{
 };
 use ractor::{ActorCell, ActorId, ActorStatus};
 
+use crate::plane::workspace;
 use crate::store::StoreError;
-use crate::{workspace_plane, Ctx};
+use crate::Ctx;
 
 /// What a node of the tree is, and whether its actor runs.
 #[derive(Debug, Clone)]
@@ -291,7 +292,7 @@ impl<'a> Walk<'a> {
         // Its actor must be linked under its supervisor's, or its root
         // partition's.
         let expected_parent = match record.supervisor_agent_id {
-            None => self.ctx.partition_for(agent_id),
+            None => self.ctx.topology.partition_for(agent_id),
             Some(sup) => self.ctx.directory.get(sup).map(|e| e.actor.get_cell()),
         };
         if let (Some(cell), Some(parent)) = (&cell, &expected_parent) {
@@ -305,7 +306,7 @@ impl<'a> Walk<'a> {
             }
         }
         Ok(NodeKind::Agent {
-            place: workspace_plane::place(self.ctx, agent_id)?,
+            place: workspace::place(self.ctx, agent_id)?,
             record,
             actor_alive,
         })

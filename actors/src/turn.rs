@@ -6,46 +6,23 @@
 use std::sync::Arc;
 
 use holarchy_supervision::limits::MAX_MESSAGE_LEN;
-use holarchy_supervision::{
-    AgentId, AgentRecord, BrainConfig, MessageId, MessageRecord, MessageStatus, Profile,
-    Provenance, RunId, WaitStatus,
-};
+use holarchy_supervision::{AgentId, BrainConfig, MessageRecord, Profile, RunId};
 use serde_json::{json, Value};
 
 use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
-use crate::brain::{Brain, MessageView, ResultView, StepRecord, ToolCall, TurnInput};
-use crate::limits::ResultBudget;
-use crate::tools::{self, ToolResult};
-use crate::{work_plane, Ctx};
+use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput};
+use crate::context;
+use crate::protocol::{ToolResult, TurnOutcome};
+use crate::tools;
+use crate::Ctx;
+use budget::ResultBudget;
 
-/// Earlier turns shown to the brain, and how much of each.
-const RECENT_TURNS: usize = 5;
-const RECENT_CHARS: usize = 500;
-/// The newest messages read to find them: a turn start reads no more than
-/// this many (each at most a message's 64 KiB), however long the agent's
-/// history. Messages queued behind the current one are newer and take
-/// room in it, so an agent with a deep queue may see fewer earlier turns.
-const RECENT_WINDOW: usize = 32;
+pub mod budget;
+
 /// How much of a refused call's input the turn keeps: the call did not
 /// run, so a hint of what it was is enough.
 const REFUSED_INPUT_BYTES: usize = 1024;
-
-/// How a turn came out.
-#[derive(Debug)]
-pub enum TurnOutcome {
-    Decided {
-        reply: Option<String>,
-        /// Per step: the brain's reply and the results of its tool calls.
-        steps: Vec<(Option<String>, Vec<ToolResult>)>,
-        done: bool,
-        /// The brain still asked for tools at the last step it was allowed
-        /// (`--max-steps-per-turn` or its own `max_steps`): the turn ended
-        /// there, and its record says so.
-        step_limit: Option<u32>,
-    },
-    BrainFailed(String),
-}
 
 /// The brain for a configuration. `scripted` is the runtime's built-in
 /// brain (tests may give their own).
@@ -81,95 +58,6 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, Stri
             secrets: ctx.config.secrets.clone(),
         })),
     }
-}
-
-fn cut(text: &str) -> String {
-    if text.chars().count() <= RECENT_CHARS {
-        text.to_owned()
-    } else {
-        let mut short: String = text.chars().take(RECENT_CHARS).collect();
-        short.push('…');
-        short
-    }
-}
-
-fn message_view(message: &MessageRecord) -> MessageView {
-    let from = match message.provenance {
-        Provenance::Parent { agent_id }
-        | Provenance::ChildResult { agent_id }
-        | Provenance::Creator { agent_id } => Some(agent_id.to_string()),
-        Provenance::Operator
-        | Provenance::Trigger { .. }
-        | Provenance::Timer { .. }
-        | Provenance::SelfQueued
-        | Provenance::TaskResult { .. }
-        | Provenance::Runtime => None,
-    };
-    MessageView {
-        message_id: message.id.to_string(),
-        provenance: message.provenance.kind().to_owned(),
-        from_agent_id: from,
-        text: message.body.clone(),
-    }
-}
-
-/// The newest handled turns of an agent, cut short, oldest first.
-fn recent_turns(
-    ctx: &Ctx,
-    agent_id: AgentId,
-    except: Option<MessageId>,
-) -> Result<Vec<Value>, String> {
-    // The newest messages only: an agent's history grows without bound.
-    let messages = ctx
-        .store
-        .last_messages(agent_id, RECENT_WINDOW)
-        .map_err(|e| e.to_string())?;
-    let handled: Vec<&MessageRecord> = messages
-        .iter()
-        .filter(|m| Some(m.id) != except && matches!(m.status, MessageStatus::Handled { .. }))
-        .collect();
-    Ok(handled[handled.len().saturating_sub(RECENT_TURNS)..]
-        .iter()
-        .map(|m| json!({ "provenance": m.provenance.kind(), "text": cut(&m.body), "reply": m.reply.as_deref().map(cut) }))
-        .collect())
-}
-
-/// What a child spawned with `context: "fork"` inherits from its parent:
-/// the parent's work focus with its plan, and its recent turns. The handoff
-/// itself is the child's initial message.
-pub fn inherited_view(ctx: &Ctx, parent: AgentId) -> Result<Value, String> {
-    let focus = work_plane::focus(ctx, parent).map_err(|e| e.to_string())?;
-    Ok(json!({
-        "from_agent_id": parent.to_string(),
-        "work_item": focus.map(|w| tools::work_json(&w)),
-        "recent_turns": recent_turns(ctx, parent, None)?,
-    }))
-}
-
-/// Bounded context from structured state: the work focus and its plan,
-/// armed waits, a short tail of recent turns, and, for a forked child, what
-/// it inherited from its parent.
-fn context(ctx: &Ctx, record: &AgentRecord, current: &MessageRecord) -> Result<Value, String> {
-    let agent_id = record.id;
-    let focus = work_plane::focus(ctx, agent_id).map_err(|e| e.to_string())?;
-    let waits: Vec<String> = ctx
-        .store
-        .waits_of(agent_id)
-        .map_err(|e| e.to_string())?
-        .into_iter()
-        .filter(|w| w.status == WaitStatus::Armed)
-        .map(|w| w.describe())
-        .collect();
-    let inherited = record
-        .forked_context
-        .as_deref()
-        .and_then(|text| serde_json::from_str::<Value>(text).ok());
-    Ok(json!({
-        "work_item": focus.map(|w| tools::work_json(&w)),
-        "waiting_on": waits,
-        "recent_turns": recent_turns(ctx, agent_id, Some(current.id))?,
-        "inherited": inherited,
-    }))
 }
 
 fn result_view(result: &ToolResult) -> ResultView {
@@ -208,12 +96,12 @@ pub async fn run(
         Ok(agent) => agent,
         Err(err) => return TurnOutcome::BrainFailed(err),
     };
-    let context = match context(&ctx, &record, &message) {
+    let context = match context::bounded(&ctx, &record, &message) {
         Ok(context) => context,
         Err(err) => return TurnOutcome::BrainFailed(err),
     };
     let catalog: Vec<Value> = tools::tool_surface(profile).map(|t| t.view()).collect();
-    let view = message_view(&message);
+    let view = context::message_view(&message);
 
     let mut steps: Vec<StepRecord> = Vec::new();
     let mut all_results: Vec<ToolResult> = Vec::new();

@@ -5,7 +5,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use holarchy_actors::agent::{AgentSnapshot, Control};
+use holarchy_actors::protocol::{AgentSnapshot, Control};
 use holarchy_actors::{NewAgent, Runtime};
 use holarchy_supervision::{limits, AgentId, AgentRecord, BrainConfig, MessageId, WorkStatus};
 use tokio::sync::{mpsc, watch};

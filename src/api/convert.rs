@@ -1,10 +1,10 @@
 //! Domain to proto, and the one place errors become gRPC statuses.
 
-use holarchy_actors::agent::{ControlError, NotRunning};
-use holarchy_actors::command_plane::CommandError;
-use holarchy_actors::task_plane::TaskError;
-use holarchy_actors::wait_plane::WaitError;
-use holarchy_actors::worktree::WorktreeError;
+use holarchy_actors::plane::command::CommandError;
+use holarchy_actors::plane::task::TaskError;
+use holarchy_actors::plane::wait::WaitError;
+use holarchy_actors::plane::workspace::worktree::WorktreeError;
+use holarchy_actors::protocol::{ControlError, NotRunning};
 use holarchy_actors::{
     AgentSnapshot, ArchiveError, BrainError, CreateError, DeliverError, RuntimeError, StoreError,
 };

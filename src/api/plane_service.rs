@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use holarchy_actors::{wait_plane, Runtime};
+use holarchy_actors::plane::wait as wait_plane;
+use holarchy_actors::Runtime;
 use holarchy_supervision::{limits, WorkItemId};
 use tonic::{Request, Response, Status};
 

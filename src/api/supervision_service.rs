@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use holarchy_actors::runtime::partition::partition_of;
+use holarchy_actors::topology::partition_of;
 use holarchy_actors::tree::{Node, NodeKind, Walk};
 use holarchy_actors::{Runtime, Store as _};
 use holarchy_supervision::{AgentRecord, Visibility};
@@ -169,7 +169,7 @@ fn tree_page(
         let Some(next) = walk.next_node()? else {
             break;
         };
-        let next = node(&next, ctx.partition_count());
+        let next = node(&next, ctx.topology.partition_count());
         let found = walk.take_mismatches();
         let size = next.encoded_len() + 8 + found.iter().map(|m| m.len() + 8).sum::<usize>();
         if size > room && !page.nodes.is_empty() {
@@ -187,7 +187,7 @@ fn tree_page(
         let found = walk.take_mismatches();
         add_mismatches(&mut page.mismatches, found, &mut room);
     }
-    page.partitions = count(ctx.partition_count());
+    page.partitions = count(ctx.topology.partition_count());
     page.agents = count(walk.counts.agents);
     page.tasks = count(walk.counts.tasks);
     page.waits = count(walk.counts.waits);

@@ -4,7 +4,8 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use holarchy_actors::{task_plane, Runtime};
+use holarchy_actors::plane::task as task_plane;
+use holarchy_actors::Runtime;
 use holarchy_supervision::{limits, TaskId, TaskKind};
 use prost::Message as _;
 use tokio::sync::{mpsc, watch};

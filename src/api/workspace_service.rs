@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use holarchy_actors::workspace_plane::{self, View, WorkspaceError};
+use holarchy_actors::plane::workspace::{self, View, WorkspaceError};
 use holarchy_actors::Runtime;
 use holarchy_supervision::workspace::WorkspaceRefusal;
 use holarchy_supervision::{AgentId, Visibility};
@@ -59,7 +59,7 @@ impl WorkspaceService for WorkspaceApi {
         }
         let id = (!req.workspace_id.is_empty()).then_some(req.workspace_id);
         let ctx = self.runtime.ctx();
-        let (view, _) = workspace_plane::attach(ctx, agent_id, Path::new(&req.path), id)
+        let (view, _) = workspace::attach(ctx, agent_id, Path::new(&req.path), id)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(workspaces(agent_id, &view, 0)))
@@ -75,7 +75,7 @@ impl WorkspaceService for WorkspaceApi {
             return Err(ApiError::InvalidArgument("workspace_id is required".into()).into());
         }
         let ctx = self.runtime.ctx();
-        let (view, _) = workspace_plane::detach(ctx, agent_id, &req.workspace_id)
+        let (view, _) = workspace::detach(ctx, agent_id, &req.workspace_id)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(workspaces(agent_id, &view, 0)))
@@ -95,7 +95,7 @@ impl WorkspaceService for WorkspaceApi {
                 .map_err(|_| ApiError::InvalidArgument("malformed page token".into()))?
         };
         let ctx = self.runtime.ctx();
-        let view = workspace_plane::view(ctx, agent_id).map_err(ApiError::from)?;
+        let view = workspace::view(ctx, agent_id).map_err(ApiError::from)?;
         ctx.store.durable().await.map_err(ApiError::from)?;
         Ok(Response::new(workspaces(agent_id, &view, from)))
     }

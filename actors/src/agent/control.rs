@@ -1,52 +1,12 @@
 //! Operator control of a running agent: pause, resume, abort. Control
 //! actions are not queued messages; the actor applies them at once.
 
-use holarchy_supervision::{AgentId, EventKind, LifecycleState, MessageEvent, RunId, RunOutcome};
+use holarchy_supervision::{EventKind, LifecycleState, MessageEvent, RunOutcome};
 
-use super::{AgentActor, AgentState, NotRunning};
+use super::{AgentActor, AgentState};
 use crate::now_ms;
+use crate::protocol::{Control, ControlError, ControlOutcome};
 use crate::store::{Batch, StoreError, Write};
-
-/// What an operator can do to a running agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Control {
-    /// Keep taking messages, start no turn.
-    Pause,
-    Resume,
-    /// Cancel the turn in flight (if `run_id` is given, only if it is still
-    /// that one); the message is recorded as aborted and the agent paused.
-    Abort {
-        run_id: Option<RunId>,
-    },
-}
-
-/// The agent after a control action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ControlOutcome {
-    pub state: LifecycleState,
-    pub aborted_run: Option<RunId>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ControlError {
-    #[error("agent {0} not found")]
-    NotFound(AgentId),
-    #[error("agent {0} is private: control it through its supervisor's task handle")]
-    Private(AgentId),
-    #[error("agent {agent_id} is {why}: its actor is not running")]
-    NotRunning { agent_id: AgentId, why: NotRunning },
-    #[error("no run is in progress")]
-    NoRun,
-    #[error("run {given} is no longer the current run (current: {})", current.map_or("none".to_owned(), |r| r.to_string()))]
-    StaleRun {
-        given: RunId,
-        current: Option<RunId>,
-    },
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("the agent did not answer: {0}")]
-    Unavailable(String),
-}
 
 impl AgentActor {
     /// Applies an operator control action; synchronous, like all of `handle`.

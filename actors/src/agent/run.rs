@@ -8,8 +8,8 @@ use ractor::ActorRef;
 use tokio::task::AbortHandle;
 use tracing::Instrument;
 
-use super::{AgentMsg, TurnDone};
-use crate::turn::{self, TurnOutcome};
+use crate::protocol::{AgentMsg, TurnDone, TurnOutcome};
+use crate::turn;
 use crate::Ctx;
 
 /// Aborts a task when dropped, so a cancelled turn takes its work along.

@@ -109,7 +109,7 @@ impl CommandBrain {
             .command(&spec, &self.program, &self.args)
             .map_err(|e| failed(format!("cannot describe the brain's unit: {e}")))?;
         command.current_dir(&tmp);
-        crate::environment::scrub(&mut command, &self.env, Some(&tmp));
+        crate::process::scrub(&mut command, &self.env, Some(&tmp));
         let mut child = command
             .process_group(0)
             .stdin(Stdio::piped())

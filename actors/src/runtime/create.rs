@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 use super::partition::partition_of;
 use super::{mark_failed, CreateError, NewAgent, MAX_CREATE_BATCH};
 use crate::store::{Batch, Write};
-use crate::{now_ms, supervise, Ctx};
+use crate::{now_ms, supervisor, Ctx};
 
 /// Creates the agents and waits until they are on disk and running. Runs
 /// in a task of its own, so a caller that goes away half-way cannot leave
@@ -58,7 +58,7 @@ async fn create_to_completion(
         }
     }
     // Held until every new agent is in the directory (or failed).
-    let _slots = crate::limits::reserve_agents(ctx, specs.len())?;
+    let _slots = crate::quota::reserve_agents(ctx, specs.len())?;
     let now = now_ms();
     let mut batch = Batch::new();
     let mut created = Vec::with_capacity(specs.len());
@@ -101,7 +101,7 @@ async fn create_to_completion(
     let ids: Vec<AgentId> = created.iter().map(|(record, _)| record.id).collect();
     // Each partition starts its share in a task of its own: a batch is
     // spread over the cores as its agents are over the partitions.
-    let count = ctx.partition_count();
+    let count = ctx.topology.partition_count();
     let mut shares: Vec<Vec<(AgentRecord, Vec<MessageId>)>> =
         (0..count).map(|_| Vec::new()).collect();
     for (record, queue) in created {
@@ -143,8 +143,8 @@ async fn start_share(
     let mut failure = None;
     for (record, queue) in share {
         let agent_id = record.id;
-        let started = match ctx.partition_for(agent_id) {
-            Some(partition) => supervise::spawn_agent(ctx, record, queue, partition, false)
+        let started = match ctx.topology.partition_for(agent_id) {
+            Some(partition) => supervisor::spawn_agent(ctx, record, queue, partition, false)
                 .await
                 .map(drop)
                 .map_err(|err| err.to_string()),

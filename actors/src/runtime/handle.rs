@@ -17,14 +17,16 @@ use holarchy_supervision::{
     AgentRecord, BrainConfig, EventKind, LifecycleState, RunOutcome, Visibility,
 };
 
+use super::factory::ActorFactory;
 use super::{CreateError, NewAgent, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot};
-use crate::agent::{
+use crate::in_flight::InFlightTurn;
+use crate::protocol::GatewayMsg;
+use crate::protocol::{
     AgentMsg, AgentSnapshot, Control, ControlError, ControlOutcome, DeliverError, Delivered,
-    InFlightTurn, NotRunning,
+    NotRunning,
 };
-use crate::cleanup::{self, CleanupOutcome};
-use crate::gateway::GatewayMsg;
 use crate::store::{Batch, StoreError, Write};
+use crate::supervisor::cleanup::{self, CleanupOutcome};
 use crate::{Brain, Ctx, RuntimeConfig, Store};
 
 /// The reason a turn cut short by a graceful stop is recorded with, first
@@ -87,7 +89,7 @@ impl Runtime {
         brain: Arc<dyn Brain>,
         config: RuntimeConfig,
     ) -> Result<Self, RuntimeError> {
-        let ctx = Arc::new(Ctx::new(store, brain, config));
+        let ctx = Arc::new(Ctx::new(store, brain, Arc::new(ActorFactory), config));
         let (root, join) = Actor::spawn(None, RuntimeActor { ctx: ctx.clone() }, ())
             .await
             .map_err(|err| RuntimeError::Spawn(err.to_string()))?;
@@ -183,6 +185,7 @@ impl Runtime {
         }
         let gateway = self
             .ctx
+            .topology
             .gateway()
             .ok_or_else(|| DeliverError::Unavailable("gateway not running".into()))?;
         let timeout = Some(self.ctx.config.call_timeout);

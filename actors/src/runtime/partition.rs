@@ -13,7 +13,7 @@ use holarchy_supervision::AgentId;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tracing::{error, warn};
 
-use crate::{supervise, Ctx};
+use crate::{supervisor, Ctx};
 
 /// Which of `count` partitions supervises the public agent `agent`. The
 /// same for the life of the data directory's agents as long as `count`
@@ -64,7 +64,7 @@ impl Actor for PartitionActor {
     }
 
     /// Replaces ractor's default (stop on any child exit): agents go
-    /// through [`supervise::on_child_exit`]. Nothing here may fail: an
+    /// through [`supervisor::on_child_exit`]. Nothing here may fail: an
     /// error would stop the partition and every agent under it.
     async fn handle_supervisor_evt(
         &self,
@@ -72,13 +72,13 @@ impl Actor for PartitionActor {
         event: SupervisionEvent,
         budgets: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let Some((child, reason)) = supervise::exit_of(event) else {
+        let Some((child, reason)) = supervisor::exit_of(event) else {
             return Ok(());
         };
         if self.ctx.shutting_down.load(Ordering::Acquire) {
             return Ok(());
         }
-        supervise::on_child_exit(&self.ctx, myself.get_cell(), budgets, child, reason).await;
+        supervisor::on_child_exit(&self.ctx, myself.get_cell(), budgets, child, reason).await;
         Ok(())
     }
 }
@@ -97,8 +97,8 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
                 return;
             }
         };
-        ctx.set_partition(index, partition.clone());
-        let count = ctx.partition_count();
+        ctx.topology.set_partition(index, partition.clone());
+        let count = ctx.topology.partition_count();
         let agents = ctx
             .directory
             .agents()
@@ -109,9 +109,13 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
             })
             .map(|(id, _)| id);
         for agent_id in agents {
-            let respawned =
-                supervise::respawn_subtree(&ctx, agent_id, partition.clone(), "its partition died")
-                    .await;
+            let respawned = supervisor::respawn_subtree(
+                &ctx,
+                agent_id,
+                partition.clone(),
+                "its partition died",
+            )
+            .await;
             if let Err(err) = respawned {
                 error!(agent_id = %agent_id, error = %err, "could not respawn an agent of a restarted partition");
             }

@@ -18,9 +18,11 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use super::RuntimeSnapshot;
-use crate::agent::AgentMsg;
+use crate::plane::command;
+use crate::protocol::AgentMsg;
 use crate::store::{Batch, Write};
-use crate::{cleanup, command_plane, now_ms, supervise, Ctx};
+use crate::supervisor::cleanup;
+use crate::{now_ms, supervisor, Ctx};
 
 /// The reason a poison message is failed with, first in its run's detail.
 pub const CRASHED_DAEMON: &str = "crashed_daemon";
@@ -53,8 +55,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
             .store
             .agent(task.owner_agent_id)?
             .is_some_and(|a| a.state.is_live());
-        let (batch, _) =
-            command_plane::interrupt(task, "the daemon restarted while it ran", owner_live);
+        let (batch, _) = command::interrupt(task, "the daemon restarted while it ran", owner_live);
         interrupted_commands.writes.extend(batch.writes);
         interrupted_commands.events.extend(batch.events);
         report.interrupted_commands += 1;
@@ -178,14 +179,14 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     }
     for task in &tasks_to_spawn {
         if let Some(owner) = ctx.directory.get(task.owner_agent_id) {
-            supervise::spawn_task(ctx, task, owner.actor.get_cell()).await?;
+            supervisor::spawn_task(ctx, task, owner.actor.get_cell()).await?;
         }
     }
     // Timers re-arm from the store; one whose deadline passed while the
     // daemon was down fires at once, and only once.
     for wait in &waits_to_arm {
         if let Some(owner) = ctx.directory.get(wait.owner_agent_id) {
-            supervise::spawn_wait(ctx, wait, owner.actor.get_cell()).await?;
+            supervisor::spawn_wait(ctx, wait, owner.actor.get_cell()).await?;
         }
     }
     report.rearmed_waits = waits_to_arm.len();
@@ -219,6 +220,7 @@ async fn spawn_generation(
     for agent in generation {
         let supervisor = match agent.record.supervisor_agent_id {
             None => ctx
+                .topology
                 .partition_for(agent.record.id)
                 .ok_or("no root partition runs")?,
             Some(sup) => match ctx.directory.get(sup) {
@@ -236,7 +238,7 @@ async fn spawn_generation(
         let ctx = ctx.clone();
         // Held: no turn runs (and reshapes the tree) until all are up.
         in_flight.spawn(async move {
-            supervise::spawn_agent(&ctx, agent.record, agent.queue, supervisor, true)
+            supervisor::spawn_agent(&ctx, agent.record, agent.queue, supervisor, true)
                 .await
                 .map_err(|err| err.to_string())
         });

@@ -10,8 +10,9 @@ use holarchy_supervision::{AgentId, Profile, ToolFamily};
 use serde_json::{json, Value};
 
 use super::text_field;
-use crate::workspace_plane::{self, Target, View};
-use crate::{apply_patch, Ctx};
+use crate::plane::workspace::apply_patch;
+use crate::plane::workspace::{self, Target, View};
+use crate::Ctx;
 
 /// Runs one of the workspace tools; `None` if `tool` is not one of them.
 pub(super) async fn run(
@@ -43,13 +44,13 @@ async fn use_workspace(
     ) {
         (Some(id), None) => Target::Id(id.to_owned()),
         (None, Some(path)) => Target::Path(PathBuf::from(path)),
-        _ => return Err(workspace_plane::WorkspaceError::OneTarget.to_string()),
+        _ => return Err(workspace::WorkspaceError::OneTarget.to_string()),
     };
     // The family, not the message's sender, decides: the surface is stable.
     let may_attach = profile
         .tool_families
         .contains(ToolFamily::AuthorityExpansion);
-    let view = workspace_plane::use_workspace(ctx, agent_id, target, may_attach)
+    let view = workspace::use_workspace(ctx, agent_id, target, may_attach)
         .await
         .map_err(|e| e.to_string())?;
     Ok(view_json(&view))
@@ -58,7 +59,7 @@ async fn use_workspace(
 async fn attach(ctx: &Arc<Ctx>, agent_id: AgentId, input: &Value) -> Result<Value, String> {
     let path = text_field(input, "path")?.ok_or("`path` is required")?;
     let id = text_field(input, "workspace_id")?.map(str::to_owned);
-    let (view, binding) = workspace_plane::attach(ctx, agent_id, path.as_ref(), id)
+    let (view, binding) = workspace::attach(ctx, agent_id, path.as_ref(), id)
         .await
         .map_err(|e| e.to_string())?;
     let mut out = view_json(&view);
@@ -68,7 +69,7 @@ async fn attach(ctx: &Arc<Ctx>, agent_id: AgentId, input: &Value) -> Result<Valu
 
 async fn detach(ctx: &Arc<Ctx>, agent_id: AgentId, input: &Value) -> Result<Value, String> {
     let id = text_field(input, "workspace_id")?.ok_or("`workspace_id` is required")?;
-    let (view, binding) = workspace_plane::detach(ctx, agent_id, id)
+    let (view, binding) = workspace::detach(ctx, agent_id, id)
         .await
         .map_err(|e| e.to_string())?;
     let mut out = view_json(&view);

@@ -4,20 +4,9 @@
 //! parent's handle on it. Its state lives in the store; the actor holds
 //! only ids.
 
-use holarchy_supervision::{AgentId, TaskId};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-/// What operators and tests can see of a running task actor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TaskSnapshot {
-    pub task_id: TaskId,
-    pub owner_agent_id: AgentId,
-}
-
-#[derive(Debug)]
-pub enum TaskMsg {
-    Snapshot(RpcReplyPort<TaskSnapshot>),
-}
+use crate::protocol::{TaskMsg, TaskSnapshot};
 
 #[derive(Debug, Clone, Copy)]
 pub struct TaskActor;

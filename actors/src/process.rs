@@ -1,9 +1,15 @@
-//! The environment a program started by the runtime gets (commands and
+//! Processes the runtime starts: telling our process from a later one
+//! with its pid, ending a unit's whole tree, and the environment a program
+//! started by the runtime gets (commands and
 //! command brains): a short allowlist from the daemon's own environment,
 //! its agent's private directory as `HOME` and `TMPDIR`, plus what the
 //! caller set. Never the rest: the daemon's environment holds
 //! model API keys and the TCP token, and a command's output can end up in
 //! front of a model or an operator.
+
+use holarchy_supervision::ProcessRef;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 
 /// Variables passed through from the daemon.
 const PASSED: &[&str] = &[
@@ -39,5 +45,25 @@ pub fn scrub(
     }
     for (name, value) in extra {
         command.env(name, value);
+    }
+}
+
+/// The start time of a process, in clock ticks since boot (field 22 of
+/// `/proc/<pid>/stat`), to tell our process from a later one with its pid.
+pub fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces; fields resume after its ')'.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Ends a recorded unit that is still ours: the process with the unit's
+/// pid started exactly when the unit did. SIGHUP makes the unit kill its
+/// whole tree at once. After a daemon crash the units died with it
+/// (`PR_SET_PDEATHSIG`), so this finds nothing; and a pid reused since, by
+/// any other process, never matches.
+pub fn kill_group_if_ours(process: ProcessRef) {
+    if start_ticks(process.pgid) == Some(process.start_ticks) {
+        let _ = kill(Pid::from_raw(process.pgid), Signal::SIGHUP);
     }
 }

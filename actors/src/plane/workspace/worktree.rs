@@ -93,7 +93,7 @@ fn git_args(dir: &Path, args: &[&str]) -> Vec<String> {
 
 /// Runs `command` (git, or a unit running git when `unit`) to its end.
 async fn run(mut command: Command, args: &[&str], unit: bool) -> Result<String, WorktreeError> {
-    crate::environment::scrub(
+    crate::process::scrub(
         &mut command,
         &[
             ("GIT_TERMINAL_PROMPT".into(), "0".into()),

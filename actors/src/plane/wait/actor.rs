@@ -5,24 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use holarchy_supervision::{AgentId, EventKind, MessageRecord, Provenance, WaitId, WaitRecord};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use holarchy_supervision::{EventKind, MessageRecord, Provenance, WaitRecord};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
+use crate::protocol::{WaitMsg, WaitSnapshot};
 use crate::store::{Batch, StoreError, Write};
-use crate::{now_ms, supervise, Ctx};
-
-/// What operators and tests can see of a running wait actor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WaitSnapshot {
-    pub wait_id: WaitId,
-    pub owner_agent_id: AgentId,
-}
-
-#[derive(Debug)]
-pub enum WaitMsg {
-    Fire,
-    Snapshot(RpcReplyPort<WaitSnapshot>),
-}
+use crate::{now_ms, Ctx};
 
 #[derive(Debug, Clone)]
 pub struct WaitActor {
@@ -78,7 +66,7 @@ impl WaitActor {
         match self.ctx.store.commit(batch) {
             Ok(()) => {
                 self.ctx.directory.remove_wait(wait.id);
-                supervise::wake(&self.ctx, owner, message_id);
+                self.ctx.directory.wake(owner, message_id);
                 Ok(true)
             }
             Err(StoreError::Precondition(_)) => Ok(false),

@@ -15,12 +15,12 @@ use holarchy_supervision::{
     TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
 };
 
-use crate::limits::{self, SpawnLimitError};
+use crate::plane::workspace::path::Roots;
+use crate::plane::workspace::worktree::{self, Planned, WorktreeError};
+use crate::plane::workspace::{self, View, WorkspaceError};
+use crate::quota::{self, SpawnLimitError};
 use crate::store::{Batch, StoreError, Write};
-use crate::workspace_path::Roots;
-use crate::workspace_plane::{self, View, WorkspaceError};
-use crate::worktree::{self, Planned, WorktreeError};
-use crate::{now_ms, supervise, Ctx};
+use crate::{now_ms, supervisor, Ctx};
 
 /// What the caller asks for.
 #[derive(Debug, Clone)]
@@ -133,15 +133,15 @@ async fn spawn_to_completion(
     // Bounds, checked under the lock every spawn under this caller takes,
     // so two of them cannot both pass the last free place.
     if profile.visibility == Visibility::Private {
-        limits::check_private_child(ctx, caller).map_err(|err| match err {
+        quota::check_private_child(ctx, caller).map_err(|err| match err {
             SpawnLimitError::Limit(limit) => SpawnError::Limit(limit),
             SpawnLimitError::Store(store) => SpawnError::Store(store),
         })?;
     }
     // Held until the new agent is in the directory (or failed to start).
-    let agent_slot = limits::reserve_agents(ctx, 1)?;
+    let agent_slot = quota::reserve_agents(ctx, 1)?;
     // Read under the lock: a workspace change that returned OK is seen.
-    let parent = workspace_plane::view(ctx, caller)?;
+    let parent = workspace::view(ctx, caller)?;
     let projection = workspaces.projection(&parent, agent_id)?;
     let planned = match workspaces {
         ChildWorkspaces::Worktree { planned, .. } => Some(planned),
@@ -162,7 +162,7 @@ async fn spawn_to_completion(
         brain: caller_record.brain.clone(),
         forked_context: if fork {
             Some(
-                crate::turn::inherited_view(ctx, caller)
+                crate::context::inherited_view(ctx, caller)
                     .map_err(SpawnError::Spawn)?
                     .to_string(),
             )
@@ -222,7 +222,7 @@ async fn spawn_to_completion(
     drop(agent_slot);
     if let Err(err) = started {
         // Leave no half-made child behind: clean up what was committed.
-        let _ = supervise::end_child(
+        let _ = supervisor::end_child(
             ctx,
             agent_id,
             TaskStatus::Failed,
@@ -274,13 +274,16 @@ async fn start(
             // the child back from the store with the rest of its subtree.
             None => return Ok(()),
         },
-        None => ctx.partition_for(child).ok_or("the runtime is stopping")?,
+        None => ctx
+            .topology
+            .partition_for(child)
+            .ok_or("the runtime is stopping")?,
     };
-    supervise::spawn_agent(ctx, record, queue, supervisor_cell.clone(), false)
+    supervisor::spawn_agent(ctx, record, queue, supervisor_cell.clone(), false)
         .await
         .map_err(|err| err.to_string())?;
     if let Some(task) = task {
-        supervise::spawn_task(ctx, task, supervisor_cell)
+        supervisor::spawn_task(ctx, task, supervisor_cell)
             .await
             .map_err(|err| err.to_string())?;
     }
@@ -319,9 +322,9 @@ impl ChildWorkspaces {
             }
             (Visibility::Private, WorkspaceMode::Inherit, None) => Ok(Self::Inherit),
             (Visibility::Private, WorkspaceMode::Worktree, None) => {
-                let parent = workspace_plane::view(ctx, caller)?;
+                let parent = workspace::view(ctx, caller)?;
                 let from = parent.place();
-                let root = workspace_plane::active_root(&parent);
+                let root = workspace::active_root(&parent);
                 let planned = worktree::plan(ctx, &root, &from.dir, task_id).await?;
                 Ok(Self::Worktree { from, planned })
             }

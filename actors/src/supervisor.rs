@@ -7,253 +7,30 @@
 //! supervisor gives up: the subtree is cleaned up, the agent marked failed,
 //! and its parent learns it through the task handle.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use holarchy_supervision::cleanup::CleanupReason;
 use holarchy_supervision::restart::{RestartBudgets, RestartDecision};
 use holarchy_supervision::{
-    AgentId, AgentRecord, EventKind, MessageEvent, MessageId, MessageRecord, MessageStatus,
-    Provenance, RunOutcome, TaskId, TaskKind, TaskRecord, TaskStatus, WaitId, WaitRecord,
-    WaitStatus,
+    AgentId, AgentRecord, EventKind, MessageId, MessageRecord, Provenance, TaskId, TaskKind,
+    TaskRecord, TaskStatus, WaitId, WaitStatus,
 };
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, ActorStatus, SupervisionEvent};
+use ractor::{ActorCell, ActorProcessingErr, ActorStatus, SupervisionEvent};
 use tracing::{error, warn};
 
-use crate::agent::{AgentActor, AgentArgs, AgentMsg};
-use crate::directory::{DirectoryEntry, Member};
+use crate::directory::Member;
+use crate::plane::command;
 use crate::store::{Batch, StoreError, Write};
-use crate::task::{TaskActor, TaskSnapshot};
-use crate::wait::WaitActor;
-use crate::{cleanup, command_plane, now_ms, Ctx};
+use crate::{now_ms, Ctx};
 
-/// Spawns one agent actor under `supervisor` with the given queue, and
-/// registers it. Returns `None` (and stops the new actor) if the agent was
-/// cleaned up while it started.
-pub async fn spawn_agent(
-    ctx: &Arc<Ctx>,
-    record: AgentRecord,
-    queue: Vec<MessageId>,
-    supervisor: ActorCell,
-    held: bool,
-) -> Result<Option<ActorRef<AgentMsg>>, ActorProcessingErr> {
-    let agent_id = record.id;
-    let visibility = record.profile.visibility;
-    let (actor, _) = Actor::spawn_linked(
-        None,
-        AgentActor::new(ctx.clone()),
-        AgentArgs {
-            record,
-            queue,
-            held,
-        },
-        supervisor,
-    )
-    .await?;
-    let entry = DirectoryEntry {
-        actor: actor.clone(),
-        visibility,
-    };
-    ctx.directory.insert(agent_id, entry);
-    // A restart can race a cleanup of the same agent. A cleanup commits
-    // before it forgets actors, and this check follows the registration, so
-    // one of the two always sees the other: no actor outlives its record.
-    if !ctx
-        .store
-        .agent(agent_id)?
-        .is_some_and(|r| r.state.is_live())
-    {
-        ctx.directory.remove_actor(actor.get_id());
-        actor.stop(Some("ended while starting".into()));
-        return Ok(None);
-    }
-    Ok(Some(actor))
-}
+pub mod cleanup;
+mod respawn;
 
-/// Spawns the task actor of a running task under its owner's actor.
-pub async fn spawn_task(
-    ctx: &Ctx,
-    task: &TaskRecord,
-    owner: ActorCell,
-) -> Result<(), ActorProcessingErr> {
-    let snapshot = TaskSnapshot {
-        task_id: task.id,
-        owner_agent_id: task.owner_agent_id,
-    };
-    let (actor, _) = Actor::spawn_linked(None, TaskActor, snapshot, owner).await?;
-    ctx.directory.insert_task(task.id, actor);
-    Ok(())
-}
-
-/// Spawns the wait actor of an armed wait under its owner's actor.
-pub async fn spawn_wait(
-    ctx: &Arc<Ctx>,
-    wait: &WaitRecord,
-    owner: ActorCell,
-) -> Result<(), ActorProcessingErr> {
-    let (actor, _) =
-        Actor::spawn_linked(None, WaitActor::new(ctx.clone()), wait.clone(), owner).await?;
-    ctx.directory.insert_wait(wait.id, actor.clone());
-    if !ctx
-        .store
-        .wait(wait.id)?
-        .is_some_and(|w| w.status == WaitStatus::Armed)
-    {
-        ctx.directory.remove_wait(wait.id);
-        actor.stop(Some("ended while starting".into()));
-    }
-    Ok(())
-}
-
-/// The agent's pending messages in queue order, and a batch that puts an
-/// in-flight one back to queued and closes its run as interrupted.
-pub fn requeue_interrupted(
-    ctx: &Ctx,
-    agent_id: AgentId,
-    reason: &str,
-) -> Result<(Batch, Vec<MessageId>), StoreError> {
-    let pending = ctx.store.pending_messages(agent_id)?;
-    let mut batch = Batch::new();
-    let mut queue = Vec::with_capacity(pending.len());
-    for mut message in pending {
-        queue.push(message.id);
-        if let MessageStatus::Handling { run_id } = message.status {
-            batch = batch.event(
-                agent_id,
-                EventKind::RunFinished {
-                    run_id,
-                    message_id: message.id,
-                    outcome: RunOutcome::Interrupted,
-                    detail: reason.to_owned(),
-                },
-            );
-            message.status = message
-                .status
-                .next(MessageEvent::Requeue)
-                .unwrap_or(message.status);
-            // Guarded: a cleanup may have cancelled it since it was read.
-            batch = batch.write(Write::Requeue(message));
-        }
-    }
-    Ok((batch, queue))
-}
-
-/// Respawns `record`'s agent under `supervisor`, then every live agent it
-/// supervises (recursively, parents first) and every running task handle,
-/// each from its stored state. Every agent is held (no turn starts) until
-/// the whole subtree runs, so no turn reshapes the tree mid-way; a node
-/// cleaned up meanwhile is skipped. Returns how many agents run again.
-pub async fn spawn_tree(
-    ctx: &Arc<Ctx>,
-    record: AgentRecord,
-    supervisor: ActorCell,
-    reason: &str,
-) -> Result<usize, ActorProcessingErr> {
-    let root = record.id;
-    let mut todo = VecDeque::from([(root, supervisor)]);
-    let mut started = Vec::new();
-    while let Some((agent_id, supervisor)) = todo.pop_front() {
-        // Read again: a cleanup may have ended it since it was queued here.
-        let Some(record) = ctx.store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
-            continue;
-        };
-        let (batch, queue) = requeue_interrupted(ctx, agent_id, reason)?;
-        if !batch.is_empty() {
-            ctx.store.commit(batch)?;
-        }
-        let actor = match spawn_agent(ctx, record, queue, supervisor, true).await {
-            Ok(Some(actor)) => actor,
-            Ok(None) => continue,
-            Err(err) if agent_id == root => return Err(err),
-            // Its supervisor ended while the subtree came back.
-            Err(err) => {
-                warn!(agent_id = %agent_id, error = %err, "skipped respawning a descendant");
-                continue;
-            }
-        };
-        for task in ctx.store.tasks_of(agent_id)? {
-            if task.status != TaskStatus::Running {
-                continue;
-            }
-            match task.kind {
-                TaskKind::ChildAgent { .. } => {
-                    if let Err(err) = spawn_task(ctx, &task, actor.get_cell()).await {
-                        warn!(task_id = %task.id, error = %err, "skipped respawning a task handle");
-                    }
-                }
-                // Its process died with the old actor; the owner learns
-                // of it once released.
-                TaskKind::Command => {
-                    let (batch, _) = command_plane::interrupt(&task, "its agent restarted", true);
-                    ctx.store.commit(batch)?;
-                }
-            }
-        }
-        for wait in ctx.store.waits_of(agent_id)? {
-            if wait.status == WaitStatus::Armed {
-                if let Err(err) = spawn_wait(ctx, &wait, actor.get_cell()).await {
-                    warn!(wait_id = %wait.id, error = %err, "skipped re-arming a wait");
-                }
-            }
-        }
-        for child in ctx.store.children_of(agent_id)? {
-            todo.push_back((child, actor.get_cell()));
-        }
-        started.push((agent_id, actor));
-    }
-    let count = started.len();
-    for (agent_id, actor) in started {
-        // Messages that reached the store after the queue was read (a
-        // child's result, say) would otherwise wait for the next start.
-        let pending = ctx
-            .store
-            .pending_messages(agent_id)?
-            .into_iter()
-            .map(|m| m.id)
-            .collect();
-        let _ = actor.cast(AgentMsg::Release { pending });
-    }
-    Ok(count)
-}
-
-/// Respawns `agent_id`'s live subtree under `supervisor` after its actors
-/// died with their supervisor (a root partition), outside any restart
-/// budget: the agents did not fail. Returns how many agents run again.
-pub async fn respawn_subtree(
-    ctx: &Arc<Ctx>,
-    agent_id: AgentId,
-    supervisor: ActorCell,
-    reason: &str,
-) -> Result<usize, ActorProcessingErr> {
-    let store = &ctx.store;
-    let _structure = ctx
-        .structure
-        .lock_subtree(agent_id, |agent| store.children_of(agent))
-        .await?;
-    let Some(record) = store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
-        return Ok(0);
-    };
-    forget_subtree(ctx, agent_id)?;
-    spawn_tree(ctx, record, supervisor, reason).await
-}
-
-/// Forgets every actor of `root`'s subtree: they died with it.
-fn forget_subtree(ctx: &Ctx, root: AgentId) -> Result<(), StoreError> {
-    let mut todo = vec![root];
-    while let Some(agent_id) = todo.pop() {
-        ctx.directory.remove(agent_id);
-        for task in ctx.store.tasks_of(agent_id)? {
-            ctx.directory.remove_task(task.id);
-            ctx.directory.remove_command(task.id);
-        }
-        for wait in ctx.store.waits_of(agent_id)? {
-            ctx.directory.remove_wait(wait.id);
-        }
-        todo.extend(ctx.store.children_of(agent_id)?);
-    }
-    Ok(())
-}
+use respawn::forget_subtree;
+pub use respawn::{
+    requeue_interrupted, respawn_subtree, spawn_agent, spawn_task, spawn_tree, spawn_wait,
+};
 
 /// The task through which `child`'s supervisor holds it, if any.
 pub fn handle_task_of(ctx: &Ctx, child: &AgentRecord) -> Result<Option<TaskRecord>, StoreError> {
@@ -305,15 +82,6 @@ pub fn finish_handle(
     (batch, Some(message_id))
 }
 
-/// Puts a message already in the store on its agent's queue.
-pub fn wake(ctx: &Ctx, agent_id: AgentId, message_id: MessageId) {
-    if let Some(entry) = ctx.directory.get(agent_id) {
-        // A parent that is not running picks the message up from the store
-        // when it next starts.
-        let _ = entry.actor.cast(AgentMsg::Wake(message_id));
-    }
-}
-
 /// Ends a supervised child's subtree and its handle: completion, a stop,
 /// or a failure. Tells the owner with a child-result message when asked.
 pub async fn end_child(
@@ -340,7 +108,7 @@ pub async fn end_child(
     };
     cleanup::run(ctx, child, reason, extra).await?;
     if let (Some(owner), Some(message_id)) = (record.supervisor_agent_id, message) {
-        wake(ctx, owner, message_id);
+        ctx.directory.wake(owner, message_id);
     }
     Ok(task_id)
 }
@@ -436,7 +204,7 @@ fn decide(
 }
 
 async fn restart_task(
-    ctx: &Ctx,
+    ctx: &Arc<Ctx>,
     task_id: TaskId,
     owner: ActorCell,
 ) -> Result<(), ActorProcessingErr> {
@@ -458,10 +226,10 @@ fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), Act
         .filter(|t| t.status == TaskStatus::Running)
     {
         let (batch, message) =
-            command_plane::interrupt(&task, &format!("its actor stopped: {reason}"), true);
+            command::interrupt(&task, &format!("its actor stopped: {reason}"), true);
         ctx.store.commit(batch)?;
         if let Some(message_id) = message {
-            wake(ctx, task.owner_agent_id, message_id);
+            ctx.directory.wake(task.owner_agent_id, message_id);
         }
     }
     Ok(())
@@ -506,7 +274,7 @@ async fn restart_agent(
                     reason: reason.clone(),
                 },
             ))?;
-            ctx.restarts.fetch_add(1, Ordering::Relaxed);
+            ctx.stats.restarts.fetch_add(1, Ordering::Relaxed);
             warn!(agent_id = %agent_id, reason = %reason, "restarting failed agent");
             let detail = format!("agent actor failed: {reason}");
             if let Err(err) = spawn_tree(ctx, record, supervisor.clone(), &detail).await {
@@ -530,7 +298,7 @@ async fn restart_agent(
 /// Marks the agent failed and cleans up its subtree, in a task of its own
 /// (a cleanup never runs inside a `handle`).
 fn give_up(ctx: &Arc<Ctx>, agent_id: AgentId, why: String) {
-    ctx.given_up.fetch_add(1, Ordering::Relaxed);
+    ctx.stats.given_up.fetch_add(1, Ordering::Relaxed);
     warn!(agent_id = %agent_id, reason = %why, "giving up on agent");
     let ctx = ctx.clone();
     tokio::spawn(async move {

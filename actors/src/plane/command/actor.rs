@@ -21,15 +21,17 @@ use holarchy_supervision::{
 };
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 use tokio::task::AbortHandle;
 use tracing::warn;
 
+use crate::process::start_ticks;
+use crate::protocol::CommandMsg;
 use crate::secrets::Secrets;
 use crate::store::{Batch, StoreError, Write};
-use crate::{now_ms, supervise, Ctx};
+use crate::{now_ms, Ctx};
 
 /// Bytes read from a pipe at a time.
 const READ_SIZE: usize = 64 * 1024;
@@ -84,22 +86,6 @@ pub struct CommandArgs {
     pub env: Vec<(String, String)>,
     /// The command line to run. The record keeps it with secrets redacted.
     pub line: String,
-}
-
-#[derive(Debug)]
-pub enum CommandMsg {
-    /// A piece of output; the reply says it is stored (backpressure).
-    Output(Stream, Vec<u8>, RpcReplyPort<()>),
-    Eof(Stream),
-    Exited(ExitInfo),
-    Input(Vec<u8>, RpcReplyPort<Result<(), String>>),
-    /// SIGTERM to the unit (passed on to the command), and SIGHUP after
-    /// `grace` (the unit kills the whole tree at once).
-    Stop {
-        grace: Duration,
-        reply: RpcReplyPort<()>,
-    },
-    Kill,
 }
 
 /// The command's unit (see [`crate::sandbox`]): the process that owns the
@@ -211,26 +197,6 @@ pub struct CommandActor {
 impl CommandActor {
     pub fn new(ctx: Arc<Ctx>) -> Self {
         Self { ctx }
-    }
-}
-
-/// The start time of a process, in clock ticks since boot (field 22 of
-/// `/proc/<pid>/stat`), to tell our process from a later one with its pid.
-pub fn start_ticks(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces; fields resume after its ')'.
-    let rest = stat.get(stat.rfind(')')? + 2..)?;
-    rest.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Ends a recorded unit that is still ours: the process with the unit's
-/// pid started exactly when the unit did. SIGHUP makes the unit kill its
-/// whole tree at once. After a daemon crash the units died with it
-/// (`PR_SET_PDEATHSIG`), so this finds nothing; and a pid reused since, by
-/// any other process, never matches.
-pub fn kill_group_if_ours(process: ProcessRef) {
-    if start_ticks(process.pgid) == Some(process.start_ticks) {
-        let _ = kill(Pid::from_raw(process.pgid), Signal::SIGHUP);
     }
 }
 
@@ -442,7 +408,7 @@ impl CommandActor {
         }
         self.ctx.directory.remove_command(task_id);
         if let Some(message_id) = wake {
-            supervise::wake(&self.ctx, owner, message_id);
+            self.ctx.directory.wake(owner, message_id);
         }
         let _ = state.done.send(true);
         self.ctx.notify_output(task_id);
@@ -500,7 +466,7 @@ impl Actor for CommandActor {
         let mut command =
             sandbox.command(&spec, "/bin/sh", &[script.0.to_string_lossy().into_owned()])?;
         command.current_dir(&workdir);
-        crate::environment::scrub(&mut command, &[], Some(&tmp));
+        crate::process::scrub(&mut command, &[], Some(&tmp));
         // No kill_on_drop: killing the unit outright would strand what the
         // command moved out of its group; the guard asks the unit instead.
         let mut child = command

@@ -15,9 +15,14 @@ use ractor::rpc::CallResult;
 use ractor::Actor;
 use tokio::sync::watch;
 
-use crate::command::{kill_group_if_ours, CommandActor, CommandArgs, CommandMsg, Handoff};
+use crate::process::kill_group_if_ours;
+use crate::protocol::CommandMsg;
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
+
+mod actor;
+
+pub use actor::{CommandActor, CommandArgs, Handoff};
 
 /// Default time a call waits for its command before yielding a handle.
 pub const DEFAULT_YIELD_MS: u64 = 3_000;
@@ -102,8 +107,8 @@ pub async fn exec(
     }
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
     // Counted under the owner's lock, which every command start takes.
-    let slot = crate::limits::command_slot(ctx, owner)?;
-    let view = crate::workspace_plane::view(ctx, owner)?;
+    let slot = crate::quota::command_slot(ctx, owner)?;
+    let view = crate::plane::workspace::view(ctx, owner)?;
     let place = view.place();
     let writable = writable_roots(ctx, &view)?;
     // Placeholders may have put a secret (a trigger token) in the line: the
@@ -251,7 +256,7 @@ pub async fn stop(ctx: &Ctx, task_id: TaskId) -> Result<(), CommandError> {
 /// never from the worktree's `.git` file, which the agent may rewrite.
 fn writable_roots(
     ctx: &Ctx,
-    view: &crate::workspace_plane::View,
+    view: &crate::plane::workspace::View,
 ) -> Result<Vec<std::path::PathBuf>, StoreError> {
     let roots: Vec<_> = view.bindings().into_iter().map(|b| b.root).collect();
     let mut writable = roots.clone();

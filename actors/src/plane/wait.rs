@@ -10,9 +10,14 @@ use holarchy_supervision::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::agent::{self, DeliverError, Delivered, NewMessage};
+use crate::directory;
+use crate::protocol::{DeliverError, Delivered, NewMessage};
 use crate::store::{Batch, StoreError, Write};
-use crate::{now_ms, supervise, Ctx};
+use crate::{now_ms, supervisor, Ctx};
+
+mod actor;
+
+pub use actor::WaitActor;
 
 /// Longest timer: a year. Longer is surely a mistake.
 pub const MAX_SLEEP_MS: u64 = 366 * 24 * 3600 * 1000;
@@ -84,7 +89,7 @@ async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> 
         .get(wait.owner_agent_id)
         .ok_or(WaitError::OwnerGone)?;
     // Counted under the owner's lock, which every new wait takes: exact.
-    crate::limits::check_waits(ctx, wait.owner_agent_id)?;
+    crate::quota::check_waits(ctx, wait.owner_agent_id)?;
     ctx.store.commit(
         Batch::new()
             .event(
@@ -97,7 +102,7 @@ async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> 
             )
             .write(Write::PutWait(wait.clone())),
     )?;
-    if let Err(err) = supervise::spawn_wait(ctx, &wait, owner.actor.get_cell()).await {
+    if let Err(err) = supervisor::spawn_wait(ctx, &wait, owner.actor.get_cell()).await {
         // The owner is going down; its pending restart re-arms the wait
         // from the record committed above.
         tracing::debug!(wait_id = %wait.id, error = %err, "wait left to the owner's restart");
@@ -237,7 +242,7 @@ pub async fn deliver(
         // Scoped to the trigger, so two triggers' keys never collide.
         dedupe_key: dedupe_key.map(|key| format!("trigger:{wait_id}:{key}")),
     };
-    match agent::deliver(&entry.actor, message, ctx.config.call_timeout).await {
+    match directory::deliver(&entry.actor, message, ctx.config.call_timeout).await {
         Ok(delivered) => Ok(delivered),
         // Refusals name the agent; a trigger caller learns only that it failed.
         Err(DeliverError::QueueFull { limit }) => Err(DeliverError::QueueFull { limit }.into()),

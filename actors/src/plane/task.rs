@@ -8,11 +8,16 @@ use holarchy_supervision::{
     AgentId, MessageStatus, OutputChunk, Provenance, TaskId, TaskKind, TaskRecord, TaskStatus,
 };
 
-use crate::agent::{deliver, DeliverError, Delivered, NewMessage, NotRunning};
-use crate::command_plane::{self, CommandError};
+use crate::directory::deliver;
+use crate::plane::command::{self, CommandError};
+use crate::plane::workspace::worktree::WorktreeError;
+use crate::protocol::{DeliverError, Delivered, NewMessage, NotRunning};
 use crate::store::StoreError;
-use crate::worktree::WorktreeError;
-use crate::{supervise, Ctx};
+use crate::{supervisor, Ctx};
+
+mod actor;
+
+pub use actor::TaskActor;
 
 /// How many of a running child's messages make its progress output.
 const PROGRESS_MESSAGES: usize = 100;
@@ -80,7 +85,7 @@ pub fn output(
                 .last()
                 .map_or(offset, |c| c.offset + c.data.len() as u64);
             TaskOutput {
-                text: command_plane::text(&chunks),
+                text: command::text(&chunks),
                 // Bytes before `first` that the caller asked for are gone.
                 dropped: first.saturating_sub(offset),
                 next_offset: next,
@@ -137,7 +142,7 @@ pub async fn input(
     let child = match task.kind {
         TaskKind::ChildAgent { child_agent_id } => child_agent_id,
         TaskKind::Command => {
-            command_plane::input(ctx, task_id, body.into_bytes()).await?;
+            command::input(ctx, task_id, body.into_bytes()).await?;
             return Ok(None);
         }
     };
@@ -170,7 +175,7 @@ pub async fn stop(
         // A completed child's task keeps its worktree until told to let it
         // go: stopping the ended task is that word.
         if task.pending_worktree().is_some() {
-            crate::worktree::release(ctx, task_id).await?;
+            crate::plane::workspace::worktree::release(ctx, task_id).await?;
             ctx.store.durable().await?;
             return get(ctx, task_id, owner);
         }
@@ -181,7 +186,7 @@ pub async fn stop(
     }
     match task.kind {
         TaskKind::ChildAgent { child_agent_id } => {
-            supervise::end_child(
+            supervisor::end_child(
                 ctx,
                 child_agent_id,
                 TaskStatus::Stopped,
@@ -190,7 +195,7 @@ pub async fn stop(
             )
             .await?;
         }
-        TaskKind::Command => command_plane::stop(ctx, task_id).await?,
+        TaskKind::Command => command::stop(ctx, task_id).await?,
     }
     get(ctx, task_id, owner)
 }

@@ -22,8 +22,8 @@ use holarchy_supervision::AgentId;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
-use crate::workspace_path::{PathError, Roots};
-use crate::workspace_plane::{self, WorkspaceError};
+use crate::plane::workspace::path::{PathError, Roots};
+use crate::plane::workspace::{self, WorkspaceError};
 use crate::Ctx;
 
 use beneath::{How, Root};
@@ -107,9 +107,9 @@ pub async fn apply(
     if text.is_empty() || text.len() > MAX_PATCH_LEN {
         return Err(ApplyError::TooLarge);
     }
-    workspace_plane::ensure_home(ctx, agent_id)?;
-    let view = workspace_plane::view(ctx, agent_id)?;
-    let root = workspace_plane::active_root(&view);
+    workspace::ensure_home(ctx, agent_id)?;
+    let view = workspace::view(ctx, agent_id)?;
+    let root = workspace::active_root(&view);
     let cwd = view.place().dir;
     let text = text.to_owned();
     // File I/O and fsyncs: off the async workers.

@@ -8,7 +8,8 @@ use holarchy_supervision::{
     AgentId, EventKind, Provenance, WorkItemId, WorkItemRecord, WorkStatus,
 };
 
-use crate::agent::{deliver, DeliverError, Delivered, NewMessage, NotRunning};
+use crate::directory::deliver;
+use crate::protocol::{DeliverError, Delivered, NewMessage, NotRunning};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
 

@@ -1,0 +1,169 @@
+//! What a brain sees of its agent beside the message: the work focus and
+//! its plan, armed waits, a short tail of recent turns, what a forked child
+//! inherited, and the JSON views of tasks, waits and work items that tools
+//! return too. Every part is bounded, however long the agent's history.
+
+use holarchy_supervision::workspace::{Place, Worktree};
+use holarchy_supervision::{
+    AgentId, AgentRecord, MessageId, MessageRecord, MessageStatus, Provenance, TaskKind,
+    TaskRecord, WaitKind, WaitRecord, WaitStatus, WorkItemRecord,
+};
+use serde_json::{json, Value};
+
+use crate::brain::MessageView;
+use crate::plane::work;
+use crate::Ctx;
+
+/// Earlier turns shown to the brain, and how much of each.
+const RECENT_TURNS: usize = 5;
+const RECENT_CHARS: usize = 500;
+/// The newest messages read to find them: a turn start reads no more than
+/// this many (each at most a message's 64 KiB), however long the agent's
+/// history. Messages queued behind the current one are newer and take
+/// room in it, so an agent with a deep queue may see fewer earlier turns.
+const RECENT_WINDOW: usize = 32;
+
+fn cut(text: &str) -> String {
+    if text.chars().count() <= RECENT_CHARS {
+        text.to_owned()
+    } else {
+        let mut short: String = text.chars().take(RECENT_CHARS).collect();
+        short.push('…');
+        short
+    }
+}
+
+pub fn message_view(message: &MessageRecord) -> MessageView {
+    let from = match message.provenance {
+        Provenance::Parent { agent_id }
+        | Provenance::ChildResult { agent_id }
+        | Provenance::Creator { agent_id } => Some(agent_id.to_string()),
+        Provenance::Operator
+        | Provenance::Trigger { .. }
+        | Provenance::Timer { .. }
+        | Provenance::SelfQueued
+        | Provenance::TaskResult { .. }
+        | Provenance::Runtime => None,
+    };
+    MessageView {
+        message_id: message.id.to_string(),
+        provenance: message.provenance.kind().to_owned(),
+        from_agent_id: from,
+        text: message.body.clone(),
+    }
+}
+
+/// The newest handled turns of an agent, cut short, oldest first.
+fn recent_turns(
+    ctx: &Ctx,
+    agent_id: AgentId,
+    except: Option<MessageId>,
+) -> Result<Vec<Value>, String> {
+    // The newest messages only: an agent's history grows without bound.
+    let messages = ctx
+        .store
+        .last_messages(agent_id, RECENT_WINDOW)
+        .map_err(|e| e.to_string())?;
+    let handled: Vec<&MessageRecord> = messages
+        .iter()
+        .filter(|m| Some(m.id) != except && matches!(m.status, MessageStatus::Handled { .. }))
+        .collect();
+    Ok(handled[handled.len().saturating_sub(RECENT_TURNS)..]
+        .iter()
+        .map(|m| json!({ "provenance": m.provenance.kind(), "text": cut(&m.body), "reply": m.reply.as_deref().map(cut) }))
+        .collect())
+}
+
+/// What a child spawned with `context: "fork"` inherits from its parent:
+/// the parent's work focus with its plan, and its recent turns. The handoff
+/// itself is the child's initial message.
+pub fn inherited_view(ctx: &Ctx, parent: AgentId) -> Result<Value, String> {
+    let focus = work::focus(ctx, parent).map_err(|e| e.to_string())?;
+    Ok(json!({
+        "from_agent_id": parent.to_string(),
+        "work_item": focus.map(|w| work_json(&w)),
+        "recent_turns": recent_turns(ctx, parent, None)?,
+    }))
+}
+
+/// Bounded context from structured state: the work focus and its plan,
+/// armed waits, a short tail of recent turns, and, for a forked child, what
+/// it inherited from its parent.
+pub fn bounded(ctx: &Ctx, record: &AgentRecord, current: &MessageRecord) -> Result<Value, String> {
+    let agent_id = record.id;
+    let focus = work::focus(ctx, agent_id).map_err(|e| e.to_string())?;
+    let waits: Vec<String> = ctx
+        .store
+        .waits_of(agent_id)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|w| w.status == WaitStatus::Armed)
+        .map(|w| w.describe())
+        .collect();
+    let inherited = record
+        .forked_context
+        .as_deref()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok());
+    Ok(json!({
+        "work_item": focus.map(|w| work_json(&w)),
+        "waiting_on": waits,
+        "recent_turns": recent_turns(ctx, agent_id, Some(current.id))?,
+        "inherited": inherited,
+    }))
+}
+
+pub fn wait_json(wait: &WaitRecord) -> Value {
+    let deadline = match wait.kind {
+        WaitKind::Timer { deadline_ms } => Some(deadline_ms),
+        WaitKind::Trigger { .. } => None,
+    };
+    json!({
+        "wait_id": wait.id.to_string(),
+        "kind": wait.kind.name(),
+        "status": wait.status.name(),
+        "reason": wait.reason,
+        "work_item_id": wait.work_item_id.map(|w| w.to_string()),
+        "deadline_ms": deadline,
+    })
+}
+
+pub fn work_json(item: &WorkItemRecord) -> Value {
+    json!({
+        "work_item_id": item.id.to_string(),
+        "objective": item.objective,
+        "status": item.status.name(),
+        "plan": item.plan.iter().map(|s| json!({ "title": s.title, "status": s.status.name() })).collect::<Vec<_>>(),
+    })
+}
+
+pub fn task_json(task: &TaskRecord) -> Value {
+    let child = match task.kind {
+        TaskKind::ChildAgent { child_agent_id } => Some(child_agent_id.to_string()),
+        TaskKind::Command => None,
+    };
+    json!({
+        "task_id": task.id.to_string(),
+        "task_kind": task.kind.name(),
+        "label": task.label,
+        "status": task.status.name(),
+        "child_agent_id": child,
+        "command": task.command,
+        "exit": task.exit.map(|e| e.describe()),
+        "output": task.output,
+        "ran_in": task.place.as_ref().map(place_json),
+        "worktree": task.worktree.as_ref().map(worktree_json),
+    })
+}
+
+pub fn place_json(place: &Place) -> Value {
+    json!({ "workspace_id": place.workspace_id, "dir": place.dir.display().to_string() })
+}
+
+pub fn worktree_json(worktree: &Worktree) -> Value {
+    json!({
+        "path": worktree.path.display().to_string(),
+        "branch": worktree.branch,
+        "repository": worktree.repo.display().to_string(),
+        "removed": worktree.removed,
+    })
+}

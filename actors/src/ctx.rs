@@ -1,0 +1,216 @@
+//! The context every actor of one runtime shares (see [`Ctx`]), and the
+//! [`Factory`] through which supervisors start their children.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::Arc;
+use std::time::Duration;
+
+use holarchy_supervision::{AgentId, WaitRecord};
+use ractor::{ActorCell, ActorProcessingErr, ActorRef};
+
+use crate::brain::Brain;
+use crate::config::RuntimeConfig;
+use crate::directory::Directory;
+use crate::in_flight::InFlight;
+use crate::protocol::{AgentArgs, AgentMsg, TaskMsg, TaskSnapshot, WaitMsg};
+use crate::store::Store;
+use crate::topology::Topology;
+use crate::{limits, secrets, structure};
+
+/// What every actor of one runtime shares: read-only services, the
+/// statistics (atomics), the locks that order structural changes, and
+/// where the runtime's fixed actors are. What changes with one actor's
+/// work (queues, restart budgets, runs) lives in that actor's state.
+pub struct Ctx {
+    // Services, read-only after construction.
+    pub store: Arc<dyn Store>,
+    pub brain: Arc<dyn Brain>,
+    pub directory: Directory,
+    pub config: RuntimeConfig,
+    /// Starts the actors supervisors supervise, so supervision names no
+    /// actor kind.
+    pub factory: Arc<dyn Factory>,
+    /// One HTTP client (and connection pool) for every model brain.
+    pub http: reqwest::Client,
+    /// Slots for command-brain steps, one process each, across the daemon.
+    pub brain_processes: Arc<tokio::sync::Semaphore>,
+    /// Task ids whose command output grew or ended, for followers.
+    output_events: tokio::sync::broadcast::Sender<holarchy_supervision::TaskId>,
+
+    // Locks that order structural changes; never held across a flush, git
+    // or a process stop.
+    /// One lock per agent on its structure (children, tasks, waits,
+    /// workspaces), so a child is never created under a supervisor being
+    /// cleaned up. Never taken inside an actor's `handle`.
+    pub structure: structure::StructureLocks,
+    /// Serialises worktree removals per repository (its git directory): a
+    /// stop and a sweep may race for one worktree, and git locks a
+    /// repository's worktree list and refs.
+    pub worktrees: structure::KeyedLocks<std::path::PathBuf>,
+
+    // Counters.
+    pub stats: Stats,
+    /// Daemon-wide counts behind [`limits::Limits`].
+    pub usage: limits::Usage,
+    /// Which messages turns in flight hold, for a graceful shutdown.
+    pub in_flight: Arc<InFlight>,
+    /// Set before the runtime stops its children, so their exits are not
+    /// taken for failures.
+    pub shutting_down: AtomicBool,
+
+    /// The root, the gateway and the root partitions, once started.
+    pub topology: Topology,
+}
+
+/// Daemon-wide statistics: plain counters, read by status.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Turns in flight, across all agents.
+    pub busy: Arc<AtomicUsize>,
+    /// Agents restarted after a failure.
+    pub restarts: AtomicU64,
+    /// Agents whose supervisor gave up on them.
+    pub given_up: AtomicU64,
+}
+
+/// A future that starts one actor.
+pub type Starting<'a, M> =
+    Pin<Box<dyn Future<Output = Result<ActorRef<M>, ActorProcessingErr>> + Send + 'a>>;
+
+/// How supervisors start the actors they supervise, linked under the
+/// supervisor given. The runtime provides it; supervision code only ever
+/// asks for "an agent", "a task handle" or "a wait", never names the actor
+/// that runs one.
+pub trait Factory: Send + Sync + 'static {
+    fn agent<'a>(
+        &'a self,
+        ctx: &'a Arc<Ctx>,
+        args: AgentArgs,
+        supervisor: ActorCell,
+    ) -> Starting<'a, AgentMsg>;
+
+    fn task<'a>(
+        &'a self,
+        ctx: &'a Arc<Ctx>,
+        task: TaskSnapshot,
+        owner: ActorCell,
+    ) -> Starting<'a, TaskMsg>;
+
+    fn wait<'a>(
+        &'a self,
+        ctx: &'a Arc<Ctx>,
+        wait: WaitRecord,
+        owner: ActorCell,
+    ) -> Starting<'a, WaitMsg>;
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("brain", &self.brain.name())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    pub fn new(
+        store: Arc<dyn Store>,
+        brain: Arc<dyn Brain>,
+        factory: Arc<dyn Factory>,
+        mut config: RuntimeConfig,
+    ) -> Self {
+        // Paths under these roots are compared with canonical ones, so the
+        // roots themselves are made canonical once (made first, if need be).
+        for root in [
+            &mut config.workspace_root,
+            &mut config.worktree_root,
+            &mut config.sandbox.tmp_root,
+        ] {
+            let canonical =
+                std::fs::create_dir_all(&*root).and_then(|()| std::fs::canonicalize(&*root));
+            if let Ok(canonical) = canonical {
+                *root = canonical;
+            }
+        }
+        let sandbox = &mut config.sandbox;
+        for path in sandbox
+            .protected
+            .iter_mut()
+            .chain(&mut sandbox.allowed_roots)
+        {
+            if let Ok(canonical) = std::fs::canonicalize(&*path) {
+                *path = canonical;
+            }
+        }
+        // A system path that holds a protected one (a data directory under
+        // /opt, say) would let every program read it: it is dropped. The
+        // daemon's program is protected from writes only: it is no secret,
+        // and dropping the directory holding it (/usr/bin) would take the
+        // shell away.
+        let program = std::env::current_exe()
+            .ok()
+            .and_then(|exe| std::fs::canonicalize(exe).ok());
+        let protected: Vec<_> = config
+            .sandbox
+            .protected
+            .iter()
+            .filter(|p| Some(*p) != program.as_ref())
+            .cloned()
+            .collect();
+        config.sandbox.read_only.retain(|path| {
+            let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            let holds = protected.iter().any(|p| p.starts_with(&canonical));
+            if holds {
+                tracing::warn!(path = %path.display(), "not readable by agents' programs: it holds the daemon's data");
+            }
+            !holds
+        });
+        let brain_processes = Arc::new(tokio::sync::Semaphore::new(
+            config.limits.max_brain_processes.max(1),
+        ));
+        // Every write passes the redactor: no path can store a secret.
+        let store: Arc<dyn Store> =
+            Arc::new(secrets::RedactingStore::new(store, config.secrets.clone()));
+        Self {
+            store,
+            brain,
+            directory: Directory::default(),
+            config,
+            factory,
+            stats: Stats::default(),
+            in_flight: Arc::default(),
+            shutting_down: AtomicBool::new(false),
+            structure: structure::StructureLocks::default(),
+            worktrees: structure::KeyedLocks::default(),
+            topology: Topology::default(),
+            usage: limits::Usage::default(),
+            brain_processes,
+            output_events: tokio::sync::broadcast::channel(1024).0,
+            // A stalled server must not hold a turn until its deadline: the
+            // request fails and is retried like any transient error.
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .timeout(Duration::from_secs(180))
+                .build()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Tells followers of a command's output that it grew or ended.
+    pub fn notify_output(&self, task_id: holarchy_supervision::TaskId) {
+        // Nobody following is fine.
+        let _ = self.output_events.send(task_id);
+    }
+
+    pub fn follow_output(&self) -> tokio::sync::broadcast::Receiver<holarchy_supervision::TaskId> {
+        self.output_events.subscribe()
+    }
+
+    /// The agent's `agent_home` directory (not necessarily made yet).
+    pub fn workspace(&self, agent_id: AgentId) -> std::path::PathBuf {
+        self.config.workspace_root.join(agent_id.to_string())
+    }
+}

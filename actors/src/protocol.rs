@@ -1,0 +1,245 @@
+//! The messages actors exchange, and the data they carry. Data only: no
+//! actor, no store, no behaviour, so every layer can name a message type
+//! without depending on the actor that handles it.
+
+use std::time::Duration;
+
+use holarchy_supervision::{
+    AgentId, AgentRecord, ExitInfo, LifecycleState, MessageId, Provenance, Refusal, RunId, Stream,
+    TaskId, WaitId,
+};
+use ractor::RpcReplyPort;
+
+use crate::store::StoreError;
+
+// ---- agents ----
+
+/// A message on its way onto an agent's queue.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub provenance: Provenance,
+    pub body: String,
+    pub dedupe_key: Option<String>,
+}
+
+/// A message that is on the queue (and, once the reply is sent, durable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    pub message_id: MessageId,
+    /// The dedupe key matched an earlier message; nothing new was queued.
+    pub duplicate: bool,
+}
+
+/// Why a message did not join the queue.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliverError {
+    #[error(transparent)]
+    Invalid(#[from] holarchy_supervision::limits::InvalidInput),
+    #[error("agent {0} not found")]
+    NotFound(AgentId),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    #[error("agent {agent_id} is {why}: its actor is not running")]
+    NotRunning { agent_id: AgentId, why: NotRunning },
+    #[error("agent queue is full ({limit} messages waiting)")]
+    QueueFull { limit: usize },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the runtime did not answer: {0}")]
+    Unavailable(String),
+}
+
+/// Why an agent that exists has no actor to take a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRunning {
+    /// Live in the store, between a failure and its restart: retry.
+    Restarting,
+    /// Its actor is going away right now: retry.
+    Stopping,
+    /// Its supervisor gave up on it, or it was archived: do not retry.
+    Ended(LifecycleState),
+}
+
+impl std::fmt::Display for NotRunning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotRunning::Restarting => f.write_str("restarting"),
+            NotRunning::Stopping => f.write_str("stopping"),
+            NotRunning::Ended(state) => f.write_str(state.name()),
+        }
+    }
+}
+
+/// What operators and tests can see of a running agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSnapshot {
+    pub agent_id: AgentId,
+    pub state: LifecycleState,
+    pub queue_len: usize,
+    pub current_run: Option<RunId>,
+    pub current_message: Option<MessageId>,
+    pub turns_completed: u64,
+}
+
+#[derive(Debug)]
+pub struct TurnDone {
+    pub run_id: RunId,
+    pub outcome: TurnOutcome,
+}
+
+#[derive(Debug)]
+pub enum AgentMsg {
+    Deliver {
+        message: NewMessage,
+        reply: RpcReplyPort<Result<Delivered, DeliverError>>,
+    },
+    TurnDone(Box<TurnDone>),
+    Snapshot(RpcReplyPort<AgentSnapshot>),
+    /// A message someone else already wrote to the store for this agent
+    /// (a child's result): put it on the queue.
+    Wake(MessageId),
+    /// Lets a held agent start turns, after merging messages that reached
+    /// the store while it was being respawned.
+    Release {
+        pending: Vec<MessageId>,
+    },
+    /// The turn pace allows a turn again (`--max-turns-per-minute`).
+    PaceElapsed,
+    /// Operator control: not a message on the queue, acted on at once.
+    Control {
+        action: Control,
+        reply: RpcReplyPort<Result<ControlOutcome, ControlError>>,
+    },
+}
+
+/// Start-up arguments: the record and the queue rebuilt from the store.
+#[derive(Debug)]
+pub struct AgentArgs {
+    pub record: AgentRecord,
+    pub queue: Vec<MessageId>,
+    /// Start no turn until [`AgentMsg::Release`]: set while a supervisor
+    /// brings a whole subtree back, so no turn changes the tree mid-way.
+    pub held: bool,
+}
+
+/// What an operator can do to a running agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Keep taking messages, start no turn.
+    Pause,
+    Resume,
+    /// Cancel the turn in flight (if `run_id` is given, only if it is still
+    /// that one); the message is recorded as aborted and the agent paused.
+    Abort {
+        run_id: Option<RunId>,
+    },
+}
+
+/// The agent after a control action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlOutcome {
+    pub state: LifecycleState,
+    pub aborted_run: Option<RunId>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("agent {0} not found")]
+    NotFound(AgentId),
+    #[error("agent {0} is private: control it through its supervisor's task handle")]
+    Private(AgentId),
+    #[error("agent {agent_id} is {why}: its actor is not running")]
+    NotRunning { agent_id: AgentId, why: NotRunning },
+    #[error("no run is in progress")]
+    NoRun,
+    #[error("run {given} is no longer the current run (current: {})", current.map_or("none".to_owned(), |r| r.to_string()))]
+    StaleRun {
+        given: RunId,
+        current: Option<RunId>,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the agent did not answer: {0}")]
+    Unavailable(String),
+}
+
+/// How a turn came out.
+#[derive(Debug)]
+pub enum TurnOutcome {
+    Decided {
+        reply: Option<String>,
+        /// Per step: the brain's reply and the results of its tool calls.
+        steps: Vec<(Option<String>, Vec<ToolResult>)>,
+        done: bool,
+        /// The brain still asked for tools at the last step it was allowed
+        /// (`--max-steps-per-turn` or its own `max_steps`): the turn ended
+        /// there, and its record says so.
+        step_limit: Option<u32>,
+    },
+    BrainFailed(String),
+}
+
+/// The outcome of one tool call, as the brain and the event log see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult {
+    pub tool: String,
+    pub input: String,
+    pub output: String,
+    pub is_error: bool,
+}
+
+// ---- tasks, waits, commands ----
+
+/// What operators and tests can see of a running task actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskSnapshot {
+    pub task_id: TaskId,
+    pub owner_agent_id: AgentId,
+}
+
+#[derive(Debug)]
+pub enum TaskMsg {
+    Snapshot(RpcReplyPort<TaskSnapshot>),
+}
+
+/// What operators and tests can see of a running wait actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitSnapshot {
+    pub wait_id: WaitId,
+    pub owner_agent_id: AgentId,
+}
+
+#[derive(Debug)]
+pub enum WaitMsg {
+    Fire,
+    Snapshot(RpcReplyPort<WaitSnapshot>),
+}
+
+#[derive(Debug)]
+pub enum CommandMsg {
+    /// A piece of output; the reply says it is stored (backpressure).
+    Output(Stream, Vec<u8>, RpcReplyPort<()>),
+    Eof(Stream),
+    Exited(ExitInfo),
+    Input(Vec<u8>, RpcReplyPort<Result<(), String>>),
+    /// SIGTERM to the unit (passed on to the command), and SIGHUP after
+    /// `grace` (the unit kills the whole tree at once).
+    Stop {
+        grace: Duration,
+        reply: RpcReplyPort<()>,
+    },
+    Kill,
+}
+
+// ---- the gateway ----
+
+#[derive(Debug)]
+pub enum GatewayMsg {
+    /// An operator's message for an agent.
+    Ingress {
+        agent_id: AgentId,
+        body: String,
+        dedupe_key: Option<String>,
+        reply: RpcReplyPort<Result<Delivered, DeliverError>>,
+    },
+}
