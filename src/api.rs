@@ -6,6 +6,7 @@
 //! - [`supervision_service`] serves `holarchy.v1.SupervisionService`.
 //! - [`workspace_service`] serves `holarchy.v1.WorkspaceService`.
 //! - [`plane_service`] serves `holarchy.v1.WorkService` and `holarchy.v1.TriggerService`.
+//! - [`read_model`]: what the services read from the store.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
 //! - [`budget`]: the byte budgets of pages, records and gRPC messages.
 
@@ -13,6 +14,7 @@ pub mod agent_service;
 pub mod budget;
 pub mod convert;
 pub mod plane_service;
+pub mod read_model;
 pub mod runtime_service;
 pub mod supervision_service;
 pub mod task_service;

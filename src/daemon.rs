@@ -242,10 +242,10 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone(), stop_rx.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let work = WorkServiceServer::new(PlaneApi::new(runtime.clone()))
+    let work = WorkServiceServer::new(PlaneApi::new(runtime.clone(), store.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let triggers = TriggerServiceServer::new(PlaneApi::new(runtime.clone()))
+    let triggers = TriggerServiceServer::new(PlaneApi::new(runtime.clone(), store.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
     health.set_serving::<WorkServiceServer<PlaneApi>>().await;

@@ -243,6 +243,34 @@ impl Directory {
     }
 }
 
+/// Puts a message on a running agent's queue from outside any actor (a
+/// turn, an API call); resolves once the message is durable.
+pub async fn deliver(
+    actor: &ActorRef<AgentMsg>,
+    message: NewMessage,
+    timeout: std::time::Duration,
+) -> Result<Delivered, DeliverError> {
+    match actor
+        .call(|reply| AgentMsg::Deliver { message, reply }, Some(timeout))
+        .await
+    {
+        Ok(ractor::rpc::CallResult::Success(answer)) => answer,
+        Ok(_) => Err(DeliverError::Unavailable("the agent did not answer".into())),
+        Err(err) => Err(DeliverError::Unavailable(err.to_string())),
+    }
+}
+
+impl Directory {
+    /// Puts a message already in the store on its agent's queue. A parent
+    /// that is not running picks the message up from the store when it
+    /// next starts.
+    pub fn wake(&self, agent_id: AgentId, message_id: MessageId) {
+        if let Some(entry) = self.get(agent_id) {
+            let _ = entry.actor.cast(AgentMsg::Wake(message_id));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -271,33 +299,5 @@ mod tests {
         let before = map.capacity();
         shrink(&mut map);
         assert_eq!(map.capacity(), before);
-    }
-}
-
-/// Puts a message on a running agent's queue from outside any actor (a
-/// turn, an API call); resolves once the message is durable.
-pub async fn deliver(
-    actor: &ActorRef<AgentMsg>,
-    message: NewMessage,
-    timeout: std::time::Duration,
-) -> Result<Delivered, DeliverError> {
-    match actor
-        .call(|reply| AgentMsg::Deliver { message, reply }, Some(timeout))
-        .await
-    {
-        Ok(ractor::rpc::CallResult::Success(answer)) => answer,
-        Ok(_) => Err(DeliverError::Unavailable("the agent did not answer".into())),
-        Err(err) => Err(DeliverError::Unavailable(err.to_string())),
-    }
-}
-
-impl Directory {
-    /// Puts a message already in the store on its agent's queue. A parent
-    /// that is not running picks the message up from the store when it
-    /// next starts.
-    pub fn wake(&self, agent_id: AgentId, message_id: MessageId) {
-        if let Some(entry) = self.get(agent_id) {
-            let _ = entry.actor.cast(AgentMsg::Wake(message_id));
-        }
     }
 }

@@ -25,10 +25,12 @@ use crate::{now_ms, supervisor, Ctx};
 mod create;
 pub mod factory;
 mod handle;
+mod operator;
 pub mod partition;
 mod recovery;
 
 pub use handle::{ArchiveError, BrainError, Runtime};
+pub use operator::Bounded;
 
 /// Most agents one `CreateAgents` call may create.
 pub const MAX_CREATE_BATCH: usize = 10_000;

@@ -18,7 +18,7 @@ use super::budget;
 use super::convert::{self, quote, ApiError};
 use super::pb;
 use super::pb::agent_service_server::AgentService;
-use crate::store::SledStore;
+use super::read_model::ReadModel;
 
 /// Default and largest page sizes for listings.
 const DEFAULT_PAGE: usize = 100;
@@ -29,7 +29,7 @@ const EVENT_BATCH: usize = 512;
 #[derive(Debug, Clone)]
 pub struct AgentApi {
     runtime: Arc<Runtime>,
-    store: Arc<SledStore>,
+    store: Arc<dyn ReadModel>,
     /// Flips to `true` when the daemon shuts down; open watches end then.
     shutdown: watch::Receiver<bool>,
 }
@@ -37,7 +37,7 @@ pub struct AgentApi {
 impl AgentApi {
     pub fn new(
         runtime: Arc<Runtime>,
-        store: Arc<SledStore>,
+        store: Arc<dyn ReadModel>,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
         Self {
@@ -154,8 +154,6 @@ pub(crate) fn page_token<T: std::str::FromStr>(token: &str) -> Result<Option<T>,
         .map(Some)
         .map_err(|_| ApiError::InvalidArgument(format!("malformed page token `{}`", quote(token))))
 }
-
-use holarchy_actors::Store as _;
 
 /// Cuts a listing read with one extra row to `limit`, and returns the page
 /// token that continues after it (empty on the last page).

@@ -5,6 +5,7 @@ use holarchy_actors::plane::task::TaskError;
 use holarchy_actors::plane::wait::WaitError;
 use holarchy_actors::plane::workspace::worktree::WorktreeError;
 use holarchy_actors::protocol::{ControlError, NotRunning};
+use holarchy_actors::runtime::Bounded;
 use holarchy_actors::{
     AgentSnapshot, ArchiveError, BrainError, CreateError, DeliverError, RuntimeError, StoreError,
 };
@@ -43,6 +44,9 @@ pub enum ApiError {
     Unavailable(String),
     #[error("{0}")]
     Internal(String),
+    /// A change that did not finish in time; it may still complete.
+    #[error("{0}")]
+    DeadlineExceeded(String),
 }
 
 /// The most bytes of one client input an error message quotes.
@@ -86,6 +90,7 @@ impl From<ApiError> for Status {
             ApiError::ResourceExhausted(m) => Status::resource_exhausted(cut(m)),
             ApiError::Unavailable(m) => Status::unavailable(cut(m)),
             ApiError::Internal(m) => Status::internal(cut(m)),
+            ApiError::DeadlineExceeded(m) => Status::deadline_exceeded(cut(m)),
         }
     }
 }
@@ -519,6 +524,19 @@ impl From<CommandError> for ApiError {
             CommandError::Start(_) => ApiError::Internal(err.to_string()),
             CommandError::Limit(_) => ApiError::ResourceExhausted(err.to_string()),
             CommandError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl<E> From<Bounded<E>> for ApiError
+where
+    E: std::error::Error + 'static,
+    ApiError: From<E>,
+{
+    fn from(err: Bounded<E>) -> Self {
+        match err {
+            Bounded::TimedOut(_) => ApiError::DeadlineExceeded(err.to_string()),
+            Bounded::Failed(err) => err.into(),
         }
     }
 }

@@ -14,15 +14,17 @@ use super::convert::{self, ApiError};
 use super::pb;
 use super::pb::trigger_service_server::TriggerService;
 use super::pb::work_service_server::WorkService;
+use super::read_model::ReadModel;
 
 #[derive(Debug, Clone)]
 pub struct PlaneApi {
     runtime: Arc<Runtime>,
+    store: Arc<dyn ReadModel>,
 }
 
 impl PlaneApi {
-    pub fn new(runtime: Arc<Runtime>) -> Self {
-        Self { runtime }
+    pub fn new(runtime: Arc<Runtime>, store: Arc<dyn ReadModel>) -> Self {
+        Self { runtime, store }
     }
 }
 
@@ -35,7 +37,7 @@ impl WorkService for PlaneApi {
         let req = request.into_inner();
         let agent_id = parse_agent_id(&req.agent_id)?;
         let after: Option<WorkItemId> = page_token(&req.page_token)?;
-        let store = &self.runtime.ctx().store;
+        let store = &self.store;
         if store.agent(agent_id).map_err(ApiError::from)?.is_none() {
             return Err(ApiError::NotFound(format!("agent {agent_id} not found")).into());
         }
@@ -65,7 +67,7 @@ impl WorkService for PlaneApi {
             return Err(ApiError::InvalidArgument("work_item_id is required".into()).into());
         }
         let id: WorkItemId = text.parse().map_err(ApiError::from)?;
-        let store = &self.runtime.ctx().store;
+        let store = &self.store;
         let item = store
             .work_item(id)
             .map_err(ApiError::from)?
@@ -93,10 +95,11 @@ impl TriggerService for PlaneApi {
         limits::check_message(&req.payload).map_err(ApiError::from)?;
         limits::check_dedupe_key(&req.dedupe_key).map_err(ApiError::from)?;
         let dedupe_key = (!req.dedupe_key.is_empty()).then_some(req.dedupe_key);
-        let delivered =
-            wait_plane::deliver(self.runtime.ctx(), &req.token, req.payload, dedupe_key)
-                .await
-                .map_err(ApiError::from)?;
+        let delivered = self
+            .runtime
+            .deliver_trigger(req.token, req.payload, dedupe_key)
+            .await
+            .map_err(ApiError::from)?;
         Ok(Response::new(pb::DeliverTriggerResponse {
             message_id: delivered.message_id.to_string(),
             duplicate: delivered.duplicate,

@@ -10,12 +10,12 @@ use tonic::{Request, Response, Status};
 use super::convert::ApiError;
 use super::pb;
 use super::pb::runtime_service_server::RuntimeService;
-use crate::store::SledStore;
+use super::read_model::ReadModel;
 
 #[derive(Debug, Clone)]
 pub struct RuntimeApi {
     runtime: Arc<Runtime>,
-    store: Arc<SledStore>,
+    store: Arc<dyn ReadModel>,
     data_dir: PathBuf,
     sandbox: SandboxReport,
 }
@@ -23,7 +23,7 @@ pub struct RuntimeApi {
 impl RuntimeApi {
     pub fn new(
         runtime: Arc<Runtime>,
-        store: Arc<SledStore>,
+        store: Arc<dyn ReadModel>,
         data_dir: PathBuf,
         sandbox: SandboxReport,
     ) -> Self {

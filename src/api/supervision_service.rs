@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use holarchy_actors::topology::partition_of;
-use holarchy_actors::tree::{Node, NodeKind, Walk};
-use holarchy_actors::{Runtime, Store as _};
+use holarchy_actors::tree::{Node, NodeKind};
+use holarchy_actors::Runtime;
 use holarchy_supervision::{AgentRecord, Visibility};
 use prost::Message as _;
 use tonic::{Request, Response, Status};
@@ -16,7 +16,7 @@ use super::budget;
 use super::convert::{self, ApiError};
 use super::pb;
 use super::pb::supervision_service_server::SupervisionService;
-use crate::store::SledStore;
+use super::read_model::ReadModel;
 
 /// Agents read per page while collecting the roots.
 const PAGE: usize = 1000;
@@ -24,11 +24,11 @@ const PAGE: usize = 1000;
 #[derive(Debug, Clone)]
 pub struct SupervisionApi {
     runtime: Arc<Runtime>,
-    store: Arc<SledStore>,
+    store: Arc<dyn ReadModel>,
 }
 
 impl SupervisionApi {
-    pub fn new(runtime: Arc<Runtime>, store: Arc<SledStore>) -> Self {
+    pub fn new(runtime: Arc<Runtime>, store: Arc<dyn ReadModel>) -> Self {
         Self { runtime, store }
     }
 
@@ -145,13 +145,13 @@ fn add_mismatches(mismatches: &mut Vec<String>, lines: Vec<String>, room: &mut u
 /// One page of the walk: up to `max_nodes` nodes after `offset`, stopping
 /// before the page passes the byte budget.
 fn tree_page(
-    ctx: &holarchy_actors::Ctx,
+    runtime: &Runtime,
     roots: Vec<AgentRecord>,
     whole_runtime: bool,
     offset: usize,
     max_nodes: usize,
 ) -> Result<pb::GetTreeResponse, ApiError> {
-    let mut walk = Walk::new(ctx, roots);
+    let mut walk = runtime.walk(roots);
     walk.skip(offset)?;
     let mut page = pb::GetTreeResponse::default();
     // Room left for nodes and mismatches; the counts, token and cut are
@@ -169,7 +169,7 @@ fn tree_page(
         let Some(next) = walk.next_node()? else {
             break;
         };
-        let next = node(&next, ctx.topology.partition_count());
+        let next = node(&next, runtime.partition_count());
         let found = walk.take_mismatches();
         let size = next.encoded_len() + 8 + found.iter().map(|m| m.len() + 8).sum::<usize>();
         if size > room && !page.nodes.is_empty() {
@@ -187,7 +187,7 @@ fn tree_page(
         let found = walk.take_mismatches();
         add_mismatches(&mut page.mismatches, found, &mut room);
     }
-    page.partitions = count(ctx.topology.partition_count());
+    page.partitions = count(runtime.partition_count());
     page.agents = count(walk.counts.agents);
     page.tasks = count(walk.counts.tasks);
     page.waits = count(walk.counts.waits);
@@ -237,7 +237,7 @@ impl SupervisionService for SupervisionApi {
             0 => MAX_TREE_NODES,
             n => n.min(MAX_TREE_NODES),
         };
-        let page = tree_page(self.runtime.ctx(), roots, whole, offset, max_nodes)?;
+        let page = tree_page(&self.runtime, roots, whole, offset, max_nodes)?;
         self.store.durable().await.map_err(ApiError::from)?;
         Ok(Response::new(page))
     }

@@ -4,7 +4,6 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use holarchy_actors::plane::task as task_plane;
 use holarchy_actors::Runtime;
 use holarchy_supervision::{limits, TaskId, TaskKind};
 use prost::Message as _;
@@ -90,16 +89,19 @@ impl TaskService for TaskApi {
         let req = request.into_inner();
         let agent_id = parse_agent_id(&req.agent_id)?;
         let after: Option<TaskId> = page_token(&req.page_token)?;
-        let ctx = self.runtime.ctx();
-        if ctx.store.agent(agent_id).map_err(ApiError::from)?.is_none() {
+        if self
+            .runtime
+            .agent_record(agent_id)
+            .map_err(ApiError::from)?
+            .is_none()
+        {
             return Err(ApiError::NotFound(format!("agent {agent_id} not found")).into());
         }
-        let mut records = task_plane::list(ctx, agent_id).map_err(ApiError::from)?;
-        records.sort_by_key(|t| t.id);
+        let mut records = self.runtime.tasks(agent_id).map_err(ApiError::from)?;
         records.retain(|t| after.is_none_or(|after| t.id > after));
         let (tasks, next_page_token) =
             page(records, req.page_size, convert::task, |t| t.task_id.clone());
-        ctx.store.durable().await.map_err(ApiError::from)?;
+        self.runtime.durable().await.map_err(ApiError::from)?;
         Ok(Response::new(pb::ListTasksResponse {
             tasks,
             next_page_token,
@@ -111,9 +113,8 @@ impl TaskService for TaskApi {
         request: Request<pb::GetTaskRequest>,
     ) -> Result<Response<pb::TaskHandle>, Status> {
         let task_id = parse_task_id(&request.into_inner().task_id)?;
-        let ctx = self.runtime.ctx();
-        let task = task_plane::get(ctx, task_id, None).map_err(ApiError::from)?;
-        ctx.store.durable().await.map_err(ApiError::from)?;
+        let task = self.runtime.task(task_id).map_err(ApiError::from)?;
+        self.runtime.durable().await.map_err(ApiError::from)?;
         let mut handle = convert::task(&task);
         budget::bound(&mut handle);
         Ok(Response::new(handle))
@@ -125,10 +126,11 @@ impl TaskService for TaskApi {
     ) -> Result<Response<pb::ReadTaskOutputResponse>, Status> {
         let req = request.into_inner();
         let task_id = parse_task_id(&req.task_id)?;
-        let ctx = self.runtime.ctx();
-        let (task, output) =
-            task_plane::output(ctx, task_id, None, req.offset).map_err(ApiError::from)?;
-        ctx.store.durable().await.map_err(ApiError::from)?;
+        let (task, output) = self
+            .runtime
+            .task_output(task_id, req.offset)
+            .map_err(ApiError::from)?;
+        self.runtime.durable().await.map_err(ApiError::from)?;
         let mut response = pb::ReadTaskOutputResponse {
             task_id: task.id.to_string(),
             status: task.status.name().to_owned(),
@@ -150,9 +152,9 @@ impl TaskService for TaskApi {
     ) -> Result<Response<Self::FollowTaskOutputStream>, Status> {
         let req = request.into_inner();
         let task_id = parse_task_id(&req.task_id)?;
-        let ctx = self.runtime.ctx().clone();
+        let runtime = self.runtime.clone();
         // Refuse unknown tasks up front, not as a stream error.
-        let task = task_plane::get(&ctx, task_id, None).map_err(ApiError::from)?;
+        let task = runtime.task(task_id).map_err(ApiError::from)?;
         if task.kind != TaskKind::Command {
             return Err(ApiError::FailedPrecondition(
                 "only command output can be followed; read a child task's result with ReadTaskOutput".into(),
@@ -163,10 +165,10 @@ impl TaskService for TaskApi {
         let mut shutdown = self.shutdown.clone();
         tokio::spawn(async move {
             // Subscribe before reading, so nothing produced in between is missed.
-            let mut grown = ctx.follow_output();
+            let mut grown = runtime.follow_output();
             let mut offset = req.offset;
             loop {
-                let (task, output) = match task_plane::output(&ctx, task_id, None, offset) {
+                let (task, output) = match runtime.task_output(task_id, offset) {
                     Ok(read) => read,
                     Err(err) => {
                         let _ = tx.send(Err(Status::from(ApiError::from(err)))).await;
@@ -214,7 +216,9 @@ impl TaskService for TaskApi {
         let req = request.into_inner();
         let task_id = parse_task_id(&req.task_id)?;
         limits::check_message(&req.text).map_err(ApiError::from)?;
-        let delivered = task_plane::input(self.runtime.ctx(), task_id, None, req.text)
+        let delivered = self
+            .runtime
+            .send_task_input(task_id, req.text)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::SendTaskInputResponse {
@@ -229,7 +233,9 @@ impl TaskService for TaskApi {
         request: Request<pb::StopTaskRequest>,
     ) -> Result<Response<pb::TaskHandle>, Status> {
         let task_id = parse_task_id(&request.into_inner().task_id)?;
-        let task = task_plane::stop(self.runtime.ctx(), task_id, None, "by an operator")
+        let task = self
+            .runtime
+            .stop_task(task_id, "by an operator")
             .await
             .map_err(ApiError::from)?;
         let mut handle = convert::task(&task);

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use holarchy_actors::plane::workspace::{self, View, WorkspaceError};
+use holarchy_actors::plane::workspace::{View, WorkspaceError};
 use holarchy_actors::Runtime;
 use holarchy_supervision::workspace::WorkspaceRefusal;
 use holarchy_supervision::{AgentId, Visibility};
@@ -33,9 +33,7 @@ impl WorkspaceApi {
         let agent_id = parse_agent_id(text)?;
         let record = self
             .runtime
-            .ctx()
-            .store
-            .agent(agent_id)?
+            .agent_record(agent_id)?
             .ok_or_else(|| ApiError::NotFound(format!("agent {agent_id} not found")))?;
         if changing && record.profile.visibility == Visibility::Private {
             return Err(ApiError::PermissionDenied(format!(
@@ -58,8 +56,9 @@ impl WorkspaceService for WorkspaceApi {
             return Err(ApiError::InvalidArgument("path is required".into()).into());
         }
         let id = (!req.workspace_id.is_empty()).then_some(req.workspace_id);
-        let ctx = self.runtime.ctx();
-        let (view, _) = workspace::attach(ctx, agent_id, Path::new(&req.path), id)
+        let (view, _) = self
+            .runtime
+            .attach_workspace(agent_id, Path::new(&req.path), id)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(workspaces(agent_id, &view, 0)))
@@ -74,8 +73,9 @@ impl WorkspaceService for WorkspaceApi {
         if req.workspace_id.is_empty() {
             return Err(ApiError::InvalidArgument("workspace_id is required".into()).into());
         }
-        let ctx = self.runtime.ctx();
-        let (view, _) = workspace::detach(ctx, agent_id, &req.workspace_id)
+        let (view, _) = self
+            .runtime
+            .detach_workspace(agent_id, req.workspace_id)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(workspaces(agent_id, &view, 0)))
@@ -94,9 +94,8 @@ impl WorkspaceService for WorkspaceApi {
                 .parse()
                 .map_err(|_| ApiError::InvalidArgument("malformed page token".into()))?
         };
-        let ctx = self.runtime.ctx();
-        let view = workspace::view(ctx, agent_id).map_err(ApiError::from)?;
-        ctx.store.durable().await.map_err(ApiError::from)?;
+        let view = self.runtime.workspaces(agent_id).map_err(ApiError::from)?;
+        self.runtime.durable().await.map_err(ApiError::from)?;
         Ok(Response::new(workspaces(agent_id, &view, from)))
     }
 }

@@ -1,0 +1,180 @@
+//! What operators do through the runtime besides creating, messaging and
+//! controlling agents: tasks, workspaces, triggers and the tree.
+//!
+//! A change that reaches an actor, stops a process or runs git goes on in
+//! a task of its own, and the caller waits for it under a deadline: a
+//! caller that gives up (or times out) leaves the change to finish whole,
+//! never cut off half-way, and no gRPC handler waits without bound.
+
+use std::future::Future;
+use std::path::Path;
+use std::time::Duration;
+
+use holarchy_supervision::workspace::Binding;
+use holarchy_supervision::{AgentId, AgentRecord, TaskId, TaskRecord};
+use tokio::sync::broadcast;
+
+use super::handle::Runtime;
+use crate::plane::task::{self, TaskError, TaskOutput};
+use crate::plane::wait::{self, WaitError};
+use crate::plane::workspace::{self, View, WorkspaceError};
+use crate::protocol::Delivered;
+use crate::store::{DurableFuture, StoreError};
+use crate::tree::Walk;
+
+/// An operator's change that failed, or did not finish in time.
+#[derive(Debug, thiserror::Error)]
+pub enum Bounded<E: std::error::Error + 'static> {
+    #[error("the runtime did not finish within {0:?}; the change goes on and may still complete")]
+    TimedOut(Duration),
+    #[error(transparent)]
+    Failed(#[from] E),
+}
+
+impl Runtime {
+    /// How long an operator's change may take: it may wait for an actor,
+    /// for a process to stop after its grace, and for git.
+    fn change_deadline(&self) -> Duration {
+        let config = &self.ctx().config;
+        config.call_timeout * 3 + config.stop_grace
+    }
+
+    /// Runs `change` in a task of its own and waits up to `limit` for it.
+    async fn bounded<T, E>(
+        &self,
+        limit: Duration,
+        change: impl Future<Output = Result<T, E>> + Send + 'static,
+    ) -> Result<T, Bounded<E>>
+    where
+        T: Send + 'static,
+        E: std::error::Error + Send + 'static,
+    {
+        let running = tokio::spawn(change);
+        match tokio::time::timeout(limit, running).await {
+            Ok(Ok(done)) => done.map_err(Bounded::Failed),
+            // The change panicked: as far as the caller knows, it timed out.
+            Ok(Err(_)) | Err(_) => Err(Bounded::TimedOut(limit)),
+        }
+    }
+
+    /// Resolves once every write made before the call is on disk: an
+    /// operator's read answers after it.
+    pub fn durable(&self) -> DurableFuture {
+        self.ctx().store.durable()
+    }
+
+    /// An agent's record, as operators see it.
+    pub fn agent_record(&self, agent_id: AgentId) -> Result<Option<AgentRecord>, StoreError> {
+        self.ctx().store.agent(agent_id)
+    }
+
+    /// The tasks `agent_id` owns, in id order.
+    pub fn tasks(&self, agent_id: AgentId) -> Result<Vec<TaskRecord>, TaskError> {
+        let mut tasks = task::list(self.ctx(), agent_id)?;
+        tasks.sort_by_key(|t| t.id);
+        Ok(tasks)
+    }
+
+    pub fn task(&self, task_id: TaskId) -> Result<TaskRecord, TaskError> {
+        task::get(self.ctx(), task_id, None)
+    }
+
+    /// A task and its output from `offset` on.
+    pub fn task_output(
+        &self,
+        task_id: TaskId,
+        offset: u64,
+    ) -> Result<(TaskRecord, TaskOutput), TaskError> {
+        task::output(self.ctx(), task_id, None, offset)
+    }
+
+    /// Ids of tasks whose output grew or ended, from now on.
+    pub fn follow_output(&self) -> broadcast::Receiver<TaskId> {
+        self.ctx().follow_output()
+    }
+
+    /// Operator input to a task: a message to a child agent, or a
+    /// command's stdin.
+    pub async fn send_task_input(
+        &self,
+        task_id: TaskId,
+        text: String,
+    ) -> Result<Option<Delivered>, Bounded<TaskError>> {
+        let ctx = self.ctx().clone();
+        let limit = self.ctx().config.call_timeout;
+        self.bounded(limit, async move {
+            task::input(&ctx, task_id, None, text).await
+        })
+        .await
+    }
+
+    /// Stops a task: a child agent with its subtree, or a command.
+    pub async fn stop_task(
+        &self,
+        task_id: TaskId,
+        why: &'static str,
+    ) -> Result<TaskRecord, Bounded<TaskError>> {
+        let ctx = self.ctx().clone();
+        self.bounded(self.change_deadline(), async move {
+            task::stop(&ctx, task_id, None, why).await
+        })
+        .await
+    }
+
+    /// The agent's workspaces.
+    pub fn workspaces(&self, agent_id: AgentId) -> Result<View, StoreError> {
+        workspace::view(self.ctx(), agent_id)
+    }
+
+    pub async fn attach_workspace(
+        &self,
+        agent_id: AgentId,
+        path: &Path,
+        workspace_id: Option<String>,
+    ) -> Result<(View, Binding), Bounded<WorkspaceError>> {
+        let ctx = self.ctx().clone();
+        let path = path.to_owned();
+        self.bounded(self.change_deadline(), async move {
+            workspace::attach(&ctx, agent_id, &path, workspace_id).await
+        })
+        .await
+    }
+
+    pub async fn detach_workspace(
+        &self,
+        agent_id: AgentId,
+        workspace_id: String,
+    ) -> Result<(View, Binding), Bounded<WorkspaceError>> {
+        let ctx = self.ctx().clone();
+        self.bounded(self.change_deadline(), async move {
+            workspace::detach(&ctx, agent_id, &workspace_id).await
+        })
+        .await
+    }
+
+    /// Delivers a trigger's payload to the agent that armed it.
+    pub async fn deliver_trigger(
+        &self,
+        token: String,
+        payload: String,
+        dedupe_key: Option<String>,
+    ) -> Result<Delivered, Bounded<WaitError>> {
+        let ctx = self.ctx().clone();
+        let limit = self.ctx().config.call_timeout;
+        self.bounded(limit, async move {
+            wait::deliver(&ctx, &token, payload, dedupe_key).await
+        })
+        .await
+    }
+
+    /// A walk of the supervision tree from `roots`, comparing the store
+    /// with the running actors.
+    pub fn walk(&self, roots: Vec<AgentRecord>) -> Walk<'_> {
+        Walk::new(self.ctx(), roots)
+    }
+
+    /// How many root partitions supervise the public agents.
+    pub fn partition_count(&self) -> usize {
+        self.ctx().topology.partition_count()
+    }
+}

@@ -1,0 +1,99 @@
+//! What the API reads from the store, as a trait: the services see records,
+//! pages and the event log, never the storage engine behind them, and a
+//! read answers only once what it saw is on disk ([`ReadModel::durable`]).
+
+use holarchy_actors::{DurableFuture, StoreError};
+use holarchy_supervision::{
+    AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, WaitRecord, WorkItemId,
+    WorkItemRecord,
+};
+use tokio::sync::watch;
+
+use crate::store::SledStore;
+
+/// The reads behind the gRPC services.
+pub trait ReadModel: Send + Sync + std::fmt::Debug + 'static {
+    fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
+    fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError>;
+    /// One page of agents after `after`, in id (creation) order.
+    fn list_agents(
+        &self,
+        after: Option<AgentId>,
+        limit: usize,
+        include_private: bool,
+    ) -> Result<Vec<AgentRecord>, StoreError>;
+    /// One page of an agent's messages after `after`, oldest first.
+    fn list_messages(
+        &self,
+        agent_id: AgentId,
+        after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<Vec<MessageRecord>, StoreError>;
+    fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError>;
+    fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError>;
+    fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError>;
+    /// Durable events after `cursor`, oldest first.
+    fn events_after(&self, cursor: EventCursor, limit: usize) -> Result<Vec<Event>, StoreError>;
+    /// The cursor of the newest durable event, as it moves.
+    fn event_watermark(&self) -> watch::Receiver<EventCursor>;
+    fn size_on_disk(&self) -> u64;
+    /// Resolves once every write made before the call is on disk: a read
+    /// answers after it, so a client never sees what a crash could undo.
+    fn durable(&self) -> DurableFuture;
+}
+
+impl ReadModel for SledStore {
+    fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError> {
+        holarchy_actors::Store::agent(self, id)
+    }
+
+    fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError> {
+        holarchy_actors::Store::agent_id_by_name(self, name)
+    }
+
+    fn list_agents(
+        &self,
+        after: Option<AgentId>,
+        limit: usize,
+        include_private: bool,
+    ) -> Result<Vec<AgentRecord>, StoreError> {
+        SledStore::list_agents(self, after, limit, include_private)
+    }
+
+    fn list_messages(
+        &self,
+        agent_id: AgentId,
+        after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<Vec<MessageRecord>, StoreError> {
+        holarchy_actors::Store::list_messages(self, agent_id, after, limit)
+    }
+
+    fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError> {
+        holarchy_actors::Store::waits_of(self, owner)
+    }
+
+    fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError> {
+        holarchy_actors::Store::work_item(self, id)
+    }
+
+    fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError> {
+        holarchy_actors::Store::work_items_of(self, owner)
+    }
+
+    fn events_after(&self, cursor: EventCursor, limit: usize) -> Result<Vec<Event>, StoreError> {
+        SledStore::events_after(self, cursor, limit)
+    }
+
+    fn event_watermark(&self) -> watch::Receiver<EventCursor> {
+        SledStore::event_watermark(self)
+    }
+
+    fn size_on_disk(&self) -> u64 {
+        SledStore::size_on_disk(self)
+    }
+
+    fn durable(&self) -> DurableFuture {
+        holarchy_actors::Store::durable(self)
+    }
+}
