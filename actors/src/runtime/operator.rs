@@ -31,30 +31,30 @@ pub enum Bounded<E: std::error::Error + 'static> {
     Failed(#[from] E),
 }
 
+/// Runs `change` in a task of its own and waits up to `limit` for it. On
+/// a timeout the change goes on to its end: it is never dropped half-way.
+async fn bounded<T, E>(
+    limit: Duration,
+    change: impl Future<Output = Result<T, E>> + Send + 'static,
+) -> Result<T, Bounded<E>>
+where
+    T: Send + 'static,
+    E: std::error::Error + Send + 'static,
+{
+    let running = tokio::spawn(change);
+    match tokio::time::timeout(limit, running).await {
+        Ok(Ok(done)) => done.map_err(Bounded::Failed),
+        // The change panicked: as far as the caller knows, it timed out.
+        Ok(Err(_)) | Err(_) => Err(Bounded::TimedOut(limit)),
+    }
+}
+
 impl Runtime {
     /// How long an operator's change may take: it may wait for an actor,
     /// for a process to stop after its grace, and for git.
     fn change_deadline(&self) -> Duration {
         let config = &self.ctx().config;
         config.call_timeout * 3 + config.stop_grace
-    }
-
-    /// Runs `change` in a task of its own and waits up to `limit` for it.
-    async fn bounded<T, E>(
-        &self,
-        limit: Duration,
-        change: impl Future<Output = Result<T, E>> + Send + 'static,
-    ) -> Result<T, Bounded<E>>
-    where
-        T: Send + 'static,
-        E: std::error::Error + Send + 'static,
-    {
-        let running = tokio::spawn(change);
-        match tokio::time::timeout(limit, running).await {
-            Ok(Ok(done)) => done.map_err(Bounded::Failed),
-            // The change panicked: as far as the caller knows, it timed out.
-            Ok(Err(_)) | Err(_) => Err(Bounded::TimedOut(limit)),
-        }
     }
 
     /// Resolves once every write made before the call is on disk: an
@@ -102,7 +102,7 @@ impl Runtime {
     ) -> Result<Option<Delivered>, Bounded<TaskError>> {
         let ctx = self.ctx().clone();
         let limit = self.ctx().config.call_timeout;
-        self.bounded(limit, async move {
+        bounded(limit, async move {
             task::input(&ctx, task_id, None, text).await
         })
         .await
@@ -115,7 +115,7 @@ impl Runtime {
         why: &'static str,
     ) -> Result<TaskRecord, Bounded<TaskError>> {
         let ctx = self.ctx().clone();
-        self.bounded(self.change_deadline(), async move {
+        bounded(self.change_deadline(), async move {
             task::stop(&ctx, task_id, None, why).await
         })
         .await
@@ -134,7 +134,7 @@ impl Runtime {
     ) -> Result<(View, Binding), Bounded<WorkspaceError>> {
         let ctx = self.ctx().clone();
         let path = path.to_owned();
-        self.bounded(self.change_deadline(), async move {
+        bounded(self.change_deadline(), async move {
             workspace::attach(&ctx, agent_id, &path, workspace_id).await
         })
         .await
@@ -146,7 +146,7 @@ impl Runtime {
         workspace_id: String,
     ) -> Result<(View, Binding), Bounded<WorkspaceError>> {
         let ctx = self.ctx().clone();
-        self.bounded(self.change_deadline(), async move {
+        bounded(self.change_deadline(), async move {
             workspace::detach(&ctx, agent_id, &workspace_id).await
         })
         .await
@@ -161,7 +161,7 @@ impl Runtime {
     ) -> Result<Delivered, Bounded<WaitError>> {
         let ctx = self.ctx().clone();
         let limit = self.ctx().config.call_timeout;
-        self.bounded(limit, async move {
+        bounded(limit, async move {
             wait::deliver(&ctx, &token, payload, dedupe_key).await
         })
         .await
@@ -176,5 +176,46 @@ impl Runtime {
     /// How many root partitions supervise the public agents.
     pub fn partition_count(&self) -> usize {
         self.ctx().topology.partition_count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("refused")]
+    struct Refused;
+
+    #[tokio::test]
+    async fn a_change_past_its_deadline_times_out_and_still_finishes() {
+        let finished = Arc::new(AtomicBool::new(false));
+        let done = finished.clone();
+        let slow = async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            done.store(true, Ordering::SeqCst);
+            Ok::<_, Refused>(())
+        };
+        let answer = bounded(Duration::from_millis(10), slow).await;
+        assert!(matches!(answer, Err(Bounded::TimedOut(_))), "{answer:?}");
+        assert!(!finished.load(Ordering::SeqCst));
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while !finished.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the change went on after its caller stopped waiting");
+    }
+
+    #[tokio::test]
+    async fn a_change_in_time_keeps_its_answer_and_its_error() {
+        let ok = bounded(Duration::from_secs(5), async { Ok::<_, Refused>(7) }).await;
+        assert_eq!(ok.expect("in time"), 7);
+        let refused = bounded(Duration::from_secs(5), async { Err::<(), _>(Refused) }).await;
+        assert!(matches!(refused, Err(Bounded::Failed(Refused))));
     }
 }
