@@ -21,6 +21,8 @@ use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
 
 mod actor;
+mod pipe;
+mod unit;
 
 pub use actor::{CommandActor, CommandArgs, Handoff};
 

@@ -12,29 +12,26 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use holarchy_supervision::task::chunks_to_drop;
 use holarchy_supervision::{
     EventKind, ExitInfo, MessageRecord, OutputChunk, ProcessRef, Provenance, Stream, TaskId,
     TaskRecord, TaskStatus,
 };
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
-use tokio::task::AbortHandle;
 use tracing::warn;
 
+use super::pipe::{spawn_reader, Helper, Pace};
+use super::unit::{script_text, write_private, ScriptFile, UnitGuard};
 use crate::process::start_ticks;
 use crate::protocol::CommandMsg;
-use crate::secrets::Secrets;
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
 
 /// Bytes read from a pipe at a time.
-const READ_SIZE: usize = 64 * 1024;
+pub(super) const READ_SIZE: usize = 64 * 1024;
 /// The ring drops whole chunks, oldest first, and always keeps the newest,
 /// so a stored chunk holds at most a quarter of the capacity: the ring
 /// then keeps at most 1.25 times it. Within 1 KiB and a read, so a large
@@ -88,91 +85,6 @@ pub struct CommandArgs {
     pub line: String,
 }
 
-/// The command's unit (see [`crate::sandbox`]): the process that owns the
-/// command's whole tree. Asked to end it when dropped before the command
-/// ended (the actor was killed with its agent's subtree, or failed).
-#[derive(Debug)]
-struct UnitGuard {
-    /// The unit's pid (and its process group).
-    pid: i32,
-    ended: bool,
-    _script: ScriptFile,
-}
-
-/// The command's script in its agent's private directory, removed with the
-/// task. The shell keeps it open, so removing it early is harmless.
-#[derive(Debug)]
-struct ScriptFile(PathBuf);
-
-impl Drop for ScriptFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// The shell script of a command: `export` lines for the agent's
-/// variables (names checked by the tool), then its command line.
-fn script_text(env: &[(String, String)], line: &str) -> String {
-    let mut text = String::new();
-    for (name, value) in env {
-        text.push_str(&format!(
-            "export {name}='{}'\n",
-            value.replace('\'', "'\\''")
-        ));
-    }
-    text.push_str(line);
-    text
-}
-
-/// Writes a new file only its owner may read.
-fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(bytes)
-}
-
-impl UnitGuard {
-    /// SIGTERM: the unit passes it on to the command and kills the whole
-    /// tree after its grace. Never SIGKILL first: a unit killed outright
-    /// could not reach what the command moved out of its group.
-    fn terminate(&self) {
-        self.signal(Signal::SIGTERM);
-    }
-
-    /// SIGHUP: the unit kills the whole tree at once.
-    fn kill(&self) {
-        self.signal(Signal::SIGHUP);
-    }
-
-    /// Only while the unit is not reaped: after, its pid may be another
-    /// process's.
-    fn signal(&self, signal: Signal) {
-        if !self.ended {
-            let _ = kill(Pid::from_raw(self.pid), signal);
-        }
-    }
-}
-
-impl Drop for UnitGuard {
-    fn drop(&mut self) {
-        self.terminate();
-    }
-}
-
-#[derive(Debug)]
-struct Helper(AbortHandle);
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 #[derive(Debug)]
 pub struct CommandState {
     task: TaskRecord,
@@ -206,88 +118,6 @@ fn exit_info(status: std::process::ExitStatus) -> ExitInfo {
         (Some(code), _) => ExitInfo::Code(code),
         (None, Some(signal)) => ExitInfo::Signal(signal),
         (None, None) => ExitInfo::Code(-1),
-    }
-}
-
-/// Reads one of the command's pipes into the actor. Each piece waits until
-/// the actor has stored it, and the reader keeps to the task's output
-/// rate, so a command that prints without end fills its pipe and waits:
-/// the daemon holds at most one piece per stream. Secrets are redacted
-/// here, where a secret cut across two reads can still be seen whole.
-fn spawn_reader(
-    myself: ActorRef<CommandMsg>,
-    stream: Stream,
-    mut pipe: impl AsyncReadExt + Unpin + Send + 'static,
-    secrets: Arc<Secrets>,
-    pace: Arc<tokio::sync::Mutex<Pace>>,
-) -> Helper {
-    let task = tokio::spawn(async move {
-        let mut buf = vec![0u8; READ_SIZE];
-        let mut held = Vec::new();
-        loop {
-            let n = match pipe.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            held.extend_from_slice(&buf[..n]);
-            let ready = secrets.redact_stream(&mut held, false);
-            if !deliver(&myself, stream, ready).await {
-                return;
-            }
-            // Both streams keep to one rate: the lock is the task's own,
-            // held while this reader waits its turn.
-            pace.lock().await.took(n as u64).await;
-        }
-        let rest = secrets.redact_stream(&mut held, true);
-        if deliver(&myself, stream, rest).await {
-            let _ = myself.cast(CommandMsg::Eof(stream));
-        }
-    });
-    Helper(task.abort_handle())
-}
-
-/// Hands a piece of output to the actor and waits until it is stored;
-/// `false` once the actor is gone.
-async fn deliver(myself: &ActorRef<CommandMsg>, stream: Stream, data: Vec<u8>) -> bool {
-    if data.is_empty() {
-        return true;
-    }
-    myself
-        .call(|reply| CommandMsg::Output(stream, data, reply), None)
-        .await
-        .is_ok_and(|result| result.is_success())
-}
-
-/// Keeps a reader to a rate: after each read, waits until the bytes taken
-/// are within the rate since the pace last restarted. A reader that fell
-/// behind (a quiet command) restarts the pace rather than banking credit,
-/// so it bursts at most one second's worth.
-#[derive(Debug)]
-struct Pace {
-    bytes_per_sec: u64,
-    started: tokio::time::Instant,
-    taken: u64,
-}
-
-impl Pace {
-    fn new(bytes_per_sec: u64) -> Self {
-        Self {
-            bytes_per_sec: bytes_per_sec.max(1),
-            started: tokio::time::Instant::now(),
-            taken: 0,
-        }
-    }
-
-    async fn took(&mut self, bytes: u64) {
-        let now = tokio::time::Instant::now();
-        let earned = now.duration_since(self.started).as_secs_f64() * self.bytes_per_sec as f64;
-        if earned - self.taken as f64 > self.bytes_per_sec as f64 {
-            self.started = now;
-            self.taken = 0;
-        }
-        self.taken = self.taken.saturating_add(bytes);
-        let due = Duration::from_secs_f64(self.taken as f64 / self.bytes_per_sec as f64);
-        tokio::time::sleep_until(self.started + due).await;
     }
 }
 
