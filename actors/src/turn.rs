@@ -206,7 +206,7 @@ pub async fn run(
         .max(1);
     let agent = match tools::agent_view(&ctx, &record).await {
         Ok(agent) => agent,
-        Err(err) => return TurnOutcome::BrainFailed(err),
+        Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
     };
     let context = match context(&ctx, &record, &message) {
         Ok(context) => context,
