@@ -16,7 +16,7 @@ use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
 use crate::brain::{Brain, MessageView, ResultView, StepRecord, ToolCall, TurnInput};
 use crate::limits::ResultBudget;
-use crate::tools::{self, ToolResult};
+use crate::tools::{self, ErrorKind, ToolError, ToolResult};
 use crate::{work_plane, Ctx};
 
 /// Earlier turns shown to the brain, and how much of each.
@@ -307,7 +307,7 @@ async fn run_calls(
         let refused = ToolResult {
             tool: "tool_calls".into(),
             input: json!({ "count": calls.len() }).to_string(),
-            output: json!({ "error": error }).to_string(),
+            output: tools::error_json(ErrorKind::Refused, &error).to_string(),
             is_error: true,
         };
         all_results.push(refused.clone());
@@ -319,7 +319,7 @@ async fn run_calls(
             let refused = ToolResult {
                 tool: call.name.clone(),
                 input: written(&call.input, REFUSED_INPUT_BYTES),
-                output: json!({ "error": spent.to_string() }).to_string(),
+                output: ToolError::from(spent).to_json().to_string(),
                 is_error: true,
             };
             all_results.push(refused.clone());
@@ -340,7 +340,7 @@ async fn run_calls(
             Err(err) => ToolResult {
                 tool: call.name.clone(),
                 input: String::new(),
-                output: json!({ "error": err.to_string() }).to_string(),
+                output: ToolError::from(err).to_json().to_string(),
                 is_error: true,
             },
         };

@@ -9,6 +9,7 @@ use holarchy_supervision::Refusal;
 use serde_json::{json, Value};
 
 use super::input::InputError;
+use super::placeholder::InputTooLarge;
 use crate::agent::{DeliverError, NotRunning};
 use crate::limits::LimitError;
 use crate::store::StoreError;
@@ -113,6 +114,7 @@ pub(super) use classified;
 
 classified!(
     InputError,
+    InputTooLarge,
     StoreError,
     LimitError,
     InvalidInput,
@@ -125,6 +127,12 @@ impl Classify for InputError {
         match self {
             InputError::NotAnObject(_) | InputError::Parse { .. } => ErrorKind::InvalidInput,
         }
+    }
+}
+
+impl Classify for InputTooLarge {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::InvalidInput
     }
 }
 
