@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::{classified, Classify, ErrorKind, ToolError};
+use super::input::NoInput;
 use super::json::{place_json, work_json, worktree_json};
 use super::tool::{Caller, Plane, Spec, Tool};
 use super::tool_surface;
@@ -20,11 +21,6 @@ use crate::agent::{AgentMsg, AgentSnapshot};
 use crate::spawn::{self, SpawnError, SpawnRequest};
 use crate::store::StoreError;
 use crate::{work_plane, workspace_plane, Ctx};
-
-/// Takes no input.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoInput {}
 
 /// `AgentGet`: the calling agent's own summary.
 #[derive(Debug)]

@@ -168,10 +168,10 @@ impl Classify for InvalidInput {
 impl Classify for Refusal {
     fn kind(&self) -> ErrorKind {
         match self {
-            Refusal::PrivateTarget | Refusal::NotSupervisor | Refusal::NotChild => {
-                ErrorKind::Refused
-            }
-            Refusal::Archived => ErrorKind::Refused,
+            Refusal::PrivateTarget
+            | Refusal::NotSupervisor
+            | Refusal::NotChild
+            | Refusal::Archived => ErrorKind::Refused,
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::fmt::Display;
 use std::str::FromStr;
 
+use schemars::JsonSchema;
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
@@ -11,6 +12,12 @@ use serde_json::{Map, Value};
 /// Longest field path quoted in an error: a path holds keys the brain
 /// chose (an `env` variable's name), which may be long.
 const MAX_PATH_CHARS: usize = 128;
+
+/// The input of a tool that takes none: `{}` (or `null`), and nothing
+/// else.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoInput {}
 
 /// Why a call's input does not parse as its tool's input.
 #[derive(Debug, thiserror::Error)]

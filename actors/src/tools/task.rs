@@ -9,9 +9,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::agent::NoInput;
 use super::error::{classified, Classify, ErrorKind, ToolError};
-use super::input::from_text;
+use super::input::{from_text, NoInput};
 use super::json::task_json;
 use super::tool::{Caller, Plane, Spec, Tool};
 use crate::task_plane::{self, TaskError};

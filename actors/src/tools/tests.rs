@@ -238,13 +238,13 @@ fn inputs_that_do_not_parse_are_invalid_and_name_their_field() {
 
 #[test]
 fn null_stands_for_absent() {
-    assert!(parse::<agent::NoInput>(&Value::Null).is_ok());
+    assert!(parse::<input::NoInput>(&Value::Null).is_ok());
     let spawn = parse::<agent::SpawnInput>(&json!({ "preset": null, "initial_message": "go" }));
     assert!(spawn.is_ok());
     let exec =
         parse::<command::ExecInput>(&json!({ "command": "ls", "env": null, "yield_ms": null }));
     assert!(exec.is_ok());
-    let err = parse::<agent::NoInput>(&json!("x")).expect_err("not an object");
+    let err = parse::<input::NoInput>(&json!("x")).expect_err("not an object");
     assert_eq!(ToolError::from(err).kind(), ErrorKind::InvalidInput);
 }
 
