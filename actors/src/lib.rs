@@ -5,7 +5,8 @@
 //! 1. Data and leaf services: [`protocol`] (the messages actors exchange,
 //!    data only), [`store`] (the storage trait), [`structure`] (per-agent
 //!    locks), [`limits`], [`process`], [`sandbox`], [`secrets`],
-//!    [`in_flight`], [`topology`], [`brain`] (the brain trait and brains).
+//!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`brain`]
+//!    (the brain trait and brains).
 //! 2. [`directory`] (running actors by id), [`config`] and [`ctx`] (what
 //!    every actor shares, and the [`ctx::Factory`] supervisors start
 //!    children through), [`quota`] (counting against the limits).
@@ -49,6 +50,7 @@ pub mod tools;
 pub mod topology;
 pub mod tree;
 pub mod turn;
+pub mod views;
 
 pub use brain::{Brain, ScriptedBrain};
 pub use config::RuntimeConfig;

@@ -14,7 +14,7 @@ use crate::brain::openai::OpenAiBrain;
 use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput};
 use crate::context;
 use crate::protocol::{ToolResult, TurnOutcome};
-use crate::tools;
+use crate::tools::{self, ErrorKind, ToolError};
 use crate::Ctx;
 use budget::ResultBudget;
 
@@ -94,7 +94,7 @@ pub async fn run(
         .max(1);
     let agent = match tools::agent_view(&ctx, &record).await {
         Ok(agent) => agent,
-        Err(err) => return TurnOutcome::BrainFailed(err),
+        Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
     };
     let context = match context::bounded(&ctx, &record, &message) {
         Ok(context) => context,
@@ -195,7 +195,7 @@ async fn run_calls(
         let refused = ToolResult {
             tool: "tool_calls".into(),
             input: json!({ "count": calls.len() }).to_string(),
-            output: json!({ "error": error }).to_string(),
+            output: tools::error_json(ErrorKind::Refused, &error).to_string(),
             is_error: true,
         };
         all_results.push(refused.clone());
@@ -207,7 +207,7 @@ async fn run_calls(
             let refused = ToolResult {
                 tool: call.name.clone(),
                 input: written(&call.input, REFUSED_INPUT_BYTES),
-                output: json!({ "error": spent.to_string() }).to_string(),
+                output: ToolError::from(spent).to_json().to_string(),
                 is_error: true,
             };
             all_results.push(refused.clone());
@@ -228,7 +228,7 @@ async fn run_calls(
             Err(err) => ToolResult {
                 tool: call.name.clone(),
                 input: String::new(),
-                output: json!({ "error": err.to_string() }).to_string(),
+                output: ToolError::from(err).to_json().to_string(),
                 is_error: true,
             },
         };

@@ -426,7 +426,7 @@ impl AgentService for AgentApi {
                 family: t.family.name().to_owned(),
                 plane: t.plane.to_owned(),
                 description: t.description.to_owned(),
-                input_schema_json: t.input_schema.to_owned(),
+                input_schema_json: t.schema().to_string(),
             })
             .collect();
         Ok(Response::new(pb::ListToolsResponse { tools }))

@@ -23,15 +23,13 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
-use super::pipe::{spawn_reader, Helper, Pace};
+use super::pipe::{spawn_reader, Helper, Pace, READ_SIZE};
 use super::unit::{script_text, write_private, ScriptFile, UnitGuard};
 use crate::process::start_ticks;
 use crate::protocol::CommandMsg;
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
 
-/// Bytes read from a pipe at a time.
-pub(super) const READ_SIZE: usize = 64 * 1024;
 /// The ring drops whole chunks, oldest first, and always keeps the newest,
 /// so a stored chunk holds at most a quarter of the capacity: the ring
 /// then keeps at most 1.25 times it. Within 1 KiB and a read, so a large

@@ -10,9 +10,11 @@ use ractor::ActorRef;
 use tokio::io::AsyncReadExt;
 use tokio::task::AbortHandle;
 
-use super::actor::READ_SIZE;
 use crate::protocol::CommandMsg;
 use crate::secrets::Secrets;
+
+/// Bytes read from a pipe at a time.
+pub(super) const READ_SIZE: usize = 64 * 1024;
 
 #[derive(Debug)]
 pub(super) struct Helper(pub(super) AbortHandle);
