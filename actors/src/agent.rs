@@ -23,7 +23,7 @@ use tracing::{debug, warn, Instrument};
 use crate::in_flight::{InFlightGuard, InFlightTurn};
 use crate::limits::TurnPace;
 use crate::protocol::{
-    AgentArgs, AgentMsg, AgentSnapshot, ControlError, DeliverError, Delivered, NewMessage,
+    Ack, AgentArgs, AgentMsg, AgentSnapshot, ControlError, DeliverError, Delivered, NewMessage,
     TurnDone, TurnOutcome,
 };
 use crate::store::{Batch, StoreError, Write};
@@ -391,8 +391,15 @@ impl Actor for AgentActor {
         // `agent_id` on everything this message logs.
         let _span = tracing::info_span!("agent", agent_id = %state.id()).entered();
         match message {
-            AgentMsg::Deliver { message, reply } => {
+            AgentMsg::Deliver {
+                message,
+                ack,
+                reply,
+            } => {
                 match self.enqueue(state, message) {
+                    Ok(delivered) if ack == Ack::Applied => {
+                        let _ = reply.send(Ok(delivered));
+                    }
                     Ok(delivered) => {
                         // Acknowledge only once the message is on disk; the
                         // wait runs beside the actor, not inside `handle`.

@@ -9,7 +9,7 @@ use holarchy_supervision::{AgentId, MessageId, TaskId, Visibility, WaitId};
 use ractor::{ActorId, ActorRef};
 
 use crate::protocol::{
-    AgentMsg, CommandMsg, DeliverError, Delivered, NewMessage, TaskMsg, WaitMsg,
+    Ack, AgentMsg, CommandMsg, DeliverError, Delivered, NewMessage, TaskMsg, WaitMsg,
 };
 
 #[derive(Debug, Clone)]
@@ -251,7 +251,14 @@ pub async fn deliver(
     timeout: std::time::Duration,
 ) -> Result<Delivered, DeliverError> {
     match actor
-        .call(|reply| AgentMsg::Deliver { message, reply }, Some(timeout))
+        .call(
+            |reply| AgentMsg::Deliver {
+                message,
+                ack: Ack::Durable,
+                reply,
+            },
+            Some(timeout),
+        )
         .await
     {
         Ok(ractor::rpc::CallResult::Success(answer)) => answer,

@@ -65,6 +65,7 @@ impl Actor for GatewayActor {
                 agent_id,
                 body,
                 dedupe_key,
+                ack,
                 reply,
             } => match self.route(agent_id) {
                 Ok(actor) => {
@@ -74,7 +75,11 @@ impl Actor for GatewayActor {
                         dedupe_key,
                     };
                     if let Err(MessagingErr::SendErr(AgentMsg::Deliver { reply, .. })) =
-                        actor.cast(AgentMsg::Deliver { message, reply })
+                        actor.cast(AgentMsg::Deliver {
+                            message,
+                            ack,
+                            reply,
+                        })
                     {
                         let _ = reply.send(Err(DeliverError::NotRunning {
                             agent_id,

@@ -57,7 +57,8 @@ pub use config::RuntimeConfig;
 pub use ctx::Ctx;
 pub use protocol::{AgentSnapshot, DeliverError, Delivered};
 pub use runtime::{
-    ArchiveError, BrainError, CreateError, NewAgent, Runtime, RuntimeError, RuntimeSnapshot,
+    ArchiveError, BrainError, CreateError, NewAgent, Outgoing, Runtime, RuntimeError,
+    RuntimeSnapshot,
 };
 pub use store::{Batch, DurableFuture, RecoveryInput, Store, StoreError, Write};
 

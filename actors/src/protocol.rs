@@ -49,6 +49,16 @@ pub enum DeliverError {
     Unavailable(String),
 }
 
+/// When a delivery is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    /// Once the message is on disk: what every single delivery waits for.
+    Durable,
+    /// Once the message is on the queue, in memory. Only for a caller that
+    /// waits for one flush after a whole batch before it answers anyone.
+    Applied,
+}
+
 /// Why an agent that exists has no actor to take a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotRunning {
@@ -91,6 +101,7 @@ pub struct TurnDone {
 pub enum AgentMsg {
     Deliver {
         message: NewMessage,
+        ack: Ack,
         reply: RpcReplyPort<Result<Delivered, DeliverError>>,
     },
     TurnDone(Box<TurnDone>),
@@ -240,6 +251,7 @@ pub enum GatewayMsg {
         agent_id: AgentId,
         body: String,
         dedupe_key: Option<String>,
+        ack: Ack,
         reply: RpcReplyPort<Result<Delivered, DeliverError>>,
     },
 }

@@ -32,6 +32,14 @@ mod recovery;
 pub use handle::{ArchiveError, BrainError, Runtime};
 pub use operator::Bounded;
 
+/// One message of a [`Runtime::send_messages`] batch.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub agent_id: AgentId,
+    pub body: String,
+    pub dedupe_key: Option<String>,
+}
+
 /// Most agents one `CreateAgents` call may create.
 pub const MAX_CREATE_BATCH: usize = 10_000;
 

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use holarchy_actors::protocol::{AgentSnapshot, Control};
-use holarchy_actors::{NewAgent, Runtime};
+use holarchy_actors::{DeliverError, NewAgent, Outgoing, Runtime};
 use holarchy_supervision::{limits, AgentId, AgentRecord, BrainConfig, MessageId, WorkStatus};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -312,6 +312,58 @@ impl AgentService for AgentApi {
         }))
     }
 
+    async fn send_messages(
+        &self,
+        request: Request<pb::SendMessagesRequest>,
+    ) -> Result<Response<pb::SendMessagesResponse>, Status> {
+        let requests = request.into_inner().messages;
+        if requests.is_empty() || requests.len() > MAX_SEND_BATCH {
+            return Err(ApiError::InvalidArgument(format!(
+                "send 1 to {MAX_SEND_BATCH} messages, not {}",
+                requests.len()
+            ))
+            .into());
+        }
+        // A malformed id refuses that message only, like any other refusal.
+        let mut results: Vec<Option<pb::SendMessageResult>> = Vec::with_capacity(requests.len());
+        let mut outgoing = Vec::with_capacity(requests.len());
+        for req in requests {
+            match parse_agent_id(&req.agent_id) {
+                Ok(agent_id) => {
+                    results.push(None);
+                    outgoing.push(Outgoing {
+                        agent_id,
+                        body: req.text,
+                        dedupe_key: (!req.dedupe_key.is_empty()).then_some(req.dedupe_key),
+                    });
+                }
+                Err(err) => results.push(Some(refused(err.into()))),
+            }
+        }
+        let mut answers = self.runtime.send_messages(outgoing).await.into_iter();
+        for slot in results.iter_mut().filter(|slot| slot.is_none()) {
+            let answer = answers.next().unwrap_or_else(|| {
+                Err(DeliverError::Unavailable(
+                    "no answer for this message".into(),
+                ))
+            });
+            *slot = Some(match answer {
+                Ok(delivered) => pb::SendMessageResult {
+                    result: Some(pb::send_message_result::Result::Sent(
+                        pb::SendMessageResponse {
+                            message_id: delivered.message_id.to_string(),
+                            duplicate: delivered.duplicate,
+                        },
+                    )),
+                },
+                Err(err) => refused(Status::from(ApiError::from(err))),
+            });
+        }
+        Ok(Response::new(pb::SendMessagesResponse {
+            results: results.into_iter().flatten().collect(),
+        }))
+    }
+
     async fn list_messages(
         &self,
         request: Request<pb::ListMessagesRequest>,
@@ -489,5 +541,20 @@ impl AgentService for AgentApi {
             }
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+}
+
+/// Most messages one `SendMessages` call may carry.
+pub const MAX_SEND_BATCH: usize = 1_000;
+
+/// One refused message of a batch, as the status a single call would get.
+fn refused(status: Status) -> pb::SendMessageResult {
+    pb::SendMessageResult {
+        result: Some(pb::send_message_result::Result::Refused(
+            pb::MessageRefused {
+                code: status.code() as i32,
+                message: status.message().to_owned(),
+            },
+        )),
     }
 }

@@ -18,11 +18,13 @@ use holarchy_supervision::{
 };
 
 use super::factory::ActorFactory;
-use super::{CreateError, NewAgent, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot};
+use super::{
+    CreateError, NewAgent, Outgoing, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot,
+};
 use crate::in_flight::InFlightTurn;
 use crate::protocol::GatewayMsg;
 use crate::protocol::{
-    AgentMsg, AgentSnapshot, Control, ControlError, ControlOutcome, DeliverError, Delivered,
+    Ack, AgentMsg, AgentSnapshot, Control, ControlError, ControlOutcome, DeliverError, Delivered,
     NotRunning,
 };
 use crate::store::{Batch, StoreError, Write};
@@ -195,12 +197,74 @@ impl Runtime {
                     agent_id,
                     body,
                     dedupe_key,
+                    ack: Ack::Durable,
                     reply,
                 },
                 timeout,
             )
             .await;
         unanswered(result).map_err(DeliverError::Unavailable)?
+    }
+
+    /// Operator ingress of many messages at once, each with its own dedupe
+    /// key and its own answer, in order: one refused message does not
+    /// refuse the others. Every message is put on its queue first; one
+    /// flush then covers them all, and no message is answered before it.
+    pub async fn send_messages(
+        &self,
+        messages: Vec<Outgoing>,
+    ) -> Vec<Result<Delivered, DeliverError>> {
+        let Some(gateway) = self.ctx.topology.gateway() else {
+            let down = || Err(DeliverError::Unavailable("gateway not running".into()));
+            return messages.iter().map(|_| down()).collect();
+        };
+        let mut pending = Vec::with_capacity(messages.len());
+        for message in messages {
+            let checked = limits::check_message(&message.body).and_then(|()| {
+                message
+                    .dedupe_key
+                    .as_deref()
+                    .map_or(Ok(()), limits::check_dedupe_key)
+            });
+            if let Err(err) = checked {
+                pending.push(Err(DeliverError::from(err)));
+                continue;
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let sent = gateway.cast(GatewayMsg::Ingress {
+                agent_id: message.agent_id,
+                body: message.body,
+                dedupe_key: message.dedupe_key,
+                ack: Ack::Applied,
+                reply: tx.into(),
+            });
+            pending.push(match sent {
+                Ok(()) => Ok(rx),
+                Err(err) => Err(DeliverError::Unavailable(err.to_string())),
+            });
+        }
+        // Every message is in flight now; their answers come back together.
+        let deadline = tokio::time::Instant::now() + self.ctx.config.call_timeout;
+        let mut answers = Vec::with_capacity(pending.len());
+        for waiting in pending {
+            answers.push(match waiting {
+                Ok(rx) => match tokio::time::timeout_at(deadline, rx).await {
+                    Ok(Ok(answer)) => answer,
+                    Ok(Err(_)) => Err(DeliverError::Unavailable("the agent did not answer".into())),
+                    Err(_) => Err(DeliverError::Unavailable("timed out".into())),
+                },
+                Err(err) => Err(err),
+            });
+        }
+        if let Err(err) = self.ctx.store.durable().await {
+            let failed = err.to_string();
+            for answer in &mut answers {
+                if answer.is_ok() {
+                    *answer = Err(DeliverError::Unavailable(format!("not flushed: {failed}")));
+                }
+            }
+        }
+        answers
     }
 
     /// The live view of a running agent; `None` if its actor is not running.
