@@ -100,19 +100,22 @@ impl AgentActor {
     }
 
     /// The synchronous part of a delivery: admission, dedupe, bound, write.
+    /// Returns the record queued, if a new one was, so a turn starting at
+    /// once need not read it back from the store.
     fn enqueue(
         &self,
         state: &mut AgentState,
         message: NewMessage,
-    ) -> Result<Delivered, DeliverError> {
+    ) -> Result<(Delivered, Option<MessageRecord>), DeliverError> {
         admit(&message.provenance, None, state.target)?;
         let agent_id = state.id();
         if let Some(key) = &message.dedupe_key {
             if let Some(message_id) = self.ctx.store.message_id_by_dedupe_key(agent_id, key)? {
-                return Ok(Delivered {
+                let duplicate = Delivered {
                     message_id,
                     duplicate: true,
-                });
+                };
+                return Ok((duplicate, None));
             }
         }
         let limit = self.ctx.config.max_queue_len;
@@ -127,12 +130,20 @@ impl AgentActor {
             now_ms(),
         );
         let message_id = record.id;
+        // Kept only when it can start a turn right away: the queue holds ids.
+        let starts_now = state.queue.is_empty()
+            && state.run.is_none()
+            && !state.held
+            && state.pace_wake.is_none()
+            && state.target.state == LifecycleState::Active;
+        let kept = starts_now.then(|| record.clone());
         self.ctx.store.commit(Batch::new().put_queued(record))?;
         state.queue.push_back(message_id);
-        Ok(Delivered {
+        let delivered = Delivered {
             message_id,
             duplicate: false,
-        })
+        };
+        Ok((delivered, kept))
     }
 
     /// Starts the next turn if the agent is active and idle.
@@ -140,6 +151,17 @@ impl AgentActor {
         &self,
         myself: &ActorRef<AgentMsg>,
         state: &mut AgentState,
+    ) -> Result<(), StoreError> {
+        self.start_turns(myself, state, None)
+    }
+
+    /// [`Self::maybe_start_turn`], given the record of a message queued in
+    /// this same `handle`: nothing can have changed it since.
+    fn start_turns(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        state: &mut AgentState,
+        mut fresh: Option<MessageRecord>,
     ) -> Result<(), StoreError> {
         // A turn deferred by the pace starts when its wake-up comes; until
         // then a delivery need not read the head message again.
@@ -151,7 +173,12 @@ impl AgentActor {
                 return Ok(());
             };
             let agent_id = state.id();
-            let Some(mut message) = self.ctx.store.message(agent_id, message_id)? else {
+            let known = fresh.take_if(|m| m.id == message_id);
+            let Some(mut message) = known.map_or_else(
+                || self.ctx.store.message(agent_id, message_id),
+                |m| Ok(Some(m)),
+            )?
+            else {
                 warn!(agent_id = %agent_id, message_id = %message_id, "queued message missing from store");
                 continue;
             };
@@ -396,11 +423,12 @@ impl Actor for AgentActor {
                 ack,
                 reply,
             } => {
-                match self.enqueue(state, message) {
-                    Ok(delivered) if ack == Ack::Applied => {
+                let fresh = match self.enqueue(state, message) {
+                    Ok((delivered, fresh)) if ack == Ack::Applied => {
                         let _ = reply.send(Ok(delivered));
+                        fresh
                     }
-                    Ok(delivered) => {
+                    Ok((delivered, fresh)) => {
                         // Acknowledge only once the message is on disk; the
                         // wait runs beside the actor, not inside `handle`.
                         let durable = self.ctx.store.durable();
@@ -411,12 +439,14 @@ impl Actor for AgentActor {
                                 .map_err(DeliverError::from);
                             let _ = reply.send(answer);
                         });
+                        fresh
                     }
                     Err(err) => {
                         let _ = reply.send(Err(err));
+                        None
                     }
-                }
-                self.maybe_start_turn(&myself, state)?;
+                };
+                self.start_turns(&myself, state, fresh)?;
             }
             AgentMsg::TurnDone(done) => {
                 self.finish_turn(state, *done)?;

@@ -106,4 +106,12 @@ pub type BrainFuture = Pin<Box<dyn Future<Output = Result<TurnPlan, BrainError>>
 pub trait Brain: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     fn decide(&self, input: TurnInput) -> BrainFuture;
+
+    /// Whether the brain reads more than the message and the results of
+    /// its own tool calls: the agent's view, the context and the tool
+    /// catalog. A brain that does not (the scripted brain) is given them
+    /// empty, and the turn does not build them.
+    fn reads_context(&self) -> bool {
+        true
+    }
 }

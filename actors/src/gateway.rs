@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use holarchy_supervision::{admit, AgentId, Provenance, Target};
+use holarchy_supervision::{admit, AgentId, Provenance, Target, Visibility};
 use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
 
 use crate::protocol::{AgentMsg, DeliverError, GatewayMsg, NewMessage, NotRunning};
@@ -21,6 +21,14 @@ impl GatewayActor {
     }
 
     fn route(&self, agent_id: AgentId) -> Result<ActorRef<AgentMsg>, DeliverError> {
+        // A running public agent needs no store read here: the agent admits
+        // the message again against its own state before it queues it.
+        if let Some(entry) = self.ctx.directory.get(agent_id) {
+            if entry.visibility == Visibility::Public {
+                return Ok(entry.actor);
+            }
+        }
+        // Anything else reads the record, for the exact refusal.
         let record = self
             .ctx
             .store

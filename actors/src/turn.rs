@@ -92,15 +92,20 @@ pub async fn run(
         .max_steps()
         .min(limits.max_steps_per_turn)
         .max(1);
-    let agent = match tools::agent_view(&ctx, &record).await {
-        Ok(agent) => agent,
-        Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
+    let (agent, context, catalog) = if brain.reads_context() {
+        let agent = match tools::agent_view(&ctx, &record).await {
+            Ok(agent) => agent,
+            Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
+        };
+        let context = match context::bounded(&ctx, &record, &message) {
+            Ok(context) => context,
+            Err(err) => return TurnOutcome::BrainFailed(err),
+        };
+        let catalog: Vec<Value> = tools::tool_surface(profile).map(|t| t.view()).collect();
+        (agent, context, catalog)
+    } else {
+        (Value::Null, Value::Null, Vec::new())
     };
-    let context = match context::bounded(&ctx, &record, &message) {
-        Ok(context) => context,
-        Err(err) => return TurnOutcome::BrainFailed(err),
-    };
-    let catalog: Vec<Value> = tools::tool_surface(profile).map(|t| t.view()).collect();
     let view = context::message_view(&message);
 
     let mut steps: Vec<StepRecord> = Vec::new();

@@ -1,12 +1,14 @@
 //! A turn as it runs beside its agent's actor: made durable, run under
 //! its deadline, and always reported back by message.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+
+use futures::FutureExt;
 
 use holarchy_supervision::{AgentId, MessageRecord, Profile, RunId};
 use ractor::ActorRef;
 use tokio::task::AbortHandle;
-use tracing::Instrument;
 
 use crate::protocol::{AgentMsg, TurnDone, TurnOutcome};
 use crate::turn;
@@ -42,14 +44,12 @@ pub(super) async fn run_turn(
         return;
     }
     let deadline = ctx.config.turn_timeout;
-    let mut work =
-        tokio::spawn(turn::run(ctx, profile, agent_id, run_id, message).in_current_span());
-    let _guard = AbortOnDrop(work.abort_handle());
-    let outcome = match tokio::time::timeout(deadline, &mut work).await {
+    // In this task, not one of its own: a panic is caught here, and
+    // aborting this task (the agent went away) takes the turn along.
+    let turn = AssertUnwindSafe(turn::run(ctx, profile, agent_id, run_id, message)).catch_unwind();
+    let outcome = match tokio::time::timeout(deadline, turn).await {
         Ok(Ok(outcome)) => outcome,
-        Ok(Err(join)) if join.is_panic() => TurnOutcome::BrainFailed("the turn panicked".into()),
-        // Cancelled: only our own abort does that, and then nobody listens.
-        Ok(Err(_)) => return,
+        Ok(Err(_panic)) => TurnOutcome::BrainFailed("the turn panicked".into()),
         Err(_) => TurnOutcome::BrainFailed(format!("the turn ran past its {deadline:?} deadline")),
     };
     // The agent may be gone (archived, killed); its turn result goes with it.

@@ -46,6 +46,11 @@ impl Brain for ScriptedBrain {
         "scripted"
     }
 
+    /// The message is the whole script.
+    fn reads_context(&self) -> bool {
+        false
+    }
+
     fn decide(&self, input: TurnInput) -> BrainFuture {
         // A script is one decision: its tool calls run once, then the turn
         // ends.
