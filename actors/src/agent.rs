@@ -152,16 +152,34 @@ impl AgentActor {
         myself: &ActorRef<AgentMsg>,
         state: &mut AgentState,
     ) -> Result<(), StoreError> {
-        self.start_turns(myself, state, None)
+        self.start_turns(myself, state, None, Batch::new())
     }
 
     /// [`Self::maybe_start_turn`], given the record of a message queued in
-    /// this same `handle`: nothing can have changed it since.
+    /// this same `handle` (nothing can have changed it since) and writes
+    /// not yet committed (a finished turn's): they go in the same commit
+    /// as the next turn's start, or alone if no turn starts.
     fn start_turns(
         &self,
         myself: &ActorRef<AgentMsg>,
         state: &mut AgentState,
+        fresh: Option<MessageRecord>,
+        carry: Batch,
+    ) -> Result<(), StoreError> {
+        let mut carry = Some(carry);
+        let started = self.start_turns_with(myself, state, fresh, &mut carry);
+        match carry {
+            Some(batch) if !batch.is_empty() => self.ctx.store.commit(batch).and(started),
+            _ => started,
+        }
+    }
+
+    fn start_turns_with(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        state: &mut AgentState,
         mut fresh: Option<MessageRecord>,
+        carry: &mut Option<Batch>,
     ) -> Result<(), StoreError> {
         // A turn deferred by the pace starts when its wake-up comes; until
         // then a delivery need not read the head message again.
@@ -213,7 +231,9 @@ impl AgentActor {
             message.status = handling;
             message.attempts += 1;
             self.ctx.store.commit(
-                Batch::new()
+                carry
+                    .take()
+                    .unwrap_or_default()
                     .write(Write::PutMessage(message.clone()))
                     .event(agent_id, EventKind::RunStarted { run_id, message_id }),
             )?;
@@ -244,17 +264,19 @@ impl AgentActor {
     /// Records a finished turn and frees the agent for the next one. A
     /// supervised child whose brain said `done` then hands its result to its
     /// parent and is cleaned up, in a task of its own.
-    fn finish_turn(&self, state: &mut AgentState, done: TurnDone) -> Result<(), StoreError> {
+    /// Returns the turn's writes, for the caller to commit (with the next
+    /// turn's start, if one starts).
+    fn finish_turn(&self, state: &mut AgentState, done: TurnDone) -> Result<Batch, StoreError> {
         let Some(run) = state.run.take_if(|r| r.run_id == done.run_id) else {
             debug!(agent_id = %state.id(), run_id = %done.run_id, "stale turn result ignored");
-            return Ok(());
+            return Ok(Batch::new());
         };
         let agent_id = state.id();
         let run_id = run.run_id;
         let message_id = run.message_id;
         let Some(mut message) = self.ctx.store.message(agent_id, message_id)? else {
             warn!(agent_id = %agent_id, run_id = %run_id, "message of finished turn missing from store");
-            return Ok(());
+            return Ok(Batch::new());
         };
         let mut batch = Batch::new();
         match done.outcome {
@@ -368,11 +390,8 @@ impl AgentActor {
                     .unwrap_or(message.status);
             }
         }
-        self.ctx
-            .store
-            .commit(batch.write(Write::PutMessage(message)))?;
         state.turns_completed += 1;
-        Ok(())
+        Ok(batch.write(Write::PutMessage(message)))
     }
 }
 
@@ -446,11 +465,11 @@ impl Actor for AgentActor {
                         None
                     }
                 };
-                self.start_turns(&myself, state, fresh)?;
+                self.start_turns(&myself, state, fresh, Batch::new())?;
             }
             AgentMsg::TurnDone(done) => {
-                self.finish_turn(state, *done)?;
-                self.maybe_start_turn(&myself, state)?;
+                let finished = self.finish_turn(state, *done)?;
+                self.start_turns(&myself, state, None, finished)?;
             }
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());
