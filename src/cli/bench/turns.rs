@@ -140,6 +140,7 @@ pub async fn turns(cli: &Cli, args: &TurnsArgs) -> anyhow::Result<()> {
     let daemon_before = daemon.as_ref().and_then(Process::read);
     let client_before = me.read();
     let t0 = Instant::now();
+    let t0_ms = report::wall_ms();
     let following = tokio::spawn(watch::follow(
         stream,
         agents,
@@ -155,6 +156,7 @@ pub async fn turns(cli: &Cli, args: &TurnsArgs) -> anyhow::Result<()> {
 
     let figures = report::Figures {
         t0,
+        t0_ms,
         sent: &sent,
         seen: &seen,
         daemon: spent(daemon_before, daemon_after),

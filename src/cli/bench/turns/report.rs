@@ -23,6 +23,11 @@ pub struct Spent {
 pub struct Figures<'a> {
     /// Just before the first message was sent.
     pub t0: Instant,
+    /// The same moment on the wall clock, in milliseconds since the epoch,
+    /// to place the daemon's event stamps (`at_ms`) on this run's time
+    /// line: right on the Unix socket (one host, one clock), skewed by the
+    /// hosts' clock difference over TCP.
+    pub t0_ms: i64,
     pub sent: &'a [Sent],
     pub seen: &'a Seen,
     /// The daemon's spending, when its `/proc` was readable.
@@ -32,6 +37,14 @@ pub struct Figures<'a> {
     /// Growth of the store's size on disk (the status's `store_bytes`);
     /// None if it shrank (sled reclaimed space during the run).
     pub store_growth: Option<u64>,
+}
+
+/// The wall clock now, in milliseconds since the epoch.
+pub fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// p50, p90, p99 and max of `samples` in microseconds; null figures for
@@ -81,6 +94,40 @@ impl Figures<'_> {
                 Some(end.at.saturating_duration_since(s.at))
             })
             .collect();
+        // The same, to the daemon's stamp on the event: how long the turn
+        // took to end, without the time the stream took to deliver it.
+        // Stamps are whole milliseconds, so a figure can be up to 1 ms
+        // short; below zero it reads 0.
+        let since_t0_us = |ms: i64| (ms - self.t0_ms) as f64 * 1e3;
+        let to_stamp: Vec<Duration> = self
+            .sent
+            .iter()
+            .filter_map(|s| {
+                let end = self.seen.ended.get(&s.message_id)?;
+                let sent_us = s.at.duration_since(self.t0).as_secs_f64() * 1e6;
+                let us = (since_t0_us(end.stamped_ms) - sent_us).max(0.0);
+                Some(Duration::from_secs_f64(us / 1e6))
+            })
+            .collect();
+        // How late the stream delivered each end after the daemon stamped
+        // it.
+        let stream_lag: Vec<Duration> = self
+            .seen
+            .ended
+            .values()
+            .map(|e| {
+                let seen_us = e.at.duration_since(self.t0).as_secs_f64() * 1e6;
+                let us = (seen_us - since_t0_us(e.stamped_ms)).max(0.0);
+                Duration::from_secs_f64(us / 1e6)
+            })
+            .collect();
+        let last_stamp = self.seen.ended.values().map(|e| e.stamped_ms).max();
+        let handled_stamped_per_s = match last_stamp {
+            Some(ms) if turns > 0 && ms > self.t0_ms => {
+                json!(turns as f64 / (since_t0_us(ms) / 1e6))
+            }
+            _ => Value::Null,
+        };
         let not_completed = self
             .seen
             .ended
@@ -95,9 +142,12 @@ impl Figures<'_> {
             "not_completed": not_completed,
             "acknowledged_per_s": rate(self.sent.len(), last_ack),
             "handled_per_s": rate(turns, last_end),
+            "handled_per_s_daemon_stamps": handled_stamped_per_s,
             "elapsed_s": last_end.map(|l| l.duration_since(self.t0).as_secs_f64()),
             "ack_latency_us": spread(acknowledged),
             "send_to_turn_end_us": spread(to_end),
+            "send_to_turn_end_stamped_us": spread(to_stamp),
+            "stream_lag_us": spread(stream_lag),
             "events_per_turn": per(Some(self.seen.events as f64), turns),
             "daemon_cpu_s": daemon.map(|d| d.cpu_s),
             "daemon_cpu_us_per_turn": per(daemon.map(|d| d.cpu_s * 1e6), turns),
@@ -113,7 +163,7 @@ impl Figures<'_> {
 }
 
 /// The figure name column.
-const NAME: usize = 44;
+const NAME: usize = 46;
 
 fn row(name: &str, value: &Value, decimals: usize, unit: &str) {
     println!("{name:<NAME$} {} {unit}", fixed(value, 12, decimals));
@@ -134,51 +184,65 @@ pub fn print(r: &Value) {
         "turns: {} messages over {} agents, {} in flight, {} AgentGet per turn ({})",
         r["messages"], r["agents"], r["concurrency"], r["tool_calls"], r["transport"]
     );
-    row("agents created / s", &r["create_per_s"], 0, "/s");
-    row("acknowledged / s", &r["acknowledged_per_s"], 0, "/s");
-    row(
-        "handled / s (run_finished durable)",
-        &r["handled_per_s"],
-        0,
-        "/s",
-    );
-    latency("SendMessage until acknowledged", &r["ack_latency_us"]);
-    latency(
-        "SendMessage until run_finished seen",
-        &r["send_to_turn_end_us"],
-    );
-    row("daemon CPU per turn", &r["daemon_cpu_us_per_turn"], 1, "us");
-    row("daemon cores busy", &r["daemon_cores_busy"], 2, "");
-    row(
-        "daemon context switches per turn",
-        &r["daemon_context_switches_per_turn"],
-        1,
-        "",
-    );
-    row(
-        "daemon bytes written per turn (/proc io)",
-        &r["daemon_write_bytes_per_turn"],
-        0,
-        "B",
-    );
-    row(
-        "store growth per turn (status store_bytes)",
-        &r["store_growth_bytes_per_turn"],
-        0,
-        "B",
-    );
-    row(
-        "events per turn on the stream",
-        &r["events_per_turn"],
-        1,
-        "",
-    );
-    row(
-        "client (this tool) CPU per turn",
-        &r["client_cpu_us_per_turn"],
-        1,
-        "us",
-    );
+    // (name, key, decimals, unit)
+    let rates = [
+        ("agents created / s", "create_per_s", 0, "/s"),
+        ("acknowledged / s", "acknowledged_per_s", 0, "/s"),
+        ("handled / s (run_finished seen)", "handled_per_s", 0, "/s"),
+        (
+            "handled / s (by the events' stamps)",
+            "handled_per_s_daemon_stamps",
+            0,
+            "/s",
+        ),
+    ];
+    for (name, key, decimals, unit) in rates {
+        row(name, &r[key], decimals, unit);
+    }
+    let latencies = [
+        ("SendMessage until acknowledged", "ack_latency_us"),
+        ("SendMessage until run_finished seen", "send_to_turn_end_us"),
+        (
+            "SendMessage until run_finished stamped",
+            "send_to_turn_end_stamped_us",
+        ),
+        ("run_finished stamped until seen", "stream_lag_us"),
+    ];
+    for (name, key) in latencies {
+        latency(name, &r[key]);
+    }
+    let costs = [
+        ("daemon CPU per turn", "daemon_cpu_us_per_turn", 1, "us"),
+        ("daemon cores busy", "daemon_cores_busy", 2, ""),
+        (
+            "daemon context switches per turn",
+            "daemon_context_switches_per_turn",
+            1,
+            "",
+        ),
+        (
+            "daemon bytes written per turn (/proc io)",
+            "daemon_write_bytes_per_turn",
+            0,
+            "B",
+        ),
+        (
+            "store growth per turn (status store_bytes)",
+            "store_growth_bytes_per_turn",
+            0,
+            "B",
+        ),
+        ("events per turn on the stream", "events_per_turn", 1, ""),
+        (
+            "client (this tool) CPU per turn",
+            "client_cpu_us_per_turn",
+            1,
+            "us",
+        ),
+    ];
+    for (name, key, decimals, unit) in costs {
+        row(name, &r[key], decimals, unit);
+    }
     println!(
         "{:<NAME$} {:>12}",
         "flushes per turn", "n/a (not in the daemon's status)"

@@ -21,7 +21,11 @@ const STALL: Duration = Duration::from_secs(60);
 /// A turn's end as the watcher saw it.
 #[derive(Debug, Clone)]
 pub struct Ended {
+    /// When the event reached this tool.
     pub at: Instant,
+    /// When the daemon stamped the event (its `at_ms`, wall clock): with
+    /// `at`, how far the stream runs behind the turns.
+    pub stamped_ms: i64,
     /// `completed`, `failed`, `aborted` (the event's text).
     pub outcome: String,
 }
@@ -86,6 +90,7 @@ pub async fn follow(
         // which the message's own record (not this bench) is the judge of.
         seen.ended.entry(event.message_id).or_insert(Ended {
             at,
+            stamped_ms: event.at_ms,
             outcome: event.text,
         });
         handled.store(seen.ended.len(), Ordering::Relaxed);
