@@ -201,3 +201,43 @@ async fn acknowledged_messages_survive_kill_9_at_full_rate_and_are_handled_once(
         stored.len()
     );
 }
+
+/// `holarchy bench turns` against a real daemon: every turn is seen
+/// handled, the daemon's CPU is read from `/proc`, and a figure the daemon
+/// does not report (flushes) is null, not 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_turns_sees_every_turn_handled_and_reports_its_cost() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let out = root.path().join("turns.json");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_holarchy"));
+    command
+        .arg("--data-dir")
+        .arg(&daemon.data_dir)
+        .args(["bench", "turns", "--agents", "20", "--messages", "200"])
+        .args(["--concurrency", "16", "--tool-calls", "1", "--out"])
+        .arg(&out)
+        .env_remove("HOLARCHY_ADDR")
+        .env_remove("HOLARCHY_SOCKET");
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("bench runs");
+    assert!(
+        output.status.success(),
+        "bench turns failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let written = std::fs::read_to_string(&out).expect("JSON written");
+    let report: serde_json::Value = serde_json::from_str(written.trim()).expect("one JSON line");
+    assert_eq!(report["acknowledged"], 200);
+    assert_eq!(report["handled"], 200);
+    assert_eq!(report["not_completed"], 0);
+    assert_eq!(report["events_per_turn"].as_f64(), Some(6.0), "{report}");
+    assert!(report["daemon_cpu_us_per_turn"]
+        .as_f64()
+        .is_some_and(|us| us > 0.0));
+    assert!(report["flushes_per_turn"].is_null());
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("handled / s"), "{table}");
+}
