@@ -122,6 +122,9 @@ pub enum Command {
 pub enum BenchCommand {
     /// Create idle agents and measure memory, creation rate and latencies.
     Idle(bench::IdleArgs),
+    /// Send messages to scripted agents and measure turns per second,
+    /// latency and the daemon's cost per turn.
+    Turns(bench::TurnsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -465,6 +468,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             workspaces::workspace_command(clients, command, &out).await
         }
         Command::Bench(BenchCommand::Idle(args)) => bench::idle(&cli, args).await,
+        Command::Bench(BenchCommand::Turns(args)) => bench::turns(&cli, args).await,
         Command::Tools { agent } => {
             let mut clients = client::connect(&cli.target()).await?;
             let agent_id = resolve(&mut clients, agent).await?;

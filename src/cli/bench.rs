@@ -26,6 +26,9 @@ mod load;
 mod probe;
 mod restart;
 mod table;
+mod turns;
+
+pub use turns::{turns, TurnsArgs};
 
 use load::{Load, Progress};
 use probe::{PerTransport, Transport};

@@ -10,7 +10,7 @@ use serde_json::Value;
 const NAME: usize = 48;
 
 /// `v` with `decimals`, right-aligned in `width`, or `n/a`.
-fn fixed(v: &Value, width: usize, decimals: usize) -> String {
+pub(super) fn fixed(v: &Value, width: usize, decimals: usize) -> String {
     match v.as_f64() {
         Some(x) => format!("{x:>width$.decimals$}"),
         None => format!("{:>width$}", "n/a"),
