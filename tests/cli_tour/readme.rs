@@ -52,6 +52,10 @@ const COVERED: &[(&str, &str)] = &[
         "connect::bench_idle_loads_a_running_daemon_and_reports_its_figures",
     ),
     (
+        "bench turns --agents --concurrency --messages",
+        "turns_under_load::bench_turns_sees_every_turn_handled_and_reports_its_cost",
+    ),
+    (
         "tree",
         "ops::ops_supervises_private_children_through_task_handles",
     ),
@@ -129,6 +133,7 @@ const MODULES: &[(&str, &str)] = &[
     ("workspaces", include_str!("workspaces.rs")),
     ("brains", include_str!("brains.rs")),
     ("connect", include_str!("connect.rs")),
+    ("turns_under_load", include_str!("../turns_under_load.rs")),
 ];
 
 #[test]
