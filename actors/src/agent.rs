@@ -88,6 +88,15 @@ impl AgentState {
     }
 }
 
+/// A message taken onto the queue.
+struct Enqueued {
+    delivered: Delivered,
+    /// The new record, when it starts a turn at once.
+    fresh: Option<MessageRecord>,
+    /// Its write, when it starts a turn at once: committed with the start.
+    unwritten: Batch,
+}
+
 /// The actor. Holds only shared, read-only context.
 #[derive(Debug, Clone)]
 pub struct AgentActor {
@@ -100,22 +109,28 @@ impl AgentActor {
     }
 
     /// The synchronous part of a delivery: admission, dedupe, bound, write.
-    /// Returns the record queued, if a new one was, so a turn starting at
-    /// once need not read it back from the store.
+    /// A message that starts a turn at once is not written here: its record
+    /// and its write come back, to share one commit with the turn's start
+    /// (and so nobody reads it back from the store). The caller commits the
+    /// batch before it answers anyone.
     fn enqueue(
         &self,
         state: &mut AgentState,
         message: NewMessage,
-    ) -> Result<(Delivered, Option<MessageRecord>), DeliverError> {
+    ) -> Result<Enqueued, DeliverError> {
         admit(&message.provenance, None, state.target)?;
         let agent_id = state.id();
         if let Some(key) = &message.dedupe_key {
             if let Some(message_id) = self.ctx.store.message_id_by_dedupe_key(agent_id, key)? {
-                let duplicate = Delivered {
+                let delivered = Delivered {
                     message_id,
                     duplicate: true,
                 };
-                return Ok((duplicate, None));
+                return Ok(Enqueued {
+                    delivered,
+                    fresh: None,
+                    unwritten: Batch::new(),
+                });
             }
         }
         let limit = self.ctx.config.max_queue_len;
@@ -136,14 +151,28 @@ impl AgentActor {
             && !state.held
             && state.pace_wake.is_none()
             && state.target.state == LifecycleState::Active;
-        let kept = starts_now.then(|| record.clone());
-        self.ctx.store.commit(Batch::new().put_queued(record))?;
-        state.queue.push_back(message_id);
         let delivered = Delivered {
             message_id,
             duplicate: false,
         };
-        Ok((delivered, kept))
+        state.queue.push_back(message_id);
+        if starts_now {
+            let unwritten = Batch::new().put_queued(record.clone());
+            return Ok(Enqueued {
+                delivered,
+                fresh: Some(record),
+                unwritten,
+            });
+        }
+        if let Err(err) = self.ctx.store.commit(Batch::new().put_queued(record)) {
+            state.queue.pop_back();
+            return Err(err.into());
+        }
+        Ok(Enqueued {
+            delivered,
+            fresh: None,
+            unwritten: Batch::new(),
+        })
     }
 
     /// Starts the next turn if the agent is active and idle.
@@ -442,30 +471,43 @@ impl Actor for AgentActor {
                 ack,
                 reply,
             } => {
-                let fresh = match self.enqueue(state, message) {
-                    Ok((delivered, fresh)) if ack == Ack::Applied => {
-                        let _ = reply.send(Ok(delivered));
-                        fresh
-                    }
-                    Ok((delivered, fresh)) => {
-                        // Acknowledge only once the message is on disk; the
-                        // wait runs beside the actor, not inside `handle`.
-                        let durable = self.ctx.store.durable();
-                        tokio::spawn(async move {
-                            let answer = durable
-                                .await
-                                .map(|()| delivered)
-                                .map_err(DeliverError::from);
-                            let _ = reply.send(answer);
-                        });
-                        fresh
-                    }
+                let enqueued = match self.enqueue(state, message) {
+                    Ok(enqueued) => enqueued,
                     Err(err) => {
                         let _ = reply.send(Err(err));
-                        None
+                        return Ok(self.maybe_start_turn(&myself, state)?);
                     }
                 };
-                self.start_turns(&myself, state, fresh, Batch::new())?;
+                // The message's write goes with the turn it starts, if any;
+                // either way it is applied before anyone is answered.
+                let delivered = enqueued.delivered;
+                let fresh_id = enqueued.fresh.as_ref().map(|m| m.id);
+                if let Err(err) =
+                    self.start_turns(&myself, state, enqueued.fresh, enqueued.unwritten)
+                {
+                    // Not applied: the caller hears so, and the id leaves
+                    // the queue with it.
+                    if let Some(id) = fresh_id {
+                        state.queue.retain(|queued| *queued != id);
+                    }
+                    let _ =
+                        reply.send(Err(DeliverError::Unavailable(format!("not stored: {err}"))));
+                    return Err(err.into());
+                }
+                if ack == Ack::Applied {
+                    let _ = reply.send(Ok(delivered));
+                } else {
+                    // Acknowledge only once the message is on disk; the
+                    // wait runs beside the actor, not inside `handle`.
+                    let durable = self.ctx.store.durable();
+                    tokio::spawn(async move {
+                        let answer = durable
+                            .await
+                            .map(|()| delivered)
+                            .map_err(DeliverError::from);
+                        let _ = reply.send(answer);
+                    });
+                }
             }
             AgentMsg::TurnDone(done) => {
                 let finished = self.finish_turn(state, *done)?;
