@@ -52,6 +52,11 @@ pub struct ConnectionArgs {
     pub http2_adaptive_window: bool,
 }
 
+/// The longest any connection timeout or interval may be: a week. Far
+/// beyond any useful setting, and far below where adding it to the clock
+/// would overflow (which would panic the daemon).
+const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
+
 /// The largest HTTP/2 flow-control window (RFC 9113, 6.9.1).
 const MAX_WINDOW: u32 = (1 << 31) - 1;
 
@@ -79,6 +84,17 @@ impl ConnectionArgs {
             anyhow::ensure!(value > 0, "{flag} must be at least 1");
         }
         for (flag, value) in [
+            ("--auth-timeout", self.auth_timeout),
+            ("--idle-timeout", self.idle_timeout),
+            ("--keepalive-interval", self.keepalive_interval),
+            ("--keepalive-timeout", self.keepalive_timeout),
+        ] {
+            anyhow::ensure!(
+                value <= MAX_TIMEOUT_S,
+                "{flag} must be at most {MAX_TIMEOUT_S} seconds (a week)"
+            );
+        }
+        for (flag, value) in [
             ("--http2-stream-window", self.http2_stream_window),
             ("--http2-connection-window", self.http2_connection_window),
         ] {
@@ -100,5 +116,44 @@ impl ConnectionArgs {
             connection_window: self.http2_connection_window,
             adaptive_window: self.http2_adaptive_window,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        connections: ConnectionArgs,
+    }
+
+    fn limits(args: &[&str]) -> anyhow::Result<ConnectionLimits> {
+        let flags = Flags::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .expect("flags parse");
+        flags.connections.limits()
+    }
+
+    #[test]
+    fn the_defaults_are_accepted() {
+        limits(&[]).expect("defaults");
+    }
+
+    #[test]
+    fn a_timeout_past_a_week_is_refused_rather_than_overflowing_the_clock() {
+        for flag in [
+            "--auth-timeout",
+            "--idle-timeout",
+            "--keepalive-interval",
+            "--keepalive-timeout",
+        ] {
+            let huge = u64::MAX.to_string();
+            let err = limits(&[flag, &huge]).expect_err("refused").to_string();
+            assert!(err.contains(flag) && err.contains("at most"), "{err}");
+            limits(&[flag, &MAX_TIMEOUT_S.to_string()]).expect("a week is fine");
+        }
     }
 }
