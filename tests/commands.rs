@@ -264,6 +264,35 @@ async fn archiving_an_agent_kills_its_running_commands() {
     assert_eq!(common::get_task(&mut c, &task_id).await.status, "stopped");
 }
 
+#[tokio::test]
+async fn an_archived_agent_leaves_nothing_in_its_temporary_directory() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = data_dir(&root);
+    let daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let id = create(&mut c, "scratch", None).await;
+    // A program fills its private TMPDIR, then the agent is archived.
+    let fill = "head -c 100000 /dev/zero > \"$TMPDIR/junk\" && echo $TMPDIR";
+    let out = exec(&mut c, &id, fill, 10_000).await;
+    let tmp = out["task_handle"]["initial_output"]
+        .as_str()
+        .expect("output")
+        .trim()
+        .to_owned();
+    assert!(
+        std::path::Path::new(&tmp).join("junk").exists(),
+        "the command wrote to {tmp}: {out}"
+    );
+    c.agents
+        .archive_agent(pb::ArchiveAgentRequest { agent_id: id })
+        .await
+        .expect("archived");
+    assert!(
+        !std::path::Path::new(&tmp).exists(),
+        "an archived agent's temporary directory is removed"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_never_see_the_daemons_secrets() {
     let root = tempfile::tempdir().expect("tempdir");

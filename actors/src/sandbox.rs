@@ -180,6 +180,15 @@ impl SandboxConfig {
         Ok(dir)
     }
 
+    /// Removes an ended agent's private temporary directory and whatever
+    /// its programs left there: an agent must not fill the disk by ending.
+    pub fn remove_tmp_dir(&self, owner: impl std::fmt::Display) -> std::io::Result<()> {
+        match std::fs::remove_dir_all(self.tmp_root.join(owner.to_string())) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
+            _ => Ok(()),
+        }
+    }
+
     /// A command that runs `program args` in a unit under `spec`. The
     /// caller sets the environment (already scrubbed), the directory and
     /// the pipes.

@@ -169,6 +169,7 @@ async fn run_to_completion(
     drop(structure);
 
     stop_actors(ctx, root, &plan.agents, &plan.tasks, &waits, reason).await;
+    remove_tmp_dirs(ctx, &plan.agents).await;
     store.commit(Batch::new().write(Write::DeleteIntent(intent_id)))?;
     store.durable().await?;
     // Worktrees owned by the tasks just ended, or by the cleaned agents'
@@ -246,6 +247,25 @@ async fn stop_actors(
     }
 }
 
+/// Removes the ended agents' private temporary directories, once their
+/// processes are gone (their units died with their actors). Off the async
+/// workers: an agent may have left a large tree there.
+async fn remove_tmp_dirs(ctx: &Arc<Ctx>, agents: &[AgentId]) {
+    let sandbox = ctx.config.sandbox.clone();
+    let agents = agents.to_vec();
+    let removed = tokio::task::spawn_blocking(move || {
+        for agent_id in agents {
+            if let Err(err) = sandbox.remove_tmp_dir(agent_id) {
+                warn!(agent_id = %agent_id, error = %err, "could not remove the agent's temporary directory");
+            }
+        }
+    })
+    .await;
+    if let Err(err) = removed {
+        warn!(error = %err, "removing temporary directories failed");
+    }
+}
+
 /// Finishes a cleanup a crash interrupted: every agent it named that is
 /// still live is archived, then the intent goes. Called at start, before
 /// any actor runs, so there is nothing to stop.
@@ -271,5 +291,11 @@ pub fn finish(ctx: &Ctx, intent: &CleanupIntent) -> Result<usize, StoreError> {
         finished += 1;
     }
     ctx.store.commit(batch)?;
+    // Nothing of theirs runs at start: their temporary directories go too.
+    for agent_id in &intent.agents {
+        if let Err(err) = ctx.config.sandbox.remove_tmp_dir(agent_id) {
+            warn!(agent_id = %agent_id, error = %err, "could not remove the agent's temporary directory");
+        }
+    }
     Ok(finished)
 }
