@@ -14,9 +14,9 @@ use std::time::Instant;
 use holarchy_supervision::restart::RestartBudgets;
 use holarchy_supervision::{
     admit, AgentId, EventKind, LifecycleState, MessageEvent, MessageId, MessageRecord, Profile,
-    RunId, RunOutcome, Target, TaskStatus,
+    RunId, Target, TaskStatus,
 };
-use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::task::AbortHandle;
 use tracing::{debug, warn, Instrument};
 
@@ -24,14 +24,15 @@ use crate::in_flight::{InFlightGuard, InFlightTurn};
 use crate::limits::TurnPace;
 use crate::protocol::{
     Ack, AgentArgs, AgentMsg, AgentSnapshot, ControlError, DeliverError, Delivered, NewMessage,
-    TurnDone, TurnOutcome,
 };
 use crate::store::{Batch, StoreError, Write};
 use crate::supervisor;
 use crate::{now_ms, Ctx};
+use finish::Finished;
 use run::{run_turn, AbortOnDrop};
 
 mod control;
+mod finish;
 mod run;
 
 /// The turn in flight. Dropping it (turn done, or the actor killed with its
@@ -289,138 +290,41 @@ impl AgentActor {
         }
         Ok(())
     }
+}
 
-    /// Records a finished turn and frees the agent for the next one. A
-    /// supervised child whose brain said `done` then hands its result to its
-    /// parent and is cleaned up, in a task of its own.
-    /// Returns the turn's writes, for the caller to commit (with the next
-    /// turn's start, if one starts).
-    fn finish_turn(&self, state: &mut AgentState, done: TurnDone) -> Result<Batch, StoreError> {
-        let Some(run) = state.run.take_if(|r| r.run_id == done.run_id) else {
-            debug!(agent_id = %state.id(), run_id = %done.run_id, "stale turn result ignored");
-            return Ok(Batch::new());
-        };
-        let agent_id = state.id();
-        let run_id = run.run_id;
-        let message_id = run.message_id;
-        let Some(mut message) = self.ctx.store.message(agent_id, message_id)? else {
-            warn!(agent_id = %agent_id, run_id = %run_id, "message of finished turn missing from store");
-            return Ok(Batch::new());
-        };
-        let mut batch = Batch::new();
-        match done.outcome {
-            TurnOutcome::Decided {
-                reply,
-                steps,
-                done,
-                step_limit,
-            } => {
-                // What is stored (the reply, a child's result) never holds a
-                // secret the brain saw.
-                let reply = reply.as_deref().map(crate::secrets::redact_trigger_tokens);
-                // Every step is recorded, so an operator can replay the turn.
-                for (n, (said, results)) in steps.into_iter().enumerate() {
-                    batch = batch.event(
-                        agent_id,
-                        EventKind::StepDecided {
-                            run_id,
-                            step: n as u32 + 1,
-                            reply: said.as_deref().map(crate::secrets::redact_trigger_tokens),
-                            tool_calls: results.len() as u32,
-                        },
-                    );
-                    for result in results {
-                        batch = batch.event(
-                            agent_id,
-                            EventKind::ToolCalled {
-                                run_id,
-                                tool: result.tool,
-                                // Secrets (trigger tokens) go to the brain only,
-                                // never to the store or the event log.
-                                input: crate::secrets::redact_trigger_tokens(&result.input),
-                                // Already cut by the turn; cut here too, so
-                                // no producer can store more than the bound.
-                                output: crate::tools::cap_output(
-                                    crate::secrets::redact_trigger_tokens(&result.output),
-                                    self.ctx.config.limits.max_tool_result_bytes,
-                                ),
-                                is_error: result.is_error,
-                            },
-                        );
-                    }
-                }
-                if let Some(text) = &reply {
-                    batch = batch.event(
-                        agent_id,
-                        EventKind::Replied {
-                            run_id,
-                            message_id,
-                            text: text.clone(),
-                        },
-                    );
-                }
-                batch = batch.event(
-                    agent_id,
-                    EventKind::RunFinished {
-                        run_id,
-                        message_id,
-                        outcome: RunOutcome::Completed,
-                        detail: match (done, step_limit) {
-                            (true, _) => "done".into(),
-                            (false, Some(steps)) => format!(
-                                "step_limit: the turn stopped after {steps} steps (--max-steps-per-turn)"
-                            ),
-                            (false, None) => String::new(),
-                        },
-                    },
-                );
-                message.status = message
-                    .status
-                    .next(MessageEvent::Finish {
-                        run_id,
-                        handled: true,
-                    })
-                    .unwrap_or(message.status);
-                if done && state.target.supervisor_agent_id.is_some() {
-                    let ctx = self.ctx.clone();
-                    let output = reply.clone().unwrap_or_else(|| "done".into());
-                    tokio::spawn(async move {
-                        let ended = supervisor::end_child(
-                            &ctx,
-                            agent_id,
-                            TaskStatus::Completed,
-                            output,
-                            true,
-                        );
-                        if let Err(err) = ended.await {
-                            warn!(agent_id = %agent_id, error = %err, "could not hand the result to the parent");
-                        }
-                    });
-                }
-                message.reply = reply;
-            }
-            TurnOutcome::BrainFailed(detail) => {
-                let detail = crate::secrets::redact_trigger_tokens(&detail);
-                batch = batch.event(
-                    agent_id,
-                    EventKind::RunFinished {
-                        run_id,
-                        message_id,
-                        outcome: RunOutcome::Failed,
-                        detail,
-                    },
-                );
-                message.status = message
-                    .status
-                    .next(MessageEvent::Finish {
-                        run_id,
-                        handled: false,
-                    })
-                    .unwrap_or(message.status);
-            }
+impl AgentActor {
+    /// Answers a delivery whose message is applied: at once (`Applied`), or
+    /// once it is on disk, waited for beside the actor, not inside `handle`.
+    fn acknowledge(
+        &self,
+        ack: Ack,
+        delivered: Delivered,
+        reply: RpcReplyPort<Result<Delivered, DeliverError>>,
+    ) {
+        if ack == Ack::Applied {
+            let _ = reply.send(Ok(delivered));
+            return;
         }
-        state.turns_completed += 1;
-        Ok(batch.write(Write::PutMessage(message)))
+        let durable = self.ctx.store.durable();
+        tokio::spawn(async move {
+            let answer = durable
+                .await
+                .map(|()| delivered)
+                .map_err(DeliverError::from);
+            let _ = reply.send(answer);
+        });
+    }
+
+    /// Hands a done child's result to its parent and cleans the child up,
+    /// in a task of its own (a cleanup never runs inside a `handle`).
+    fn hand_over(&self, agent_id: AgentId, output: String) {
+        let ctx = self.ctx.clone();
+        tokio::spawn(async move {
+            let ended = supervisor::end_child(&ctx, agent_id, TaskStatus::Completed, output, true);
+            if let Err(err) = ended.await {
+                warn!(agent_id = %agent_id, error = %err, "could not hand the result to the parent");
+            }
+        });
     }
 }
 
@@ -482,36 +386,37 @@ impl Actor for AgentActor {
                 // either way it is applied before anyone is answered.
                 let delivered = enqueued.delivered;
                 let fresh_id = enqueued.fresh.as_ref().map(|m| m.id);
-                if let Err(err) =
-                    self.start_turns(&myself, state, enqueued.fresh, enqueued.unwritten)
-                {
-                    // Not applied: the caller hears so, and the id leaves
-                    // the queue with it.
-                    if let Some(id) = fresh_id {
+                let started = self.start_turns(&myself, state, enqueued.fresh, enqueued.unwritten);
+                match (started, fresh_id) {
+                    // Its write went with the failed commit: the caller
+                    // hears so, and the id leaves the queue with it.
+                    (Err(err), Some(id)) => {
                         state.queue.retain(|queued| *queued != id);
+                        let not_stored = DeliverError::Unavailable(format!("not stored: {err}"));
+                        let _ = reply.send(Err(not_stored));
+                        return Err(err.into());
                     }
-                    let _ =
-                        reply.send(Err(DeliverError::Unavailable(format!("not stored: {err}"))));
-                    return Err(err.into());
-                }
-                if ack == Ack::Applied {
-                    let _ = reply.send(Ok(delivered));
-                } else {
-                    // Acknowledge only once the message is on disk; the
-                    // wait runs beside the actor, not inside `handle`.
-                    let durable = self.ctx.store.durable();
-                    tokio::spawn(async move {
-                        let answer = durable
-                            .await
-                            .map(|()| delivered)
-                            .map_err(DeliverError::from);
-                        let _ = reply.send(answer);
-                    });
+                    // The message itself was written; a later step failed.
+                    (Err(err), None) => {
+                        self.acknowledge(ack, delivered, reply);
+                        return Err(err.into());
+                    }
+                    (Ok(()), _) => self.acknowledge(ack, delivered, reply),
                 }
             }
             AgentMsg::TurnDone(done) => {
-                let finished = self.finish_turn(state, *done)?;
-                self.start_turns(&myself, state, None, finished)?;
+                let Finished { batch, run, result } = self.finish_turn(state, *done)?;
+                match result {
+                    // A child that is done starts no other turn: it ends.
+                    Some(output) => {
+                        self.ctx.store.commit(batch)?;
+                        self.hand_over(state.id(), output);
+                    }
+                    None => self.start_turns(&myself, state, None, batch)?,
+                }
+                // Only now, with the turn written, may a shutdown count it
+                // as ended.
+                drop(run);
             }
             AgentMsg::Snapshot(reply) => {
                 let _ = reply.send(state.snapshot());

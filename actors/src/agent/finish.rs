@@ -1,0 +1,148 @@
+//! The end of a turn: its steps, reply and outcome as one batch of writes,
+//! left for the agent to commit with whatever comes next.
+
+use holarchy_supervision::{EventKind, MessageEvent, RunOutcome};
+use tracing::{debug, warn};
+
+use super::{ActiveRun, AgentActor, AgentState};
+use crate::protocol::{TurnDone, TurnOutcome};
+use crate::store::{Batch, StoreError, Write};
+
+/// What a finished turn leaves for its agent to do once it is written.
+#[derive(Default)]
+pub(super) struct Finished {
+    pub(super) batch: Batch,
+    pub(super) run: Option<ActiveRun>,
+    /// A done child's result for its parent.
+    pub(super) result: Option<String>,
+}
+
+impl AgentActor {
+    /// Records a finished turn and frees the agent for the next one.
+    /// Returns the turn's writes for the caller to commit (with the next
+    /// turn's start, if one starts), the run (kept until then, so a graceful
+    /// shutdown waits for the commit), and, for a supervised child whose
+    /// brain said `done`, its result for the parent: handed over only once
+    /// the turn is written.
+    pub(super) fn finish_turn(
+        &self,
+        state: &mut AgentState,
+        done: TurnDone,
+    ) -> Result<Finished, StoreError> {
+        let mut finished = Finished::default();
+        let Some(run) = state.run.take_if(|r| r.run_id == done.run_id) else {
+            debug!(agent_id = %state.id(), run_id = %done.run_id, "stale turn result ignored");
+            return Ok(finished);
+        };
+        let agent_id = state.id();
+        let run_id = run.run_id;
+        let message_id = run.message_id;
+        finished.run = Some(run);
+        let Some(mut message) = self.ctx.store.message(agent_id, message_id)? else {
+            warn!(agent_id = %agent_id, run_id = %run_id, "message of finished turn missing from store");
+            return Ok(finished);
+        };
+        let mut batch = Batch::new();
+        match done.outcome {
+            TurnOutcome::Decided {
+                reply,
+                steps,
+                done,
+                step_limit,
+            } => {
+                // What is stored (the reply, a child's result) never holds a
+                // secret the brain saw.
+                let reply = reply.as_deref().map(crate::secrets::redact_trigger_tokens);
+                // Every step is recorded, so an operator can replay the turn.
+                for (n, (said, results)) in steps.into_iter().enumerate() {
+                    batch = batch.event(
+                        agent_id,
+                        EventKind::StepDecided {
+                            run_id,
+                            step: n as u32 + 1,
+                            reply: said.as_deref().map(crate::secrets::redact_trigger_tokens),
+                            tool_calls: results.len() as u32,
+                        },
+                    );
+                    for result in results {
+                        batch = batch.event(
+                            agent_id,
+                            EventKind::ToolCalled {
+                                run_id,
+                                tool: result.tool,
+                                // Secrets (trigger tokens) go to the brain only,
+                                // never to the store or the event log.
+                                input: crate::secrets::redact_trigger_tokens(&result.input),
+                                // Already cut by the turn; cut here too, so
+                                // no producer can store more than the bound.
+                                output: crate::tools::cap_output(
+                                    crate::secrets::redact_trigger_tokens(&result.output),
+                                    self.ctx.config.limits.max_tool_result_bytes,
+                                ),
+                                is_error: result.is_error,
+                            },
+                        );
+                    }
+                }
+                if let Some(text) = &reply {
+                    batch = batch.event(
+                        agent_id,
+                        EventKind::Replied {
+                            run_id,
+                            message_id,
+                            text: text.clone(),
+                        },
+                    );
+                }
+                batch = batch.event(
+                    agent_id,
+                    EventKind::RunFinished {
+                        run_id,
+                        message_id,
+                        outcome: RunOutcome::Completed,
+                        detail: match (done, step_limit) {
+                            (true, _) => "done".into(),
+                            (false, Some(steps)) => format!(
+                                "step_limit: the turn stopped after {steps} steps (--max-steps-per-turn)"
+                            ),
+                            (false, None) => String::new(),
+                        },
+                    },
+                );
+                message.status = message
+                    .status
+                    .next(MessageEvent::Finish {
+                        run_id,
+                        handled: true,
+                    })
+                    .unwrap_or(message.status);
+                if done && state.target.supervisor_agent_id.is_some() {
+                    finished.result = Some(reply.clone().unwrap_or_else(|| "done".into()));
+                }
+                message.reply = reply;
+            }
+            TurnOutcome::BrainFailed(detail) => {
+                let detail = crate::secrets::redact_trigger_tokens(&detail);
+                batch = batch.event(
+                    agent_id,
+                    EventKind::RunFinished {
+                        run_id,
+                        message_id,
+                        outcome: RunOutcome::Failed,
+                        detail,
+                    },
+                );
+                message.status = message
+                    .status
+                    .next(MessageEvent::Finish {
+                        run_id,
+                        handled: false,
+                    })
+                    .unwrap_or(message.status);
+            }
+        }
+        state.turns_completed += 1;
+        finished.batch = batch.write(Write::PutMessage(message));
+        Ok(finished)
+    }
+}
