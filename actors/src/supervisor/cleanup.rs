@@ -18,8 +18,10 @@ use holarchy_supervision::cleanup::{cleanup_plan, CleanupIntent, CleanupReason};
 use holarchy_supervision::{
     AgentId, CleanupId, EventKind, LifecycleState, MessageEvent, TaskStatus, WaitStatus,
 };
+use ractor::ActorRef;
 use tracing::{info, warn};
 
+use crate::protocol::{AgentMsg, CommandMsg, TaskMsg, WaitMsg};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
 
@@ -164,11 +166,14 @@ async fn run_to_completion(
         },
     );
     store.commit(batch.write(Write::PutIntent(intent)))?;
+    // Forgotten at once, under the locks: from here no ingress is routed to
+    // an agent of the subtree, though its actors stop only below.
+    let actors = forget_actors(ctx, root, &plan.agents, &plan.tasks, &waits, reason);
     // Every record of the subtree is ended: a change that takes one of
     // these locks from now on finds its agent not live and refuses.
     drop(structure);
 
-    stop_actors(ctx, root, &plan.agents, &plan.tasks, &waits, reason).await;
+    stop_actors(root, actors, reason).await;
     remove_tmp_dirs(ctx, &plan.agents).await;
     store.commit(Batch::new().write(Write::DeleteIntent(intent_id)))?;
     store.durable().await?;
@@ -191,50 +196,43 @@ async fn run_to_completion(
     })
 }
 
-/// Stops the subtree's actors and forgets them, plus the root's own handle
-/// task held by its supervisor. Descendants go first, children before
-/// parents, so none keeps acting on a record that is already archived while
-/// the root winds down; the root then stops gracefully.
-async fn stop_actors(
+/// The subtree's running actors, taken out of the directory so nothing
+/// routes to them and their exits are not taken for failures.
+struct Forgotten {
+    descendants: Vec<ActorRef<AgentMsg>>,
+    tasks: Vec<ActorRef<TaskMsg>>,
+    commands: Vec<ActorRef<CommandMsg>>,
+    waits: Vec<ActorRef<WaitMsg>>,
+    root: Option<ActorRef<AgentMsg>>,
+    /// The root's own handle task, held by its supervisor.
+    handle: Option<ActorRef<TaskMsg>>,
+}
+
+fn forget_actors(
     ctx: &Ctx,
     root: AgentId,
     agents: &[AgentId],
     tasks: &[holarchy_supervision::TaskId],
     waits: &[holarchy_supervision::WaitId],
     reason: CleanupReason,
-) {
-    for agent_id in agents.iter().filter(|a| **a != root) {
-        if let Some(entry) = ctx.directory.remove(*agent_id) {
-            entry.actor.kill();
-        }
-    }
+) -> Forgotten {
+    let descendants = agents
+        .iter()
+        .filter(|a| **a != root)
+        .filter_map(|a| ctx.directory.remove(*a).map(|entry| entry.actor))
+        .collect();
+    let mut task_actors = Vec::new();
+    let mut commands = Vec::new();
     for task_id in tasks {
-        if let Some(actor) = ctx.directory.remove_task(*task_id) {
-            actor.kill();
-        }
-        // Killing a command's actor drops its state, which kills the
-        // process group: no process outlives its task.
-        if let Some(actor) = ctx.directory.remove_command(*task_id) {
-            actor.kill();
-        }
+        task_actors.extend(ctx.directory.remove_task(*task_id));
+        commands.extend(ctx.directory.remove_command(*task_id));
         // Followers of its output learn that it ended.
         ctx.notify_output(*task_id);
     }
-    for wait_id in waits {
-        if let Some(actor) = ctx.directory.remove_wait(*wait_id) {
-            actor.kill();
-        }
-    }
-    if let Some(entry) = ctx.directory.remove(root) {
-        let stopped = entry
-            .actor
-            .stop_and_wait(Some(reason.name().into()), Some(STOP_TIMEOUT))
-            .await;
-        if let Err(err) = stopped {
-            warn!(agent_id = %root, error = %err, "agent did not stop in time; killing it");
-            entry.actor.kill();
-        }
-    }
+    let waits = waits
+        .iter()
+        .filter_map(|w| ctx.directory.remove_wait(*w))
+        .collect();
     let handle = match reason {
         CleanupReason::TaskStopped { task_id } | CleanupReason::Completed { task_id } => {
             Some(task_id)
@@ -242,7 +240,44 @@ async fn stop_actors(
         CleanupReason::Failed { task_id } => task_id,
         CleanupReason::Archived | CleanupReason::Orphaned => None,
     };
-    if let Some(actor) = handle.and_then(|t| ctx.directory.remove_task(t)) {
+    Forgotten {
+        descendants,
+        tasks: task_actors,
+        commands,
+        waits,
+        root: ctx.directory.remove(root).map(|entry| entry.actor),
+        handle: handle.and_then(|t| ctx.directory.remove_task(t)),
+    }
+}
+
+/// Stops the forgotten actors. Descendants go first, children before
+/// parents, so none keeps acting on a record that is already archived while
+/// the root winds down; the root then stops gracefully.
+async fn stop_actors(root: AgentId, actors: Forgotten, reason: CleanupReason) {
+    for actor in &actors.descendants {
+        actor.kill();
+    }
+    for actor in &actors.tasks {
+        actor.kill();
+    }
+    // Killing a command's actor drops its state, which kills the process
+    // group: no process outlives its task.
+    for actor in &actors.commands {
+        actor.kill();
+    }
+    for actor in &actors.waits {
+        actor.kill();
+    }
+    if let Some(actor) = actors.root {
+        let stopped = actor
+            .stop_and_wait(Some(reason.name().into()), Some(STOP_TIMEOUT))
+            .await;
+        if let Err(err) = stopped {
+            warn!(agent_id = %root, error = %err, "agent did not stop in time; killing it");
+            actor.kill();
+        }
+    }
+    if let Some(actor) = actors.handle {
         actor.stop(Some(reason.name().into()));
     }
 }
