@@ -74,7 +74,7 @@ pub use brain::{Brain, ScriptedBrain};
 pub use runtime::{
     ArchiveError, BrainError, CreateError, NewAgent, Runtime, RuntimeError, RuntimeSnapshot,
 };
-pub use store::{Batch, DurableFuture, RecoveryInput, Store, StoreError, Write};
+pub use store::{Batch, CommitFuture, DurableFuture, RecoveryInput, Store, StoreError, Write};
 
 use crate::directory::Directory;
 use crate::gateway::GatewayMsg;
