@@ -6,9 +6,9 @@
 //! that hands each flush to the blocking pool: a request wakes one thread
 //! (and none while a flush runs, since the next batch simply collects in the
 //! channel), where a task cost a worker wakeup, a blocking-pool wakeup and a
-//! wakeup back. Under load (the last flush served several callers) it
-//! lingers a bounded moment before flushing so that one flush covers more of
-//! them; a lone caller never waits for that.
+//! wakeup back. While commits are still applying it lingers a bounded
+//! moment before flushing, so that one flush covers their callers too; a
+//! lone caller has no commit behind it and never waits for that.
 //!
 //! Commits that nobody waits for (internal bookkeeping, events) are not
 //! flushed one by one: the flusher gets to them within [`UNWAITED_DELAY`].
@@ -33,10 +33,9 @@ use super::stats::StoreStats;
 /// invisible to followers until then, so this bounds their delay.
 pub const UNWAITED_DELAY: Duration = Duration::from_millis(2);
 
-/// The longest a flush is put off to gather more callers, and only when the
-/// previous flush served more than one: about one flush's own duration,
-/// capped here, so a loaded store flushes at most about half as often as it
-/// could and a caller waits at most this much longer.
+/// The longest a flush is put off to gather the callers of commits still
+/// applying (about one flush's duration on the benchmark machine). Only
+/// while commits apply: a lone caller never waits for it.
 pub const MAX_LINGER: Duration = Duration::from_micros(1000);
 
 /// How often a lingering flusher looks whether commits are still applying.
@@ -243,21 +242,13 @@ impl Flusher {
             while let Ok(more) = self.inbox.try_recv() {
                 round.take(more);
             }
-            let max_linger = std::env::var("HX_LINGER_US").ok().and_then(|v| v.parse().ok()).map(Duration::from_micros).unwrap_or(MAX_LINGER);
             if !round.ending() {
-                self.linger(&mut round, max_linger);
-            }
-            if let Some(us) = std::env::var("HX_FORCE_US").ok().and_then(|v| v.parse::<u64>().ok()) {
-                std::thread::sleep(Duration::from_micros(us));
-                while let Ok(more) = self.inbox.try_recv() {
-                    round.take(more);
-                }
+                self.linger(&mut round, MAX_LINGER);
             }
             let began = Instant::now();
             let result = self.flush();
             let ended = Instant::now();
-            self.stats
-                .record_flush(ended - began, round.waiters.len());
+            self.stats.record_flush(ended - began, round.waiters.len());
             let ending = round.ending();
             for waiter in round.waiters {
                 self.stats.record_wait(ended.duration_since(waiter.since));

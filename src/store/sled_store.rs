@@ -633,6 +633,6 @@ impl Store for SledStore {
 mod apply;
 mod encoded;
 mod grouped;
-mod writer;
 #[cfg(test)]
 mod tests;
+mod writer;

@@ -272,7 +272,12 @@ async fn spawn_slice(
                 .ok_or("no root partition runs")?,
             Some(sup) => match ctx.directory.get(sup) {
                 Some(entry) => entry.actor.get_cell(),
-                None => return Err(format!("supervisor {sup} of {} did not start", agent.record.id)),
+                None => {
+                    return Err(format!(
+                        "supervisor {sup} of {} did not start",
+                        agent.record.id
+                    ))
+                }
             },
         };
         let actor = supervise::spawn_agent(ctx, agent.record, agent.queue, supervisor, true)

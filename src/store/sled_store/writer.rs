@@ -49,12 +49,15 @@ impl Prepared {
     }
 }
 
+/// An event's key (its cursor) and encoded value.
+type EncodedEvent = ([u8; 8], Vec<u8>);
+
 /// Encodes `events` with cursors from `first` on.
 fn encode_events(
     events: &[(Option<AgentId>, EventKind)],
     first: EventCursor,
     at_ms: u64,
-) -> Result<Vec<([u8; 8], Vec<u8>)>, StoreError> {
+) -> Result<Vec<EncodedEvent>, StoreError> {
     events
         .iter()
         .enumerate()
