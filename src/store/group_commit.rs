@@ -323,14 +323,16 @@ impl Flusher {
         let writes_done = self.counters.done.load(Ordering::SeqCst);
         match self.db.flush() {
             Ok(_) => {
-                self.counters
-                    .flushed
-                    .fetch_max(writes_done, Ordering::SeqCst);
+                // The watermark first: a caller that finds its writes
+                // flushed (and skips waiting) must find their events too.
                 self.publish.send_if_modified(|current| {
                     let moved = upto > *current;
                     *current = (*current).max(upto);
                     moved
                 });
+                self.counters
+                    .flushed
+                    .fetch_max(writes_done, Ordering::SeqCst);
                 Ok(())
             }
             Err(err) => {

@@ -65,6 +65,29 @@ const PUBLIC: &str = "public";
 const WORKSPACES: &str = "workspaces";
 const WORKTREES: &str = "worktrees";
 
+/// Every tree, in the order `apply::apply` takes them in a transaction.
+const APPLY_ORDER: [&str; 19] = [
+    AGENTS,
+    NAMES,
+    MESSAGES,
+    PENDING,
+    DEDUPE,
+    EVENTS,
+    TASKS,
+    OWNED,
+    CHILDREN,
+    CLEANUPS,
+    WAITS,
+    OWNED_WAITS,
+    TRIGGERS,
+    WORK,
+    OWNED_WORK,
+    OUTPUT,
+    PUBLIC,
+    WORKSPACES,
+    WORKTREES,
+];
+
 fn backend(err: sled::Error) -> StoreError {
     StoreError::Backend(err.to_string())
 }
@@ -137,9 +160,8 @@ pub struct SledStore {
     worktrees: Tree,
     /// Applies batches (see `writer`).
     writer: Arc<Writer>,
-    /// Applies concurrent grouped batches in one transaction; always
-    /// `Some` once `open` returns.
-    grouped: Option<Grouped>,
+    /// Applies concurrent grouped batches in one transaction.
+    grouped: Grouped,
     group: Arc<GroupCommit>,
     stats: Arc<StoreStats>,
 }
@@ -169,7 +191,18 @@ impl SledStore {
             committed.clone(),
             stats.clone(),
         )?);
-        let mut store = Self {
+        let trees = APPLY_ORDER
+            .iter()
+            .map(|name| tree(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let writer = Arc::new(Writer::new(
+            trees,
+            last,
+            committed,
+            group.clone(),
+            stats.clone(),
+        ));
+        Ok(Self {
             agents: tree(AGENTS)?,
             names: tree(NAMES)?,
             messages: tree(MESSAGES)?,
@@ -189,80 +222,21 @@ impl SledStore {
             workspaces: tree(WORKSPACES)?,
             worktrees: tree(WORKTREES)?,
             events,
-            writer: Arc::new(Writer::new(
-                Vec::new(),
-                last,
-                committed,
-                group.clone(),
-                stats.clone(),
-            )),
-            grouped: None,
+            grouped: Grouped::start(writer.clone())?,
+            writer,
             group,
             stats,
             db,
-        };
-        let writer = Arc::new(Writer::new(
-            store.all_trees(),
-            last,
-            store.writer.committed(),
-            store.group.clone(),
-            store.stats.clone(),
-        ));
-        store.grouped = Some(Grouped::start(writer.clone())?);
-        store.writer = writer;
-        Ok(store)
-    }
-
-    /// Every tree, in the order `apply::apply` expects them.
-    fn all_trees(&self) -> Vec<Tree> {
-        [
-            &self.agents,
-            &self.names,
-            &self.messages,
-            &self.pending,
-            &self.dedupe,
-            &self.events,
-            &self.tasks,
-            &self.owned,
-            &self.children,
-            &self.cleanups,
-            &self.waits,
-            &self.owned_waits,
-            &self.triggers,
-            &self.work,
-            &self.owned_work,
-            &self.output,
-            &self.public,
-            &self.workspaces,
-            &self.worktrees,
-        ]
-        .into_iter()
-        .cloned()
-        .collect()
+        })
     }
 
     /// Flushes everything and stops the flusher; the last step of a
     /// shutdown. The database is released when the last handle drops.
     pub async fn close(&self) {
-        if let Some(grouped) = &self.grouped {
-            grouped.stop().await;
-        }
+        self.grouped.stop().await;
         self.group.close().await;
         // One line an operator (or a benchmark) can read after a run.
-        let stats = self.stats.snapshot();
-        tracing::info!(
-            flushes = stats.flushes,
-            flush_us_mean = stats.flush_us_mean,
-            waiters_per_flush_mean = stats.waiters_per_flush_mean,
-            waiters_per_flush_max = stats.waiters_per_flush_max,
-            waiters_per_flush_log2 = ?stats.waiters_per_flush_log2,
-            durable_wait_us_mean = stats.durable_wait_us_mean,
-            commits = stats.commits,
-            commit_lock_wait_us_mean = stats.commit_lock_wait_us_mean,
-            commit_lock_wait_us_max = stats.commit_lock_wait_us_max,
-            commit_locked_us_mean = stats.commit_locked_us_mean,
-            "commit path statistics"
-        );
+        self.stats.snapshot().log();
     }
 
     /// Flushes so far.
@@ -617,10 +591,7 @@ impl Store for SledStore {
 
     fn commit_grouped(&self, batch: Batch) -> CommitFuture {
         match Prepared::new(batch) {
-            Ok(batch) => match &self.grouped {
-                Some(grouped) => grouped.commit(batch),
-                None => Box::pin(std::future::ready(self.writer.apply(&[&batch]))),
-            },
+            Ok(batch) => self.grouped.commit(batch),
             Err(err) => Box::pin(std::future::ready(Err(err))),
         }
     }

@@ -89,6 +89,25 @@ impl StoreStats {
     }
 }
 
+impl StatsSnapshot {
+    /// Logs the figures on one line.
+    pub fn log(&self) {
+        tracing::info!(
+            flushes = self.flushes,
+            flush_us_mean = self.flush_us_mean,
+            waiters_per_flush_mean = self.waiters_per_flush_mean,
+            waiters_per_flush_max = self.waiters_per_flush_max,
+            waiters_per_flush_log2 = ?self.waiters_per_flush_log2,
+            durable_wait_us_mean = self.durable_wait_us_mean,
+            commits = self.commits,
+            commit_lock_wait_us_mean = self.commit_lock_wait_us_mean,
+            commit_lock_wait_us_max = self.commit_lock_wait_us_max,
+            commit_locked_us_mean = self.commit_locked_us_mean,
+            "commit path statistics"
+        );
+    }
+}
+
 /// A reading of [`StoreStats`].
 #[derive(Debug, Clone, Serialize)]
 pub struct StatsSnapshot {

@@ -46,6 +46,10 @@ impl Grouped {
             .name("holarchy-commit".into())
             .spawn(move || {
                 run(&writer, &inbox);
+                // Let go of the trees before saying so: a store closed and
+                // dropped must release the database for a reopen.
+                drop(writer);
+                drop(inbox);
                 let _ = done.send(());
             })
             .map_err(|err| StoreError::Backend(format!("could not start the committer: {err}")))?;

@@ -105,11 +105,6 @@ impl Writer {
         }
     }
 
-    /// The applied-cursor counter the flusher reads.
-    pub(super) fn committed(&self) -> Arc<AtomicU64> {
-        self.committed.clone()
-    }
-
     /// Applies `batches` in order in one transaction: all of them, or (one
     /// failed) none.
     pub(super) fn apply(&self, batches: &[&Prepared]) -> Result<(), StoreError> {
