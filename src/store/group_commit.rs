@@ -10,8 +10,10 @@
 //! moment before flushing, so that one flush covers their callers too; a
 //! lone caller has no commit behind it and never waits for that.
 //!
-//! Commits that nobody waits for (internal bookkeeping, events) are not
-//! flushed one by one: the flusher gets to them within [`UNWAITED_DELAY`].
+//! Commits that nobody waits for (internal bookkeeping, events) send no
+//! message each: the flusher counts them, and a commit wakes it only when
+//! it sleeps with nothing to do. It flushes them as soon as it is free, as
+//! before, since their events become visible to followers only then.
 //!
 //! The flusher also publishes the durable event watermark: the highest
 //! event cursor committed before a flush began is, once that flush ends, on
@@ -28,10 +30,6 @@ use tokio::sync::{oneshot, watch};
 use tracing::error;
 
 use super::stats::StoreStats;
-
-/// How long a commit nobody waits for may stay unflushed. Its events are
-/// invisible to followers until then, so this bounds their delay.
-pub const UNWAITED_DELAY: Duration = Duration::from_millis(2);
 
 /// The longest a flush is put off to gather the callers of commits still
 /// applying (about one flush's duration on the benchmark machine). Only
@@ -261,16 +259,12 @@ impl Flusher {
     }
 
     /// Blocks until there is a reason to flush: a waiter, a close, or
-    /// commits nobody waits for that are [`UNWAITED_DELAY`] old. False when
-    /// there is nothing left to do and every handle is gone.
+    /// commits not yet flushed. Those are flushed at once even when nobody
+    /// waits: their events become visible to followers only then. False
+    /// when there is nothing left to do and every handle is gone.
     fn wait_for_work(&self, round: &mut Round) -> bool {
         loop {
             if self.counters.unflushed() {
-                match self.inbox.recv_timeout(UNWAITED_DELAY) {
-                    Ok(request) => round.take(request),
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => round.disconnected = true,
-                }
                 return true;
             }
             // Say we sleep, then look again: a commit that ended before the
@@ -283,10 +277,6 @@ impl Flusher {
             let request = self.inbox.recv();
             self.counters.idle.store(false, Ordering::SeqCst);
             match request {
-                // A commit nobody waits for yet: its caller may ask in a
-                // moment, so give it the unwaited delay rather than a flush
-                // of its own now.
-                Ok(Request::Wake) => continue,
                 Ok(request) => {
                     round.take(request);
                     return true;
@@ -318,9 +308,12 @@ impl Flusher {
     /// One `fsync` for everything applied so far; moves the watermark.
     fn flush(&self) -> Result<(), String> {
         // Read before flushing: everything up to here was applied before
-        // the flush began, so the flush covers it.
-        let upto = self.committed.load(Ordering::Acquire);
+        // the flush began, so the flush covers it. Finished writes first:
+        // a writer moves the cursor before it counts itself finished, so
+        // every write counted here has its events under `upto`, and none
+        // is marked flushed with its events left unpublished.
         let writes_done = self.counters.done.load(Ordering::SeqCst);
+        let upto = self.committed.load(Ordering::SeqCst);
         match self.db.flush() {
             Ok(_) => {
                 // The watermark first: a caller that finds its writes

@@ -6,8 +6,9 @@
 //! plus a synchronous `sync_file_range` on sled's I/O threads (about 80 us
 //! of kernel time per transaction on the benchmark machine), whatever its
 //! size. A group of N batches pays that once. A group is all or none in
-//! sled; if it fails, every batch of it is applied again alone, so each
-//! caller gets exactly the answer a commit of its own would have given.
+//! sled; if one of its batches is refused (a taken name, a failed
+//! precondition), every batch of it is applied again alone, so each caller
+//! gets exactly the answer a commit of its own would have given.
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -114,6 +115,14 @@ fn run(writer: &Writer, inbox: &mpsc::Receiver<Request>) {
             Ok(()) => {
                 for job in jobs {
                     let _ = job.answer.send(Ok(()));
+                }
+            }
+            // A storage failure is the store's, not a batch's: sled may
+            // have applied part of the group in memory, so applying its
+            // batches again could misreport them; everyone gets the error.
+            Err(StoreError::Backend(why)) => {
+                for job in jobs {
+                    let _ = job.answer.send(Err(StoreError::Backend(why.clone())));
                 }
             }
             Err(err) if jobs.len() == 1 => {

@@ -140,17 +140,20 @@ impl Writer {
             }
             outcome.map(|()| first + count - 1)
         });
+        if let Ok(last) = result {
+            // Before `end_write`: the flusher counts finished writes first
+            // and reads this after, so a write it counts has its events in
+            // the watermark it publishes. A later commit may have stored a
+            // higher cursor already; everything up to it is applied, so
+            // the maximum is right.
+            self.committed.fetch_max(last, Ordering::AcqRel);
+        }
         self.group.end_write();
         let locked_at = locked_at.get();
         self.stats
             .record_commit(locked_at - entered, locked_at.elapsed());
         match result {
-            Ok(last) => {
-                // A later commit may have stored a higher cursor already;
-                // everything up to it is applied, so the maximum is right.
-                self.committed.fetch_max(last, Ordering::AcqRel);
-                Ok(())
-            }
+            Ok(_) => Ok(()),
             Err(TransactionError::Abort(Abort::NameTaken(name))) => {
                 Err(StoreError::NameTaken(name))
             }
