@@ -51,8 +51,9 @@ pub enum StoreError {
 pub type DurableFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
 
 /// A future that resolves once a batch handed to
-/// [`Store::commit_grouped`] is applied (not yet durable).
-pub type CommitFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
+/// [`Store::commit_grouped`] is applied, with the flush that will make it
+/// durable (already asked for).
+pub type CommitFuture = Pin<Box<dyn Future<Output = Result<DurableFuture, StoreError>> + Send>>;
 
 /// One record write inside a [`Batch`].
 #[derive(Debug, Clone)]
@@ -231,9 +232,12 @@ pub trait Store: Send + Sync + 'static {
     /// Applies a batch like [`Store::commit`] (atomically, with the same
     /// errors), but waits without holding the caller's thread, and may
     /// apply it in one transaction with batches other callers hand over
-    /// meanwhile, which makes many small concurrent commits cheaper. The
-    /// default commits inline.
+    /// meanwhile, which makes many small concurrent commits cheaper.
+    /// Resolves, once applied, to the flush that covers it (as
+    /// [`Store::durable`] would), so the caller can work while it runs.
+    /// The default commits inline.
     fn commit_grouped(&self, batch: Batch) -> CommitFuture {
-        Box::pin(std::future::ready(self.commit(batch)))
+        let applied = self.commit(batch).map(|()| self.durable());
+        Box::pin(std::future::ready(applied))
     }
 }

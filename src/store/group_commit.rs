@@ -163,6 +163,14 @@ impl GroupCommit {
         }
     }
 
+    /// Like [`GroupCommit::durable`], without the shortcut: for a writer
+    /// that asks before it counts its write finished (so the shortcut
+    /// could not see it), which saves the flusher a flush of its own for
+    /// that write.
+    pub fn durable_for_writer(&self) -> DurableFuture {
+        self.ask()
+    }
+
     /// Resolves once everything committed before this call is on disk.
     /// Anything a caller could have read was counted by `begin_write`
     /// first, so when every started write is already flushed there is
@@ -173,6 +181,11 @@ impl GroupCommit {
         {
             return Box::pin(std::future::ready(Ok(())));
         }
+        self.ask()
+    }
+
+    /// Queues a request for the next flush that starts after this call.
+    fn ask(&self) -> DurableFuture {
         let (answer, rx) = oneshot::channel();
         let waiter = Waiter {
             answer,

@@ -101,8 +101,7 @@ async fn create_to_completion(
     // One transaction: every record lands, or none does.
     // Grouped: concurrent single creations share one transaction (and its
     // log writes) instead of each taking sled's lock on its own.
-    ctx.store.commit_grouped(batch).await?;
-    let flushed = ctx.store.durable();
+    let flushed = ctx.store.commit_grouped(batch).await?;
     let total = created.len();
     let ids: Vec<AgentId> = created.iter().map(|(record, _)| record.id).collect();
     // Each partition starts its share in a task of its own: a batch is

@@ -13,7 +13,7 @@
 use std::sync::mpsc;
 use std::sync::Arc;
 
-use holarchy_actors::{CommitFuture, StoreError};
+use holarchy_actors::{CommitFuture, DurableFuture, StoreError};
 use tokio::sync::oneshot;
 
 use super::writer::{Prepared, Writer};
@@ -24,7 +24,7 @@ const MAX_GROUP: usize = 256;
 
 struct Job {
     batch: Prepared,
-    answer: oneshot::Sender<Result<(), StoreError>>,
+    answer: oneshot::Sender<Result<DurableFuture, StoreError>>,
 }
 
 enum Request {
@@ -60,7 +60,8 @@ impl Grouped {
         })
     }
 
-    /// Queues `batch`; the future resolves once it is applied (or failed).
+    /// Queues `batch`; the future resolves once it is applied (or failed),
+    /// to the flush that covers it.
     pub(super) fn commit(&self, batch: Prepared) -> CommitFuture {
         let (answer, applied) = oneshot::channel();
         let sent = self
@@ -109,12 +110,12 @@ fn run(writer: &Writer, inbox: &mpsc::Receiver<Request>) {
             }
         }
         let batches: Vec<&Prepared> = jobs.iter().map(|job| &job.batch).collect();
-        let together = writer.apply(&batches);
+        let together = writer.apply_and_ask(&batches, batches.len());
         drop(batches);
         match together {
-            Ok(()) => {
-                for job in jobs {
-                    let _ = job.answer.send(Ok(()));
+            Ok(flushes) => {
+                for (job, flushed) in jobs.into_iter().zip(flushes) {
+                    let _ = job.answer.send(Ok(flushed));
                 }
             }
             // A storage failure is the store's, not a batch's: sled may
@@ -134,7 +135,15 @@ fn run(writer: &Writer, inbox: &mpsc::Receiver<Request>) {
             // each gets the answer it would have had.
             Err(_) => {
                 for job in jobs {
-                    let _ = job.answer.send(writer.apply(&[&job.batch]));
+                    let alone = writer
+                        .apply_and_ask(&[&job.batch], 1)
+                        .map(|mut flushes| flushes.pop());
+                    let answer = match alone {
+                        Ok(Some(flushed)) => Ok(flushed),
+                        Ok(None) => Err(StoreError::Closed),
+                        Err(err) => Err(err),
+                    };
+                    let _ = job.answer.send(answer);
                 }
             }
         }

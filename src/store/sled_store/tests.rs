@@ -304,7 +304,7 @@ async fn grouped_commits_answer_each_caller_as_alone() {
             assert!(matches!(applied, Err(StoreError::NameTaken(n)) if n == "taken"));
             assert_eq!(store.agent(id).expect("reads"), None);
         } else {
-            applied.expect("applied");
+            applied.expect("applied").await.expect("durable");
             assert!(store.agent(id).expect("reads").is_some());
         }
     }

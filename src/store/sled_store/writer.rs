@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use holarchy_actors::{Batch, StoreError};
+use holarchy_actors::{Batch, DurableFuture, StoreError};
 use holarchy_supervision::{AgentId, Event, EventCursor, EventKind};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Tree;
@@ -108,6 +108,30 @@ impl Writer {
     /// Applies `batches` in order in one transaction: all of them, or (one
     /// failed) none.
     pub(super) fn apply(&self, batches: &[&Prepared]) -> Result<(), StoreError> {
+        self.apply_then(batches, |_| ())
+    }
+
+    /// Like [`Writer::apply`], and once the batches are applied (before the
+    /// write counts as finished) asks `waits` flushes for their callers:
+    /// asked then, they join the flush the write would otherwise start on
+    /// its own.
+    pub(super) fn apply_and_ask(
+        &self,
+        batches: &[&Prepared],
+        waits: usize,
+    ) -> Result<Vec<DurableFuture>, StoreError> {
+        let mut flushes = Vec::new();
+        self.apply_then(batches, |group| {
+            flushes = (0..waits).map(|_| group.durable_for_writer()).collect();
+        })?;
+        Ok(flushes)
+    }
+
+    fn apply_then(
+        &self,
+        batches: &[&Prepared],
+        on_applied: impl FnOnce(&GroupCommit),
+    ) -> Result<(), StoreError> {
         let count: u64 = batches.iter().map(|b| b.events.len() as u64).sum();
         let entered = Instant::now();
         let locked_at = Cell::new(entered);
@@ -147,6 +171,7 @@ impl Writer {
             // higher cursor already; everything up to it is applied, so
             // the maximum is right.
             self.committed.fetch_max(last, Ordering::AcqRel);
+            on_applied(&self.group);
         }
         self.group.end_write();
         let locked_at = locked_at.get();
