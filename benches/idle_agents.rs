@@ -135,16 +135,14 @@ async fn phase_create(n: usize, concurrency: usize, batch: usize, dir: &Path) ->
     }
     let elapsed = started.elapsed();
     let after = settle().await;
-    let flushes = store
-        .flush_stats()
-        .flushes
-        .load(std::sync::atomic::Ordering::Relaxed);
+    let commit_path = store.commit_stats();
     runtime.shutdown(Duration::from_secs(30)).await;
     store.close().await;
     json!({
         "bytes_per_agent": figure::per_item(before, after, n),
         "create_per_s": figure::rate(n, elapsed.as_secs_f64()),
-        "flushes": flushes,
+        "flushes": commit_path.flushes,
+        "commit_path": commit_path,
         "store_bytes": store.size_on_disk(),
     })
 }

@@ -119,6 +119,14 @@ impl Directory {
         self.read().members.get(&actor).copied()
     }
 
+    /// Makes room for `agents` more agents at once, so recovery does not
+    /// rehash the maps (under the write lock) as they grow.
+    pub fn reserve(&self, agents: usize) {
+        let mut inner = self.write();
+        inner.agents.reserve(agents);
+        inner.members.reserve(agents);
+    }
+
     pub fn insert(&self, id: AgentId, entry: DirectoryEntry) {
         let mut inner = self.write();
         inner

@@ -60,7 +60,7 @@ pub use runtime::{
     ArchiveError, BrainError, CreateError, NewAgent, Outgoing, Runtime, RuntimeError,
     RuntimeSnapshot,
 };
-pub use store::{Batch, DurableFuture, RecoveryInput, Store, StoreError, Write};
+pub use store::{Batch, CommitFuture, DurableFuture, RecoveryInput, Store, StoreError, Write};
 
 /// Wall-clock milliseconds since the Unix epoch, for record timestamps.
 pub fn now_ms() -> u64 {

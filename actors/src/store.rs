@@ -5,6 +5,8 @@
 //! and events atomically. A commit is not yet durable: callers that are
 //! about to acknowledge something to a client await [`Store::durable`],
 //! which shares one flush among every concurrent caller (group commit).
+//! [`Store::commit_grouped`] also shares the transaction among concurrent
+//! callers that can wait asynchronously.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -47,6 +49,11 @@ pub enum StoreError {
 /// A future that resolves once everything committed before it was created
 /// is on disk.
 pub type DurableFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
+
+/// A future that resolves once a batch handed to
+/// [`Store::commit_grouped`] is applied, with the flush that will make it
+/// durable (already asked for).
+pub type CommitFuture = Pin<Box<dyn Future<Output = Result<DurableFuture, StoreError>> + Send>>;
 
 /// One record write inside a [`Batch`].
 #[derive(Debug, Clone)]
@@ -222,4 +229,15 @@ pub trait Store: Send + Sync + 'static {
     fn commit(&self, batch: Batch) -> Result<(), StoreError>;
     /// Resolves when every commit made before this call is flushed.
     fn durable(&self) -> DurableFuture;
+    /// Applies a batch like [`Store::commit`] (atomically, with the same
+    /// errors), but waits without holding the caller's thread, and may
+    /// apply it in one transaction with batches other callers hand over
+    /// meanwhile, which makes many small concurrent commits cheaper.
+    /// Resolves, once applied, to the flush that covers it (as
+    /// [`Store::durable`] would), so the caller can work while it runs.
+    /// The default commits inline.
+    fn commit_grouped(&self, batch: Batch) -> CommitFuture {
+        let applied = self.commit(batch).map(|()| self.durable());
+        Box::pin(std::future::ready(applied))
+    }
 }

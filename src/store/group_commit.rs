@@ -1,30 +1,65 @@
 //! Group commit: writers that must not answer before their write is on disk
-//! ask for a flush and wait; one flusher task serves every request that
+//! ask for a flush and wait; one flusher thread serves every request that
 //! arrived while the previous flush ran with a single `fsync`.
+//!
+//! The flusher is a plain OS thread blocked on a channel, not a tokio task
+//! that hands each flush to the blocking pool: a request wakes one thread
+//! (and none while a flush runs, since the next batch simply collects in the
+//! channel), where a task cost a worker wakeup, a blocking-pool wakeup and a
+//! wakeup back. While commits are still applying it lingers a bounded
+//! moment before flushing, so that one flush covers their callers too; a
+//! lone caller has no commit behind it and never waits for that.
+//!
+//! Commits that nobody waits for (internal bookkeeping, events) send no
+//! message each: the flusher counts them, and a commit wakes it only when
+//! it sleeps with nothing to do. It flushes them as soon as it is free, as
+//! before, since their events become visible to followers only then.
 //!
 //! The flusher also publishes the durable event watermark: the highest
 //! event cursor committed before a flush began is, once that flush ends, on
 //! disk. Event readers never go past it, so a client never sees an event
 //! that a crash could take back (and whose cursor would then be reused).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use holarchy_actors::{DurableFuture, StoreError};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 use tracing::error;
+
+use super::stats::StoreStats;
+
+/// The longest a flush is put off to gather the callers of commits still
+/// applying (about one flush's duration on the benchmark machine). Only
+/// while commits apply: a lone caller never waits for it.
+pub const MAX_LINGER: Duration = Duration::from_micros(1000);
+
+/// How often a lingering flusher looks whether commits are still applying.
+const LINGER_POLL: Duration = Duration::from_micros(50);
+
+/// A flush with this many callers waiting starts at once.
+const ENOUGH_WAITERS: usize = 64;
+
+/// A caller waiting for the next flush that starts after its request.
+struct Waiter {
+    answer: oneshot::Sender<Result<(), String>>,
+    since: Instant,
+}
 
 enum Request {
     /// Answer once a flush that started after this request has ended.
-    Wait(oneshot::Sender<Result<(), String>>),
-    /// Flush soon; nobody waits.
-    Nudge,
+    Wait(Waiter),
+    /// A commit happened while the flusher slept with nothing to do.
+    Wake,
     /// Flush once more, answer everyone, then stop and let go of the db.
     Close,
 }
 
 /// Counts writes so that a caller with nothing unflushed behind it need not
-/// wait for a flush at all (reads, mostly).
+/// wait for a flush at all (reads, mostly), and so the flusher knows when
+/// commits are waiting without a message per commit.
 #[derive(Debug, Default)]
 struct WriteCounters {
     /// Writes that began applying; bumped before the data is visible.
@@ -33,97 +68,82 @@ struct WriteCounters {
     done: AtomicU64,
     /// `done` as read before the latest successful flush began.
     flushed: AtomicU64,
+    /// Set by the flusher just before it sleeps with nothing unflushed; the
+    /// first commit after that wakes it.
+    idle: AtomicBool,
+}
+
+impl WriteCounters {
+    /// Commits that began and have not finished applying.
+    fn writing(&self) -> bool {
+        self.writes_started() > self.done.load(Ordering::SeqCst)
+    }
+
+    fn writes_started(&self) -> u64 {
+        self.started.load(Ordering::SeqCst)
+    }
+
+    fn unflushed(&self) -> bool {
+        self.done.load(Ordering::SeqCst) > self.flushed.load(Ordering::SeqCst)
+    }
 }
 
 /// The handle writers hold.
 #[derive(Debug)]
 pub struct GroupCommit {
-    requests: mpsc::UnboundedSender<Request>,
+    requests: mpsc::Sender<Request>,
     writes: Arc<WriteCounters>,
     watermark: watch::Receiver<u64>,
-    flusher: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
-}
-
-/// Flush statistics, for status and benchmarks.
-#[derive(Debug, Default)]
-pub struct FlushStats {
-    pub flushes: AtomicU64,
-    pub waiters_served: AtomicU64,
+    /// Resolves when the flusher thread has stopped (after `close`).
+    stopped: std::sync::Mutex<Option<oneshot::Receiver<()>>>,
 }
 
 impl GroupCommit {
-    /// Starts the flusher task on the current tokio runtime. `committed`
-    /// is the highest event cursor whose batch has been applied.
-    pub fn start(db: sled::Db, committed: Arc<AtomicU64>, stats: Arc<FlushStats>) -> Self {
-        let (requests, mut inbox) = mpsc::unbounded_channel::<Request>();
+    /// Starts the flusher thread. `committed` is the highest event cursor
+    /// whose batch has been applied.
+    pub fn start(
+        db: sled::Db,
+        committed: Arc<AtomicU64>,
+        stats: Arc<StoreStats>,
+    ) -> Result<Self, StoreError> {
+        let (requests, inbox) = mpsc::channel::<Request>();
         let (publish, watermark) = watch::channel(committed.load(Ordering::Acquire));
         let writes = Arc::new(WriteCounters::default());
-        let counters = writes.clone();
-        let flusher = tokio::spawn(async move {
-            let mut waiters = Vec::new();
-            let mut closing = false;
-            while let Some(first) = inbox.recv().await {
-                let mut collect = |request| match request {
-                    Request::Wait(tx) => waiters.push(tx),
-                    Request::Nudge => {}
-                    Request::Close => closing = true,
-                };
-                collect(first);
-                while let Ok(more) = inbox.try_recv() {
-                    collect(more);
-                }
-                // Read before flushing: everything up to here was applied
-                // before the flush began, so the flush covers it.
-                let upto = committed.load(Ordering::Acquire);
-                let writes_done = counters.done.load(Ordering::SeqCst);
-                let db = db.clone();
-                let result = match tokio::task::spawn_blocking(move || db.flush()).await {
-                    Ok(Ok(_)) => Ok(()),
-                    Ok(Err(err)) => Err(err.to_string()),
-                    Err(join) => Err(join.to_string()),
-                };
-                match &result {
-                    Ok(()) => {
-                        counters.flushed.fetch_max(writes_done, Ordering::SeqCst);
-                        publish.send_if_modified(|current| {
-                            let moved = upto > *current;
-                            *current = (*current).max(upto);
-                            moved
-                        });
-                    }
-                    Err(err) => error!(error = %err, "flush failed"),
-                }
-                stats.flushes.fetch_add(1, Ordering::Relaxed);
-                stats
-                    .waiters_served
-                    .fetch_add(waiters.len() as u64, Ordering::Relaxed);
-                for tx in waiters.drain(..) {
-                    let _ = tx.send(result.clone());
-                }
-                if closing {
-                    break;
-                }
-            }
-        });
-        Self {
+        let (done, stopped) = oneshot::channel();
+        let flusher = Flusher {
+            db,
+            inbox,
+            committed,
+            counters: writes.clone(),
+            publish,
+            stats,
+        };
+        std::thread::Builder::new()
+            .name("holarchy-flush".into())
+            .spawn(move || {
+                flusher.run();
+                let _ = done.send(());
+            })
+            .map_err(|err| StoreError::Backend(format!("could not start the flusher: {err}")))?;
+        Ok(Self {
             requests,
             writes,
             watermark,
-            flusher: std::sync::Mutex::new(Some(flusher)),
-        }
+            stopped: std::sync::Mutex::new(Some(stopped)),
+        })
     }
 
     /// Flushes a last time and stops the flusher, which releases its handle
     /// on the database. Later `durable` calls fail with "store is closed".
     pub async fn close(&self) {
         let _ = self.requests.send(Request::Close);
-        let flusher = self
-            .flusher
+        let stopped = self
+            .stopped
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
-        if let Some(flusher) = flusher {
-            let _ = flusher.await;
+        if let Some(stopped) = stopped {
+            let _ = stopped.await;
         }
     }
 
@@ -132,22 +152,46 @@ impl GroupCommit {
         self.writes.started.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Call once the write has been applied (or has failed).
+    /// Call once the write has been applied (or has failed). Wakes the
+    /// flusher only if it sleeps with nothing to do; otherwise it sees the
+    /// count itself, with no message per commit.
     pub fn end_write(&self) {
         self.writes.done.fetch_add(1, Ordering::SeqCst);
+        if self.writes.idle.load(Ordering::SeqCst) && self.writes.idle.swap(false, Ordering::SeqCst)
+        {
+            let _ = self.requests.send(Request::Wake);
+        }
+    }
+
+    /// Like [`GroupCommit::durable`], without the shortcut: for a writer
+    /// that asks before it counts its write finished (so the shortcut
+    /// could not see it), which saves the flusher a flush of its own for
+    /// that write.
+    pub fn durable_for_writer(&self) -> DurableFuture {
+        self.ask()
     }
 
     /// Resolves once everything committed before this call is on disk.
     /// Anything a caller could have read was counted by `begin_write`
     /// first, so when every started write is already flushed there is
-    /// nothing to wait for.
+    /// nothing to wait for. The request is sent now, not when the future is
+    /// first polled, so a caller may do other work before awaiting it.
     pub fn durable(&self) -> DurableFuture {
         if self.writes.started.load(Ordering::SeqCst) <= self.writes.flushed.load(Ordering::SeqCst)
         {
             return Box::pin(std::future::ready(Ok(())));
         }
-        let (tx, rx) = oneshot::channel();
-        let sent = self.requests.send(Request::Wait(tx)).is_ok();
+        self.ask()
+    }
+
+    /// Queues a request for the next flush that starts after this call.
+    fn ask(&self) -> DurableFuture {
+        let (answer, rx) = oneshot::channel();
+        let waiter = Waiter {
+            answer,
+            since: Instant::now(),
+        };
+        let sent = self.requests.send(Request::Wait(waiter)).is_ok();
         Box::pin(async move {
             if !sent {
                 return Err(StoreError::Closed);
@@ -160,13 +204,147 @@ impl GroupCommit {
         })
     }
 
-    /// Asks for a flush soon, without waiting for it.
-    pub fn nudge(&self) {
-        let _ = self.requests.send(Request::Nudge);
-    }
-
     /// The durable event watermark; changes after each flush that moved it.
     pub fn watermark(&self) -> watch::Receiver<u64> {
         self.watermark.clone()
+    }
+}
+
+/// The flusher thread's state.
+struct Flusher {
+    db: sled::Db,
+    inbox: mpsc::Receiver<Request>,
+    committed: Arc<AtomicU64>,
+    counters: Arc<WriteCounters>,
+    publish: watch::Sender<u64>,
+    stats: Arc<StoreStats>,
+}
+
+/// What the flusher gathered for its next flush.
+#[derive(Default)]
+struct Round {
+    waiters: Vec<Waiter>,
+    closing: bool,
+    /// Every sender is gone: flush what is left, then stop.
+    disconnected: bool,
+}
+
+impl Round {
+    fn take(&mut self, request: Request) {
+        match request {
+            Request::Wait(waiter) => self.waiters.push(waiter),
+            Request::Wake => {}
+            Request::Close => self.closing = true,
+        }
+    }
+
+    fn ending(&self) -> bool {
+        self.closing || self.disconnected
+    }
+}
+
+impl Flusher {
+    fn run(self) {
+        loop {
+            let mut round = Round::default();
+            if !self.wait_for_work(&mut round) {
+                return;
+            }
+            while let Ok(more) = self.inbox.try_recv() {
+                round.take(more);
+            }
+            if !round.ending() {
+                self.linger(&mut round, MAX_LINGER);
+            }
+            let began = Instant::now();
+            let result = self.flush();
+            let ended = Instant::now();
+            self.stats.record_flush(ended - began, round.waiters.len());
+            let ending = round.ending();
+            for waiter in round.waiters {
+                self.stats.record_wait(ended.duration_since(waiter.since));
+                let _ = waiter.answer.send(result.clone());
+            }
+            if ending {
+                return;
+            }
+        }
+    }
+
+    /// Blocks until there is a reason to flush: a waiter, a close, or
+    /// commits not yet flushed. Those are flushed at once even when nobody
+    /// waits: their events become visible to followers only then. False
+    /// when there is nothing left to do and every handle is gone.
+    fn wait_for_work(&self, round: &mut Round) -> bool {
+        loop {
+            if self.counters.unflushed() {
+                return true;
+            }
+            // Say we sleep, then look again: a commit that ended before the
+            // flag was up is seen here, one after it sends a wake.
+            self.counters.idle.store(true, Ordering::SeqCst);
+            if self.counters.unflushed() {
+                self.counters.idle.store(false, Ordering::SeqCst);
+                continue;
+            }
+            let request = self.inbox.recv();
+            self.counters.idle.store(false, Ordering::SeqCst);
+            match request {
+                Ok(request) => {
+                    round.take(request);
+                    return true;
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Collects more waiters while commits are still applying (or queued
+    /// for sled's lock): their callers ask for durability right after, and
+    /// one flush can cover them too. Bounded by `window`; a lone caller has
+    /// no commit behind it and never waits here.
+    fn linger(&self, round: &mut Round, window: Duration) {
+        let deadline = Instant::now() + window;
+        while round.waiters.len() < ENOUGH_WAITERS && !round.ending() && self.counters.writing() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.inbox.recv_timeout(left.min(LINGER_POLL)) {
+                Ok(request) => round.take(request),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => round.disconnected = true,
+            }
+        }
+    }
+
+    /// One `fsync` for everything applied so far; moves the watermark.
+    fn flush(&self) -> Result<(), String> {
+        // Read before flushing: everything up to here was applied before
+        // the flush began, so the flush covers it. Finished writes first:
+        // a writer moves the cursor before it counts itself finished, so
+        // every write counted here has its events under `upto`, and none
+        // is marked flushed with its events left unpublished.
+        let writes_done = self.counters.done.load(Ordering::SeqCst);
+        let upto = self.committed.load(Ordering::SeqCst);
+        match self.db.flush() {
+            Ok(_) => {
+                // The watermark first: a caller that finds its writes
+                // flushed (and skips waiting) must find their events too.
+                self.publish.send_if_modified(|current| {
+                    let moved = upto > *current;
+                    *current = (*current).max(upto);
+                    moved
+                });
+                self.counters
+                    .flushed
+                    .fetch_max(writes_done, Ordering::SeqCst);
+                Ok(())
+            }
+            Err(err) => {
+                error!(error = %err, "flush failed");
+                Err(err.to_string())
+            }
+        }
     }
 }

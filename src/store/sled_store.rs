@@ -26,24 +26,24 @@
 //! across the transaction, which keeps the log dense and in cursor order.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
-use holarchy_actors::{Batch, DurableFuture, RecoveryInput, Store, StoreError};
+use holarchy_actors::{Batch, CommitFuture, DurableFuture, RecoveryInput, Store, StoreError};
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
     AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, OutputChunk, TaskId,
     TaskRecord, TaskStatus, WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
 };
-use sled::transaction::TransactionError;
 use sled::Tree;
 use tokio::sync::watch;
 
-use super::codec::{decode, decode_task, encode};
-use super::group_commit::{FlushStats, GroupCommit};
-use apply::Abort;
-use encoded::encode_write;
+use super::codec::{decode, decode_task};
+use super::group_commit::GroupCommit;
+use super::stats::{StatsSnapshot, StoreStats};
+use grouped::Grouped;
+use writer::{Prepared, Writer};
 
 const AGENTS: &str = "agents";
 const NAMES: &str = "names";
@@ -64,6 +64,29 @@ const OUTPUT: &str = "output";
 const PUBLIC: &str = "public";
 const WORKSPACES: &str = "workspaces";
 const WORKTREES: &str = "worktrees";
+
+/// Every tree, in the order `apply::apply` takes them in a transaction.
+const APPLY_ORDER: [&str; 19] = [
+    AGENTS,
+    NAMES,
+    MESSAGES,
+    PENDING,
+    DEDUPE,
+    EVENTS,
+    TASKS,
+    OWNED,
+    CHILDREN,
+    CLEANUPS,
+    WAITS,
+    OWNED_WAITS,
+    TRIGGERS,
+    WORK,
+    OWNED_WORK,
+    OUTPUT,
+    PUBLIC,
+    WORKSPACES,
+    WORKTREES,
+];
 
 fn backend(err: sled::Error) -> StoreError {
     StoreError::Backend(err.to_string())
@@ -135,12 +158,12 @@ pub struct SledStore {
     public: Tree,
     workspaces: Tree,
     worktrees: Tree,
-    /// The last event cursor handed out; held across each transaction.
-    next_cursor: Mutex<EventCursor>,
-    /// The last event cursor whose transaction has been applied.
-    committed: Arc<AtomicU64>,
-    group: GroupCommit,
-    stats: Arc<FlushStats>,
+    /// Applies batches (see `writer`).
+    writer: Arc<Writer>,
+    /// Applies concurrent grouped batches in one transaction.
+    grouped: Grouped,
+    group: Arc<GroupCommit>,
+    stats: Arc<StoreStats>,
 }
 
 impl SledStore {
@@ -162,8 +185,23 @@ impl SledStore {
             None => 0,
         };
         let committed = Arc::new(AtomicU64::new(last));
-        let stats = Arc::new(FlushStats::default());
-        let group = GroupCommit::start(db.clone(), committed.clone(), stats.clone());
+        let stats = Arc::new(StoreStats::default());
+        let group = Arc::new(GroupCommit::start(
+            db.clone(),
+            committed.clone(),
+            stats.clone(),
+        )?);
+        let trees = APPLY_ORDER
+            .iter()
+            .map(|name| tree(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        let writer = Arc::new(Writer::new(
+            trees,
+            last,
+            committed,
+            group.clone(),
+            stats.clone(),
+        ));
         Ok(Self {
             agents: tree(AGENTS)?,
             names: tree(NAMES)?,
@@ -184,8 +222,8 @@ impl SledStore {
             workspaces: tree(WORKSPACES)?,
             worktrees: tree(WORKTREES)?,
             events,
-            next_cursor: Mutex::new(last),
-            committed,
+            grouped: Grouped::start(writer.clone())?,
+            writer,
             group,
             stats,
             db,
@@ -195,11 +233,20 @@ impl SledStore {
     /// Flushes everything and stops the flusher; the last step of a
     /// shutdown. The database is released when the last handle drops.
     pub async fn close(&self) {
+        self.grouped.stop().await;
         self.group.close().await;
+        // One line an operator (or a benchmark) can read after a run.
+        self.stats.snapshot().log();
     }
 
-    pub fn flush_stats(&self) -> &FlushStats {
-        &self.stats
+    /// Flushes so far.
+    pub fn flushes(&self) -> u64 {
+        self.stats.flushes()
+    }
+
+    /// Where commits waited so far (see [`StoreStats`]).
+    pub fn commit_stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
     }
 
     /// Bytes the database takes on disk.
@@ -539,77 +586,13 @@ impl Store for SledStore {
     }
 
     fn commit(&self, batch: Batch) -> Result<(), StoreError> {
-        let writes = batch
-            .writes
-            .iter()
-            .map(encode_write)
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut next = self
-            .next_cursor
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let first = *next + 1;
-        let at_ms = holarchy_actors::now_ms();
-        let events = batch
-            .events
-            .into_iter()
-            .enumerate()
-            .map(|(i, (agent_id, kind))| {
-                let cursor = first + i as u64;
-                let event = Event {
-                    cursor,
-                    at_ms,
-                    agent_id,
-                    kind,
-                };
-                Ok((cursor.to_be_bytes(), encode(EVENTS, &event)?))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.writer.apply(&[&Prepared::new(batch)?])
+    }
 
-        self.group.begin_write();
-        let trees = [
-            &self.agents,
-            &self.names,
-            &self.messages,
-            &self.pending,
-            &self.dedupe,
-            &self.events,
-            &self.tasks,
-            &self.owned,
-            &self.children,
-            &self.cleanups,
-            &self.waits,
-            &self.owned_waits,
-            &self.triggers,
-            &self.work,
-            &self.owned_work,
-            &self.output,
-            &self.public,
-            &self.workspaces,
-            &self.worktrees,
-        ];
-        let result =
-            sled::Transactional::transaction(&trees[..], |t| apply::apply(t, &writes, &events));
-        self.group.end_write();
-        match result {
-            Ok(()) => {
-                *next += events.len() as u64;
-                self.committed.store(*next, Ordering::Release);
-                drop(next);
-                self.group.nudge();
-                Ok(())
-            }
-            Err(TransactionError::Abort(Abort::NameTaken(name))) => {
-                Err(StoreError::NameTaken(name))
-            }
-            Err(TransactionError::Abort(Abort::SupervisorGone(sup))) => {
-                Err(StoreError::SupervisorGone(sup))
-            }
-            Err(TransactionError::Abort(Abort::Corrupt(err))) => Err(err),
-            Err(TransactionError::Abort(Abort::Precondition(why))) => {
-                Err(StoreError::Precondition(why))
-            }
-            Err(TransactionError::Storage(err)) => Err(backend(err)),
+    fn commit_grouped(&self, batch: Batch) -> CommitFuture {
+        match Prepared::new(batch) {
+            Ok(batch) => self.grouped.commit(batch),
+            Err(err) => Box::pin(std::future::ready(Err(err))),
         }
     }
 
@@ -620,5 +603,7 @@ impl Store for SledStore {
 
 mod apply;
 mod encoded;
+mod grouped;
 #[cfg(test)]
 mod tests;
+mod writer;

@@ -11,9 +11,9 @@ use holarchy_supervision::{
 };
 use tokio::task::JoinSet;
 
-use super::partition::partition_of;
 use super::{mark_failed, CreateError, NewAgent, MAX_CREATE_BATCH};
-use crate::store::{Batch, Write};
+use crate::store::{Batch, DurableFuture, Write};
+use crate::topology::partition_of;
 use crate::{now_ms, supervisor, Ctx};
 
 /// Creates the agents and waits until they are on disk and running. Runs
@@ -25,20 +25,23 @@ pub(super) async fn create_agents(
 ) -> Result<Vec<AgentId>, CreateError> {
     let ctx = ctx.clone();
     tokio::spawn(async move {
-        let ids = create_to_completion(&ctx, specs).await?;
-        ctx.store.durable().await.map_err(CreateError::Store)?;
+        let (ids, flushed) = create_to_completion(&ctx, specs).await?;
+        // Never answer before the flush that covers the commit has ended.
+        flushed.await.map_err(CreateError::Store)?;
         Ok(ids)
     })
     .await
     .map_err(|join| CreateError::Spawn(format!("the create task failed: {join}")))?
 }
 
-/// Creates `public_named` agents in one durable batch: all of them, or
-/// (a bad name, a taken name) none.
+/// Creates `public_named` agents in one batch: all of them, or (a bad
+/// name, a taken name) none. Returns their ids and the flush that makes
+/// them durable, asked for as soon as they are committed so that it runs
+/// while their actors start.
 async fn create_to_completion(
     ctx: &Arc<Ctx>,
     specs: Vec<NewAgent>,
-) -> Result<Vec<AgentId>, CreateError> {
+) -> Result<(Vec<AgentId>, DurableFuture), CreateError> {
     if specs.len() > MAX_CREATE_BATCH {
         return Err(CreateError::TooMany {
             max: MAX_CREATE_BATCH,
@@ -96,7 +99,9 @@ async fn create_to_completion(
         created.push((record, queue));
     }
     // One transaction: every record lands, or none does.
-    ctx.store.commit(batch)?;
+    // Grouped: concurrent single creations share one transaction (and its
+    // log writes) instead of each taking sled's lock on its own.
+    let flushed = ctx.store.commit_grouped(batch).await?;
     let total = created.len();
     let ids: Vec<AgentId> = created.iter().map(|(record, _)| record.id).collect();
     // Each partition starts its share in a task of its own: a batch is
@@ -107,13 +112,21 @@ async fn create_to_completion(
     for (record, queue) in created {
         shares[partition_of(record.id, count)].push((record, queue));
     }
+    let mut shares: Vec<_> = shares.into_iter().filter(|s| !s.is_empty()).collect();
+    let mut failed = 0;
+    let mut failure = None;
+    // A single call (one agent) starts it here: a task of its own would
+    // cost two wakeups for nothing.
+    if shares.len() == 1 {
+        if let Some(share) = shares.pop() {
+            (failed, failure) = start_share(ctx, share).await?;
+        }
+    }
     let mut starts = JoinSet::new();
-    for share in shares.into_iter().filter(|s| !s.is_empty()) {
+    for share in shares {
         let ctx = ctx.clone();
         starts.spawn(async move { start_share(&ctx, share).await });
     }
-    let mut failed = 0;
-    let mut failure = None;
     while let Some(done) = starts.join_next().await {
         let (share_failed, share_failure) = match done {
             Ok(result) => result?,
@@ -129,7 +142,7 @@ async fn create_to_completion(
         Some(err) => Err(CreateError::Spawn(format!(
             "{failed} of {total} agents were stored but could not start and are marked failed: {err}"
         ))),
-        None => Ok(ids),
+        None => Ok((ids, flushed)),
     }
 }
 

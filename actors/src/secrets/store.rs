@@ -140,4 +140,10 @@ impl Store for RedactingStore {
     fn durable(&self) -> DurableFuture {
         self.inner.durable()
     }
+
+    fn commit_grouped(&self, batch: Batch) -> crate::store::CommitFuture {
+        let mut batch = batch;
+        self.secrets.redact_batch(&mut batch);
+        self.inner.commit_grouped(batch)
+    }
 }

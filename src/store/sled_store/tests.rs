@@ -146,7 +146,7 @@ async fn concurrent_waiters_share_flushes() {
     for task in tasks {
         task.await.expect("joins").expect("durable");
     }
-    let flushes = store.flush_stats().flushes.load(Ordering::Relaxed);
+    let flushes = store.flushes();
     assert!(flushes < 200, "200 waiters took {flushes} flushes");
     assert_eq!(
         store.list_agents(None, 1000, true).expect("list").len(),
@@ -275,4 +275,49 @@ async fn worktrees_are_indexed_until_removed_and_projections_survive_reopen() {
         .commit(Batch::new().write(Write::PutTask(task)))
         .expect("removed");
     assert!(store.worktree_tasks().expect("index").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouped_commits_answer_each_caller_as_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("opens"));
+    store.commit(created(&agent("taken"))).expect("first");
+    // Many callers at once, one of them with a taken name: it alone fails,
+    // even when its batch was grouped with the others.
+    let mut tasks = Vec::new();
+    for i in 0..300 {
+        let store = store.clone();
+        let name = if i == 150 {
+            "taken".to_owned()
+        } else {
+            format!("g{i}")
+        };
+        tasks.push(tokio::spawn(async move {
+            let record = agent(&name);
+            let applied = store.commit_grouped(created(&record)).await;
+            (name, record.id, applied)
+        }));
+    }
+    for task in tasks {
+        let (name, id, applied) = task.await.expect("joins");
+        if name == "taken" {
+            assert!(matches!(applied, Err(StoreError::NameTaken(n)) if n == "taken"));
+            assert_eq!(store.agent(id).expect("reads"), None);
+        } else {
+            applied.expect("applied").await.expect("durable");
+            assert!(store.agent(id).expect("reads").is_some());
+        }
+    }
+    store.durable().await.expect("flushes");
+    // One event per created agent, cursors dense from 1.
+    let events = store.events_after(0, 1000).expect("events");
+    assert_eq!(events.len(), 300);
+    for (i, event) in events.iter().enumerate() {
+        assert_eq!(event.cursor, i as u64 + 1);
+    }
+    store.close().await;
+    assert!(matches!(
+        store.commit_grouped(created(&agent("late"))).await,
+        Err(StoreError::Closed)
+    ));
 }

@@ -1,0 +1,197 @@
+//! Applying batches: one sled transaction for one batch, or for a group of
+//! concurrent batches (see `grouped`), with event cursors taken under
+//! sled's transaction lock.
+//!
+//! sled 0.34 runs every transaction under one process-wide lock, held
+//! exclusively, and each transaction writes its log buffer out twice
+//! (`pin_log` rolls the buffer before and after its batch marker: two
+//! `pwrite` plus `sync_file_range` on sled's I/O threads). That lock is the
+//! only one on the commit path; cursors are handed out inside it, so the
+//! event log is in apply order with no lock of ours beside it.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use holarchy_actors::{Batch, DurableFuture, StoreError};
+use holarchy_supervision::{AgentId, Event, EventCursor, EventKind};
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::Tree;
+
+use super::apply::{self, Abort};
+use super::encoded::{encode_write, Encoded};
+use super::{backend, EVENTS};
+use crate::store::codec::encode;
+use crate::store::group_commit::GroupCommit;
+use crate::store::stats::StoreStats;
+
+/// A batch with its records encoded, ready for a transaction (whose
+/// closure sled may rerun, so nothing inside it should encode records).
+pub(super) struct Prepared {
+    writes: Vec<Encoded>,
+    events: Vec<(Option<AgentId>, EventKind)>,
+    at_ms: u64,
+}
+
+impl Prepared {
+    pub(super) fn new(batch: Batch) -> Result<Self, StoreError> {
+        let writes = batch
+            .writes
+            .iter()
+            .map(encode_write)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            writes,
+            events: batch.events,
+            at_ms: holarchy_actors::now_ms(),
+        })
+    }
+}
+
+/// An event's key (its cursor) and encoded value.
+type EncodedEvent = ([u8; 8], Vec<u8>);
+
+/// Encodes `events` with cursors from `first` on.
+fn encode_events(
+    events: &[(Option<AgentId>, EventKind)],
+    first: EventCursor,
+    at_ms: u64,
+) -> Result<Vec<EncodedEvent>, StoreError> {
+    events
+        .iter()
+        .enumerate()
+        .map(|(i, (agent_id, kind))| {
+            let cursor = first + i as u64;
+            let event = Event {
+                cursor,
+                at_ms,
+                agent_id: *agent_id,
+                kind: kind.clone(),
+            };
+            Ok((cursor.to_be_bytes(), encode(EVENTS, &event)?))
+        })
+        .collect()
+}
+
+/// Everything a commit touches, shared by the callers' threads and the
+/// grouping thread.
+#[derive(Debug)]
+pub(super) struct Writer {
+    /// Every tree, in the order `apply::apply` expects.
+    trees: Vec<Tree>,
+    /// The last event cursor handed out.
+    last_cursor: AtomicU64,
+    /// The last event cursor whose transaction has been applied.
+    committed: Arc<AtomicU64>,
+    group: Arc<GroupCommit>,
+    stats: Arc<StoreStats>,
+}
+
+impl Writer {
+    pub(super) fn new(
+        trees: Vec<Tree>,
+        last: EventCursor,
+        committed: Arc<AtomicU64>,
+        group: Arc<GroupCommit>,
+        stats: Arc<StoreStats>,
+    ) -> Self {
+        Self {
+            trees,
+            last_cursor: AtomicU64::new(last),
+            committed,
+            group,
+            stats,
+        }
+    }
+
+    /// Applies `batches` in order in one transaction: all of them, or (one
+    /// failed) none.
+    pub(super) fn apply(&self, batches: &[&Prepared]) -> Result<(), StoreError> {
+        self.apply_then(batches, |_| ())
+    }
+
+    /// Like [`Writer::apply`], and once the batches are applied (before the
+    /// write counts as finished) asks `waits` flushes for their callers:
+    /// asked then, they join the flush the write would otherwise start on
+    /// its own.
+    pub(super) fn apply_and_ask(
+        &self,
+        batches: &[&Prepared],
+        waits: usize,
+    ) -> Result<Vec<DurableFuture>, StoreError> {
+        let mut flushes = Vec::new();
+        self.apply_then(batches, |group| {
+            flushes = (0..waits).map(|_| group.durable_for_writer()).collect();
+        })?;
+        Ok(flushes)
+    }
+
+    fn apply_then(
+        &self,
+        batches: &[&Prepared],
+        on_applied: impl FnOnce(&GroupCommit),
+    ) -> Result<(), StoreError> {
+        let count: u64 = batches.iter().map(|b| b.events.len() as u64).sum();
+        let entered = Instant::now();
+        let locked_at = Cell::new(entered);
+        self.group.begin_write();
+        let result = sled::Transactional::transaction(&self.trees[..], |t| {
+            locked_at.set(Instant::now());
+            // `fetch_add` keeps cursors unique even if sled ever let two of
+            // these closures run at once; under its lock they are dense.
+            let first = self.last_cursor.fetch_add(count, Ordering::AcqRel) + 1;
+            let mut next = first;
+            let mut outcome = Ok(());
+            for batch in batches {
+                outcome = encode_events(&batch.events, next, batch.at_ms)
+                    .map_err(|err| ConflictableTransactionError::Abort(Abort::Corrupt(err)))
+                    .and_then(|events| apply::apply(t, &batch.writes, &events));
+                if outcome.is_err() {
+                    break;
+                }
+                next += batch.events.len() as u64;
+            }
+            if outcome.is_err() {
+                // Give the cursors back (nobody took any since, under the
+                // lock); had someone, a gap would be harmless.
+                let _ = self.last_cursor.compare_exchange(
+                    first + count - 1,
+                    first - 1,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+            }
+            outcome.map(|()| first + count - 1)
+        });
+        if let Ok(last) = result {
+            // Before `end_write`: the flusher counts finished writes first
+            // and reads this after, so a write it counts has its events in
+            // the watermark it publishes. A later commit may have stored a
+            // higher cursor already; everything up to it is applied, so
+            // the maximum is right.
+            self.committed.fetch_max(last, Ordering::AcqRel);
+            on_applied(&self.group);
+        }
+        self.group.end_write();
+        let locked_at = locked_at.get();
+        self.stats
+            .record_commit(locked_at - entered, locked_at.elapsed());
+        match result {
+            Ok(_) => Ok(()),
+            Err(TransactionError::Abort(Abort::NameTaken(name))) => {
+                Err(StoreError::NameTaken(name))
+            }
+            Err(TransactionError::Abort(Abort::SupervisorGone(sup))) => {
+                Err(StoreError::SupervisorGone(sup))
+            }
+            Err(TransactionError::Abort(Abort::Corrupt(err))) => Err(err),
+            Err(TransactionError::Abort(Abort::Precondition(why))) => {
+                Err(StoreError::Precondition(why))
+            }
+            // The cursors this commit took are skipped: the log has a gap
+            // after a storage failure, never a reused cursor.
+            Err(TransactionError::Storage(err)) => Err(backend(err)),
+        }
+    }
+}
