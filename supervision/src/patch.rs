@@ -156,6 +156,16 @@ pub enum PatchError {
     DeleteIncomplete { path: String, remaining: usize },
 }
 
+impl PatchError {
+    /// Line `line` of the patch text does not parse, for `reason`.
+    pub(crate) fn malformed(line: usize, reason: impl Into<String>) -> Self {
+        PatchError::Malformed {
+            line,
+            reason: reason.into(),
+        }
+    }
+}
+
 /// Where a hunk failed, told at its expected place (lines of the file, 1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mismatch {

@@ -2,7 +2,6 @@
 //! extended headers (new, deleted, renamed, copied, binary), `a/` and `b/`
 //! prefixes, and C-quoted paths.
 
-use super::parse::malformed;
 use super::{FilePatch, PatchError};
 
 /// Reads a C-quoted string as git writes it, returning it and the text after
@@ -85,8 +84,9 @@ impl GitSection {
     pub(super) fn absorb(&mut self, line: &str, line_no: usize) -> Result<bool, PatchError> {
         let path = |p: &str| -> Result<String, PatchError> {
             if p.starts_with('"') {
-                let (path, _) = unquote(p)
-                    .ok_or_else(|| malformed(line_no, "a quoted path that does not unquote"))?;
+                let (path, _) = unquote(p).ok_or_else(|| {
+                    PatchError::malformed(line_no, "a quoted path that does not unquote")
+                })?;
                 Ok(path)
             } else {
                 Ok(p.to_owned())
@@ -129,7 +129,7 @@ pub(super) fn finish_git(section: Option<GitSection>) -> Result<Option<FilePatch
         return Ok(None);
     };
     let unreadable = || {
-        malformed(
+        PatchError::malformed(
             section.line,
             "cannot tell the path from this `diff --git` line",
         )

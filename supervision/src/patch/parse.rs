@@ -32,7 +32,7 @@ pub fn parse(text: &str) -> Result<Vec<FilePatch>, PatchError> {
                 path: path.unwrap_or_else(|| line.to_owned()),
             });
         } else if line.starts_with("@@ ") {
-            return Err(malformed(
+            return Err(PatchError::malformed(
                 line_no,
                 "a hunk with no `--- old` / `+++ new` file header before it",
             ));
@@ -49,13 +49,6 @@ pub fn parse(text: &str) -> Result<Vec<FilePatch>, PatchError> {
         return Err(PatchError::Empty);
     }
     Ok(files)
-}
-
-pub(super) fn malformed(line: usize, reason: impl Into<String>) -> PatchError {
-    PatchError::Malformed {
-        line,
-        reason: reason.into(),
-    }
 }
 
 /// A header line without its line ending, `\r` included: headers are not
@@ -102,7 +95,10 @@ impl<'a> Parser<'a> {
         )?;
         self.at += 2;
         if old.is_none() && new.is_none() {
-            return Err(malformed(header_no, "both sides of the file are /dev/null"));
+            return Err(PatchError::malformed(
+                header_no,
+                "both sides of the file are /dev/null",
+            ));
         }
         let (old_path, new_path) = strip_git_prefixes(old, new);
         let mut file = FilePatch {
@@ -138,13 +134,13 @@ impl<'a> Parser<'a> {
                         file.path(),
                         number - 1
                     );
-                    return Err(malformed(hunk_no, reason));
+                    return Err(PatchError::malformed(hunk_no, reason));
                 }
             }
             file.hunks.push(hunk);
         }
         if file.hunks.is_empty() {
-            return Err(malformed(
+            return Err(PatchError::malformed(
                 header_no,
                 format!("`{}` has a file header but no `@@` hunk", file.path()),
             ));
@@ -156,19 +152,19 @@ impl<'a> Parser<'a> {
         let header_no = self.line_no();
         let header = head(self.peek(0).unwrap_or_default());
         let (old_start, old_len, new_start, new_len) = ranges(header).ok_or_else(|| {
-            malformed(
+            PatchError::malformed(
                 header_no,
                 format!("`{header}` is not a hunk header `@@ -start,count +start,count @@`"),
             )
         })?;
         if (old_start == 0 && old_len > 0) || (new_start == 0 && new_len > 0) {
-            return Err(malformed(
+            return Err(PatchError::malformed(
                 header_no,
                 "a hunk with lines cannot start at line 0",
             ));
         }
         if old_len == 0 && new_len == 0 {
-            return Err(malformed(header_no, "a hunk with no lines"));
+            return Err(PatchError::malformed(header_no, "a hunk with no lines"));
         }
         self.at += 1;
         let body = self.at;
@@ -213,7 +209,7 @@ impl<'a> Parser<'a> {
                 return Err(mismatch(self));
             }
             if (on_old && ended.old) || (on_new && ended.new) {
-                return Err(malformed(
+                return Err(PatchError::malformed(
                     self.line_no(),
                     "a line after the one marked `\\ No newline at end of file`",
                 ));
@@ -256,7 +252,7 @@ impl<'a> Parser<'a> {
     /// Applies `\ No newline at end of file` to the line before it.
     fn no_newline(&self, lines: &mut [HunkLine], ended: &mut Ended) -> Result<(), PatchError> {
         let misplaced = || {
-            malformed(
+            PatchError::malformed(
                 self.line_no(),
                 "`\\ No newline at end of file` must follow a hunk line, once",
             )
@@ -333,7 +329,7 @@ fn header_path(line: &str, prefix: &str, line_no: usize) -> Result<Option<String
     let rest = line.strip_prefix(prefix).unwrap_or(line);
     let path = if rest.starts_with('"') {
         unquote(rest)
-            .ok_or_else(|| malformed(line_no, "a quoted path that does not unquote"))?
+            .ok_or_else(|| PatchError::malformed(line_no, "a quoted path that does not unquote"))?
             .0
     } else {
         // `diff -u` puts a tab and a timestamp after the path, and git a lone tab
@@ -345,7 +341,7 @@ fn header_path(line: &str, prefix: &str, line_no: usize) -> Result<Option<String
     };
     match path.as_str() {
         "/dev/null" => Ok(None),
-        "" => Err(malformed(line_no, "a file header with no path")),
+        "" => Err(PatchError::malformed(line_no, "a file header with no path")),
         _ => Ok(Some(path)),
     }
 }
