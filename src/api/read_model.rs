@@ -37,6 +37,8 @@ pub trait ReadModel: Send + Sync + std::fmt::Debug + 'static {
     /// The cursor of the newest durable event, as it moves.
     fn event_watermark(&self) -> watch::Receiver<EventCursor>;
     fn size_on_disk(&self) -> u64;
+    /// Flushes and transactions since the store opened.
+    fn work_done(&self) -> (u64, u64);
     /// Resolves once every write made before the call is on disk: a read
     /// answers after it, so a client never sees what a crash could undo.
     fn durable(&self) -> DurableFuture;
@@ -91,6 +93,11 @@ impl ReadModel for SledStore {
 
     fn size_on_disk(&self) -> u64 {
         SledStore::size_on_disk(self)
+    }
+
+    fn work_done(&self) -> (u64, u64) {
+        let stats = self.commit_stats();
+        (stats.flushes, stats.commits)
     }
 
     fn durable(&self) -> DurableFuture {

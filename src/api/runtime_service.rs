@@ -63,6 +63,7 @@ impl RuntimeService for RuntimeApi {
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
         let snapshot = self.runtime.snapshot().await.map_err(ApiError::from)?;
         let heap = crate::memory::heap_stats().unwrap_or_default();
+        let (flushes, transactions) = self.store.work_done();
         Ok(Response::new(pb::GetStatusResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_ms: self.runtime.uptime().as_millis() as u64,
@@ -81,6 +82,8 @@ impl RuntimeService for RuntimeApi {
             interrupted_runs: snapshot.interrupted_runs as u64,
             rss_bytes: rss_bytes(),
             store_bytes: self.store.size_on_disk(),
+            store_flushes: flushes,
+            store_transactions: transactions,
             event_cursor: *self.store.event_watermark().borrow(),
             data_dir: self.data_dir.display().to_string(),
             sandbox_landlock_abi: self.sandbox.landlock_abi.into(),

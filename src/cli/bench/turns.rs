@@ -162,6 +162,11 @@ pub async fn turns(cli: &Cli, args: &TurnsArgs) -> anyhow::Result<()> {
         daemon: spent(daemon_before, daemon_after),
         client: spent(client_before, client_after),
         store_growth: end.store_bytes.checked_sub(start.store_bytes),
+        store_work: (
+            end.store_flushes.saturating_sub(start.store_flushes),
+            end.store_transactions
+                .saturating_sub(start.store_transactions),
+        ),
     };
     let mut report = figures.to_json();
     if let Some(object) = report.as_object_mut() {

@@ -37,6 +37,8 @@ pub struct Figures<'a> {
     /// Growth of the store's size on disk (the status's `store_bytes`);
     /// None if it shrank (sled reclaimed space during the run).
     pub store_growth: Option<u64>,
+    /// The store's flushes and transactions during the run (status).
+    pub store_work: (u64, u64),
 }
 
 /// The wall clock now, in milliseconds since the epoch.
@@ -156,8 +158,8 @@ impl Figures<'_> {
             "daemon_context_switches_per_turn": per(daemon.and_then(|d| d.context_switches).map(|n| n as f64), turns),
             "store_growth_bytes_per_turn": per(self.store_growth.map(|b| b as f64), turns),
             "client_cpu_us_per_turn": per(client.map(|c| c.cpu_s * 1e6), turns),
-            // Not in the daemon's status: unknown, not zero.
-            "flushes_per_turn": Value::Null,
+            "flushes_per_turn": per(Some(self.store_work.0 as f64), turns),
+            "transactions_per_turn": per(Some(self.store_work.1 as f64), turns),
         })
     }
 }
@@ -233,6 +235,13 @@ pub fn print(r: &Value) {
             "B",
         ),
         ("events per turn on the stream", "events_per_turn", 1, ""),
+        ("store flushes per turn (status)", "flushes_per_turn", 2, ""),
+        (
+            "store transactions per turn (status)",
+            "transactions_per_turn",
+            2,
+            "",
+        ),
         (
             "client (this tool) CPU per turn",
             "client_cpu_us_per_turn",
