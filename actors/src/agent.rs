@@ -23,7 +23,7 @@ use tracing::{debug, warn, Instrument};
 use crate::in_flight::{InFlightGuard, InFlightTurn};
 use crate::limits::TurnPace;
 use crate::protocol::{
-    Ack, AgentArgs, AgentMsg, AgentSnapshot, ControlError, DeliverError, Delivered, NewMessage,
+    Ack, AgentArgs, AgentMsg, AgentSnapshot, DeliverError, Delivered, NewMessage,
 };
 use crate::store::{Batch, StoreError, Write};
 use crate::supervisor;
@@ -305,13 +305,20 @@ impl AgentActor {
             let _ = reply.send(Ok(delivered));
             return;
         }
+        self.answer_when_durable(delivered, reply);
+    }
+
+    /// Answers `reply` with `answer` once every write made so far is on
+    /// disk (or with the store's error); the wait runs beside the actor,
+    /// not inside `handle`.
+    fn answer_when_durable<T, E>(&self, answer: T, reply: RpcReplyPort<Result<T, E>>)
+    where
+        T: Send + 'static,
+        E: From<StoreError> + Send + 'static,
+    {
         let durable = self.ctx.store.durable();
         tokio::spawn(async move {
-            let answer = durable
-                .await
-                .map(|()| delivered)
-                .map_err(DeliverError::from);
-            let _ = reply.send(answer);
+            let _ = reply.send(durable.await.map(|()| answer).map_err(E::from));
         });
     }
 
@@ -379,7 +386,8 @@ impl Actor for AgentActor {
                     Ok(enqueued) => enqueued,
                     Err(err) => {
                         let _ = reply.send(Err(err));
-                        return Ok(self.maybe_start_turn(&myself, state)?);
+                        self.maybe_start_turn(&myself, state)?;
+                        return Ok(());
                     }
                 };
                 // The message's write goes with the turn it starts, if any;
@@ -423,14 +431,7 @@ impl Actor for AgentActor {
             }
             AgentMsg::Control { action, reply } => {
                 match self.control(state, action) {
-                    Ok(outcome) => {
-                        let durable = self.ctx.store.durable();
-                        tokio::spawn(async move {
-                            let answer =
-                                durable.await.map(|()| outcome).map_err(ControlError::from);
-                            let _ = reply.send(answer);
-                        });
-                    }
+                    Ok(outcome) => self.answer_when_durable(outcome, reply),
                     Err(err) => {
                         let _ = reply.send(Err(err));
                     }

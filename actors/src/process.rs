@@ -1,11 +1,10 @@
-//! Processes the runtime starts: telling our process from a later one
-//! with its pid, ending a unit's whole tree, and the environment a program
-//! started by the runtime gets (commands and
-//! command brains): a short allowlist from the daemon's own environment,
-//! its agent's private directory as `HOME` and `TMPDIR`, plus what the
-//! caller set. Never the rest: the daemon's environment holds
-//! model API keys and the TCP token, and a command's output can end up in
-//! front of a model or an operator.
+//! Processes the runtime starts (commands and command brains): telling
+//! our process from a later one with its pid, ending a unit's whole tree,
+//! and the environment they get. That environment is a short allowlist
+//! from the daemon's own, the agent's private directory as `HOME` and
+//! `TMPDIR`, plus what the caller set; never the rest: the daemon's
+//! environment holds model API keys and the TCP token, and a command's
+//! output can end up in front of a model or an operator.
 
 use holarchy_supervision::ProcessRef;
 use nix::sys::signal::{kill, Signal};

@@ -536,6 +536,7 @@ where
     fn from(err: Bounded<E>) -> Self {
         match err {
             Bounded::TimedOut(_) => ApiError::DeadlineExceeded(err.to_string()),
+            Bounded::Panicked(_) => ApiError::Internal(err.to_string()),
             Bounded::Failed(err) => err.into(),
         }
     }

@@ -27,6 +27,8 @@ use crate::tree::Walk;
 pub enum Bounded<E: std::error::Error + 'static> {
     #[error("the runtime did not finish within {0:?}; the change goes on and may still complete")]
     TimedOut(Duration),
+    #[error("the change failed inside the runtime: {0}")]
+    Panicked(String),
     #[error(transparent)]
     Failed(#[from] E),
 }
@@ -44,8 +46,8 @@ where
     let running = tokio::spawn(change);
     match tokio::time::timeout(limit, running).await {
         Ok(Ok(done)) => done.map_err(Bounded::Failed),
-        // The change panicked: as far as the caller knows, it timed out.
-        Ok(Err(_)) | Err(_) => Err(Bounded::TimedOut(limit)),
+        Ok(Err(join)) => Err(Bounded::Panicked(join.to_string())),
+        Err(_) => Err(Bounded::TimedOut(limit)),
     }
 }
 
@@ -217,5 +219,17 @@ mod tests {
         assert_eq!(ok.expect("in time"), 7);
         let refused = bounded(Duration::from_secs(5), async { Err::<(), _>(Refused) }).await;
         assert!(matches!(refused, Err(Bounded::Failed(Refused))));
+    }
+
+    #[tokio::test]
+    async fn a_change_that_panics_says_so_rather_than_timing_out() {
+        let broken = bounded(Duration::from_secs(5), async {
+            if Duration::ZERO.is_zero() {
+                panic!("broken change");
+            }
+            Ok::<(), Refused>(())
+        })
+        .await;
+        assert!(matches!(broken, Err(Bounded::Panicked(_))), "{broken:?}");
     }
 }
