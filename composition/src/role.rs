@@ -1,0 +1,2 @@
+//! Roles: the prompt every brain of an instance gets, versioned by the hash
+//! of its text.
