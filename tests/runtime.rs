@@ -160,6 +160,7 @@ async fn a_turn_cut_short_by_a_crash_is_run_again_on_start() {
             state: LifecycleState::Active,
             brain: Default::default(),
             forked_context: None,
+            composition: None,
             created_at_ms: 1,
             updated_at_ms: 1,
         };

@@ -27,6 +27,7 @@ fn agent(name: &str, state: LifecycleState) -> AgentRecord {
         state,
         brain: Default::default(),
         forked_context: None,
+        composition: None,
         created_at_ms: 1,
         updated_at_ms: 1,
     }

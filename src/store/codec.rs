@@ -6,7 +6,7 @@ use holarchy_actors::StoreError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use holarchy_supervision::TaskRecord;
+use holarchy_supervision::{AgentRecord, TaskRecord};
 
 /// The version this build writes and reads.
 pub const FORMAT_VERSION: u8 = 1;
@@ -114,6 +114,56 @@ impl From<TaskRecordV1> for TaskRecord {
     }
 }
 
+/// Agents gained their composition (role, skills, limits) in version 2;
+/// agents written before read back with none.
+pub const AGENT_VERSION: u8 = 2;
+
+pub fn encode_agent(tree: &'static str, agent: &AgentRecord) -> Result<Vec<u8>, StoreError> {
+    encode_as(AGENT_VERSION, tree, agent)
+}
+
+pub fn decode_agent(tree: &'static str, bytes: &[u8]) -> Result<AgentRecord, StoreError> {
+    match split_version(tree, bytes)? {
+        (AGENT_VERSION, body) => decode_body(tree, body),
+        (FORMAT_VERSION, body) => decode_body::<AgentRecordV1>(tree, body).map(AgentRecord::from),
+        (version, _) => Err(StoreError::UnsupportedVersion { tree, version }),
+    }
+}
+
+/// An agent as version 1 wrote it: the layout must never change.
+#[derive(serde::Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct AgentRecordV1 {
+    id: holarchy_supervision::AgentId,
+    name: Option<String>,
+    profile: holarchy_supervision::Profile,
+    lineage_parent_agent_id: Option<holarchy_supervision::AgentId>,
+    supervisor_agent_id: Option<holarchy_supervision::AgentId>,
+    state: holarchy_supervision::LifecycleState,
+    brain: holarchy_supervision::BrainConfig,
+    forked_context: Option<String>,
+    created_at_ms: u64,
+    updated_at_ms: u64,
+}
+
+impl From<AgentRecordV1> for AgentRecord {
+    fn from(v1: AgentRecordV1) -> Self {
+        AgentRecord {
+            id: v1.id,
+            name: v1.name,
+            profile: v1.profile,
+            lineage_parent_agent_id: v1.lineage_parent_agent_id,
+            supervisor_agent_id: v1.supervisor_agent_id,
+            state: v1.state,
+            brain: v1.brain,
+            forked_context: v1.forked_context,
+            created_at_ms: v1.created_at_ms,
+            updated_at_ms: v1.updated_at_ms,
+            composition: None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use holarchy_supervision::{AgentId, AgentRecord, LifecycleState, Preset};
@@ -131,6 +181,7 @@ mod tests {
             state: LifecycleState::Paused,
             brain: Default::default(),
             forked_context: None,
+            composition: None,
             created_at_ms: millis,
             updated_at_ms: millis,
         }
@@ -160,15 +211,42 @@ mod tests {
         #[test]
         fn records_round_trip(name in proptest::option::of("[a-z0-9_.-]{0,64}"), millis in any::<u64>()) {
             let value = record(name, millis);
-            let bytes = encode("agents", &value)?;
-            prop_assert_eq!(bytes[0], FORMAT_VERSION);
-            prop_assert_eq!(decode::<AgentRecord>("agents", &bytes)?, value);
+            let bytes = encode_agent("agents", &value)?;
+            prop_assert_eq!(bytes[0], AGENT_VERSION);
+            prop_assert_eq!(decode_agent("agents", &bytes)?, value);
         }
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let _ = decode::<AgentRecord>("agents", &bytes);
+            let _ = decode_agent("agents", &bytes);
         }
+    }
+
+    #[test]
+    fn version_1_agents_read_back_with_no_composition() {
+        let mut composed = record(Some("lead".into()), 7);
+        let v1 = AgentRecordV1 {
+            id: composed.id,
+            name: composed.name.clone(),
+            profile: composed.profile,
+            lineage_parent_agent_id: composed.lineage_parent_agent_id,
+            supervisor_agent_id: composed.supervisor_agent_id,
+            state: composed.state,
+            brain: composed.brain.clone(),
+            forked_context: None,
+            created_at_ms: 7,
+            updated_at_ms: 7,
+        };
+        let bytes = encode("agents", &v1).expect("encodes");
+        assert_eq!(decode_agent("agents", &bytes).expect("decodes"), composed);
+        composed.composition = Some(Box::new(holarchy_supervision::Composition {
+            instance: Some("lead".into()),
+            skills: vec!["triage".into()],
+            ..Default::default()
+        }));
+        let again = encode_agent("agents", &composed).expect("encodes");
+        assert_eq!(again[0], AGENT_VERSION);
+        assert_eq!(decode_agent("agents", &again).expect("decodes"), composed);
     }
 
     #[test]
@@ -197,17 +275,17 @@ mod tests {
 
     #[test]
     fn unknown_versions_are_refused() {
-        let mut bytes = encode("agents", &record(None, 1)).expect("encodes");
+        let mut bytes = encode_agent("agents", &record(None, 1)).expect("encodes");
         bytes[0] = 9;
         assert!(matches!(
-            decode::<AgentRecord>("agents", &bytes),
+            decode_agent("agents", &bytes),
             Err(StoreError::UnsupportedVersion {
                 tree: "agents",
                 version: 9
             })
         ));
         assert!(matches!(
-            decode::<AgentRecord>("agents", &[]),
+            decode_agent("agents", &[]),
             Err(StoreError::Corrupt { .. })
         ));
     }

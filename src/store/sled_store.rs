@@ -39,7 +39,7 @@ use holarchy_supervision::{
 use sled::Tree;
 use tokio::sync::watch;
 
-use super::codec::{decode, decode_task};
+use super::codec::{decode, decode_agent, decode_task};
 use super::group_commit::GroupCommit;
 use super::stats::{StatsSnapshot, StoreStats};
 use grouped::Grouped;
@@ -269,7 +269,7 @@ impl SledStore {
         if include_private {
             for entry in self.agents.range(start.to_be_bytes()..).take(limit) {
                 let (_, value) = entry.map_err(backend)?;
-                page.push(decode(AGENTS, &value)?);
+                page.push(decode_agent(AGENTS, &value)?);
             }
             return Ok(page);
         }
@@ -277,7 +277,7 @@ impl SledStore {
         // reads however many private agents there are.
         for entry in self.public.range(start.to_be_bytes()..).take(limit) {
             let (key, _) = entry.map_err(backend)?;
-            if let Some(record) = self.get::<AgentRecord>(&self.agents, AGENTS, &key)? {
+            if let Some(record) = self.get_agent(&key)? {
                 page.push(record);
             }
         }
@@ -309,6 +309,13 @@ impl SledStore {
     /// Changes whenever more events become durable.
     pub fn event_watermark(&self) -> watch::Receiver<EventCursor> {
         self.group.watermark()
+    }
+
+    fn get_agent(&self, key: &[u8]) -> Result<Option<AgentRecord>, StoreError> {
+        match self.agents.get(key).map_err(backend)? {
+            Some(bytes) => decode_agent(AGENTS, &bytes).map(Some),
+            None => Ok(None),
+        }
     }
 
     fn get<T: serde::de::DeserializeOwned>(
@@ -349,7 +356,7 @@ impl SledStore {
 
 impl Store for SledStore {
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError> {
-        self.get(&self.agents, AGENTS, &id.to_bytes())
+        self.get_agent(&id.to_bytes())
     }
 
     fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError> {
@@ -451,7 +458,11 @@ impl Store for SledStore {
             .map(|entry| decode_task(TASKS, &entry.map_err(backend)?.1))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RecoveryInput {
-            agents: Self::decode_all(&self.agents, AGENTS)?,
+            agents: self
+                .agents
+                .iter()
+                .map(|entry| decode_agent(AGENTS, &entry.map_err(backend)?.1))
+                .collect::<Result<Vec<_>, _>>()?,
             pending,
             running_tasks: tasks
                 .into_iter()

@@ -16,12 +16,14 @@
 //! - [`work`]: work items and their plans; one active focus per agent.
 //! - [`recovery`]: what a restarting daemon respawns and requeues.
 //! - [`brain`]: brain configurations (scripted, command, openai).
+//! - [`composed`]: an agent's role, skills and instance limits.
 //! - [`limits`]: input validation shared by the API and the actors.
 //! - [`patch`]: unified diffs, parsed and applied to text (the `ApplyPatch` tool).
 //! - [`workspace`]: attached workspaces, the active one, child projection modes.
 
 pub mod brain;
 pub mod cleanup;
+pub mod composed;
 pub mod event;
 pub mod ids;
 pub mod ingress;
@@ -38,6 +40,7 @@ pub mod work;
 pub mod workspace;
 
 pub use brain::BrainConfig;
+pub use composed::{Composition, Role, ToolLimits};
 pub use event::{Event, EventKind, RunOutcome};
 pub use ids::{
     AgentId, CleanupId, EventCursor, IdParseError, MessageId, RunId, TaskId, WaitId, WorkItemId,

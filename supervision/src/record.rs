@@ -59,6 +59,9 @@ pub struct AgentRecord {
     pub forked_context: Option<String>,
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
+    /// Role, skills and limits, for an agent that runs an instance or
+    /// descends from one. Boxed: most agents have none.
+    pub composition: Option<Box<crate::Composition>>,
 }
 
 /// Why a message is on an agent's queue, and who put it there. Admission

@@ -180,6 +180,7 @@ mod tests {
             state,
             brain: Default::default(),
             forked_context: None,
+            composition: None,
             created_at_ms: 0,
             updated_at_ms: 0,
         }

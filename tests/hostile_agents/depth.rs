@@ -40,6 +40,7 @@ fn record(id: AgentId, supervisor: Option<AgentId>) -> AgentRecord {
         state: LifecycleState::Active,
         brain: Default::default(),
         forked_context: None,
+        composition: None,
         created_at_ms: 0,
         updated_at_ms: 0,
     }

@@ -169,6 +169,9 @@ async fn spawn_to_completion(
         } else {
             None
         },
+        // Role, skills and limits pass down whole: a child must not shed
+        // a limit its creator runs under.
+        composition: caller_record.composition.clone(),
         created_at_ms: now,
         updated_at_ms: now,
     };

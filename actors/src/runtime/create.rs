@@ -77,6 +77,7 @@ async fn create_to_completion(
                 .brain
                 .unwrap_or_else(|| ctx.config.default_brain.clone()),
             forked_context: None,
+            composition: None,
             created_at_ms: now,
             updated_at_ms: now,
         };

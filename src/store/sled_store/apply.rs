@@ -3,14 +3,12 @@
 //! running tasks) that abort the whole batch.
 
 use holarchy_actors::StoreError;
-use holarchy_supervision::{
-    AgentId, AgentRecord, MessageRecord, TaskStatus, WaitRecord, WaitStatus,
-};
+use holarchy_supervision::{AgentId, MessageRecord, TaskStatus, WaitRecord, WaitStatus};
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
 use super::encoded::Encoded;
 use super::{pair_key, AGENTS, MESSAGES, TASKS, WAITS};
-use crate::store::codec::{decode, decode_task};
+use crate::store::codec::{decode, decode_agent, decode_task};
 
 /// Why a transaction gave up on purpose.
 pub(super) enum Abort {
@@ -27,7 +25,7 @@ fn agent_is_live(
     sup: AgentId,
 ) -> Result<bool, ConflictableTransactionError<Abort>> {
     match agents.get(sup.to_bytes())? {
-        Some(bytes) => decode::<AgentRecord>(AGENTS, &bytes)
+        Some(bytes) => decode_agent(AGENTS, &bytes)
             .map(|r| r.state.is_live())
             .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e))),
         None => Ok(false),

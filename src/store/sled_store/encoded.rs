@@ -7,7 +7,7 @@ use holarchy_supervision::{AgentId, WaitKind};
 use super::{
     output_key, pair_key, AGENTS, CLEANUPS, MESSAGES, OUTPUT, TASKS, WAITS, WORK, WORKSPACES,
 };
-use crate::store::codec::{encode, encode_task};
+use crate::store::codec::{encode, encode_agent, encode_task};
 
 /// A batch, encoded ahead of the transaction (whose closure may rerun).
 pub(super) enum Encoded {
@@ -86,7 +86,7 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             name: record.name.clone(),
             supervisor: record.supervisor_agent_id,
             public: record.profile.visibility == holarchy_supervision::Visibility::Public,
-            value: encode(AGENTS, record)?,
+            value: encode_agent(AGENTS, record)?,
         },
         Write::PutAgent(record) | Write::PutLiveAgent(record) => Encoded::PutAgent {
             id: record.id.to_bytes(),
@@ -94,7 +94,7 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             child_key: record
                 .supervisor_agent_id
                 .map(|sup| (pair_key(sup, &record.id.to_bytes()), record.state.is_live())),
-            value: encode(AGENTS, record)?,
+            value: encode_agent(AGENTS, record)?,
         },
         Write::PutMessage(message) => Encoded::PutMessage {
             key: pair_key(message.agent_id, &message.id.to_bytes()),

@@ -15,6 +15,7 @@ fn agent(name: &str) -> AgentRecord {
         state: LifecycleState::Active,
         brain: Default::default(),
         forked_context: None,
+        composition: None,
         created_at_ms: 1,
         updated_at_ms: 1,
     }
