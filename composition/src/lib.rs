@@ -3,9 +3,10 @@
 //! normalised inbound event, the decision a turn records, and the layered
 //! constraints that bound what the agent may do.
 //!
-//! Everything here is pure: parsing, validation and rules over values. The
-//! store keeps the records, the actors enforce the rules, the daemon's edges
-//! (gRPC, HTTP, schedules) feed events in.
+//! Everything here is parsing, validation and rules over values; the one
+//! module that touches the disk is [`skill`], which reads the operator's
+//! skill folders, bounded. The store keeps the records, the actors enforce
+//! the rules, the daemon's edges (gRPC, HTTP, schedules) feed events in.
 
 pub mod constraint;
 pub mod decision;

@@ -1,2 +1,273 @@
 //! Instance manifests: the TOML file an operator applies, parsed, bounded
-//! and validated into an `InstanceSpec`.
+//! and validated into an [`InstanceSpec`], the form the store keeps.
+//!
+//! ```toml
+//! name = "maintainer"
+//! skills = ["triage"]
+//!
+//! [role]
+//! prompt_file = "roles/maintainer.md"   # or: prompt = "..."
+//!
+//! [brain.command]                       # or [brain.openai], [brain.scripted]
+//! program = "examples/brains/triage.py"
+//!
+//! [[ingress]]
+//! source = "webhook"
+//! provider = "github"
+//! secret_env = "GH_WEBHOOK_SECRET"
+//! events = ["issues", "pull_request"]
+//!
+//! [constraints]
+//! deny_tools = ["DetachWorkspace"]
+//! require_approval = ["ExecCommand"]
+//! max_turns_per_hour = 60
+//! ```
+//!
+//! A manifest names files (`prompt_file`) relative to itself; the client
+//! that reads it sends their text along (`files`), so the daemon never
+//! opens a path a caller chose.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use holarchy_supervision::{BrainConfig, Role, ToolLimits};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::role::RoleError;
+
+/// Largest manifest, in bytes.
+pub const MAX_MANIFEST_BYTES: usize = 64 * 1024;
+pub const MAX_SKILLS: usize = 32;
+pub const MAX_INGRESS: usize = 16;
+/// Longest list of tools or webhook events.
+pub const MAX_LIST: usize = 64;
+/// Longest skill name, tool name, event name or environment variable name.
+pub const MAX_WORD: usize = 64;
+/// Largest schedule payload, as JSON text.
+pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024;
+/// Most turns an hour an instance may allow itself: one a second.
+pub const MAX_TURNS_PER_HOUR: u32 = 3600;
+/// How long a command brain's step may take when the manifest does not
+/// say: the same as `--brain-timeout`'s default.
+const COMMAND_TIMEOUT_MS: u64 = 60_000;
+
+/// An instance as the store keeps it: everything resolved, nothing that
+/// needs the manifest's folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceSpec {
+    /// Also its public agent's name.
+    pub name: String,
+    pub role: Option<Role>,
+    /// `None`: the daemon's default brain.
+    pub brain: Option<BrainConfig>,
+    pub skills: Vec<String>,
+    pub ingress: Vec<Ingress>,
+    pub limits: ToolLimits,
+}
+
+/// Where an instance's events come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Ingress {
+    /// `POST /ingress/<provider>/<instance>`, signed with the secret held by
+    /// the daemon's environment variable `secret_env`. No `events`: all.
+    Webhook {
+        provider: Provider,
+        secret_env: String,
+        events: Vec<String>,
+    },
+    /// A cron schedule (5 fields), in `timezone` (UTC when `None`); each
+    /// firing carries `payload` (JSON text).
+    Schedule {
+        cron: String,
+        timezone: Option<String>,
+        payload: String,
+    },
+    /// The agent may arm external triggers.
+    Trigger,
+    /// Programs may publish events to it over gRPC (`PublishEvent`).
+    Publish,
+}
+
+impl Ingress {
+    pub fn source(&self) -> &'static str {
+        match self {
+            Ingress::Webhook { .. } => "webhook",
+            Ingress::Schedule { .. } => "schedule",
+            Ingress::Trigger => "trigger",
+            Ingress::Publish => "publish",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provider {
+    /// Signed with `X-Hub-Signature-256`, keyed by `X-GitHub-Delivery`.
+    Github,
+    /// Signed with `X-Holarchy-Signature-256` in the same form.
+    Generic,
+}
+
+impl Provider {
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Github => "github",
+            Provider::Generic => "generic",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Provider> {
+        match name {
+            "github" => Some(Provider::Github),
+            "generic" => Some(Provider::Generic),
+            _ => None,
+        }
+    }
+}
+
+impl InstanceSpec {
+    /// The digest of the whole spec: equal digests, nothing to change.
+    pub fn digest(&self) -> String {
+        // Field order is fixed and every map is sorted, so the JSON of a
+        // spec is canonical.
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        hex::encode(Sha256::digest(&json))
+    }
+
+    pub fn webhook(&self, provider: Provider) -> Option<(&str, &[String])> {
+        self.ingress.iter().find_map(|ingress| match ingress {
+            Ingress::Webhook {
+                provider: p,
+                secret_env,
+                events,
+            } if *p == provider => Some((secret_env.as_str(), events.as_slice())),
+            _ => None,
+        })
+    }
+
+    pub fn has(&self, source: &str) -> bool {
+        self.ingress.iter().any(|i| i.source() == source)
+    }
+}
+
+/// Why a manifest was refused; shown to the operator as it is.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ManifestError {
+    #[error("the manifest is {len} bytes; the limit is {MAX_MANIFEST_BYTES}")]
+    TooLarge { len: usize },
+    #[error("the manifest is not valid: {0}")]
+    Syntax(String),
+    #[error("name: {0}")]
+    Name(String),
+    #[error("role: give one of `prompt` and `prompt_file`")]
+    RoleSource,
+    #[error("role: prompt_file `{0}` was not sent with the manifest")]
+    MissingFile(String),
+    #[error("role: {0}")]
+    Role(#[from] RoleError),
+    #[error("brain: {0}")]
+    Brain(String),
+    #[error("{field}: at most {limit} entries")]
+    TooMany { field: &'static str, limit: usize },
+    #[error("{field}: `{value}` is not a valid name (1-{MAX_WORD} bytes of a-z, A-Z, 0-9, '-', '_', '.')")]
+    BadWord { field: &'static str, value: String },
+    #[error("{field}: `{value}` is listed twice")]
+    Duplicate { field: &'static str, value: String },
+    #[error("ingress: secret_env `{0}` must name an environment variable (A-Z, 0-9, _)")]
+    BadSecretEnv(String),
+    #[error("ingress: a second `{0}` entry")]
+    SecondIngress(String),
+    #[error(
+        "ingress: the schedule's payload is {len} bytes of JSON; the limit is {MAX_PAYLOAD_BYTES}"
+    )]
+    PayloadTooLarge { len: usize },
+    #[error("ingress: {0}")]
+    Schedule(String),
+    #[error("constraints: max_turns_per_hour is 1 to {MAX_TURNS_PER_HOUR}")]
+    BadRate,
+    #[error("skills: no skill `{0}` in the daemon's skill folders")]
+    UnknownSkill(String),
+    #[error("constraints: no tool `{0}` in the catalog")]
+    UnknownTool(String),
+}
+
+/// Parses `text` (a TOML manifest); `files` holds the text of the files it
+/// names, keyed by the path as written.
+pub fn parse(text: &str, files: &BTreeMap<String, String>) -> Result<InstanceSpec, ManifestError> {
+    if text.len() > MAX_MANIFEST_BYTES {
+        return Err(ManifestError::TooLarge { len: text.len() });
+    }
+    let raw: raw::Manifest =
+        toml::from_str(text).map_err(|err| ManifestError::Syntax(err.to_string()))?;
+    raw.resolve(files)
+}
+
+/// Checks the names a spec refers to against what the daemon has.
+pub fn check_references(
+    spec: &InstanceSpec,
+    known_skills: &dyn Fn(&str) -> bool,
+    known_tools: &[&str],
+) -> Result<(), ManifestError> {
+    if let Some(unknown) = spec.skills.iter().find(|s| !known_skills(s)) {
+        return Err(ManifestError::UnknownSkill(unknown.clone()));
+    }
+    let limits = &spec.limits;
+    let tools = limits
+        .allow
+        .iter()
+        .flatten()
+        .chain(&limits.deny)
+        .chain(&limits.require_approval);
+    for tool in tools {
+        if !known_tools.contains(&tool.as_str()) {
+            return Err(ManifestError::UnknownTool(tool.clone()));
+        }
+    }
+    Ok(())
+}
+
+fn check_words(field: &'static str, words: &[String], limit: usize) -> Result<(), ManifestError> {
+    if words.len() > limit {
+        return Err(ManifestError::TooMany { field, limit });
+    }
+    let mut seen = BTreeSet::new();
+    for word in words {
+        if !word_ok(word) {
+            return Err(ManifestError::BadWord {
+                field,
+                value: word.chars().take(MAX_WORD).collect(),
+            });
+        }
+        if !seen.insert(word) {
+            return Err(ManifestError::Duplicate {
+                field,
+                value: word.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A skill, tool or event name: 1 to [`MAX_WORD`] bytes of letters, digits,
+/// `-`, `_` and `.` (so never a path).
+pub fn word_ok(word: &str) -> bool {
+    !word.is_empty()
+        && word.len() <= MAX_WORD
+        && !word.starts_with('.')
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+fn env_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_WORD
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+mod raw;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,259 @@
+//! The manifest as written: serde shapes that refuse unknown keys, and
+//! their resolution into an [`InstanceSpec`].
+
+use std::collections::BTreeMap;
+
+use holarchy_supervision::limits::check_name;
+use holarchy_supervision::{BrainConfig, ToolLimits};
+use serde::Deserialize;
+
+use super::{
+    check_words, env_name_ok, Ingress, InstanceSpec, ManifestError, Provider, COMMAND_TIMEOUT_MS,
+    MAX_INGRESS, MAX_LIST, MAX_PAYLOAD_BYTES, MAX_SKILLS, MAX_TURNS_PER_HOUR,
+};
+use crate::role;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Manifest {
+    name: String,
+    role: Option<RoleSource>,
+    brain: Option<Brain>,
+    #[serde(default)]
+    skills: Vec<String>,
+    #[serde(default)]
+    ingress: Vec<IngressEntry>,
+    #[serde(default)]
+    constraints: Constraints,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoleSource {
+    prompt: Option<String>,
+    prompt_file: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+enum Brain {
+    Scripted {},
+    Command {
+        program: String,
+        #[serde(default)]
+        args: Vec<String>,
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+        timeout_ms: Option<u64>,
+    },
+    Openai {
+        base_url: String,
+        model: String,
+        api_key_env: Option<String>,
+        temperature: Option<f32>,
+        max_steps: Option<u32>,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "source", rename_all = "snake_case", deny_unknown_fields)]
+enum IngressEntry {
+    Webhook {
+        provider: Provider,
+        secret_env: String,
+        #[serde(default)]
+        events: Vec<String>,
+    },
+    Schedule {
+        cron: String,
+        timezone: Option<String>,
+        payload: Option<toml::Value>,
+    },
+    Trigger {},
+    Publish {},
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Constraints {
+    allow_tools: Option<Vec<String>>,
+    #[serde(default)]
+    deny_tools: Vec<String>,
+    #[serde(default)]
+    require_approval: Vec<String>,
+    max_turns_per_hour: Option<u32>,
+}
+
+impl Manifest {
+    pub(super) fn resolve(
+        self,
+        files: &BTreeMap<String, String>,
+    ) -> Result<InstanceSpec, ManifestError> {
+        check_name(&self.name).map_err(|err| ManifestError::Name(err.to_string()))?;
+        let role = match self.role {
+            None => None,
+            Some(source) => Some(role::from_text(source.text(files)?)?),
+        };
+        let brain = self.brain.map(Brain::config).transpose()?;
+        check_words("skills", &self.skills, MAX_SKILLS)?;
+        if self.ingress.len() > MAX_INGRESS {
+            return Err(ManifestError::TooMany {
+                field: "ingress",
+                limit: MAX_INGRESS,
+            });
+        }
+        let mut ingress: Vec<Ingress> = Vec::with_capacity(self.ingress.len());
+        for entry in self.ingress {
+            let entry = entry.resolve()?;
+            let repeated = ingress.iter().any(|seen| match (seen, &entry) {
+                // One secret per provider: a second would make the URL
+                // ambiguous.
+                (Ingress::Webhook { provider: a, .. }, Ingress::Webhook { provider: b, .. }) => {
+                    a == b
+                }
+                (Ingress::Trigger, Ingress::Trigger) | (Ingress::Publish, Ingress::Publish) => true,
+                _ => false,
+            });
+            if repeated {
+                return Err(ManifestError::SecondIngress(match &entry {
+                    Ingress::Webhook { provider, .. } => format!("webhook {}", provider.name()),
+                    other => other.source().to_owned(),
+                }));
+            }
+            ingress.push(entry);
+        }
+        Ok(InstanceSpec {
+            name: self.name,
+            role,
+            brain,
+            skills: self.skills,
+            ingress,
+            limits: self.constraints.resolve()?,
+        })
+    }
+}
+
+impl RoleSource {
+    fn text<'a>(&'a self, files: &'a BTreeMap<String, String>) -> Result<&'a str, ManifestError> {
+        match (&self.prompt, &self.prompt_file) {
+            (Some(text), None) => Ok(text),
+            (None, Some(path)) => files
+                .get(path)
+                .map(String::as_str)
+                .ok_or_else(|| ManifestError::MissingFile(path.clone())),
+            _ => Err(ManifestError::RoleSource),
+        }
+    }
+}
+
+impl Brain {
+    fn config(self) -> Result<BrainConfig, ManifestError> {
+        let config = match self {
+            Brain::Scripted {} => BrainConfig::Scripted,
+            Brain::Command {
+                program,
+                args,
+                env,
+                timeout_ms,
+            } => BrainConfig::Command {
+                program,
+                args,
+                env: env.into_iter().collect(),
+                timeout_ms: timeout_ms.unwrap_or(COMMAND_TIMEOUT_MS),
+            },
+            Brain::Openai {
+                base_url,
+                model,
+                api_key_env,
+                temperature,
+                max_steps,
+            } => BrainConfig::OpenAi {
+                base_url,
+                model,
+                api_key_env: api_key_env.unwrap_or_else(|| "OPENAI_API_KEY".into()),
+                temperature,
+                max_steps,
+            },
+        };
+        config
+            .validate()
+            .map_err(|err| ManifestError::Brain(err.to_string()))?;
+        Ok(config)
+    }
+}
+
+impl IngressEntry {
+    fn resolve(self) -> Result<Ingress, ManifestError> {
+        Ok(match self {
+            IngressEntry::Webhook {
+                provider,
+                secret_env,
+                events,
+            } => {
+                if !env_name_ok(&secret_env) {
+                    return Err(ManifestError::BadSecretEnv(
+                        secret_env.chars().take(64).collect(),
+                    ));
+                }
+                check_words("ingress.events", &events, MAX_LIST)?;
+                Ingress::Webhook {
+                    provider,
+                    secret_env,
+                    events,
+                }
+            }
+            IngressEntry::Schedule {
+                cron,
+                timezone,
+                payload,
+            } => {
+                let payload = match payload {
+                    None => "{}".to_owned(),
+                    Some(value) => serde_json::to_string(&value)
+                        .map_err(|err| ManifestError::Schedule(err.to_string()))?,
+                };
+                if payload.len() > MAX_PAYLOAD_BYTES {
+                    return Err(ManifestError::PayloadTooLarge { len: payload.len() });
+                }
+                if cron.len() > 256 || timezone.as_ref().is_some_and(|tz| tz.len() > 64) {
+                    return Err(ManifestError::Schedule(
+                        "cron is at most 256 bytes, timezone at most 64".into(),
+                    ));
+                }
+                Ingress::Schedule {
+                    cron,
+                    timezone,
+                    payload,
+                }
+            }
+            IngressEntry::Trigger {} => Ingress::Trigger,
+            IngressEntry::Publish {} => Ingress::Publish,
+        })
+    }
+}
+
+impl Constraints {
+    fn resolve(self) -> Result<ToolLimits, ManifestError> {
+        if let Some(allow) = &self.allow_tools {
+            check_words("constraints.allow_tools", allow, MAX_LIST)?;
+        }
+        check_words("constraints.deny_tools", &self.deny_tools, MAX_LIST)?;
+        check_words(
+            "constraints.require_approval",
+            &self.require_approval,
+            MAX_LIST,
+        )?;
+        if self
+            .max_turns_per_hour
+            .is_some_and(|n| n == 0 || n > MAX_TURNS_PER_HOUR)
+        {
+            return Err(ManifestError::BadRate);
+        }
+        Ok(ToolLimits {
+            allow: self.allow_tools,
+            deny: self.deny_tools,
+            require_approval: self.require_approval,
+            max_turns_per_hour: self.max_turns_per_hour,
+        })
+    }
+}

@@ -1,0 +1,181 @@
+use std::collections::BTreeMap;
+
+use holarchy_supervision::BrainConfig;
+use proptest::prelude::*;
+
+use super::*;
+
+const FULL: &str = r#"
+name = "maintainer"
+skills = ["triage", "release-notes"]
+
+[role]
+prompt_file = "roles/maintainer.md"
+
+[brain.command]
+program = "examples/brains/triage.py"
+args = ["--quiet"]
+env = { B = "2", A = "1" }
+
+[[ingress]]
+source = "webhook"
+provider = "github"
+secret_env = "GH_WEBHOOK_SECRET"
+events = ["issues", "pull_request"]
+
+[[ingress]]
+source = "schedule"
+cron = "0 9 * * MON-FRI"
+payload = { kind = "daily-report" }
+
+[[ingress]]
+source = "trigger"
+
+[constraints]
+deny_tools = ["DetachWorkspace"]
+require_approval = ["ExecCommand"]
+max_turns_per_hour = 60
+"#;
+
+fn files() -> BTreeMap<String, String> {
+    BTreeMap::from([(
+        "roles/maintainer.md".to_owned(),
+        "You keep the project moving.".to_owned(),
+    )])
+}
+
+#[test]
+fn a_full_manifest_resolves_every_part() {
+    let spec = parse(FULL, &files()).expect("parses");
+    assert_eq!(spec.name, "maintainer");
+    let role = spec.role.as_ref().expect("a role");
+    assert_eq!(role.text, "You keep the project moving.");
+    match spec.brain.as_ref().expect("a brain") {
+        BrainConfig::Command {
+            program,
+            env,
+            timeout_ms,
+            ..
+        } => {
+            assert_eq!(program, "examples/brains/triage.py");
+            // Sorted, so the digest does not depend on the file's order.
+            assert_eq!(env, &[("A".into(), "1".into()), ("B".into(), "2".into())]);
+            assert_eq!(*timeout_ms, 60_000);
+        }
+        other => panic!("not a command brain: {other:?}"),
+    }
+    assert_eq!(spec.skills, ["triage", "release-notes"]);
+    assert_eq!(
+        spec.webhook(Provider::Github),
+        Some((
+            "GH_WEBHOOK_SECRET",
+            &["issues".to_owned(), "pull_request".to_owned()][..]
+        ))
+    );
+    assert!(matches!(
+        &spec.ingress[1],
+        Ingress::Schedule { cron, timezone: None, payload } if cron == "0 9 * * MON-FRI" && payload == r#"{"kind":"daily-report"}"#
+    ));
+    assert!(spec.has("trigger") && !spec.has("publish"));
+    assert_eq!(spec.limits.deny, ["DetachWorkspace"]);
+    assert_eq!(spec.limits.require_approval, ["ExecCommand"]);
+    assert_eq!(spec.limits.max_turns_per_hour, Some(60));
+    assert_eq!(spec.limits.allow, None);
+}
+
+#[test]
+fn the_digest_changes_with_the_spec_and_only_then() {
+    let a = parse(FULL, &files()).expect("parses");
+    let b = parse(FULL, &files()).expect("parses");
+    assert_eq!(a.digest(), b.digest());
+    let mut other_role = files();
+    other_role.insert("roles/maintainer.md".into(), "Be brief.".into());
+    let c = parse(FULL, &other_role).expect("parses");
+    assert_ne!(a.digest(), c.digest());
+}
+
+#[test]
+fn a_bare_manifest_is_a_name() {
+    let spec = parse("name = \"solo\"", &BTreeMap::new()).expect("parses");
+    assert_eq!(spec.role, None);
+    assert_eq!(spec.brain, None);
+    assert!(spec.ingress.is_empty() && spec.skills.is_empty() && spec.limits.is_empty());
+}
+
+#[test]
+fn mistakes_are_named() {
+    let cases: &[(&str, &str)] = &[
+        ("name = \"Bad Name\"", "name"),
+        ("name = \"a\"\ncolour = \"red\"", "unknown field"),
+        ("name = \"a\"\n[role]\nprompt_file = \"gone.md\"", "gone.md"),
+        (
+            "name = \"a\"\n[role]\nprompt = \"x\"\nprompt_file = \"y\"",
+            "one of",
+        ),
+        ("name = \"a\"\n[role]\nprompt = \" \"", "empty"),
+        ("name = \"a\"\n[brain.command]\nprogram = \"\"", "program"),
+        ("name = \"a\"\n[brain.telepathy]\n", "unknown variant"),
+        ("name = \"a\"\nskills = [\"x\", \"x\"]", "twice"),
+        ("name = \"a\"\nskills = [\"../etc\"]", "not a valid name"),
+        (
+            "name = \"a\"\n[[ingress]]\nsource = \"webhook\"\nprovider = \"github\"\nsecret_env = \"lower\"",
+            "secret_env",
+        ),
+        (
+            "name = \"a\"\n[[ingress]]\nsource = \"webhook\"\nprovider = \"gitlab\"\nsecret_env = \"S\"",
+            "unknown variant",
+        ),
+        (
+            "name = \"a\"\n[[ingress]]\nsource = \"trigger\"\n[[ingress]]\nsource = \"trigger\"",
+            "second",
+        ),
+        (
+            "name = \"a\"\n[[ingress]]\nsource = \"trigger\"\nextra = 1",
+            "unknown field",
+        ),
+        ("name = \"a\"\n[constraints]\nmax_turns_per_hour = 0", "max_turns_per_hour"),
+    ];
+    for (text, word) in cases {
+        let err = parse(text, &files()).expect_err(text).to_string();
+        assert!(err.contains(word), "{text:?} gave {err:?}, not {word:?}");
+    }
+    let huge = format!("name = \"a\"\n# {}", "x".repeat(MAX_MANIFEST_BYTES));
+    assert!(matches!(
+        parse(&huge, &files()),
+        Err(ManifestError::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn references_are_checked_against_the_daemon() {
+    let spec = parse(FULL, &files()).expect("parses");
+    let tools = ["DetachWorkspace", "ExecCommand"];
+    let skills = |name: &str| matches!(name, "triage" | "release-notes");
+    assert_eq!(check_references(&spec, &skills, &tools), Ok(()));
+    let no_notes = |name: &str| name == "triage";
+    assert_eq!(
+        check_references(&spec, &no_notes, &tools),
+        Err(ManifestError::UnknownSkill("release-notes".into()))
+    );
+    assert_eq!(
+        check_references(&spec, &skills, &["ExecCommand"]),
+        Err(ManifestError::UnknownTool("DetachWorkspace".into()))
+    );
+}
+
+proptest! {
+    #[test]
+    fn any_text_parses_or_is_refused_without_panic(text in ".{0,400}") {
+        let _ = parse(&text, &files());
+    }
+
+    #[test]
+    fn skill_lists_within_bounds_round_trip(
+        skills in proptest::collection::btree_set("[a-z][a-z0-9-]{0,20}", 0..MAX_SKILLS)
+    ) {
+        let list: Vec<String> = skills.into_iter().collect();
+        let text = format!("name = \"p\"\nskills = {}", serde_json::to_string(&list).expect("json"));
+        let spec = parse(&text, &files()).expect("parses");
+        prop_assert_eq!(spec.skills, list);
+    }
+}
