@@ -14,6 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/holarchy/v1/work.proto",
         "proto/holarchy/v1/trigger.proto",
         "proto/holarchy/v1/workspace.proto",
+        "proto/holarchy/v1/instance.proto",
     ];
     let descriptors = protox::compile(files, ["proto"])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);

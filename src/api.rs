@@ -5,6 +5,7 @@
 //! - [`task_service`] serves `holarchy.v1.TaskService`.
 //! - [`supervision_service`] serves `holarchy.v1.SupervisionService`.
 //! - [`workspace_service`] serves `holarchy.v1.WorkspaceService`.
+//! - [`instance_service`] serves `holarchy.v1.InstanceService`.
 //! - [`plane_service`] serves `holarchy.v1.WorkService` and `holarchy.v1.TriggerService`.
 //! - [`read_model`]: what the services read from the store.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
@@ -13,6 +14,7 @@
 pub mod agent_service;
 pub mod budget;
 pub mod convert;
+pub mod instance_service;
 pub mod plane_service;
 pub mod read_model;
 pub mod runtime_service;

@@ -5,6 +5,7 @@
 mod bench;
 mod brain_args;
 mod connection_args;
+mod instances;
 mod limit_args;
 mod output;
 mod tasks;
@@ -14,6 +15,7 @@ mod workspaces;
 
 pub use brain_args::BrainArgs;
 pub use connection_args::ConnectionArgs;
+pub use instances::InstanceCommand;
 use tasks::task_command;
 pub use work::WorkCommand;
 pub use workspaces::WorkspaceCommand;
@@ -108,6 +110,10 @@ pub enum Command {
     /// Workspaces: the host directories an agent may work in.
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
+    /// Instances: agents composed from a role, ingress, skills and
+    /// constraints, applied from a manifest.
+    #[command(subcommand)]
+    Instance(InstanceCommand),
     /// Deliver an external trigger, as a machine would.
     Trigger {
         token: String,
@@ -171,6 +177,10 @@ pub struct ServeArgs {
     /// over (default: one per core; at least 1, at most 1024).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: Option<u16>,
+    /// A folder of skills (one subfolder with a SKILL.md each); repeat for
+    /// more. Where two hold a skill of the same name, the first wins.
+    #[arg(long = "skills-dir", value_name = "DIR")]
+    pub skills_dirs: Vec<PathBuf>,
     /// Bytes of output each command task keeps (oldest dropped first).
     #[arg(long, default_value_t = 1024 * 1024)]
     pub output_capacity: u64,
@@ -368,6 +378,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             if let Some(partitions) = args.partitions {
                 config.runtime.partitions = usize::from(partitions);
             }
+            config.runtime.skill_roots = args.skills_dirs.clone();
             config.runtime.restart_policy = RestartPolicy {
                 max_restarts: args.restart_max,
                 period_ms: args.restart_period.saturating_mul(1000),
@@ -466,6 +477,10 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         Command::Workspace(command) => {
             let clients = client::connect(&cli.target()).await?;
             workspaces::workspace_command(clients, command, &out).await
+        }
+        Command::Instance(command) => {
+            let clients = client::connect(&cli.target()).await?;
+            instances::instance_command(clients, command, &out).await
         }
         Command::Bench(BenchCommand::Idle(args)) => bench::idle(&cli, args).await,
         Command::Bench(BenchCommand::Turns(args)) => bench::turns(&cli, args).await,

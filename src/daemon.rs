@@ -32,8 +32,10 @@ use tracing::{info, warn};
 
 use crate::api::agent_service::AgentApi;
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
+use crate::api::instance_service::InstanceApi;
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentServiceServer;
+use crate::api::pb::instance_service_server::InstanceServiceServer;
 use crate::api::pb::runtime_service_server::RuntimeServiceServer;
 use crate::api::pb::supervision_service_server::SupervisionServiceServer;
 use crate::api::pb::task_service_server::TaskServiceServer;
@@ -256,6 +258,12 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     health
         .set_serving::<WorkspaceServiceServer<WorkspaceApi>>()
         .await;
+    let instances = InstanceServiceServer::new(InstanceApi::new(runtime.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    health
+        .set_serving::<InstanceServiceServer<InstanceApi>>()
+        .await;
     let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
@@ -292,7 +300,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .add_service(tree.clone())
         .add_service(work.clone())
         .add_service(triggers.clone())
-        .add_service(workspaces.clone());
+        .add_service(workspaces.clone())
+        .add_service(instances.clone());
     let mut unix_stop = stop_rx.clone();
     let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
         listen::unix(unix, limits),
@@ -338,7 +347,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 .add_service(tree)
                 .add_service(work)
                 .add_service(triggers)
-                .add_service(workspaces);
+                .add_service(workspaces)
+                .add_service(instances);
             Some(tokio::spawn(router.serve_with_incoming_shutdown(
                 listen::tcp(listener, limits),
                 async move {

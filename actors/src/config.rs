@@ -42,6 +42,8 @@ pub struct RuntimeConfig {
     pub limits: limits::Limits,
     /// Supervisor actors public agents are spread over (at least one).
     pub partitions: usize,
+    /// Folders whose subfolders are skills (`SKILL.md` each).
+    pub skill_roots: Vec<std::path::PathBuf>,
 }
 
 impl Default for RuntimeConfig {
@@ -61,6 +63,7 @@ impl Default for RuntimeConfig {
             secrets: Arc::default(),
             limits: limits::Limits::default(),
             partitions: std::thread::available_parallelism().map_or(1, usize::from),
+            skill_roots: Vec::new(),
         }
     }
 }

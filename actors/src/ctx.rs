@@ -34,6 +34,8 @@ pub struct Ctx {
     pub factory: Arc<dyn Factory>,
     /// One HTTP client (and connection pool) for every model brain.
     pub http: reqwest::Client,
+    /// The skills under the daemon's skill roots.
+    pub skills: crate::skills::Skills,
     /// Slots for command-brain steps, one process each, across the daemon.
     pub brain_processes: Arc<tokio::sync::Semaphore>,
     /// Task ids whose command output grew or ended, for followers.
@@ -174,9 +176,11 @@ impl Ctx {
         // Every write passes the redactor: no path can store a secret.
         let store: Arc<dyn Store> =
             Arc::new(secrets::RedactingStore::new(store, config.secrets.clone()));
+        let skills = crate::skills::Skills::load(config.skill_roots.clone());
         Self {
             store,
             brain,
+            skills,
             directory: Directory::default(),
             config,
             factory,

@@ -6,7 +6,7 @@
 //!    data only), [`store`] (the storage trait), [`structure`] (per-agent
 //!    locks), [`limits`], [`process`], [`sandbox`], [`secrets`],
 //!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`brain`]
-//!    (the brain trait and brains).
+//!    (the brain trait and brains), [`skills`] (the skill catalog).
 //! 2. [`directory`] (running actors by id), [`config`] and [`ctx`] (what
 //!    every actor shares, and the [`ctx::Factory`] supervisors start
 //!    children through), [`quota`] (counting against the limits).
@@ -43,6 +43,7 @@ pub mod quota;
 pub mod runtime;
 pub mod sandbox;
 pub mod secrets;
+pub mod skills;
 pub mod store;
 pub mod structure;
 pub mod supervisor;
@@ -60,7 +61,9 @@ pub use runtime::{
     ArchiveError, BrainError, CreateError, NewAgent, Outgoing, Runtime, RuntimeError,
     RuntimeSnapshot,
 };
-pub use store::{Batch, CommitFuture, DurableFuture, RecoveryInput, Store, StoreError, Write};
+pub use store::{
+    Batch, CommitFuture, DurableFuture, InstanceStore, RecoveryInput, Store, StoreError, Write,
+};
 
 /// Wall-clock milliseconds since the Unix epoch, for record timestamps.
 pub fn now_ms() -> u64 {

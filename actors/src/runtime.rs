@@ -25,6 +25,7 @@ use crate::{now_ms, supervisor, Ctx};
 mod create;
 pub mod factory;
 mod handle;
+pub mod instance;
 mod operator;
 pub mod partition;
 mod recovery;

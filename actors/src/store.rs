@@ -11,6 +11,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
+pub use instance::InstanceStore;
+
+mod instance;
+
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
@@ -168,7 +172,7 @@ pub struct RecoveryInput {
 }
 
 /// Everything the actors read and write.
-pub trait Store: Send + Sync + 'static {
+pub trait Store: InstanceStore + Send + Sync + 'static {
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
     fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError>;
     fn message(

@@ -11,6 +11,7 @@
 pub mod constraint;
 pub mod decision;
 pub mod event;
+pub mod instance;
 pub mod manifest;
 pub mod role;
 pub mod schedule;

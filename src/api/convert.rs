@@ -222,6 +222,7 @@ pub fn summary(
         Some(s) if s.current_run.is_some() || s.queue_len > 0 => pb::Activity::Busy,
         Some(_) => pb::Activity::Idle,
     };
+    let composition = record.composition.as_deref();
     pb::AgentSummary {
         // Set by the API's byte budget, never here.
         truncated_from_bytes: 0,
@@ -250,6 +251,14 @@ pub fn summary(
         current_run_id: opt_id(live.and_then(|s| s.current_run)),
         turns_completed: live.map(|s| s.turns_completed).unwrap_or(0),
         created_at_ms: record.created_at_ms as i64,
+        instance: composition
+            .and_then(|c| c.instance.clone())
+            .unwrap_or_default(),
+        role_version: composition
+            .and_then(|c| c.role.as_ref())
+            .map(|r| r.version())
+            .unwrap_or_default(),
+        skills: composition.map(|c| c.skills.clone()).unwrap_or_default(),
         waiting_on: waits
             .iter()
             .filter(|w| w.status == WaitStatus::Armed)

@@ -10,7 +10,7 @@ use crate::api::pb;
 
 /// Prints one line to stdout. A closed pipe (`holarchy events | head`)
 /// ends the program quietly instead of panicking like `println!`.
-fn emit(line: impl Display) {
+pub(super) fn emit(line: impl Display) {
     let mut stdout = std::io::stdout().lock();
     if let Err(err) = writeln!(stdout, "{line}") {
         if err.kind() == std::io::ErrorKind::BrokenPipe {
@@ -83,13 +83,16 @@ pub fn agent_json(a: &pb::AgentSummary) -> Value {
         "waiting_on": a.waiting_on,
         "current_work_item": a.current_work_item.as_ref().map(|w| json!({ "work_item_id": w.work_item_id, "objective": w.objective })),
         "brain": a.brain.as_ref().and_then(|b| b.kind.as_ref()).map(brain_json),
+        "instance": a.instance,
+        "role_version": a.role_version,
+        "skills": a.skills,
     })
 }
 
 /// What decides the agent's turns, as `agent get` shows it to people. A
 /// command brain's `env` is left out: it is the operator's, and may hold
 /// what a script should not print.
-fn brain_json(kind: &pb::brain_config::Kind) -> Value {
+pub(super) fn brain_json(kind: &pb::brain_config::Kind) -> Value {
     match kind {
         pb::brain_config::Kind::Scripted(_) => json!({ "kind": "scripted" }),
         pb::brain_config::Kind::Command(c) => json!({
@@ -188,6 +191,15 @@ impl Output {
                 }
             };
             say!("brain        {brain}");
+        }
+        if !a.instance.is_empty() {
+            say!("instance     {}", a.instance);
+        }
+        if !a.role_version.is_empty() {
+            say!("role         {}", a.role_version);
+        }
+        if !a.skills.is_empty() {
+            say!("skills       {}", a.skills.join(", "));
         }
         if let Some(work) = &a.current_work_item {
             say!("working on   {} ({})", work.objective, work.work_item_id);

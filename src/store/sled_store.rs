@@ -20,6 +20,7 @@
 //! - `public`:   agent id                 -> (empty): public agents, for listings
 //! - `workspaces`: agent id               -> workspace Projection (absent: only agent_home)
 //! - `worktrees`: task id                 -> (empty): tasks whose worktree is not yet removed
+//! - `instances`: instance name          -> InstanceRecord (written by compare-and-swap, not in batches)
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -64,6 +65,8 @@ const OUTPUT: &str = "output";
 const PUBLIC: &str = "public";
 const WORKSPACES: &str = "workspaces";
 const WORKTREES: &str = "worktrees";
+/// Outside the batch path: see `instances`.
+const INSTANCES: &str = "instances";
 
 /// Every tree, in the order `apply::apply` takes them in a transaction.
 const APPLY_ORDER: [&str; 19] = [
@@ -158,6 +161,7 @@ pub struct SledStore {
     public: Tree,
     workspaces: Tree,
     worktrees: Tree,
+    instances: Tree,
     /// Applies batches (see `writer`).
     writer: Arc<Writer>,
     /// Applies concurrent grouped batches in one transaction.
@@ -221,6 +225,7 @@ impl SledStore {
             public: tree(PUBLIC)?,
             workspaces: tree(WORKSPACES)?,
             worktrees: tree(WORKTREES)?,
+            instances: tree(INSTANCES)?,
             events,
             grouped: Grouped::start(writer.clone())?,
             writer,
@@ -615,6 +620,7 @@ impl Store for SledStore {
 mod apply;
 mod encoded;
 mod grouped;
+mod instances;
 #[cfg(test)]
 mod tests;
 mod writer;

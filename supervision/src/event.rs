@@ -118,6 +118,12 @@ pub enum EventKind {
         change: String,
         detail: String,
     },
+    /// An instance created, updated or deleted; `digest` is its spec's.
+    InstanceChanged {
+        name: String,
+        change: String,
+        digest: String,
+    },
 }
 
 impl EventKind {
@@ -137,6 +143,7 @@ impl EventKind {
             EventKind::WaitUpdated { .. } => "wait_updated",
             EventKind::WorkItemUpdated { .. } => "work_item_updated",
             EventKind::WorkspaceChanged { .. } => "workspace_changed",
+            EventKind::InstanceChanged { .. } => "instance_changed",
         }
     }
 }
@@ -186,6 +193,8 @@ impl EventKind {
                 f(change);
                 f(detail);
             }
+            // Names and digests the runtime checked: no free text.
+            EventKind::InstanceChanged { .. } => {}
         }
     }
 }

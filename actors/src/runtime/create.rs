@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use holarchy_supervision::limits;
 use holarchy_supervision::{
-    AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord, Preset, Provenance,
+    AgentId, AgentRecord, Composition, EventKind, LifecycleState, MessageId, MessageRecord, Preset,
+    Provenance,
 };
 use tokio::task::JoinSet;
 
@@ -22,6 +23,16 @@ use crate::{now_ms, supervisor, Ctx};
 pub(super) async fn create_agents(
     ctx: &Arc<Ctx>,
     specs: Vec<NewAgent>,
+) -> Result<Vec<AgentId>, CreateError> {
+    create_composed(ctx, specs.into_iter().map(|spec| (spec, None)).collect()).await
+}
+
+/// Like [`create_agents`], each agent with its composition (an instance's
+/// agent): the composition lands in the same commit as the agent, so no
+/// turn ever runs without it.
+pub(super) async fn create_composed(
+    ctx: &Arc<Ctx>,
+    specs: Vec<(NewAgent, Option<Box<Composition>>)>,
 ) -> Result<Vec<AgentId>, CreateError> {
     let ctx = ctx.clone();
     tokio::spawn(async move {
@@ -40,7 +51,7 @@ pub(super) async fn create_agents(
 /// while their actors start.
 async fn create_to_completion(
     ctx: &Arc<Ctx>,
-    specs: Vec<NewAgent>,
+    specs: Vec<(NewAgent, Option<Box<Composition>>)>,
 ) -> Result<(Vec<AgentId>, DurableFuture), CreateError> {
     if specs.len() > MAX_CREATE_BATCH {
         return Err(CreateError::TooMany {
@@ -48,7 +59,7 @@ async fn create_to_completion(
         });
     }
     let mut names = std::collections::HashSet::with_capacity(specs.len());
-    for spec in &specs {
+    for (spec, _) in &specs {
         limits::check_name(&spec.name)?;
         if let Some(brain) = &spec.brain {
             brain.validate()?;
@@ -65,7 +76,7 @@ async fn create_to_completion(
     let now = now_ms();
     let mut batch = Batch::new();
     let mut created = Vec::with_capacity(specs.len());
-    for spec in specs {
+    for (spec, composition) in specs {
         let record = AgentRecord {
             id: AgentId::generate(),
             name: Some(spec.name.clone()),
@@ -77,7 +88,7 @@ async fn create_to_completion(
                 .brain
                 .unwrap_or_else(|| ctx.config.default_brain.clone()),
             forked_context: None,
-            composition: None,
+            composition,
             created_at_ms: now,
             updated_at_ms: now,
         };

@@ -1,5 +1,5 @@
 //! What operators do through the runtime besides creating, messaging and
-//! controlling agents: tasks, workspaces, triggers and the tree.
+//! controlling agents: tasks, workspaces, triggers, instances and the tree.
 //!
 //! A change that reaches an actor, stops a process or runs git goes on in
 //! a task of its own, and the caller waits for it under a deadline: a
@@ -15,6 +15,7 @@ use holarchy_supervision::{AgentId, AgentRecord, TaskId, TaskRecord};
 use tokio::sync::broadcast;
 
 use super::handle::Runtime;
+use super::instance::{self, Change, InstanceError, InstanceView};
 use crate::plane::task::{self, TaskError, TaskOutput};
 use crate::plane::wait::{self, WaitError};
 use crate::plane::workspace::{self, View, WorkspaceError};
@@ -165,6 +166,40 @@ impl Runtime {
         let limit = self.ctx().config.call_timeout;
         bounded(limit, async move {
             wait::deliver(&ctx, &token, payload, dedupe_key).await
+        })
+        .await
+    }
+
+    /// Creates or updates an instance from its manifest (see
+    /// [`super::instance`]); the same manifest twice changes nothing.
+    pub async fn apply_instance(
+        &self,
+        manifest: String,
+        files: std::collections::BTreeMap<String, String>,
+    ) -> Result<(InstanceView, Change), Bounded<InstanceError>> {
+        let ctx = self.ctx().clone();
+        bounded(self.change_deadline(), async move {
+            instance::apply(&ctx, &manifest, &files).await
+        })
+        .await
+    }
+
+    pub fn instance(&self, name: &str) -> Result<InstanceView, InstanceError> {
+        instance::get(self.ctx(), name)
+    }
+
+    pub fn instances(&self) -> Result<Vec<InstanceView>, InstanceError> {
+        instance::list(self.ctx())
+    }
+
+    /// Archives the instance's agent and subtree, then forgets the instance.
+    pub async fn delete_instance(
+        &self,
+        name: String,
+    ) -> Result<InstanceView, Bounded<InstanceError>> {
+        let ctx = self.ctx().clone();
+        bounded(self.change_deadline(), async move {
+            instance::delete(&ctx, &name).await
         })
         .await
     }

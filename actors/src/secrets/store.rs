@@ -9,8 +9,10 @@ use holarchy_supervision::{
     WaitRecord, WorkItemId, WorkItemRecord,
 };
 
+use holarchy_composition::instance::InstanceRecord;
+
 use super::Secrets;
-use crate::store::{Batch, DurableFuture, RecoveryInput, Store, StoreError};
+use crate::store::{Batch, DurableFuture, InstanceStore, RecoveryInput, Store, StoreError};
 
 /// Wraps the runtime's store; reads pass through unchanged.
 pub struct RedactingStore {
@@ -29,6 +31,27 @@ impl std::fmt::Debug for RedactingStore {
 impl RedactingStore {
     pub fn new(inner: Arc<dyn Store>, secrets: Arc<Secrets>) -> Self {
         Self { inner, secrets }
+    }
+}
+
+impl InstanceStore for RedactingStore {
+    fn instance(&self, name: &str) -> Result<Option<InstanceRecord>, StoreError> {
+        self.inner.instance(name)
+    }
+
+    fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
+        self.inner.instances()
+    }
+
+    // An instance is the operator's own text, checked at apply: there is
+    // nothing of an agent's in it to redact.
+    fn swap_instance(
+        &self,
+        name: &str,
+        expect: Option<&str>,
+        new: Option<&InstanceRecord>,
+    ) -> Result<(), StoreError> {
+        self.inner.swap_instance(name, expect, new)
     }
 }
 

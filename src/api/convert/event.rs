@@ -113,6 +113,14 @@ pub fn event(event: &Event) -> pb::Event {
             out.text = format!("{change} {workspace_id}");
             json!({ "workspace_id": workspace_id, "change": change, "detail": detail })
         }
+        EventKind::InstanceChanged {
+            name,
+            change,
+            digest,
+        } => {
+            out.text = format!("{change} {name}");
+            json!({ "instance": name, "change": change, "digest": digest })
+        }
         EventKind::CleanupStarted {
             reason,
             agents,

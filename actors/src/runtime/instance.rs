@@ -1,0 +1,287 @@
+//! Instances: apply (create or update), read and delete. An instance's
+//! agent is the public agent of the same name whose composition names the
+//! instance; applying writes the agent first (created with its
+//! composition, or updated from its next turn), then the instance record by
+//! compare-and-swap. A crash between the two leaves an agent the next apply
+//! of the same manifest adopts.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use holarchy_composition::instance::InstanceRecord;
+use holarchy_composition::manifest::{self, InstanceSpec, ManifestError};
+use holarchy_supervision::cleanup::CleanupReason;
+use holarchy_supervision::{AgentId, AgentRecord, EventKind, Visibility};
+
+use super::{create, CreateError, NewAgent};
+use crate::store::{Batch, StoreError, Write};
+use crate::supervisor::cleanup;
+use crate::{now_ms, Ctx};
+
+/// What an apply did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Created,
+    Updated,
+    /// The manifest was the one applied last: nothing was written.
+    Unchanged,
+}
+
+impl Change {
+    pub fn name(self) -> &'static str {
+        match self {
+            Change::Created => "created",
+            Change::Updated => "updated",
+            Change::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// An instance and its agent, as an operator reads them.
+#[derive(Debug, Clone)]
+pub struct InstanceView {
+    pub record: InstanceRecord,
+    /// `None` while an apply is half-way or after its agent was removed.
+    pub agent: Option<AgentRecord>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstanceError {
+    #[error(transparent)]
+    Invalid(#[from] ManifestError),
+    #[error("no instance named `{0}`")]
+    NotFound(String),
+    /// The daemon cannot take the manifest as it stands (a name held by
+    /// another agent, a secret not set, a racing apply).
+    #[error("{0}")]
+    Precondition(String),
+    #[error(transparent)]
+    Create(CreateError),
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for InstanceError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Precondition(why) => InstanceError::Precondition(why),
+            other => InstanceError::Store(other),
+        }
+    }
+}
+
+/// Parses, checks and applies a manifest. Idempotent: the same manifest
+/// twice changes nothing the second time.
+pub async fn apply(
+    ctx: &Arc<Ctx>,
+    manifest_text: &str,
+    files: &BTreeMap<String, String>,
+) -> Result<(InstanceView, Change), InstanceError> {
+    let spec = manifest::parse(manifest_text, files)?;
+    check(ctx, &spec)?;
+    let previous = ctx.store.instance(&spec.name)?;
+    let record = InstanceRecord {
+        digest: spec.digest(),
+        created_at_ms: previous.as_ref().map_or_else(now_ms, |p| p.created_at_ms),
+        updated_at_ms: now_ms(),
+        spec,
+    };
+    let name = record.spec.name.clone();
+    let agent = agent_of(ctx, &name)?;
+    let same = previous.as_ref().is_some_and(|p| p.digest == record.digest);
+    if same && agent.as_ref().is_some_and(|a| a.state.is_live()) {
+        let previous = previous.unwrap_or(record);
+        return Ok((
+            InstanceView {
+                record: previous,
+                agent,
+            },
+            Change::Unchanged,
+        ));
+    }
+    let (agent, change) = match agent {
+        Some(agent) if !agent.state.is_live() => {
+            return Err(InstanceError::Precondition(format!(
+                "instance `{name}`'s agent {} has ended ({}); delete the instance first",
+                agent.id,
+                agent.state.name()
+            )))
+        }
+        Some(agent) => (recompose(ctx, agent, &record)?, Change::Updated),
+        None => (create_agent(ctx, &record).await?, Change::Created),
+    };
+    let expect = previous.as_ref().map(|p| p.digest.as_str());
+    ctx.store.swap_instance(&name, expect, Some(&record))?;
+    ctx.store.commit(Batch::new().event(
+        agent.id,
+        EventKind::InstanceChanged {
+            name,
+            change: change.name().into(),
+            digest: record.digest.clone(),
+        },
+    ))?;
+    ctx.store.durable().await?;
+    Ok((
+        InstanceView {
+            record,
+            agent: Some(agent),
+        },
+        change,
+    ))
+}
+
+/// An instance and its agent.
+pub fn get(ctx: &Ctx, name: &str) -> Result<InstanceView, InstanceError> {
+    let record = ctx
+        .store
+        .instance(name)?
+        .ok_or_else(|| InstanceError::NotFound(name.to_owned()))?;
+    let agent = agent_of(ctx, name)?;
+    Ok(InstanceView { record, agent })
+}
+
+pub fn list(ctx: &Ctx) -> Result<Vec<InstanceView>, InstanceError> {
+    ctx.store
+        .instances()?
+        .into_iter()
+        .map(|record| {
+            let agent = agent_of(ctx, record.name())?;
+            Ok(InstanceView { record, agent })
+        })
+        .collect()
+}
+
+/// Archives the instance's agent (and its private subtree), then forgets
+/// the instance. A crash between the two leaves the record of an instance
+/// whose agent has ended; deleting again finishes.
+pub async fn delete(ctx: &Arc<Ctx>, name: &str) -> Result<InstanceView, InstanceError> {
+    let view = get(ctx, name)?;
+    if let Some(agent) = view.agent.as_ref().filter(|a| a.state.is_live()) {
+        cleanup::run(ctx, agent.id, CleanupReason::Archived, Batch::new())
+            .await
+            .map_err(|err| InstanceError::Precondition(err.to_string()))?;
+    }
+    ctx.store
+        .swap_instance(name, Some(&view.record.digest), None)?;
+    let agent_id = view.agent.as_ref().map(|a| a.id);
+    let event = EventKind::InstanceChanged {
+        name: name.to_owned(),
+        change: "deleted".into(),
+        digest: view.record.digest.clone(),
+    };
+    let batch = match agent_id {
+        Some(id) => Batch::new().event(id, event),
+        None => Batch {
+            events: vec![(None, event)],
+            ..Batch::default()
+        },
+    };
+    ctx.store.commit(batch)?;
+    ctx.store.durable().await?;
+    Ok(get_after_delete(ctx, view))
+}
+
+fn get_after_delete(ctx: &Ctx, view: InstanceView) -> InstanceView {
+    let agent = view
+        .agent
+        .as_ref()
+        .and_then(|a| ctx.store.agent(a.id).ok().flatten())
+        .or(view.agent);
+    InstanceView {
+        record: view.record,
+        agent,
+    }
+}
+
+/// The names a spec uses, against what this daemon has.
+fn check(ctx: &Ctx, spec: &InstanceSpec) -> Result<(), InstanceError> {
+    let skills = ctx.skills.reload();
+    let tools: Vec<&str> = crate::tools::CATALOG.iter().map(|t| t.name).collect();
+    manifest::check_references(spec, &|name| skills.contains(name), &tools)?;
+    for ingress in &spec.ingress {
+        if let manifest::Ingress::Webhook {
+            provider,
+            secret_env,
+            ..
+        } = ingress
+        {
+            let set = std::env::var_os(secret_env).is_some_and(|v| !v.is_empty());
+            if !set {
+                return Err(InstanceError::Precondition(format!(
+                    "the {} webhook's secret_env `{secret_env}` is not set in the daemon's environment",
+                    provider.name()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The public agent named `name`, if it runs (or ran) instance `name`. A
+/// public agent of that name that is no instance's is a conflict.
+fn agent_of(ctx: &Ctx, name: &str) -> Result<Option<AgentRecord>, InstanceError> {
+    let Some(id) = ctx.store.agent_id_by_name(name)? else {
+        return Ok(None);
+    };
+    let Some(agent) = ctx.store.agent(id)? else {
+        return Ok(None);
+    };
+    let ours = agent.profile.visibility == Visibility::Public
+        && agent
+            .composition
+            .as_ref()
+            .is_some_and(|c| c.instance.as_deref() == Some(name));
+    if !ours {
+        return Err(InstanceError::Precondition(format!(
+            "an agent named `{name}` ({id}) exists and does not run instance `{name}`"
+        )));
+    }
+    Ok(Some(agent))
+}
+
+async fn create_agent(
+    ctx: &Arc<Ctx>,
+    record: &InstanceRecord,
+) -> Result<AgentRecord, InstanceError> {
+    let spec = &record.spec;
+    let new = NewAgent {
+        name: spec.name.clone(),
+        initial_message: None,
+        brain: spec.brain.clone(),
+    };
+    let ids = create::create_composed(ctx, vec![(new, Some(Box::new(record.composition())))])
+        .await
+        .map_err(|err| match err {
+            CreateError::NameTaken(name) => InstanceError::Precondition(format!(
+                "an agent named `{name}` was created meanwhile"
+            )),
+            other => InstanceError::Create(other),
+        })?;
+    let id: AgentId = ids
+        .into_iter()
+        .next()
+        .ok_or_else(|| InstanceError::Precondition("no agent was created".into()))?;
+    ctx.store
+        .agent(id)?
+        .ok_or_else(|| InstanceError::Precondition(format!("agent {id} vanished")))
+}
+
+/// The agent with the new brain and composition, from its next turn: a
+/// turn reads its record when it starts.
+fn recompose(
+    ctx: &Ctx,
+    mut agent: AgentRecord,
+    record: &InstanceRecord,
+) -> Result<AgentRecord, InstanceError> {
+    agent.brain = record
+        .spec
+        .brain
+        .clone()
+        .unwrap_or_else(|| ctx.config.default_brain.clone());
+    agent.composition = Some(Box::new(record.composition()));
+    agent.updated_at_ms = now_ms();
+    // Guarded: an agent archived meanwhile is never revived.
+    ctx.store
+        .commit(Batch::new().write(Write::PutLiveAgent(agent.clone())))?;
+    Ok(agent)
+}

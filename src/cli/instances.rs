@@ -1,0 +1,233 @@
+//! `holarchy instance ...`: operators apply, list, read and delete
+//! instances. `apply` reads the manifest and the files it names (relative
+//! to the manifest) here, on the operator's side, and sends their text.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use serde_json::{json, Value};
+
+use super::output::{agent_json, brain_json, emit, Output};
+use crate::api::pb;
+use crate::client::Clients;
+
+#[derive(Debug, Subcommand)]
+pub enum InstanceCommand {
+    /// Create or update the instance a manifest (TOML) describes; applying
+    /// the same file twice changes nothing.
+    Apply { file: PathBuf },
+    /// Every instance.
+    List,
+    /// One instance: its role, brain, skills, ingress, constraints, agent.
+    Get { name: String },
+    /// Archive the instance's agent and its private subtree, and forget
+    /// the instance.
+    Delete { name: String },
+}
+
+pub(super) async fn instance_command(
+    mut clients: Clients,
+    command: &InstanceCommand,
+    out: &Output,
+) -> anyhow::Result<()> {
+    match command {
+        InstanceCommand::Apply { file } => {
+            let request = read_manifest(file)?;
+            let applied = clients
+                .instances
+                .apply_instance(request)
+                .await?
+                .into_inner();
+            let instance = applied.instance.unwrap_or_default();
+            if out.json {
+                let mut value = instance_json(&instance);
+                value["change"] = json!(applied.change);
+                emit(value);
+            } else {
+                let agent = instance.agent.as_ref().map_or("-", |a| a.agent_id.as_str());
+                emit(format_args!(
+                    "{} {} (agent {agent}, digest {})",
+                    applied.change,
+                    instance.name,
+                    short(&instance.digest)
+                ));
+            }
+        }
+        InstanceCommand::List => {
+            let list = clients
+                .instances
+                .list_instances(pb::ListInstancesRequest {})
+                .await?
+                .into_inner();
+            if out.json {
+                list.instances.iter().for_each(|i| emit(instance_json(i)));
+            } else {
+                emit(format_args!(
+                    "{:<24} {:<28} {:<12} {:<19} INGRESS",
+                    "NAME", "AGENT", "STATE", "ROLE"
+                ));
+                for i in &list.instances {
+                    let (agent, state) = match &i.agent {
+                        Some(a) => (a.agent_id.as_str(), agent_json(a)["state"].to_string()),
+                        None => ("-", "-".to_owned()),
+                    };
+                    let sources: Vec<&str> = i.ingress.iter().map(|s| s.source.as_str()).collect();
+                    emit(format_args!(
+                        "{:<24} {:<28} {:<12} {:<19} {}",
+                        i.name,
+                        agent,
+                        state.trim_matches('"'),
+                        if i.role_version.is_empty() {
+                            "-"
+                        } else {
+                            &i.role_version
+                        },
+                        sources.join(",")
+                    ));
+                }
+            }
+        }
+        InstanceCommand::Get { name } => {
+            let request = pb::GetInstanceRequest { name: name.clone() };
+            let instance = clients.instances.get_instance(request).await?.into_inner();
+            print_instance(&instance, out);
+        }
+        InstanceCommand::Delete { name } => {
+            let request = pb::DeleteInstanceRequest { name: name.clone() };
+            let instance = clients
+                .instances
+                .delete_instance(request)
+                .await?
+                .into_inner();
+            if out.json {
+                emit(instance_json(&instance));
+            } else {
+                emit(format_args!("deleted {}", instance.name));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The request for `file`: its text and the text of the role file it
+/// names, read relative to the manifest's folder.
+fn read_manifest(file: &Path) -> anyhow::Result<pb::ApplyInstanceRequest> {
+    let manifest =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let parsed: toml::Table = toml::from_str(&manifest)
+        .with_context(|| format!("{} is not valid TOML", file.display()))?;
+    let mut files = BTreeMap::new();
+    let prompt_file = parsed
+        .get("role")
+        .and_then(|role| role.get("prompt_file"))
+        .and_then(toml::Value::as_str);
+    if let Some(path) = prompt_file {
+        let base = file.parent().unwrap_or(Path::new("."));
+        let full = base.join(path);
+        let text = std::fs::read_to_string(&full)
+            .with_context(|| format!("cannot read the role's prompt_file {}", full.display()))?;
+        files.insert(path.to_owned(), text);
+    } else if parsed
+        .get("role")
+        .is_some_and(|r| r.get("prompt_file").is_some())
+    {
+        bail!("role.prompt_file must be a path");
+    }
+    Ok(pb::ApplyInstanceRequest {
+        manifest,
+        files: files.into_iter().collect(),
+    })
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}
+
+fn instance_json(i: &pb::Instance) -> Value {
+    let constraints = i.constraints.clone().unwrap_or_default();
+    json!({
+        "name": i.name,
+        "digest": i.digest,
+        "role_version": i.role_version,
+        "brain": i.brain.as_ref().and_then(|b| b.kind.as_ref()).map(brain_json),
+        "skills": i.skills,
+        "ingress": i.ingress.iter().map(|s| json!({
+            "source": s.source,
+            "provider": s.provider,
+            "secret_env": s.secret_env,
+            "events": s.events,
+            "cron": s.cron,
+            "timezone": s.timezone,
+        })).collect::<Vec<_>>(),
+        "constraints": {
+            "allow_tools": constraints.allow_list.then_some(&constraints.allow_tools),
+            "deny_tools": constraints.deny_tools,
+            "require_approval": constraints.require_approval,
+            "max_turns_per_hour": constraints.max_turns_per_hour,
+        },
+        "agent": i.agent.as_ref().map(agent_json),
+        "created_at_ms": i.created_at_ms,
+        "updated_at_ms": i.updated_at_ms,
+    })
+}
+
+fn print_instance(i: &pb::Instance, out: &Output) {
+    if out.json {
+        emit(instance_json(i));
+        return;
+    }
+    let dash = |s: &str| {
+        if s.is_empty() {
+            "-".to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
+    emit(format_args!("instance     {}", i.name));
+    emit(format_args!("digest       {}", i.digest));
+    emit(format_args!("role         {}", dash(&i.role_version)));
+    emit(format_args!("skills       {}", dash(&i.skills.join(", "))));
+    for s in &i.ingress {
+        let detail = match s.source.as_str() {
+            "webhook" => format!("{} (secret in ${})", s.provider, s.secret_env),
+            "schedule" => format!(
+                "{} {}",
+                s.cron,
+                if s.timezone.is_empty() {
+                    "UTC"
+                } else {
+                    &s.timezone
+                }
+            ),
+            _ => String::new(),
+        };
+        emit(format_args!("ingress      {} {detail}", s.source));
+    }
+    if let Some(c) = &i.constraints {
+        if c.allow_list {
+            emit(format_args!("allow        {}", c.allow_tools.join(", ")));
+        }
+        if !c.deny_tools.is_empty() {
+            emit(format_args!("deny         {}", c.deny_tools.join(", ")));
+        }
+        if !c.require_approval.is_empty() {
+            emit(format_args!(
+                "approval     {}",
+                c.require_approval.join(", ")
+            ));
+        }
+        if c.max_turns_per_hour > 0 {
+            emit(format_args!("turns/hour   {}", c.max_turns_per_hour));
+        }
+    }
+    match &i.agent {
+        Some(a) => emit(format_args!(
+            "agent        {} ({})",
+            a.agent_id,
+            agent_json(a)["state"].as_str().unwrap_or("-")
+        )),
+        None => emit("agent        -"),
+    }
+}
