@@ -138,7 +138,7 @@ fn turn_rate_bounds() {
 
 #[test]
 fn turn_rate_refuses_until_the_oldest_start_is_an_hour_old() {
-    let rate = TurnRate::new(2).unwrap();
+    let rate = TurnRate::new(2).expect("a valid rate");
     let mut window = TurnWindow::new();
     assert_eq!(rate.admits(&window, 1_000), Ok(()));
     window.record(rate, 1_000);
@@ -162,17 +162,18 @@ fn stored_types_round_trip_through_bincode() {
         .with(Layer::System, allow(&["Sleep", "ExecCommand"]))
         .with(Layer::Config, deny(&["ExecCommand"]))
         .with(Layer::Prompt, approval(&["Sleep"]));
-    let bytes = bincode::serde::encode_to_vec(&policy, config).unwrap();
-    let (back, _): (Policy, usize) = bincode::serde::decode_from_slice(&bytes, config).unwrap();
+    let bytes = bincode::serde::encode_to_vec(&policy, config).expect("encodes");
+    let (back, _): (Policy, usize) =
+        bincode::serde::decode_from_slice(&bytes, config).expect("decodes");
     assert_eq!(back, policy);
 
-    let rate = TurnRate::new(7).unwrap();
+    let rate = TurnRate::new(7).expect("a valid rate");
     let mut window = TurnWindow::new();
     window.record(rate, 5);
     window.record(rate, 9);
-    let bytes = bincode::serde::encode_to_vec((rate, &window), config).unwrap();
+    let bytes = bincode::serde::encode_to_vec((rate, &window), config).expect("encodes");
     let (back, _): ((TurnRate, TurnWindow), usize) =
-        bincode::serde::decode_from_slice(&bytes, config).unwrap();
+        bincode::serde::decode_from_slice(&bytes, config).expect("decodes");
     assert_eq!(back, (rate, window));
 
     for verdict in [
@@ -180,9 +181,9 @@ fn stored_types_round_trip_through_bincode() {
         policy.evaluate("ExecCommand"),
         policy.evaluate("Sleep"),
     ] {
-        let bytes = bincode::serde::encode_to_vec(&verdict, config).unwrap();
+        let bytes = bincode::serde::encode_to_vec(&verdict, config).expect("encodes");
         let (back, _): (Verdict, usize) =
-            bincode::serde::decode_from_slice(&bytes, config).unwrap();
+            bincode::serde::decode_from_slice(&bytes, config).expect("decodes");
         assert_eq!(back, verdict);
     }
 }
@@ -297,7 +298,7 @@ proptest! {
     /// is then admitted.
     #[test]
     fn turn_rate_holds_over_any_hour(max in 1u32..6, gaps in proptest::collection::vec(0u64..1_500_000, 1..60)) {
-        let rate = TurnRate::new(max).unwrap();
+        let rate = TurnRate::new(max).expect("a valid rate");
         let mut window = TurnWindow::new();
         let mut admitted: Vec<u64> = Vec::new();
         let mut now = 0u64;
