@@ -59,6 +59,9 @@ pub struct TurnInput {
     pub run_id: RunId,
     /// The agent's own summary.
     pub agent: serde_json::Value,
+    /// The role it runs under (an instance's), for every brain and step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<crate::compose::RoleView>,
     pub message: MessageView,
     /// The agent's tool catalog: the same at every step and turn.
     pub tools: Vec<serde_json::Value>,

@@ -103,10 +103,32 @@ pub fn bounded(ctx: &Ctx, record: &AgentRecord, current: &MessageRecord) -> Resu
         .forked_context
         .as_deref()
         .and_then(|text| serde_json::from_str::<Value>(text).ok());
-    Ok(json!({
+    let mut context = json!({
         "work_item": focus.map(|w| work_json(&w)),
         "waiting_on": waits,
         "recent_turns": recent_turns(ctx, agent_id, Some(current.id))?,
         "inherited": inherited,
-    }))
+    });
+    if let Some(composition) = record.composition.as_deref() {
+        context["skills"] = skills(ctx, &composition.skills);
+    }
+    Ok(context)
+}
+
+/// The agent's skills as the context lists them: name, description and
+/// the tools each says it needs. `LoadSkill` gives the whole text.
+fn skills(ctx: &Ctx, names: &[String]) -> Value {
+    let catalog = ctx.skills.current();
+    Value::Array(
+        catalog
+            .some(names)
+            .map(|skill| {
+                json!({
+                    "name": skill.name,
+                    "description": skill.description,
+                    "tools": skill.tools,
+                })
+            })
+            .collect(),
+    )
 }

@@ -6,7 +6,8 @@
 //!    data only), [`store`] (the storage trait), [`structure`] (per-agent
 //!    locks), [`limits`], [`process`], [`sandbox`], [`secrets`],
 //!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`brain`]
-//!    (the brain trait and brains), [`skills`] (the skill catalog).
+//!    (the brain trait and brains), [`skills`] (the skill catalog),
+//!    [`compose`] (an agent's role and tool policy).
 //! 2. [`directory`] (running actors by id), [`config`] and [`ctx`] (what
 //!    every actor shares, and the [`ctx::Factory`] supervisors start
 //!    children through), [`quota`] (counting against the limits).
@@ -29,6 +30,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub mod agent;
 pub mod brain;
+pub mod compose;
 pub mod config;
 pub mod context;
 pub mod ctx;

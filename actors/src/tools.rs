@@ -13,7 +13,7 @@
 //! - `input`, `schema`: parsing inputs, generating their schemas.
 //! - `error`: [`ToolError`] and its kinds.
 //! - one file per plane: `agent`, `task`, `command`, `wait`, `work`,
-//!   `workspace` (the record shapes they share are [`crate::views`]).
+//!   `workspace`; and `skill` (an instance's skills) (the record shapes they share are [`crate::views`]).
 //! - `placeholder`, `cap`: bounds on inputs and outputs.
 
 use holarchy_supervision::{AgentId, Profile};
@@ -29,6 +29,7 @@ mod error;
 mod input;
 mod placeholder;
 mod schema;
+mod skill;
 mod task;
 mod tool;
 mod wait;

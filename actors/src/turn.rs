@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use holarchy_composition::constraint::Policy;
 use holarchy_supervision::limits::MAX_MESSAGE_LEN;
 use holarchy_supervision::{AgentId, BrainConfig, MessageRecord, Profile, RunId};
 use serde_json::{json, Value};
@@ -12,10 +13,10 @@ use serde_json::{json, Value};
 use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
 use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput};
-use crate::context;
 use crate::protocol::{ToolResult, TurnOutcome};
 use crate::tools::{self, ErrorKind, ToolError};
 use crate::Ctx;
+use crate::{compose, context};
 use budget::ResultBudget;
 
 pub mod budget;
@@ -107,6 +108,9 @@ pub async fn run(
         (Value::Null, Value::Null, Vec::new())
     };
     let view = context::message_view(&message);
+    let composition = record.composition.as_deref();
+    let role = composition.and_then(compose::role);
+    let policy = composition.map(compose::policy);
 
     let mut steps: Vec<StepRecord> = Vec::new();
     let mut all_results: Vec<ToolResult> = Vec::new();
@@ -122,6 +126,7 @@ pub async fn run(
             agent_id,
             run_id,
             agent: agent.clone(),
+            role: role.clone(),
             message: view.clone(),
             tools: catalog.clone(),
             context: context.clone(),
@@ -149,6 +154,7 @@ pub async fn run(
             &ctx,
             agent_id,
             profile,
+            policy.as_ref(),
             &plan.tool_calls,
             &mut all_results,
             &mut budget,
@@ -186,6 +192,7 @@ async fn run_calls(
     ctx: &Arc<Ctx>,
     agent_id: AgentId,
     profile: Profile,
+    policy: Option<&Policy>,
     calls: &[ToolCall],
     all_results: &mut Vec<ToolResult>,
     budget: &mut ResultBudget,
@@ -220,6 +227,19 @@ async fn run_calls(
             continue;
         }
         let limit = limits.tool_input_bytes(&call.name);
+        // The instance's constraints come before the tool runs at all: a
+        // denied call is a tool error, never a side effect.
+        if let Some(reason) = policy.and_then(|p| compose::refusal(p, &call.name)) {
+            let refused = ToolResult {
+                tool: call.name.clone(),
+                input: written(&call.input, limit),
+                output: tools::error_json(ErrorKind::Refused, &reason).to_string(),
+                is_error: true,
+            };
+            all_results.push(refused.clone());
+            results.push(refused);
+            continue;
+        }
         // Later calls may use earlier results ({{results[0].token}}), of
         // earlier steps and of this one.
         let mut result = match tools::fill_placeholders(&call.input, all_results, limit) {

@@ -86,11 +86,17 @@ fn messages(input: &TurnInput) -> Vec<Value> {
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or("an agent");
-    let system = format!(
+    let runtime = format!(
         "You are {name}, a long-lived agent in the holarchy runtime. Use the tools to act; \
          reply in plain text when you are finished. Your state: {}. Context: {}.",
         input.agent, input.context
     );
+    // The role comes first: it is the operator's, and says who the agent
+    // is before the runtime says how it works.
+    let system = match &input.role {
+        Some(role) => format!("{}\n\n{runtime}", role.prompt),
+        None => runtime,
+    };
     let from = input
         .message
         .from_agent_id

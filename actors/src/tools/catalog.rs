@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::agent::{AgentGet, SpawnAgent};
 use super::command::ExecCommand;
+use super::skill::LoadSkill;
 use super::task::{TaskInput, TaskList, TaskOutput, TaskStatus, TaskStop};
 use super::tool::{Caller, Tool};
 use super::wait::{CancelExternalTrigger, CreateExternalTrigger, Sleep};
@@ -116,6 +117,7 @@ pub static CATALOG: &[ToolSpec] = &[
     ToolSpec::of::<UpdateWorkPlan>(),
     ToolSpec::of::<CreateExternalTrigger>(),
     ToolSpec::of::<CancelExternalTrigger>(),
+    ToolSpec::of::<LoadSkill>(),
 ];
 
 /// The tools an agent with this profile may call, in catalog order.
