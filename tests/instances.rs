@@ -282,3 +282,48 @@ async fn an_instances_constraints_hold_on_its_calls_and_its_childrens_and_its_sk
     assert!(failed && output["kind"] == "refused", "{output}");
     assert!(!marker.exists(), "the child's command never ran either");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hourly_turn_limit_defers_turns_until_an_apply_lifts_it() {
+    let root = tempfile::tempdir().expect("tmp");
+    let data = common::data_dir(&root);
+    let daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let limited = "name = \"paced\"\n[brain.scripted]\n[constraints]\nmax_turns_per_hour = 2\n";
+    let applied = apply(&mut c, limited, &[]).await.expect("applied");
+    let agent = applied
+        .instance
+        .and_then(|i| i.agent)
+        .expect("agent")
+        .agent_id;
+    for text in ["one", "two", "three"] {
+        send(&mut c, &agent, text).await;
+    }
+    let ack = |m: &pb::Message| m.status == pb::MessageStatus::Handled as i32;
+    eventually("two turns", || {
+        let mut c = c.clone();
+        let agent = agent.clone();
+        async move {
+            let all = common::messages(&mut c, &agent).await;
+            (all.iter().filter(|m| ack(m)).count() == 2).then_some(())
+        }
+    })
+    .await;
+    // Time for an unlimited agent to have run the third.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let all = common::messages(&mut c, &agent).await;
+    assert_eq!(
+        all.iter().filter(|m| ack(m)).count(),
+        2,
+        "the third waits for the hour"
+    );
+    assert_eq!(all[2].status, pb::MessageStatus::Queued as i32);
+
+    // Raised: the deferred turn runs now, without a restart.
+    let raised = limited.replace("= 2", "= 10");
+    assert_eq!(
+        apply(&mut c, &raised, &[]).await.expect("applied").change,
+        "updated"
+    );
+    handled(&c, &agent, 3).await;
+}

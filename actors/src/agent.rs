@@ -9,8 +9,9 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use holarchy_composition::constraint::{TurnRate, TurnWindow};
 use holarchy_supervision::restart::RestartBudgets;
 use holarchy_supervision::{
     admit, AgentId, EventKind, LifecycleState, MessageEvent, MessageId, MessageRecord, Profile,
@@ -68,6 +69,10 @@ pub struct AgentState {
     /// The wake-up set while a queued message waits for the pace; only
     /// ever set while the agent has work, cancelled with the agent.
     pace_wake: Option<AbortOnDrop>,
+    /// The instance's `max_turns_per_hour`, and the turns that count
+    /// against it; boxed, since most agents have none. Kept in memory: a
+    /// restart forgets the window, as it forgets the pace.
+    hourly: Option<Box<Hourly>>,
     /// Restart budgets of its private children: a pointer until one fails.
     budgets: RestartBudgets<AgentId>,
 }
@@ -86,6 +91,23 @@ impl AgentState {
             current_message: self.run.as_ref().map(|r| r.message_id),
             turns_completed: self.turns_completed,
         }
+    }
+}
+
+/// An instance's hourly turn limit and its window.
+#[derive(Debug)]
+struct Hourly {
+    rate: TurnRate,
+    window: TurnWindow,
+}
+
+impl Hourly {
+    fn of(max_per_hour: Option<u32>) -> Option<Box<Hourly>> {
+        let rate = TurnRate::new(max_per_hour?).ok()?;
+        Some(Box::new(Hourly {
+            rate,
+            window: TurnWindow::new(),
+        }))
     }
 }
 
@@ -237,7 +259,16 @@ impl AgentActor {
                 continue;
             };
             let per_minute = self.ctx.config.limits.max_turns_per_minute;
-            if let Err(wait) = state.pace.take(Instant::now(), per_minute) {
+            let now_ms = now_ms();
+            let hourly = state
+                .hourly
+                .as_ref()
+                .map(|h| h.rate.admits(&h.window, now_ms));
+            let paced = match hourly {
+                Some(Err(free_at)) => Err(Duration::from_millis(free_at.saturating_sub(now_ms))),
+                _ => state.pace.take(Instant::now(), per_minute),
+            };
+            if let Err(wait) = paced {
                 // Deferred, not failed: the message keeps its place.
                 state.queue.push_front(message_id);
                 if state.pace_wake.is_none() {
@@ -246,6 +277,9 @@ impl AgentActor {
                     state.pace_wake = Some(AbortOnDrop(wake.abort_handle()));
                 }
                 return Ok(());
+            }
+            if let Some(hourly) = state.hourly.as_mut() {
+                hourly.window.record(hourly.rate, now_ms);
             }
             // A shutdown under way starts no turn: the message stays queued
             // and the next start runs it.
@@ -354,6 +388,12 @@ impl Actor for AgentActor {
             held: args.held,
             pace: TurnPace::default(),
             pace_wake: None,
+            hourly: Hourly::of(
+                args.record
+                    .composition
+                    .as_deref()
+                    .and_then(|c| c.limits.max_turns_per_hour),
+            ),
             budgets: RestartBudgets::default(),
         })
     }
@@ -449,6 +489,19 @@ impl Actor for AgentActor {
                 self.maybe_start_turn(&myself, state)?;
             }
             AgentMsg::PaceElapsed => {
+                state.pace_wake = None;
+                self.maybe_start_turn(&myself, state)?;
+            }
+            AgentMsg::Recomposed { max_turns_per_hour } => {
+                let window = state.hourly.take().map(|h| h.window);
+                state.hourly = Hourly::of(max_turns_per_hour).map(|mut h| {
+                    // The turns already taken still count under a new limit.
+                    if let Some(window) = window {
+                        h.window = window;
+                    }
+                    h
+                });
+                // A lifted or raised limit may let a deferred turn start.
                 state.pace_wake = None;
                 self.maybe_start_turn(&myself, state)?;
             }

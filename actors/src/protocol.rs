@@ -114,8 +114,14 @@ pub enum AgentMsg {
     Release {
         pending: Vec<MessageId>,
     },
-    /// The turn pace allows a turn again (`--max-turns-per-minute`).
+    /// The turn pace allows a turn again (`--max-turns-per-minute`, or
+    /// the instance's `max_turns_per_hour`).
     PaceElapsed,
+    /// The agent's instance was applied again: its hourly turn limit, from
+    /// now on.
+    Recomposed {
+        max_turns_per_hour: Option<u32>,
+    },
     /// Operator control: not a message on the queue, acted on at once.
     Control {
         action: Control,

@@ -14,6 +14,7 @@ use holarchy_supervision::cleanup::CleanupReason;
 use holarchy_supervision::{AgentId, AgentRecord, EventKind, Visibility};
 
 use super::{create, CreateError, NewAgent};
+use crate::protocol::AgentMsg;
 use crate::store::{Batch, StoreError, Write};
 use crate::supervisor::cleanup;
 use crate::{now_ms, Ctx};
@@ -107,7 +108,7 @@ pub async fn apply(
                 agent.state.name()
             )))
         }
-        Some(agent) => (recompose(ctx, agent, &record)?, Change::Updated),
+        Some(agent) => (recompose(ctx, agent, &record).await?, Change::Updated),
         None => (create_agent(ctx, &record).await?, Change::Created),
     };
     let expect = previous.as_ref().map(|p| p.digest.as_str());
@@ -267,8 +268,9 @@ async fn create_agent(
 }
 
 /// The agent with the new brain and composition, from its next turn: a
-/// turn reads its record when it starts.
-fn recompose(
+/// turn reads its record when it starts, and the actor is told its new
+/// turn limit once the change is durable.
+async fn recompose(
     ctx: &Ctx,
     mut agent: AgentRecord,
     record: &InstanceRecord,
@@ -283,5 +285,13 @@ fn recompose(
     // Guarded: an agent archived meanwhile is never revived.
     ctx.store
         .commit(Batch::new().write(Write::PutLiveAgent(agent.clone())))?;
+    ctx.store.durable().await?;
+    if let Some(entry) = ctx.directory.get(agent.id) {
+        let max_turns_per_hour = record.spec.limits.max_turns_per_hour;
+        // Not running (restarting): it reads its record when it starts.
+        let _ = entry
+            .actor
+            .cast(AgentMsg::Recomposed { max_turns_per_hour });
+    }
     Ok(agent)
 }
