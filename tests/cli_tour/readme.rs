@@ -11,7 +11,11 @@ use clap::{CommandFactory, Parser};
 use holarchy::cli::Cli;
 
 /// The README sections whose shell blocks are the tour.
-const TOUR_SECTIONS: [&str; 2] = ["A five-minute tour", "Run an agent on your own program"];
+const TOUR_SECTIONS: [&str; 3] = [
+    "A five-minute tour",
+    "Run an agent on your own program",
+    "Compose an instance",
+];
 
 /// Each command shape the README shows, and the test (module::function)
 /// that runs it through the binary.
@@ -120,6 +124,26 @@ const COVERED: &[(&str, &str)] = &[
         "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
     ),
     (
+        "instance apply",
+        "instances::an_operator_applies_lists_reads_and_deletes_an_instance",
+    ),
+    (
+        "instance list",
+        "instances::an_operator_applies_lists_reads_and_deletes_an_instance",
+    ),
+    (
+        "instance get",
+        "instances::an_operator_applies_lists_reads_and_deletes_an_instance",
+    ),
+    (
+        "instance delete",
+        "instances::an_operator_applies_lists_reads_and_deletes_an_instance",
+    ),
+    (
+        "serve --skills-dir",
+        "instances::an_operator_applies_lists_reads_and_deletes_an_instance",
+    ),
+    (
         "serve --brain-command",
         "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
     ),
@@ -132,6 +156,7 @@ const MODULES: &[(&str, &str)] = &[
     ("builder", include_str!("builder.rs")),
     ("workspaces", include_str!("workspaces.rs")),
     ("brains", include_str!("brains.rs")),
+    ("instances", include_str!("instances.rs")),
     ("connect", include_str!("connect.rs")),
     ("turns_under_load", include_str!("../turns_under_load.rs")),
 ];
