@@ -9,32 +9,26 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use holarchy_composition::constraint::{TurnRate, TurnWindow};
 use holarchy_supervision::restart::RestartBudgets;
-use holarchy_supervision::{
-    admit, AgentId, EventKind, LifecycleState, MessageEvent, MessageId, MessageRecord, Profile,
-    RunId, Target, TaskStatus,
-};
+use holarchy_supervision::{AgentId, MessageId, Profile, RunId, Target, TaskStatus};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::task::AbortHandle;
-use tracing::{debug, warn, Instrument};
+use tracing::{warn, Instrument};
 
-use crate::in_flight::{InFlightGuard, InFlightTurn};
+use crate::in_flight::InFlightGuard;
 use crate::limits::TurnPace;
-use crate::protocol::{
-    Ack, AgentArgs, AgentMsg, AgentSnapshot, DeliverError, Delivered, NewMessage,
-};
-use crate::store::{Batch, StoreError, Write};
+use crate::protocol::{AgentArgs, AgentMsg, AgentSnapshot};
+use crate::store::StoreError;
 use crate::supervisor;
-use crate::{now_ms, Ctx};
-use finish::Finished;
-use run::{run_turn, AbortOnDrop};
+use crate::Ctx;
+use run::AbortOnDrop;
 
 mod control;
 mod finish;
 mod run;
+mod start;
 
 /// The turn in flight. Dropping it (turn done, or the actor killed with its
 /// state) cancels the turn task, so no turn outlives its agent.
@@ -77,23 +71,6 @@ pub struct AgentState {
     budgets: RestartBudgets<AgentId>,
 }
 
-impl AgentState {
-    fn id(&self) -> AgentId {
-        self.target.id
-    }
-
-    fn snapshot(&self) -> AgentSnapshot {
-        AgentSnapshot {
-            agent_id: self.id(),
-            state: self.target.state,
-            queue_len: self.queue.len(),
-            current_run: self.run.as_ref().map(|r| r.run_id),
-            current_message: self.run.as_ref().map(|r| r.message_id),
-            turns_completed: self.turns_completed,
-        }
-    }
-}
-
 /// An instance's hourly turn limit and its window.
 #[derive(Debug)]
 struct Hourly {
@@ -111,13 +88,21 @@ impl Hourly {
     }
 }
 
-/// A message taken onto the queue.
-struct Enqueued {
-    delivered: Delivered,
-    /// The new record, when it starts a turn at once.
-    fresh: Option<MessageRecord>,
-    /// Its write, when it starts a turn at once: committed with the start.
-    unwritten: Batch,
+impl AgentState {
+    fn id(&self) -> AgentId {
+        self.target.id
+    }
+
+    fn snapshot(&self) -> AgentSnapshot {
+        AgentSnapshot {
+            agent_id: self.id(),
+            state: self.target.state,
+            queue_len: self.queue.len(),
+            current_run: self.run.as_ref().map(|r| r.run_id),
+            current_message: self.run.as_ref().map(|r| r.message_id),
+            turns_completed: self.turns_completed,
+        }
+    }
 }
 
 /// The actor. Holds only shared, read-only context.
@@ -130,216 +115,73 @@ impl AgentActor {
     pub fn new(ctx: Arc<Ctx>) -> Self {
         Self { ctx }
     }
-
-    /// The synchronous part of a delivery: admission, dedupe, bound, write.
-    /// A message that starts a turn at once is not written here: its record
-    /// and its write come back, to share one commit with the turn's start
-    /// (and so nobody reads it back from the store). The caller commits the
-    /// batch before it answers anyone.
-    fn enqueue(
-        &self,
-        state: &mut AgentState,
-        message: NewMessage,
-    ) -> Result<Enqueued, DeliverError> {
-        admit(&message.provenance, None, state.target)?;
-        let agent_id = state.id();
-        if let Some(key) = &message.dedupe_key {
-            if let Some(message_id) = self.ctx.store.message_id_by_dedupe_key(agent_id, key)? {
-                let delivered = Delivered {
-                    message_id,
-                    duplicate: true,
-                };
-                return Ok(Enqueued {
-                    delivered,
-                    fresh: None,
-                    unwritten: Batch::new(),
-                });
-            }
-        }
-        let limit = self.ctx.config.max_queue_len;
-        if state.queue.len() >= limit {
-            return Err(DeliverError::QueueFull { limit });
-        }
-        let record = MessageRecord::queued(
-            agent_id,
-            message.provenance,
-            message.body,
-            message.dedupe_key,
-            now_ms(),
-        );
-        let message_id = record.id;
-        // Kept only when it can start a turn right away: the queue holds ids.
-        let starts_now = state.queue.is_empty()
-            && state.run.is_none()
-            && !state.held
-            && state.pace_wake.is_none()
-            && state.target.state == LifecycleState::Active;
-        let delivered = Delivered {
-            message_id,
-            duplicate: false,
-        };
-        state.queue.push_back(message_id);
-        if starts_now {
-            let unwritten = Batch::new().put_queued(record.clone());
-            return Ok(Enqueued {
-                delivered,
-                fresh: Some(record),
-                unwritten,
-            });
-        }
-        if let Err(err) = self.ctx.store.commit(Batch::new().put_queued(record)) {
-            state.queue.pop_back();
-            return Err(err.into());
-        }
-        Ok(Enqueued {
-            delivered,
-            fresh: None,
-            unwritten: Batch::new(),
-        })
-    }
-
-    /// Starts the next turn if the agent is active and idle.
-    fn maybe_start_turn(
-        &self,
-        myself: &ActorRef<AgentMsg>,
-        state: &mut AgentState,
-    ) -> Result<(), StoreError> {
-        self.start_turns(myself, state, None, Batch::new())
-    }
-
-    /// [`Self::maybe_start_turn`], given the record of a message queued in
-    /// this same `handle` (nothing can have changed it since) and writes
-    /// not yet committed (a finished turn's): they go in the same commit
-    /// as the next turn's start, or alone if no turn starts.
-    fn start_turns(
-        &self,
-        myself: &ActorRef<AgentMsg>,
-        state: &mut AgentState,
-        fresh: Option<MessageRecord>,
-        carry: Batch,
-    ) -> Result<(), StoreError> {
-        let mut carry = Some(carry);
-        let started = self.start_turns_with(myself, state, fresh, &mut carry);
-        match carry {
-            Some(batch) if !batch.is_empty() => self.ctx.store.commit(batch).and(started),
-            _ => started,
-        }
-    }
-
-    fn start_turns_with(
-        &self,
-        myself: &ActorRef<AgentMsg>,
-        state: &mut AgentState,
-        mut fresh: Option<MessageRecord>,
-        carry: &mut Option<Batch>,
-    ) -> Result<(), StoreError> {
-        // A turn deferred by the pace starts when its wake-up comes; until
-        // then a delivery need not read the head message again.
-        if state.pace_wake.is_some() {
-            return Ok(());
-        }
-        while state.run.is_none() && !state.held && state.target.state == LifecycleState::Active {
-            let Some(message_id) = state.queue.pop_front() else {
-                return Ok(());
-            };
-            let agent_id = state.id();
-            let known = fresh.take_if(|m| m.id == message_id);
-            let Some(mut message) = known.map_or_else(
-                || self.ctx.store.message(agent_id, message_id),
-                |m| Ok(Some(m)),
-            )?
-            else {
-                warn!(agent_id = %agent_id, message_id = %message_id, "queued message missing from store");
-                continue;
-            };
-            let run_id = RunId::generate();
-            // Only a queued message starts a turn; one handled meanwhile
-            // (a duplicate queue entry) is skipped.
-            let Some(handling) = message.status.next(MessageEvent::Start { run_id }) else {
-                continue;
-            };
-            let per_minute = self.ctx.config.limits.max_turns_per_minute;
-            let now_ms = now_ms();
-            let hourly = state
-                .hourly
-                .as_ref()
-                .map(|h| h.rate.admits(&h.window, now_ms));
-            let paced = match hourly {
-                Some(Err(free_at)) => Err(Duration::from_millis(free_at.saturating_sub(now_ms))),
-                _ => state.pace.take(Instant::now(), per_minute),
-            };
-            if let Err(wait) = paced {
-                // Deferred, not failed: the message keeps its place.
-                state.queue.push_front(message_id);
-                if state.pace_wake.is_none() {
-                    debug!(agent_id = %agent_id, wait_ms = wait.as_millis() as u64, "turn deferred by the turn pace");
-                    let wake = myself.send_after(wait, || AgentMsg::PaceElapsed);
-                    state.pace_wake = Some(AbortOnDrop(wake.abort_handle()));
-                }
-                return Ok(());
-            }
-            if let Some(hourly) = state.hourly.as_mut() {
-                hourly.window.record(hourly.rate, now_ms);
-            }
-            // A shutdown under way starts no turn: the message stays queued
-            // and the next start runs it.
-            let turn = InFlightTurn {
-                agent_id,
-                message_id,
-                run_id,
-            };
-            let Some(in_flight) = self.ctx.in_flight.begin(turn) else {
-                state.queue.push_front(message_id);
-                return Ok(());
-            };
-            message.status = handling;
-            message.attempts += 1;
-            self.ctx.store.commit(
-                carry
-                    .take()
-                    .unwrap_or_default()
-                    .write(Write::PutMessage(message.clone()))
-                    .event(agent_id, EventKind::RunStarted { run_id, message_id }),
-            )?;
-            let span = tracing::info_span!("turn", agent_id = %agent_id, run_id = %run_id);
-            let task = tokio::spawn(
-                run_turn(
-                    self.ctx.clone(),
-                    state.profile,
-                    agent_id,
-                    run_id,
-                    message,
-                    myself.clone(),
-                )
-                .instrument(span),
-            );
-            self.ctx.stats.busy.fetch_add(1, Ordering::Relaxed);
-            state.run = Some(ActiveRun {
-                run_id,
-                message_id,
-                task: task.abort_handle(),
-                busy: self.ctx.stats.busy.clone(),
-                _in_flight: in_flight,
-            });
-        }
-        Ok(())
-    }
 }
 
 impl AgentActor {
-    /// Answers a delivery whose message is applied: at once (`Applied`), or
-    /// once it is on disk, waited for beside the actor, not inside `handle`.
-    fn acknowledge(
+    /// What `handle` does with each message. A delivery and a turn's end
+    /// await their grouped commit here: the agent handles nothing else
+    /// until its writes are applied (not flushed), which keeps its queue
+    /// and the store in step.
+    async fn handle_message(
         &self,
-        ack: Ack,
-        delivered: Delivered,
-        reply: RpcReplyPort<Result<Delivered, DeliverError>>,
-    ) {
-        if ack == Ack::Applied {
-            let _ = reply.send(Ok(delivered));
-            return;
+        myself: &ActorRef<AgentMsg>,
+        message: AgentMsg,
+        state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            AgentMsg::Deliver {
+                message,
+                ack,
+                reply,
+            } => self.deliver(myself, state, message, ack, reply).await?,
+            AgentMsg::TurnDone(done) => self.turn_done(myself, state, *done).await?,
+            AgentMsg::Snapshot(reply) => {
+                let _ = reply.send(state.snapshot());
+            }
+            AgentMsg::Control { action, reply } => {
+                match self.control(state, action) {
+                    Ok(outcome) => self.answer_when_durable(outcome, reply),
+                    Err(err) => {
+                        let _ = reply.send(Err(err));
+                    }
+                }
+                self.maybe_start_turn(myself, state).await?;
+            }
+            AgentMsg::Release { pending } => {
+                let current = state.run.as_ref().map(|r| r.message_id);
+                for message_id in pending {
+                    if Some(message_id) != current && !state.queue.contains(&message_id) {
+                        state.queue.push_back(message_id);
+                    }
+                }
+                state.held = false;
+                self.maybe_start_turn(myself, state).await?;
+            }
+            AgentMsg::PaceElapsed => {
+                state.pace_wake = None;
+                self.maybe_start_turn(myself, state).await?;
+            }
+            AgentMsg::Recomposed { max_turns_per_hour } => {
+                let window = state.hourly.take().map(|h| h.window);
+                state.hourly = Hourly::of(max_turns_per_hour).map(|mut h| {
+                    // The turns already taken still count under a new limit.
+                    if let Some(window) = window {
+                        h.window = window;
+                    }
+                    h
+                });
+                // A lifted or raised limit may let a deferred turn start.
+                state.pace_wake = None;
+                self.maybe_start_turn(myself, state).await?;
+            }
+            AgentMsg::Wake(message_id) => {
+                if !state.queue.contains(&message_id) {
+                    state.queue.push_back(message_id);
+                }
+                self.maybe_start_turn(myself, state).await?;
+            }
         }
-        self.answer_when_durable(delivered, reply);
+        Ok(())
     }
 
     /// Answers `reply` with `answer` once every write made so far is on
@@ -403,8 +245,7 @@ impl Actor for AgentActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        self.maybe_start_turn(&myself, state)?;
-        Ok(())
+        Box::pin(self.maybe_start_turn(&myself, state)).await
     }
 
     async fn handle(
@@ -413,106 +254,21 @@ impl Actor for AgentActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // Nothing below awaits, so holding the span guard is safe; it puts
-        // `agent_id` on everything this message logs.
-        let _span = tracing::info_span!("agent", agent_id = %state.id()).entered();
-        match message {
-            AgentMsg::Deliver {
-                message,
-                ack,
-                reply,
-            } => {
-                let enqueued = match self.enqueue(state, message) {
-                    Ok(enqueued) => enqueued,
-                    Err(err) => {
-                        let _ = reply.send(Err(err));
-                        self.maybe_start_turn(&myself, state)?;
-                        return Ok(());
-                    }
-                };
-                // The message's write goes with the turn it starts, if any;
-                // either way it is applied before anyone is answered.
-                let delivered = enqueued.delivered;
-                let fresh_id = enqueued.fresh.as_ref().map(|m| m.id);
-                let started = self.start_turns(&myself, state, enqueued.fresh, enqueued.unwritten);
-                match (started, fresh_id) {
-                    // Its write went with the failed commit: the caller
-                    // hears so, and the id leaves the queue with it.
-                    (Err(err), Some(id)) => {
-                        state.queue.retain(|queued| *queued != id);
-                        let not_stored = DeliverError::Unavailable(format!("not stored: {err}"));
-                        let _ = reply.send(Err(not_stored));
-                        return Err(err.into());
-                    }
-                    // The message itself was written; a later step failed.
-                    (Err(err), None) => {
-                        self.acknowledge(ack, delivered, reply);
-                        return Err(err.into());
-                    }
-                    (Ok(()), _) => self.acknowledge(ack, delivered, reply),
-                }
-            }
-            AgentMsg::TurnDone(done) => {
-                let Finished { batch, run, result } = self.finish_turn(state, *done)?;
-                match result {
-                    // A child that is done starts no other turn: it ends.
-                    Some(output) => {
-                        self.ctx.store.commit(batch)?;
-                        self.hand_over(state.id(), output);
-                    }
-                    None => self.start_turns(&myself, state, None, batch)?,
-                }
-                // Only now, with the turn written, may a shutdown count it
-                // as ended.
-                drop(run);
-            }
-            AgentMsg::Snapshot(reply) => {
-                let _ = reply.send(state.snapshot());
-            }
-            AgentMsg::Control { action, reply } => {
-                match self.control(state, action) {
-                    Ok(outcome) => self.answer_when_durable(outcome, reply),
-                    Err(err) => {
-                        let _ = reply.send(Err(err));
-                    }
-                }
-                self.maybe_start_turn(&myself, state)?;
-            }
-            AgentMsg::Release { pending } => {
-                let current = state.run.as_ref().map(|r| r.message_id);
-                for message_id in pending {
-                    if Some(message_id) != current && !state.queue.contains(&message_id) {
-                        state.queue.push_back(message_id);
-                    }
-                }
-                state.held = false;
-                self.maybe_start_turn(&myself, state)?;
-            }
-            AgentMsg::PaceElapsed => {
-                state.pace_wake = None;
-                self.maybe_start_turn(&myself, state)?;
-            }
-            AgentMsg::Recomposed { max_turns_per_hour } => {
-                let window = state.hourly.take().map(|h| h.window);
-                state.hourly = Hourly::of(max_turns_per_hour).map(|mut h| {
-                    // The turns already taken still count under a new limit.
-                    if let Some(window) = window {
-                        h.window = window;
-                    }
-                    h
-                });
-                // A lifted or raised limit may let a deferred turn start.
-                state.pace_wake = None;
-                self.maybe_start_turn(&myself, state)?;
-            }
-            AgentMsg::Wake(message_id) => {
-                if !state.queue.contains(&message_id) {
-                    state.queue.push_back(message_id);
-                }
-                self.maybe_start_turn(&myself, state)?;
-            }
+        // Boxed, like anything large an agent awaits: inline, the future
+        // would size every idle agent's task. A delivery and a turn's end,
+        // two per turn, get no span: every line they log names the agent
+        // itself, and creating a span (formatting its fields) per message
+        // was a few percent of a turn's CPU. The rest get one that puts
+        // `agent_id` on everything they log.
+        if matches!(message, AgentMsg::Deliver { .. } | AgentMsg::TurnDone(_)) {
+            return Box::pin(self.handle_message(&myself, message, state)).await;
         }
-        Ok(())
+        let span = tracing::info_span!("agent", agent_id = %state.id());
+        Box::pin(
+            self.handle_message(&myself, message, state)
+                .instrument(span),
+        )
+        .await
     }
 
     /// Overrides ractor's default, which would stop this agent whenever any

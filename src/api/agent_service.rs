@@ -8,8 +8,7 @@ use std::sync::Arc;
 use holarchy_actors::protocol::{AgentSnapshot, Control};
 use holarchy_actors::{DeliverError, NewAgent, Outgoing, Runtime};
 use holarchy_supervision::{limits, AgentId, AgentRecord, BrainConfig, MessageId, WorkStatus};
-use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::watch;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 use tracing::instrument;
@@ -20,11 +19,11 @@ use super::pb;
 use super::pb::agent_service_server::AgentService;
 use super::read_model::ReadModel;
 
+mod events;
+
 /// Default and largest page sizes for listings.
 const DEFAULT_PAGE: usize = 100;
 const MAX_PAGE: usize = 1000;
-/// Events read from the store per step of a watch.
-const EVENT_BATCH: usize = 512;
 
 #[derive(Debug, Clone)]
 pub struct AgentApi {
@@ -496,51 +495,13 @@ impl AgentService for AgentApi {
         } else {
             Some(parse_agent_id(&req.agent_id)?)
         };
-        let (tx, rx) = mpsc::channel(EVENT_BATCH);
-        let store = self.store.clone();
-        let mut shutdown = self.shutdown.clone();
-        let mut watermark = store.event_watermark();
-        tokio::spawn(async move {
-            let mut cursor = req.after_cursor;
-            loop {
-                // Mark the watermark seen before reading, so an event made
-                // durable during the read still wakes the wait below.
-                watermark.borrow_and_update();
-                let events = match store.events_after(cursor, EVENT_BATCH) {
-                    Ok(events) => events,
-                    Err(err) => {
-                        let _ = tx.send(Err(Status::from(ApiError::from(err)))).await;
-                        return;
-                    }
-                };
-                let full = events.len() == EVENT_BATCH;
-                for event in &events {
-                    cursor = event.cursor;
-                    if filter.is_some_and(|id| event.agent_id != Some(id)) {
-                        continue;
-                    }
-                    // Each event is its own stream message: one over the
-                    // record budget goes out cut, with its full size.
-                    let mut event = convert::event(event);
-                    budget::bound(&mut event);
-                    if tx.send(Ok(event)).await.is_err() {
-                        return;
-                    }
-                }
-                if full {
-                    continue;
-                }
-                if !req.follow {
-                    return;
-                }
-                tokio::select! {
-                    changed = watermark.changed() => if changed.is_err() { return },
-                    _ = shutdown.wait_for(|stop| *stop) => return,
-                    _ = tx.closed() => return,
-                }
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        let watch = events::Watch {
+            after: req.after_cursor,
+            agent: filter,
+            follow: req.follow,
+        };
+        let stream = events::stream(self.store.clone(), watch, self.shutdown.clone());
+        Ok(Response::new(Box::pin(stream)))
     }
 }
 

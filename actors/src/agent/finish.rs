@@ -2,10 +2,11 @@
 //! left for the agent to commit with whatever comes next.
 
 use holarchy_supervision::{EventKind, MessageEvent, RunOutcome};
+use ractor::{ActorProcessingErr, ActorRef};
 use tracing::{debug, warn};
 
 use super::{ActiveRun, AgentActor, AgentState};
-use crate::protocol::{TurnDone, TurnOutcome};
+use crate::protocol::{AgentMsg, TurnDone, TurnOutcome};
 use crate::store::{Batch, StoreError, Write};
 
 /// What a finished turn leaves for its agent to do once it is written.
@@ -144,5 +145,34 @@ impl AgentActor {
         state.turns_completed += 1;
         finished.batch = batch.write(Write::PutMessage(message));
         Ok(finished)
+    }
+}
+
+impl AgentActor {
+    /// A turn reported back: its writes go with the next turn's start (or
+    /// alone), and a done child hands its result over once they are in.
+    pub(super) async fn turn_done(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        state: &mut AgentState,
+        done: TurnDone,
+    ) -> Result<(), ActorProcessingErr> {
+        let Finished { batch, run, result } = self.finish_turn(state, done)?;
+        match result {
+            // A child that is done starts no other turn: it ends.
+            Some(output) => {
+                // Its flush is the hand-over's to wait for.
+                drop(self.commit(batch).await?);
+                self.hand_over(state.id(), output);
+            }
+            None => {
+                self.start_turns(myself, state, None, batch)
+                    .await
+                    .into_result()?;
+            }
+        }
+        // Only now, with the turn written, may a shutdown count it as ended.
+        drop(run);
+        Ok(())
     }
 }

@@ -1,30 +1,34 @@
 //! Grouped commits: callers that can wait without holding a thread (the
-//! create path) hand their batch to one committing thread, which applies
-//! every batch queued meanwhile in a single sled transaction.
+//! create path; the turn path: a message queued, a turn's start, its end)
+//! hand their batch to one committing thread, which applies every batch
+//! queued meanwhile in a single sled transaction.
 //!
 //! Why: each sled transaction costs two log-buffer writes, each a `pwrite`
 //! plus a synchronous `sync_file_range` on sled's I/O threads (about 80 us
 //! of kernel time per transaction on the benchmark machine), whatever its
 //! size. A group of N batches pays that once. A group is all or none in
 //! sled; if one of its batches is refused (a taken name, a failed
-//! precondition), every batch of it is applied again alone, so each caller
-//! gets exactly the answer a commit of its own would have given.
+//! precondition), the group is split around it (see `apply_all`), so each
+//! caller gets exactly the answer a commit of its own would have given and
+//! one refusal never fails the others.
 
+use std::collections::VecDeque;
 use std::sync::mpsc;
 use std::sync::Arc;
 
 use holarchy_actors::{CommitFuture, DurableFuture, StoreError};
 use tokio::sync::oneshot;
 
-use super::writer::{Prepared, Writer};
+use super::writer::{GroupError, Prepared, Writer};
 
 /// Batches applied in one transaction at most: bounds the time a group
 /// holds sled's lock, so a reader is never held up long.
 const MAX_GROUP: usize = 256;
 
-struct Job {
-    batch: Prepared,
-    answer: oneshot::Sender<Result<DurableFuture, StoreError>>,
+/// One caller's batch and where its answer goes.
+pub(super) struct Job {
+    pub(super) batch: Prepared,
+    pub(super) answer: oneshot::Sender<Result<DurableFuture, StoreError>>,
 }
 
 enum Request {
@@ -94,14 +98,14 @@ impl Grouped {
 fn run(writer: &Writer, inbox: &mpsc::Receiver<Request>) {
     let mut stopping = false;
     while !stopping {
-        let mut jobs: Vec<Job> = Vec::new();
+        let mut jobs: VecDeque<Job> = VecDeque::new();
         match inbox.recv() {
-            Ok(Request::Commit(job)) => jobs.push(job),
+            Ok(Request::Commit(job)) => jobs.push_back(job),
             Ok(Request::Stop) | Err(_) => return,
         }
         while jobs.len() < MAX_GROUP {
             match inbox.try_recv() {
-                Ok(Request::Commit(job)) => jobs.push(job),
+                Ok(Request::Commit(job)) => jobs.push_back(job),
                 Ok(Request::Stop) => {
                     stopping = true;
                     break;
@@ -109,41 +113,53 @@ fn run(writer: &Writer, inbox: &mpsc::Receiver<Request>) {
                 Err(_) => break,
             }
         }
-        let batches: Vec<&Prepared> = jobs.iter().map(|job| &job.batch).collect();
+        apply_all(writer, jobs);
+    }
+}
+
+/// Applies `jobs` in order, as few transactions as their refusals allow,
+/// and answers each caller exactly as a commit of its own would have been
+/// answered at that point of the order.
+///
+/// A refused batch sinks only itself. Batch `at` refused means those
+/// before it applied cleanly on top of each other, so they go again as a
+/// group of their own; the refused one then leads the rest, where it is
+/// applied on the store as it really is, and a refusal of a group's first
+/// batch is its own answer. A refusal thus costs at most two extra
+/// transactions, and no answer rests on a state that never existed (other
+/// writers may commit between two attempts).
+pub(super) fn apply_all(writer: &Writer, mut jobs: VecDeque<Job>) {
+    let mut take = jobs.len();
+    while !jobs.is_empty() {
+        let batches: Vec<&Prepared> = jobs.iter().take(take).map(|job| &job.batch).collect();
         let together = writer.apply_and_ask(&batches, batches.len());
         drop(batches);
         match together {
             Ok(flushes) => {
-                for (job, flushed) in jobs.into_iter().zip(flushes) {
-                    let _ = job.answer.send(Ok(flushed));
+                for flushed in flushes {
+                    if let Some(job) = jobs.pop_front() {
+                        let _ = job.answer.send(Ok(flushed));
+                    }
                 }
+                take = jobs.len();
             }
+            Err(GroupError::Refused { at: 0, error }) => {
+                if let Some(job) = jobs.pop_front() {
+                    let _ = job.answer.send(Err(error));
+                }
+                take = jobs.len();
+            }
+            Err(GroupError::Refused { at, .. }) => take = at,
             // A storage failure is the store's, not a batch's: sled may
             // have applied part of the group in memory, so applying its
             // batches again could misreport them; everyone gets the error.
-            Err(StoreError::Backend(why)) => {
-                for job in jobs {
+            Err(GroupError::Store(err)) => {
+                let why = match err {
+                    StoreError::Backend(why) => why,
+                    other => other.to_string(),
+                };
+                for job in jobs.drain(..) {
                     let _ = job.answer.send(Err(StoreError::Backend(why.clone())));
-                }
-            }
-            Err(err) if jobs.len() == 1 => {
-                if let Some(job) = jobs.pop() {
-                    let _ = job.answer.send(Err(err));
-                }
-            }
-            // One batch failed the group: each alone, in the same order, so
-            // each gets the answer it would have had.
-            Err(_) => {
-                for job in jobs {
-                    let alone = writer
-                        .apply_and_ask(&[&job.batch], 1)
-                        .map(|mut flushes| flushes.pop());
-                    let answer = match alone {
-                        Ok(Some(flushed)) => Ok(flushed),
-                        Ok(None) => Err(StoreError::Closed),
-                        Err(err) => Err(err),
-                    };
-                    let _ = job.answer.send(answer);
                 }
             }
         }

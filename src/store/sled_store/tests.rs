@@ -322,3 +322,63 @@ async fn grouped_commits_answer_each_caller_as_alone() {
         Err(StoreError::Closed)
     ));
 }
+
+#[tokio::test]
+async fn a_refused_batch_in_a_group_sinks_only_itself() {
+    use super::grouped::{apply_all, Job};
+    use super::writer::Prepared;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let first = agent("dup");
+    let second = agent("dup");
+    let (a, c) = (agent("a"), agent("c"));
+    let mut unknown = agent("never-created");
+    unknown.name = None;
+    // In order: fine, fine, a name the group itself took, a guard on an
+    // agent that does not exist, fine.
+    let batches = vec![
+        created(&a),
+        created(&first),
+        created(&second),
+        Batch::new().write(Write::PutLiveAgent(unknown.clone())),
+        created(&c),
+    ];
+    let mut answers = Vec::new();
+    let jobs = batches
+        .into_iter()
+        .map(|batch| {
+            let (answer, rx) = tokio::sync::oneshot::channel();
+            answers.push(rx);
+            Job {
+                batch: Prepared::new(batch).expect("encodes"),
+                answer,
+            }
+        })
+        .collect();
+    apply_all(&store.writer, jobs);
+    let mut results = Vec::new();
+    for rx in answers {
+        results.push(rx.await.expect("answered"));
+    }
+    assert!(matches!(&results[2], Err(StoreError::NameTaken(n)) if n == "dup"));
+    assert!(matches!(&results[3], Err(StoreError::Precondition(_))));
+    for (i, result) in results.into_iter().enumerate() {
+        if [0, 1, 4].contains(&i) {
+            result.expect("applied").await.expect("durable");
+        }
+    }
+    for record in [&a, &first, &c] {
+        assert!(store.agent(record.id).expect("reads").is_some());
+    }
+    assert_eq!(store.agent(second.id).expect("reads"), None);
+    assert_eq!(store.agent(unknown.id).expect("reads"), None);
+    assert_eq!(
+        store.agent_id_by_name("dup").expect("reads"),
+        Some(first.id)
+    );
+    store.durable().await.expect("flushes");
+    // Three agents created, three events, cursors dense.
+    let events = store.events_after(0, 10).expect("events");
+    let cursors: Vec<u64> = events.iter().map(|e| e.cursor).collect();
+    assert_eq!(cursors, vec![1, 2, 3]);
+}

@@ -74,6 +74,23 @@ fn encode_events(
         .collect()
 }
 
+/// Why a group of batches was not applied; nothing of it was written.
+pub(super) enum GroupError {
+    /// Batch `at` was refused (a guard failed, a record was corrupt), with
+    /// every batch before it applied in the same transaction.
+    Refused { at: usize, error: StoreError },
+    /// The store failed: no batch of the group can be told apart.
+    Store(StoreError),
+}
+
+impl GroupError {
+    fn into_store_error(self) -> StoreError {
+        match self {
+            Self::Refused { error, .. } | Self::Store(error) => error,
+        }
+    }
+}
+
 /// Everything a commit touches, shared by the callers' threads and the
 /// grouping thread.
 #[derive(Debug)]
@@ -109,6 +126,7 @@ impl Writer {
     /// failed) none.
     pub(super) fn apply(&self, batches: &[&Prepared]) -> Result<(), StoreError> {
         self.apply_then(batches, |_| ())
+            .map_err(GroupError::into_store_error)
     }
 
     /// Like [`Writer::apply`], and once the batches are applied (before the
@@ -119,7 +137,7 @@ impl Writer {
         &self,
         batches: &[&Prepared],
         waits: usize,
-    ) -> Result<Vec<DurableFuture>, StoreError> {
+    ) -> Result<Vec<DurableFuture>, GroupError> {
         let mut flushes = Vec::new();
         self.apply_then(batches, |group| {
             flushes = (0..waits).map(|_| group.durable_for_writer()).collect();
@@ -131,10 +149,13 @@ impl Writer {
         &self,
         batches: &[&Prepared],
         on_applied: impl FnOnce(&GroupCommit),
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), GroupError> {
         let count: u64 = batches.iter().map(|b| b.events.len() as u64).sum();
         let entered = Instant::now();
         let locked_at = Cell::new(entered);
+        // Which batch a refusal came from (sled may rerun the closure, so
+        // the last run's answer is the one kept).
+        let refused_at = Cell::new(0);
         self.group.begin_write();
         let result = sled::Transactional::transaction(&self.trees[..], |t| {
             locked_at.set(Instant::now());
@@ -143,11 +164,12 @@ impl Writer {
             let first = self.last_cursor.fetch_add(count, Ordering::AcqRel) + 1;
             let mut next = first;
             let mut outcome = Ok(());
-            for batch in batches {
+            for (at, batch) in batches.iter().enumerate() {
                 outcome = encode_events(&batch.events, next, batch.at_ms)
                     .map_err(|err| ConflictableTransactionError::Abort(Abort::Corrupt(err)))
                     .and_then(|events| apply::apply(t, &batch.writes, &events));
                 if outcome.is_err() {
+                    refused_at.set(at);
                     break;
                 }
                 next += batch.events.len() as u64;
@@ -177,21 +199,25 @@ impl Writer {
         let locked_at = locked_at.get();
         self.stats
             .record_commit(locked_at - entered, locked_at.elapsed());
+        let refused = |error| GroupError::Refused {
+            at: refused_at.get(),
+            error,
+        };
         match result {
             Ok(_) => Ok(()),
             Err(TransactionError::Abort(Abort::NameTaken(name))) => {
-                Err(StoreError::NameTaken(name))
+                Err(refused(StoreError::NameTaken(name)))
             }
             Err(TransactionError::Abort(Abort::SupervisorGone(sup))) => {
-                Err(StoreError::SupervisorGone(sup))
+                Err(refused(StoreError::SupervisorGone(sup)))
             }
-            Err(TransactionError::Abort(Abort::Corrupt(err))) => Err(err),
+            Err(TransactionError::Abort(Abort::Corrupt(err))) => Err(refused(err)),
             Err(TransactionError::Abort(Abort::Precondition(why))) => {
-                Err(StoreError::Precondition(why))
+                Err(refused(StoreError::Precondition(why)))
             }
             // The cursors this commit took are skipped: the log has a gap
             // after a storage failure, never a reused cursor.
-            Err(TransactionError::Storage(err)) => Err(backend(err)),
+            Err(TransactionError::Storage(err)) => Err(GroupError::Store(backend(err))),
         }
     }
 }

@@ -1,0 +1,325 @@
+//! Taking a message onto the queue and starting turns. A delivered
+//! message, a finished turn's writes and the next turn's start go to the
+//! store as one batch, through its grouped commit, so many agents' turns
+//! share one transaction.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use holarchy_supervision::{admit, EventKind, LifecycleState, MessageEvent, MessageRecord, RunId};
+use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::{debug, warn, Instrument};
+
+use super::run::{run_turn, AbortOnDrop};
+use super::{ActiveRun, AgentActor, AgentState};
+use crate::in_flight::InFlightTurn;
+use crate::now_ms;
+use crate::protocol::{Ack, AgentMsg, DeliverError, Delivered, NewMessage};
+use crate::store::{Batch, DurableFuture, StoreError, Write};
+
+/// A message taken onto the queue, not yet written.
+struct Enqueued {
+    delivered: Delivered,
+    /// The new record, when it may start a turn at once (so the start
+    /// need not read it back).
+    fresh: Option<MessageRecord>,
+    /// Its write; empty for a duplicate, which writes nothing.
+    unwritten: Batch,
+}
+
+/// What committing writes carried into [`AgentActor::start_turns`] came to.
+pub(super) struct Committed {
+    /// The flush that makes the carried writes durable (None when there
+    /// were none), or why they were not applied.
+    pub(super) carried: Result<Option<DurableFuture>, StoreError>,
+    /// Starting a turn failed: the agent's queue and the store may no
+    /// longer agree, so the agent fails and its supervisor restarts it
+    /// from the store.
+    pub(super) start_failed: Option<String>,
+}
+
+impl Committed {
+    /// The carried writes' flush, or the error the agent fails with.
+    pub(super) fn into_result(self) -> Result<Option<DurableFuture>, ActorProcessingErr> {
+        if let Some(why) = self.start_failed {
+            return Err(why.into());
+        }
+        Ok(self.carried?)
+    }
+}
+
+impl AgentActor {
+    /// A delivery: queued, written with the turn it starts (if any) and
+    /// answered once durable, or once applied for [`Ack::Applied`].
+    pub(super) async fn deliver(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        state: &mut AgentState,
+        message: NewMessage,
+        ack: Ack,
+        reply: RpcReplyPort<Result<Delivered, DeliverError>>,
+    ) -> Result<(), ActorProcessingErr> {
+        let Enqueued {
+            delivered,
+            fresh,
+            unwritten,
+        } = match self.enqueue(state, message) {
+            Ok(enqueued) => enqueued,
+            Err(err) => {
+                let _ = reply.send(Err(err));
+                return self.maybe_start_turn(myself, state).await;
+            }
+        };
+        let committed = self.start_turns(myself, state, fresh, unwritten).await;
+        match committed.carried {
+            // Not stored: the caller hears so, and the id leaves the queue.
+            Err(err) => {
+                state.queue.retain(|queued| *queued != delivered.message_id);
+                let _ = reply.send(Err(DeliverError::Store(err)));
+            }
+            Ok(flushed) => self.acknowledge(ack, delivered, flushed, reply),
+        }
+        match committed.start_failed {
+            Some(why) => Err(why.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Answers a delivery whose message is applied: at once (`Applied`),
+    /// or once `flushed` (the flush of its write; a duplicate wrote
+    /// nothing, so whatever is pending) is on disk, waited for beside the
+    /// actor, not inside `handle`.
+    fn acknowledge(
+        &self,
+        ack: Ack,
+        delivered: Delivered,
+        flushed: Option<DurableFuture>,
+        reply: RpcReplyPort<Result<Delivered, DeliverError>>,
+    ) {
+        if ack == Ack::Applied {
+            let _ = reply.send(Ok(delivered));
+            return;
+        }
+        let durable = flushed.unwrap_or_else(|| self.ctx.store.durable());
+        tokio::spawn(async move {
+            let _ = reply.send(
+                durable
+                    .await
+                    .map(|()| delivered)
+                    .map_err(DeliverError::from),
+            );
+        });
+    }
+
+    /// The synchronous part of a delivery: admission, dedupe and the
+    /// queue's bound. The message is not written here: its write comes
+    /// back, to share one commit with the turn it may start, and the
+    /// caller commits it before answering anyone.
+    fn enqueue(
+        &self,
+        state: &mut AgentState,
+        message: NewMessage,
+    ) -> Result<Enqueued, DeliverError> {
+        admit(&message.provenance, None, state.target)?;
+        let agent_id = state.id();
+        if let Some(key) = &message.dedupe_key {
+            if let Some(message_id) = self.ctx.store.message_id_by_dedupe_key(agent_id, key)? {
+                let delivered = Delivered {
+                    message_id,
+                    duplicate: true,
+                };
+                return Ok(Enqueued {
+                    delivered,
+                    fresh: None,
+                    unwritten: Batch::new(),
+                });
+            }
+        }
+        let limit = self.ctx.config.max_queue_len;
+        if state.queue.len() >= limit {
+            return Err(DeliverError::QueueFull { limit });
+        }
+        let record = MessageRecord::queued(
+            agent_id,
+            message.provenance,
+            message.body,
+            message.dedupe_key,
+            now_ms(),
+        );
+        let message_id = record.id;
+        // Kept only when it can start a turn right away: the queue holds ids.
+        let starts_now = state.queue.is_empty()
+            && state.run.is_none()
+            && !state.held
+            && state.pace_wake.is_none()
+            && state.target.state == LifecycleState::Active;
+        state.queue.push_back(message_id);
+        let unwritten = Batch::new().put_queued(record.clone());
+        Ok(Enqueued {
+            delivered: Delivered {
+                message_id,
+                duplicate: false,
+            },
+            fresh: starts_now.then_some(record),
+            unwritten,
+        })
+    }
+
+    /// Starts the next turn if the agent is active and idle.
+    pub(super) async fn maybe_start_turn(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
+        let committed = self.start_turns(myself, state, None, Batch::new()).await;
+        committed.into_result().map(drop)
+    }
+
+    /// Starts the next turn if the agent is active and idle, given the
+    /// record of a message queued in this same `handle` (nothing can have
+    /// changed it since) and writes not yet committed (a delivered
+    /// message's, a finished turn's): they go in the same commit as the
+    /// turn's start, or alone if no turn starts.
+    pub(super) async fn start_turns(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        state: &mut AgentState,
+        fresh: Option<MessageRecord>,
+        carry: Batch,
+    ) -> Committed {
+        let mut carry = Some(carry);
+        let started = self
+            .start_turns_with(myself, state, fresh, &mut carry)
+            .await;
+        match (started, carry) {
+            // The start took the carried writes: they share its answer.
+            (Ok(flushed), None) => Committed {
+                carried: Ok(flushed),
+                start_failed: None,
+            },
+            (Err(err), None) => Committed {
+                start_failed: Some(err.to_string()),
+                carried: Err(err),
+            },
+            // No turn took them: alone (the start's failure, if any, came
+            // before its commit).
+            (started, Some(batch)) => {
+                let carried = match batch.is_empty() {
+                    true => Ok(None),
+                    false => self.commit(batch).await.map(Some),
+                };
+                Committed {
+                    carried,
+                    start_failed: started.err().map(|err| err.to_string()),
+                }
+            }
+        }
+    }
+
+    /// Applies `batch` in a grouped commit; resolves, once applied, to the
+    /// flush that will make it durable.
+    pub(super) async fn commit(&self, batch: Batch) -> Result<DurableFuture, StoreError> {
+        self.ctx.store.commit_grouped(batch).await
+    }
+
+    /// Starts turns while the agent can; takes `carry` into the commit of
+    /// the turn it starts and returns that commit's flush.
+    async fn start_turns_with(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        state: &mut AgentState,
+        mut fresh: Option<MessageRecord>,
+        carry: &mut Option<Batch>,
+    ) -> Result<Option<DurableFuture>, StoreError> {
+        // A turn deferred by the pace starts when its wake-up comes; until
+        // then a delivery need not read the head message again.
+        if state.pace_wake.is_some() {
+            return Ok(None);
+        }
+        while state.run.is_none() && !state.held && state.target.state == LifecycleState::Active {
+            let Some(message_id) = state.queue.pop_front() else {
+                return Ok(None);
+            };
+            let agent_id = state.id();
+            let known = fresh.take_if(|m| m.id == message_id);
+            let Some(mut message) = known.map_or_else(
+                || self.ctx.store.message(agent_id, message_id),
+                |m| Ok(Some(m)),
+            )?
+            else {
+                warn!(agent_id = %agent_id, message_id = %message_id, "queued message missing from store");
+                continue;
+            };
+            let run_id = RunId::generate();
+            // Only a queued message starts a turn; one handled meanwhile
+            // (a duplicate queue entry) is skipped.
+            let Some(handling) = message.status.next(MessageEvent::Start { run_id }) else {
+                continue;
+            };
+            let per_minute = self.ctx.config.limits.max_turns_per_minute;
+            let now_ms = now_ms();
+            let hourly = state
+                .hourly
+                .as_ref()
+                .map(|h| h.rate.admits(&h.window, now_ms));
+            let paced = match hourly {
+                Some(Err(free_at)) => Err(Duration::from_millis(free_at.saturating_sub(now_ms))),
+                _ => state.pace.take(Instant::now(), per_minute),
+            };
+            if let Err(wait) = paced {
+                // Deferred, not failed: the message keeps its place.
+                state.queue.push_front(message_id);
+                if state.pace_wake.is_none() {
+                    debug!(agent_id = %agent_id, wait_ms = wait.as_millis() as u64, "turn deferred by the turn pace");
+                    let wake = myself.send_after(wait, || AgentMsg::PaceElapsed);
+                    state.pace_wake = Some(AbortOnDrop(wake.abort_handle()));
+                }
+                return Ok(None);
+            }
+            if let Some(hourly) = state.hourly.as_mut() {
+                hourly.window.record(hourly.rate, now_ms);
+            }
+            // A shutdown under way starts no turn: the message stays queued
+            // and the next start runs it.
+            let turn = InFlightTurn {
+                agent_id,
+                message_id,
+                run_id,
+            };
+            let Some(in_flight) = self.ctx.in_flight.begin(turn) else {
+                state.queue.push_front(message_id);
+                return Ok(None);
+            };
+            message.status = handling;
+            message.attempts += 1;
+            let batch = carry
+                .take()
+                .unwrap_or_default()
+                .write(Write::PutMessage(message.clone()))
+                .event(agent_id, EventKind::RunStarted { run_id, message_id });
+            let flushed = self.commit(batch).await?;
+            let span = tracing::info_span!("turn", agent_id = %agent_id, run_id = %run_id);
+            let task = tokio::spawn(
+                run_turn(
+                    self.ctx.clone(),
+                    state.profile,
+                    agent_id,
+                    run_id,
+                    message,
+                    myself.clone(),
+                )
+                .instrument(span),
+            );
+            self.ctx.stats.busy.fetch_add(1, Ordering::Relaxed);
+            state.run = Some(ActiveRun {
+                run_id,
+                message_id,
+                task: task.abort_handle(),
+                busy: self.ctx.stats.busy.clone(),
+                _in_flight: in_flight,
+            });
+            return Ok(Some(flushed));
+        }
+        Ok(None)
+    }
+}
