@@ -145,6 +145,7 @@ impl AgentActor {
             message.dedupe_key,
             now_ms(),
         );
+        let events = message.events;
         let message_id = record.id;
         // Kept only when it can start a turn right away: the queue holds ids.
         let starts_now = state.queue.is_empty()
@@ -158,14 +159,17 @@ impl AgentActor {
         };
         state.queue.push_back(message_id);
         if starts_now {
-            let unwritten = Batch::new().put_queued(record.clone());
+            let unwritten = Batch::new()
+                .put_queued(record.clone())
+                .events(agent_id, events);
             return Ok(Enqueued {
                 delivered,
                 fresh: Some(record),
                 unwritten,
             });
         }
-        if let Err(err) = self.ctx.store.commit(Batch::new().put_queued(record)) {
+        let batch = Batch::new().put_queued(record).events(agent_id, events);
+        if let Err(err) = self.ctx.store.commit(batch) {
             state.queue.pop_back();
             return Err(err.into());
         }
