@@ -42,6 +42,8 @@ pub struct SchedulerState {
     timer: Option<AbortHandle>,
     /// Firings under way, so a scan meanwhile does not start them twice.
     in_flight: HashSet<Firing>,
+    /// Scans so far; the first (what a start fires) is logged.
+    scans: u64,
     snapshot: SchedulerSnapshot,
 }
 
@@ -75,6 +77,7 @@ impl SchedulerActor {
             }
         };
         let mut schedules = 0;
+        let mut due = 0;
         let mut next: Option<u64> = None;
         for record in &instances {
             let name = record.name();
@@ -106,6 +109,7 @@ impl SchedulerActor {
                 };
                 if let Some(slot) = schedule.due_on_start(last, record.updated_at_ms, now) {
                     let firing = (name.to_owned(), index, slot);
+                    due += 1;
                     if state.in_flight.insert(firing.clone()) {
                         self.fire(myself, firing, payload.clone());
                     }
@@ -115,6 +119,10 @@ impl SchedulerActor {
                 }
             }
         }
+        if state.scans == 0 {
+            info!(schedules, due, "schedules loaded");
+        }
+        state.scans += 1;
         state.snapshot.schedules = schedules;
         state.snapshot.next_slot_ms = next;
         // A few ms late, never early: the slot must be in the past when
@@ -210,6 +218,7 @@ impl Actor for SchedulerActor {
         Ok(SchedulerState {
             timer: None,
             in_flight: HashSet::new(),
+            scans: 0,
             snapshot: SchedulerSnapshot::default(),
         })
     }
