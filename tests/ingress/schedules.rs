@@ -37,8 +37,8 @@ async fn sleep_past(at_ms: u64) {
     }
 }
 
-/// How many starts have logged their first scan of the schedules, and
-/// what the last one found due.
+/// The log line of each start's first scan of the schedules: how many
+/// there are and how many were due.
 fn scans(daemon: &Daemon) -> Vec<String> {
     daemon
         .log()
@@ -80,9 +80,11 @@ async fn a_schedule_missed_while_down_fires_once_after_restart_and_never_again()
     assert_eq!(event["dedupe_key"], format!("schedule:ticker:0:{slot}"));
     assert_eq!(event["payload"]["kind"], "tick");
     assert_eq!(message.reply, format!("ack: {}", message.text));
-    let first = scans(&daemon);
-    assert_eq!(first.len(), 1, "{first:?}");
-    assert!(first[0].contains("due=1"), "{first:?}");
+    // One scan per start so far: the first start's (nothing applied yet)
+    // and this one's, which found the missed slot.
+    let restarted = scans(&daemon);
+    assert_eq!(restarted.len(), 2, "{restarted:?}");
+    assert!(restarted[1].contains("due=1"), "{restarted:?}");
 
     // A second start, within the same minute: the slot fired is recorded,
     // so nothing is due and nothing is delivered again.
@@ -96,10 +98,10 @@ async fn a_schedule_missed_while_down_fires_once_after_restart_and_never_again()
     let mut c = daemon.clients().await;
     let second = eventually("the second start's scan", || {
         let lines = scans(&daemon);
-        async move { (lines.len() == 2).then_some(lines) }
+        async move { (lines.len() == 3).then_some(lines) }
     })
     .await;
-    assert!(second[1].contains("due=0"), "{second:?}");
+    assert!(second[2].contains("schedules=1 due=0"), "{second:?}");
     assert_eq!(event_messages(&mut c, &agent).await.len(), 1);
     let logged = received(&mut c).await;
     assert_eq!(logged.len(), 1, "{logged:?}");
