@@ -224,6 +224,13 @@ pub struct ServeArgs {
     /// (repeatable; none given: anywhere not protected).
     #[arg(long = "workspace-allow", value_name = "DIR")]
     pub workspace_allow: Vec<PathBuf>,
+    /// Serve webhooks over HTTP at this address:
+    /// `POST /ingress/<provider>/<instance>` (off unless given).
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
+    /// Largest webhook body, in bytes; a larger one is answered 413.
+    #[arg(long, default_value_t = crate::ingress::DEFAULT_MAX_BODY)]
+    pub max_webhook_bytes: usize,
     /// Caps and timeouts on connections.
     #[command(flatten)]
     pub connections: ConnectionArgs,
@@ -379,6 +386,9 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                 config.runtime.partitions = usize::from(partitions);
             }
             config.runtime.skill_roots = args.skills_dirs.clone();
+            config.http = args
+                .http_listen
+                .map(|addr| crate::ingress::HttpConfig::new(addr, args.max_webhook_bytes));
             config.runtime.restart_policy = RestartPolicy {
                 max_restarts: args.restart_max,
                 period_ms: args.restart_period.saturating_mul(1000),

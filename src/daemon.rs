@@ -77,6 +77,8 @@ pub struct ServeConfig {
     pub runtime: RuntimeConfig,
     /// Refuse to start unless agents' programs can be fully confined.
     pub require_sandbox: bool,
+    /// Serve webhooks over HTTP (see `ingress`); off when `None`.
+    pub http: Option<crate::ingress::HttpConfig>,
 }
 
 impl ServeConfig {
@@ -90,6 +92,7 @@ impl ServeConfig {
             store: StoreConfig::default(),
             runtime: RuntimeConfig::default(),
             require_sandbox: false,
+            http: None,
         }
     }
 }
@@ -288,6 +291,14 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         ),
         None => None,
     };
+    let http_listener = match &config.http {
+        Some(http) => Some(
+            TcpListener::bind(http.listen)
+                .await
+                .with_context(|| format!("cannot listen for webhooks on {}", http.listen))?,
+        ),
+        None => None,
+    };
 
     let router = limits
         .server()
@@ -358,6 +369,15 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         }
         _ => None,
     };
+    let http_server = match (http_listener, config.http.clone()) {
+        (Some(listener), Some(http)) => Some(tokio::spawn(crate::ingress::serve(
+            listener,
+            http,
+            runtime.clone(),
+            stop_rx.clone(),
+        ))),
+        _ => None,
+    };
     info!(socket = %socket.display(), "serving");
 
     // The root supervisor stopping on its own would leave a daemon that
@@ -378,6 +398,11 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
             Ok(Ok(Err(err))) => warn!(error = %err, "grpc server ended with an error"),
             Ok(Err(join)) => warn!(error = %join, "grpc server task failed"),
             Err(_) => warn!("grpc server did not drain in time"),
+        }
+    }
+    if let Some(server) = http_server {
+        if tokio::time::timeout(timeout, server).await.is_err() {
+            warn!("webhook server did not drain in time");
         }
     }
     runtime.shutdown(timeout).await;

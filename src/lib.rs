@@ -5,6 +5,7 @@
 //! - [`store`]: sled storage behind the actors' `Store` trait, group commit.
 //! - [`api`]: the tonic services; they translate proto to domain and back.
 //! - [`daemon`]: `holarchy serve`: data directory, lock, listeners, shutdown.
+//! - [`ingress`]: the HTTP webhook endpoint (`serve --http-listen`).
 //! - [`client`]: connecting to a daemon over its Unix socket or TCP.
 //! - [`memory`]: returning freed heap to the OS after many agents end.
 //! - [`cli`]: the operator commands, clients of the same API.
@@ -15,5 +16,6 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod daemon;
+pub mod ingress;
 pub mod memory;
 pub mod store;

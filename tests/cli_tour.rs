@@ -14,6 +14,8 @@ mod builder;
 mod cli;
 #[path = "cli_tour/connect.rs"]
 mod connect;
+#[path = "cli_tour/events.rs"]
+mod events;
 #[path = "cli_tour/instances.rs"]
 mod instances;
 #[path = "cli_tour/ops.rs"]

@@ -42,7 +42,8 @@ pub fn message_view(message: &MessageRecord) -> MessageView {
         | Provenance::Timer { .. }
         | Provenance::SelfQueued
         | Provenance::TaskResult { .. }
-        | Provenance::Runtime => None,
+        | Provenance::Runtime
+        | Provenance::Event { .. } => None,
     };
     MessageView {
         message_id: message.id.to_string(),

@@ -81,6 +81,7 @@ impl Actor for GatewayActor {
                         provenance: Provenance::Operator,
                         body,
                         dedupe_key,
+                        events: Vec::new(),
                     };
                     if let Err(MessagingErr::SendErr(AgentMsg::Deliver { reply, .. })) =
                         actor.cast(AgentMsg::Deliver {

@@ -19,7 +19,8 @@
 //! 5. [`context`] (what a brain sees), [`tools`] (what a brain may call),
 //!    [`turn`] (one turn, whichever brain).
 //! 6. [`agent`] (one actor per live agent), [`gateway`] (operator
-//!    ingress), [`runtime`] (the root supervisor, its partitions, the
+//!    ingress), [`ingress`] (inbound events and the scheduler actor that
+//!    fires schedules), [`runtime`] (the root supervisor, its partitions, the
 //!    factory, and [`Runtime`], the handle the daemon drives it with),
 //!    [`tree`] (the supervision tree as operators inspect it).
 //!
@@ -37,6 +38,7 @@ pub mod ctx;
 pub mod directory;
 pub mod gateway;
 pub mod in_flight;
+pub mod ingress;
 pub mod limits;
 pub mod plane;
 pub mod process;
@@ -64,7 +66,8 @@ pub use runtime::{
     RuntimeSnapshot,
 };
 pub use store::{
-    Batch, CommitFuture, DurableFuture, InstanceStore, RecoveryInput, Store, StoreError, Write,
+    Batch, CommitFuture, DurableFuture, InboundStore, InstanceStore, RecoveryInput, Store,
+    StoreError, StoredEvent, Write,
 };
 
 /// Wall-clock milliseconds since the Unix epoch, for record timestamps.

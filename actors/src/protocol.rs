@@ -20,6 +20,10 @@ pub struct NewMessage {
     pub provenance: Provenance,
     pub body: String,
     pub dedupe_key: Option<String>,
+    /// Events logged in the same commit as the message, for its agent, and
+    /// only if it is queued (a duplicate logs nothing): an inbound event's
+    /// `event_received` is in the log exactly when its message is queued.
+    pub events: Vec<holarchy_supervision::EventKind>,
 }
 
 /// A message that is on the queue (and, once the reply is sent, durable).
@@ -260,4 +264,32 @@ pub enum GatewayMsg {
         ack: Ack,
         reply: RpcReplyPort<Result<Delivered, DeliverError>>,
     },
+}
+
+// ---- the scheduler ----
+
+/// What operators and tests can see of the schedule ingress.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchedulerSnapshot {
+    /// Schedules across every instance, at the last scan.
+    pub schedules: usize,
+    /// Slots fired since the scheduler started.
+    pub fired: u64,
+    /// The earliest next slot, ms since the epoch.
+    pub next_slot_ms: Option<u64>,
+}
+
+#[derive(Debug)]
+pub enum SchedulerMsg {
+    /// Fire what is due and set the next wake-up: sent by the timer, at
+    /// start, and when an instance is applied or deleted.
+    Scan,
+    /// A firing ended; `retry` asks for a scan soon.
+    Fired {
+        /// Instance, schedule index, slot.
+        firing: (String, usize, u64),
+        ok: bool,
+        retry: bool,
+    },
+    Snapshot(RpcReplyPort<SchedulerSnapshot>),
 }

@@ -18,7 +18,8 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tracing::{error, info, warn};
 
 use crate::gateway::GatewayActor;
-use crate::protocol::GatewayMsg;
+use crate::ingress::scheduler::SchedulerActor;
+use crate::protocol::{GatewayMsg, SchedulerMsg};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, supervisor, Ctx};
 
@@ -124,6 +125,8 @@ pub enum RuntimeMsg {
 #[derive(Debug)]
 pub struct RuntimeState {
     gateway: ActorRef<GatewayMsg>,
+    /// Fires the instances' schedules; started after recovery.
+    scheduler: ActorRef<SchedulerMsg>,
     /// What the start recovered, for status.
     recovered: RuntimeSnapshot,
 }
@@ -165,6 +168,21 @@ impl RuntimeActor {
         .await?;
         self.ctx.topology.set_gateway(gateway.clone());
         Ok(gateway)
+    }
+
+    async fn spawn_scheduler(
+        &self,
+        myself: &ActorRef<RuntimeMsg>,
+    ) -> Result<ActorRef<SchedulerMsg>, ActorProcessingErr> {
+        let (scheduler, _) = Actor::spawn_linked(
+            None,
+            SchedulerActor::new(self.ctx.clone()),
+            (),
+            myself.get_cell(),
+        )
+        .await?;
+        self.ctx.topology.set_scheduler(scheduler.clone());
+        Ok(scheduler)
     }
 }
 
@@ -210,7 +228,14 @@ impl Actor for RuntimeActor {
                 Err(err) => warn!(error = %err, "worktree sweep failed"),
             }
         });
-        Ok(RuntimeState { gateway, recovered })
+        // After recovery, so a schedule missed while the daemon was down
+        // finds its agent running.
+        let scheduler = self.spawn_scheduler(&myself).await?;
+        Ok(RuntimeState {
+            gateway,
+            scheduler,
+            recovered,
+        })
     }
 
     async fn handle(
@@ -260,11 +285,19 @@ impl Actor for RuntimeActor {
             }
             return Ok(());
         }
+        if child.get_id() == state.scheduler.get_id() {
+            warn!(reason = %reason, "scheduler exited; restarting it");
+            match self.spawn_scheduler(&myself).await {
+                Ok(scheduler) => state.scheduler = scheduler,
+                Err(err) => error!(error = %err, "could not restart the scheduler"),
+            }
+            return Ok(());
+        }
         if let Some(index) = self.ctx.topology.partition_index(child.get_id()) {
             partition::restart(&self.ctx, index, myself.get_cell(), reason);
             return Ok(());
         }
-        // Only the gateway and the partitions are linked here.
+        // Only the gateway, the scheduler and the partitions are linked here.
         warn!(reason = %reason, "an unexpected child of the root exited");
         Ok(())
     }

@@ -11,8 +11,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
+pub use inbound::{InboundStore, StoredEvent};
 pub use instance::InstanceStore;
 
+mod inbound;
 mod instance;
 
 use holarchy_supervision::cleanup::CleanupIntent;
@@ -152,6 +154,13 @@ impl Batch {
             .write(Write::PutMessage(message))
     }
 
+    /// Adds `events` for `agent_id`.
+    pub fn events(mut self, agent_id: AgentId, events: Vec<EventKind>) -> Self {
+        self.events
+            .extend(events.into_iter().map(|kind| (Some(agent_id), kind)));
+        self
+    }
+
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.events.is_empty()
     }
@@ -172,7 +181,7 @@ pub struct RecoveryInput {
 }
 
 /// Everything the actors read and write.
-pub trait Store: InstanceStore + Send + Sync + 'static {
+pub trait Store: InstanceStore + InboundStore + Send + Sync + 'static {
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
     fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError>;
     fn message(

@@ -9,7 +9,7 @@ use std::sync::{PoisonError, RwLock};
 use holarchy_supervision::AgentId;
 use ractor::{ActorCell, ActorRef};
 
-use crate::protocol::GatewayMsg;
+use crate::protocol::{GatewayMsg, SchedulerMsg};
 
 /// Which of `count` partitions supervises the public agent `agent`. The
 /// same for the life of the data directory's agents as long as `count`
@@ -26,6 +26,7 @@ pub fn partition_of(agent: AgentId, count: usize) -> usize {
 #[derive(Debug, Default)]
 pub struct Topology {
     gateway: RwLock<Option<ActorRef<GatewayMsg>>>,
+    scheduler: RwLock<Option<ActorRef<SchedulerMsg>>>,
     root: RwLock<Option<ActorCell>>,
     partitions: RwLock<Vec<ActorCell>>,
 }
@@ -40,6 +41,28 @@ impl Topology {
 
     pub(crate) fn set_gateway(&self, gateway: ActorRef<GatewayMsg>) {
         *self.gateway.write().unwrap_or_else(PoisonError::into_inner) = Some(gateway);
+    }
+
+    pub fn scheduler(&self) -> Option<ActorRef<SchedulerMsg>> {
+        self.scheduler
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_scheduler(&self, scheduler: ActorRef<SchedulerMsg>) {
+        *self
+            .scheduler
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(scheduler);
+    }
+
+    /// Tells the scheduler that instances changed, so it picks up new,
+    /// changed and deleted schedules now rather than at its next wake-up.
+    pub fn schedules_changed(&self) {
+        if let Some(scheduler) = self.scheduler() {
+            let _ = scheduler.cast(SchedulerMsg::Scan);
+        }
     }
 
     /// The runtime's root actor, supervisor of the gateway and the root

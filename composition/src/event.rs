@@ -21,6 +21,7 @@
 //! the same key are the same event; keeping the first is the store's job.
 
 use chrono::{DateTime, SecondsFormat};
+use holarchy_supervision::InboundId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -39,7 +40,8 @@ pub const SOURCE_PUBLISH: &str = "publish";
 /// One normalised event, as the store keeps it.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct InboundEvent {
-    /// A fresh ULID, unique per normalisation (not per dedupe key).
+    /// A fresh [`InboundId`] (`evt_<ULID>`), unique per normalisation
+    /// (not per dedupe key).
     pub id: String,
     pub source: String,
     /// The contract's `type`, e.g. `issues.opened`.
@@ -267,7 +269,7 @@ pub fn from_publish(
 }
 
 fn fresh_id() -> String {
-    ulid::Ulid::new().to_string()
+    InboundId::generate().to_string()
 }
 
 /// The body as text, and as a JSON object.

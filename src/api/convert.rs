@@ -279,7 +279,8 @@ pub fn message(record: &MessageRecord) -> pb::Message {
         | Provenance::Timer { .. }
         | Provenance::SelfQueued
         | Provenance::TaskResult { .. }
-        | Provenance::Runtime => None,
+        | Provenance::Runtime
+        | Provenance::Event { .. } => None,
     };
     let status = match record.status {
         MessageStatus::Queued => pb::MessageStatus::Queued,

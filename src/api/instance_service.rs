@@ -4,8 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use holarchy_actors::ingress::IngressError;
 use holarchy_actors::runtime::instance::{InstanceError, InstanceView};
-use holarchy_actors::Runtime;
+use holarchy_actors::{now_ms, Runtime};
+use holarchy_composition::event::{self, MAX_FIELD_BYTES};
 use holarchy_composition::manifest::{Ingress, MAX_MANIFEST_BYTES};
 use holarchy_composition::role::MAX_ROLE_BYTES;
 use tonic::{Request, Response, Status};
@@ -47,6 +49,20 @@ impl From<InstanceError> for ApiError {
             InstanceError::Precondition(_) => ApiError::FailedPrecondition(err.to_string()),
             InstanceError::Create(err) => err.into(),
             InstanceError::Store(err) => err.into(),
+        }
+    }
+}
+
+impl From<IngressError> for ApiError {
+    fn from(err: IngressError) -> Self {
+        match err {
+            IngressError::NotFound(_) => ApiError::NotFound(err.to_string()),
+            IngressError::Invalid(_) => ApiError::InvalidArgument(err.to_string()),
+            IngressError::NotDeclared { .. }
+            | IngressError::Ignored { .. }
+            | IngressError::NoAgent(_) => ApiError::FailedPrecondition(err.to_string()),
+            IngressError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
+            IngressError::Store(err) => err.into(),
         }
     }
 }
@@ -132,6 +148,49 @@ impl InstanceService for InstanceApi {
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(self.view(&view).await))
+    }
+
+    async fn publish_event(
+        &self,
+        request: Request<pb::PublishEventRequest>,
+    ) -> Result<Response<pb::PublishEventResponse>, Status> {
+        let req = request.into_inner();
+        required("instance", &req.instance)?;
+        required("type", &req.r#type)?;
+        required("dedupe_key", &req.dedupe_key)?;
+        // Cheap to check before anything is looked up; the normaliser
+        // checks the rest (bounds, control characters, JSON).
+        if req.instance.len() > MAX_FIELD_BYTES {
+            return Err(ApiError::InvalidArgument(format!(
+                "instance is {} bytes, over the limit of {MAX_FIELD_BYTES}",
+                req.instance.len()
+            ))
+            .into());
+        }
+        let payload = if req.payload_json.is_empty() {
+            "{}"
+        } else {
+            req.payload_json.as_str()
+        };
+        let event = event::from_publish(
+            &req.instance,
+            &req.r#type,
+            &req.subject,
+            &req.scope,
+            &req.dedupe_key,
+            payload,
+            now_ms(),
+        )
+        .map_err(|err| ApiError::InvalidArgument(err.to_string()))?;
+        let published = self
+            .runtime
+            .publish_event(req.instance, event)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Response::new(pb::PublishEventResponse {
+            event_id: published.event_id,
+            duplicate: published.duplicate,
+        }))
     }
 }
 

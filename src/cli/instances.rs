@@ -25,6 +25,26 @@ pub enum InstanceCommand {
     /// Archive the instance's agent and its private subtree, and forget
     /// the instance.
     Delete { name: String },
+    /// Publish an event to an instance that takes `publish` ingress;
+    /// stored once per dedupe key (a retry with the same key is delivered
+    /// once) and queued for its agent.
+    Publish {
+        name: String,
+        /// The event's type, e.g. `release.cut`.
+        #[arg(long = "type", value_name = "TYPE")]
+        kind: String,
+        /// Required: the same key again is the same event.
+        #[arg(long)]
+        dedupe_key: String,
+        #[arg(long, default_value = "")]
+        subject: String,
+        /// Empty: the instance.
+        #[arg(long, default_value = "")]
+        scope: String,
+        /// The payload, as JSON (default `{}`).
+        #[arg(long, default_value = "{}")]
+        payload: String,
+    },
 }
 
 pub(super) async fn instance_command(
@@ -105,6 +125,34 @@ pub(super) async fn instance_command(
                 emit(instance_json(&instance));
             } else {
                 emit(format_args!("deleted {}", instance.name));
+            }
+        }
+        InstanceCommand::Publish {
+            name,
+            kind,
+            dedupe_key,
+            subject,
+            scope,
+            payload,
+        } => {
+            let request = pb::PublishEventRequest {
+                instance: name.clone(),
+                r#type: kind.clone(),
+                subject: subject.clone(),
+                scope: scope.clone(),
+                dedupe_key: dedupe_key.clone(),
+                payload_json: payload.clone(),
+            };
+            let published = clients.instances.publish_event(request).await?.into_inner();
+            if out.json {
+                emit(json!({
+                    "event_id": published.event_id,
+                    "duplicate": published.duplicate,
+                }));
+            } else if published.duplicate {
+                emit(format_args!("{} (duplicate)", published.event_id));
+            } else {
+                emit(format_args!("{}", published.event_id));
             }
         }
     }

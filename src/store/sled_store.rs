@@ -21,6 +21,8 @@
 //! - `workspaces`: agent id               -> workspace Projection (absent: only agent_home)
 //! - `worktrees`: task id                 -> (empty): tasks whose worktree is not yet removed
 //! - `instances`: instance name          -> InstanceRecord (written by compare-and-swap, not in batches)
+//! - `inbound`: instance \0 dedupe key     -> InboundEvent (insert-if-absent, not in batches)
+//! - `schedules`: instance \0 index (u64 BE) -> ScheduleState (not in batches)
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -67,6 +69,9 @@ const WORKSPACES: &str = "workspaces";
 const WORKTREES: &str = "worktrees";
 /// Outside the batch path: see `instances`.
 const INSTANCES: &str = "instances";
+/// Outside the batch path: see `inbound`.
+const INBOUND: &str = "inbound";
+const SCHEDULES: &str = "schedules";
 
 /// Every tree, in the order `apply::apply` takes them in a transaction.
 const APPLY_ORDER: [&str; 19] = [
@@ -162,6 +167,8 @@ pub struct SledStore {
     workspaces: Tree,
     worktrees: Tree,
     instances: Tree,
+    inbound: Tree,
+    schedules: Tree,
     /// Applies batches (see `writer`).
     writer: Arc<Writer>,
     /// Applies concurrent grouped batches in one transaction.
@@ -226,6 +233,8 @@ impl SledStore {
             workspaces: tree(WORKSPACES)?,
             worktrees: tree(WORKTREES)?,
             instances: tree(INSTANCES)?,
+            inbound: tree(INBOUND)?,
+            schedules: tree(SCHEDULES)?,
             events,
             grouped: Grouped::start(writer.clone())?,
             writer,
@@ -620,6 +629,7 @@ impl Store for SledStore {
 mod apply;
 mod encoded;
 mod grouped;
+mod inbound;
 mod instances;
 #[cfg(test)]
 mod tests;

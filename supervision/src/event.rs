@@ -124,6 +124,17 @@ pub enum EventKind {
         change: String,
         digest: String,
     },
+    /// An inbound event stored and queued for `instance`'s agent, in the
+    /// same batch as its message. `kind` is the contract's `type`. Last,
+    /// so logs written before it still decode.
+    EventReceived {
+        event_id: crate::InboundId,
+        instance: String,
+        source: String,
+        kind: String,
+        subject: String,
+        dedupe_key: String,
+    },
 }
 
 impl EventKind {
@@ -144,6 +155,7 @@ impl EventKind {
             EventKind::WorkItemUpdated { .. } => "work_item_updated",
             EventKind::WorkspaceChanged { .. } => "workspace_changed",
             EventKind::InstanceChanged { .. } => "instance_changed",
+            EventKind::EventReceived { .. } => "event_received",
         }
     }
 }
@@ -195,6 +207,19 @@ impl EventKind {
             }
             // Names and digests the runtime checked: no free text.
             EventKind::InstanceChanged { .. } => {}
+            // The subject is taken from a sender's payload; the type and
+            // key are named by the sender too. Only the instance and the
+            // source are the runtime's own.
+            EventKind::EventReceived {
+                kind,
+                subject,
+                dedupe_key,
+                ..
+            } => {
+                f(kind);
+                f(subject);
+                f(dedupe_key);
+            }
         }
     }
 }

@@ -163,6 +163,12 @@ ulid_id!(
     CleanupId,
     "cln_"
 );
+ulid_id!(
+    /// Identifies one inbound event (a webhook delivery, a schedule's
+    /// firing, a published event), as the event store first kept it.
+    InboundId,
+    "evt_"
+);
 
 /// Position in the event log. Cursor `n` names the `n`-th event (1-based);
 /// cursor 0 is "before the first event". Dense and gap-free, so a client

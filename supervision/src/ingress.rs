@@ -84,6 +84,12 @@ pub fn admit(
             Visibility::Public => Ok(()),
             Visibility::Private => Err(Refusal::PrivateTarget),
         },
+        // Events reach an instance's public agent; its private children
+        // hear of them only through it.
+        Provenance::Event { .. } => match target.visibility {
+            Visibility::Public => Ok(()),
+            Visibility::Private => Err(Refusal::PrivateTarget),
+        },
     }
 }
 
@@ -150,6 +156,9 @@ mod tests {
             }),
             Just(Provenance::SelfQueued),
             Just(Provenance::Runtime),
+            any::<u128>().prop_map(|e| Provenance::Event {
+                event_id: crate::InboundId::from_u128(e)
+            }),
         ]
     }
 
@@ -165,6 +174,15 @@ mod tests {
         #[test]
         fn operator_ingress_reaches_every_live_public_agent(target in arb_agent()) {
             let verdict = admit(&Provenance::Operator, None, Target::from(&target));
+            let open = target.profile.visibility == Visibility::Public
+                && target.state != LifecycleState::Archived;
+            prop_assert_eq!(verdict.is_ok(), open);
+        }
+
+        #[test]
+        fn events_reach_only_live_public_agents(target in arb_agent(), raw in any::<u128>()) {
+            let event = Provenance::Event { event_id: crate::InboundId::from_u128(raw) };
+            let verdict = admit(&event, None, Target::from(&target));
             let open = target.profile.visibility == Visibility::Public
                 && target.state != LifecycleState::Archived;
             prop_assert_eq!(verdict.is_ok(), open);
@@ -208,8 +226,10 @@ mod tests {
                 Ok(()) => {}
                 Err(Refusal::Archived) => prop_assert_eq!(target.state, LifecycleState::Archived),
                 Err(Refusal::PrivateTarget) => {
-                    let operator_or_creator =
-                        matches!(provenance, Provenance::Operator | Provenance::Creator { .. });
+                    let operator_or_creator = matches!(
+                        provenance,
+                        Provenance::Operator | Provenance::Creator { .. } | Provenance::Event { .. }
+                    );
                     prop_assert!(operator_or_creator);
                 }
                 Err(Refusal::NotSupervisor) => {

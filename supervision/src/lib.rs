@@ -43,7 +43,8 @@ pub use brain::BrainConfig;
 pub use composed::{Composition, Role, ToolLimits};
 pub use event::{Event, EventKind, RunOutcome};
 pub use ids::{
-    AgentId, CleanupId, EventCursor, IdParseError, MessageId, RunId, TaskId, WaitId, WorkItemId,
+    AgentId, CleanupId, EventCursor, IdParseError, InboundId, MessageId, RunId, TaskId, WaitId,
+    WorkItemId,
 };
 pub use ingress::{admit, Refusal, Target};
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};

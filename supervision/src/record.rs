@@ -88,6 +88,9 @@ pub enum Provenance {
     /// The agent that created this (public) agent, bootstrapping it; not
     /// parent supervision.
     Creator { agent_id: AgentId },
+    /// An inbound event routed to the instance whose (public) agent this
+    /// is. Last, so records written before it still decode.
+    Event { event_id: crate::InboundId },
 }
 
 impl Provenance {
@@ -102,6 +105,7 @@ impl Provenance {
             Provenance::TaskResult { .. } => "task_result",
             Provenance::Runtime => "runtime",
             Provenance::Creator { .. } => "creator",
+            Provenance::Event { .. } => "event",
         }
     }
 }

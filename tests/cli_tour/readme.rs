@@ -147,6 +147,10 @@ const COVERED: &[(&str, &str)] = &[
         "serve --brain-command",
         "brains::agents_run_on_the_default_program_their_own_or_the_scripted_brain",
     ),
+    (
+        "instance publish --dedupe-key --payload --type",
+        "events::instance_publish_delivers_an_event_once_and_only_where_it_is_taken",
+    ),
 ];
 
 /// The sources of this test's modules, to check that each named test is
@@ -156,8 +160,10 @@ const MODULES: &[(&str, &str)] = &[
     ("builder", include_str!("builder.rs")),
     ("workspaces", include_str!("workspaces.rs")),
     ("brains", include_str!("brains.rs")),
+    ("events", include_str!("events.rs")),
     ("instances", include_str!("instances.rs")),
     ("connect", include_str!("connect.rs")),
+    ("instances", include_str!("instances.rs")),
     ("turns_under_load", include_str!("../turns_under_load.rs")),
 ];
 

@@ -146,6 +146,9 @@ impl AgentActor {
             message.dedupe_key,
             now_ms(),
         );
+        // Logged only with a message that is really queued, never with a
+        // duplicate (an inbound event's `event_received`).
+        let events = message.events;
         let message_id = record.id;
         // Kept only when it can start a turn right away: the queue holds ids.
         let starts_now = state.queue.is_empty()
@@ -154,7 +157,9 @@ impl AgentActor {
             && state.pace_wake.is_none()
             && state.target.state == LifecycleState::Active;
         state.queue.push_back(message_id);
-        let unwritten = Batch::new().put_queued(record.clone());
+        let unwritten = Batch::new()
+            .put_queued(record.clone())
+            .events(agent_id, events);
         Ok(Enqueued {
             delivered: Delivered {
                 message_id,

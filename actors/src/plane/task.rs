@@ -156,6 +156,7 @@ pub async fn input(
         },
         body,
         dedupe_key: None,
+        events: Vec::new(),
     };
     Ok(Some(
         deliver(&actor.actor, message, ctx.config.call_timeout).await?,

@@ -241,6 +241,7 @@ pub async fn deliver(
         body: payload,
         // Scoped to the trigger, so two triggers' keys never collide.
         dedupe_key: dedupe_key.map(|key| format!("trigger:{wait_id}:{key}")),
+        events: Vec::new(),
     };
     match directory::deliver(&entry.actor, message, ctx.config.call_timeout).await {
         Ok(delivered) => Ok(delivered),

@@ -70,6 +70,7 @@ pub async fn enqueue(
         provenance: Provenance::SelfQueued,
         body,
         dedupe_key: None,
+        events: Vec::new(),
     };
     Ok(deliver(&entry.actor, message, ctx.config.call_timeout).await?)
 }

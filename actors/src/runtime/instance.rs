@@ -122,6 +122,7 @@ pub async fn apply(
         },
     ))?;
     ctx.store.durable().await?;
+    ctx.topology.schedules_changed();
     Ok((
         InstanceView {
             record,
@@ -179,6 +180,7 @@ pub async fn delete(ctx: &Arc<Ctx>, name: &str) -> Result<InstanceView, Instance
     };
     ctx.store.commit(batch)?;
     ctx.store.durable().await?;
+    ctx.topology.schedules_changed();
     Ok(get_after_delete(ctx, view))
 }
 
@@ -206,7 +208,13 @@ fn check(ctx: &Ctx, spec: &InstanceSpec) -> Result<(), InstanceError> {
             ..
         } = ingress
         {
-            let set = std::env::var_os(secret_env).is_some_and(|v| !v.is_empty());
+            // Through the secrets: a name that looks secret has left the
+            // environment at start.
+            let set = ctx
+                .config
+                .secrets
+                .var(secret_env)
+                .is_some_and(|v| !v.is_empty());
             if !set {
                 return Err(InstanceError::Precondition(format!(
                     "the {} webhook's secret_env `{secret_env}` is not set in the daemon's environment",

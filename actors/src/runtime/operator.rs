@@ -14,12 +14,16 @@ use holarchy_supervision::workspace::Binding;
 use holarchy_supervision::{AgentId, AgentRecord, TaskId, TaskRecord};
 use tokio::sync::broadcast;
 
+use holarchy_composition::event::InboundEvent;
+
 use super::handle::Runtime;
 use super::instance::{self, Change, InstanceError, InstanceView};
+use crate::ingress::{self, IngressError, Published};
 use crate::plane::task::{self, TaskError, TaskOutput};
 use crate::plane::wait::{self, WaitError};
 use crate::plane::workspace::{self, View, WorkspaceError};
 use crate::protocol::Delivered;
+use crate::protocol::{SchedulerMsg, SchedulerSnapshot};
 use crate::store::{DurableFuture, StoreError};
 use crate::tree::Walk;
 
@@ -202,6 +206,30 @@ impl Runtime {
             instance::delete(&ctx, &name).await
         })
         .await
+    }
+
+    /// Stores an inbound event for instance `instance` (once per dedupe
+    /// key) and queues it for its agent (see [`crate::ingress`]).
+    pub async fn publish_event(
+        &self,
+        instance: String,
+        event: InboundEvent,
+    ) -> Result<Published, Bounded<IngressError>> {
+        let ctx = self.ctx().clone();
+        bounded(self.ctx().config.call_timeout * 2, async move {
+            ingress::publish(&ctx, &instance, event).await
+        })
+        .await
+    }
+
+    /// What the scheduler last saw; `None` while it is not running.
+    pub async fn scheduler_snapshot(&self) -> Option<SchedulerSnapshot> {
+        let scheduler = self.ctx().topology.scheduler()?;
+        let timeout = Some(self.ctx().config.call_timeout);
+        match scheduler.call(SchedulerMsg::Snapshot, timeout).await {
+            Ok(ractor::rpc::CallResult::Success(snapshot)) => Some(snapshot),
+            _ => None,
+        }
     }
 
     /// A walk of the supervision tree from `roots`, comparing the store

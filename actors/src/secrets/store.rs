@@ -9,10 +9,15 @@ use holarchy_supervision::{
     WaitRecord, WorkItemId, WorkItemRecord,
 };
 
+use holarchy_composition::event::InboundEvent;
 use holarchy_composition::instance::InstanceRecord;
+use holarchy_composition::schedule::ScheduleState;
 
 use super::Secrets;
-use crate::store::{Batch, DurableFuture, InstanceStore, RecoveryInput, Store, StoreError};
+use crate::store::{
+    Batch, DurableFuture, InboundStore, InstanceStore, RecoveryInput, Store, StoreError,
+    StoredEvent,
+};
 
 /// Wraps the runtime's store; reads pass through unchanged.
 pub struct RedactingStore {
@@ -52,6 +57,36 @@ impl InstanceStore for RedactingStore {
         new: Option<&InstanceRecord>,
     ) -> Result<(), StoreError> {
         self.inner.swap_instance(name, expect, new)
+    }
+}
+
+// An inbound event is kept as it arrived, so a replay compares and routes
+// the very bytes that were signed; what reaches the log and the agent (its
+// message, `event_received`) passes `commit`, which redacts.
+impl InboundStore for RedactingStore {
+    fn put_inbound(&self, instance: &str, event: &InboundEvent) -> Result<StoredEvent, StoreError> {
+        self.inner.put_inbound(instance, event)
+    }
+
+    fn inbound(
+        &self,
+        instance: &str,
+        dedupe_key: &str,
+    ) -> Result<Option<InboundEvent>, StoreError> {
+        self.inner.inbound(instance, dedupe_key)
+    }
+
+    fn schedule_state(&self, instance: &str, index: usize) -> Result<ScheduleState, StoreError> {
+        self.inner.schedule_state(instance, index)
+    }
+
+    fn put_schedule_state(
+        &self,
+        instance: &str,
+        index: usize,
+        state: ScheduleState,
+    ) -> Result<(), StoreError> {
+        self.inner.put_schedule_state(instance, index, state)
     }
 }
 

@@ -121,6 +121,24 @@ pub fn event(event: &Event) -> pb::Event {
             out.text = format!("{change} {name}");
             json!({ "instance": name, "change": change, "digest": digest })
         }
+        EventKind::EventReceived {
+            event_id,
+            instance,
+            source,
+            kind,
+            subject,
+            dedupe_key,
+        } => {
+            out.text = format!("{kind} {subject}");
+            json!({
+                "event_id": event_id.to_string(),
+                "instance": instance,
+                "source": source,
+                "type": kind,
+                "subject": subject,
+                "dedupe_key": dedupe_key,
+            })
+        }
         EventKind::CleanupStarted {
             reason,
             agents,

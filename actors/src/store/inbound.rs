@@ -1,0 +1,42 @@
+//! Where inbound events and schedule progress are kept. Apart from the
+//! batch path, like instances: an event is stored once per dedupe key by
+//! an insert-if-absent of its own, before it is routed, and a schedule's
+//! last fired slot is a small record rewritten once per firing.
+
+use holarchy_composition::event::InboundEvent;
+use holarchy_composition::schedule::ScheduleState;
+
+use super::StoreError;
+
+/// What [`InboundStore::put_inbound`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// The event as kept: the one given, or the first one stored under
+    /// its dedupe key.
+    pub event: InboundEvent,
+    /// An event with the same dedupe key was already kept for this
+    /// instance; nothing was written.
+    pub duplicate: bool,
+}
+
+pub trait InboundStore {
+    /// Keeps `event` for `instance` unless one with its dedupe key is
+    /// already kept (one atomic insert-if-absent, so two deliveries racing
+    /// keep one). Durable once a later [`super::Store::durable`] resolves.
+    fn put_inbound(&self, instance: &str, event: &InboundEvent) -> Result<StoredEvent, StoreError>;
+    /// The event kept for `instance` under `dedupe_key`.
+    fn inbound(&self, instance: &str, dedupe_key: &str)
+        -> Result<Option<InboundEvent>, StoreError>;
+    /// The progress of schedule number `index` of `instance` (default: it
+    /// never fired).
+    fn schedule_state(&self, instance: &str, index: usize) -> Result<ScheduleState, StoreError>;
+    /// Replaces it. Durable once a later [`super::Store::durable`]
+    /// resolves; losing it in a crash only makes the next start try the
+    /// same slot again, which the event's dedupe key absorbs.
+    fn put_schedule_state(
+        &self,
+        instance: &str,
+        index: usize,
+        state: ScheduleState,
+    ) -> Result<(), StoreError>;
+}

@@ -1,0 +1,179 @@
+//! `POST /ingress/<provider>/<instance>`: a signed delivery is one turn of
+//! the instance's agent; a bad signature, an oversized body, an unknown
+//! instance or provider record nothing; a replay is answered as one and
+//! not delivered again; an event the instance does not list is ignored.
+
+use std::time::Duration;
+
+use holarchy_composition::webhook::sign;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::{apply, event_messages, received};
+use crate::common::{data_dir, free_addr, handled, messages, Daemon};
+
+const SECRET: &str = "webhook-secret-for-tests-0123456789";
+
+const TRIAGE: &str = r#"
+name = "triage"
+
+[[ingress]]
+source = "webhook"
+provider = "github"
+secret_env = "GH_WEBHOOK_SECRET"
+events = ["issues"]
+"#;
+
+/// One HTTP/1.1 request on a fresh connection; the status and the body
+/// as JSON.
+async fn post(addr: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.expect("head sent");
+    // A server that refuses by Content-Length may close before the body is
+    // all sent; the answer is still there to read.
+    let _ = stream.write_all(body).await;
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer))
+        .await
+        .expect("answered in time")
+        .expect("answer read");
+    let answer = String::from_utf8(answer).expect("utf-8 answer");
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("a status line in {answer:?}"));
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// A GitHub delivery's headers, signed with `secret`.
+fn github(event: &str, delivery: &str, body: &[u8], secret: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("X-GitHub-Event", event.to_owned()),
+        ("X-GitHub-Delivery", delivery.to_owned()),
+        ("X-Hub-Signature-256", sign(secret.as_bytes(), body)),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_delivery_is_one_turn_and_nothing_else_is_recorded() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let http = free_addr();
+    let daemon = Daemon::start_with_env(
+        &data_dir(&root),
+        &["--http-listen", &http, "--max-webhook-bytes", "4096"],
+        &[("GH_WEBHOOK_SECRET", SECRET)],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    let agent = apply(&mut c, TRIAGE).await;
+    let path = "/ingress/github/triage";
+    let body = json!({
+        "action": "opened",
+        "issue": { "number": 12, "title": "crash on start" },
+        "repository": { "full_name": "acme/app" },
+    })
+    .to_string();
+    let body = body.as_bytes();
+
+    // Refusals first: none of them may leave a trace.
+    let wrong = github("issues", "d-1", body, "not-the-secret");
+    assert_eq!(post(&http, path, &wrong, body).await.0, 401);
+    let mut unsigned = github("issues", "d-1", body, SECRET);
+    unsigned.retain(|(name, _)| *name != "X-Hub-Signature-256");
+    assert_eq!(post(&http, path, &unsigned, body).await.0, 401);
+    // Signed, but the body was changed on the way.
+    let tampered = br#"{"action":"deleted"}"#;
+    assert_eq!(
+        post(
+            &http,
+            path,
+            &github("issues", "d-1", body, SECRET),
+            tampered
+        )
+        .await
+        .0,
+        401
+    );
+    let big = vec![b' '; 5000];
+    let (status, _) = post(&http, path, &github("issues", "d-big", &big, SECRET), &big).await;
+    assert_eq!(status, 413);
+    let signed = github("issues", "d-1", body, SECRET);
+    assert_eq!(
+        post(&http, "/ingress/github/nobody", &signed, body).await.0,
+        404
+    );
+    assert_eq!(
+        post(&http, "/ingress/generic/triage", &signed, body)
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        post(&http, "/ingress/gitlab/triage", &signed, body).await.0,
+        404
+    );
+    let not_json = b"not json";
+    let (status, _) = post(
+        &http,
+        path,
+        &github("issues", "d-x", not_json, SECRET),
+        not_json,
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(messages(&mut c, &agent).await.is_empty());
+    assert!(received(&mut c).await.is_empty());
+
+    let (status, accepted) = post(&http, path, &signed, body).await;
+    assert_eq!(status, 202, "{accepted}");
+    assert_eq!(accepted["duplicate"], false);
+    let event_id = accepted["event_id"]
+        .as_str()
+        .expect("an event id")
+        .to_owned();
+
+    // The same delivery again: the same event, and no second message.
+    let (status, replayed) = post(&http, path, &signed, body).await;
+    assert_eq!(status, 200, "{replayed}");
+    assert_eq!(replayed["duplicate"], true);
+    assert_eq!(replayed["event_id"], event_id.as_str());
+
+    // A verified event the instance does not list is ignored.
+    let pr = br#"{"action":"opened","pull_request":{"number":3}}"#;
+    let (status, ignored) = post(&http, path, &github("pull_request", "d-2", pr, SECRET), pr).await;
+    assert_eq!(status, 202, "{ignored}");
+    assert_eq!(ignored["ignored"], true);
+
+    handled(&c, &agent, 1).await;
+    let events = event_messages(&mut c, &agent).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(messages(&mut c, &agent).await.len(), 1);
+    let (message, event) = &events[0];
+    assert_eq!(event["id"], event_id.as_str());
+    assert_eq!(event["source"], "webhook:github");
+    assert_eq!(event["type"], "issues.opened");
+    assert_eq!(event["scope"], "acme/app");
+    assert_eq!(event["subject"], "issue#12");
+    assert_eq!(event["dedupe_key"], "github:d-1");
+    assert_eq!(event["payload"]["issue"]["title"], "crash on start");
+    assert_eq!(message.reply, format!("ack: {}", message.text));
+    assert_eq!(message.attempts, 1);
+
+    let logged = received(&mut c).await;
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(logged[0]["event_id"], event_id.as_str());
+    assert_eq!(logged[0]["instance"], "triage");
+    assert_eq!(logged[0]["type"], "issues.opened");
+    assert_eq!(logged[0]["subject"], "issue#12");
+}
