@@ -15,6 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/holarchy/v1/trigger.proto",
         "proto/holarchy/v1/workspace.proto",
         "proto/holarchy/v1/instance.proto",
+        "proto/holarchy/v1/approval.proto",
     ];
     let descriptors = protox::compile(files, ["proto"])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);

@@ -6,12 +6,14 @@
 //! - [`supervision_service`] serves `holarchy.v1.SupervisionService`.
 //! - [`workspace_service`] serves `holarchy.v1.WorkspaceService`.
 //! - [`instance_service`] serves `holarchy.v1.InstanceService`.
+//! - [`approval_service`] serves `holarchy.v1.ApprovalService`.
 //! - [`plane_service`] serves `holarchy.v1.WorkService` and `holarchy.v1.TriggerService`.
 //! - [`read_model`]: what the services read from the store.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
 //! - [`budget`]: the byte budgets of pages, records and gRPC messages.
 
 pub mod agent_service;
+pub mod approval_service;
 pub mod budget;
 pub mod convert;
 pub mod instance_service;

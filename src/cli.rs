@@ -2,6 +2,7 @@
 //! command is a gRPC client of it. Data goes to stdout (human-readable, or
 //! JSON with `--json`); diagnostics go to stderr.
 
+mod approvals;
 mod bench;
 mod brain_args;
 mod connection_args;
@@ -114,6 +115,24 @@ pub enum Command {
     /// constraints, applied from a manifest.
     #[command(subcommand)]
     Instance(InstanceCommand),
+    /// Tool calls waiting for an operator's approval (an instance's
+    /// `require_approval`).
+    Approvals {
+        /// Only this agent's (id or name).
+        #[arg(long)]
+        agent: Option<String>,
+        /// Decided ones too.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Run a call waiting for approval, once, as its agent.
+    Approve { approval_id: String },
+    /// Refuse a call waiting for approval; the agent reads the reason.
+    Deny {
+        approval_id: String,
+        #[arg(long)]
+        reason: String,
+    },
     /// Deliver an external trigger, as a machine would.
     Trigger {
         token: String,
@@ -491,6 +510,21 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         Command::Instance(command) => {
             let clients = client::connect(&cli.target()).await?;
             instances::instance_command(clients, command, &out).await
+        }
+        Command::Approvals { agent, all } => {
+            let clients = client::connect(&cli.target()).await?;
+            approvals::list(clients, agent.as_deref(), *all, &out).await
+        }
+        Command::Approve { approval_id } => {
+            let clients = client::connect(&cli.target()).await?;
+            approvals::approve(clients, approval_id, &out).await
+        }
+        Command::Deny {
+            approval_id,
+            reason,
+        } => {
+            let clients = client::connect(&cli.target()).await?;
+            approvals::deny(clients, approval_id, reason, &out).await
         }
         Command::Bench(BenchCommand::Idle(args)) => bench::idle(&cli, args).await,
         Command::Bench(BenchCommand::Turns(args)) => bench::turns(&cli, args).await,

@@ -17,6 +17,7 @@ use tower::service_fn;
 
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 use crate::api::pb::agent_service_client::AgentServiceClient;
+use crate::api::pb::approval_service_client::ApprovalServiceClient;
 use crate::api::pb::instance_service_client::InstanceServiceClient;
 use crate::api::pb::runtime_service_client::RuntimeServiceClient;
 use crate::api::pb::supervision_service_client::SupervisionServiceClient;
@@ -58,6 +59,7 @@ pub type WorkClient = WorkServiceClient<InterceptedService<Channel, Auth>>;
 pub type TriggerClient = TriggerServiceClient<InterceptedService<Channel, Auth>>;
 pub type WorkspaceClient = WorkspaceServiceClient<InterceptedService<Channel, Auth>>;
 pub type InstanceClient = InstanceServiceClient<InterceptedService<Channel, Auth>>;
+pub type ApprovalClient = ApprovalServiceClient<InterceptedService<Channel, Auth>>;
 pub type HealthClient = GrpcHealthClient<InterceptedService<Channel, Auth>>;
 
 /// Clients of every holarchy service, sharing one connection. Every one
@@ -74,6 +76,7 @@ pub struct Clients {
     pub triggers: TriggerClient,
     pub workspaces: WorkspaceClient,
     pub instances: InstanceClient,
+    pub approvals: ApprovalClient,
     /// The standard gRPC health check: a call that does no work.
     pub health: HealthClient,
 }
@@ -174,6 +177,9 @@ pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
         instances: InstanceServiceClient::with_interceptor(channel.clone(), auth.clone())
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        approvals: ApprovalServiceClient::with_interceptor(channel.clone(), auth.clone())
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
         health: GrpcHealthClient::with_interceptor(channel, auth),

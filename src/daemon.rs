@@ -31,10 +31,12 @@ use tonic::service::InterceptorLayer;
 use tracing::{info, warn};
 
 use crate::api::agent_service::AgentApi;
+use crate::api::approval_service::ApprovalApi;
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 use crate::api::instance_service::InstanceApi;
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentServiceServer;
+use crate::api::pb::approval_service_server::ApprovalServiceServer;
 use crate::api::pb::instance_service_server::InstanceServiceServer;
 use crate::api::pb::runtime_service_server::RuntimeServiceServer;
 use crate::api::pb::supervision_service_server::SupervisionServiceServer;
@@ -267,6 +269,12 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     health
         .set_serving::<InstanceServiceServer<InstanceApi>>()
         .await;
+    let approvals = ApprovalServiceServer::new(ApprovalApi::new(runtime.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    health
+        .set_serving::<ApprovalServiceServer<ApprovalApi>>()
+        .await;
     let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
@@ -312,7 +320,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .add_service(work.clone())
         .add_service(triggers.clone())
         .add_service(workspaces.clone())
-        .add_service(instances.clone());
+        .add_service(instances.clone())
+        .add_service(approvals.clone());
     let mut unix_stop = stop_rx.clone();
     let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
         listen::unix(unix, limits),
@@ -359,7 +368,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 .add_service(work)
                 .add_service(triggers)
                 .add_service(workspaces)
-                .add_service(instances);
+                .add_service(instances)
+                .add_service(approvals);
             Some(tokio::spawn(router.serve_with_incoming_shutdown(
                 listen::tcp(listener, limits),
                 async move {

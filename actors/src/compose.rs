@@ -44,15 +44,30 @@ pub fn policy(composition: &Composition) -> Policy {
         .with(Layer::Config, config)
 }
 
-/// Why a call may not run now, or `None` when it may.
-pub fn refusal(policy: &Policy, tool: &str) -> Option<String> {
+/// What the policy says of one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Check {
+    Allow,
+    /// Refused, with the reason the brain is told.
+    Refuse(String),
+    /// Parked until an operator approves it; the layer that asks.
+    Approve(Layer),
+}
+
+pub fn check(policy: &Policy, tool: &str) -> Check {
     match policy.evaluate(tool) {
-        Verdict::Allow => None,
-        Verdict::Deny { reason, .. } => Some(reason),
-        Verdict::RequireApproval { layer } => Some(format!(
-            "{tool} needs an operator's approval ({}), and this daemon does not take approvals yet: the call did not run",
-            layer.as_str()
-        )),
+        Verdict::Allow => Check::Allow,
+        Verdict::Deny { reason, .. } => Check::Refuse(reason),
+        Verdict::RequireApproval { layer } => Check::Approve(layer),
+    }
+}
+
+/// Why the policy refuses `tool` outright, if it does; a call that only
+/// needs approval is not refused (for a call an operator approved).
+pub fn denial(policy: &Policy, tool: &str) -> Option<String> {
+    match check(policy, tool) {
+        Check::Refuse(reason) => Some(reason),
+        Check::Allow | Check::Approve(_) => None,
     }
 }
 
@@ -74,10 +89,10 @@ mod tests {
     #[test]
     fn an_instance_without_trigger_ingress_arms_no_trigger() {
         let closed = policy(&composed(ToolLimits::default(), false));
-        assert!(refusal(&closed, "CreateExternalTrigger").is_some());
-        assert!(refusal(&closed, "AgentGet").is_none());
+        assert!(denial(&closed, "CreateExternalTrigger").is_some());
+        assert_eq!(check(&closed, "AgentGet"), Check::Allow);
         let open = policy(&composed(ToolLimits::default(), true));
-        assert!(refusal(&open, "CreateExternalTrigger").is_none());
+        assert_eq!(check(&open, "CreateExternalTrigger"), Check::Allow);
     }
 
     #[test]
@@ -88,9 +103,20 @@ mod tests {
             ..Default::default()
         };
         let p = policy(&composed(limits, true));
-        assert!(refusal(&p, "AgentGet").is_none());
-        let denied = refusal(&p, "ExecCommand").expect("denied");
+        assert_eq!(check(&p, "AgentGet"), Check::Allow);
+        let denied = denial(&p, "ExecCommand").expect("denied");
         assert!(denied.contains("configuration"), "{denied}");
-        assert!(refusal(&p, "Sleep").is_some(), "not on the allow list");
+        assert!(denial(&p, "Sleep").is_some(), "not on the allow list");
+    }
+
+    #[test]
+    fn a_call_that_needs_approval_is_parked_not_refused() {
+        let limits = ToolLimits {
+            require_approval: vec!["ExecCommand".into()],
+            ..Default::default()
+        };
+        let p = policy(&composed(limits, true));
+        assert_eq!(check(&p, "ExecCommand"), Check::Approve(Layer::Config));
+        assert_eq!(denial(&p, "ExecCommand"), None);
     }
 }

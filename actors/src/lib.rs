@@ -17,6 +17,7 @@
 //!    it brings a subtree back, and durable cleanup. Then
 //!    [`plane::spawn`], which creates children through it.
 //! 5. [`context`] (what a brain sees), [`tools`] (what a brain may call),
+//!    [`approval`] (calls parked for an operator),
 //!    [`turn`] (one turn, whichever brain).
 //! 6. [`agent`] (one actor per live agent), [`gateway`] (operator
 //!    ingress), [`ingress`] (inbound events and the scheduler actor that
@@ -30,6 +31,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub mod agent;
+pub mod approval;
 pub mod brain;
 pub mod compose;
 pub mod config;
@@ -66,8 +68,8 @@ pub use runtime::{
     RuntimeSnapshot,
 };
 pub use store::{
-    Batch, CommitFuture, DurableFuture, InboundStore, InstanceStore, RecoveryInput, Store,
-    StoreError, StoredEvent, Write,
+    ApprovalStore, Batch, CommitFuture, DurableFuture, InboundStore, InstanceStore, RecoveryInput,
+    Store, StoreError, StoredEvent, Write,
 };
 
 /// Wall-clock milliseconds since the Unix epoch, for record timestamps.

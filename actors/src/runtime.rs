@@ -228,6 +228,17 @@ impl Actor for RuntimeActor {
                 Err(err) => warn!(error = %err, "worktree sweep failed"),
             }
         });
+        // After recovery, with every agent running: an approved call the
+        // daemon died running is closed (never run again), and outcomes a
+        // crash kept from their agents are told.
+        let ctx = self.ctx.clone();
+        tokio::spawn(async move {
+            match crate::approval::recover(&ctx).await {
+                Ok(0) => {}
+                Ok(told) => info!(told, "approval outcomes delivered after a restart"),
+                Err(err) => warn!(error = %err, "approval recovery failed"),
+            }
+        });
         // After recovery, so a schedule missed while the daemon was down
         // finds its agent running.
         let scheduler = self.spawn_scheduler(&myself).await?;

@@ -11,9 +11,11 @@
 use std::future::Future;
 use std::pin::Pin;
 
+pub use approval::ApprovalStore;
 pub use inbound::{InboundStore, StoredEvent};
 pub use instance::InstanceStore;
 
+mod approval;
 mod inbound;
 mod instance;
 
@@ -181,7 +183,7 @@ pub struct RecoveryInput {
 }
 
 /// Everything the actors read and write.
-pub trait Store: InstanceStore + InboundStore + Send + Sync + 'static {
+pub trait Store: InstanceStore + InboundStore + ApprovalStore + Send + Sync + 'static {
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
     fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError>;
     fn message(

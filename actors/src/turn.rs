@@ -150,11 +150,15 @@ pub async fn run(
         }
         let mut results = Vec::with_capacity(plan.tool_calls.len());
         let mut step_results = Vec::with_capacity(plan.tool_calls.len());
-        let ran = run_calls(
-            &ctx,
+        let caller = TurnCaller {
             agent_id,
             profile,
-            policy.as_ref(),
+            run_id,
+            policy: policy.as_ref(),
+        };
+        let ran = run_calls(
+            &ctx,
+            &caller,
             &plan.tool_calls,
             &mut all_results,
             &mut budget,
@@ -182,6 +186,15 @@ pub async fn run(
     }
 }
 
+/// Who a turn's calls run for, and under which constraints.
+#[derive(Debug, Clone, Copy)]
+struct TurnCaller<'a> {
+    agent_id: AgentId,
+    profile: Profile,
+    run_id: RunId,
+    policy: Option<&'a Policy>,
+}
+
 /// Runs one step's tool calls in order. A step asking for more calls than
 /// `--max-tool-calls-per-step` runs none of them and gets one tool error;
 /// a call whose input (placeholders filled) is over its bound gets a tool
@@ -190,13 +203,17 @@ pub async fn run(
 /// once that is spent, calls get a tool error instead of running.
 async fn run_calls(
     ctx: &Arc<Ctx>,
-    agent_id: AgentId,
-    profile: Profile,
-    policy: Option<&Policy>,
+    caller: &TurnCaller<'_>,
     calls: &[ToolCall],
     all_results: &mut Vec<ToolResult>,
     budget: &mut ResultBudget,
 ) -> Vec<ToolResult> {
+    let TurnCaller {
+        agent_id,
+        profile,
+        run_id,
+        policy,
+    } = *caller;
     let limits = &ctx.config.limits;
     if calls.len() > limits.max_tool_calls_per_step {
         let error = format!(
@@ -228,12 +245,14 @@ async fn run_calls(
         }
         let limit = limits.tool_input_bytes(&call.name);
         // The instance's constraints come before the tool runs at all: a
-        // denied call is a tool error, never a side effect.
-        if let Some(reason) = policy.and_then(|p| compose::refusal(p, &call.name)) {
+        // denied call is a tool error, never a side effect; one that needs
+        // approval is parked with its input filled in, as it would run.
+        let check = policy.map_or(compose::Check::Allow, |p| compose::check(p, &call.name));
+        if let compose::Check::Refuse(reason) = &check {
             let refused = ToolResult {
                 tool: call.name.clone(),
                 input: written(&call.input, limit),
-                output: tools::error_json(ErrorKind::Refused, &reason).to_string(),
+                output: tools::error_json(ErrorKind::Refused, reason).to_string(),
                 is_error: true,
             };
             all_results.push(refused.clone());
@@ -248,7 +267,12 @@ async fn run_calls(
                     name: call.name.clone(),
                     input,
                 };
-                tools::call(ctx, agent_id, profile, &filled).await
+                match check {
+                    compose::Check::Approve(layer) => {
+                        parked(ctx, agent_id, run_id, &filled, layer).await
+                    }
+                    _ => tools::call(ctx, agent_id, profile, &filled).await,
+                }
             }
             Err(err) => ToolResult {
                 tool: call.name.clone(),
@@ -265,6 +289,26 @@ async fn run_calls(
         results.push(result);
     }
     results
+}
+
+/// A call parked for an operator's approval, as the brain sees it.
+async fn parked(
+    ctx: &Ctx,
+    agent_id: AgentId,
+    run_id: RunId,
+    call: &ToolCall,
+    layer: holarchy_composition::constraint::Layer,
+) -> ToolResult {
+    let (output, is_error) = match crate::approval::park(ctx, agent_id, run_id, call, layer).await {
+        Ok(output) => (output, false),
+        Err(err) => (err.to_json(), true),
+    };
+    ToolResult {
+        tool: call.name.clone(),
+        input: call.input.to_string(),
+        output: output.to_string(),
+        is_error,
+    }
 }
 
 /// A call's input as written, cut to `limit` bytes if it is longer.

@@ -8,6 +8,7 @@
 //! skill folders, bounded. The store keeps the records, the actors enforce
 //! the rules, the daemon's edges (gRPC, HTTP, schedules) feed events in.
 
+pub mod approval;
 pub mod constraint;
 pub mod decision;
 pub mod event;

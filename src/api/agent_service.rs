@@ -87,12 +87,19 @@ impl AgentApi {
             .work_items_of(record.id)?
             .into_iter()
             .find(|w| w.status == WorkStatus::Active);
-        Ok(convert::summary(
-            record,
-            live.as_ref(),
-            &waits,
-            focus.as_ref(),
-        ))
+        let mut summary = convert::summary(record, live.as_ref(), &waits, focus.as_ref());
+        // A call parked for an operator is something the agent waits on
+        // like a wait: listed the same way.
+        if record.composition.is_some() {
+            let approvals = self.runtime.approvals(Some(record.id)).unwrap_or_default();
+            summary.waiting_on.extend(
+                approvals
+                    .iter()
+                    .filter(|a| !a.status.is_decided())
+                    .map(|a| format!("approval {} of {} ({})", a.id, a.tool, a.status.name())),
+            );
+        }
+        Ok(summary)
     }
 
     async fn control(

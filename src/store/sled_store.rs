@@ -23,6 +23,8 @@
 //! - `instances`: instance name          -> InstanceRecord (written by compare-and-swap, not in batches)
 //! - `inbound`: instance \0 dedupe key     -> InboundEvent (insert-if-absent, not in batches)
 //! - `schedules`: instance \0 index (u64 BE) -> ScheduleState (not in batches)
+//! - `approvals`: approval id             -> ApprovalRecord (compare-and-swap on its status, not in batches)
+//! - `agent_approvals`: agent id ++ approval id -> (empty): an agent's approvals, oldest first
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -72,6 +74,9 @@ const INSTANCES: &str = "instances";
 /// Outside the batch path: see `inbound`.
 const INBOUND: &str = "inbound";
 const SCHEDULES: &str = "schedules";
+/// Outside the batch path: see `approvals`.
+const APPROVALS: &str = "approvals";
+const AGENT_APPROVALS: &str = "agent_approvals";
 
 /// Every tree, in the order `apply::apply` takes them in a transaction.
 const APPLY_ORDER: [&str; 19] = [
@@ -169,6 +174,8 @@ pub struct SledStore {
     instances: Tree,
     inbound: Tree,
     schedules: Tree,
+    approvals: Tree,
+    agent_approvals: Tree,
     /// Applies batches (see `writer`).
     writer: Arc<Writer>,
     /// Applies concurrent grouped batches in one transaction.
@@ -235,6 +242,8 @@ impl SledStore {
             instances: tree(INSTANCES)?,
             inbound: tree(INBOUND)?,
             schedules: tree(SCHEDULES)?,
+            approvals: tree(APPROVALS)?,
+            agent_approvals: tree(AGENT_APPROVALS)?,
             events,
             grouped: Grouped::start(writer.clone())?,
             writer,
@@ -627,6 +636,7 @@ impl Store for SledStore {
 }
 
 mod apply;
+mod approvals;
 mod encoded;
 mod grouped;
 mod inbound;

@@ -169,6 +169,11 @@ ulid_id!(
     InboundId,
     "evt_"
 );
+ulid_id!(
+    /// Identifies one tool call parked for an operator's approval.
+    ApprovalId,
+    "apr_"
+);
 
 /// Position in the event log. Cursor `n` names the `n`-th event (1-based);
 /// cursor 0 is "before the first event". Dense and gap-free, so a client

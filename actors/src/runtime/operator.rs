@@ -11,13 +11,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use holarchy_supervision::workspace::Binding;
-use holarchy_supervision::{AgentId, AgentRecord, TaskId, TaskRecord};
+use holarchy_supervision::{AgentId, AgentRecord, ApprovalId, TaskId, TaskRecord};
 use tokio::sync::broadcast;
 
 use holarchy_composition::event::InboundEvent;
 
 use super::handle::Runtime;
 use super::instance::{self, Change, InstanceError, InstanceView};
+use crate::approval::{self, ApprovalError};
 use crate::ingress::{self, IngressError, Published};
 use crate::plane::task::{self, TaskError, TaskOutput};
 use crate::plane::wait::{self, WaitError};
@@ -26,6 +27,7 @@ use crate::protocol::Delivered;
 use crate::protocol::{SchedulerMsg, SchedulerSnapshot};
 use crate::store::{DurableFuture, StoreError};
 use crate::tree::Walk;
+use holarchy_composition::approval::ApprovalRecord;
 
 /// An operator's change that failed, or did not finish in time.
 #[derive(Debug, thiserror::Error)]
@@ -230,6 +232,33 @@ impl Runtime {
             Ok(ractor::rpc::CallResult::Success(snapshot)) => Some(snapshot),
             _ => None,
         }
+    }
+
+    /// Calls parked for approval: one agent's, or every agent's.
+    pub fn approvals(&self, agent: Option<AgentId>) -> Result<Vec<ApprovalRecord>, ApprovalError> {
+        approval::list(self.ctx(), agent)
+    }
+
+    /// Runs a parked call once, as its agent, and tells the agent.
+    pub async fn approve(&self, id: ApprovalId) -> Result<ApprovalRecord, Bounded<ApprovalError>> {
+        let ctx = self.ctx().clone();
+        bounded(self.change_deadline(), async move {
+            approval::approve(&ctx, id).await
+        })
+        .await
+    }
+
+    /// Refuses a parked call; the agent is told `reason`.
+    pub async fn deny(
+        &self,
+        id: ApprovalId,
+        reason: String,
+    ) -> Result<ApprovalRecord, Bounded<ApprovalError>> {
+        let ctx = self.ctx().clone();
+        bounded(self.change_deadline(), async move {
+            approval::deny(&ctx, id, reason).await
+        })
+        .await
     }
 
     /// A walk of the supervision tree from `roots`, comparing the store

@@ -5,18 +5,19 @@ use std::sync::Arc;
 
 use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
-    AgentId, AgentRecord, MessageId, MessageRecord, OutputChunk, TaskId, TaskRecord, WaitId,
-    WaitRecord, WorkItemId, WorkItemRecord,
+    AgentId, AgentRecord, ApprovalId, MessageId, MessageRecord, OutputChunk, TaskId, TaskRecord,
+    WaitId, WaitRecord, WorkItemId, WorkItemRecord,
 };
 
+use holarchy_composition::approval::{ApprovalRecord, ApprovalStatus};
 use holarchy_composition::event::InboundEvent;
 use holarchy_composition::instance::InstanceRecord;
 use holarchy_composition::schedule::ScheduleState;
 
 use super::Secrets;
 use crate::store::{
-    Batch, DurableFuture, InboundStore, InstanceStore, RecoveryInput, Store, StoreError,
-    StoredEvent,
+    ApprovalStore, Batch, DurableFuture, InboundStore, InstanceStore, RecoveryInput, Store,
+    StoreError, StoredEvent,
 };
 
 /// Wraps the runtime's store; reads pass through unchanged.
@@ -63,6 +64,47 @@ impl InstanceStore for RedactingStore {
 // An inbound event is kept as it arrived, so a replay compares and routes
 // the very bytes that were signed; what reaches the log and the agent (its
 // message, `event_received`) passes `commit`, which redacts.
+// An approval holds a tool's input and output, which an agent and its
+// programs wrote: redacted like every batch before it is stored.
+impl ApprovalStore for RedactingStore {
+    fn approval(&self, id: ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.inner.approval(id)
+    }
+
+    fn approvals(
+        &self,
+        agent: Option<AgentId>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        self.inner.approvals(agent, limit)
+    }
+
+    fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
+        self.inner.insert_approval(&self.redacted(record))
+    }
+
+    fn swap_approval(
+        &self,
+        expect: &ApprovalStatus,
+        new: &ApprovalRecord,
+    ) -> Result<(), StoreError> {
+        self.inner.swap_approval(expect, &self.redacted(new))
+    }
+}
+
+impl RedactingStore {
+    fn redacted(&self, record: &ApprovalRecord) -> ApprovalRecord {
+        let mut record = record.clone();
+        self.secrets.redact(&mut record.input);
+        match &mut record.status {
+            ApprovalStatus::Approved { output, .. } => self.secrets.redact(output),
+            ApprovalStatus::Denied { reason } => self.secrets.redact(reason),
+            ApprovalStatus::Pending | ApprovalStatus::Running => {}
+        }
+        record
+    }
+}
+
 impl InboundStore for RedactingStore {
     fn put_inbound(&self, instance: &str, event: &InboundEvent) -> Result<StoredEvent, StoreError> {
         self.inner.put_inbound(instance, event)

@@ -1,0 +1,185 @@
+//! Approvals through the real daemon: a call an instance's constraints
+//! hold is parked (it does not run), survives `kill -9`, runs exactly once
+//! when an operator approves it, and its outcome reaches the agent; a
+//! denied call never runs and the agent reads the reason.
+
+mod common;
+
+use common::{handled, send, tool_call, Daemon};
+use holarchy::api::pb;
+use holarchy::client::Clients;
+use serde_json::{json, Value};
+use tonic::Code;
+
+const GUARDED: &str =
+    "name = \"release\"\n[brain.scripted]\n[constraints]\nrequire_approval = [\"ExecCommand\"]\n";
+
+async fn instance(c: &mut Clients) -> String {
+    c.instances
+        .apply_instance(pb::ApplyInstanceRequest {
+            manifest: GUARDED.into(),
+            files: Default::default(),
+        })
+        .await
+        .expect("applied")
+        .into_inner()
+        .instance
+        .and_then(|i| i.agent)
+        .expect("agent")
+        .agent_id
+}
+
+/// Asks the agent to run `command`; the approval it was parked under.
+async fn park(c: &mut Clients, agent: &str, command: &str, nth: usize) -> String {
+    let call =
+        json!([{ "name": "ExecCommand", "input": { "command": command, "yield_ms": 5000 } }]);
+    send(c, agent, &common::script(call)).await;
+    handled(c, agent, nth).await;
+    let (failed, output) = tool_call(c, agent, "ExecCommand").await;
+    assert!(!failed, "{output}");
+    assert_eq!(output["status"], "pending_approval", "{output}");
+    output["approval_id"]
+        .as_str()
+        .expect("approval id")
+        .to_owned()
+}
+
+async fn pending(c: &mut Clients, agent: &str) -> Vec<pb::Approval> {
+    c.approvals
+        .list_approvals(pb::ListApprovalsRequest {
+            agent_id: agent.into(),
+            include_decided: false,
+        })
+        .await
+        .expect("listed")
+        .into_inner()
+        .approvals
+}
+
+async fn command_tasks(c: &mut Clients, agent: &str) -> usize {
+    c.tasks
+        .list_tasks(pb::ListTasksRequest {
+            agent_id: agent.into(),
+            page_size: 100,
+            page_token: String::new(),
+        })
+        .await
+        .expect("tasks")
+        .into_inner()
+        .tasks
+        .iter()
+        .filter(|t| t.task_kind == "command")
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_call_survives_kill_9_and_runs_once_when_approved() {
+    let root = tempfile::tempdir().expect("tmp");
+    let data = common::data_dir(&root);
+    let mut daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let agent = instance(&mut c).await;
+    let id = park(&mut c, &agent, "echo shipped", 1).await;
+    assert_eq!(command_tasks(&mut c, &agent).await, 0, "parked, not run");
+    let summary = common::get_agent(&mut c, &agent).await;
+    assert!(
+        summary.waiting_on.iter().any(|w| w.contains(&id)),
+        "{:?}",
+        summary.waiting_on
+    );
+
+    daemon.kill9();
+    let daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let waiting = pending(&mut c, &agent).await;
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].approval_id, id);
+    assert_eq!(waiting[0].status, "pending");
+    assert_eq!(
+        serde_json::from_str::<Value>(&waiting[0].input_json).expect("json")["command"],
+        "echo shipped"
+    );
+
+    let done = c
+        .approvals
+        .approve(pb::ApproveRequest {
+            approval_id: id.clone(),
+        })
+        .await
+        .expect("approved")
+        .into_inner();
+    assert_eq!(done.status, "approved");
+    assert!(!done.is_error, "{}", done.output_json);
+    assert!(done.output_json.contains("shipped"), "{}", done.output_json);
+    assert_eq!(command_tasks(&mut c, &agent).await, 1);
+
+    // The agent hears the outcome as a message of its own.
+    let all = handled(&c, &agent, 2).await;
+    let told = &all[1];
+    assert!(
+        told.text.contains(&id) && told.text.contains("approved"),
+        "{}",
+        told.text
+    );
+
+    // Approving again runs nothing.
+    let again = c
+        .approvals
+        .approve(pb::ApproveRequest { approval_id: id })
+        .await
+        .expect_err("already decided");
+    assert_eq!(again.code(), Code::FailedPrecondition);
+    assert_eq!(command_tasks(&mut c, &agent).await, 1);
+    assert!(pending(&mut c, &agent).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_call_never_runs_and_the_agent_reads_why() {
+    let root = tempfile::tempdir().expect("tmp");
+    let daemon = Daemon::start(&common::data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let agent = instance(&mut c).await;
+    let id = park(&mut c, &agent, "echo never", 1).await;
+
+    let no_reason = c
+        .approvals
+        .deny(pb::DenyRequest {
+            approval_id: id.clone(),
+            reason: " ".into(),
+        })
+        .await
+        .expect_err("a reason is needed");
+    assert_eq!(no_reason.code(), Code::InvalidArgument);
+    let denied = c
+        .approvals
+        .deny(pb::DenyRequest {
+            approval_id: id.clone(),
+            reason: "freeze until Monday".into(),
+        })
+        .await
+        .expect("denied")
+        .into_inner();
+    assert_eq!(denied.status, "denied");
+    let all = handled(&c, &agent, 2).await;
+    assert!(
+        all[1].text.contains("freeze until Monday"),
+        "{}",
+        all[1].text
+    );
+    let late = c
+        .approvals
+        .approve(pb::ApproveRequest { approval_id: id })
+        .await
+        .expect_err("denied stays denied");
+    assert_eq!(late.code(), Code::FailedPrecondition);
+    assert_eq!(command_tasks(&mut c, &agent).await, 0, "never ran");
+
+    let unknown = c
+        .approvals
+        .approve(pb::ApproveRequest {
+            approval_id: "apr_01KQZZZZZZZZZZZZZZZZZZZZZZ".into(),
+        })
+        .await
+        .expect_err("unknown");
+    assert_eq!(unknown.code(), Code::NotFound);
+}
