@@ -6,6 +6,8 @@
 
 mod common;
 
+#[path = "cli_tour/approvals.rs"]
+mod approvals;
 #[path = "cli_tour/brains.rs"]
 mod brains;
 #[path = "cli_tour/builder.rs"]

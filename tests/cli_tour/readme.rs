@@ -140,6 +140,18 @@ const COVERED: &[(&str, &str)] = &[
         "instances::an_operator_applies_lists_reads_and_deletes_an_instance",
     ),
     (
+        "approvals",
+        "approvals::an_operator_lists_approves_and_denies_parked_calls",
+    ),
+    (
+        "approve",
+        "approvals::an_operator_lists_approves_and_denies_parked_calls",
+    ),
+    (
+        "deny --reason",
+        "approvals::an_operator_lists_approves_and_denies_parked_calls",
+    ),
+    (
         "serve --skills-dir",
         "instances::an_operator_applies_lists_reads_and_deletes_an_instance",
     ),
@@ -159,6 +171,7 @@ const MODULES: &[(&str, &str)] = &[
     ("ops", include_str!("ops.rs")),
     ("builder", include_str!("builder.rs")),
     ("workspaces", include_str!("workspaces.rs")),
+    ("approvals", include_str!("approvals.rs")),
     ("brains", include_str!("brains.rs")),
     ("events", include_str!("events.rs")),
     ("instances", include_str!("instances.rs")),
