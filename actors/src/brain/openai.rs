@@ -181,7 +181,11 @@ fn record_decision() -> Value {
 /// Whether the model is offered [`RECORD_DECISION`]: only where the turn
 /// logs a decision, and never over a catalog tool of that name.
 fn offers_decision(input: &TurnInput) -> bool {
-    input.logs_decision && !input.tools.iter().any(|tool| tool["name"] == RECORD_DECISION)
+    input.logs_decision
+        && !input
+            .tools
+            .iter()
+            .any(|tool| tool["name"] == RECORD_DECISION)
 }
 
 fn functions(input: &TurnInput) -> Vec<Value> {
