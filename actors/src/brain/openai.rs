@@ -421,6 +421,45 @@ mod tests {
         assert_eq!(plain.decision, None);
     }
 
+    fn input(logs_decision: bool) -> TurnInput {
+        use holarchy_supervision::{AgentId, RunId};
+        TurnInput {
+            agent_id: AgentId::generate(),
+            run_id: RunId::generate(),
+            agent: json!({ "name": "lead" }),
+            role: None,
+            message: super::super::MessageView {
+                message_id: "m".into(),
+                provenance: "operator".into(),
+                from_agent_id: None,
+                text: "hi".into(),
+            },
+            tools: vec![json!({ "name": "AgentGet", "description": "d", "input_schema": {} })],
+            context: Value::Null,
+            step: 1,
+            max_steps: 4,
+            previous_results: Vec::new(),
+            steps: Vec::new(),
+            logs_decision,
+        }
+    }
+
+    #[test]
+    fn only_agents_that_log_decisions_are_offered_the_function() {
+        let names = |input: &TurnInput| -> Vec<String> {
+            functions(input)
+                .iter()
+                .map(|f| f["function"]["name"].as_str().expect("name").to_owned())
+                .collect()
+        };
+        assert_eq!(names(&input(false)), ["AgentGet"]);
+        assert_eq!(names(&input(true)), ["AgentGet", RECORD_DECISION]);
+        // A catalog tool of that name would be shadowed: not offered then.
+        let mut shadowed = input(true);
+        shadowed.tools.push(json!({ "name": RECORD_DECISION }));
+        assert!(!offers_decision(&shadowed));
+    }
+
     #[test]
     fn every_offered_kind_is_one_the_log_accepts() {
         for kind in DECISION_KINDS {
