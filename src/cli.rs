@@ -6,6 +6,7 @@ mod approvals;
 mod bench;
 mod brain_args;
 mod connection_args;
+mod export;
 mod instances;
 mod limit_args;
 mod output;
@@ -111,6 +112,9 @@ pub enum Command {
     /// Workspaces: the host directories an agent may work in.
     #[command(subcommand)]
     Workspace(WorkspaceCommand),
+    /// Append the inbound events, decisions and tool calls after a cursor
+    /// to events.ndjson, decisions.ndjson and actions.ndjson in DIR.
+    Export(export::ExportArgs),
     /// Instances: agents composed from a role, ingress, skills and
     /// constraints, applied from a manifest.
     #[command(subcommand)]
@@ -506,6 +510,10 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         Command::Workspace(command) => {
             let clients = client::connect(&cli.target()).await?;
             workspaces::workspace_command(clients, command, &out).await
+        }
+        Command::Export(args) => {
+            let clients = client::connect(&cli.target()).await?;
+            export::export(clients, args, &out).await
         }
         Command::Instance(command) => {
             let clients = client::connect(&cli.target()).await?;

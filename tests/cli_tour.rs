@@ -18,6 +18,8 @@ mod cli;
 mod connect;
 #[path = "cli_tour/events.rs"]
 mod events;
+#[path = "cli_tour/export.rs"]
+mod export;
 #[path = "cli_tour/instances.rs"]
 mod instances;
 #[path = "cli_tour/ops.rs"]

@@ -74,6 +74,10 @@ pub struct TurnInput {
     pub previous_results: Vec<ResultView>,
     /// Every earlier step of this turn (for conversation-shaped brains).
     pub steps: Vec<StepRecord>,
+    /// The turn logs a decision (an instance's agent or a descendant), so
+    /// a brain may offer its model a way to give one.
+    #[serde(skip)]
+    pub logs_decision: bool,
 }
 
 /// One tool call a brain asks for. `input` is a JSON value.
@@ -92,6 +96,11 @@ pub struct TurnPlan {
     pub tool_calls: Vec<ToolCall>,
     /// The delegated work is finished (meaningful for supervised children).
     pub done: bool,
+    /// The brain's own decision for the turn's log, as it wrote it
+    /// (`{kind, reason, target?, idempotency_key?, requires_approval?}`);
+    /// checked at the turn's end, where one that does not parse is noted,
+    /// never a failure. Only instances' agents record decisions.
+    pub decision: Option<serde_json::Value>,
 }
 
 /// Why a brain could not decide; the turn is recorded as failed.

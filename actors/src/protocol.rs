@@ -196,8 +196,21 @@ pub enum TurnOutcome {
         /// (`--max-steps-per-turn` or its own `max_steps`): the turn ended
         /// there, and its record says so.
         step_limit: Option<u32>,
+        /// Set for the agents that log a decision per turn: an instance's
+        /// agent and its descendants.
+        decision: Option<TurnDecision>,
     },
     BrainFailed(String),
+}
+
+/// What the end of a turn records its decision from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnDecision {
+    /// The instance the agent runs, or descends from.
+    pub instance: String,
+    /// The brain's last explicit decision of the turn, as JSON text; none:
+    /// the decision is derived from what the turn did.
+    pub explicit: Option<String>,
 }
 
 /// The outcome of one tool call, as the brain and the event log see it.

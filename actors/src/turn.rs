@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
 use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput};
-use crate::protocol::{ToolResult, TurnOutcome};
+use crate::protocol::{ToolResult, TurnDecision, TurnOutcome};
 use crate::tools::{self, ErrorKind, ToolError};
 use crate::Ctx;
 use crate::{compose, context};
@@ -118,6 +118,9 @@ pub async fn run(
     let mut reply = None;
     let mut done = false;
     let mut step_limit = None;
+    // Only an instance's agents log decisions; the brain's last one wins.
+    let logs_decision = composition.and_then(|c| c.instance.clone());
+    let mut explicit_decision = None;
     // Every result stays in `all_results`, `recorded` and `steps` until the
     // turn ends, and `steps` goes to the brain at each step: this bounds them.
     let mut budget = ResultBudget::new(limits);
@@ -134,12 +137,16 @@ pub async fn run(
             max_steps,
             previous_results: steps.last().map(|s| s.results.clone()).unwrap_or_default(),
             steps: steps.clone(),
+            logs_decision: logs_decision.is_some(),
         };
         let mut plan = match brain.decide(input).await {
             Ok(plan) => plan,
             Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
         };
         plan.reply = bounded_reply(plan.reply);
+        if let Some(decision) = plan.decision.take() {
+            explicit_decision = Some(decision.to_string());
+        }
         if plan.reply.is_some() {
             reply.clone_from(&plan.reply);
         }
@@ -183,6 +190,10 @@ pub async fn run(
         steps: recorded,
         done,
         step_limit,
+        decision: logs_decision.map(|instance| TurnDecision {
+            instance,
+            explicit: explicit_decision,
+        }),
     }
 }
 

@@ -135,6 +135,23 @@ pub enum EventKind {
         subject: String,
         dedupe_key: String,
     },
+    /// The decision one turn of an instance's agent (or of a descendant)
+    /// recorded, in the same commit as its `run_finished`. `kind` is one
+    /// of the decision vocabulary's names (`no_op`, `invoke_skill`,
+    /// `comment`, `escalate`, `wait`, `tool_calls`); `explicit` says the
+    /// brain gave it rather than the runtime reading it off the turn.
+    /// Last, so logs written before it still decode.
+    Decided {
+        run_id: RunId,
+        /// The instance the agent runs, or descends from.
+        instance: String,
+        kind: String,
+        reason: String,
+        target: Option<String>,
+        idempotency_key: String,
+        requires_approval: bool,
+        explicit: bool,
+    },
 }
 
 impl EventKind {
@@ -156,6 +173,7 @@ impl EventKind {
             EventKind::WorkspaceChanged { .. } => "workspace_changed",
             EventKind::InstanceChanged { .. } => "instance_changed",
             EventKind::EventReceived { .. } => "event_received",
+            EventKind::Decided { .. } => "decided",
         }
     }
 }
@@ -219,6 +237,20 @@ impl EventKind {
                 f(kind);
                 f(subject);
                 f(dedupe_key);
+            }
+            // A brain writes all three when it gives the decision; the
+            // kind and the instance are checked names.
+            EventKind::Decided {
+                reason,
+                target,
+                idempotency_key,
+                ..
+            } => {
+                f(reason);
+                if let Some(target) = target {
+                    f(target);
+                }
+                f(idempotency_key);
             }
         }
     }

@@ -163,6 +163,10 @@ const COVERED: &[(&str, &str)] = &[
         "instance publish --dedupe-key --payload --type",
         "events::instance_publish_delivers_an_event_once_and_only_where_it_is_taken",
     ),
+    (
+        "export --since",
+        "export::export_writes_every_event_decision_and_action_once_and_resumes_from_its_cursor",
+    ),
 ];
 
 /// The sources of this test's modules, to check that each named test is
@@ -174,6 +178,7 @@ const MODULES: &[(&str, &str)] = &[
     ("approvals", include_str!("approvals.rs")),
     ("brains", include_str!("brains.rs")),
     ("events", include_str!("events.rs")),
+    ("export", include_str!("export.rs")),
     ("instances", include_str!("instances.rs")),
     ("connect", include_str!("connect.rs")),
     ("instances", include_str!("instances.rs")),

@@ -1,12 +1,13 @@
 //! The end of a turn: its steps, reply and outcome as one batch of writes,
 //! left for the agent to commit with whatever comes next.
 
-use holarchy_supervision::{EventKind, MessageEvent, RunOutcome};
+use holarchy_composition::decision::{Decision, ToolCall, MAX_REASON_BYTES};
+use holarchy_supervision::{EventKind, MessageEvent, RunId, RunOutcome};
 use ractor::{ActorProcessingErr, ActorRef};
 use tracing::{debug, warn};
 
 use super::{ActiveRun, AgentActor, AgentState};
-use crate::protocol::{AgentMsg, TurnDone, TurnOutcome};
+use crate::protocol::{AgentMsg, ToolResult, TurnDecision, TurnDone, TurnOutcome};
 use crate::store::{Batch, StoreError, Write};
 
 /// What a finished turn leaves for its agent to do once it is written.
@@ -50,10 +51,14 @@ impl AgentActor {
                 steps,
                 done,
                 step_limit,
+                decision,
             } => {
                 // What is stored (the reply, a child's result) never holds a
                 // secret the brain saw.
                 let reply = reply.as_deref().map(crate::secrets::redact_trigger_tokens);
+                // Read off the steps before they move into their events.
+                let decided =
+                    decision.map(|source| decided(run_id, reply.as_deref(), &steps, source));
                 // Every step is recorded, so an operator can replay the turn.
                 for (n, (said, results)) in steps.into_iter().enumerate() {
                     batch = batch.event(
@@ -94,6 +99,11 @@ impl AgentActor {
                             text: text.clone(),
                         },
                     );
+                }
+                // In the turn's own commit: a turn is never logged as
+                // finished without its decision, nor the other way round.
+                if let Some(decided) = decided {
+                    batch = batch.event(agent_id, decided);
                 }
                 batch = batch.event(
                     agent_id,
@@ -146,6 +156,71 @@ impl AgentActor {
         finished.batch = batch.write(Write::PutMessage(message));
         Ok(finished)
     }
+}
+
+/// A turn's `decided` event: the brain's explicit decision when it gave
+/// one that holds, else the one read off the turn. A refused explicit
+/// decision is no failure of the turn: the derived one is recorded, its
+/// reason saying why the brain's was refused.
+fn decided(
+    run_id: RunId,
+    reply: Option<&str>,
+    steps: &[(Option<String>, Vec<ToolResult>)],
+    source: TurnDecision,
+) -> EventKind {
+    let run = run_id.to_string();
+    let derive = || {
+        let calls: Vec<ToolCall<'_>> = steps
+            .iter()
+            .flat_map(|(_, results)| results)
+            .map(|result| ToolCall {
+                name: &result.tool,
+                input_json: &result.input,
+            })
+            .collect();
+        Decision::derive(&run, reply, &calls)
+    };
+    let decision = match source.explicit.as_deref() {
+        None => derive(),
+        Some(json) => match Decision::parse_explicit(&run, json) {
+            Ok(decision) => decision,
+            Err(refused) => {
+                let mut decision = derive();
+                decision.reason = cut(
+                    format!(
+                        "{}; the brain's decision was refused: {refused}",
+                        decision.reason
+                    ),
+                    MAX_REASON_BYTES,
+                );
+                decision
+            }
+        },
+    };
+    // A brain may echo a trigger token it saw; the log never keeps one.
+    let redact = |text: &str| crate::secrets::redact_trigger_tokens(text);
+    EventKind::Decided {
+        run_id,
+        instance: source.instance,
+        kind: decision.kind.as_str().to_owned(),
+        reason: redact(&decision.reason),
+        target: decision.target.as_deref().map(redact),
+        idempotency_key: redact(&decision.idempotency_key),
+        requires_approval: decision.requires_approval,
+        explicit: decision.explicit,
+    }
+}
+
+/// `text` within `max` bytes, cut at a character boundary.
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }
 
 impl AgentActor {

@@ -1,7 +1,7 @@
 //! The command brain: one run of an external program per step. The program
 //! reads one JSON object ([`TurnInput`]) on stdin and prints one JSON object
 //! on stdout: `{"reply": string?, "tool_calls": [{"name", "input"}]?,
-//! "done": bool?}` (see docs/brains.md). A non-zero exit, output that is
+//! "done": bool?, "decision": object?}` (see docs/brains.md). A non-zero exit, output that is
 //! not such JSON, or a timeout fails the turn; the failure keeps the exit
 //! status and the ends of stdout and stderr.
 //!
@@ -50,6 +50,10 @@ struct Decision {
     tool_calls: Option<Vec<ToolCall>>,
     #[serde(default)]
     done: Option<bool>,
+    /// The turn's decision for an instance's log; checked at the turn's
+    /// end, so a malformed one is noted there, never a failed step.
+    #[serde(default)]
+    decision: Option<serde_json::Value>,
 }
 
 /// Reads a pipe to its end, keeping the first `head` bytes and the last
@@ -190,6 +194,7 @@ impl CommandBrain {
             reply: decision.reply,
             tool_calls: decision.tool_calls.unwrap_or_default(),
             done: decision.done.unwrap_or(false),
+            decision: decision.decision,
         })
     }
 }

@@ -8,6 +8,11 @@
 //! message. The API key is read from the named environment variable at
 //! call time and never recorded. An operator abort drops the turn, and with
 //! it the request in flight.
+//!
+//! An agent that logs decisions (an instance's agent and its descendants)
+//! is also offered [`RECORD_DECISION`], a function that is no tool: the brain takes
+//! its call out of the plan as the turn's explicit decision, so it never
+//! runs and the model sees no result for it.
 
 use std::time::Duration;
 
@@ -132,8 +137,59 @@ fn messages(input: &TurnInput) -> Vec<Value> {
     out
 }
 
+/// The function through which a composed agent's model gives its turn's
+/// decision. A function rather than a JSON block in the reply: the server
+/// holds the model to its schema, the reply stays the text people read,
+/// and a model that never calls it changes nothing.
+pub const RECORD_DECISION: &str = "RecordDecision";
+
+/// The decision kinds [`RECORD_DECISION`] offers: the vocabulary of
+/// `holarchy_composition::decision`.
+const DECISION_KINDS: [&str; 6] = [
+    "no_op",
+    "invoke_skill",
+    "comment",
+    "escalate",
+    "wait",
+    "tool_calls",
+];
+
+fn record_decision() -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": RECORD_DECISION,
+            "description": "Record this turn's decision in the audit log: what you decided and why. \
+                It runs nothing and returns nothing; call it with your reply or your other tool calls. \
+                The last one of a turn counts.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "kind": { "type": "string", "enum": DECISION_KINDS },
+                    "reason": { "type": "string", "description": "Why, in a sentence." },
+                    "target": { "type": "string", "description": "What it is about (an issue, a skill); the skill's name for invoke_skill." },
+                    "idempotency_key": { "type": "string", "description": "The same key for the same decision taken again." },
+                    "requires_approval": { "type": "boolean", "description": "Whether an operator should approve it." },
+                },
+                "required": ["kind", "reason"],
+                "additionalProperties": false,
+            },
+        },
+    })
+}
+
+/// Whether the model is offered [`RECORD_DECISION`]: only where the turn
+/// logs a decision, and never over a catalog tool of that name.
+fn offers_decision(input: &TurnInput) -> bool {
+    input.logs_decision
+        && !input
+            .tools
+            .iter()
+            .any(|tool| tool["name"] == RECORD_DECISION)
+}
+
 fn functions(input: &TurnInput) -> Vec<Value> {
-    input
+    let mut functions: Vec<Value> = input
         .tools
         .iter()
         .map(|tool| {
@@ -146,11 +202,17 @@ fn functions(input: &TurnInput) -> Vec<Value> {
                 },
             })
         })
-        .collect()
+        .collect();
+    if offers_decision(input) {
+        functions.push(record_decision());
+    }
+    functions
 }
 
-/// The decision in a chat-completions answer.
-fn plan(answer: &Value, supervised: bool) -> Result<TurnPlan, BrainError> {
+/// The decision in a chat-completions answer. With `decisions` (the model
+/// was offered [`RECORD_DECISION`]), its last call becomes the plan's
+/// explicit decision instead of a tool call.
+fn plan(answer: &Value, supervised: bool, decisions: bool) -> Result<TurnPlan, BrainError> {
     let message = answer
         .pointer("/choices/0/message")
         .ok_or_else(|| failed(format!("the answer has no choices[0].message: {answer}")))?;
@@ -159,7 +221,7 @@ fn plan(answer: &Value, supervised: bool) -> Result<TurnPlan, BrainError> {
         .and_then(Value::as_str)
         .filter(|c| !c.is_empty())
         .map(str::to_owned);
-    let tool_calls: Vec<ToolCall> = message
+    let mut tool_calls: Vec<ToolCall> = message
         .get("tool_calls")
         .and_then(Value::as_array)
         .map(|calls| {
@@ -186,12 +248,25 @@ fn plan(answer: &Value, supervised: bool) -> Result<TurnPlan, BrainError> {
                 .collect()
         })
         .unwrap_or_default();
+    let mut decision = None;
+    if decisions {
+        // Arguments that are not JSON stay a string: the turn's end
+        // refuses it and notes why, as for any malformed decision.
+        tool_calls.retain_mut(|call| {
+            let recorded = call.name == RECORD_DECISION;
+            if recorded {
+                decision = Some(std::mem::take(&mut call.input));
+            }
+            !recorded
+        });
+    }
     // A supervised child is done when it answers without calling a tool.
     let done = supervised && tool_calls.is_empty();
     Ok(TurnPlan {
         reply,
         tool_calls,
         done,
+        decision,
     })
 }
 
@@ -208,6 +283,7 @@ impl OpenAiBrain {
             "messages": messages(&input),
             "tools": functions(&input),
         });
+        let decisions = offers_decision(&input);
         if let Some(temperature) = self.temperature {
             body["temperature"] = json!(temperature);
         }
@@ -238,7 +314,7 @@ impl OpenAiBrain {
                         Ok(bytes) if bytes.len() <= MAX_ANSWER => {
                             let answer: Value = serde_json::from_slice(&bytes)
                                 .map_err(|e| failed(format!("the answer is not JSON: {e}")))?;
-                            return plan(&answer, supervised);
+                            return plan(&answer, supervised, decisions);
                         }
                         Ok(_) => return Err(failed("the answer is too large".into())),
                         // The body broke off: worth another try.
@@ -307,11 +383,91 @@ mod tests {
             { "id": "a", "type": "function", "function": { "name": "Sleep", "arguments": "{\"duration_ms\":5}" } },
             { "id": "b", "type": "function", "function": { "name": "Sleep", "arguments": "not json" } }
         ] } }] });
-        let plan = plan(&answer, true).expect("plan");
+        let plan = plan(&answer, true, false).expect("plan");
         assert_eq!(plan.reply, None);
         assert_eq!(plan.tool_calls[0].input, json!({ "duration_ms": 5 }));
         assert_eq!(plan.tool_calls[1].input, json!("not json"));
         assert!(!plan.done, "tool calls first");
+    }
+
+    #[test]
+    fn a_record_decision_call_is_the_decision_not_a_tool_call() {
+        let answer = json!({ "choices": [{ "message": { "content": "labelled", "tool_calls": [
+            { "id": "a", "type": "function", "function": { "name": RECORD_DECISION, "arguments": "{\"kind\":\"wait\",\"reason\":\"first\"}" } },
+            { "id": "b", "type": "function", "function": { "name": "AgentGet", "arguments": "{}" } },
+            { "id": "c", "type": "function", "function": { "name": RECORD_DECISION, "arguments": "{\"kind\":\"escalate\",\"reason\":\"last\"}" } }
+        ] } }] });
+        let both = plan(&answer, true, true).expect("plan");
+        let names: Vec<&str> = both.tool_calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["AgentGet"]);
+        assert_eq!(
+            both.decision,
+            Some(json!({ "kind": "escalate", "reason": "last" })),
+            "the last call of the answer wins"
+        );
+        assert!(!both.done, "a real tool call is still pending");
+        // A model that only records its decision has finished.
+        let only = json!({ "choices": [{ "message": { "content": null, "tool_calls": [
+            { "id": "a", "type": "function", "function": { "name": RECORD_DECISION, "arguments": "not json" } }
+        ] } }] });
+        let recorded = plan(&only, true, true).expect("plan");
+        assert!(recorded.tool_calls.is_empty());
+        assert_eq!(recorded.decision, Some(json!("not json")));
+        assert!(recorded.done);
+        // Not offered: the call is a tool call like any other (the tool
+        // catalog answers that it has no such tool).
+        let plain = plan(&only, false, false).expect("plan");
+        assert_eq!(plain.tool_calls.len(), 1);
+        assert_eq!(plain.decision, None);
+    }
+
+    fn input(logs_decision: bool) -> TurnInput {
+        use holarchy_supervision::{AgentId, RunId};
+        TurnInput {
+            agent_id: AgentId::generate(),
+            run_id: RunId::generate(),
+            agent: json!({ "name": "lead" }),
+            role: None,
+            message: super::super::MessageView {
+                message_id: "m".into(),
+                provenance: "operator".into(),
+                from_agent_id: None,
+                text: "hi".into(),
+            },
+            tools: vec![json!({ "name": "AgentGet", "description": "d", "input_schema": {} })],
+            context: Value::Null,
+            step: 1,
+            max_steps: 4,
+            previous_results: Vec::new(),
+            steps: Vec::new(),
+            logs_decision,
+        }
+    }
+
+    #[test]
+    fn only_agents_that_log_decisions_are_offered_the_function() {
+        let names = |input: &TurnInput| -> Vec<String> {
+            functions(input)
+                .iter()
+                .map(|f| f["function"]["name"].as_str().expect("name").to_owned())
+                .collect()
+        };
+        assert_eq!(names(&input(false)), ["AgentGet"]);
+        assert_eq!(names(&input(true)), ["AgentGet", RECORD_DECISION]);
+        // A catalog tool of that name would be shadowed: not offered then.
+        let mut shadowed = input(true);
+        shadowed.tools.push(json!({ "name": RECORD_DECISION }));
+        assert!(!offers_decision(&shadowed));
+    }
+
+    #[test]
+    fn every_offered_kind_is_one_the_log_accepts() {
+        for kind in DECISION_KINDS {
+            let json = json!({ "kind": kind, "reason": "r", "target": "t" }).to_string();
+            let decision = holarchy_composition::decision::Decision::parse_explicit("run", &json)
+                .unwrap_or_else(|e| panic!("{kind}: {e}"));
+            assert_eq!(decision.kind.as_str(), kind);
+        }
     }
 
     #[test]

@@ -8,7 +8,8 @@ use super::{Brain, BrainFuture, ToolCall, TurnInput, TurnPlan};
 /// Follows the message when it is a script, acknowledges it otherwise.
 ///
 /// A script is a JSON object with only the keys `reply` (string),
-/// `tool_calls` (array of `{name, input}`) and `done` (bool), all optional.
+/// `tool_calls` (array of `{name, input}`), `done` (bool) and `decision`
+/// (the turn's explicit decision, an object), all optional.
 /// Anything else, including JSON of another shape, is plain text and gets
 /// `ack: <text>`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -22,6 +23,8 @@ struct Script {
     tool_calls: Vec<ToolCall>,
     #[serde(default)]
     done: bool,
+    #[serde(default)]
+    decision: Option<serde_json::Value>,
 }
 
 impl ScriptedBrain {
@@ -31,11 +34,13 @@ impl ScriptedBrain {
                 reply: script.reply,
                 tool_calls: script.tool_calls,
                 done: script.done,
+                decision: script.decision,
             },
             Err(_) => TurnPlan {
                 reply: Some(format!("ack: {body}")),
                 tool_calls: Vec::new(),
                 done: false,
+                decision: None,
             },
         }
     }
@@ -84,6 +89,18 @@ mod tests {
         assert_eq!(plan.tool_calls.len(), 1);
         assert_eq!(plan.tool_calls[0].name, "AgentGet");
         assert!(plan.done);
+    }
+
+    #[test]
+    fn a_script_may_carry_the_turns_decision() {
+        let plan = ScriptedBrain::plan(
+            r#"{"reply":"later","decision":{"kind":"wait","reason":"a human is on it"}}"#,
+        );
+        assert_eq!(plan.reply.as_deref(), Some("later"));
+        assert_eq!(
+            plan.decision,
+            Some(serde_json::json!({"kind": "wait", "reason": "a human is on it"}))
+        );
     }
 
     #[test]

@@ -139,6 +139,29 @@ pub fn event(event: &Event) -> pb::Event {
                 "dedupe_key": dedupe_key,
             })
         }
+        EventKind::Decided {
+            run_id,
+            instance,
+            kind,
+            reason,
+            target,
+            idempotency_key,
+            requires_approval,
+            explicit,
+        } => {
+            out.run_id = run_id.to_string();
+            out.text = kind.clone();
+            json!({
+                "run_id": run_id.to_string(),
+                "instance": instance,
+                "kind": kind,
+                "reason": reason,
+                "target": target,
+                "idempotency_key": idempotency_key,
+                "requires_approval": requires_approval,
+                "explicit": explicit,
+            })
+        }
         EventKind::CleanupStarted {
             reason,
             agents,
