@@ -183,3 +183,78 @@ async fn a_denied_call_never_runs_and_the_agent_reads_why() {
         .expect_err("unknown");
     assert_eq!(unknown.code(), Code::NotFound);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_short_by_kill_9_is_never_run_again_and_the_agent_is_told() {
+    let root = tempfile::tempdir().expect("tmp");
+    let data = common::data_dir(&root);
+    let mut daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let agent = instance(&mut c).await;
+    // The approved call holds its approval `running` while it waits
+    // (up to its yield) for a command that takes longer.
+    let call =
+        json!([{ "name": "ExecCommand", "input": { "command": "sleep 30", "yield_ms": 20000 } }]);
+    send(&mut c, &agent, &common::script(call)).await;
+    handled(&c, &agent, 1).await;
+    let (_, parked) = tool_call(&mut c, &agent, "ExecCommand").await;
+    let id = parked["approval_id"].as_str().expect("parked").to_owned();
+    let mut approving = c.clone();
+    let request = pb::ApproveRequest {
+        approval_id: id.clone(),
+    };
+    let approve = tokio::spawn(async move { approving.approvals.approve(request).await });
+    common::eventually("the approved call running", || {
+        let mut c = c.clone();
+        let agent = agent.clone();
+        async move {
+            let waiting = pending(&mut c, &agent).await;
+            waiting.iter().any(|a| a.status == "running").then_some(())
+        }
+    })
+    .await;
+    daemon.kill9();
+    let _ = approve.await;
+
+    let daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let all = c
+        .approvals
+        .list_approvals(pb::ListApprovalsRequest {
+            agent_id: agent.clone(),
+            include_decided: true,
+        })
+        .await
+        .expect("listed")
+        .into_inner()
+        .approvals;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].status, "approved");
+    assert!(all[0].is_error);
+    assert!(
+        all[0].output_json.contains("not run again"),
+        "{}",
+        all[0].output_json
+    );
+    // The agent hears it after the restart, once (beside the runtime's
+    // notice that its command was cut short).
+    let told = common::eventually("the outcome told", || {
+        let mut c = c.clone();
+        let agent = agent.clone();
+        let id = id.clone();
+        async move {
+            let all = common::messages(&mut c, &agent).await;
+            let told: Vec<_> = all.into_iter().filter(|m| m.text.contains(&id)).collect();
+            (!told.is_empty()).then_some(told)
+        }
+    })
+    .await;
+    assert_eq!(told.len(), 1);
+    assert!(told[0].text.contains("not run again"), "{}", told[0].text);
+    let again = c
+        .approvals
+        .approve(pb::ApproveRequest { approval_id: id })
+        .await
+        .expect_err("closed");
+    assert_eq!(again.code(), Code::FailedPrecondition);
+}

@@ -26,6 +26,7 @@ use tracing::{info, warn};
 
 use crate::brain::ToolCall;
 use crate::protocol::NewMessage;
+use crate::secrets::REDACTED;
 use crate::store::StoreError;
 use crate::tools::{self, ErrorKind, ToolError};
 use crate::{compose, directory, now_ms, Ctx};
@@ -133,6 +134,16 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
             agent.id
         )));
     }
+    // The stored input is redacted: a call whose input held a secret would
+    // run with the marker in its place, so it is refused, not run.
+    let input: Value = serde_json::from_str(&pending.input).map_err(|err| {
+        ApprovalError::Precondition(format!("approval {id}'s input is not JSON: {err}"))
+    })?;
+    if pending.input.contains(REDACTED) {
+        return Err(ApprovalError::Precondition(format!(
+            "approval {id}'s input held a secret, which is not stored: it cannot run; deny it"
+        )));
+    }
     let running = ApprovalRecord {
         status: ApprovalStatus::Running,
         decided_at_ms: Some(now_ms()),
@@ -143,7 +154,6 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
     ctx.store
         .swap_approval(&ApprovalStatus::Pending, &running)?;
     ctx.store.durable().await?;
-    let input: Value = serde_json::from_str(&pending.input).unwrap_or(Value::Null);
     let call = ToolCall {
         name: pending.tool.clone(),
         input,
@@ -153,7 +163,7 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
     let denied = agent
         .composition
         .as_deref()
-        .map(compose::policy)
+        .map(|stored| compose::policy(&compose::current(ctx.store.as_ref(), stored)))
         .and_then(|p| compose::denial(&p, &call.name));
     let (output, is_error) = match denied {
         Some(reason) => (
@@ -172,7 +182,16 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
     ctx.store.swap_approval(&ApprovalStatus::Running, &done)?;
     ctx.store.durable().await?;
     info!(agent_id = %agent.id, approval_id = %id, is_error, "approved call ran");
-    Ok(tell(ctx, done).await)
+    Ok(tell(ctx, stored(ctx, done)).await)
+}
+
+/// The record as the store keeps it (redacted): what the agent is told and
+/// the operator shown, and what later swaps must expect.
+fn stored(ctx: &Ctx, written: ApprovalRecord) -> ApprovalRecord {
+    match ctx.store.approval(written.id) {
+        Ok(Some(record)) => record,
+        Ok(None) | Err(_) => written,
+    }
 }
 
 /// Refuses a pending call with `reason`, and tells the agent.
@@ -196,13 +215,14 @@ pub async fn deny(
     ctx.store.swap_approval(&ApprovalStatus::Pending, &denied)?;
     ctx.store.durable().await?;
     info!(agent_id = %denied.agent_id, approval_id = %id, "call denied");
-    Ok(tell(ctx, denied).await)
+    Ok(tell(ctx, stored(ctx, denied)).await)
 }
 
-/// At start: a call the daemon died running is recorded as such (it is
-/// not run again), and every outcome its agent was not told is told.
-pub async fn recover(ctx: &Arc<Ctx>) -> Result<usize, StoreError> {
-    let mut told = 0;
+/// At start, before the daemon answers: a call the daemon died running is
+/// recorded as such (it is never run again). Returns the decided
+/// approvals whose agents were not told, for [`tell_untold`].
+pub fn close_interrupted(ctx: &Ctx) -> Result<Vec<ApprovalRecord>, StoreError> {
+    let mut untold = Vec::new();
     for record in ctx.store.approvals(None, MAX_LISTED)? {
         let record = if record.status == ApprovalStatus::Running {
             let output = tools::error_json(
@@ -217,15 +237,24 @@ pub async fn recover(ctx: &Arc<Ctx>) -> Result<usize, StoreError> {
                 ..record
             };
             ctx.store.swap_approval(&ApprovalStatus::Running, &ended)?;
-            ended
+            stored(ctx, ended)
         } else {
             record
         };
         if record.status.is_decided() && !record.delivered {
-            ctx.store.durable().await?;
-            if tell(ctx, record).await.delivered {
-                told += 1;
-            }
+            untold.push(record);
+        }
+    }
+    Ok(untold)
+}
+
+/// Tells agents the outcomes a crash kept from them; how many were told.
+pub async fn tell_untold(ctx: &Arc<Ctx>, untold: Vec<ApprovalRecord>) -> Result<usize, StoreError> {
+    ctx.store.durable().await?;
+    let mut told = 0;
+    for record in untold {
+        if tell(ctx, record).await.delivered {
+            told += 1;
         }
     }
     Ok(told)
@@ -243,31 +272,60 @@ fn pending(ctx: &Ctx, id: ApprovalId) -> Result<ApprovalRecord, ApprovalError> {
 }
 
 /// Queues the outcome for the agent (once: the message's dedupe key is
-/// the approval's) and marks it told. An agent not running now is told at
-/// the next start.
-async fn tell(ctx: &Ctx, record: ApprovalRecord) -> ApprovalRecord {
-    let Some(entry) = ctx.directory.get(record.agent_id) else {
-        return record;
-    };
+/// the approval's) and marks it told. An agent that cannot take it now (a
+/// full queue, a restart under way) is tried again a few times in the
+/// background, and at every start until it is told.
+async fn tell(ctx: &Arc<Ctx>, record: ApprovalRecord) -> ApprovalRecord {
+    match tell_once(ctx, &record).await {
+        Ok(told) => told,
+        Err(err) => {
+            warn!(approval_id = %record.id, error = %err, "approval outcome not delivered yet; retrying");
+            let ctx = ctx.clone();
+            let pending = record.clone();
+            tokio::spawn(async move {
+                for attempt in 1..=RETELLS {
+                    tokio::time::sleep(RETELL_EVERY * attempt).await;
+                    if tell_once(&ctx, &pending).await.is_ok() {
+                        return;
+                    }
+                }
+                warn!(approval_id = %pending.id, "approval outcome still not delivered; the next start delivers it");
+            });
+            record
+        }
+    }
+}
+
+/// Times a failed telling is tried again, and the first pause (growing
+/// linearly: 2 s, 4 s, ... about a minute and a half in all).
+const RETELLS: u32 = 8;
+const RETELL_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+async fn tell_once(ctx: &Ctx, record: &ApprovalRecord) -> Result<ApprovalRecord, String> {
+    let entry = ctx
+        .directory
+        .get(record.agent_id)
+        .ok_or_else(|| "its agent is not running".to_owned())?;
     let message = NewMessage {
         provenance: Provenance::Runtime,
         body: record.outcome_message(MAX_MESSAGE_LEN),
         dedupe_key: Some(format!("approval:{}", record.id)),
         events: Vec::new(),
     };
-    if let Err(err) = directory::deliver(&entry.actor, message, ctx.config.call_timeout).await {
-        warn!(approval_id = %record.id, error = %err, "approval outcome not delivered; the next start delivers it");
-        return record;
-    }
+    directory::deliver(&entry.actor, message, ctx.config.call_timeout)
+        .await
+        .map_err(|err| err.to_string())?;
     let told = ApprovalRecord {
         delivered: true,
         ..record.clone()
     };
     match ctx.store.swap_approval(&record.status, &told) {
-        Ok(()) => told,
+        Ok(()) => Ok(told),
         Err(err) => {
+            // Delivered all the same; a start would find it untold and
+            // deliver it again, which the dedupe key makes a no-op.
             warn!(approval_id = %record.id, error = %err, "approval not marked delivered");
-            record
+            Ok(record.clone())
         }
     }
 }

@@ -6,7 +6,24 @@ use std::collections::BTreeSet;
 
 use holarchy_composition::constraint::{Layer, Policy, ToolRules, Verdict};
 use holarchy_supervision::Composition;
+
+use crate::store::InstanceStore;
 use serde::Serialize;
+
+/// The composition an agent runs under now: its instance's, as last
+/// applied, when the instance still exists. A child keeps the copy it was
+/// spawned with only as a fallback (its instance deleted), so tightening a
+/// manifest reaches every descendant from its next turn.
+pub fn current(store: &dyn InstanceStore, stored: &Composition) -> Composition {
+    let applied = stored
+        .instance
+        .as_deref()
+        .and_then(|name| store.instance(name).ok().flatten());
+    match applied {
+        Some(instance) => instance.composition(),
+        None => stored.clone(),
+    }
+}
 
 /// The role a brain is given with every step.
 #[derive(Debug, Clone, Serialize)]

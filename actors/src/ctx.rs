@@ -51,6 +51,10 @@ pub struct Ctx {
     /// stop and a sweep may race for one worktree, and git locks a
     /// repository's worktree list and refs.
     pub worktrees: structure::KeyedLocks<std::path::PathBuf>,
+    /// Serialises applies and deletes of one instance (by name): the
+    /// agent's record and the instance's are two writes, and a second
+    /// apply must see both of the first. Other instances never wait.
+    pub instances: structure::KeyedLocks<String>,
 
     // Counters.
     pub stats: Stats,
@@ -189,6 +193,7 @@ impl Ctx {
             shutting_down: AtomicBool::new(false),
             structure: structure::StructureLocks::default(),
             worktrees: structure::KeyedLocks::default(),
+            instances: structure::KeyedLocks::default(),
             topology: Topology::default(),
             usage: limits::Usage::default(),
             brain_processes,

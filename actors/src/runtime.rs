@@ -231,9 +231,12 @@ impl Actor for RuntimeActor {
         // After recovery, with every agent running: an approved call the
         // daemon died running is closed (never run again), and outcomes a
         // crash kept from their agents are told.
+        // Closed here, before the daemon answers, so no operator's approve
+        // can race it; the telling goes on beside the serving daemon.
+        let untold = crate::approval::close_interrupted(&self.ctx)?;
         let ctx = self.ctx.clone();
         tokio::spawn(async move {
-            match crate::approval::recover(&ctx).await {
+            match crate::approval::tell_untold(&ctx, untold).await {
                 Ok(0) => {}
                 Ok(told) => info!(told, "approval outcomes delivered after a restart"),
                 Err(err) => warn!(error = %err, "approval recovery failed"),

@@ -108,9 +108,12 @@ pub async fn run(
         (Value::Null, Value::Null, Vec::new())
     };
     let view = context::message_view(&message);
-    let composition = record.composition.as_deref();
-    let role = composition.and_then(compose::role);
-    let policy = composition.map(compose::policy);
+    let composition = record
+        .composition
+        .as_deref()
+        .map(|stored| compose::current(ctx.store.as_ref(), stored));
+    let role = composition.as_ref().and_then(compose::role);
+    let policy = composition.as_ref().map(compose::policy);
 
     let mut steps: Vec<StepRecord> = Vec::new();
     let mut all_results: Vec<ToolResult> = Vec::new();

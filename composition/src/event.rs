@@ -165,11 +165,12 @@ fn github_subject(object: &Map<String, Value>) -> Option<String> {
 
 /// A generic webhook: a JSON object with optional string fields `type`
 /// (default `generic`), `scope` (default `generic`), `subject` (default:
-/// the type) and `dedupe_key`. The key is the body's, else the delivery
-/// header's, else `sha256:<hex of the body>` (so a resent identical body
-/// is one event), prefixed with `generic:`. A `null` field counts as absent.
+/// the type) and `dedupe_key`. The key is the body's, else
+/// `sha256:<hex of the body>` (so a resent identical body is one event),
+/// prefixed with `generic:`. Only what the signature covers makes the key:
+/// a delivery header could be changed by whoever replays a captured body.
+/// A `null` field counts as absent.
 pub fn from_generic(
-    delivery: Option<&str>,
     body: &[u8],
     max_payload: usize,
     now_ms: u64,
@@ -186,10 +187,9 @@ pub fn from_generic(
     named_text("scope", &scope, true)?;
     let subject = field("subject")?.unwrap_or(&kind).to_string();
     named_text("subject", &subject, true)?;
-    let key = match (field("dedupe_key")?, delivery) {
-        (Some(key), _) => key.to_string(),
-        (None, Some(delivery)) => delivery.to_string(),
-        (None, None) => format!("sha256:{}", hex::encode(Sha256::digest(body))),
+    let key = match field("dedupe_key")? {
+        Some(key) => key.to_string(),
+        None => format!("sha256:{}", hex::encode(Sha256::digest(body))),
     };
     named_text("dedupe_key", &key, false)?;
     let dedupe_key = format!("generic:{key}");

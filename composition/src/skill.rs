@@ -161,7 +161,7 @@ fn read_head(dir: &Path) -> Result<(Skill, String), SkillError> {
             len: meta.len(),
         });
     }
-    let text = fs::read_to_string(&path).map_err(io)?;
+    let text = read_bounded(&path, &meta).map_err(io)?;
     let (front, body) = front_matter::split(&text).map_err(|detail| SkillError::Invalid {
         path: path.clone(),
         detail,
@@ -188,6 +188,25 @@ fn read_head(dir: &Path) -> Result<(Skill, String), SkillError> {
         },
         body.to_owned(),
     ))
+}
+
+/// Reads the file checked as `checked`, and only that file: one swapped
+/// for a link (or another file) since the check is refused, and no more
+/// than [`MAX_SKILL_BYTES`] is read whatever it has grown to.
+fn read_bounded(path: &Path, checked: &fs::Metadata) -> std::io::Result<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let file = fs::File::open(path)?;
+    let opened = file.metadata()?;
+    if (opened.dev(), opened.ino()) != (checked.dev(), checked.ino()) {
+        return Err(std::io::Error::other("SKILL.md changed while it was read"));
+    }
+    let mut text = String::new();
+    file.take(MAX_SKILL_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_SKILL_BYTES {
+        return Err(std::io::Error::other("SKILL.md grew past its bound"));
+    }
+    Ok(text)
 }
 
 /// Lists `dir` below `rel` into `out`; true when the listing was cut.

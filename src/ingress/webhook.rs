@@ -39,8 +39,6 @@ pub const GITHUB_SIGNATURE: &str = "x-hub-signature-256";
 pub const GITHUB_EVENT: &str = "x-github-event";
 pub const GITHUB_DELIVERY: &str = "x-github-delivery";
 pub const GENERIC_SIGNATURE: &str = "x-holarchy-signature-256";
-/// Optional: the generic provider's dedupe key when the body has none.
-pub const GENERIC_DELIVERY: &str = "x-holarchy-delivery";
 
 pub type Answer = Response<Full<Bytes>>;
 
@@ -108,9 +106,7 @@ pub async fn handle(runtime: &Runtime, max_body: usize, request: Request<Incomin
                 )
             }
         },
-        Provider::Generic => {
-            event::from_generic(header(GENERIC_DELIVERY), &body, max_body, now_ms())
-        }
+        Provider::Generic => event::from_generic(&body, max_body, now_ms()),
     };
     let event = match normalised {
         Ok(event) => event,

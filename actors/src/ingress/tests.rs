@@ -47,7 +47,7 @@ fn a_webhook_event_routes_by_provider_and_event_name() {
         events: Vec::new(),
     }]);
     assert_eq!(route(&generic_only, &event), Route::Undeclared);
-    let generic = from_generic(None, br#"{"type":"deploy"}"#, 1 << 20, 1).expect("event");
+    let generic = from_generic(br#"{"type":"deploy"}"#, 1 << 20, 1).expect("event");
     assert_eq!(route(&generic_only, &generic), Route::Take);
     assert_eq!(route(&spec(vec![github(&[])]), &generic), Route::Undeclared);
 }

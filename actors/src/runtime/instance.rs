@@ -79,7 +79,8 @@ pub async fn apply(
     files: &BTreeMap<String, String>,
 ) -> Result<(InstanceView, Change), InstanceError> {
     let spec = manifest::parse(manifest_text, files)?;
-    check(ctx, &spec)?;
+    check(ctx, &spec).await?;
+    let _one_at_a_time = ctx.instances.lock(spec.name.clone()).await;
     let previous = ctx.store.instance(&spec.name)?;
     let record = InstanceRecord {
         digest: spec.digest(),
@@ -89,8 +90,20 @@ pub async fn apply(
     };
     let name = record.spec.name.clone();
     let agent = agent_of(ctx, &name)?;
-    let same = previous.as_ref().is_some_and(|p| p.digest == record.digest);
-    if same && agent.as_ref().is_some_and(|a| a.state.is_live()) {
+    // Unchanged only if the agent runs exactly this too: an apply cut
+    // short after writing the agent (a crash) must be finished, not
+    // reported as done.
+    let brain = record
+        .spec
+        .brain
+        .clone()
+        .unwrap_or_else(|| ctx.config.default_brain.clone());
+    let composed = record.composition();
+    let same = previous.as_ref().is_some_and(|p| p.digest == record.digest)
+        && agent.as_ref().is_some_and(|a| {
+            a.state.is_live() && a.brain == brain && a.composition.as_deref() == Some(&composed)
+        });
+    if same {
         let previous = previous.unwrap_or(record);
         return Ok((
             InstanceView {
@@ -157,6 +170,7 @@ pub fn list(ctx: &Ctx) -> Result<Vec<InstanceView>, InstanceError> {
 /// the instance. A crash between the two leaves the record of an instance
 /// whose agent has ended; deleting again finishes.
 pub async fn delete(ctx: &Arc<Ctx>, name: &str) -> Result<InstanceView, InstanceError> {
+    let _one_at_a_time = ctx.instances.lock(name.to_owned()).await;
     let view = get(ctx, name)?;
     if let Some(agent) = view.agent.as_ref().filter(|a| a.state.is_live()) {
         cleanup::run(ctx, agent.id, CleanupReason::Archived, Batch::new())
@@ -197,8 +211,12 @@ fn get_after_delete(ctx: &Ctx, view: InstanceView) -> InstanceView {
 }
 
 /// The names a spec uses, against what this daemon has.
-fn check(ctx: &Ctx, spec: &InstanceSpec) -> Result<(), InstanceError> {
-    let skills = ctx.skills.reload();
+async fn check(ctx: &Arc<Ctx>, spec: &InstanceSpec) -> Result<(), InstanceError> {
+    // Reading the skill folders is disk work: off the async workers.
+    let reading = ctx.clone();
+    let skills = tokio::task::spawn_blocking(move || reading.skills.reload())
+        .await
+        .map_err(|err| InstanceError::Precondition(format!("reading the skills failed: {err}")))?;
     let tools: Vec<&str> = crate::tools::CATALOG.iter().map(|t| t.name).collect();
     manifest::check_references(spec, &|name| skills.contains(name), &tools)?;
     for ingress in &spec.ingress {

@@ -73,14 +73,26 @@ impl Tool for LoadSkill {
         if !yours {
             return Err(LoadSkillError::NotYours(input.name));
         }
-        let catalog = ctx.skills.current();
-        let skill = catalog
+        let skill = ctx
+            .skills
+            .current()
             .get(&input.name)
+            .cloned()
             .ok_or_else(|| LoadSkillError::Gone(input.name.clone()))?;
-        let loaded = skill.load().map_err(|source| LoadSkillError::Unreadable {
-            name: input.name.clone(),
-            source,
-        })?;
+        // Disk reads, bounded but not instant: off the async workers.
+        let loaded = tokio::task::spawn_blocking(move || skill.load())
+            .await
+            .map_err(|err| LoadSkillError::Unreadable {
+                name: input.name.clone(),
+                source: SkillError::Invalid {
+                    path: std::path::PathBuf::new(),
+                    detail: err.to_string(),
+                },
+            })?
+            .map_err(|source| LoadSkillError::Unreadable {
+                name: input.name.clone(),
+                source,
+            })?;
         Ok(json!({
             "name": loaded.skill.name,
             "description": loaded.skill.description,

@@ -89,7 +89,7 @@ fn github_derived_fields_are_truncated_at_a_char_boundary() {
 #[test]
 fn generic_defaults_and_keys() {
     let body = br#"{"n":1}"#;
-    let event = from_generic(None, body, LIMIT, 5).expect("accepted");
+    let event = from_generic(body, LIMIT, 5).expect("accepted");
     assert_eq!(
         (
             event.kind.as_str(),
@@ -104,23 +104,20 @@ fn generic_defaults_and_keys() {
     );
     assert_eq!(event.source, "webhook:generic");
 
-    let from_header = from_generic(Some("h-1"), body, LIMIT, 5).expect("accepted");
-    assert_eq!(from_header.dedupe_key, "generic:h-1");
-
     let named = br#"{"type":"deploy.done","scope":"prod","subject":"v1.2","dedupe_key":"k9","dedupe":null}"#;
-    let event = from_generic(Some("h-1"), named, LIMIT, 5).expect("accepted");
+    let event = from_generic(named, LIMIT, 5).expect("accepted");
     assert_eq!(event.kind, "deploy.done");
     assert_eq!(event.scope, "prod");
     assert_eq!(event.subject, "v1.2");
     assert_eq!(
         event.dedupe_key, "generic:k9",
-        "the body's key wins over the header"
+        "the body's key names the event"
     );
 }
 
 #[test]
 fn generic_refusals() {
-    let refuse = |body: &str| from_generic(None, body.as_bytes(), LIMIT, 0);
+    let refuse = |body: &str| from_generic(body.as_bytes(), LIMIT, 0);
     assert_eq!(refuse(r#"{"type":3}"#), Err(EventError::NotAString("type")));
     assert_eq!(refuse(r#"{"type":""}"#), Err(EventError::Empty("type")));
     assert_eq!(
@@ -146,7 +143,7 @@ fn generic_refusals() {
         })
     ));
     assert!(matches!(
-        from_generic(None, b"{\"a\":\"\xff\"}", LIMIT, 0),
+        from_generic(b"{\"a\":\"\xff\"}", LIMIT, 0),
         Err(EventError::InvalidJson(_))
     ));
 }
@@ -287,8 +284,8 @@ proptest! {
     }
 
     #[test]
-    fn generic_never_panics_and_stays_in_bounds(delivery in proptest::option::of(".{0,300}"), body in any_body(), limit in 0usize..400) {
-        if let Ok(accepted) = from_generic(delivery.as_deref(), &body, limit, 0) {
+    fn generic_never_panics_and_stays_in_bounds(body in any_body(), limit in 0usize..400) {
+        if let Ok(accepted) = from_generic(&body, limit, 0) {
             assert_within_bounds(&accepted, limit)?;
         }
     }
@@ -308,8 +305,8 @@ proptest! {
         let first = from_github("issues", &delivery, &body, LIMIT, 1);
         let again = from_github("issues", &delivery, &body, LIMIT, 2);
         prop_assert_eq!(first.map(|e| e.dedupe_key), again.map(|e| e.dedupe_key));
-        let first = from_generic(None, &body, LIMIT, 1);
-        let again = from_generic(None, &body, LIMIT, 2);
+        let first = from_generic(&body, LIMIT, 1);
+        let again = from_generic(&body, LIMIT, 2);
         if let (Ok(first), Ok(again)) = (first, again) {
             prop_assert_eq!(first.dedupe_key, again.dedupe_key);
             prop_assert_ne!(first.id, again.id);

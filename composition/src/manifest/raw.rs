@@ -12,6 +12,7 @@ use super::{
     MAX_INGRESS, MAX_LIST, MAX_PAYLOAD_BYTES, MAX_SKILLS, MAX_TURNS_PER_HOUR,
 };
 use crate::role;
+use crate::schedule::Schedule;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -215,11 +216,10 @@ impl IngressEntry {
                 if payload.len() > MAX_PAYLOAD_BYTES {
                     return Err(ManifestError::PayloadTooLarge { len: payload.len() });
                 }
-                if cron.len() > 256 || timezone.as_ref().is_some_and(|tz| tz.len() > 64) {
-                    return Err(ManifestError::Schedule(
-                        "cron is at most 256 bytes, timezone at most 64".into(),
-                    ));
-                }
+                // Parsed now: a typo is refused at apply, not found later
+                // by a schedule that never fires.
+                Schedule::parse(&cron, timezone.as_deref())
+                    .map_err(|err| ManifestError::Schedule(err.to_string()))?;
                 Ingress::Schedule {
                     cron,
                     timezone,

@@ -134,6 +134,14 @@ fn mistakes_are_named() {
             "unknown field",
         ),
         ("name = \"a\"\n[constraints]\nmax_turns_per_hour = 0", "max_turns_per_hour"),
+        (
+            "name = \"a\"\n[[ingress]]\nsource = \"schedule\"\ncron = \"0 9 * * FUNDAY\"",
+            "ingress",
+        ),
+        (
+            "name = \"a\"\n[[ingress]]\nsource = \"schedule\"\ncron = \"0 9 * * *\"\ntimezone = \"Mars/Olympus\"",
+            "ingress",
+        ),
     ];
     for (text, word) in cases {
         let err = parse(text, &files()).expect_err(text).to_string();

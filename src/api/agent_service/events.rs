@@ -107,6 +107,9 @@ impl Follower {
                 self.ready.push_back(event);
             }
             if full {
+                // A filtered watch may read page after page without a
+                // match: give the worker back between pages.
+                tokio::task::consume_budget().await;
                 continue;
             }
             if !self.watch.follow {
