@@ -258,3 +258,27 @@ async fn a_call_cut_short_by_kill_9_is_never_run_again_and_the_agent_is_told() {
         .expect_err("closed");
     assert_eq!(again.code(), Code::FailedPrecondition);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brain_that_asks_for_approval_has_its_calls_parked() {
+    let root = tempfile::tempdir().expect("tmp");
+    let daemon = Daemon::start(&common::data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let agent = instance(&mut c).await;
+    // AgentGet needs no approval by the manifest; the brain asks anyway.
+    let script = json!({
+        "tool_calls": [{ "name": "AgentGet", "input": {} }],
+        "decision": { "kind": "escalate", "reason": "check with a human first", "requires_approval": true },
+    });
+    send(&mut c, &agent, &script.to_string()).await;
+    handled(&c, &agent, 1).await;
+    let (failed, output) = tool_call(&mut c, &agent, "AgentGet").await;
+    assert!(!failed, "{output}");
+    assert_eq!(output["status"], "pending_approval", "{output}");
+    let waiting = pending(&mut c, &agent).await;
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(
+        (waiting[0].tool.as_str(), waiting[0].layer.as_str()),
+        ("AgentGet", "prompt")
+    );
+}

@@ -61,6 +61,16 @@ pub fn policy(composition: &Composition) -> Policy {
         .with(Layer::Config, config)
 }
 
+/// `policy` with its prompt layer asking approval for every one of
+/// `calls`: what a brain's decision with `requires_approval` means.
+pub fn asking_approval(policy: &Policy, calls: &[crate::brain::ToolCall]) -> Policy {
+    let rules = ToolRules {
+        require_approval: calls.iter().map(|c| c.name.clone()).collect(),
+        ..ToolRules::default()
+    };
+    policy.clone().with(Layer::Prompt, rules)
+}
+
 /// What the policy says of one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Check {
@@ -124,6 +134,28 @@ mod tests {
         let denied = denial(&p, "ExecCommand").expect("denied");
         assert!(denied.contains("configuration"), "{denied}");
         assert!(denial(&p, "Sleep").is_some(), "not on the allow list");
+    }
+
+    #[test]
+    fn a_brain_asking_approval_parks_its_calls_but_never_lifts_a_denial() {
+        let limits = ToolLimits {
+            deny: vec!["DetachWorkspace".into()],
+            ..Default::default()
+        };
+        let p = policy(&composed(limits, true));
+        let calls = [
+            crate::brain::ToolCall {
+                name: "AgentGet".into(),
+                input: serde_json::Value::Null,
+            },
+            crate::brain::ToolCall {
+                name: "DetachWorkspace".into(),
+                input: serde_json::Value::Null,
+            },
+        ];
+        let asked = asking_approval(&p, &calls);
+        assert_eq!(check(&asked, "AgentGet"), Check::Approve(Layer::Prompt));
+        assert!(matches!(check(&asked, "DetachWorkspace"), Check::Refuse(_)));
     }
 
     #[test]

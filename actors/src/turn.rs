@@ -147,6 +147,13 @@ pub async fn run(
             Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
         };
         plan.reply = bounded_reply(plan.reply);
+        // A brain may hold its own calls for an operator: a decision with
+        // `requires_approval` parks this step's calls (the prompt layer,
+        // which can only narrow what the instance allows).
+        let asks_approval = plan
+            .decision
+            .as_ref()
+            .is_some_and(|d| d.get("requires_approval") == Some(&Value::Bool(true)));
         if let Some(decision) = plan.decision.take() {
             explicit_decision = Some(decision.to_string());
         }
@@ -160,11 +167,15 @@ pub async fn run(
         }
         let mut results = Vec::with_capacity(plan.tool_calls.len());
         let mut step_results = Vec::with_capacity(plan.tool_calls.len());
+        let step_policy = policy
+            .as_ref()
+            .filter(|_| asks_approval)
+            .map(|p| compose::asking_approval(p, &plan.tool_calls));
         let caller = TurnCaller {
             agent_id,
             profile,
             run_id,
-            policy: policy.as_ref(),
+            policy: step_policy.as_ref().or(policy.as_ref()),
         };
         let ran = run_calls(
             &ctx,
