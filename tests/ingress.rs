@@ -4,6 +4,8 @@
 
 mod common;
 
+#[path = "ingress/example.rs"]
+mod example;
 #[path = "ingress/schedules.rs"]
 mod schedules;
 #[path = "ingress/webhooks.rs"]

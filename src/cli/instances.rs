@@ -183,10 +183,37 @@ fn read_manifest(file: &Path) -> anyhow::Result<pb::ApplyInstanceRequest> {
     {
         bail!("role.prompt_file must be a path");
     }
+    let manifest = with_program_beside(manifest, parsed, file.parent().unwrap_or(Path::new(".")))?;
     Ok(pb::ApplyInstanceRequest {
         manifest,
         files: files.into_iter().collect(),
     })
+}
+
+/// A command brain's `program` written as `./...` or `../...` names a
+/// file beside the manifest, like `prompt_file`: it is sent as an
+/// absolute path, since the brain runs in a folder of its own. Any other
+/// program (a name on the PATH, an absolute path) is sent as written, and
+/// so is the manifest when nothing needs changing.
+fn with_program_beside(
+    text: String,
+    mut parsed: toml::Table,
+    base: &Path,
+) -> anyhow::Result<String> {
+    let program = parsed
+        .get_mut("brain")
+        .and_then(|b| b.get_mut("command"))
+        .and_then(|c| c.get_mut("program"));
+    let Some(toml::Value::String(program)) = program else {
+        return Ok(text);
+    };
+    if !(program.starts_with("./") || program.starts_with("../")) {
+        return Ok(text);
+    }
+    let full = std::path::absolute(base.join(&*program))
+        .with_context(|| format!("cannot resolve the brain program {program}"))?;
+    *program = full.to_string_lossy().into_owned();
+    Ok(toml::to_string(&parsed)?)
 }
 
 fn short(digest: &str) -> &str {

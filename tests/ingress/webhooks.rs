@@ -27,7 +27,12 @@ events = ["issues"]
 
 /// One HTTP/1.1 request on a fresh connection; the status and the body
 /// as JSON.
-async fn post(addr: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, Value) {
+pub(super) async fn post(
+    addr: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (u16, Value) {
     let mut stream = TcpStream::connect(addr).await.expect("connects");
     let mut head = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
@@ -57,7 +62,12 @@ async fn post(addr: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -
 }
 
 /// A GitHub delivery's headers, signed with `secret`.
-fn github(event: &str, delivery: &str, body: &[u8], secret: &str) -> Vec<(&'static str, String)> {
+pub(super) fn github(
+    event: &str,
+    delivery: &str,
+    body: &[u8],
+    secret: &str,
+) -> Vec<(&'static str, String)> {
     vec![
         ("X-GitHub-Event", event.to_owned()),
         ("X-GitHub-Delivery", delivery.to_owned()),
