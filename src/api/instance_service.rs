@@ -192,6 +192,35 @@ impl InstanceService for InstanceApi {
             duplicate: published.duplicate,
         }))
     }
+
+    async fn get_inbound_event(
+        &self,
+        request: Request<pb::GetInboundEventRequest>,
+    ) -> Result<Response<pb::InboundEvent>, Status> {
+        let req = request.into_inner();
+        required("instance", &req.instance)?;
+        required("dedupe_key", &req.dedupe_key)?;
+        let event = self
+            .runtime
+            .inbound_event(&req.instance, &req.dedupe_key)
+            .map_err(ApiError::from)?
+            .ok_or_else(|| {
+                ApiError::NotFound(format!(
+                    "no event of instance `{}` under `{}`",
+                    req.instance, req.dedupe_key
+                ))
+            })?;
+        Ok(Response::new(pb::InboundEvent {
+            id: event.id,
+            source: event.source,
+            r#type: event.kind,
+            scope: event.scope,
+            at_ms: event.at_ms as i64,
+            subject: event.subject,
+            dedupe_key: event.dedupe_key,
+            payload_json: event.payload,
+        }))
+    }
 }
 
 fn instance(view: &InstanceView, agent: Option<pb::AgentSummary>) -> pb::Instance {

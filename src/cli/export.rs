@@ -104,13 +104,16 @@ pub(super) async fn export(
     while let Some(event) = stream.next().await {
         let event = event?;
         last = last.max(event.cursor);
-        let sink = match event.kind.as_str() {
-            "event_received" => &mut events,
-            "decided" => &mut decisions,
-            "tool_called" => &mut actions,
+        match event.kind.as_str() {
+            "event_received" => {
+                let mut line = line(&event);
+                contract(&mut clients, &mut line).await?;
+                events.write(&line)?;
+            }
+            "decided" => decisions.write(&line(&event))?,
+            "tool_called" => actions.write(&line(&event))?,
             _ => continue,
-        };
-        sink.write(&line(&event))?;
+        }
     }
     let summary = json!({
         "events": events.finish()?,
@@ -127,6 +130,36 @@ pub(super) async fn export(
             summary["events"], summary["decisions"], summary["actions"], args.dir.display()
         ));
     }
+    Ok(())
+}
+
+/// Completes an inbound event's line with what the log does not carry
+/// (its `scope`, its own `at` and its `payload`), from the event store.
+/// An event no longer stored keeps the log's fields.
+async fn contract(clients: &mut Clients, line: &mut Value) -> anyhow::Result<()> {
+    let (Some(instance), Some(key)) = (
+        line["instance"].as_str().map(str::to_owned),
+        line["dedupe_key"].as_str().map(str::to_owned),
+    ) else {
+        return Ok(());
+    };
+    let request = pb::GetInboundEventRequest {
+        instance,
+        dedupe_key: key,
+    };
+    let stored = match clients.instances.get_inbound_event(request).await {
+        Ok(found) => found.into_inner(),
+        Err(status) if status.code() == tonic::Code::NotFound => return Ok(()),
+        Err(status) => return Err(status.into()),
+    };
+    line["scope"] = json!(stored.scope);
+    line["type"] = json!(stored.r#type);
+    line["payload"] = serde_json::from_str(&stored.payload_json).unwrap_or(Value::Null);
+    // The contract's `at` is when the event happened; `logged_at` when
+    // the log recorded it.
+    line["logged_at"] = line["at"].take();
+    line["at"] = json!(rfc3339(stored.at_ms));
+    line["at_ms"] = json!(stored.at_ms);
     Ok(())
 }
 

@@ -107,6 +107,11 @@ async fn export_writes_every_event_decision_and_action_once_and_resumes_from_its
         assert_eq!(event["type"], "ticket.opened", "{event}");
         assert_eq!(event["instance"], "desk", "{event}");
         assert!(text(event, "at").ends_with('Z'), "{event}");
+        // The contract's fields the log does not carry come from the
+        // event store.
+        assert_eq!(event["payload"]["ticket"], 1, "{event}");
+        assert_eq!(event["scope"], "desk", "{event}");
+        assert!(text(event, "logged_at").ends_with('Z'), "{event}");
     }
     // Two events replied to, one tool call: derived decisions of the desk.
     let kinds: Vec<&str> = decisions.iter().map(|d| text(d, "kind")).collect();

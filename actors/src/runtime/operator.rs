@@ -224,6 +224,15 @@ impl Runtime {
         .await
     }
 
+    /// The inbound event stored for `instance` under `dedupe_key`.
+    pub fn inbound_event(
+        &self,
+        instance: &str,
+        dedupe_key: &str,
+    ) -> Result<Option<InboundEvent>, StoreError> {
+        self.ctx().store.inbound(instance, dedupe_key)
+    }
+
     /// What the scheduler last saw; `None` while it is not running.
     pub async fn scheduler_snapshot(&self) -> Option<SchedulerSnapshot> {
         let scheduler = self.ctx().topology.scheduler()?;
