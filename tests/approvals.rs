@@ -87,6 +87,26 @@ async fn a_parked_call_survives_kill_9_and_runs_once_when_approved() {
         "{:?}",
         summary.waiting_on
     );
+    let tree = c
+        .supervision
+        .get_tree(pb::GetTreeRequest {
+            agent_id: agent.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("tree")
+        .into_inner();
+    let node = tree
+        .nodes
+        .iter()
+        .find(|n| n.id == id)
+        .expect("the approval in the tree");
+    assert_eq!(
+        (node.node_type.as_str(), node.kind.as_str()),
+        ("wait", "approval")
+    );
+    assert_eq!(node.parent_id, agent);
+    assert_eq!(tree.waits, 1);
 
     daemon.kill9();
     let daemon = Daemon::start(&data).await;
@@ -204,13 +224,12 @@ async fn a_call_cut_short_by_kill_9_is_never_run_again_and_the_agent_is_told() {
         approval_id: id.clone(),
     };
     let approve = tokio::spawn(async move { approving.approvals.approve(request).await });
+    // Its command has started: the call runs only once `running` is on
+    // disk, so the kill lands after that.
     common::eventually("the approved call running", || {
         let mut c = c.clone();
         let agent = agent.clone();
-        async move {
-            let waiting = pending(&mut c, &agent).await;
-            waiting.iter().any(|a| a.status == "running").then_some(())
-        }
+        async move { (command_tasks(&mut c, &agent).await > 0).then_some(()) }
     })
     .await;
     daemon.kill9();

@@ -8,6 +8,7 @@
 //! pre-order, each node with its parent and depth. A nested result would
 //! recurse again when dropped, converted or encoded.
 
+use holarchy_composition::approval::ApprovalRecord;
 use std::collections::{HashMap, HashSet};
 
 use holarchy_supervision::workspace::Place;
@@ -37,6 +38,9 @@ pub enum NodeKind {
         record: WaitRecord,
         actor_alive: bool,
     },
+    /// A tool call waiting for an operator's decision (or running once
+    /// approved); it has no actor: the agent is what waits.
+    Approval { record: ApprovalRecord },
 }
 
 /// One node of the flat, pre-order tree.
@@ -152,6 +156,8 @@ enum Item {
     Agent(AgentRecord),
     Task(TaskRecord),
     Wait(WaitRecord),
+    /// A call parked for an operator: a wait with no actor of its own.
+    Approval(ApprovalRecord),
 }
 
 /// The walk of the stored tree: a [`Preorder`] over its agents, tasks and
@@ -233,6 +239,7 @@ impl<'a> Walk<'a> {
             Item::Agent(record) => self.check_agent(record)?,
             Item::Task(record) => self.check_task(record),
             Item::Wait(record) => self.check_wait(record),
+            Item::Approval(record) => NodeKind::Approval { record },
         };
         Ok(Some(Node {
             parent: pending.parent,
@@ -273,7 +280,7 @@ impl<'a> Walk<'a> {
                 }
                 Ok(Vec::new())
             }
-            Item::Wait(_) => {
+            Item::Wait(_) | Item::Approval(_) => {
                 counts.waits += 1;
                 Ok(Vec::new())
             }
@@ -393,6 +400,11 @@ fn below(
     for wait in store.waits_of(agent_id)? {
         if wait.status == WaitStatus::Armed {
             below.push(pending(Item::Wait(wait)));
+        }
+    }
+    for approval in store.approvals(Some(agent_id), crate::approval::MAX_LISTED)? {
+        if !approval.status.is_decided() {
+            below.push(pending(Item::Approval(approval)));
         }
     }
     for child in store.children_of(agent_id)? {

@@ -96,6 +96,16 @@ fn node(node: &Node, partitions: usize) -> pb::TreeNode {
             actor_alive: *actor_alive,
             ..Default::default()
         },
+        NodeKind::Approval { record } => pb::TreeNode {
+            node_type: "wait".into(),
+            id: record.id.to_string(),
+            name: record.tool.clone(),
+            kind: "approval".into(),
+            state: record.status.name().into(),
+            // No actor of its own: nothing is down.
+            actor_alive: true,
+            ..Default::default()
+        },
         NodeKind::Task {
             record,
             actor_alive,
