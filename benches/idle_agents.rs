@@ -291,6 +291,7 @@ async fn spawn_private(runtime: &Runtime, parent: AgentId, preset: Preset) -> Ag
         name: None,
         workspace_mode: Default::default(),
         root: None,
+        role: None,
     };
     spawn_agent(runtime.ctx(), parent, profile, request)
         .await

@@ -281,6 +281,17 @@ async fn an_instances_constraints_hold_on_its_calls_and_its_childrens_and_its_sk
     let (failed, output) = tool_call(&mut c, &child, "ExecCommand").await;
     assert!(failed && output["kind"] == "refused", "{output}");
     assert!(!marker.exists(), "the child's command never ran either");
+    assert_eq!(summary.role_version, "", "no role to inherit");
+
+    // A spawn may name a role of the child's own; the limits still pass down.
+    let spawn = json!([{ "name": "SpawnAgent", "input": { "initial_message": "hello", "role": "You check links." } }]);
+    send(&mut c, &agent, &common::script(spawn)).await;
+    handled(&c, &agent, 6).await;
+    let spawned = common::tool_output(&mut c, &agent, "SpawnAgent").await;
+    let helper = spawned["agent_id"].as_str().expect("child id").to_owned();
+    let summary = common::get_agent(&mut c, &helper).await;
+    assert!(summary.role_version.starts_with("sha256:"), "{summary:?}");
+    assert_eq!(summary.instance, "guarded");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

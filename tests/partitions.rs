@@ -89,6 +89,7 @@ async fn a_dead_partition_comes_back_with_its_agents_and_the_other_is_untouched(
             fork: false,
             workspace_mode: Default::default(),
             root: None,
+            role: None,
         },
     )
     .await

@@ -324,6 +324,7 @@ async fn spawn_child(
         name: None,
         workspace_mode: Default::default(),
         root: None,
+        role: None,
     };
     let spawned = spawn_agent(runtime.ctx(), parent, profile, request)
         .await
@@ -624,6 +625,7 @@ async fn a_forked_child_inherits_its_parents_work_and_recent_turns_and_a_fresh_o
         name: None,
         workspace_mode: Default::default(),
         root: None,
+        role: None,
     };
     let forked = spawn_agent(runtime.ctx(), parent, profile, spawn(true))
         .await

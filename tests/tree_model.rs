@@ -530,6 +530,7 @@ async fn perform(runtime: &Runtime, action: Action) -> Outcome {
                 name: None,
                 workspace_mode: Default::default(),
                 root: None,
+                role: None,
             };
             let spawned = spawn_agent(ctx, parent.id, parent.profile, request).await;
             trace_failure("spawn", &spawned.as_ref().map(|_| ()));

@@ -10,17 +10,24 @@ use holarchy_supervision::Composition;
 use crate::store::InstanceStore;
 use serde::Serialize;
 
-/// The composition an agent runs under now: its instance's, as last
-/// applied, when the instance still exists. A child keeps the copy it was
-/// spawned with only as a fallback (its instance deleted), so tightening a
-/// manifest reaches every descendant from its next turn.
+/// The composition an agent runs under now: its instance's skills and
+/// constraints as last applied, when the instance still exists, with its
+/// own role. A child keeps the copy it was spawned with only as a fallback
+/// (its instance deleted), so tightening a manifest reaches every
+/// descendant from its next turn.
 pub fn current(store: &dyn InstanceStore, stored: &Composition) -> Composition {
     let applied = stored
         .instance
         .as_deref()
         .and_then(|name| store.instance(name).ok().flatten());
     match applied {
-        Some(instance) => instance.composition(),
+        // The role is the agent's own (a spawn may name one, and the
+        // instance's agent gets the new one at each apply); the rest is
+        // the instance's.
+        Some(instance) => Composition {
+            role: stored.role.clone(),
+            ..instance.composition()
+        },
         None => stored.clone(),
     }
 }

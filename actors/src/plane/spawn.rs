@@ -11,8 +11,8 @@ use holarchy_supervision::spawn::{may_spawn, relations, SpawnRefusal};
 use holarchy_supervision::task::task_label;
 use holarchy_supervision::workspace::{Place, Projection, WorkspaceMode, AGENT_HOME};
 use holarchy_supervision::{
-    AgentId, AgentRecord, EventKind, LifecycleState, MessageRecord, Preset, Profile, Provenance,
-    TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
+    AgentId, AgentRecord, Composition, EventKind, LifecycleState, MessageRecord, Preset, Profile,
+    Provenance, TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
 };
 
 use crate::plane::workspace::path::Roots;
@@ -37,6 +37,23 @@ pub struct SpawnRequest {
     /// The child's root in `explicit_root` mode: a directory inside the
     /// caller's attached set, relative to its active directory or absolute.
     pub root: Option<PathBuf>,
+    /// A role prompt of the child's own; by default it takes its creator's.
+    pub role: Option<String>,
+}
+
+/// The composition a child starts with: its creator's, with its own role
+/// when the spawn names one (an agent outside any instance then gets a
+/// role and nothing else).
+fn child_composition(
+    creator: Option<&Composition>,
+    role: Option<String>,
+) -> Result<Option<Box<Composition>>, SpawnError> {
+    let mut composition = creator.cloned();
+    if let Some(text) = role {
+        let role = holarchy_composition::role::from_text(&text)?;
+        composition.get_or_insert_with(Composition::default).role = Some(role);
+    }
+    Ok(composition.map(Box::new))
 }
 
 /// What was made.
@@ -73,6 +90,8 @@ pub enum SpawnError {
     WorkspaceMoved,
     #[error(transparent)]
     Workspace(#[from] WorkspaceError),
+    #[error("role: {0}")]
+    Role(#[from] holarchy_composition::role::RoleError),
     #[error(transparent)]
     Worktree(#[from] WorktreeError),
 }
@@ -105,6 +124,7 @@ async fn spawn_to_completion(
         fork,
         workspace_mode,
         root,
+        role,
     } = request;
     may_spawn(caller_profile, preset, initial_message.as_deref())?;
     if let Some(body) = &initial_message {
@@ -169,9 +189,9 @@ async fn spawn_to_completion(
         } else {
             None
         },
-        // Role, skills and limits pass down whole: a child must not shed
-        // a limit its creator runs under.
-        composition: caller_record.composition.clone(),
+        // Skills and limits pass down whole: a child must not shed a limit
+        // its creator runs under. The role too, unless the spawn names one.
+        composition: child_composition(caller_record.composition.as_deref(), role)?,
         created_at_ms: now,
         updated_at_ms: now,
     };

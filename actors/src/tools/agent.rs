@@ -68,6 +68,7 @@ pub struct SpawnInput {
     context: Option<Context>,
     workspace_mode: Option<Mode>,
     root: Option<String>,
+    role: Option<String>,
 }
 
 /// The presets a tool may name, in the order the schema lists them.
@@ -120,7 +121,7 @@ impl Tool for SpawnAgent {
         name: "SpawnAgent",
         family: ToolFamily::AgentCreation,
         plane: Plane::Agent,
-        description: "Creates an agent. `preset` is private_child (default), private_delegator or public_named. A private child is supervised by the caller, gets `initial_message` (required) as its first message, and comes back with a task handle; a public agent needs a `name` and keeps only lineage. The child runs on the caller's brain. A private child's `workspace_mode`: `inherit` (default: the caller's attached workspaces and active directory), `worktree` (a git worktree of the caller's active workspace on a new branch `holarchy/<task id>`, owned by the task handle and removed with its branch when the task is stopped or its owner cleaned up; kept after the child completes until then) or `explicit_root` (`root`, a directory inside the caller's attached set, becomes the child's only workspace). A public agent inherits the caller's attached workspaces, not its active one. `context: fork` also gives it the caller's work item, plan and recent turns; `fresh` (the default) only the handoff.",
+        description: "Creates an agent. `preset` is private_child (default), private_delegator or public_named. A private child is supervised by the caller, gets `initial_message` (required) as its first message, and comes back with a task handle; a public agent needs a `name` and keeps only lineage. The child runs on the caller's brain. A private child's `workspace_mode`: `inherit` (default: the caller's attached workspaces and active directory), `worktree` (a git worktree of the caller's active workspace on a new branch `holarchy/<task id>`, owned by the task handle and removed with its branch when the task is stopped or its owner cleaned up; kept after the child completes until then) or `explicit_root` (`root`, a directory inside the caller's attached set, becomes the child's only workspace). A public agent inherits the caller's attached workspaces, not its active one. `context: fork` also gives it the caller's work item, plan and recent turns; `fresh` (the default) only the handoff. A child runs under its creator's role, skills and instance constraints; `role` gives it a role prompt of its own (constraints always pass down).",
     };
     type Input = SpawnInput;
     type Error = SpawnError;
@@ -135,6 +136,7 @@ impl Tool for SpawnAgent {
             root: input.root.map(PathBuf::from),
             initial_message: input.initial_message,
             name: input.name,
+            role: input.role,
         };
         let spawned = spawn::spawn_agent(ctx, caller.agent_id, caller.profile, request).await?;
         Ok(json!({
@@ -173,6 +175,7 @@ impl Classify for SpawnError {
             SpawnError::Invalid(e) => e.kind(),
             SpawnError::Limit(e) => e.kind(),
             SpawnError::NameRequired
+            | SpawnError::Role(_)
             | SpawnError::NameNotAllowed
             | SpawnError::ModeNeedsPrivate(_)
             | SpawnError::RootMismatch => ErrorKind::InvalidInput,

@@ -19,7 +19,7 @@ const PREVIOUS_SCHEMAS: &[(&str, &str)] = &[
     ),
     (
         "SpawnAgent",
-        r#"{"type":"object","properties":{"preset":{"type":"string","enum":["private_child","private_delegator","public_named"]},"initial_message":{"type":"string"},"name":{"type":"string"},"context":{"type":"string","enum":["fresh","fork"]},"workspace_mode":{"type":"string","enum":["inherit","worktree","explicit_root"]},"root":{"type":"string"}},"additionalProperties":false}"#,
+        r#"{"type":"object","properties":{"preset":{"type":"string","enum":["private_child","private_delegator","public_named"]},"initial_message":{"type":"string"},"name":{"type":"string"},"context":{"type":"string","enum":["fresh","fork"]},"workspace_mode":{"type":"string","enum":["inherit","worktree","explicit_root"]},"root":{"type":"string"},"role":{"type":"string"}},"additionalProperties":false}"#,
     ),
     (
         "TaskList",
