@@ -69,7 +69,7 @@ pub async fn park(
     let failed = |err: StoreError| ToolError::new(ErrorKind::Failed, err);
     let waiting = ctx
         .store
-        .approvals(Some(agent_id), MAX_LISTED)
+        .open_approvals(Some(agent_id), MAX_LISTED)
         .map_err(failed)?
         .iter()
         .filter(|a| !a.status.is_decided())
@@ -114,8 +114,18 @@ pub async fn park(
     }))
 }
 
-pub fn list(ctx: &Ctx, agent: Option<AgentId>) -> Result<Vec<ApprovalRecord>, ApprovalError> {
-    Ok(ctx.store.approvals(agent, MAX_LISTED)?)
+/// Approvals waiting on an operator (or on telling their agent); with
+/// `history`, decided ones too, oldest first.
+pub fn list(
+    ctx: &Ctx,
+    agent: Option<AgentId>,
+    history: bool,
+) -> Result<Vec<ApprovalRecord>, ApprovalError> {
+    if history {
+        Ok(ctx.store.approvals(agent, MAX_LISTED)?)
+    } else {
+        Ok(ctx.store.open_approvals(agent, MAX_LISTED)?)
+    }
 }
 
 /// Runs a pending call once, as its agent, and tells the agent.
@@ -223,7 +233,7 @@ pub async fn deny(
 /// approvals whose agents were not told, for [`tell_untold`].
 pub fn close_interrupted(ctx: &Ctx) -> Result<Vec<ApprovalRecord>, StoreError> {
     let mut untold = Vec::new();
-    for record in ctx.store.approvals(None, MAX_LISTED)? {
+    for record in ctx.store.open_approvals(None, MAX_LISTED)? {
         let record = if record.status == ApprovalStatus::Running {
             let output = tools::error_json(
                 ErrorKind::Failed,

@@ -402,7 +402,7 @@ fn below(
             below.push(pending(Item::Wait(wait)));
         }
     }
-    for approval in store.approvals(Some(agent_id), crate::approval::MAX_LISTED)? {
+    for approval in store.open_approvals(Some(agent_id), crate::approval::MAX_LISTED)? {
         if !approval.status.is_decided() {
             below.push(pending(Item::Approval(approval)));
         }

@@ -91,7 +91,7 @@ impl AgentApi {
         // A call parked for an operator is something the agent waits on
         // like a wait: listed the same way.
         if record.composition.is_some() {
-            let approvals = self.runtime.approvals(Some(record.id)).unwrap_or_default();
+            let approvals = self.runtime.approvals(Some(record.id), false)?;
             summary.waiting_on.extend(
                 approvals
                     .iter()

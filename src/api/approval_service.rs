@@ -7,12 +7,17 @@ use holarchy_actors::approval::ApprovalError;
 use holarchy_actors::Runtime;
 use holarchy_composition::approval::{ApprovalRecord, ApprovalStatus};
 use holarchy_supervision::ApprovalId;
+use prost::Message as _;
 use tonic::{Request, Response, Status};
 
 use super::agent_service::parse_agent_id;
 use super::convert::ApiError;
 use super::pb;
 use super::pb::approval_service_server::ApprovalService;
+
+/// Most bytes of approvals one listing answers with: under the 4 MiB
+/// gRPC message bound, whatever the inputs and outputs hold.
+const LIST_BYTES: usize = 3 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 pub struct ApprovalApi {
@@ -56,15 +61,26 @@ impl ApprovalService for ApprovalApi {
         } else {
             Some(parse_agent_id(&req.agent_id)?)
         };
-        let approvals = self
+        let mut approvals = Vec::new();
+        let mut bytes = 0;
+        let mut more = false;
+        let listed = self
             .runtime
-            .approvals(agent)
-            .map_err(ApiError::from)?
+            .approvals(agent, req.include_decided)
+            .map_err(ApiError::from)?;
+        for record in listed
             .iter()
             .filter(|a| req.include_decided || !a.status.is_decided())
-            .map(approval)
-            .collect();
-        Ok(Response::new(pb::ListApprovalsResponse { approvals }))
+        {
+            let one = approval(record);
+            bytes += one.encoded_len();
+            if bytes > LIST_BYTES {
+                more = true;
+                break;
+            }
+            approvals.push(one);
+        }
+        Ok(Response::new(pb::ListApprovalsResponse { approvals, more }))
     }
 
     async fn approve(

@@ -25,6 +25,7 @@
 //! - `schedules`: instance \0 index (u64 BE) -> ScheduleState (not in batches)
 //! - `approvals`: approval id             -> ApprovalRecord (compare-and-swap on its status, not in batches)
 //! - `agent_approvals`: agent id ++ approval id -> (empty): an agent's approvals, oldest first
+//! - `open_approvals`: agent id ++ approval id -> (empty): approvals not yet decided and told
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -77,6 +78,7 @@ const SCHEDULES: &str = "schedules";
 /// Outside the batch path: see `approvals`.
 const APPROVALS: &str = "approvals";
 const AGENT_APPROVALS: &str = "agent_approvals";
+const OPEN_APPROVALS: &str = "open_approvals";
 
 /// Every tree, in the order `apply::apply` takes them in a transaction.
 const APPLY_ORDER: [&str; 19] = [
@@ -176,6 +178,7 @@ pub struct SledStore {
     schedules: Tree,
     approvals: Tree,
     agent_approvals: Tree,
+    open_approvals: Tree,
     /// Applies batches (see `writer`).
     writer: Arc<Writer>,
     /// Applies concurrent grouped batches in one transaction.
@@ -244,6 +247,7 @@ impl SledStore {
             schedules: tree(SCHEDULES)?,
             approvals: tree(APPROVALS)?,
             agent_approvals: tree(AGENT_APPROVALS)?,
+            open_approvals: tree(OPEN_APPROVALS)?,
             events,
             grouped: Grouped::start(writer.clone())?,
             writer,

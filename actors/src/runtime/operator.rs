@@ -243,9 +243,14 @@ impl Runtime {
         }
     }
 
-    /// Calls parked for approval: one agent's, or every agent's.
-    pub fn approvals(&self, agent: Option<AgentId>) -> Result<Vec<ApprovalRecord>, ApprovalError> {
-        approval::list(self.ctx(), agent)
+    /// Calls parked for approval: one agent's, or every agent's; with
+    /// `history`, decided ones too.
+    pub fn approvals(
+        &self,
+        agent: Option<AgentId>,
+        history: bool,
+    ) -> Result<Vec<ApprovalRecord>, ApprovalError> {
+        approval::list(self.ctx(), agent, history)
     }
 
     /// Runs a parked call once, as its agent, and tells the agent.

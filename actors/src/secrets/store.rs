@@ -79,6 +79,14 @@ impl ApprovalStore for RedactingStore {
         self.inner.approvals(agent, limit)
     }
 
+    fn open_approvals(
+        &self,
+        agent: Option<AgentId>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        self.inner.open_approvals(agent, limit)
+    }
+
     fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
         self.inner.insert_approval(&self.redacted(record))
     }

@@ -11,8 +11,18 @@ use super::StoreError;
 pub trait ApprovalStore {
     fn approval(&self, id: ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
     /// Approvals, oldest first, at most `limit`: one agent's (by its
-    /// index) or every agent's.
+    /// index) or every agent's, decided ones included (history).
     fn approvals(
+        &self,
+        agent: Option<AgentId>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalRecord>, StoreError>;
+    /// Open approvals, oldest first, at most `limit`: those not yet
+    /// decided, or decided and not yet told to their agent. Kept in an
+    /// index of their own, so however long the history grows, what an
+    /// operator must act on (and what a start must finish) is found
+    /// without reading it.
+    fn open_approvals(
         &self,
         agent: Option<AgentId>,
         limit: usize,

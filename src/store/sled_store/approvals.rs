@@ -47,6 +47,26 @@ impl ApprovalStore for SledStore {
         Ok(out)
     }
 
+    fn open_approvals(
+        &self,
+        agent: Option<AgentId>,
+        limit: usize,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let keys = match agent {
+            Some(agent) => self.open_approvals.scan_prefix(agent.to_bytes()),
+            None => self.open_approvals.iter(),
+        };
+        let mut out = Vec::new();
+        for entry in keys.take(limit) {
+            let (key, _) = entry.map_err(backend)?;
+            let Some(id) = key.get(16..) else { continue };
+            if let Some(bytes) = self.approvals.get(id).map_err(backend)? {
+                out.push(decode(APPROVALS, &bytes)?);
+            }
+        }
+        Ok(out)
+    }
+
     fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
         let value = encode(APPROVALS, record)?;
         let id = record.id.to_bytes();
@@ -57,8 +77,12 @@ impl ApprovalStore for SledStore {
             .map_err(backend)
             .and_then(|swapped| {
                 // Indexed after the record: an index entry always has one.
+                let key = pair_key(record.agent_id, &id);
                 self.agent_approvals
-                    .insert(pair_key(record.agent_id, &id), &[] as &[u8])
+                    .insert(key.as_slice(), &[] as &[u8])
+                    .map_err(backend)?;
+                self.open_approvals
+                    .insert(key, &[] as &[u8])
                     .map_err(backend)?;
                 Ok(swapped)
             });
@@ -91,7 +115,17 @@ impl ApprovalStore for SledStore {
         let swapped = self
             .approvals
             .compare_and_swap(id, old, Some(value))
-            .map_err(backend);
+            .map_err(backend)
+            .and_then(|swapped| {
+                // Closed once decided and told: out of the open index
+                // (after the record, so an open entry always has one).
+                if swapped.is_ok() && new.status.is_decided() && new.delivered {
+                    self.open_approvals
+                        .remove(pair_key(new.agent_id, &id))
+                        .map_err(backend)?;
+                }
+                Ok(swapped)
+            });
         self.group.end_write();
         match swapped? {
             Ok(()) => Ok(()),
@@ -102,4 +136,77 @@ impl ApprovalStore for SledStore {
 
 fn decided(id: ApprovalId, status: &ApprovalStatus) -> StoreError {
     StoreError::Precondition(format!("approval {id} is already {}", status.name()))
+}
+
+#[cfg(test)]
+mod tests {
+    use holarchy_supervision::RunId;
+
+    use super::super::{SledStore, StoreConfig};
+    use super::*;
+
+    fn parked(agent: AgentId) -> ApprovalRecord {
+        ApprovalRecord {
+            id: ApprovalId::generate(),
+            agent_id: agent,
+            instance: None,
+            run_id: RunId::generate(),
+            tool: "ExecCommand".into(),
+            input: "{}".into(),
+            layer: "config".into(),
+            status: ApprovalStatus::Pending,
+            delivered: false,
+            created_at_ms: 1,
+            decided_at_ms: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_approval_is_decided_once_and_leaves_the_open_index_when_told() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+        let agent = AgentId::generate();
+        let record = parked(agent);
+        store.insert_approval(&record).expect("inserted");
+        assert!(
+            store.insert_approval(&record).is_err(),
+            "an id is taken once"
+        );
+        let denied = ApprovalRecord {
+            status: ApprovalStatus::Denied {
+                reason: "no".into(),
+            },
+            ..record.clone()
+        };
+        store
+            .swap_approval(&ApprovalStatus::Pending, &denied)
+            .expect("decided");
+        let approved = ApprovalRecord {
+            status: ApprovalStatus::Running,
+            ..record.clone()
+        };
+        assert!(
+            matches!(
+                store.swap_approval(&ApprovalStatus::Pending, &approved),
+                Err(StoreError::Precondition(_))
+            ),
+            "a decided approval is not decided again"
+        );
+        // Decided but not told: still open, so a start tells it.
+        assert_eq!(
+            store.open_approvals(Some(agent), 10).expect("open").len(),
+            1
+        );
+        let told = ApprovalRecord {
+            delivered: true,
+            ..denied.clone()
+        };
+        store.swap_approval(&denied.status, &told).expect("told");
+        assert!(store
+            .open_approvals(Some(agent), 10)
+            .expect("open")
+            .is_empty());
+        assert!(store.open_approvals(None, 10).expect("open").is_empty());
+        assert_eq!(store.approvals(Some(agent), 10).expect("history"), [told]);
+    }
 }
