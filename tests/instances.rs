@@ -338,3 +338,56 @@ async fn an_hourly_turn_limit_defers_turns_until_an_apply_lifts_it() {
     );
     handled(&c, &agent, 3).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_instance_takes_no_events_and_keeps_its_name_from_reuse() {
+    let root = tempfile::tempdir().expect("tmp");
+    let daemon = Daemon::start(&common::data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let manifest = "name = \"desk\"\n[brain.scripted]\n[[ingress]]\nsource = \"publish\"\n";
+    let publish = |c: &mut Clients| {
+        let mut c = c.clone();
+        async move {
+            c.instances
+                .publish_event(pb::PublishEventRequest {
+                    instance: "desk".into(),
+                    r#type: "ticket.opened".into(),
+                    dedupe_key: "t-1".into(),
+                    payload_json: r#"{"n":1}"#.into(),
+                    ..Default::default()
+                })
+                .await
+                .expect("published")
+                .into_inner()
+        }
+    };
+    apply(&mut c, manifest, &[]).await.expect("applied");
+    assert!(!publish(&mut c).await.duplicate);
+    assert!(publish(&mut c).await.duplicate, "a retry is the same event");
+    c.instances
+        .delete_instance(pb::DeleteInstanceRequest {
+            name: "desk".into(),
+        })
+        .await
+        .expect("deleted");
+    // The name stays with the archived agent: a new instance of it is
+    // refused, and says why; the deleted one takes no events.
+    let again = apply(&mut c, manifest, &[]).await.expect_err("name kept");
+    assert_eq!(again.code(), Code::FailedPrecondition);
+    assert!(
+        again.message().contains("another name"),
+        "{}",
+        again.message()
+    );
+    let gone = c
+        .instances
+        .publish_event(pb::PublishEventRequest {
+            instance: "desk".into(),
+            r#type: "ticket.opened".into(),
+            dedupe_key: "t-2".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("no instance");
+    assert_eq!(gone.code(), Code::NotFound);
+}

@@ -299,8 +299,8 @@ pub enum SchedulerMsg {
     Scan,
     /// A firing ended; `retry` asks for a scan soon.
     Fired {
-        /// Instance, schedule index, slot.
-        firing: (String, usize, u64),
+        /// Instance, schedule id, slot.
+        firing: (String, String, u64),
         ok: bool,
         retry: bool,
     },

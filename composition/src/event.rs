@@ -213,13 +213,13 @@ pub fn from_generic(
 /// [`DEFAULT_MAX_PAYLOAD_BYTES`].
 pub fn from_schedule(
     instance: &str,
-    index: usize,
+    schedule: &str,
     slot_ms: u64,
     payload_json: &str,
 ) -> Result<InboundEvent, EventError> {
     let payload = json_text(payload_json, DEFAULT_MAX_PAYLOAD_BYTES)?;
     named_text("instance", instance, false)?;
-    let dedupe_key = format!("schedule:{instance}:{index}:{slot_ms}");
+    let dedupe_key = format!("schedule:{instance}:{schedule}:{slot_ms}");
     named_text("dedupe_key", &dedupe_key, false)?;
     Ok(InboundEvent {
         id: fresh_id(),
@@ -227,7 +227,7 @@ pub fn from_schedule(
         kind: "schedule".to_string(),
         scope: instance.to_string(),
         at_ms: slot_ms,
-        subject: format!("schedule#{index}"),
+        subject: format!("schedule#{schedule}"),
         dedupe_key,
         payload,
     })

@@ -89,6 +89,27 @@ pub enum Ingress {
 }
 
 impl Ingress {
+    /// A schedule's stable name: 12 hex digits of the SHA-256 of its cron,
+    /// timezone and payload. Its progress and its events' dedupe keys use
+    /// it, so reordering a manifest moves nothing, and a changed schedule
+    /// is a new one. `None` for other sources.
+    pub fn schedule_id(&self) -> Option<String> {
+        let Ingress::Schedule {
+            cron,
+            timezone,
+            payload,
+        } = self
+        else {
+            return None;
+        };
+        let mut hash = Sha256::new();
+        for part in [cron.as_str(), timezone.as_deref().unwrap_or(""), payload] {
+            hash.update(part.as_bytes());
+            hash.update([0]);
+        }
+        Some(hex::encode(hash.finalize()).chars().take(12).collect())
+    }
+
     pub fn source(&self) -> &'static str {
         match self {
             Ingress::Webhook { .. } => "webhook",

@@ -34,7 +34,8 @@ const MAX_SLEEP: Duration = Duration::from_secs(600);
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 
 /// One schedule's slot on its way to its agent.
-type Firing = (String, usize, u64);
+/// (instance, schedule id, slot).
+type Firing = (String, String, u64);
 
 #[derive(Debug)]
 pub struct SchedulerState {
@@ -81,7 +82,7 @@ impl SchedulerActor {
         let mut next: Option<u64> = None;
         for record in &instances {
             let name = record.name();
-            for (index, ingress) in record.spec.ingress.iter().enumerate() {
+            for ingress in &record.spec.ingress {
                 let Ingress::Schedule {
                     cron,
                     timezone,
@@ -90,20 +91,25 @@ impl SchedulerActor {
                 else {
                     continue;
                 };
+                // Named by what it is, not where it stands in the manifest:
+                // reordering a manifest keeps each schedule's progress.
+                let Some(index) = ingress.schedule_id() else {
+                    continue;
+                };
                 // Checked at apply; a record that no longer parses (a
                 // newer build's syntax) is skipped, not fatal.
                 let schedule = match Schedule::parse(cron, timezone.as_deref()) {
                     Ok(schedule) => schedule,
                     Err(err) => {
-                        warn!(instance = name, index, error = %err, "schedule skipped");
+                        warn!(instance = name, schedule = %index, error = %err, "schedule skipped");
                         continue;
                     }
                 };
                 schedules += 1;
-                let last = match self.ctx.store.schedule_state(name, index) {
+                let last = match self.ctx.store.schedule_state(name, &index) {
                     Ok(last) => last.last_fired_ms,
                     Err(err) => {
-                        warn!(instance = name, index, error = %err, "schedule state unreadable");
+                        warn!(instance = name, schedule = %index, error = %err, "schedule state unreadable");
                         continue;
                     }
                 };
@@ -155,7 +161,7 @@ impl SchedulerActor {
         let myself = myself.clone();
         tokio::spawn(async move {
             let (instance, index, slot) = &firing;
-            let fired = fire_slot(&ctx, instance, *index, *slot, &payload).await;
+            let fired = fire_slot(&ctx, instance, index, *slot, &payload).await;
             let retry = match &fired {
                 Ok(()) => false,
                 // Gone or changed meanwhile: the next scan sees the change.
@@ -165,7 +171,7 @@ impl SchedulerActor {
                     false
                 }
                 Err(err) => {
-                    warn!(instance, index, slot, error = %err, "schedule firing failed; retrying");
+                    warn!(instance, schedule = %index, slot, error = %err, "schedule firing failed; retrying");
                     true
                 }
             };
@@ -181,7 +187,7 @@ impl SchedulerActor {
 async fn fire_slot(
     ctx: &Arc<Ctx>,
     instance: &str,
-    index: usize,
+    index: &str,
     slot: u64,
     payload: &str,
 ) -> Result<(), IngressError> {
@@ -193,7 +199,7 @@ async fn fire_slot(
     ctx.store.durable().await?;
     info!(
         instance,
-        index,
+        schedule = %index,
         slot,
         event_id = %published.event_id,
         duplicate = published.duplicate,

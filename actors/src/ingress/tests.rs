@@ -55,7 +55,7 @@ fn a_webhook_event_routes_by_provider_and_event_name() {
 #[test]
 fn schedule_and_publish_events_need_their_own_ingress() {
     let published = from_publish("maintainer", "note", "", "", "k-1", "{}", 1).expect("event");
-    let fired = from_schedule("maintainer", 0, 60_000, "{}").expect("event");
+    let fired = from_schedule("maintainer", "0", 60_000, "{}").expect("event");
     let schedule = Ingress::Schedule {
         cron: "* * * * *".into(),
         timezone: None,

@@ -115,11 +115,17 @@ pub async fn apply(
     }
     let (agent, change) = match agent {
         Some(agent) if !agent.state.is_live() => {
+            // Agent names are never reused, so neither is an instance's.
+            let hint = if previous.is_some() {
+                "delete the instance, then apply it under another name"
+            } else {
+                "apply it under another name"
+            };
             return Err(InstanceError::Precondition(format!(
-                "instance `{name}`'s agent {} has ended ({}); delete the instance first",
+                "instance `{name}`'s agent {} has ended ({}) and keeps the name: {hint}",
                 agent.id,
                 agent.state.name()
-            )))
+            )));
         }
         Some(agent) => (recompose(ctx, agent, &record).await?, Change::Updated),
         None => (create_agent(ctx, &record).await?, Change::Created),
@@ -179,6 +185,11 @@ pub async fn delete(ctx: &Arc<Ctx>, name: &str) -> Result<InstanceView, Instance
     }
     ctx.store
         .swap_instance(name, Some(&view.record.digest), None)?;
+    // Its stored events and schedule progress go too: an instance made
+    // again under the name starts clean (a crash before this leaves them
+    // for the next delete of the name, or a re-created instance's replays
+    // answered as duplicates).
+    ctx.store.forget_instance(name)?;
     let agent_id = view.agent.as_ref().map(|a| a.id);
     let event = EventKind::InstanceChanged {
         name: name.to_owned(),

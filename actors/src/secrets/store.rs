@@ -126,17 +126,21 @@ impl InboundStore for RedactingStore {
         self.inner.inbound(instance, dedupe_key)
     }
 
-    fn schedule_state(&self, instance: &str, index: usize) -> Result<ScheduleState, StoreError> {
-        self.inner.schedule_state(instance, index)
+    fn schedule_state(&self, instance: &str, schedule: &str) -> Result<ScheduleState, StoreError> {
+        self.inner.schedule_state(instance, schedule)
     }
 
     fn put_schedule_state(
         &self,
         instance: &str,
-        index: usize,
+        schedule: &str,
         state: ScheduleState,
     ) -> Result<(), StoreError> {
-        self.inner.put_schedule_state(instance, index, state)
+        self.inner.put_schedule_state(instance, schedule, state)
+    }
+
+    fn forget_instance(&self, instance: &str) -> Result<(), StoreError> {
+        self.inner.forget_instance(instance)
     }
 }
 

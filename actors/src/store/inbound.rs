@@ -27,16 +27,19 @@ pub trait InboundStore {
     /// The event kept for `instance` under `dedupe_key`.
     fn inbound(&self, instance: &str, dedupe_key: &str)
         -> Result<Option<InboundEvent>, StoreError>;
-    /// The progress of schedule number `index` of `instance` (default: it
-    /// never fired).
-    fn schedule_state(&self, instance: &str, index: usize) -> Result<ScheduleState, StoreError>;
+    /// The progress of `instance`'s schedule `schedule` (its stable id;
+    /// default: it never fired).
+    fn schedule_state(&self, instance: &str, schedule: &str) -> Result<ScheduleState, StoreError>;
     /// Replaces it. Durable once a later [`super::Store::durable`]
     /// resolves; losing it in a crash only makes the next start try the
     /// same slot again, which the event's dedupe key absorbs.
     fn put_schedule_state(
         &self,
         instance: &str,
-        index: usize,
+        schedule: &str,
         state: ScheduleState,
     ) -> Result<(), StoreError>;
+    /// Removes every stored event and schedule state of `instance` (its
+    /// delete): a re-created instance of the same name starts clean.
+    fn forget_instance(&self, instance: &str) -> Result<(), StoreError>;
 }

@@ -150,15 +150,20 @@ fn generic_refusals() {
 
 #[test]
 fn schedule_event_names_its_slot() {
-    let event =
-        from_schedule("maintainer", 1, 1_000, r#"{"kind":"daily-report"}"#).expect("accepted");
-    assert_eq!(event.dedupe_key, "schedule:maintainer:1:1000");
+    let event = from_schedule(
+        "maintainer",
+        "a1b2c3d4e5f6",
+        1_000,
+        r#"{"kind":"daily-report"}"#,
+    )
+    .expect("accepted");
+    assert_eq!(event.dedupe_key, "schedule:maintainer:a1b2c3d4e5f6:1000");
     assert_eq!(event.kind, "schedule");
     assert_eq!(event.source, "schedule");
     assert_eq!(event.at_ms, 1_000);
     assert_eq!(event.scope, "maintainer");
     assert!(matches!(
-        from_schedule("m", 0, 0, "not json"),
+        from_schedule("m", "0", 0, "not json"),
         Err(EventError::InvalidJson(_))
     ));
 }
@@ -295,7 +300,7 @@ proptest! {
         if let Ok(accepted) = from_publish(&instance, &kind, &subject, "", &key, &payload, 0) {
             assert_within_bounds(&accepted, DEFAULT_MAX_PAYLOAD_BYTES)?;
         }
-        if let Ok(accepted) = from_schedule(&instance, 3, 60_000, &payload) {
+        if let Ok(accepted) = from_schedule(&instance, "3", 60_000, &payload) {
             assert_within_bounds(&accepted, DEFAULT_MAX_PAYLOAD_BYTES)?;
         }
     }

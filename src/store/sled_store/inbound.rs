@@ -21,8 +21,8 @@ fn key(instance: &str, rest: &[u8]) -> Vec<u8> {
     key
 }
 
-fn schedule_key(instance: &str, index: usize) -> Vec<u8> {
-    key(instance, &(index as u64).to_be_bytes())
+fn schedule_key(instance: &str, schedule: &str) -> Vec<u8> {
+    key(instance, schedule.as_bytes())
 }
 
 impl InboundStore for SledStore {
@@ -67,10 +67,10 @@ impl InboundStore for SledStore {
         }
     }
 
-    fn schedule_state(&self, instance: &str, index: usize) -> Result<ScheduleState, StoreError> {
+    fn schedule_state(&self, instance: &str, schedule: &str) -> Result<ScheduleState, StoreError> {
         match self
             .schedules
-            .get(schedule_key(instance, index))
+            .get(schedule_key(instance, schedule))
             .map_err(backend)?
         {
             Some(bytes) => decode(SCHEDULES, &bytes),
@@ -81,16 +81,32 @@ impl InboundStore for SledStore {
     fn put_schedule_state(
         &self,
         instance: &str,
-        index: usize,
+        schedule: &str,
         state: ScheduleState,
     ) -> Result<(), StoreError> {
         let value = encode(SCHEDULES, &state)?;
         self.group.begin_write();
         let written = self
             .schedules
-            .insert(schedule_key(instance, index), value)
+            .insert(schedule_key(instance, schedule), value)
             .map_err(backend);
         self.group.end_write();
         written.map(|_| ())
+    }
+
+    fn forget_instance(&self, instance: &str) -> Result<(), StoreError> {
+        let prefix = key(instance, &[]);
+        self.group.begin_write();
+        let removed = [&self.inbound, &self.schedules]
+            .into_iter()
+            .try_for_each(|tree| {
+                for entry in tree.scan_prefix(&prefix) {
+                    let (key, _) = entry.map_err(backend)?;
+                    tree.remove(key).map_err(backend)?;
+                }
+                Ok(())
+            });
+        self.group.end_write();
+        removed
     }
 }
