@@ -209,6 +209,7 @@ pub fn bounded(
             "tokens": budget,
             "used": fit.used(),
             "tokenizer": tokenizer.name(),
+            // Turns read that did not fit; older ones are not even read.
             "turns_left_out": turns_left_out,
         },
     });

@@ -130,16 +130,21 @@ impl Assembler {
     pub fn newest(&mut self, items: impl IntoIterator<Item = Value>) -> (Vec<Value>, usize) {
         let mut placed = Vec::new();
         let mut left_out = 0;
+        // Once one does not fit (or the newest was cut), older ones are
+        // only counted: the turns shown stay a contiguous newest run.
+        let mut full = false;
         for item in items {
-            if left_out > 0 {
+            if full {
                 left_out += 1;
             } else if self.optional(&item) {
                 placed.push(item);
             } else if placed.is_empty() && self.room() > MARKER_TOKENS {
                 self.slots_left += 1;
                 placed.push(self.required(item));
+                full = true;
             } else {
                 left_out += 1;
+                full = true;
             }
         }
         placed.reverse();
