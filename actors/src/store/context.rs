@@ -14,7 +14,7 @@ pub struct ContextRecord {
     /// Bounded ([`crate::context::MAX_RUNNING_SUMMARY_CHARS`]); the oldest
     /// part goes first.
     pub summary: String,
-    /// Compactions that fed it, over the agent's life.
+    /// Turns that compacted steps into it, over the agent's life.
     pub compactions: u64,
     /// The run of the newest one.
     pub run_id: String,
