@@ -6,6 +6,7 @@ mod approvals;
 mod bench;
 mod brain_args;
 mod connection_args;
+mod context;
 mod export;
 mod instances;
 mod limit_args;
@@ -214,6 +215,10 @@ pub struct ServeArgs {
     /// The brain of agents created without one.
     #[command(flatten)]
     pub default_brain: BrainArgs,
+    /// Every brain's context budget in tokens (500 to 2,000,000); by
+    /// default 32,000 for openai brains and 16,000 for others.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(500..=2_000_000))]
+    pub context_tokens: Option<u64>,
     /// Retries of a model request on network errors, 429 and 5xx.
     #[arg(long, default_value_t = 4)]
     pub model_retries: u32,
@@ -304,6 +309,11 @@ pub enum AgentCommand {
     Messages {
         agent: String,
     },
+    /// What the agent's brain would see now beside the next message: its
+    /// context within its budget, and the running summary.
+    Context {
+        agent: String,
+    },
     /// Archive a public agent and clean up its whole private subtree.
     Archive {
         agent: String,
@@ -384,6 +394,8 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             config.runtime.output_capacity = args.output_capacity;
             config.runtime.limits = args.limits.limits();
             config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
+            config.runtime.context_tokens =
+                args.context_tokens.and_then(|n| usize::try_from(n).ok());
             config.runtime.openai_retry.max_retries = args.model_retries;
             config.runtime.openai_retry.base = Duration::from_millis(args.model_retry_base_ms);
             config.runtime.secrets = secrets;
@@ -722,6 +734,10 @@ async fn agent_command(
                 .await?
                 .into_inner();
             out.control("resumed", &done);
+        }
+        AgentCommand::Context { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            return context::print(clients, agent_id, out).await;
         }
         AgentCommand::Messages { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;

@@ -347,3 +347,76 @@ async fn an_abort_cancels_a_slow_model_request() {
     let all = settled(&c, &id, 1).await;
     assert_eq!(all[0].status, pb::MessageStatus::Aborted as i32);
 }
+
+/// A turn that outgrows its budget: the model is asked once for a summary
+/// of the oldest steps, and reads it back in place of them; the summary
+/// becomes the agent's running summary. Counted with the model's own
+/// tokenizer (gpt-4o: o200k).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_turn_is_compacted_by_the_models_own_summary() {
+    let stub = stub(Arc::new(|body: &Value, _| {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let system = messages[0]["content"].as_str().unwrap_or_default();
+        if system.starts_with("You are compacting") {
+            return reply("SUMMARY-FROM-MODEL: read the agent several times");
+        }
+        let compacted = messages.iter().any(|m| {
+            m["role"] == "assistant"
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.contains("compacted by model"))
+        });
+        if compacted {
+            reply("done after compaction")
+        } else {
+            call("AgentGet", json!({}))
+        }
+    }))
+    .await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_with_env(
+        &data_dir(&root),
+        &["--context-tokens", "1000", "--model-retries", "2"],
+        &[("TEST_MODEL_KEY", "test-key")],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    let brain = pb::BrainConfig {
+        kind: Some(pb::brain_config::Kind::Openai(pb::OpenAiBrain {
+            base_url: stub.base.clone(),
+            model: "gpt-4o".into(),
+            api_key_env: "TEST_MODEL_KEY".into(),
+            temperature: None,
+            max_steps: Some(16),
+        })),
+    };
+    let id = common::create_on(&mut c, "compactor", brain).await;
+    send(&mut c, &id, "read yourself until it no longer fits").await;
+    let all = settled(&c, &id, 1).await;
+    assert_eq!(all[0].reply, "done after compaction");
+    let requests = stub.requests();
+    let summaries = requests
+        .iter()
+        .filter(|r| {
+            r["messages"][0]["content"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("You are compacting"))
+        })
+        .count();
+    assert_eq!(summaries, 1, "one summary request");
+    let context = c
+        .agents
+        .get_agent_context(pb::GetAgentContextRequest {
+            agent_id: id.clone(),
+        })
+        .await
+        .expect("context")
+        .into_inner();
+    assert_eq!(context.tokenizer, "o200k_base");
+    assert_eq!(context.compactions, 1);
+    assert!(
+        context.context_json.contains("SUMMARY-FROM-MODEL"),
+        "{}",
+        context.context_json
+    );
+}

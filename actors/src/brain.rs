@@ -16,6 +16,9 @@ use std::pin::Pin;
 use holarchy_supervision::{AgentId, RunId};
 use serde::{Deserialize, Serialize};
 
+use crate::context::compact::{truncation, CompactRequest, Compaction};
+use crate::context::tokens::Tokenizer;
+
 pub mod command;
 pub mod openai;
 mod scripted;
@@ -72,8 +75,13 @@ pub struct TurnInput {
     pub max_steps: u32,
     /// The results of the previous step's tool calls.
     pub previous_results: Vec<ResultView>,
-    /// Every earlier step of this turn (for conversation-shaped brains).
+    /// Every earlier step of this turn (for conversation-shaped brains),
+    /// or the newest of them once older ones were compacted.
     pub steps: Vec<StepRecord>,
+    /// What stands for the steps compacted away, when the turn outgrew
+    /// its budget (absent until then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compacted: Option<Compaction>,
     /// The turn logs a decision (an instance's agent or a descendant), so
     /// a brain may offer its model a way to give one.
     #[serde(skip)]
@@ -113,6 +121,9 @@ pub struct BrainError {
 
 pub type BrainFuture = Pin<Box<dyn Future<Output = Result<TurnPlan, BrainError>> + Send>>;
 
+/// A compaction's summary, once written.
+pub type CompactFuture = Pin<Box<dyn Future<Output = Compaction> + Send>>;
+
 /// Decides turns. Implementations must be cheap to share: one instance
 /// serves every agent of a daemon.
 pub trait Brain: Send + Sync + 'static {
@@ -125,5 +136,13 @@ pub trait Brain: Send + Sync + 'static {
     /// empty, and the turn does not build them.
     fn reads_context(&self) -> bool {
         true
+    }
+
+    /// Folds a long turn's oldest steps into a summary. By default a
+    /// deterministic truncation, marked as such; a brain with a model may
+    /// have it write one. Never fails: a brain that cannot summarise falls
+    /// back to the truncation, so a turn is never lost to its length.
+    fn compact(&self, tokenizer: Tokenizer, request: CompactRequest) -> CompactFuture {
+        Box::pin(std::future::ready(truncation(tokenizer, &request)))
     }
 }

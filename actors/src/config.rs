@@ -44,6 +44,9 @@ pub struct RuntimeConfig {
     pub partitions: usize,
     /// Folders whose subfolders are skills (`SKILL.md` each).
     pub skill_roots: Vec<std::path::PathBuf>,
+    /// Every brain's context budget in tokens (`serve --context-tokens`);
+    /// `None`: each brain kind's default (see `context::tokens`).
+    pub context_tokens: Option<usize>,
 }
 
 impl Default for RuntimeConfig {
@@ -64,6 +67,7 @@ impl Default for RuntimeConfig {
             limits: limits::Limits::default(),
             partitions: std::thread::available_parallelism().map_or(1, usize::from),
             skill_roots: Vec::new(),
+            context_tokens: None,
         }
     }
 }

@@ -1,19 +1,52 @@
-//! What a brain sees of its agent beside the message: the work focus and
-//! its plan, armed waits, a short tail of recent turns, what a forked child
-//! inherited, and the JSON views of tasks, waits and work items that tools
-//! return too. Every part is bounded, however long the agent's history.
+//! What a brain sees of its agent beside the message, assembled to fit
+//! the brain's context budget in priority order: the role and the work
+//! focus with its plan (and armed waits, skills, what a forked child
+//! inherited) first, then the agent's running summary, then as many of
+//! its newest turns as fit, then memory hits for the message. Also the
+//! JSON views of tasks, waits and work items that tools return too.
+//!
+//! # Layout
+//! - [`tokens`]: counting tokens (a real BPE for OpenAI models) and budgets.
+//! - [`assemble`]: fitting items in priority order (pure).
+//! - [`compact`]: compacting a long turn's oldest steps (pure).
 
 use holarchy_supervision::{
-    AgentId, AgentRecord, MessageId, MessageRecord, MessageStatus, Provenance, WaitStatus,
+    AgentId, AgentRecord, BrainConfig, MessageId, MessageRecord, MessageStatus, Provenance,
+    WaitStatus,
 };
 use serde_json::{json, Value};
 
 use crate::brain::MessageView;
+use crate::compose::RoleView;
 use crate::plane::work;
 use crate::views::work_json;
 use crate::Ctx;
+use assemble::Assembler;
+use tokens::Tokenizer;
 
-/// Earlier turns shown to the brain, and how much of each.
+pub mod assemble;
+pub mod compact;
+pub mod tokens;
+
+/// The share of the budget the assembled context may take; the rest is
+/// the turn's own steps'.
+const CONTEXT_SHARE: usize = 2;
+/// Tokens charged up front for the context object's keys and the budget
+/// note: what the assembler does not see as items.
+const FRAME_TOKENS: usize = 64;
+/// Required items of the context (work item, waits, skills, inherited,
+/// summary): each keeps a marker's reserve.
+const REQUIRED_SLOTS: usize = 5;
+/// How many of the newest messages are read to find the turns that fit,
+/// widening only while all read so far fit: a turn start reads no more
+/// than the last of these (each message at most 64 KiB).
+const TURN_WINDOWS: [usize; 3] = [32, 128, 512];
+/// Longest running summary kept per agent, in characters (the oldest part
+/// goes first).
+pub const MAX_RUNNING_SUMMARY_CHARS: usize = 8000;
+
+/// Earlier turns a forked child inherits, and how much of each (stored
+/// with the child, so kept short whatever the budget).
 const RECENT_TURNS: usize = 5;
 const RECENT_CHARS: usize = 500;
 /// The newest messages read to find them: a turn start reads no more than
@@ -86,11 +119,51 @@ pub fn inherited_view(ctx: &Ctx, parent: AgentId) -> Result<Value, String> {
     }))
 }
 
-/// Bounded context from structured state: the work focus and its plan,
-/// armed waits, a short tail of recent turns, and, for a forked child, what
-/// it inherited from its parent.
-pub fn bounded(ctx: &Ctx, record: &AgentRecord, current: &MessageRecord) -> Result<Value, String> {
+/// A brain's tokenizer and budget: the daemon's `--context-tokens` when
+/// set, else its kind's default.
+pub fn budget_of(ctx: &Ctx, brain: &BrainConfig) -> (Tokenizer, usize) {
+    (
+        Tokenizer::for_brain(brain),
+        tokens::budget_for(brain, ctx.config.context_tokens),
+    )
+}
+
+/// A context assembled to fit, with what it took.
+#[derive(Debug, Clone)]
+pub struct Assembled {
+    pub context: Value,
+    pub tokenizer: Tokenizer,
+    /// The brain's whole budget (context and the turn's steps).
+    pub budget: usize,
+    /// Tokens the context and the role take.
+    pub used: usize,
+}
+
+/// The context for a turn on `current` (`None`: for the next message, as
+/// an operator previews it), within half the brain's budget. A role too
+/// long for it is cut, and says so.
+pub fn bounded(
+    ctx: &Ctx,
+    record: &AgentRecord,
+    current: Option<&MessageRecord>,
+    role: Option<&mut RoleView>,
+) -> Result<Assembled, String> {
     let agent_id = record.id;
+    let (tokenizer, budget) = budget_of(ctx, &record.brain);
+    let mut fit = Assembler::new(tokenizer, budget / CONTEXT_SHARE, REQUIRED_SLOTS);
+    fit.charge(FRAME_TOKENS);
+    if let Some(role) = role {
+        let room = fit.room();
+        if tokenizer.count(&role.prompt) > room {
+            let note = format!(
+                " … (role cut to fit the context budget, from {} bytes)",
+                role.prompt.len()
+            );
+            let keep = room.saturating_sub(tokenizer.count(&note) + 1);
+            role.prompt = format!("{}{note}", tokenizer.head(&role.prompt, keep));
+        }
+        let _ = fit.charge_text(&role.prompt);
+    }
     let focus = work::focus(ctx, agent_id).map_err(|e| e.to_string())?;
     let waits: Vec<String> = ctx
         .store
@@ -104,16 +177,95 @@ pub fn bounded(ctx: &Ctx, record: &AgentRecord, current: &MessageRecord) -> Resu
         .forked_context
         .as_deref()
         .and_then(|text| serde_json::from_str::<Value>(text).ok());
+    let work_item = fit.required(focus.map_or(Value::Null, |w| work_json(&w)));
+    let waiting_on = fit.required(json!(waits));
+    let skills = record
+        .composition
+        .as_deref()
+        .map(|composition| fit.required(skills(ctx, &composition.skills)));
+    let inherited = fit.required(inherited.unwrap_or(Value::Null));
+    let stored = ctx
+        .store
+        .context_record(agent_id)
+        .map_err(|e| e.to_string())?;
+    let summary = match stored.as_ref().filter(|r| !r.summary.is_empty()) {
+        Some(stored) => fit.required_text(&stored.summary),
+        None => fit.required(Value::Null),
+    };
+    let candidates = turn_candidates(ctx, agent_id, current.map(|m| m.id), &fit)?;
+    let (recent_turns, turns_left_out) = fit.newest(candidates);
+    let memory_hits: Vec<Value> = memory_hits(ctx, record, current)
+        .into_iter()
+        .filter(|hit| fit.optional(hit))
+        .collect();
     let mut context = json!({
-        "work_item": focus.map(|w| work_json(&w)),
-        "waiting_on": waits,
-        "recent_turns": recent_turns(ctx, agent_id, Some(current.id))?,
+        "work_item": work_item,
+        "waiting_on": waiting_on,
+        "summary": summary,
+        "recent_turns": recent_turns,
+        "memory_hits": memory_hits,
         "inherited": inherited,
+        "budget": {
+            "tokens": budget,
+            "used": fit.used(),
+            "tokenizer": tokenizer.name(),
+            // Turns read that did not fit; older ones are not even read.
+            "turns_left_out": turns_left_out,
+        },
     });
-    if let Some(composition) = record.composition.as_deref() {
-        context["skills"] = skills(ctx, &composition.skills);
+    if let Some(skills) = skills {
+        context["skills"] = skills;
     }
-    Ok(context)
+    Ok(Assembled {
+        context,
+        tokenizer,
+        budget,
+        used: fit.used(),
+    })
+}
+
+/// Memory hits for the message, best first: the hook durable memory fills
+/// (the agent's notes and history found for `current`'s text). Empty
+/// until then; the assembler places hits while they fit.
+pub fn memory_hits(
+    _ctx: &Ctx,
+    _record: &AgentRecord,
+    _current: Option<&MessageRecord>,
+) -> Vec<Value> {
+    Vec::new()
+}
+
+/// The agent's handled turns, newest first, read in widening windows
+/// until the turns read are more than the room left or the history ends.
+fn turn_candidates(
+    ctx: &Ctx,
+    agent_id: AgentId,
+    except: Option<MessageId>,
+    fit: &Assembler,
+) -> Result<Vec<Value>, String> {
+    let tokenizer = fit.tokenizer();
+    let mut turns = Vec::new();
+    for window in TURN_WINDOWS {
+        let messages = ctx
+            .store
+            .last_messages(agent_id, window)
+            .map_err(|e| e.to_string())?;
+        turns = messages
+            .iter()
+            .rev()
+            .filter(|m| Some(m.id) != except && matches!(m.status, MessageStatus::Handled { .. }))
+            .map(|m| json!({ "provenance": m.provenance.kind(), "text": m.body, "reply": m.reply }))
+            .collect();
+        let mut total = 0;
+        let over = turns.iter().any(|turn| {
+            total += tokenizer.count_json(turn);
+            total > fit.room()
+        });
+        if over || messages.len() < window {
+            break;
+        }
+    }
+    Ok(turns)
 }
 
 /// The agent's skills as the context lists them: name, description and

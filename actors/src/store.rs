@@ -12,10 +12,12 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use approval::ApprovalStore;
+pub use context::{ContextRecord, ContextStore};
 pub use inbound::{InboundStore, StoredEvent};
 pub use instance::InstanceStore;
 
 mod approval;
+mod context;
 mod inbound;
 mod instance;
 
@@ -183,7 +185,9 @@ pub struct RecoveryInput {
 }
 
 /// Everything the actors read and write.
-pub trait Store: InstanceStore + InboundStore + ApprovalStore + Send + Sync + 'static {
+pub trait Store:
+    InstanceStore + InboundStore + ApprovalStore + ContextStore + Send + Sync + 'static
+{
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
     fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError>;
     fn message(

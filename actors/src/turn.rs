@@ -18,8 +18,10 @@ use crate::tools::{self, ErrorKind, ToolError};
 use crate::Ctx;
 use crate::{compose, context};
 use budget::ResultBudget;
+use compaction::StepRoom;
 
 pub mod budget;
+mod compaction;
 
 /// How much of a refused call's input the turn keeps: the call did not
 /// run, so a hint of what it was is enough.
@@ -93,27 +95,29 @@ pub async fn run(
         .max_steps()
         .min(limits.max_steps_per_turn)
         .max(1);
-    let (agent, context, catalog) = if brain.reads_context() {
-        let agent = match tools::agent_view(&ctx, &record).await {
-            Ok(agent) => agent,
-            Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
-        };
-        let context = match context::bounded(&ctx, &record, &message) {
-            Ok(context) => context,
-            Err(err) => return TurnOutcome::BrainFailed(err),
-        };
-        let catalog: Vec<Value> = tools::tool_surface(profile).map(|t| t.view()).collect();
-        (agent, context, catalog)
-    } else {
-        (Value::Null, Value::Null, Vec::new())
-    };
     let view = context::message_view(&message);
     let composition = record
         .composition
         .as_deref()
         .map(|stored| compose::current(ctx.store.as_ref(), stored));
-    let role = composition.as_ref().and_then(compose::role);
+    let mut role = composition.as_ref().and_then(compose::role);
     let policy = composition.as_ref().map(compose::policy);
+    let (agent, context, catalog, mut room) = if brain.reads_context() {
+        let agent = match tools::agent_view(&ctx, &record).await {
+            Ok(agent) => agent,
+            Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
+        };
+        let assembled = match context::bounded(&ctx, &record, Some(&message), role.as_mut()) {
+            Ok(assembled) => assembled,
+            Err(err) => return TurnOutcome::BrainFailed(err),
+        };
+        let catalog: Vec<Value> = tools::tool_surface(profile).map(|t| t.view()).collect();
+        let message_tokens = assembled.tokenizer.count_json(&view);
+        let room = StepRoom::new(&assembled, message_tokens);
+        (agent, assembled.context, catalog, Some(room))
+    } else {
+        (Value::Null, Value::Null, Vec::new(), None)
+    };
 
     let mut steps: Vec<StepRecord> = Vec::new();
     let mut all_results: Vec<ToolResult> = Vec::new();
@@ -128,6 +132,12 @@ pub async fn run(
     // turn ends, and `steps` goes to the brain at each step: this bounds them.
     let mut budget = ResultBudget::new(limits);
     for step in 1..=max_steps {
+        let previous_results = steps.last().map(|s| s.results.clone()).unwrap_or_default();
+        // Before the brain sees them: the turn's steps within its budget.
+        if let Some(room) = room.as_mut() {
+            room.fit(&ctx, brain.as_ref(), agent_id, run_id, &mut steps)
+                .await;
+        }
         let input = TurnInput {
             agent_id,
             run_id,
@@ -138,8 +148,9 @@ pub async fn run(
             context: context.clone(),
             step,
             max_steps,
-            previous_results: steps.last().map(|s| s.results.clone()).unwrap_or_default(),
+            previous_results,
             steps: steps.clone(),
+            compacted: room.as_ref().and_then(|r| r.compacted.clone()),
             logs_decision: logs_decision.is_some(),
         };
         let mut plan = match brain.decide(input).await {

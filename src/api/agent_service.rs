@@ -19,6 +19,7 @@ use super::pb;
 use super::pb::agent_service_server::AgentService;
 use super::read_model::ReadModel;
 
+mod context_view;
 mod events;
 
 /// Default and largest page sizes for listings.
@@ -488,6 +489,18 @@ impl AgentService for AgentApi {
             })
             .collect();
         Ok(Response::new(pb::ListToolsResponse { tools }))
+    }
+
+    async fn get_agent_context(
+        &self,
+        request: Request<pb::GetAgentContextRequest>,
+    ) -> Result<Response<pb::GetAgentContextResponse>, Status> {
+        let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
+        let record = self.record(agent_id)?;
+        Ok(Response::new(context_view::preview(
+            &self.runtime,
+            &record,
+        )?))
     }
 
     type WatchEventsStream = EventStream;

@@ -26,6 +26,7 @@
 //! - `approvals`: approval id             -> ApprovalRecord (compare-and-swap on its status, not in batches)
 //! - `agent_approvals`: agent id ++ approval id -> (empty): an agent's approvals, oldest first
 //! - `open_approvals`: agent id ++ approval id -> (empty): approvals not yet decided and told
+//! - `context`: agent id                 -> ContextRecord, its running summary (not in batches)
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -79,6 +80,8 @@ const SCHEDULES: &str = "schedules";
 const APPROVALS: &str = "approvals";
 const AGENT_APPROVALS: &str = "agent_approvals";
 const OPEN_APPROVALS: &str = "open_approvals";
+/// Outside the batch path: see `context`.
+const CONTEXT: &str = "context";
 
 /// Every tree, in the order `apply::apply` takes them in a transaction.
 const APPLY_ORDER: [&str; 19] = [
@@ -179,6 +182,7 @@ pub struct SledStore {
     approvals: Tree,
     agent_approvals: Tree,
     open_approvals: Tree,
+    context: Tree,
     /// Applies batches (see `writer`).
     writer: Arc<Writer>,
     /// Applies concurrent grouped batches in one transaction.
@@ -248,6 +252,7 @@ impl SledStore {
             approvals: tree(APPROVALS)?,
             agent_approvals: tree(AGENT_APPROVALS)?,
             open_approvals: tree(OPEN_APPROVALS)?,
+            context: tree(CONTEXT)?,
             events,
             grouped: Grouped::start(writer.clone())?,
             writer,
@@ -641,6 +646,7 @@ impl Store for SledStore {
 
 mod apply;
 mod approvals;
+mod context;
 mod encoded;
 mod grouped;
 mod inbound;

@@ -18,7 +18,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::{Brain, BrainError, BrainFuture, ToolCall, TurnInput, TurnPlan};
+use super::{Brain, BrainError, BrainFuture, CompactFuture, ToolCall, TurnInput, TurnPlan};
+use crate::context::compact::CompactRequest;
+use crate::context::tokens::Tokenizer;
+
+mod summary;
 
 /// How failed requests are retried.
 #[derive(Debug, Clone, Copy)]
@@ -112,6 +116,11 @@ fn messages(input: &TurnInput) -> Vec<Value> {
         json!({ "role": "system", "content": system }),
         json!({ "role": "user", "content": format!("[{}{from}] {}", input.message.provenance, input.message.text) }),
     ];
+    // Steps compacted away: the model reads its own summary of them, as
+    // what it said before the steps that follow.
+    if let Some(compacted) = &input.compacted {
+        out.push(json!({ "role": "assistant", "content": summary::as_message(compacted) }));
+    }
     for (s, step) in input.steps.iter().enumerate() {
         let calls: Vec<Value> = step
             .tool_calls
@@ -271,13 +280,17 @@ fn plan(answer: &Value, supervised: bool, decisions: bool) -> Result<TurnPlan, B
 }
 
 impl OpenAiBrain {
-    async fn run(self, input: TurnInput) -> Result<TurnPlan, BrainError> {
-        let key = self.secrets.var(&self.api_key_env).ok_or_else(|| {
+    fn key(&self) -> Result<String, BrainError> {
+        self.secrets.var(&self.api_key_env).ok_or_else(|| {
             failed(format!(
                 "the environment variable {} is not set",
                 self.api_key_env
             ))
-        })?;
+        })
+    }
+
+    async fn run(self, input: TurnInput) -> Result<TurnPlan, BrainError> {
+        let key = self.key()?;
         let mut body = json!({
             "model": self.model,
             "messages": messages(&input),
@@ -287,17 +300,24 @@ impl OpenAiBrain {
         if let Some(temperature) = self.temperature {
             body["temperature"] = json!(temperature);
         }
-        let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
         let supervised = input
             .agent
             .get("supervisor_agent_id")
             .is_some_and(|s| !s.is_null());
+        let answer = self.complete(&key, &body).await?;
+        plan(&answer, supervised, decisions)
+    }
+
+    /// One chat completion: its answer as JSON, after the retries
+    /// transient failures get.
+    async fn complete(&self, key: &str, body: &Value) -> Result<Value, BrainError> {
+        let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
         let mut attempt = 0;
         loop {
             let sent = self
                 .client
                 .post(&url)
-                .bearer_auth(&key)
+                .bearer_auth(key)
                 .header(reqwest::header::CONTENT_TYPE, "application/json")
                 .body(body.to_string())
                 .send()
@@ -312,9 +332,8 @@ impl OpenAiBrain {
                     }
                     match response.bytes().await {
                         Ok(bytes) if bytes.len() <= MAX_ANSWER => {
-                            let answer: Value = serde_json::from_slice(&bytes)
-                                .map_err(|e| failed(format!("the answer is not JSON: {e}")))?;
-                            return plan(&answer, supervised, decisions);
+                            return serde_json::from_slice(&bytes)
+                                .map_err(|e| failed(format!("the answer is not JSON: {e}")));
                         }
                         Ok(_) => return Err(failed("the answer is too large".into())),
                         // The body broke off: worth another try.
@@ -370,6 +389,10 @@ impl Brain for OpenAiBrain {
 
     fn decide(&self, input: TurnInput) -> BrainFuture {
         Box::pin(self.clone().run(input))
+    }
+
+    fn compact(&self, tokenizer: Tokenizer, request: CompactRequest) -> CompactFuture {
+        Box::pin(summary::compact(self.clone(), tokenizer, request))
     }
 }
 
@@ -440,6 +463,7 @@ mod tests {
             max_steps: 4,
             previous_results: Vec::new(),
             steps: Vec::new(),
+            compacted: None,
             logs_decision,
         }
     }

@@ -16,8 +16,8 @@ use holarchy_composition::schedule::ScheduleState;
 
 use super::Secrets;
 use crate::store::{
-    ApprovalStore, Batch, DurableFuture, InboundStore, InstanceStore, RecoveryInput, Store,
-    StoreError, StoredEvent,
+    ApprovalStore, Batch, ContextRecord, ContextStore, DurableFuture, InboundStore, InstanceStore,
+    RecoveryInput, Store, StoreError, StoredEvent,
 };
 
 /// Wraps the runtime's store; reads pass through unchanged.
@@ -110,6 +110,24 @@ impl RedactingStore {
             ApprovalStatus::Pending | ApprovalStatus::Running => {}
         }
         record
+    }
+}
+
+// A summary is written from what a turn's tools returned and what a model
+// wrote about them: redacted like every batch.
+impl ContextStore for RedactingStore {
+    fn context_record(&self, agent_id: AgentId) -> Result<Option<ContextRecord>, StoreError> {
+        self.inner.context_record(agent_id)
+    }
+
+    fn put_context_record(
+        &self,
+        agent_id: AgentId,
+        record: &ContextRecord,
+    ) -> Result<(), StoreError> {
+        let mut record = record.clone();
+        self.secrets.redact(&mut record.summary);
+        self.inner.put_context_record(agent_id, &record)
     }
 }
 

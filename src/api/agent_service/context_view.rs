@@ -1,0 +1,48 @@
+//! `GetAgentContext`: what an agent's brain would see now beside the next
+//! message, assembled exactly as a turn assembles it, bounded in bytes.
+
+use holarchy_actors::context;
+use holarchy_actors::{compose, Runtime};
+use holarchy_supervision::AgentRecord;
+use serde_json::json;
+
+use super::super::convert::ApiError;
+use super::super::pb;
+
+/// Bytes of context JSON one answer holds at most.
+const MAX_CONTEXT_BYTES: usize = 1024 * 1024;
+
+pub fn preview(
+    runtime: &Runtime,
+    record: &AgentRecord,
+) -> Result<pb::GetAgentContextResponse, ApiError> {
+    let ctx = runtime.ctx();
+    let mut role = record
+        .composition
+        .as_deref()
+        .map(|stored| compose::current(ctx.store.as_ref(), stored))
+        .as_ref()
+        .and_then(compose::role);
+    let assembled =
+        context::bounded(ctx, record, None, role.as_mut()).map_err(ApiError::Internal)?;
+    let stored = ctx.store.context_record(record.id)?.unwrap_or_default();
+    let mut context_json = json!({ "role": role, "context": assembled.context }).to_string();
+    let mut truncated_from_bytes = 0;
+    if context_json.len() > MAX_CONTEXT_BYTES {
+        truncated_from_bytes = context_json.len() as u64;
+        let mut end = MAX_CONTEXT_BYTES;
+        while !context_json.is_char_boundary(end) {
+            end -= 1;
+        }
+        context_json.truncate(end);
+    }
+    Ok(pb::GetAgentContextResponse {
+        context_json,
+        budget_tokens: assembled.budget as u64,
+        used_tokens: assembled.used as u64,
+        tokenizer: assembled.tokenizer.name().to_owned(),
+        compactions: stored.compactions,
+        last_compacted_run_id: stored.run_id,
+        truncated_from_bytes,
+    })
+}
