@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::output::Output;
+use super::output::{emit, Output};
 use crate::api::pb;
 use crate::client::Clients;
 
@@ -18,9 +18,7 @@ pub async fn print(mut clients: Clients, agent_id: String, out: &Output) -> anyh
     let seen: Value =
         serde_json::from_str(&answer.context_json).unwrap_or(Value::String(answer.context_json));
     if out.json {
-        println!(
-            "{}",
-            json!({
+        emit(json!({
                 "budget_tokens": answer.budget_tokens,
                 "used_tokens": answer.used_tokens,
                 "tokenizer": answer.tokenizer,
@@ -28,17 +26,19 @@ pub async fn print(mut clients: Clients, agent_id: String, out: &Output) -> anyh
                 "last_compacted_run_id": answer.last_compacted_run_id,
                 "truncated_from_bytes": answer.truncated_from_bytes,
                 "seen": seen,
-            })
-        );
+        }));
         return Ok(());
     }
-    println!(
+    emit(format_args!(
         "budget: {} tokens ({}), context and role use {}; compactions: {}",
         answer.budget_tokens, answer.tokenizer, answer.used_tokens, answer.compactions
-    );
+    ));
     if answer.truncated_from_bytes > 0 {
-        println!("(cut: {} bytes in all)", answer.truncated_from_bytes);
+        emit(format_args!(
+            "(cut: {} bytes in all)",
+            answer.truncated_from_bytes
+        ));
     }
-    println!("{}", serde_json::to_string_pretty(&seen)?);
+    emit(serde_json::to_string_pretty(&seen)?);
     Ok(())
 }
