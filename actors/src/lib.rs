@@ -68,8 +68,8 @@ pub use runtime::{
     RuntimeSnapshot,
 };
 pub use store::{
-    ApprovalStore, Batch, CommitFuture, DurableFuture, InboundStore, InstanceStore, RecoveryInput,
-    Store, StoreError, StoredEvent, Write,
+    ApprovalStore, Batch, CommitFuture, DurableFuture, InboundStore, InstanceStore, MemoryHit,
+    MemoryNote, MemoryStore, NoteDraft, RecoveryInput, Store, StoreError, StoredEvent, Write,
 };
 
 /// Wall-clock milliseconds since the Unix epoch, for record timestamps.

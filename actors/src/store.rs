@@ -14,10 +14,12 @@ use std::pin::Pin;
 pub use approval::ApprovalStore;
 pub use inbound::{InboundStore, StoredEvent};
 pub use instance::InstanceStore;
+pub use memory::{check_search, MemoryHit, MemoryInputError, MemoryNote, MemoryStore, NoteDraft};
 
 mod approval;
 mod inbound;
 mod instance;
+pub mod memory;
 
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::workspace::Projection;
@@ -183,7 +185,9 @@ pub struct RecoveryInput {
 }
 
 /// Everything the actors read and write.
-pub trait Store: InstanceStore + InboundStore + ApprovalStore + Send + Sync + 'static {
+pub trait Store:
+    InstanceStore + InboundStore + ApprovalStore + MemoryStore + Send + Sync + 'static
+{
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
     fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError>;
     fn message(

@@ -26,6 +26,8 @@
 //! - `approvals`: approval id             -> ApprovalRecord (compare-and-swap on its status, not in batches)
 //! - `agent_approvals`: agent id ++ approval id -> (empty): an agent's approvals, oldest first
 //! - `open_approvals`: agent id ++ approval id -> (empty): approvals not yet decided and told
+//! - `memory`, `memory_keys`, `memory_counts`, `memory_queue`, `memory_meta`:
+//!   agents' notes and their indexing (not in batches; see `memory`)
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -179,6 +181,8 @@ pub struct SledStore {
     approvals: Tree,
     agent_approvals: Tree,
     open_approvals: Tree,
+    /// Agents' notes and their search index.
+    memory: memory::Memory,
     /// Applies batches (see `writer`).
     writer: Arc<Writer>,
     /// Applies concurrent grouped batches in one transaction.
@@ -248,6 +252,7 @@ impl SledStore {
             approvals: tree(APPROVALS)?,
             agent_approvals: tree(AGENT_APPROVALS)?,
             open_approvals: tree(OPEN_APPROVALS)?,
+            memory: memory::Memory::open(&db, path)?,
             events,
             grouped: Grouped::start(writer.clone())?,
             writer,
@@ -261,6 +266,7 @@ impl SledStore {
     /// shutdown. The database is released when the last handle drops.
     pub async fn close(&self) {
         self.grouped.stop().await;
+        self.memory.stop();
         self.group.close().await;
         // One line an operator (or a benchmark) can read after a run.
         self.stats.snapshot().log();
@@ -645,6 +651,7 @@ mod encoded;
 mod grouped;
 mod inbound;
 mod instances;
+mod memory;
 #[cfg(test)]
 mod tests;
 mod writer;
