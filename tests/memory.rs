@@ -7,7 +7,8 @@ mod common;
 
 use common::{create, data_dir, eventually, handled, messages, script, send, tool_call, Daemon};
 use holarchy::api::pb;
-use holarchy::client::Clients;
+use holarchy::api::pb::memory_service_client::MemoryServiceClient;
+use holarchy::client::{self, Clients, Target};
 use serde_json::{json, Value};
 use tonic::Code;
 
@@ -200,8 +201,14 @@ async fn bad_inputs_are_refused_and_change_nothing() {
     };
     let over = c.memory.write_memory(note("y".repeat(100 * 1024))).await;
     assert_eq!(over.expect_err("refused").code(), Code::InvalidArgument);
-    // Past the transport's 4 MiB bound: refused before the handler.
-    let huge = c.memory.write_memory(note("z".repeat(10 << 20))).await;
+    // Past the daemon's 4 MiB message bound: refused before the handler
+    // (sent by a client that does not stop it first).
+    let channel = client::channel(&Target::Unix(daemon.socket()))
+        .await
+        .expect("channel");
+    let mut unbounded =
+        MemoryServiceClient::new(channel).max_encoding_message_size(usize::MAX);
+    let huge = unbounded.write_memory(note("z".repeat(10 << 20))).await;
     assert_eq!(huge.expect_err("refused").code(), Code::OutOfRange);
     assert_eq!(listed(&mut c, &alice).await.total, 0, "nothing was kept");
 
