@@ -12,13 +12,14 @@ use holarchy::client::{self, Clients, Target};
 use serde_json::{json, Value};
 use tonic::Code;
 
-/// The agent's notes matching `query`, as an operator searches them.
+/// The agent's memory matching `query`, as an operator searches it.
 async fn search(c: &mut Clients, agent_id: &str, query: &str) -> Vec<pb::MemoryHit> {
     c.memory
         .search_memory(pb::SearchMemoryRequest {
             agent_id: agent_id.into(),
             query: query.into(),
             limit: 50,
+            kinds: vec!["note".into()],
         })
         .await
         .expect("searched")
@@ -186,6 +187,7 @@ async fn bad_inputs_are_refused_and_change_nothing() {
             agent_id: alice.clone(),
             query: query.into(),
             limit,
+            kinds: Vec::new(),
         };
         assert_eq!(
             refused(request).await,
@@ -193,6 +195,13 @@ async fn bad_inputs_are_refused_and_change_nothing() {
             "{query:?} {limit}"
         );
     }
+    let unknown_kind = pb::SearchMemoryRequest {
+        agent_id: alice.clone(),
+        query: "x".into(),
+        limit: 5,
+        kinds: vec!["secrets".into()],
+    };
+    assert_eq!(refused(unknown_kind).await, Code::InvalidArgument);
     let note = |text: String| pb::WriteMemoryRequest {
         agent_id: alice.clone(),
         key: String::new(),
@@ -206,8 +215,7 @@ async fn bad_inputs_are_refused_and_change_nothing() {
     let channel = client::channel(&Target::Unix(daemon.socket()))
         .await
         .expect("channel");
-    let mut unbounded =
-        MemoryServiceClient::new(channel).max_encoding_message_size(usize::MAX);
+    let mut unbounded = MemoryServiceClient::new(channel).max_encoding_message_size(usize::MAX);
     let huge = unbounded.write_memory(note("z".repeat(10 << 20))).await;
     assert_eq!(huge.expect_err("refused").code(), Code::OutOfRange);
     assert_eq!(listed(&mut c, &alice).await.total, 0, "nothing was kept");
@@ -274,6 +282,15 @@ async fn archive_leaves_no_note_behind() {
     let child = spawned["agent_id"].as_str().expect("child id").to_owned();
     found(&c, &child, "zebra", 1).await;
     found(&c, &lead, "zebra", 1).await;
+    eventually("the lead's handled message indexed", || {
+        let mut c = c.clone();
+        let lead = lead.clone();
+        async move {
+            let hits = search_kind(&mut c, &lead, "MemoryWrite zebra", "message").await;
+            (!hits.is_empty()).then_some(())
+        }
+    })
+    .await;
 
     // An operator writes only into a public agent's memory.
     let private = c
@@ -297,6 +314,10 @@ async fn archive_leaves_no_note_behind() {
         let left = listed(&mut c, agent).await;
         assert!(left.notes.is_empty() && left.total == 0, "{left:?}");
         found(&c, agent, "zebra", 0).await;
+        // Its handled messages are no longer its memory either.
+        assert!(search_kind(&mut c, agent, "MemoryWrite zebra", "message")
+            .await
+            .is_empty());
     }
     let late = c
         .memory
@@ -308,4 +329,90 @@ async fn archive_leaves_no_note_behind() {
         })
         .await;
     assert_eq!(late.expect_err("refused").code(), Code::FailedPrecondition);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fact_from_the_first_of_many_messages_is_found_by_the_agent() {
+    // Within the default burst of 600 turns a minute: a hundred times the
+    // five messages a brain's context shows.
+    const LATER: usize = 500;
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let alice = create(&mut c, "alice", None).await;
+    send(
+        &mut c,
+        &alice,
+        "remember: the vault combination is 7-3-9 kingfisher",
+    )
+    .await;
+    let later: Vec<pb::SendMessageRequest> = (0..LATER)
+        .map(|n| pb::SendMessageRequest {
+            agent_id: alice.clone(),
+            text: format!("routine update {n}"),
+            dedupe_key: String::new(),
+        })
+        .collect();
+    for batch in later.chunks(250) {
+        c.agents
+            .send_messages(pb::SendMessagesRequest {
+                messages: batch.to_vec(),
+            })
+            .await
+            .expect("sent");
+    }
+    // Counted, not listed: listing a thousand messages at every poll
+    // would cost more than the turns.
+    eventually("every message handled", || {
+        let mut c = c.clone();
+        let alice = alice.clone();
+        async move {
+            let turns = common::get_agent(&mut c, &alice).await.turns_completed;
+            (turns as usize > LATER).then_some(())
+        }
+    })
+    .await;
+
+    let search = json!([{ "name": "MemorySearch", "input": { "query": "vault kingfisher", "kinds": ["message"] } }]);
+    let hits = eventually("the first message found", || {
+        let mut c = c.clone();
+        let alice = alice.clone();
+        let search = search.clone();
+        async move {
+            run(&mut c, &alice, search).await;
+            let (failed, output) = tool_call(&mut c, &alice, "MemorySearch").await;
+            assert!(!failed, "{output}");
+            let hits = output["hits"].as_array().cloned().unwrap_or_default();
+            (!hits.is_empty()).then_some(hits)
+        }
+    })
+    .await;
+    assert_eq!(hits[0]["kind"], "message", "{hits:?}");
+    let snippet = hits[0]["snippet"].as_str().expect("snippet");
+    assert!(snippet.contains("**kingfisher**"), "{snippet}");
+    // The reply (the scripted brain's `ack: ...`) is found with it.
+    let acked = search_kind(&mut c, &alice, "ack routine", "message").await;
+    assert!(acked.len() >= 10, "{}", acked.len());
+    assert!(search_kind(&mut c, &alice, "kingfisher", "note")
+        .await
+        .is_empty());
+}
+
+async fn search_kind(
+    c: &mut Clients,
+    agent_id: &str,
+    query: &str,
+    kind: &str,
+) -> Vec<pb::MemoryHit> {
+    c.memory
+        .search_memory(pb::SearchMemoryRequest {
+            agent_id: agent_id.into(),
+            query: query.into(),
+            limit: 50,
+            kinds: vec![kind.into()],
+        })
+        .await
+        .expect("searched")
+        .into_inner()
+        .hits
 }

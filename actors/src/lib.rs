@@ -69,7 +69,8 @@ pub use runtime::{
 };
 pub use store::{
     ApprovalStore, Batch, CommitFuture, DurableFuture, InboundStore, InstanceStore, MemoryHit,
-    MemoryNote, MemoryStore, NoteDraft, RecoveryInput, Store, StoreError, StoredEvent, Write,
+    MemoryKind, MemoryNote, MemoryStore, NoteDraft, Recalled, RecoveryInput, Store, StoreError,
+    StoredEvent, Write,
 };
 
 /// Wall-clock milliseconds since the Unix epoch, for record timestamps.

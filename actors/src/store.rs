@@ -14,7 +14,10 @@ use std::pin::Pin;
 pub use approval::ApprovalStore;
 pub use inbound::{InboundStore, StoredEvent};
 pub use instance::InstanceStore;
-pub use memory::{check_search, MemoryHit, MemoryInputError, MemoryNote, MemoryStore, NoteDraft};
+pub use memory::{
+    check_search, MemoryHit, MemoryInputError, MemoryKind, MemoryNote, MemoryStore, NoteDraft,
+    Recalled,
+};
 
 mod approval;
 mod inbound;

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use holarchy_actors::store::memory::MAX_SEARCH_HITS;
 use holarchy_actors::store::{check_search, MemoryInputError};
-use holarchy_actors::{now_ms, MemoryNote, NoteDraft, Runtime, Store};
+use holarchy_actors::{
+    now_ms, MemoryHit, MemoryKind, MemoryNote, NoteDraft, Recalled, Runtime, Store,
+};
 use holarchy_supervision::{AgentId, NoteId, Visibility};
 use tonic::{Request, Response, Status};
 
@@ -65,6 +67,28 @@ fn note(note: &MemoryNote) -> pb::MemoryNote {
     }
 }
 
+fn hit(hit: &MemoryHit) -> pb::MemoryHit {
+    let (note_pb, message) = match &hit.item {
+        Recalled::Note(found) => (Some(note(found)), None),
+        Recalled::Message(found) => (
+            None,
+            Some(pb::RecalledMessage {
+                message_id: found.id.to_string(),
+                text: found.body.clone(),
+                reply: found.reply.clone().unwrap_or_default(),
+                created_at_ms: found.created_at_ms as i64,
+            }),
+        ),
+    };
+    pb::MemoryHit {
+        note: note_pb,
+        score: hit.score,
+        snippet: hit.snippet.clone(),
+        kind: hit.item.kind().name().into(),
+        message,
+    }
+}
+
 /// Runs a store read off the async workers: a search scores on the CPU.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
@@ -83,17 +107,23 @@ impl MemoryService for MemoryApi {
         let req = request.into_inner();
         check_search(&req.query, u64::from(req.limit)).map_err(ApiError::from)?;
         let (agent_id, _, _) = self.agent(&req.agent_id)?;
+        let kinds = req
+            .kinds
+            .iter()
+            .map(|name| {
+                MemoryKind::from_name(name).ok_or_else(|| {
+                    ApiError::InvalidArgument(format!(
+                        "`{}` is not a memory kind (note, message)",
+                        super::convert::quote(name)
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let store = self.store();
         let limit = (req.limit as usize).min(MAX_SEARCH_HITS);
-        let hits = blocking(move || Ok(store.search_memory(agent_id, &req.query, limit)?)).await?;
-        let hits = hits
-            .iter()
-            .map(|hit| pb::MemoryHit {
-                note: Some(note(&hit.note)),
-                score: hit.score,
-                snippet: hit.snippet.clone(),
-            })
-            .collect();
+        let hits =
+            blocking(move || Ok(store.search_memory(agent_id, &req.query, &kinds, limit)?)).await?;
+        let hits = hits.iter().map(hit).collect();
         Ok(Response::new(pb::SearchMemoryResponse { hits }))
     }
 

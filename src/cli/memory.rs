@@ -1,5 +1,6 @@
-//! `holarchy memory ...`: operators search and list an agent's notes, and
-//! write one into a public agent's memory.
+//! `holarchy memory ...`: operators search an agent's memory (its notes
+//! and the messages it handled), list its notes, and write one into a
+//! public agent's memory.
 
 use clap::Subcommand;
 use serde_json::{json, Value};
@@ -14,13 +15,17 @@ const PREVIEW: usize = 60;
 
 #[derive(Debug, Subcommand)]
 pub enum MemoryCommand {
-    /// The agent's notes best matching QUERY, best first.
+    /// The agent's notes and handled messages best matching QUERY, best
+    /// first.
     Search {
         agent: String,
         query: String,
         /// Hits, 1 to 50.
         #[arg(long, default_value_t = 10)]
         limit: u32,
+        /// Only this kind: note or message; repeat for both.
+        #[arg(long = "kind")]
+        kinds: Vec<String>,
     },
     /// Every note the agent keeps, oldest first.
     List { agent: String },
@@ -46,25 +51,46 @@ pub(super) async fn memory_command(
             agent,
             query,
             limit,
+            kinds,
         } => {
             let agent_id = resolve(&mut clients, agent).await?;
             let request = pb::SearchMemoryRequest {
                 agent_id,
                 query: query.clone(),
                 limit: *limit,
+                kinds: kinds.clone(),
             };
             let found = clients.memory.search_memory(request).await?.into_inner();
+            if !out.json {
+                emit(format_args!(
+                    "{:<32} {:<8} {:>7} SNIPPET",
+                    "ID", "KIND", "SCORE"
+                ));
+            }
             for hit in &found.hits {
-                let Some(note) = &hit.note else { continue };
+                let mut line = match (&hit.note, &hit.message) {
+                    (Some(note), _) => note_json(note),
+                    (None, Some(message)) => json!({
+                        "message_id": message.message_id,
+                        "text": message.text,
+                        "reply": message.reply,
+                        "created_at_ms": message.created_at_ms,
+                    }),
+                    (None, None) => continue,
+                };
                 if out.json {
-                    let mut line = note_json(note);
+                    line["kind"] = json!(hit.kind);
                     line["score"] = json!(hit.score);
                     line["snippet"] = json!(hit.snippet);
                     emit(line);
                 } else {
+                    let id = line["note_id"]
+                        .as_str()
+                        .or(line["message_id"].as_str())
+                        .unwrap_or_default();
                     emit(format_args!(
-                        "{:<32} {:>7.3} {}",
-                        note.note_id,
+                        "{id:<32} {:<8} {:>7.3} {}",
+                        hit.kind,
                         hit.score,
                         one_line(&hit.snippet)
                     ));

@@ -1,52 +1,39 @@
-//! The full-text index of agents' notes: one tantivy index for the whole
-//! daemon, each document a note with its agent as a filter term.
+//! The full-text index of agents' memory: one tantivy index for the whole
+//! daemon, each document a note or a handled message, with its agent as a
+//! filter term.
 //!
-//! The index is derived data. Notes are durable in sled first; each write
-//! queues the note in the `memory_queue` tree in the same transaction, and
-//! the indexer thread here drains that queue off every turn's path: it
-//! re-reads each queued note from sled (present: indexed anew; gone:
-//! removed), commits, and only then takes the entries off the queue, so a
-//! crash repeats work and never loses it. An index that is missing,
-//! unreadable or of another schema is recreated empty at open, and a
-//! durable rebuild cursor walks every note into it; searches answer
-//! meanwhile from what is indexed.
-//!
-//! A search reads back each hit's note from sled, so a hit always shows
-//! the note as it is now, and a note deleted but not yet unindexed is
-//! never returned.
+//! The index is derived data, written by the [`indexer`] thread off every
+//! turn's path and rebuilt from the store when lost. A search reads back
+//! each hit from sled, so a hit always shows the record as it is now, and
+//! one deleted but not yet unindexed is never returned.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use holarchy_actors::{MemoryHit, MemoryNote, StoreError};
-use holarchy_supervision::{AgentId, NoteId};
-use sled::Tree;
+use holarchy_actors::store::memory::{MemoryKind, Recalled};
+use holarchy_actors::{MemoryHit, StoreError};
+use holarchy_supervision::{AgentId, MessageId, NoteId};
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING, TEXT,
 };
 use tantivy::snippet::SnippetGenerator;
-use tantivy::{doc, Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 use tracing::{info, warn};
 
-use super::codec::decode;
+pub use indexer::IndexSource;
+
+mod indexer;
 
 /// Tree names, shared with the sled side.
 pub const MEMORY: &str = "memory";
 pub const MEMORY_QUEUE: &str = "memory_queue";
 pub const MEMORY_META: &str = "memory_meta";
-/// Key in `memory_meta` of the rebuild cursor: the last note key indexed
-/// by a rebuild in progress (empty: none yet). Absent when no rebuild runs.
-const REBUILD: &[u8] = b"rebuild";
 
-/// Queue entries or notes indexed per commit.
-const CHUNK: usize = 1024;
-/// How long the indexer sleeps without a wake-up before it looks again.
-const IDLE: Duration = Duration::from_secs(5);
 /// The writer's memory budget: tantivy's least for one thread.
 const WRITER_BUDGET: usize = 15_000_000;
 /// Characters in a hit's snippet, at most.
@@ -62,8 +49,10 @@ fn backend(err: sled::Error) -> StoreError {
 
 #[derive(Debug, Clone, Copy)]
 struct Fields {
+    /// The record's id as text (`note_...`, `msg_...`): its kind shows.
     id: Field,
     agent: Field,
+    kind: Field,
     key: Field,
     text: Field,
     tags: Field,
@@ -81,6 +70,7 @@ fn schema() -> (Schema, Fields) {
         // Raw tokens: exact terms to filter and delete by.
         id: builder.add_text_field("id", STRING | STORED),
         agent: builder.add_text_field("agent", STRING),
+        kind: builder.add_text_field("kind", STRING),
         // Texts are not stored: a hit is read back from sled.
         key: builder.add_text_field("key", stemmed.clone()),
         text: builder.add_text_field("text", stemmed),
@@ -89,13 +79,40 @@ fn schema() -> (Schema, Fields) {
     (builder.build(), fields)
 }
 
+/// Reads back what a hit names, or `None` if it is gone.
+pub(crate) trait Recall {
+    fn recall(&self, id: &str) -> Result<Option<Recalled>, StoreError>;
+}
+
+/// Reads a hit's note or message of `agent` back through two lookups.
+pub(crate) struct RecallBy<N, M> {
+    pub(crate) note: N,
+    pub(crate) message: M,
+}
+
+impl<N, M> Recall for RecallBy<N, M>
+where
+    N: Fn(NoteId) -> Result<Option<Recalled>, StoreError>,
+    M: Fn(MessageId) -> Result<Option<Recalled>, StoreError>,
+{
+    fn recall(&self, id: &str) -> Result<Option<Recalled>, StoreError> {
+        if let Ok(note) = id.parse::<NoteId>() {
+            return (self.note)(note);
+        }
+        match id.parse::<MessageId>() {
+            Ok(message) => (self.message)(message),
+            Err(_) => Ok(None),
+        }
+    }
+}
+
 /// The daemon's memory index: searches here, writes on the indexer thread.
 pub struct MemoryIndex {
     index: Index,
     reader: IndexReader,
     fields: Fields,
-    /// Wakes the indexer; dropping it stops the indexer.
-    wake: Mutex<Option<mpsc::SyncSender<()>>>,
+    wake: mpsc::SyncSender<()>,
+    stopping: Arc<AtomicBool>,
     indexer: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -103,14 +120,6 @@ impl std::fmt::Debug for MemoryIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryIndex").finish_non_exhaustive()
     }
-}
-
-/// The sled trees the indexer reads.
-#[derive(Debug, Clone)]
-pub struct IndexSource {
-    pub notes: Tree,
-    pub queue: Tree,
-    pub meta: Tree,
 }
 
 impl MemoryIndex {
@@ -123,9 +132,11 @@ impl MemoryIndex {
             Ok(index) => index,
             Err(reason) => {
                 info!(dir = %dir.display(), %reason, "memory index rebuilt from the store");
-                recreate(dir, &schema, &source.meta)?
+                source.schedule_rebuild()?;
+                recreate(dir, &schema)?
             }
         };
+        source.start_following()?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -135,43 +146,39 @@ impl MemoryIndex {
             .writer_with_num_threads(1, WRITER_BUDGET)
             .map_err(failed)?;
         let (wake, woken) = mpsc::sync_channel(1);
-        let indexer = Indexer {
-            writer,
-            reader: Clone::clone(&reader),
-            fields,
-            source,
-        };
+        let stopping = Arc::new(AtomicBool::new(false));
+        let indexer = indexer::Indexer::new(writer, reader.clone(), fields, source);
+        let stop = stopping.clone();
         let thread = std::thread::Builder::new()
             .name("memory-indexer".into())
-            .spawn(move || indexer.run(woken))
+            .spawn(move || indexer.run(woken, &stop))
             .map_err(failed)?;
         Ok(Self {
             index,
             reader,
             fields,
-            wake: Mutex::new(Some(wake)),
+            wake,
+            stopping,
             indexer: Mutex::new(Some(thread)),
         })
     }
 
     /// Tells the indexer there is work; never blocks.
     pub fn wake(&self) {
-        let wake = self.wake.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(wake) = wake.as_ref() {
-            // Full: a wake-up is already pending, which is enough.
-            let _ = wake.try_send(());
-        }
+        // Full: a wake-up is already pending, which is enough.
+        let _ = self.wake.try_send(());
     }
 
-    /// Stops the indexer after its current chunk; what is still queued is
-    /// indexed at the next start.
+    /// A handle that wakes the indexer, for whoever sees new work.
+    pub fn waker(&self) -> mpsc::SyncSender<()> {
+        self.wake.clone()
+    }
+
+    /// Stops the indexer after its current chunk; what is still to index
+    /// is indexed at the next start.
     pub fn stop(&self) {
-        drop(
-            self.wake
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
+        self.stopping.store(true, Ordering::SeqCst);
+        self.wake();
         let thread = self
             .indexer
             .lock()
@@ -184,30 +191,41 @@ impl MemoryIndex {
         }
     }
 
-    /// The agent's best hits for `query`, read back through `note`.
-    pub fn search(
+    /// The agent's best hits for `query` among `kinds` (empty: all), read
+    /// back through `recall`.
+    pub(crate) fn search(
         &self,
         agent: AgentId,
         query: &str,
+        kinds: &[MemoryKind],
         limit: usize,
-        note: impl Fn(NoteId) -> Result<Option<MemoryNote>, StoreError>,
+        recall: &impl Recall,
     ) -> Result<Vec<MemoryHit>, StoreError> {
         let fields = self.fields;
         let parser =
             QueryParser::for_index(&self.index, vec![fields.text, fields.key, fields.tags]);
         // Lenient: an agent's query is text, not syntax to get right.
         let (matched, _) = parser.parse_query_lenient(query);
-        let owner = TermQuery::new(
-            Term::from_field_text(fields.agent, &agent.to_string()),
-            IndexRecordOption::Basic,
-        );
-        let query = BooleanQuery::new(vec![
-            (Occur::Must, Box::new(owner) as Box<dyn Query>),
+        let term = |field, text: &str| -> Box<dyn Query> {
+            Box::new(TermQuery::new(
+                Term::from_field_text(field, text),
+                IndexRecordOption::Basic,
+            ))
+        };
+        let mut clauses = vec![
+            (Occur::Must, term(fields.agent, &agent.to_string())),
             (Occur::Must, matched.box_clone()),
-        ]);
+        ];
+        if !kinds.is_empty() {
+            let any_kind = kinds
+                .iter()
+                .map(|k| (Occur::Should, term(fields.kind, k.name())))
+                .collect();
+            clauses.push((Occur::Must, Box::new(BooleanQuery::new(any_kind))));
+        }
         let searcher = self.reader.searcher();
         let top = searcher
-            .search(&query, &TopDocs::with_limit(limit))
+            .search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit))
             .map_err(failed)?;
         let mut snippets =
             SnippetGenerator::create(&searcher, &*matched, fields.text).map_err(failed)?;
@@ -215,18 +233,16 @@ impl MemoryIndex {
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address).map_err(failed)?;
-            let Some(id) = doc
-                .get_first(fields.id)
-                .and_then(|v| v.as_str())
-                .and_then(|id| id.parse::<NoteId>().ok())
-            else {
+            let Some(id) = doc.get_first(fields.id).and_then(|v| v.as_str()) else {
                 continue;
             };
             // Deleted since it was indexed: not the agent's any more.
-            let Some(note) = note(id)? else { continue };
-            let snippet = highlighted(&snippets, &note.text);
+            let Some(item) = recall.recall(id)? else {
+                continue;
+            };
+            let snippet = highlighted(&snippets, &item.text());
             hits.push(MemoryHit {
-                note,
+                item,
                 score,
                 snippet,
             });
@@ -268,9 +284,8 @@ fn open_existing(dir: &Path, schema: &Schema) -> Result<Index, String> {
     if &index.schema() != schema {
         return Err("the index has another schema".into());
     }
-    // Opening reads only the meta file: load every segment too, so a
+    // Opening reads only the meta file: open every segment too, so a
     // damaged one is found now rather than by a search.
-    index.load_metas().map_err(|err| err.to_string())?;
     index
         .searchable_segments()
         .map_err(|err| err.to_string())?
@@ -283,11 +298,9 @@ fn open_existing(dir: &Path, schema: &Schema) -> Result<Index, String> {
     Ok(index)
 }
 
-/// An empty index in `dir` and a rebuild cursor at the start, set durably
-/// first: a crash before the index exists rebuilds again.
-fn recreate(dir: &Path, schema: &Schema, meta: &Tree) -> Result<Index, StoreError> {
-    meta.insert(REBUILD, &[] as &[u8]).map_err(backend)?;
-    meta.flush().map_err(backend)?;
+/// An empty index in `dir`. The rebuild is scheduled durably before, so
+/// a crash before the index exists rebuilds again.
+fn recreate(dir: &Path, schema: &Schema) -> Result<Index, StoreError> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(failed)?;
     }
@@ -298,145 +311,4 @@ fn recreate(dir: &Path, schema: &Schema, meta: &Tree) -> Result<Index, StoreErro
 /// Where the index of a store in `store_dir` lives.
 pub fn index_dir(store_dir: &Path) -> PathBuf {
     store_dir.join("memory_index")
-}
-
-/// The indexer thread's state.
-struct Indexer {
-    writer: IndexWriter,
-    reader: IndexReader,
-    fields: Fields,
-    source: IndexSource,
-}
-
-impl Indexer {
-    fn run(mut self, woken: mpsc::Receiver<()>) {
-        loop {
-            let worked = match self.step() {
-                Ok(worked) => worked,
-                Err(err) => {
-                    warn!(error = %err, "memory indexing failed; retrying");
-                    false
-                }
-            };
-            if worked {
-                continue;
-            }
-            match woken.recv_timeout(IDLE) {
-                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-        }
-        if let Err(err) = self.writer.wait_merging_threads() {
-            warn!(error = %err, "memory index merges did not finish");
-        }
-    }
-
-    /// One chunk of the rebuild, else one chunk of the queue; whether
-    /// there was anything to do.
-    fn step(&mut self) -> Result<bool, StoreError> {
-        if let Some(cursor) = self.source.meta.get(REBUILD).map_err(backend)? {
-            self.rebuild_chunk(&cursor)?;
-            return Ok(true);
-        }
-        self.queue_chunk()
-    }
-
-    fn rebuild_chunk(&mut self, cursor: &[u8]) -> Result<(), StoreError> {
-        let mut last = None;
-        let range = (
-            std::ops::Bound::Excluded(cursor.to_vec()),
-            std::ops::Bound::Unbounded,
-        );
-        for entry in self.source.notes.range(range).take(CHUNK) {
-            let (key, value) = entry.map_err(backend)?;
-            let note: MemoryNote = decode(MEMORY, &value)?;
-            self.upsert(&note)?;
-            last = Some(key);
-        }
-        self.commit()?;
-        match last {
-            Some(key) => self.source.meta.insert(REBUILD, key).map_err(backend)?,
-            None => {
-                info!("memory index rebuild finished");
-                self.source.meta.remove(REBUILD).map_err(backend)?
-            }
-        };
-        Ok(())
-    }
-
-    fn queue_chunk(&mut self) -> Result<bool, StoreError> {
-        let mut taken = Vec::new();
-        for entry in self.source.queue.iter().take(CHUNK) {
-            let (key, stamp) = entry.map_err(backend)?;
-            match key.len() {
-                // An agent's whole memory went.
-                16 => {
-                    let agent = AgentId::from_bytes(key_bytes(&key)?);
-                    self.writer
-                        .delete_term(Term::from_field_text(self.fields.agent, &agent.to_string()));
-                }
-                32 => {
-                    let id = NoteId::from_bytes(key_bytes(&key[16..])?);
-                    self.delete(id);
-                    if let Some(value) = self.source.notes.get(&key).map_err(backend)? {
-                        let note: MemoryNote = decode(MEMORY, &value)?;
-                        self.upsert(&note)?;
-                    }
-                }
-                _ => {}
-            }
-            taken.push((key, stamp));
-        }
-        if taken.is_empty() {
-            return Ok(false);
-        }
-        self.commit()?;
-        for (key, stamp) in taken {
-            // Queued again meanwhile: left for the next chunk.
-            let _ = self
-                .source
-                .queue
-                .compare_and_swap(key, Some(stamp), None::<&[u8]>)
-                .map_err(backend)?;
-        }
-        Ok(true)
-    }
-
-    fn delete(&mut self, id: NoteId) {
-        self.writer
-            .delete_term(Term::from_field_text(self.fields.id, &id.to_string()));
-    }
-
-    fn upsert(&mut self, note: &MemoryNote) -> Result<(), StoreError> {
-        self.delete(note.id);
-        let fields = self.fields;
-        let mut document = doc!(
-            fields.id => note.id.to_string(),
-            fields.agent => note.agent_id.to_string(),
-            fields.text => note.text.as_str(),
-        );
-        if let Some(key) = &note.key {
-            document.add_text(fields.key, key);
-        }
-        for tag in &note.tags {
-            document.add_text(fields.tags, tag);
-        }
-        self.writer.add_document(document).map_err(failed)?;
-        Ok(())
-    }
-
-    fn commit(&mut self) -> Result<(), StoreError> {
-        self.writer.commit().map_err(failed)?;
-        self.reader.reload().map_err(failed)
-    }
-}
-
-fn key_bytes(bytes: &[u8]) -> Result<[u8; 16], StoreError> {
-    bytes
-        .get(..16)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| StoreError::Corrupt {
-            tree: MEMORY_QUEUE,
-            detail: format!("key of {} bytes", bytes.len()),
-        })
 }

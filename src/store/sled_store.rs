@@ -252,7 +252,7 @@ impl SledStore {
             approvals: tree(APPROVALS)?,
             agent_approvals: tree(AGENT_APPROVALS)?,
             open_approvals: tree(OPEN_APPROVALS)?,
-            memory: memory::Memory::open(&db, path)?,
+            memory: memory::Memory::open(&db, path, group.watermark())?,
             events,
             grouped: Grouped::start(writer.clone())?,
             writer,

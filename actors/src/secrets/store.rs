@@ -16,8 +16,8 @@ use holarchy_composition::schedule::ScheduleState;
 
 use super::Secrets;
 use crate::store::{
-    ApprovalStore, Batch, DurableFuture, InboundStore, InstanceStore, MemoryHit, MemoryNote,
-    MemoryStore, NoteDraft, RecoveryInput, Store, StoreError, StoredEvent,
+    ApprovalStore, Batch, DurableFuture, InboundStore, InstanceStore, MemoryHit, MemoryKind,
+    MemoryNote, MemoryStore, NoteDraft, RecoveryInput, Store, StoreError, StoredEvent,
 };
 
 /// Wraps the runtime's store; reads pass through unchanged.
@@ -149,9 +149,10 @@ impl MemoryStore for RedactingStore {
         &self,
         agent: AgentId,
         query: &str,
+        kinds: &[MemoryKind],
         limit: usize,
     ) -> Result<Vec<MemoryHit>, StoreError> {
-        self.inner.search_memory(agent, query, limit)
+        self.inner.search_memory(agent, query, kinds, limit)
     }
 
     fn delete_memory(&self, agent: AgentId) -> Result<usize, StoreError> {

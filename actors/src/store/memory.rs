@@ -1,5 +1,5 @@
-//! An agent's durable memory: notes it keeps, found again by full-text
-//! search. Apart from the batch path, like approvals: a note is written
+//! An agent's durable memory: notes it keeps and the messages it handled
+//! (with its replies), found again by full-text search. Apart from the batch path, like approvals: a note is written
 //! (and counted by the group commit) on its own, durable before the search
 //! index sees it; the index catches up in the background and is rebuilt
 //! from the notes when lost.
@@ -7,7 +7,7 @@
 //! Each agent's notes are its own: every read names the agent, and a note
 //! of another agent is never returned.
 
-use holarchy_supervision::{AgentId, NoteId};
+use holarchy_supervision::{AgentId, MessageRecord, NoteId};
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
@@ -115,10 +115,61 @@ pub fn check_search(query: &str, limit: u64) -> Result<(), MemoryInputError> {
     Ok(())
 }
 
+/// What a search can find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryKind {
+    /// A note the agent wrote (`MemoryWrite`).
+    Note,
+    /// A message the agent handled, with its reply.
+    Message,
+}
+
+impl MemoryKind {
+    pub const ALL: [MemoryKind; 2] = [MemoryKind::Note, MemoryKind::Message];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            MemoryKind::Note => "note",
+            MemoryKind::Message => "message",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// What a hit found, read back from the store as it is now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recalled {
+    Note(MemoryNote),
+    Message(MessageRecord),
+}
+
+impl Recalled {
+    pub fn kind(&self) -> MemoryKind {
+        match self {
+            Recalled::Note(_) => MemoryKind::Note,
+            Recalled::Message(_) => MemoryKind::Message,
+        }
+    }
+
+    /// The searched text: a note's text, or a message and its reply.
+    pub fn text(&self) -> String {
+        match self {
+            Recalled::Note(note) => note.text.clone(),
+            Recalled::Message(message) => match &message.reply {
+                Some(reply) => format!("{}\n\n{reply}", message.body),
+                None => message.body.clone(),
+            },
+        }
+    }
+}
+
 /// One search result, best first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MemoryHit {
-    pub note: MemoryNote,
+    pub item: Recalled,
     /// The engine's relevance score (BM25): higher is better.
     pub score: f32,
     /// A short passage of the text around the matched terms, each match
@@ -143,16 +194,19 @@ pub trait MemoryStore {
     ) -> Result<Vec<MemoryNote>, StoreError>;
     /// How many notes the agent keeps.
     fn note_count(&self, agent: AgentId) -> Result<u64, StoreError>;
-    /// The agent's notes best matching a checked `query`, at most `limit`,
-    /// from what the index holds so far (it trails the writes briefly).
+    /// The agent's notes and handled messages (of `kinds`; empty: all)
+    /// best matching a checked `query`, at most `limit`, from what the
+    /// index holds so far (it trails the writes briefly). An agent that is
+    /// not live has no memory: nothing is found.
     fn search_memory(
         &self,
         agent: AgentId,
         query: &str,
+        kinds: &[MemoryKind],
         limit: usize,
     ) -> Result<Vec<MemoryHit>, StoreError>;
-    /// Deletes every note of the agent and queues their removal from the
-    /// index; idempotent, so a cleanup may run it again after a crash.
+    /// Deletes every note of the agent and queues the removal of all its
+    /// memory (notes and messages) from the index; idempotent, so a cleanup may run it again after a crash.
     /// Returns how many notes were deleted.
     fn delete_memory(&self, agent: AgentId) -> Result<usize, StoreError>;
 }

@@ -1,8 +1,8 @@
 //! The memory family: notes an agent keeps for itself, and their search.
 //! `MemoryWrite` stores a note durably (same key: replaced),
-//! `MemorySearch` finds the agent's notes by their words, ranked and with
-//! the matches highlighted, `MemoryGet` reads one back whole. An agent
-//! reaches only its own notes.
+//! `MemorySearch` finds the agent's notes and the messages it handled (with
+//! its replies) by their words, ranked and with the matches highlighted,
+//! `MemoryGet` reads a note back whole. An agent reaches only its own.
 
 use std::sync::Arc;
 
@@ -15,7 +15,10 @@ use super::error::{classified, Classify, ErrorKind, ToolError};
 use super::input::from_text;
 use super::tool::{Caller, Plane, Spec, Tool};
 use crate::store::memory::MAX_SEARCH_HITS;
-use crate::store::{check_search, MemoryInputError, MemoryNote, NoteDraft, StoreError};
+use crate::store::{
+    check_search, MemoryHit, MemoryInputError, MemoryKind, MemoryNote, NoteDraft, Recalled,
+    StoreError,
+};
 use crate::{now_ms, Ctx};
 
 /// Hits a search returns when it names no limit.
@@ -123,6 +126,47 @@ pub struct MemorySearchInput {
     /// How many hits, 1 to 50 (default 10).
     #[serde(default)]
     limit: Option<u64>,
+    /// What to search: `note` (your notes), `message` (messages you
+    /// handled, with your replies); default both.
+    #[serde(default)]
+    kinds: Vec<KindName>,
+}
+
+/// The kinds a search may name.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+enum KindName {
+    Note,
+    Message,
+}
+
+impl From<KindName> for MemoryKind {
+    fn from(name: KindName) -> Self {
+        match name {
+            KindName::Note => MemoryKind::Note,
+            KindName::Message => MemoryKind::Message,
+        }
+    }
+}
+
+/// What a brain reads of a hit.
+fn hit_json(hit: &MemoryHit) -> Value {
+    let mut out = match &hit.item {
+        Recalled::Note(note) => json!({
+            "id": note.id.to_string(),
+            "key": note.key,
+            "tags": note.tags,
+            "updated_at_ms": note.updated_at_ms,
+        }),
+        Recalled::Message(message) => json!({
+            "id": message.id.to_string(),
+            "created_at_ms": message.created_at_ms,
+        }),
+    };
+    out["kind"] = json!(hit.item.kind().name());
+    out["score"] = json!(hit.score);
+    out["snippet"] = json!(hit.snippet);
+    out
 }
 
 impl Tool for MemorySearch {
@@ -130,7 +174,7 @@ impl Tool for MemorySearch {
         name: "MemorySearch",
         family: ToolFamily::Memory,
         plane: Plane::Memory,
-        description: "Searches your notes (full text, best first) and returns each hit's id, key, tags and a snippet with the matches in **bold**. A note just written is searchable within about a second.",
+        description: "Searches your notes and the messages you handled (with your replies), full text, best first; each hit has its kind, id, score and a snippet with the matches in **bold**. A note just written is searchable within about a second.",
     };
     type Input = MemorySearchInput;
     type Error = MemoryError;
@@ -143,26 +187,15 @@ impl Tool for MemorySearch {
         let limit = input.limit.unwrap_or(DEFAULT_HITS);
         check_search(&input.query, limit)?;
         let limit = (limit as usize).min(MAX_SEARCH_HITS);
+        let kinds: Vec<MemoryKind> = input.kinds.into_iter().map(Into::into).collect();
         let store = ctx.store.clone();
         // The engine scores on the CPU: off the async workers.
         let hits = tokio::task::spawn_blocking(move || {
-            store.search_memory(caller.agent_id, &input.query, limit)
+            store.search_memory(caller.agent_id, &input.query, &kinds, limit)
         })
         .await
         .map_err(|err| MemoryError::Interrupted(err.to_string()))??;
-        let hits: Vec<Value> = hits
-            .iter()
-            .map(|hit| {
-                json!({
-                    "id": hit.note.id.to_string(),
-                    "key": hit.note.key,
-                    "tags": hit.note.tags,
-                    "score": hit.score,
-                    "snippet": hit.snippet,
-                    "updated_at_ms": hit.note.updated_at_ms,
-                })
-            })
-            .collect();
+        let hits: Vec<Value> = hits.iter().map(hit_json).collect();
         Ok(json!({ "hits": hits }))
     }
 }

@@ -6,15 +6,18 @@
 use std::path::Path;
 
 use holarchy_actors::store::memory::MAX_NOTES_PER_AGENT;
-use holarchy_actors::{MemoryHit, MemoryNote, MemoryStore, NoteDraft, StoreError};
-use holarchy_supervision::{AgentId, NoteId};
+use holarchy_actors::{
+    MemoryHit, MemoryKind, MemoryNote, MemoryStore, NoteDraft, Recalled, Store, StoreError,
+};
+use holarchy_supervision::{AgentId, EventCursor, MessageStatus, NoteId};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::{Transactional, Tree};
+use tokio::sync::watch;
 
-use super::{backend, pair_key, SledStore};
+use super::{backend, pair_key, SledStore, AGENTS, EVENTS, MESSAGES};
 use crate::store::codec::{decode, encode};
 use crate::store::memory_index::{
-    index_dir, IndexSource, MemoryIndex, MEMORY, MEMORY_META, MEMORY_QUEUE,
+    index_dir, IndexSource, MemoryIndex, RecallBy, MEMORY, MEMORY_META, MEMORY_QUEUE,
 };
 
 /// `memory_keys`: agent id ++ key (UTF-8) -> note id.
@@ -36,8 +39,13 @@ pub(super) struct Memory {
 }
 
 impl Memory {
-    /// Opens the trees of `db` and the index beside the store in `dir`.
-    pub(super) fn open(db: &sled::Db, dir: &Path) -> Result<Self, StoreError> {
+    /// Opens the trees of `db` and the index beside the store in `dir`,
+    /// and wakes the indexer whenever more events become durable.
+    pub(super) fn open(
+        db: &sled::Db,
+        dir: &Path,
+        watermark: watch::Receiver<EventCursor>,
+    ) -> Result<Self, StoreError> {
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let notes = tree(MEMORY)?;
         let queue = tree(MEMORY_QUEUE)?;
@@ -45,9 +53,22 @@ impl Memory {
             notes: notes.clone(),
             queue: queue.clone(),
             meta: tree(MEMORY_META)?,
+            agents: tree(AGENTS)?,
+            messages: tree(MESSAGES)?,
+            events: tree(EVENTS)?,
+            watermark: watermark.clone(),
         };
+        let index = MemoryIndex::open(&index_dir(dir), source)?;
+        let waker = index.waker();
+        let mut flushed = watermark;
+        // Ends when the store's flusher goes, at close.
+        tokio::spawn(async move {
+            while flushed.changed().await.is_ok() {
+                let _ = waker.try_send(());
+            }
+        });
         Ok(Self {
-            index: MemoryIndex::open(&index_dir(dir), source)?,
+            index,
             notes,
             keys: tree(MEMORY_KEYS)?,
             queue,
@@ -185,11 +206,26 @@ impl MemoryStore for SledStore {
         &self,
         agent: AgentId,
         query: &str,
+        kinds: &[MemoryKind],
         limit: usize,
     ) -> Result<Vec<MemoryHit>, StoreError> {
+        // Archived (or never created): its memory is gone, whatever the
+        // index has not yet dropped.
+        if !self.agent(agent)?.is_some_and(|a| a.state.is_live()) {
+            return Ok(Vec::new());
+        }
+        let recall = RecallBy {
+            note: |id| Ok(self.note(agent, id)?.map(Recalled::Note)),
+            message: |id| {
+                Ok(self
+                    .message(agent, id)?
+                    .filter(|m| matches!(m.status, MessageStatus::Handled { .. }))
+                    .map(Recalled::Message))
+            },
+        };
         self.memory
             .index
-            .search(agent, query, limit, |id| self.note(agent, id))
+            .search(agent, query, kinds, limit, &recall)
     }
 
     fn delete_memory(&self, agent: AgentId) -> Result<usize, StoreError> {
@@ -241,6 +277,10 @@ impl MemoryStore for SledStore {
 mod tests {
     use std::time::{Duration, Instant};
 
+    use holarchy_actors::Write;
+    use holarchy_supervision::{EventKind, RunId, RunOutcome};
+
+    use super::super::tests::{agent, created, message};
     use super::super::StoreConfig;
     use super::*;
 
@@ -253,11 +293,26 @@ mod tests {
         }
     }
 
-    /// Polls `search` until it finds `want` notes, or fails at a deadline.
-    fn found(store: &SledStore, agent: AgentId, query: &str, want: usize) -> Vec<MemoryHit> {
+    /// A live agent in `store`.
+    async fn live(store: &SledStore, name: &str) -> AgentId {
+        let record = agent(name);
+        store.commit(created(&record)).expect("created");
+        record.id
+    }
+
+    /// Polls a search until it finds `want` hits, or gives up at a deadline.
+    fn found(
+        store: &SledStore,
+        agent: AgentId,
+        query: &str,
+        kinds: &[MemoryKind],
+        want: usize,
+    ) -> Vec<MemoryHit> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let hits = store.search_memory(agent, query, 10).expect("searches");
+            let hits = store
+                .search_memory(agent, query, kinds, 10)
+                .expect("searches");
             if hits.len() == want || Instant::now() > deadline {
                 return hits;
             }
@@ -265,11 +320,15 @@ mod tests {
         }
     }
 
+    fn text(hit: &MemoryHit) -> String {
+        hit.item.text()
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn notes_are_replaced_by_key_ranked_isolated_and_deleted_with_their_agent() {
         let dir = tempfile::tempdir().expect("tmp");
         let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
-        let (alice, bob) = (AgentId::generate(), AgentId::generate());
+        let (alice, bob) = (live(&store, "alice").await, live(&store, "bob").await);
         let first = store
             .put_note(&draft(alice, Some("color"), "the sky is green"), 1)
             .expect("stored");
@@ -285,21 +344,18 @@ mod tests {
             .expect("stored");
         assert_eq!(store.note_count(alice).expect("count"), 2);
 
-        let hits = found(&store, alice, "blue", 2);
+        let hits = found(&store, alice, "blue", &[], 2);
         assert_eq!(hits.len(), 2, "{hits:?}");
-        assert!(hits.iter().all(|h| h.note.agent_id == alice));
-        assert!(hits[0].score >= hits[1].score);
+        assert_eq!(text(&hits[0]), "blue blue blue whales", "ranked");
+        assert!(hits[0].score > hits[1].score);
         assert!(hits[0].snippet.contains("**blue**"), "{}", hits[0].snippet);
-        assert!(
-            found(&store, alice, "green", 0).is_empty(),
-            "replaced text is gone"
-        );
+        assert!(found(&store, alice, "green", &[], 0).is_empty(), "replaced");
 
         assert_eq!(store.delete_memory(alice).expect("deleted"), 2);
         assert_eq!(store.delete_memory(alice).expect("again"), 0);
         assert!(store.notes(alice, None, 10).expect("list").is_empty());
-        assert!(found(&store, alice, "blue", 0).is_empty());
-        assert_eq!(found(&store, bob, "blue", 1).len(), 1, "bob keeps his");
+        assert!(found(&store, alice, "blue", &[], 0).is_empty());
+        assert_eq!(found(&store, bob, "blue", &[], 1).len(), 1, "bob keeps his");
         // The key is free again: a new note, counted from zero.
         store
             .put_note(&draft(alice, Some("color"), "red"), 5)
@@ -308,11 +364,54 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread")]
-    async fn a_lost_index_is_rebuilt_from_the_notes() {
+    async fn handled_messages_are_found_from_the_event_log_and_rebuilt() {
         let dir = tempfile::tempdir().expect("tmp");
-        let agent = AgentId::generate();
+        let alice;
         {
             let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+            alice = live(&store, "alice").await;
+            let run_id = RunId::generate();
+            let mut handled = message(alice, MessageStatus::Handled { run_id }, None);
+            handled.body = "where do the pelicans nest?".into();
+            handled.reply = Some("on the northern cliffs".into());
+            let queued = message(alice, MessageStatus::Queued, None);
+            let finished = EventKind::RunFinished {
+                run_id,
+                message_id: handled.id,
+                outcome: RunOutcome::Completed,
+                detail: String::new(),
+            };
+            let batch = holarchy_actors::Batch::new()
+                .write(Write::PutMessage(handled.clone()))
+                .write(Write::PutMessage(queued))
+                .event(alice, finished);
+            store.commit(batch).expect("committed");
+            store.durable().await.expect("durable");
+            let hits = found(&store, alice, "cliffs", &[MemoryKind::Message], 1);
+            assert_eq!(hits.len(), 1, "{hits:?}");
+            assert!(matches!(&hits[0].item, Recalled::Message(m) if m.id == handled.id));
+            assert!(
+                hits[0].snippet.contains("**cliffs**"),
+                "{}",
+                hits[0].snippet
+            );
+            assert!(found(&store, alice, "cliffs", &[MemoryKind::Note], 0).is_empty());
+            store.close().await;
+        }
+        std::fs::remove_dir_all(index_dir(dir.path())).expect("index removed");
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+        assert_eq!(found(&store, alice, "pelicans", &[], 1).len(), 1);
+        // The queued message ("hi") was never handled: not memory yet.
+        assert!(found(&store, alice, "hi", &[], 0).is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_lost_index_is_rebuilt_from_the_notes() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let agent;
+        {
+            let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+            agent = live(&store, "otter-keeper").await;
             for n in 0..50 {
                 store
                     .put_note(
@@ -321,13 +420,13 @@ mod tests {
                     )
                     .expect("stored");
             }
-            assert_eq!(found(&store, agent, "otters", 10).len(), 10);
+            assert_eq!(found(&store, agent, "otters", &[], 10).len(), 10);
             store.close().await;
         }
         std::fs::remove_dir_all(index_dir(dir.path())).expect("index removed");
         let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
-        assert_eq!(found(&store, agent, "number42", 1).len(), 1);
-        assert_eq!(found(&store, agent, "otters", 10).len(), 10);
+        assert_eq!(found(&store, agent, "number42", &[], 1).len(), 1);
+        assert_eq!(found(&store, agent, "otters", &[], 10).len(), 10);
     }
 
     #[tokio::test(flavor = "multi_thread")]
