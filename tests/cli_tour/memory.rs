@@ -1,5 +1,6 @@
 //! The tour's memory part: an agent keeps notes through its tools; the
-//! operator searches them (ranked, matches in bold) and lists them.
+//! operator searches them and the messages the agent handled (ranked,
+//! matches in bold) and lists them.
 
 use crate::cli::{handled, text, until, Holarchy};
 use crate::common::{data_dir, Daemon};
@@ -18,8 +19,15 @@ async fn an_operator_searches_and_lists_what_an_agent_wrote() {
     ]);
     handled(&cli, "ops", 1);
 
-    let hits = until("two hits", || {
-        let hits = cli.json(&["memory", "search", "ops", "deploy tuesdays"]);
+    let hits = until("two notes", || {
+        let hits = cli.json(&[
+            "memory",
+            "search",
+            "ops",
+            "deploy tuesdays",
+            "--kind",
+            "note",
+        ]);
         (hits.len() == 2).then_some(hits)
     });
     // Both words match the first note: it ranks first.
@@ -29,7 +37,19 @@ async fn an_operator_searches_and_lists_what_an_agent_wrote() {
         text(&hits[0], "snippet").contains("**tuesdays**"),
         "{hits:?}"
     );
+    // The message that asked for the notes is the agent's memory too.
+    let message = until("the handled message", || {
+        let hits = cli.json(&["memory", "search", "ops", "tuesdays", "--kind", "message"]);
+        (hits.len() == 1).then_some(hits)
+    });
+    assert_eq!(text(&message[0], "kind"), "message");
+    assert!(
+        text(&message[0], "text").contains("MemoryWrite"),
+        "{message:?}"
+    );
     let table = cli.ok(&["memory", "search", "ops", "tuesdays"]);
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(table.contains(" note "), "{table}");
     assert!(table.contains("go out on **tuesdays**"), "{table}");
 
     let listed = cli.json(&["memory", "list", "ops"]);
