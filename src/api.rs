@@ -7,6 +7,7 @@
 //! - [`workspace_service`] serves `holarchy.v1.WorkspaceService`.
 //! - [`instance_service`] serves `holarchy.v1.InstanceService`.
 //! - [`approval_service`] serves `holarchy.v1.ApprovalService`.
+//! - [`memory_service`] serves `holarchy.v1.MemoryService`.
 //! - [`plane_service`] serves `holarchy.v1.WorkService` and `holarchy.v1.TriggerService`.
 //! - [`read_model`]: what the services read from the store.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
@@ -17,6 +18,7 @@ pub mod approval_service;
 pub mod budget;
 pub mod convert;
 pub mod instance_service;
+pub mod memory_service;
 pub mod plane_service;
 pub mod read_model;
 pub mod runtime_service;

@@ -10,6 +10,7 @@ mod context;
 mod export;
 mod instances;
 mod limit_args;
+mod memory;
 mod output;
 mod tasks;
 mod tree_view;
@@ -19,6 +20,7 @@ mod workspaces;
 pub use brain_args::BrainArgs;
 pub use connection_args::ConnectionArgs;
 pub use instances::InstanceCommand;
+pub use memory::MemoryCommand;
 use tasks::task_command;
 pub use work::WorkCommand;
 pub use workspaces::WorkspaceCommand;
@@ -130,6 +132,9 @@ pub enum Command {
         #[arg(long)]
         all: bool,
     },
+    /// Agents' durable memory: search and list an agent's notes.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
     /// Run a call waiting for approval, once, as its agent.
     Approve { approval_id: String },
     /// Refuse a call waiting for approval; the agent reads the reason.
@@ -534,6 +539,10 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         Command::Approvals { agent, all } => {
             let clients = client::connect(&cli.target()).await?;
             approvals::list(clients, agent.as_deref(), *all, &out).await
+        }
+        Command::Memory(command) => {
+            let clients = client::connect(&cli.target()).await?;
+            memory::memory_command(clients, command, &out).await
         }
         Command::Approve { approval_id } => {
             let clients = client::connect(&cli.target()).await?;

@@ -19,6 +19,7 @@ use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 use crate::api::pb::agent_service_client::AgentServiceClient;
 use crate::api::pb::approval_service_client::ApprovalServiceClient;
 use crate::api::pb::instance_service_client::InstanceServiceClient;
+use crate::api::pb::memory_service_client::MemoryServiceClient;
 use crate::api::pb::runtime_service_client::RuntimeServiceClient;
 use crate::api::pb::supervision_service_client::SupervisionServiceClient;
 use crate::api::pb::task_service_client::TaskServiceClient;
@@ -60,6 +61,7 @@ pub type TriggerClient = TriggerServiceClient<InterceptedService<Channel, Auth>>
 pub type WorkspaceClient = WorkspaceServiceClient<InterceptedService<Channel, Auth>>;
 pub type InstanceClient = InstanceServiceClient<InterceptedService<Channel, Auth>>;
 pub type ApprovalClient = ApprovalServiceClient<InterceptedService<Channel, Auth>>;
+pub type MemoryClient = MemoryServiceClient<InterceptedService<Channel, Auth>>;
 pub type HealthClient = GrpcHealthClient<InterceptedService<Channel, Auth>>;
 
 /// Clients of every holarchy service, sharing one connection. Every one
@@ -77,6 +79,7 @@ pub struct Clients {
     pub workspaces: WorkspaceClient,
     pub instances: InstanceClient,
     pub approvals: ApprovalClient,
+    pub memory: MemoryClient,
     /// The standard gRPC health check: a call that does no work.
     pub health: HealthClient,
 }
@@ -180,6 +183,9 @@ pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
         approvals: ApprovalServiceClient::with_interceptor(channel.clone(), auth.clone())
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        memory: MemoryServiceClient::with_interceptor(channel.clone(), auth.clone())
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
         health: GrpcHealthClient::with_interceptor(channel, auth),

@@ -34,10 +34,12 @@ use crate::api::agent_service::AgentApi;
 use crate::api::approval_service::ApprovalApi;
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 use crate::api::instance_service::InstanceApi;
+use crate::api::memory_service::MemoryApi;
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentServiceServer;
 use crate::api::pb::approval_service_server::ApprovalServiceServer;
 use crate::api::pb::instance_service_server::InstanceServiceServer;
+use crate::api::pb::memory_service_server::MemoryServiceServer;
 use crate::api::pb::runtime_service_server::RuntimeServiceServer;
 use crate::api::pb::supervision_service_server::SupervisionServiceServer;
 use crate::api::pb::task_service_server::TaskServiceServer;
@@ -275,6 +277,10 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     health
         .set_serving::<ApprovalServiceServer<ApprovalApi>>()
         .await;
+    let memory = MemoryServiceServer::new(MemoryApi::new(runtime.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    health.set_serving::<MemoryServiceServer<MemoryApi>>().await;
     let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()))
         .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
@@ -321,7 +327,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .add_service(triggers.clone())
         .add_service(workspaces.clone())
         .add_service(instances.clone())
-        .add_service(approvals.clone());
+        .add_service(approvals.clone())
+        .add_service(memory.clone());
     let mut unix_stop = stop_rx.clone();
     let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
         listen::unix(unix, limits),
@@ -369,7 +376,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 .add_service(triggers)
                 .add_service(workspaces)
                 .add_service(instances)
-                .add_service(approvals);
+                .add_service(approvals)
+                .add_service(memory);
             Some(tokio::spawn(router.serve_with_incoming_shutdown(
                 listen::tcp(listener, limits),
                 async move {

@@ -53,7 +53,9 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .finish()
-        .with(filter_fn(|meta| !is_actor_loop_span(meta)))
+        .with(filter_fn(|meta| {
+            !is_actor_loop_span(meta) && !is_index_chatter(meta)
+        }))
         .init();
     if let Err(err) = scrubbed {
         tracing::warn!(error = %err, "cannot scrub secrets from the process's initial environment");
@@ -104,4 +106,11 @@ fn code_name(code: tonic::Code) -> String {
 /// own `agent_id` fields instead.
 fn is_actor_loop_span(meta: &tracing::Metadata<'_>) -> bool {
     meta.is_span() && meta.name() == "Actor" && meta.target().starts_with("ractor")
+}
+
+/// tantivy logs each commit of the memory index, and each file it
+/// deletes, at `info`: several lines a second under load. Only its
+/// warnings and errors are kept.
+fn is_index_chatter(meta: &tracing::Metadata<'_>) -> bool {
+    meta.target().starts_with("tantivy") && *meta.level() > tracing::Level::WARN
 }

@@ -3,12 +3,14 @@
 //!
 //! - [`codec`]: the versioned bincode encoding of values.
 //! - [`group_commit`]: one flush shared by every writer waiting on it.
+//! - [`memory_index`]: the full-text index of agents' notes.
 //! - [`stats`]: where commits wait (lock, flush, callers per flush).
 //! - [`sled_store`]: [`SledStore`], the one implementation of the actors'
 //!   [`holarchy_actors::Store`] trait, plus the reads the API needs.
 
 pub mod codec;
 pub mod group_commit;
+pub mod memory_index;
 pub mod sled_store;
 pub mod stats;
 

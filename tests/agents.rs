@@ -68,6 +68,7 @@ async fn agent_replies_to_messages_and_the_log_tells_the_story() {
         "agent_creation",
         "authority_expansion",
         "external_trigger",
+        "memory",
     ] {
         assert!(
             profile.tool_families.iter().any(|f| f == family),

@@ -22,6 +22,8 @@ mod events;
 mod export;
 #[path = "cli_tour/instances.rs"]
 mod instances;
+#[path = "cli_tour/memory.rs"]
+mod memory;
 #[path = "cli_tour/ops.rs"]
 mod ops;
 #[path = "cli_tour/readme.rs"]

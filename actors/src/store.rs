@@ -15,11 +15,16 @@ pub use approval::ApprovalStore;
 pub use context::{ContextRecord, ContextStore};
 pub use inbound::{InboundStore, StoredEvent};
 pub use instance::InstanceStore;
+pub use memory::{
+    check_search, MemoryHit, MemoryInputError, MemoryKind, MemoryNote, MemoryStore, NoteDraft,
+    Recalled,
+};
 
 mod approval;
 mod context;
 mod inbound;
 mod instance;
+pub mod memory;
 
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::workspace::Projection;
@@ -186,7 +191,7 @@ pub struct RecoveryInput {
 
 /// Everything the actors read and write.
 pub trait Store:
-    InstanceStore + InboundStore + ApprovalStore + ContextStore + Send + Sync + 'static
+    InstanceStore + InboundStore + ApprovalStore + ContextStore + MemoryStore + Send + Sync + 'static
 {
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
     fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError>;

@@ -13,7 +13,7 @@
 //! - `input`, `schema`: parsing inputs, generating their schemas.
 //! - `error`: [`ToolError`] and its kinds.
 //! - one file per plane: `agent`, `task`, `command`, `wait`, `work`,
-//!   `workspace`; and `skill` (an instance's skills) (the record shapes they share are [`crate::views`]).
+//!   `workspace`; `memory` (the agent's notes); and `skill` (an instance's skills) (the record shapes they share are [`crate::views`]).
 //! - `placeholder`, `cap`: bounds on inputs and outputs.
 
 use holarchy_supervision::{AgentId, Profile};
@@ -27,6 +27,7 @@ mod catalog;
 mod command;
 mod error;
 mod input;
+mod memory;
 mod placeholder;
 mod schema;
 mod skill;

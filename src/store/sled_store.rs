@@ -27,6 +27,8 @@
 //! - `agent_approvals`: agent id ++ approval id -> (empty): an agent's approvals, oldest first
 //! - `open_approvals`: agent id ++ approval id -> (empty): approvals not yet decided and told
 //! - `context`: agent id                 -> ContextRecord, its running summary (not in batches)
+//! - `memory`, `memory_keys`, `memory_counts`, `memory_queue`, `memory_meta`:
+//!   agents' notes and their indexing (not in batches; see `memory`)
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
 //! events land together. Event cursors are handed out under a lock held
@@ -183,6 +185,8 @@ pub struct SledStore {
     agent_approvals: Tree,
     open_approvals: Tree,
     context: Tree,
+    /// Agents' notes and their search index.
+    memory: memory::Memory,
     /// Applies batches (see `writer`).
     writer: Arc<Writer>,
     /// Applies concurrent grouped batches in one transaction.
@@ -253,6 +257,7 @@ impl SledStore {
             agent_approvals: tree(AGENT_APPROVALS)?,
             open_approvals: tree(OPEN_APPROVALS)?,
             context: tree(CONTEXT)?,
+            memory: memory::Memory::open(&db, path, group.watermark())?,
             events,
             grouped: Grouped::start(writer.clone())?,
             writer,
@@ -266,6 +271,7 @@ impl SledStore {
     /// shutdown. The database is released when the last handle drops.
     pub async fn close(&self) {
         self.grouped.stop().await;
+        self.memory.stop();
         self.group.close().await;
         // One line an operator (or a benchmark) can read after a run.
         self.stats.snapshot().log();
@@ -651,6 +657,7 @@ mod encoded;
 mod grouped;
 mod inbound;
 mod instances;
+mod memory;
 #[cfg(test)]
 mod tests;
 mod writer;

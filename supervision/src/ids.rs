@@ -174,6 +174,11 @@ ulid_id!(
     ApprovalId,
     "apr_"
 );
+ulid_id!(
+    /// Identifies one note in an agent's durable memory.
+    NoteId,
+    "note_"
+);
 
 /// Position in the event log. Cursor `n` names the `n`-th event (1-based);
 /// cursor 0 is "before the first event". Dense and gap-free, so a client

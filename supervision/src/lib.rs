@@ -43,8 +43,8 @@ pub use brain::BrainConfig;
 pub use composed::{Composition, Role, ToolLimits};
 pub use event::{Event, EventKind, RunOutcome};
 pub use ids::{
-    AgentId, ApprovalId, CleanupId, EventCursor, IdParseError, InboundId, MessageId, RunId, TaskId,
-    WaitId, WorkItemId,
+    AgentId, ApprovalId, CleanupId, EventCursor, IdParseError, InboundId, MessageId, NoteId, RunId,
+    TaskId, WaitId, WorkItemId,
 };
 pub use ingress::{admit, Refusal, Target};
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};

@@ -31,15 +31,18 @@ pub enum ToolFamily {
     AgentCreation,
     AuthorityExpansion,
     ExternalTrigger,
+    /// The agent's own durable notes and their search: every preset has it.
+    Memory,
 }
 
 impl ToolFamily {
-    pub const ALL: [ToolFamily; 5] = [
+    pub const ALL: [ToolFamily; 6] = [
         ToolFamily::Core,
         ToolFamily::LocalEnvironment,
         ToolFamily::AgentCreation,
         ToolFamily::AuthorityExpansion,
         ToolFamily::ExternalTrigger,
+        ToolFamily::Memory,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -49,6 +52,7 @@ impl ToolFamily {
             ToolFamily::AgentCreation => "agent_creation",
             ToolFamily::AuthorityExpansion => "authority_expansion",
             ToolFamily::ExternalTrigger => "external_trigger",
+            ToolFamily::Memory => "memory",
         }
     }
 
@@ -59,14 +63,31 @@ impl ToolFamily {
             ToolFamily::AgentCreation => 1 << 2,
             ToolFamily::AuthorityExpansion => 1 << 3,
             ToolFamily::ExternalTrigger => 1 << 4,
+            ToolFamily::Memory => 1 << 5,
         }
     }
 }
 
 /// A set of tool families, one bit each: an idle agent keeps its profile in
 /// RAM, so it stays a single byte.
+///
+/// Read back from storage, a set always has [`ToolFamily::Memory`]: records
+/// written before that family existed lack its bit, yet every profile came
+/// from a preset and every preset now has it, so an old agent keeps
+/// matching its preset and gets its memory tools.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(from = "StoredFamilies")]
 pub struct ToolFamilies(u8);
+
+/// The stored form of [`ToolFamilies`]: the same single byte.
+#[derive(Deserialize)]
+struct StoredFamilies(u8);
+
+impl From<StoredFamilies> for ToolFamilies {
+    fn from(stored: StoredFamilies) -> Self {
+        Self(stored.0).with(ToolFamily::Memory)
+    }
+}
 
 impl ToolFamilies {
     pub const fn empty() -> Self {
@@ -158,7 +179,8 @@ impl Preset {
                 tool_families: ToolFamilies::empty()
                     .with(ToolFamily::Core)
                     .with(ToolFamily::LocalEnvironment)
-                    .with(ToolFamily::ExternalTrigger),
+                    .with(ToolFamily::ExternalTrigger)
+                    .with(ToolFamily::Memory),
             },
             Preset::PublicNamed => Profile {
                 visibility: Visibility::Public,
@@ -168,7 +190,8 @@ impl Preset {
                     .with(ToolFamily::LocalEnvironment)
                     .with(ToolFamily::AgentCreation)
                     .with(ToolFamily::AuthorityExpansion)
-                    .with(ToolFamily::ExternalTrigger),
+                    .with(ToolFamily::ExternalTrigger)
+                    .with(ToolFamily::Memory),
             },
             Preset::PrivateDelegator => Profile {
                 visibility: Visibility::Private,
@@ -177,7 +200,8 @@ impl Preset {
                     .with(ToolFamily::Core)
                     .with(ToolFamily::LocalEnvironment)
                     .with(ToolFamily::AgentCreation)
-                    .with(ToolFamily::ExternalTrigger),
+                    .with(ToolFamily::ExternalTrigger)
+                    .with(ToolFamily::Memory),
             },
         }
     }
@@ -195,7 +219,7 @@ mod tests {
         // A set: the order families are listed in is no promise.
         let on: std::collections::BTreeSet<_> =
             p.tool_families.iter().map(ToolFamily::name).collect();
-        let seed = ["core", "local_environment", "external_trigger"];
+        let seed = ["core", "local_environment", "external_trigger", "memory"];
         assert_eq!(on, seed.into_iter().collect());
     }
 
@@ -217,6 +241,14 @@ mod tests {
             delegator.tool_families,
             child.tool_families.with(ToolFamily::AgentCreation)
         );
+    }
+
+    #[test]
+    fn a_profile_stored_before_the_memory_family_reads_back_with_it() {
+        // The bits of public_named before the memory family existed.
+        let old: ToolFamilies = serde_json::from_str("31").expect("a stored byte");
+        assert!(old.contains(ToolFamily::Memory));
+        assert_eq!(old, Preset::PublicNamed.profile().tool_families);
     }
 
     #[test]

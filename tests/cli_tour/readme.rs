@@ -21,6 +21,14 @@ const TOUR_SECTIONS: [&str; 3] = [
 /// that runs it through the binary.
 const COVERED: &[(&str, &str)] = &[
     (
+        "memory search",
+        "memory::an_operator_searches_and_lists_what_an_agent_wrote",
+    ),
+    (
+        "memory list",
+        "memory::an_operator_searches_and_lists_what_an_agent_wrote",
+    ),
+    (
         "agent create --message",
         "ops::ops_takes_messages_once_and_reports_them",
     ),
@@ -176,6 +184,7 @@ const MODULES: &[(&str, &str)] = &[
     ("builder", include_str!("builder.rs")),
     ("workspaces", include_str!("workspaces.rs")),
     ("approvals", include_str!("approvals.rs")),
+    ("memory", include_str!("memory.rs")),
     ("brains", include_str!("brains.rs")),
     ("events", include_str!("events.rs")),
     ("export", include_str!("export.rs")),

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
-    AgentId, AgentRecord, ApprovalId, MessageId, MessageRecord, OutputChunk, TaskId, TaskRecord,
-    WaitId, WaitRecord, WorkItemId, WorkItemRecord,
+    AgentId, AgentRecord, ApprovalId, MessageId, MessageRecord, NoteId, OutputChunk, TaskId,
+    TaskRecord, WaitId, WaitRecord, WorkItemId, WorkItemRecord,
 };
 
 use holarchy_composition::approval::{ApprovalRecord, ApprovalStatus};
@@ -17,7 +17,8 @@ use holarchy_composition::schedule::ScheduleState;
 use super::Secrets;
 use crate::store::{
     ApprovalStore, Batch, ContextRecord, ContextStore, DurableFuture, InboundStore, InstanceStore,
-    RecoveryInput, Store, StoreError, StoredEvent,
+    MemoryHit, MemoryKind, MemoryNote, MemoryStore, NoteDraft, RecoveryInput, Store, StoreError,
+    StoredEvent,
 };
 
 /// Wraps the runtime's store; reads pass through unchanged.
@@ -128,6 +129,53 @@ impl ContextStore for RedactingStore {
         let mut record = record.clone();
         self.secrets.redact(&mut record.summary);
         self.inner.put_context_record(agent_id, &record)
+    }
+}
+
+// A note is an agent's own text, which may quote a secret it saw: redacted
+// before it is stored (and so before it is indexed).
+impl MemoryStore for RedactingStore {
+    fn put_note(&self, draft: &NoteDraft, now_ms: u64) -> Result<MemoryNote, StoreError> {
+        let mut draft = draft.clone();
+        self.secrets.redact(&mut draft.text);
+        if let Some(key) = &mut draft.key {
+            self.secrets.redact(key);
+        }
+        for tag in &mut draft.tags {
+            self.secrets.redact(tag);
+        }
+        self.inner.put_note(&draft, now_ms)
+    }
+
+    fn note(&self, agent: AgentId, id: NoteId) -> Result<Option<MemoryNote>, StoreError> {
+        self.inner.note(agent, id)
+    }
+
+    fn notes(
+        &self,
+        agent: AgentId,
+        after: Option<NoteId>,
+        limit: usize,
+    ) -> Result<Vec<MemoryNote>, StoreError> {
+        self.inner.notes(agent, after, limit)
+    }
+
+    fn note_count(&self, agent: AgentId) -> Result<u64, StoreError> {
+        self.inner.note_count(agent)
+    }
+
+    fn search_memory(
+        &self,
+        agent: AgentId,
+        query: &str,
+        kinds: &[MemoryKind],
+        limit: usize,
+    ) -> Result<Vec<MemoryHit>, StoreError> {
+        self.inner.search_memory(agent, query, kinds, limit)
+    }
+
+    fn delete_memory(&self, agent: AgentId) -> Result<usize, StoreError> {
+        self.inner.delete_memory(agent)
     }
 }
 

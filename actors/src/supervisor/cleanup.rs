@@ -8,6 +8,9 @@
 //! intent that the next start finishes; a crash before it leaves the
 //! subtree as it was, whole.
 //!
+//! The agents' notes go with them, after their actors stop and before the
+//! intent is deleted, so a crash in between deletes them again at start.
+//!
 //! Runs in its own task, never inside an actor's `handle`: it waits for the
 //! root actor to stop, and a `handle` that waited for that would deadlock.
 
@@ -175,6 +178,9 @@ async fn run_to_completion(
 
     stop_actors(root, actors, reason).await;
     remove_tmp_dirs(ctx, &plan.agents).await;
+    // Before the intent goes: a crash in between deletes them again at
+    // the next start (`finish`).
+    delete_memories(ctx, &plan.agents).await?;
     store.commit(Batch::new().write(Write::DeleteIntent(intent_id)))?;
     store.durable().await?;
     // Worktrees owned by the tasks just ended, or by the cleaned agents'
@@ -301,6 +307,21 @@ async fn remove_tmp_dirs(ctx: &Arc<Ctx>, agents: &[AgentId]) {
     }
 }
 
+/// Deletes the ended agents' notes (and queues their removal from the
+/// search index), once their actors are gone and can write no more. Off
+/// the async workers: an agent may keep thousands of notes.
+async fn delete_memories(ctx: &Arc<Ctx>, agents: &[AgentId]) -> Result<(), StoreError> {
+    let store = ctx.store.clone();
+    let agents = agents.to_vec();
+    tokio::task::spawn_blocking(move || {
+        agents
+            .iter()
+            .try_for_each(|agent| store.delete_memory(*agent).map(drop))
+    })
+    .await
+    .map_err(|join| StoreError::Backend(format!("deleting memories failed: {join}")))?
+}
+
 /// Finishes a cleanup a crash interrupted: every agent it named that is
 /// still live is archived, then the intent goes. Called at start, before
 /// any actor runs, so there is nothing to stop.
@@ -324,6 +345,10 @@ pub fn finish(ctx: &Ctx, intent: &CleanupIntent) -> Result<usize, StoreError> {
             },
         );
         finished += 1;
+    }
+    // Idempotent: notes a first run deleted stay deleted.
+    for agent_id in &intent.agents {
+        ctx.store.delete_memory(*agent_id)?;
     }
     ctx.store.commit(batch)?;
     // Nothing of theirs runs at start: their temporary directories go too.

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use super::agent::{AgentGet, SpawnAgent};
 use super::command::ExecCommand;
+use super::memory::{MemoryGet, MemorySearch, MemoryWrite};
 use super::skill::LoadSkill;
 use super::task::{TaskInput, TaskList, TaskOutput, TaskStatus, TaskStop};
 use super::tool::{Caller, Tool};
@@ -30,7 +31,7 @@ type Running<'a> = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send 
 pub struct ToolSpec {
     pub name: &'static str,
     pub family: ToolFamily,
-    /// agent, task, waiting, work or workspace.
+    /// agent, task, waiting, work, workspace or memory.
     pub plane: &'static str,
     pub description: &'static str,
     /// Generates the input's JSON Schema (cached by [`ToolSpec::schema`]).
@@ -118,6 +119,9 @@ pub static CATALOG: &[ToolSpec] = &[
     ToolSpec::of::<CreateExternalTrigger>(),
     ToolSpec::of::<CancelExternalTrigger>(),
     ToolSpec::of::<LoadSkill>(),
+    ToolSpec::of::<MemoryWrite>(),
+    ToolSpec::of::<MemorySearch>(),
+    ToolSpec::of::<MemoryGet>(),
 ];
 
 /// The tools an agent with this profile may call, in catalog order.

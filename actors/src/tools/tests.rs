@@ -128,7 +128,10 @@ fn generated_schemas_say_what_the_written_ones_said() {
         previous,
         "the catalog keeps its order"
     );
-    assert_eq!(order[previous.len()..], ["LoadSkill"]);
+    assert_eq!(
+        order[previous.len()..],
+        ["LoadSkill", "MemoryWrite", "MemorySearch", "MemoryGet"]
+    );
     for (spec, (_, written)) in CATALOG.iter().zip(PREVIOUS_SCHEMAS) {
         let written: Value = serde_json::from_str(written).expect("written schema");
         assert_eq!(
@@ -178,6 +181,9 @@ fn catalogs_follow_profiles_only() {
             "CreateExternalTrigger",
             "CancelExternalTrigger",
             "LoadSkill",
+            "MemoryWrite",
+            "MemorySearch",
+            "MemoryGet",
         ]
     );
     let mut delegator = names(Preset::PrivateChild);

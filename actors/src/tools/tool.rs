@@ -21,6 +21,7 @@ pub enum Plane {
     Waiting,
     Work,
     Workspace,
+    Memory,
 }
 
 impl Plane {
@@ -31,6 +32,7 @@ impl Plane {
             Plane::Waiting => "waiting",
             Plane::Work => "work",
             Plane::Workspace => "workspace",
+            Plane::Memory => "memory",
         }
     }
 }

@@ -5,7 +5,7 @@ use holarchy_supervision::{EventKind, LifecycleState, MessageStatus, Preset, Pro
 
 use super::*;
 
-fn agent(name: &str) -> AgentRecord {
+pub(super) fn agent(name: &str) -> AgentRecord {
     AgentRecord {
         id: AgentId::generate(),
         name: Some(name.into()),
@@ -21,7 +21,11 @@ fn agent(name: &str) -> AgentRecord {
     }
 }
 
-fn message(agent_id: AgentId, status: MessageStatus, dedupe: Option<&str>) -> MessageRecord {
+pub(super) fn message(
+    agent_id: AgentId,
+    status: MessageStatus,
+    dedupe: Option<&str>,
+) -> MessageRecord {
     MessageRecord {
         id: MessageId::generate(),
         agent_id,
@@ -35,7 +39,7 @@ fn message(agent_id: AgentId, status: MessageStatus, dedupe: Option<&str>) -> Me
     }
 }
 
-fn created(record: &AgentRecord) -> Batch {
+pub(super) fn created(record: &AgentRecord) -> Batch {
     Batch::new()
         .write(Write::CreateAgent(record.clone()))
         .event(

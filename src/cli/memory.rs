@@ -1,0 +1,170 @@
+//! `holarchy memory ...`: operators search an agent's memory (its notes
+//! and the messages it handled), list its notes, and write one into a
+//! public agent's memory.
+
+use clap::Subcommand;
+use serde_json::{json, Value};
+
+use super::output::{emit, Output};
+use super::resolve;
+use crate::api::pb;
+use crate::client::Clients;
+
+/// Characters of a note's text a listing line shows.
+const PREVIEW: usize = 60;
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// The agent's notes and handled messages best matching QUERY, best
+    /// first.
+    Search {
+        agent: String,
+        query: String,
+        /// Hits, 1 to 50.
+        #[arg(long, default_value_t = 10)]
+        limit: u32,
+        /// Only this kind: note or message; repeat for both.
+        #[arg(long = "kind")]
+        kinds: Vec<String>,
+    },
+    /// Every note the agent keeps, oldest first.
+    List { agent: String },
+    /// Keep a note in a public agent's memory (same key: replaced).
+    Write {
+        agent: String,
+        text: String,
+        #[arg(long)]
+        key: Option<String>,
+        /// A tag; repeat for more.
+        #[arg(long = "tag")]
+        tags: Vec<String>,
+    },
+}
+
+pub(super) async fn memory_command(
+    mut clients: Clients,
+    command: &MemoryCommand,
+    out: &Output,
+) -> anyhow::Result<()> {
+    match command {
+        MemoryCommand::Search {
+            agent,
+            query,
+            limit,
+            kinds,
+        } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let request = pb::SearchMemoryRequest {
+                agent_id,
+                query: query.clone(),
+                limit: *limit,
+                kinds: kinds.clone(),
+            };
+            let found = clients.memory.search_memory(request).await?.into_inner();
+            if !out.json {
+                emit(format_args!(
+                    "{:<32} {:<8} {:>7} SNIPPET",
+                    "ID", "KIND", "SCORE"
+                ));
+            }
+            for hit in &found.hits {
+                let mut line = match (&hit.note, &hit.message) {
+                    (Some(note), _) => note_json(note),
+                    (None, Some(message)) => json!({
+                        "message_id": message.message_id,
+                        "text": message.text,
+                        "reply": message.reply,
+                        "created_at_ms": message.created_at_ms,
+                    }),
+                    (None, None) => continue,
+                };
+                if out.json {
+                    line["kind"] = json!(hit.kind);
+                    line["score"] = json!(hit.score);
+                    line["snippet"] = json!(hit.snippet);
+                    emit(line);
+                } else {
+                    let id = line["note_id"]
+                        .as_str()
+                        .or(line["message_id"].as_str())
+                        .unwrap_or_default();
+                    emit(format_args!(
+                        "{id:<32} {:<8} {:>7.3} {}",
+                        hit.kind,
+                        hit.score,
+                        one_line(&hit.snippet)
+                    ));
+                }
+            }
+        }
+        MemoryCommand::List { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let mut page_token = String::new();
+            if !out.json {
+                emit(format_args!("{:<32} {:<20} TEXT", "NOTE", "KEY"));
+            }
+            // Pages are joined into one listing.
+            loop {
+                let request = pb::ListMemoryRequest {
+                    agent_id: agent_id.clone(),
+                    page_size: 0,
+                    page_token,
+                };
+                let page = clients.memory.list_memory(request).await?.into_inner();
+                for note in &page.notes {
+                    if out.json {
+                        emit(note_json(note));
+                    } else {
+                        let preview: String = one_line(&note.text).chars().take(PREVIEW).collect();
+                        emit(format_args!(
+                            "{:<32} {:<20} {preview}",
+                            note.note_id, note.key
+                        ));
+                    }
+                }
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+        }
+        MemoryCommand::Write {
+            agent,
+            text,
+            key,
+            tags,
+        } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let request = pb::WriteMemoryRequest {
+                agent_id,
+                key: key.clone().unwrap_or_default(),
+                text: text.clone(),
+                tags: tags.clone(),
+            };
+            let note = clients.memory.write_memory(request).await?.into_inner();
+            if out.json {
+                emit(note_json(&note));
+            } else {
+                emit(&note.note_id);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn note_json(note: &pb::MemoryNote) -> Value {
+    json!({
+        "note_id": note.note_id,
+        "agent_id": note.agent_id,
+        "key": note.key,
+        "text": note.text,
+        "tags": note.tags,
+        "created_at_ms": note.created_at_ms,
+        "updated_at_ms": note.updated_at_ms,
+    })
+}
+
+/// Text on one line, for a table.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,314 @@
+//! The full-text index of agents' memory: one tantivy index for the whole
+//! daemon, each document a note or a handled message, with its agent as a
+//! filter term.
+//!
+//! The index is derived data, written by the [`indexer`] thread off every
+//! turn's path and rebuilt from the store when lost. A search reads back
+//! each hit from sled, so a hit always shows the record as it is now, and
+//! one deleted but not yet unindexed is never returned.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use holarchy_actors::store::memory::{MemoryKind, Recalled};
+use holarchy_actors::{MemoryHit, StoreError};
+use holarchy_supervision::{AgentId, MessageId, NoteId};
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
+use tantivy::schema::{
+    Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING, TEXT,
+};
+use tantivy::snippet::SnippetGenerator;
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tracing::{info, warn};
+
+pub use indexer::IndexSource;
+
+mod indexer;
+
+/// Tree names, shared with the sled side.
+pub const MEMORY: &str = "memory";
+pub const MEMORY_QUEUE: &str = "memory_queue";
+pub const MEMORY_META: &str = "memory_meta";
+
+/// The writer's memory budget: tantivy's least for one thread.
+const WRITER_BUDGET: usize = 15_000_000;
+/// Characters in a hit's snippet, at most.
+const SNIPPET_CHARS: usize = 240;
+
+fn failed(err: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend(format!("memory index: {err}"))
+}
+
+fn backend(err: sled::Error) -> StoreError {
+    StoreError::Backend(err.to_string())
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    /// The record's id as text (`note_...`, `msg_...`): its kind shows.
+    id: Field,
+    agent: Field,
+    kind: Field,
+    key: Field,
+    text: Field,
+    tags: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    // English stemming: "deploys" finds "deploy"; positions for phrases.
+    let stemmed = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer("en_stem")
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let mut builder = Schema::builder();
+    let fields = Fields {
+        // Raw tokens: exact terms to filter and delete by.
+        id: builder.add_text_field("id", STRING | STORED),
+        agent: builder.add_text_field("agent", STRING),
+        kind: builder.add_text_field("kind", STRING),
+        // Texts are not stored: a hit is read back from sled.
+        key: builder.add_text_field("key", stemmed.clone()),
+        text: builder.add_text_field("text", stemmed),
+        tags: builder.add_text_field("tags", TEXT),
+    };
+    (builder.build(), fields)
+}
+
+/// Reads back what a hit names, or `None` if it is gone.
+pub(crate) trait Recall {
+    fn recall(&self, id: &str) -> Result<Option<Recalled>, StoreError>;
+}
+
+/// Reads a hit's note or message of `agent` back through two lookups.
+pub(crate) struct RecallBy<N, M> {
+    pub(crate) note: N,
+    pub(crate) message: M,
+}
+
+impl<N, M> Recall for RecallBy<N, M>
+where
+    N: Fn(NoteId) -> Result<Option<Recalled>, StoreError>,
+    M: Fn(MessageId) -> Result<Option<Recalled>, StoreError>,
+{
+    fn recall(&self, id: &str) -> Result<Option<Recalled>, StoreError> {
+        if let Ok(note) = id.parse::<NoteId>() {
+            return (self.note)(note);
+        }
+        match id.parse::<MessageId>() {
+            Ok(message) => (self.message)(message),
+            Err(_) => Ok(None),
+        }
+    }
+}
+
+/// The daemon's memory index: searches here, writes on the indexer thread.
+pub struct MemoryIndex {
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+    wake: mpsc::SyncSender<()>,
+    stopping: Arc<AtomicBool>,
+    indexer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for MemoryIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryIndex").finish_non_exhaustive()
+    }
+}
+
+impl MemoryIndex {
+    /// Opens the index in `dir`, recreating it (and scheduling a rebuild
+    /// from `source`) when it is missing or unreadable, and starts the
+    /// indexer.
+    pub fn open(dir: &Path, source: IndexSource) -> Result<Self, StoreError> {
+        let (schema, fields) = schema();
+        let index = match open_existing(dir, &schema) {
+            Ok(index) => index,
+            Err(reason) => {
+                info!(dir = %dir.display(), %reason, "memory index rebuilt from the store");
+                source.schedule_rebuild()?;
+                recreate(dir, &schema)?
+            }
+        };
+        source.start_following()?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(failed)?;
+        let writer: IndexWriter = index
+            .writer_with_num_threads(1, WRITER_BUDGET)
+            .map_err(failed)?;
+        let (wake, woken) = mpsc::sync_channel(1);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let indexer = indexer::Indexer::new(writer, reader.clone(), fields, source);
+        let stop = stopping.clone();
+        let thread = std::thread::Builder::new()
+            .name("memory-indexer".into())
+            .spawn(move || indexer.run(woken, &stop))
+            .map_err(failed)?;
+        Ok(Self {
+            index,
+            reader,
+            fields,
+            wake,
+            stopping,
+            indexer: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Tells the indexer there is work; never blocks.
+    pub fn wake(&self) {
+        // Full: a wake-up is already pending, which is enough.
+        let _ = self.wake.try_send(());
+    }
+
+    /// A handle that wakes the indexer, for whoever sees new work.
+    pub fn waker(&self) -> mpsc::SyncSender<()> {
+        self.wake.clone()
+    }
+
+    /// Stops the indexer after its current chunk; what is still to index
+    /// is indexed at the next start.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.wake();
+        let thread = self
+            .indexer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread {
+            if thread.join().is_err() {
+                warn!("the memory indexer panicked");
+            }
+        }
+    }
+
+    /// The agent's best hits for `query` among `kinds` (empty: all), read
+    /// back through `recall`.
+    pub(crate) fn search(
+        &self,
+        agent: AgentId,
+        query: &str,
+        kinds: &[MemoryKind],
+        limit: usize,
+        recall: &impl Recall,
+    ) -> Result<Vec<MemoryHit>, StoreError> {
+        let fields = self.fields;
+        let parser =
+            QueryParser::for_index(&self.index, vec![fields.text, fields.key, fields.tags]);
+        // Lenient: an agent's query is text, not syntax to get right.
+        let (matched, _) = parser.parse_query_lenient(query);
+        let term = |field, text: &str| -> Box<dyn Query> {
+            Box::new(TermQuery::new(
+                Term::from_field_text(field, text),
+                IndexRecordOption::Basic,
+            ))
+        };
+        let mut clauses = vec![
+            (Occur::Must, term(fields.agent, &agent.to_string())),
+            (Occur::Must, matched.box_clone()),
+        ];
+        if !kinds.is_empty() {
+            let any_kind = kinds
+                .iter()
+                .map(|k| (Occur::Should, term(fields.kind, k.name())))
+                .collect();
+            clauses.push((Occur::Must, Box::new(BooleanQuery::new(any_kind))));
+        }
+        let searcher = self.reader.searcher();
+        let top = searcher
+            .search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit))
+            .map_err(failed)?;
+        let mut snippets =
+            SnippetGenerator::create(&searcher, &*matched, fields.text).map_err(failed)?;
+        snippets.set_max_num_chars(SNIPPET_CHARS);
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: TantivyDocument = searcher.doc(address).map_err(failed)?;
+            let Some(id) = doc.get_first(fields.id).and_then(|v| v.as_str()) else {
+                continue;
+            };
+            // Deleted since it was indexed: not the agent's any more.
+            let Some(item) = recall.recall(id)? else {
+                continue;
+            };
+            let snippet = highlighted(&snippets, &item.text());
+            hits.push(MemoryHit {
+                item,
+                score,
+                snippet,
+            });
+        }
+        Ok(hits)
+    }
+}
+
+impl Drop for MemoryIndex {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The passage of `text` around the matches, each wrapped in `**`.
+fn highlighted(snippets: &SnippetGenerator, text: &str) -> String {
+    let snippet = snippets.snippet(text);
+    let fragment = snippet.fragment();
+    let mut out = String::with_capacity(fragment.len() + 16);
+    let mut at = 0;
+    for range in snippet.highlighted() {
+        let (Some(before), Some(word)) =
+            (fragment.get(at..range.start), fragment.get(range.clone()))
+        else {
+            break;
+        };
+        out.push_str(before);
+        out.push_str("**");
+        out.push_str(word);
+        out.push_str("**");
+        at = range.end;
+    }
+    out.push_str(fragment.get(at..).unwrap_or_default());
+    out
+}
+
+fn open_existing(dir: &Path, schema: &Schema) -> Result<Index, String> {
+    let index = Index::open_in_dir(dir).map_err(|err| err.to_string())?;
+    if &index.schema() != schema {
+        return Err("the index has another schema".into());
+    }
+    // Opening reads only the meta file: open every segment too, so a
+    // damaged one is found now rather than by a search.
+    index
+        .searchable_segments()
+        .map_err(|err| err.to_string())?
+        .iter()
+        .try_for_each(|segment| {
+            tantivy::SegmentReader::open(segment)
+                .map(drop)
+                .map_err(|err| err.to_string())
+        })?;
+    Ok(index)
+}
+
+/// An empty index in `dir`. The rebuild is scheduled durably before, so
+/// a crash before the index exists rebuilds again.
+fn recreate(dir: &Path, schema: &Schema) -> Result<Index, StoreError> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(failed)?;
+    }
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    Index::create_in_dir(dir, schema.clone()).map_err(failed)
+}
+
+/// Where the index of a store in `store_dir` lives.
+pub fn index_dir(store_dir: &Path) -> PathBuf {
+    store_dir.join("memory_index")
+}

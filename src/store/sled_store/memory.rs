@@ -1,0 +1,448 @@
+//! Agents' notes in trees of their own, outside the batch path. A note,
+//! its key's index, its agent's count and its place on the indexing queue
+//! change in one sled transaction, counted by the group commit so the next
+//! `durable()` covers it. Searches go to the [`MemoryIndex`].
+
+use std::path::Path;
+
+use holarchy_actors::store::memory::MAX_NOTES_PER_AGENT;
+use holarchy_actors::{
+    MemoryHit, MemoryKind, MemoryNote, MemoryStore, NoteDraft, Recalled, Store, StoreError,
+};
+use holarchy_supervision::{AgentId, EventCursor, MessageStatus, NoteId};
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::{Transactional, Tree};
+use tokio::sync::watch;
+
+use super::{backend, pair_key, SledStore, AGENTS, EVENTS, MESSAGES};
+use crate::store::codec::{decode, encode};
+use crate::store::memory_index::{
+    index_dir, IndexSource, MemoryIndex, RecallBy, MEMORY, MEMORY_META, MEMORY_QUEUE,
+};
+
+/// `memory_keys`: agent id ++ key (UTF-8) -> note id.
+const MEMORY_KEYS: &str = "memory_keys";
+/// `memory_counts`: agent id -> notes kept (u64 BE).
+const MEMORY_COUNTS: &str = "memory_counts";
+
+/// The memory trees and the index over them.
+#[derive(Debug)]
+pub(super) struct Memory {
+    /// agent id ++ note id -> MemoryNote
+    notes: Tree,
+    keys: Tree,
+    /// agent id ++ note id -> stamp: a note to (re)index or unindex;
+    /// agent id alone -> stamp: an agent's whole memory to unindex.
+    queue: Tree,
+    counts: Tree,
+    index: MemoryIndex,
+}
+
+impl Memory {
+    /// Opens the trees of `db` and the index beside the store in `dir`,
+    /// and wakes the indexer whenever more events become durable.
+    pub(super) fn open(
+        db: &sled::Db,
+        dir: &Path,
+        watermark: watch::Receiver<EventCursor>,
+    ) -> Result<Self, StoreError> {
+        let tree = |name: &str| db.open_tree(name).map_err(backend);
+        let notes = tree(MEMORY)?;
+        let queue = tree(MEMORY_QUEUE)?;
+        let source = IndexSource {
+            notes: notes.clone(),
+            queue: queue.clone(),
+            meta: tree(MEMORY_META)?,
+            agents: tree(AGENTS)?,
+            messages: tree(MESSAGES)?,
+            events: tree(EVENTS)?,
+            watermark: watermark.clone(),
+        };
+        let index = MemoryIndex::open(&index_dir(dir), source)?;
+        let waker = index.waker();
+        let mut flushed = watermark;
+        // Ends when the store's flusher goes, at close.
+        tokio::spawn(async move {
+            while flushed.changed().await.is_ok() {
+                let _ = waker.try_send(());
+            }
+        });
+        Ok(Self {
+            index,
+            notes,
+            keys: tree(MEMORY_KEYS)?,
+            queue,
+            counts: tree(MEMORY_COUNTS)?,
+        })
+    }
+
+    /// Stops the indexer (at shutdown).
+    pub(super) fn stop(&self) {
+        self.index.stop();
+    }
+}
+
+fn count_of(bytes: Option<sled::IVec>) -> u64 {
+    bytes
+        .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0)
+}
+
+/// Why a transaction gave up.
+enum Abort {
+    Full,
+    Store(StoreError),
+}
+
+fn abort(err: Abort) -> ConflictableTransactionError<Abort> {
+    ConflictableTransactionError::Abort(err)
+}
+
+impl MemoryStore for SledStore {
+    fn put_note(&self, draft: &NoteDraft, now_ms: u64) -> Result<MemoryNote, StoreError> {
+        let memory = &self.memory;
+        let agent = draft.agent_id;
+        let key_entry = draft.key.as_ref().map(|k| pair_key(agent, k.as_bytes()));
+        self.group.begin_write();
+        let stored = (&memory.notes, &memory.keys, &memory.queue, &memory.counts).transaction(
+            |(notes, keys, queue, counts)| {
+                let existing = match &key_entry {
+                    Some(entry) => match keys.get(entry)? {
+                        Some(id) => {
+                            let note_key = pair_key(agent, &id);
+                            match notes.get(&note_key)? {
+                                Some(bytes) => Some(
+                                    decode::<MemoryNote>(MEMORY, &bytes)
+                                        .map_err(|e| abort(Abort::Store(e)))?,
+                                ),
+                                None => None,
+                            }
+                        }
+                        None => None,
+                    },
+                    None => None,
+                };
+                let note = match existing {
+                    Some(old) => MemoryNote {
+                        text: draft.text.clone(),
+                        tags: draft.tags.clone(),
+                        updated_at_ms: now_ms,
+                        ..old
+                    },
+                    None => {
+                        let count = count_of(counts.get(agent.to_bytes())?);
+                        if count >= MAX_NOTES_PER_AGENT {
+                            return Err(abort(Abort::Full));
+                        }
+                        counts.insert(&agent.to_bytes(), &(count + 1).to_be_bytes())?;
+                        MemoryNote {
+                            id: NoteId::generate(),
+                            agent_id: agent,
+                            key: draft.key.clone(),
+                            text: draft.text.clone(),
+                            tags: draft.tags.clone(),
+                            created_at_ms: now_ms,
+                            updated_at_ms: now_ms,
+                        }
+                    }
+                };
+                let note_key = pair_key(agent, &note.id.to_bytes());
+                let value = encode(MEMORY, &note).map_err(|e| abort(Abort::Store(e)))?;
+                notes.insert(note_key.as_slice(), value)?;
+                if let Some(entry) = &key_entry {
+                    keys.insert(entry.as_slice(), &note.id.to_bytes())?;
+                }
+                // A fresh stamp, so the indexer removes only the entry it
+                // indexed, not one queued again since.
+                let stamp = queue.generate_id()?;
+                queue.insert(note_key, &stamp.to_be_bytes())?;
+                Ok(note)
+            },
+        );
+        self.group.end_write();
+        let note = stored.map_err(|err| match err {
+            TransactionError::Abort(Abort::Full) => StoreError::Precondition(format!(
+                "the agent keeps {MAX_NOTES_PER_AGENT} notes, the most it may; replace one by its key"
+            )),
+            TransactionError::Abort(Abort::Store(err)) => err,
+            TransactionError::Storage(err) => backend(err),
+        })?;
+        memory.index.wake();
+        Ok(note)
+    }
+
+    fn note(&self, agent: AgentId, id: NoteId) -> Result<Option<MemoryNote>, StoreError> {
+        self.get(&self.memory.notes, MEMORY, &pair_key(agent, &id.to_bytes()))
+    }
+
+    fn notes(
+        &self,
+        agent: AgentId,
+        after: Option<NoteId>,
+        limit: usize,
+    ) -> Result<Vec<MemoryNote>, StoreError> {
+        let start = match after {
+            Some(id) if id.as_u128() == u128::MAX => return Ok(Vec::new()),
+            Some(id) => pair_key(agent, &(id.as_u128() + 1).to_be_bytes()),
+            None => agent.to_bytes().to_vec(),
+        };
+        let end = pair_key(agent, &[0xff; 17]);
+        self.memory
+            .notes
+            .range(start..end)
+            .take(limit)
+            .map(|entry| decode(MEMORY, &entry.map_err(backend)?.1))
+            .collect()
+    }
+
+    fn note_count(&self, agent: AgentId) -> Result<u64, StoreError> {
+        Ok(count_of(
+            self.memory.counts.get(agent.to_bytes()).map_err(backend)?,
+        ))
+    }
+
+    fn search_memory(
+        &self,
+        agent: AgentId,
+        query: &str,
+        kinds: &[MemoryKind],
+        limit: usize,
+    ) -> Result<Vec<MemoryHit>, StoreError> {
+        // Archived (or never created): its memory is gone, whatever the
+        // index has not yet dropped.
+        if !self.agent(agent)?.is_some_and(|a| a.state.is_live()) {
+            return Ok(Vec::new());
+        }
+        let recall = RecallBy {
+            note: |id| Ok(self.note(agent, id)?.map(Recalled::Note)),
+            message: |id| {
+                Ok(self
+                    .message(agent, id)?
+                    .filter(|m| matches!(m.status, MessageStatus::Handled { .. }))
+                    .map(Recalled::Message))
+            },
+        };
+        self.memory
+            .index
+            .search(agent, query, kinds, limit, &recall)
+    }
+
+    fn delete_memory(&self, agent: AgentId) -> Result<usize, StoreError> {
+        let memory = &self.memory;
+        // No count: the agent never kept a note, or its memory is gone and
+        // its removal from the index queued (the count goes last).
+        if memory
+            .counts
+            .get(agent.to_bytes())
+            .map_err(backend)?
+            .is_none()
+        {
+            return Ok(0);
+        }
+        let mut deleted = 0;
+        self.group.begin_write();
+        let done = (|| {
+            for entry in memory.notes.scan_prefix(agent.to_bytes()) {
+                let (key, value) = entry.map_err(backend)?;
+                let note: MemoryNote = decode(MEMORY, &value)?;
+                if let Some(k) = &note.key {
+                    memory
+                        .keys
+                        .remove(pair_key(agent, k.as_bytes()))
+                        .map_err(backend)?;
+                }
+                memory.notes.remove(&key).map_err(backend)?;
+                memory.queue.remove(&key).map_err(backend)?;
+                deleted += 1;
+            }
+            // Once no note is left to index again: the whole agent leaves
+            // the index, however far the indexer had got.
+            let stamp = self.db.generate_id().map_err(backend)?;
+            memory
+                .queue
+                .insert(agent.to_bytes(), &stamp.to_be_bytes())
+                .map_err(backend)?;
+            memory.counts.remove(agent.to_bytes()).map_err(backend)?;
+            Ok::<_, StoreError>(())
+        })();
+        self.group.end_write();
+        done?;
+        memory.index.wake();
+        Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use holarchy_actors::Write;
+    use holarchy_supervision::{EventKind, RunId, RunOutcome};
+
+    use super::super::tests::{agent, created, message};
+    use super::super::StoreConfig;
+    use super::*;
+
+    fn draft(agent: AgentId, key: Option<&str>, text: &str) -> NoteDraft {
+        NoteDraft {
+            agent_id: agent,
+            key: key.map(str::to_owned),
+            text: text.into(),
+            tags: vec!["fact".into()],
+        }
+    }
+
+    /// A live agent in `store`.
+    async fn live(store: &SledStore, name: &str) -> AgentId {
+        let record = agent(name);
+        store.commit(created(&record)).expect("created");
+        record.id
+    }
+
+    /// Polls a search until it finds `want` hits, or gives up at a deadline.
+    fn found(
+        store: &SledStore,
+        agent: AgentId,
+        query: &str,
+        kinds: &[MemoryKind],
+        want: usize,
+    ) -> Vec<MemoryHit> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let hits = store
+                .search_memory(agent, query, kinds, 10)
+                .expect("searches");
+            if hits.len() == want || Instant::now() > deadline {
+                return hits;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn text(hit: &MemoryHit) -> String {
+        hit.item.text()
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn notes_are_replaced_by_key_ranked_isolated_and_deleted_with_their_agent() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+        let (alice, bob) = (live(&store, "alice").await, live(&store, "bob").await);
+        let first = store
+            .put_note(&draft(alice, Some("color"), "the sky is green"), 1)
+            .expect("stored");
+        let replaced = store
+            .put_note(&draft(alice, Some("color"), "the sky is blue"), 2)
+            .expect("replaced");
+        assert_eq!((replaced.id, replaced.created_at_ms), (first.id, 1));
+        store
+            .put_note(&draft(alice, None, "blue blue blue whales"), 3)
+            .expect("stored");
+        store
+            .put_note(&draft(bob, None, "bob's blue secret"), 4)
+            .expect("stored");
+        assert_eq!(store.note_count(alice).expect("count"), 2);
+
+        let hits = found(&store, alice, "blue", &[], 2);
+        assert_eq!(hits.len(), 2, "{hits:?}");
+        assert_eq!(text(&hits[0]), "blue blue blue whales", "ranked");
+        assert!(hits[0].score > hits[1].score);
+        assert!(hits[0].snippet.contains("**blue**"), "{}", hits[0].snippet);
+        assert!(found(&store, alice, "green", &[], 0).is_empty(), "replaced");
+
+        assert_eq!(store.delete_memory(alice).expect("deleted"), 2);
+        assert_eq!(store.delete_memory(alice).expect("again"), 0);
+        assert!(store.notes(alice, None, 10).expect("list").is_empty());
+        assert!(found(&store, alice, "blue", &[], 0).is_empty());
+        assert_eq!(found(&store, bob, "blue", &[], 1).len(), 1, "bob keeps his");
+        // The key is free again: a new note, counted from zero.
+        store
+            .put_note(&draft(alice, Some("color"), "red"), 5)
+            .expect("stored");
+        assert_eq!(store.note_count(alice).expect("count"), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn handled_messages_are_found_from_the_event_log_and_rebuilt() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let alice;
+        {
+            let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+            alice = live(&store, "alice").await;
+            let run_id = RunId::generate();
+            let mut handled = message(alice, MessageStatus::Handled { run_id }, None);
+            handled.body = "where do the pelicans nest?".into();
+            handled.reply = Some("on the northern cliffs".into());
+            let queued = message(alice, MessageStatus::Queued, None);
+            let finished = EventKind::RunFinished {
+                run_id,
+                message_id: handled.id,
+                outcome: RunOutcome::Completed,
+                detail: String::new(),
+            };
+            let batch = holarchy_actors::Batch::new()
+                .write(Write::PutMessage(handled.clone()))
+                .write(Write::PutMessage(queued))
+                .event(alice, finished);
+            store.commit(batch).expect("committed");
+            store.durable().await.expect("durable");
+            let hits = found(&store, alice, "cliffs", &[MemoryKind::Message], 1);
+            assert_eq!(hits.len(), 1, "{hits:?}");
+            assert!(matches!(&hits[0].item, Recalled::Message(m) if m.id == handled.id));
+            assert!(
+                hits[0].snippet.contains("**cliffs**"),
+                "{}",
+                hits[0].snippet
+            );
+            assert!(found(&store, alice, "cliffs", &[MemoryKind::Note], 0).is_empty());
+            store.close().await;
+        }
+        std::fs::remove_dir_all(index_dir(dir.path())).expect("index removed");
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+        assert_eq!(found(&store, alice, "pelicans", &[], 1).len(), 1);
+        // The queued message ("hi") was never handled: not memory yet.
+        assert!(found(&store, alice, "hi", &[], 0).is_empty());
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_lost_index_is_rebuilt_from_the_notes() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let agent;
+        {
+            let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+            agent = live(&store, "otter-keeper").await;
+            for n in 0..50 {
+                store
+                    .put_note(
+                        &draft(agent, None, &format!("note number{n} about otters")),
+                        n,
+                    )
+                    .expect("stored");
+            }
+            assert_eq!(found(&store, agent, "otters", &[], 10).len(), 10);
+            store.close().await;
+        }
+        std::fs::remove_dir_all(index_dir(dir.path())).expect("index removed");
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+        assert_eq!(found(&store, agent, "number42", &[], 1).len(), 1);
+        assert_eq!(found(&store, agent, "otters", &[], 10).len(), 10);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_agent_keeps_a_bounded_number_of_notes() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+        let agent = AgentId::generate();
+        // Cheaper than writing them all: the count is what is checked.
+        store
+            .memory
+            .counts
+            .insert(agent.to_bytes(), &MAX_NOTES_PER_AGENT.to_be_bytes())
+            .expect("count set");
+        assert!(matches!(
+            store.put_note(&draft(agent, None, "one too many"), 1),
+            Err(StoreError::Precondition(_))
+        ));
+    }
+}
