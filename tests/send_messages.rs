@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{create, data_dir, eventually, handled, messages, script, Daemon};
+use common::{create, data_dir, eventually, get_agent, handled, messages, script, Daemon};
 use holarchy::api::pb;
 use holarchy::client::Clients;
 use tonic::Code;
@@ -185,4 +185,27 @@ async fn every_accepted_message_survives_kill_9_right_after_the_answer() {
         let done = handled(&c, agent, 20).await;
         assert_eq!(done.len(), 20);
     }
+}
+
+/// A thousand turns back to back on one agent, unpaced: each turn starts
+/// from the previous one's end. Its tracing span once hung under the
+/// previous one's, and dropping the chain overflowed the daemon's stack.
+#[tokio::test]
+async fn a_long_run_of_back_to_back_turns_leaves_the_daemon_standing() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_with(&data_dir(&root), &["--max-turns-per-minute", "100000"]).await;
+    let mut c = daemon.clients().await;
+    let agent = create(&mut c, "flood", None).await;
+    let batch = (0..1000)
+        .map(|i| pb::SendMessageRequest {
+            agent_id: agent.clone(),
+            text: format!("m{i}"),
+            dedupe_key: String::new(),
+        })
+        .collect();
+    let results = send_all(&mut c, batch).await.expect("accepted");
+    assert_eq!(results.len(), 1000);
+    handled(&c, &agent, 1000).await;
+    let summary = get_agent(&mut c, &agent).await;
+    assert_eq!(summary.turns_completed, 1000);
 }

@@ -303,7 +303,12 @@ impl AgentActor {
                 .write(Write::PutMessage(message.clone()))
                 .event(agent_id, EventKind::RunStarted { run_id, message_id });
             let flushed = self.commit(batch).await?;
-            let span = tracing::info_span!("turn", agent_id = %agent_id, run_id = %run_id);
+            // A root, never a child of whatever span is current here: a turn
+            // started from the previous one's end would otherwise hang
+            // under it, and a long run of turns becomes a chain of spans
+            // whose drop recurses until the worker's stack overflows.
+            let span =
+                tracing::info_span!(parent: None, "turn", agent_id = %agent_id, run_id = %run_id);
             let task = tokio::spawn(
                 run_turn(
                     self.ctx.clone(),
