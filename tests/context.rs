@@ -99,6 +99,17 @@ async fn a_long_turn_is_compacted_within_its_budget_and_the_summary_survives_kil
     );
     assert!(text.contains("budget: 1000 tokens"), "{text}");
     assert!(text.contains("compacted by truncation"), "{text}");
+
+    // Archived, the agent keeps no summary.
+    c.agents
+        .archive_agent(pb::ArchiveAgentRequest {
+            agent_id: id.clone(),
+        })
+        .await
+        .expect("archived");
+    let (answer, seen) = context_of(&mut c, &id).await;
+    assert_eq!(answer.compactions, 0);
+    assert!(seen["context"]["summary"].is_null(), "{seen}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -130,6 +130,10 @@ impl ContextStore for RedactingStore {
         self.secrets.redact(&mut record.summary);
         self.inner.put_context_record(agent_id, &record)
     }
+
+    fn forget_context(&self, agent_id: AgentId) -> Result<(), StoreError> {
+        self.inner.forget_context(agent_id)
+    }
 }
 
 // A note is an agent's own text, which may quote a secret it saw: redacted

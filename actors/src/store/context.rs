@@ -31,4 +31,6 @@ pub trait ContextStore {
         agent_id: AgentId,
         record: &ContextRecord,
     ) -> Result<(), StoreError>;
+    /// Drops the agent's record (it was archived); idempotent.
+    fn forget_context(&self, agent_id: AgentId) -> Result<(), StoreError>;
 }

@@ -307,16 +307,19 @@ async fn remove_tmp_dirs(ctx: &Arc<Ctx>, agents: &[AgentId]) {
     }
 }
 
-/// Deletes the ended agents' notes (and queues their removal from the
-/// search index), once their actors are gone and can write no more. Off
-/// the async workers: an agent may keep thousands of notes.
+/// Deletes the ended agents' notes and context summaries (and queues the
+/// notes' removal from the search index), once their actors are gone and
+/// can write no more. Off the async workers: an agent may keep thousands
+/// of notes.
 async fn delete_memories(ctx: &Arc<Ctx>, agents: &[AgentId]) -> Result<(), StoreError> {
     let store = ctx.store.clone();
     let agents = agents.to_vec();
     tokio::task::spawn_blocking(move || {
-        agents
-            .iter()
-            .try_for_each(|agent| store.delete_memory(*agent).map(drop))
+        agents.iter().try_for_each(|agent| {
+            store.delete_memory(*agent)?;
+            // The running summary of its context goes with its notes.
+            store.forget_context(*agent)
+        })
     })
     .await
     .map_err(|join| StoreError::Backend(format!("deleting memories failed: {join}")))?
@@ -349,6 +352,7 @@ pub fn finish(ctx: &Ctx, intent: &CleanupIntent) -> Result<usize, StoreError> {
     // Idempotent: notes a first run deleted stay deleted.
     for agent_id in &intent.agents {
         ctx.store.delete_memory(*agent_id)?;
+        ctx.store.forget_context(*agent_id)?;
     }
     ctx.store.commit(batch)?;
     // Nothing of theirs runs at start: their temporary directories go too.

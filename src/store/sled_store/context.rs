@@ -31,4 +31,11 @@ impl ContextStore for SledStore {
         self.group.end_write();
         written.map(|_| ())
     }
+
+    fn forget_context(&self, agent_id: AgentId) -> Result<(), StoreError> {
+        self.group.begin_write();
+        let removed = self.context.remove(agent_id.to_bytes()).map_err(backend);
+        self.group.end_write();
+        removed.map(drop)
+    }
 }
