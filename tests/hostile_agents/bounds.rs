@@ -331,10 +331,10 @@ fn recent_turns_probe(dir: &Path) -> pb::BrainConfig {
     let script = r#"#!/bin/sh
 input=$(cat)
 newest=no
-sixth=no
+oldest=no
 case "$input" in *'"text":"old-10049"'*) newest=yes ;; esac
-case "$input" in *'"text":"old-10044"'*) sixth=yes ;; esac
-echo "{\"reply\":\"newest=$newest sixth=$sixth\"}"
+case "$input" in *'"text":"old-00000"'*) oldest=yes ;; esac
+echo "{\"reply\":\"newest=$newest oldest=$oldest\"}"
 "#;
     script_brain(&path, script)
 }
@@ -397,7 +397,9 @@ async fn past_a_long_history_the_brain_sees_the_newest_turns() {
         }
     })
     .await;
-    assert_eq!(reply, "newest=yes sixth=no");
+    // The context holds the newest turns that fit its budget (many more
+    // than five now), never the oldest.
+    assert_eq!(reply, "newest=yes oldest=no");
 }
 
 /// The peak resident memory of a process so far (`VmHWM`), in bytes.
