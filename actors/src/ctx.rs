@@ -51,9 +51,10 @@ pub struct Ctx {
     /// stop and a sweep may race for one worktree, and git locks a
     /// repository's worktree list and refs.
     pub worktrees: structure::KeyedLocks<std::path::PathBuf>,
-    /// Serialises applies and deletes of one instance (by name): the
+    /// Serialises the writes of applies of one instance (by name): the
     /// agent's record and the instance's are two writes, and a second
-    /// apply must see both of the first. Other instances never wait.
+    /// apply must see both of the first. Let go before their flush; other
+    /// instances never wait.
     pub instances: structure::KeyedLocks<String>,
 
     // Counters.

@@ -45,6 +45,16 @@ pub(super) async fn create_composed(
     .map_err(|join| CreateError::Spawn(format!("the create task failed: {join}")))?
 }
 
+/// Like [`create_composed`], without waiting for the flush: the caller
+/// gets it to await once it has let go of what it holds (an instance's
+/// apply lock), and must await it before it answers anyone.
+pub(super) async fn create_composed_unflushed(
+    ctx: &Arc<Ctx>,
+    specs: Vec<(NewAgent, Option<Box<Composition>>)>,
+) -> Result<(Vec<AgentId>, DurableFuture), CreateError> {
+    create_to_completion(ctx, specs).await
+}
+
 /// Creates `public_named` agents in one batch: all of them, or (a bad
 /// name, a taken name) none. Returns their ids and the flush that makes
 /// them durable, asked for as soon as they are committed so that it runs

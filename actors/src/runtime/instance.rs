@@ -15,7 +15,7 @@ use holarchy_supervision::{AgentId, AgentRecord, EventKind, Visibility};
 
 use super::{create, CreateError, NewAgent};
 use crate::protocol::AgentMsg;
-use crate::store::{Batch, StoreError, Write};
+use crate::store::{Batch, DurableFuture, StoreError, Write};
 use crate::supervisor::cleanup;
 use crate::{now_ms, Ctx};
 
@@ -80,7 +80,10 @@ pub async fn apply(
 ) -> Result<(InstanceView, Change), InstanceError> {
     let spec = manifest::parse(manifest_text, files)?;
     check(ctx, &spec).await?;
-    let _one_at_a_time = ctx.instances.lock(spec.name.clone()).await;
+    // Orders this apply's two writes (the agent, then the instance) against
+    // another apply of the same instance. Held for the writes only, never
+    // across their flush, which comes after it is let go.
+    let one_at_a_time = ctx.instances.lock(spec.name.clone()).await;
     let previous = ctx.store.instance(&spec.name)?;
     let record = InstanceRecord {
         digest: spec.digest(),
@@ -104,6 +107,10 @@ pub async fn apply(
             a.state.is_live() && a.brain == brain && a.composition.as_deref() == Some(&composed)
         });
     if same {
+        drop(one_at_a_time);
+        // What it found may be an earlier apply's writes not yet flushed:
+        // "unchanged" is an answer, so it waits for them too.
+        ctx.store.durable().await?;
         let previous = previous.unwrap_or(record);
         return Ok((
             InstanceView {
@@ -113,7 +120,7 @@ pub async fn apply(
             Change::Unchanged,
         ));
     }
-    let (agent, change) = match agent {
+    let (agent, created, change) = match agent {
         Some(agent) if !agent.state.is_live() => {
             // Agent names are never reused, so neither is an instance's.
             let hint = if previous.is_some() {
@@ -127,8 +134,11 @@ pub async fn apply(
                 agent.state.name()
             )));
         }
-        Some(agent) => (recompose(ctx, agent, &record).await?, Change::Updated),
-        None => (create_agent(ctx, &record).await?, Change::Created),
+        Some(agent) => (recompose(ctx, agent, &record)?, None, Change::Updated),
+        None => {
+            let (agent, created) = create_agent(ctx, &record).await?;
+            (agent, Some(created), Change::Created)
+        }
     };
     let expect = previous.as_ref().map(|p| p.digest.as_str());
     ctx.store.swap_instance(&name, expect, Some(&record))?;
@@ -140,7 +150,21 @@ pub async fn apply(
             digest: record.digest.clone(),
         },
     ))?;
+    drop(one_at_a_time);
+    if let Some(created) = created {
+        created.await?;
+    }
     ctx.store.durable().await?;
+    // Told once the change is on disk. An agent not running now
+    // (restarting) reads its record when it starts.
+    if change == Change::Updated {
+        if let Some(entry) = ctx.directory.get(agent.id) {
+            let max_turns_per_hour = record.spec.limits.max_turns_per_hour;
+            let _ = entry
+                .actor
+                .cast(AgentMsg::Recomposed { max_turns_per_hour });
+        }
+    }
     ctx.topology.schedules_changed();
     Ok((
         InstanceView {
@@ -175,8 +199,11 @@ pub fn list(ctx: &Ctx) -> Result<Vec<InstanceView>, InstanceError> {
 /// Archives the instance's agent (and its private subtree), then forgets
 /// the instance. A crash between the two leaves the record of an instance
 /// whose agent has ended; deleting again finishes.
+///
+/// No apply lock: the cleanup stops processes, and needs none. An apply
+/// racing it finds the agent archived (its guarded write fails), or
+/// changes the digest this delete then finds changed.
 pub async fn delete(ctx: &Arc<Ctx>, name: &str) -> Result<InstanceView, InstanceError> {
-    let _one_at_a_time = ctx.instances.lock(name.to_owned()).await;
     let view = get(ctx, name)?;
     if let Some(agent) = view.agent.as_ref().filter(|a| a.state.is_live()) {
         cleanup::run(ctx, agent.id, CleanupReason::Archived, Batch::new())
@@ -280,14 +307,15 @@ fn agent_of(ctx: &Ctx, name: &str) -> Result<Option<AgentRecord>, InstanceError>
 async fn create_agent(
     ctx: &Arc<Ctx>,
     record: &InstanceRecord,
-) -> Result<AgentRecord, InstanceError> {
+) -> Result<(AgentRecord, DurableFuture), InstanceError> {
     let spec = &record.spec;
     let new = NewAgent {
         name: spec.name.clone(),
         initial_message: None,
         brain: spec.brain.clone(),
     };
-    let ids = create::create_composed(ctx, vec![(new, Some(Box::new(record.composition())))])
+    let composed = vec![(new, Some(Box::new(record.composition())))];
+    let (ids, flushed) = create::create_composed_unflushed(ctx, composed)
         .await
         .map_err(|err| match err {
             CreateError::NameTaken(name) => InstanceError::Precondition(format!(
@@ -299,15 +327,16 @@ async fn create_agent(
         .into_iter()
         .next()
         .ok_or_else(|| InstanceError::Precondition("no agent was created".into()))?;
-    ctx.store
+    let agent = ctx
+        .store
         .agent(id)?
-        .ok_or_else(|| InstanceError::Precondition(format!("agent {id} vanished")))
+        .ok_or_else(|| InstanceError::Precondition(format!("agent {id} vanished")))?;
+    Ok((agent, flushed))
 }
 
 /// The agent with the new brain and composition, from its next turn: a
-/// turn reads its record when it starts, and the actor is told its new
-/// turn limit once the change is durable.
-async fn recompose(
+/// turn reads its record when it starts. Committed, not yet flushed.
+fn recompose(
     ctx: &Ctx,
     mut agent: AgentRecord,
     record: &InstanceRecord,
@@ -322,13 +351,5 @@ async fn recompose(
     // Guarded: an agent archived meanwhile is never revived.
     ctx.store
         .commit(Batch::new().write(Write::PutLiveAgent(agent.clone())))?;
-    ctx.store.durable().await?;
-    if let Some(entry) = ctx.directory.get(agent.id) {
-        let max_turns_per_hour = record.spec.limits.max_turns_per_hour;
-        // Not running (restarting): it reads its record when it starts.
-        let _ = entry
-            .actor
-            .cast(AgentMsg::Recomposed { max_turns_per_hour });
-    }
     Ok(agent)
 }
