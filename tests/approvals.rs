@@ -14,21 +14,6 @@ use tonic::Code;
 const GUARDED: &str =
     "name = \"release\"\n[brain.scripted]\n[constraints]\nrequire_approval = [\"ExecCommand\"]\n";
 
-async fn instance(c: &mut Clients) -> String {
-    c.instances
-        .apply_instance(pb::ApplyInstanceRequest {
-            manifest: GUARDED.into(),
-            files: Default::default(),
-        })
-        .await
-        .expect("applied")
-        .into_inner()
-        .instance
-        .and_then(|i| i.agent)
-        .expect("agent")
-        .agent_id
-}
-
 /// Asks the agent to run `command`; the approval it was parked under.
 async fn park(c: &mut Clients, agent: &str, command: &str, nth: usize) -> String {
     let call =
@@ -78,7 +63,7 @@ async fn a_parked_call_survives_kill_9_and_runs_once_when_approved() {
     let data = common::data_dir(&root);
     let mut daemon = Daemon::start(&data).await;
     let mut c = daemon.clients().await;
-    let agent = instance(&mut c).await;
+    let agent = common::apply_instance(&mut c, GUARDED).await;
     let id = park(&mut c, &agent, "echo shipped", 1).await;
     assert_eq!(command_tasks(&mut c, &agent).await, 0, "parked, not run");
     let summary = common::get_agent(&mut c, &agent).await;
@@ -158,7 +143,7 @@ async fn a_denied_call_never_runs_and_the_agent_reads_why() {
     let root = tempfile::tempdir().expect("tmp");
     let daemon = Daemon::start(&common::data_dir(&root)).await;
     let mut c = daemon.clients().await;
-    let agent = instance(&mut c).await;
+    let agent = common::apply_instance(&mut c, GUARDED).await;
     let id = park(&mut c, &agent, "echo never", 1).await;
 
     let no_reason = c
@@ -210,7 +195,7 @@ async fn a_call_cut_short_by_kill_9_is_never_run_again_and_the_agent_is_told() {
     let data = common::data_dir(&root);
     let mut daemon = Daemon::start(&data).await;
     let mut c = daemon.clients().await;
-    let agent = instance(&mut c).await;
+    let agent = common::apply_instance(&mut c, GUARDED).await;
     // The approved call holds its approval `running` while it waits
     // (up to its yield) for a command that takes longer.
     let call =
@@ -283,7 +268,7 @@ async fn a_brain_that_asks_for_approval_has_its_calls_parked() {
     let root = tempfile::tempdir().expect("tmp");
     let daemon = Daemon::start(&common::data_dir(&root)).await;
     let mut c = daemon.clients().await;
-    let agent = instance(&mut c).await;
+    let agent = common::apply_instance(&mut c, GUARDED).await;
     // AgentGet needs no approval by the manifest; the brain asks anyway.
     let script = json!({
         "tool_calls": [{ "name": "AgentGet", "input": {} }],

@@ -20,21 +20,6 @@ cat >/dev/null
 printf '%s\n' '{"reply":"filed","decision":{"kind":"escalate","reason":"needs a human","target":"issue#12","requires_approval":true}}'
 "#;
 
-async fn apply(c: &mut Clients, manifest: &str) -> String {
-    c.instances
-        .apply_instance(pb::ApplyInstanceRequest {
-            manifest: manifest.to_owned(),
-            files: Default::default(),
-        })
-        .await
-        .expect("applied")
-        .into_inner()
-        .instance
-        .and_then(|i| i.agent)
-        .expect("its agent")
-        .agent_id
-}
-
 /// An agent's turns, in order: each `run_finished` with the `decided`
 /// event just before it among the agent's events, if there is one.
 async fn turns(c: &mut Clients, agent: &str) -> Vec<(Value, Option<Value>)> {
@@ -100,7 +85,7 @@ async fn every_turn_of_an_instance_records_one_decision_given_or_derived() {
     let root = tempfile::tempdir().expect("tmp");
     let daemon = Daemon::start(&common::data_dir(&root)).await;
     let mut c = daemon.clients().await;
-    let lead = apply(&mut c, "name = \"lead\"\n[brain.scripted]\n").await;
+    let lead = common::apply_instance(&mut c, "name = \"lead\"\n[brain.scripted]\n").await;
 
     // A turn that calls a tool, without saying why: derived.
     let called = turn(
@@ -212,7 +197,7 @@ async fn a_command_brain_gives_its_decision_in_its_output() {
         "name = \"triager\"\n[brain.command]\nprogram = \"{}\"\n",
         brain.display()
     );
-    let agent = apply(&mut c, &manifest).await;
+    let agent = common::apply_instance(&mut c, &manifest).await;
     let decided = turn(&mut c, &agent, 0, "issue 12 opened").await;
     assert_eq!(decided["kind"], "escalate", "{decided}");
     assert_eq!(decided["explicit"], true);

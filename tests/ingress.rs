@@ -15,24 +15,6 @@ use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::Value;
 
-/// Applies `manifest` over gRPC; returns the instance's agent id.
-async fn apply(c: &mut Clients, manifest: &str) -> String {
-    let applied = c
-        .instances
-        .apply_instance(pb::ApplyInstanceRequest {
-            manifest: manifest.into(),
-            files: Default::default(),
-        })
-        .await
-        .expect("instance applied")
-        .into_inner();
-    applied
-        .instance
-        .and_then(|i| i.agent)
-        .expect("the instance's agent")
-        .agent_id
-}
-
 /// The agent's messages that carry events, with their JSON.
 async fn event_messages(c: &mut Clients, agent_id: &str) -> Vec<(pb::Message, Value)> {
     common::messages(c, agent_id)

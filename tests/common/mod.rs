@@ -423,3 +423,19 @@ pub fn processes_with(marker: &str) -> Vec<String> {
     }
     found
 }
+
+/// Applies an instance manifest (no files) and returns its agent's id.
+pub async fn apply_instance(c: &mut Clients, manifest: &str) -> String {
+    c.instances
+        .apply_instance(pb::ApplyInstanceRequest {
+            manifest: manifest.to_owned(),
+            files: Default::default(),
+        })
+        .await
+        .expect("instance applied")
+        .into_inner()
+        .instance
+        .and_then(|i| i.agent)
+        .expect("the instance's agent")
+        .agent_id
+}

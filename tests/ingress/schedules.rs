@@ -8,7 +8,8 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{apply, event_messages, received};
+use super::{event_messages, received};
+use crate::common::apply_instance as apply;
 use crate::common::{data_dir, eventually, handled, Daemon};
 
 const TICKER: &str = r#"

@@ -10,7 +10,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::{apply, event_messages, received};
+use super::{event_messages, received};
+use crate::common::apply_instance as apply;
 use crate::common::{data_dir, free_addr, handled, messages, Daemon};
 
 const SECRET: &str = "webhook-secret-for-tests-0123456789";
