@@ -28,7 +28,7 @@ use holarchy_composition::event::{
     EventError, InboundEvent, SOURCE_GENERIC, SOURCE_GITHUB, SOURCE_PUBLISH, SOURCE_SCHEDULE,
 };
 use holarchy_composition::manifest::{InstanceSpec, Provider};
-use holarchy_supervision::limits::{MAX_DEDUPE_KEY_LEN, MAX_MESSAGE_LEN};
+use holarchy_supervision::limits::{head as prefix, MAX_DEDUPE_KEY_LEN, MAX_MESSAGE_LEN};
 use holarchy_supervision::{EventKind, InboundId, Provenance};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -227,15 +227,6 @@ pub fn message_text(event: &InboundEvent) -> String {
         }
         room /= 2;
     }
-}
-
-/// The longest prefix of `text` of at most `max` bytes, at a char boundary.
-fn prefix(text: &str, max: usize) -> &str {
-    let mut end = max.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 #[cfg(test)]

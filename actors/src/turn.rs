@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use holarchy_composition::constraint::Policy;
-use holarchy_supervision::limits::MAX_MESSAGE_LEN;
+use holarchy_supervision::limits::{head, MAX_MESSAGE_LEN};
 use holarchy_supervision::{AgentId, BrainConfig, MessageRecord, Profile, RunId};
 use serde_json::{json, Value};
 
@@ -358,16 +358,6 @@ fn written(input: &Value, limit: usize) -> String {
         head(&text, limit),
         text.len()
     )
-}
-
-/// The longest start of `text` within `limit` bytes that ends on a
-/// character boundary.
-fn head(text: &str, limit: usize) -> &str {
-    let mut end = limit.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// A brain's reply, cut to a message's bound: it is stored with every step,

@@ -83,13 +83,9 @@ impl ApprovalRecord {
             ApprovalStatus::Approved { output, .. } => output.as_str(),
             _ => "",
         };
-        let mut end = room.min(text.len());
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
         self.outcome(Some(format!(
             "{}… (cut: {} bytes)",
-            &text[..end],
+            holarchy_supervision::limits::head(text, room),
             text.len()
         )))
     }

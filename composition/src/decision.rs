@@ -213,11 +213,7 @@ fn bounded(field: &'static str, value: &str, max: usize) -> Result<(), DecisionE
 /// Derived values come from the runtime, not a sender, so they are cut
 /// (at a char boundary) rather than refused: a turn always has a decision.
 fn truncated(value: &str, max: usize) -> String {
-    let mut end = value.len().min(max);
-    while !value.is_char_boundary(end) {
-        end -= 1;
-    }
-    value[..end].to_string()
+    holarchy_supervision::limits::head(value, max).to_string()
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use holarchy_supervision::limits::truncate as cut;
+
 /// Largest `SKILL.md`, in bytes.
 pub const MAX_SKILL_BYTES: u64 = 256 * 1024;
 /// Most entries listed of a skill's folder.
@@ -233,16 +235,6 @@ fn list(root: &Path, rel: &Path, depth: usize, out: &mut Vec<String>) -> bool {
         }
     }
     false
-}
-
-fn cut(text: &mut String, limit: usize) {
-    if text.len() > limit {
-        let mut end = limit;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
 }
 
 mod front_matter;

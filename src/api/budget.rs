@@ -62,13 +62,7 @@ pub fn bound_to<T: Bounded>(record: &mut T, budget: usize) {
 
 /// The largest char boundary of `text` at or below `at`.
 fn floor_char_boundary(text: &str, at: usize) -> usize {
-    if at >= text.len() {
-        return text.len();
-    }
-    (0..=at)
-        .rev()
-        .find(|i| text.is_char_boundary(*i))
-        .unwrap_or(0)
+    holarchy_supervision::limits::head(text, at).len()
 }
 
 /// Bounds every record of a page and keeps the longest prefix that fits in

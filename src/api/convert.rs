@@ -71,11 +71,11 @@ fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes)", &text[..end], text.len())
+    format!(
+        "{}… ({} bytes)",
+        holarchy_supervision::limits::head(text, max),
+        text.len()
+    )
 }
 
 impl From<ApiError> for Status {

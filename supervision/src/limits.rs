@@ -51,6 +51,22 @@ pub fn check_name(name: &str) -> Result<(), InvalidInput> {
     Ok(())
 }
 
+/// The longest start of `text` of at most `max` bytes that ends on a
+/// character boundary: how every bounded text is cut, never mid-character.
+pub fn head(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Cuts `text` in place to at most `max` bytes, at a character boundary.
+pub fn truncate(text: &mut String, max: usize) {
+    let end = head(text, max).len();
+    text.truncate(end);
+}
+
 pub fn check_message(body: &str) -> Result<(), InvalidInput> {
     if body.is_empty() {
         return Err(InvalidInput::EmptyMessage);
@@ -70,7 +86,23 @@ pub fn check_dedupe_key(key: &str) -> Result<(), InvalidInput> {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest! {
+        #[test]
+        fn a_head_is_the_longest_whole_character_prefix(text in ".{0,40}", max in 0usize..200) {
+            let cut = head(&text, max);
+            prop_assert!(text.starts_with(cut) && cut.len() <= max);
+            // One more character would not fit (or there is none).
+            let next = text[cut.len()..].chars().next();
+            prop_assert!(next.is_none_or(|c| cut.len() + c.len_utf8() > max));
+            let mut owned = text.clone();
+            truncate(&mut owned, max);
+            prop_assert_eq!(owned.as_str(), cut);
+        }
+    }
 
     #[test]
     fn names_follow_the_rules() {

@@ -213,13 +213,7 @@ fn decided(
 
 /// `text` within `max` bytes, cut at a character boundary.
 fn cut(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
+    holarchy_supervision::limits::truncate(&mut text, max);
     text
 }
 

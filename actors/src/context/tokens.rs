@@ -100,12 +100,8 @@ impl Tokenizer {
     }
 }
 
-fn floor_boundary(text: &str, mut at: usize) -> usize {
-    at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
+fn floor_boundary(text: &str, at: usize) -> usize {
+    holarchy_supervision::limits::head(text, at).len()
 }
 
 #[cfg(test)]

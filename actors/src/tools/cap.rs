@@ -43,13 +43,11 @@ pub fn cap_output(output: String, limit: usize) -> String {
 /// whose shape cannot be kept within the bound.
 fn head_only(output: &str, limit: usize) -> String {
     // JSON text inside a JSON string at most doubles (quotes, backslashes).
-    let mut end = (limit.saturating_sub(2 * MARKER_ROOM) / 2).min(output.len());
-    while !output.is_char_boundary(end) {
-        end -= 1;
-    }
+    let head =
+        holarchy_supervision::limits::head(output, limit.saturating_sub(2 * MARKER_ROOM) / 2);
     json!({
         "cut": format!("this result was {} bytes, over the limit of {limit} (--max-tool-result-bytes); its head follows", output.len()),
-        "head": &output[..end],
+        "head": head,
     })
     .to_string()
 }

@@ -30,11 +30,7 @@ pub fn preview(
     let mut truncated_from_bytes = 0;
     if context_json.len() > MAX_CONTEXT_BYTES {
         truncated_from_bytes = context_json.len() as u64;
-        let mut end = MAX_CONTEXT_BYTES;
-        while !context_json.is_char_boundary(end) {
-            end -= 1;
-        }
-        context_json.truncate(end);
+        holarchy_supervision::limits::truncate(&mut context_json, MAX_CONTEXT_BYTES);
     }
     Ok(pb::GetAgentContextResponse {
         context_json,
