@@ -391,3 +391,50 @@ async fn a_deleted_instance_takes_no_events_and_keeps_its_name_from_reuse() {
         .expect_err("no instance");
     assert_eq!(gone.code(), Code::NotFound);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_event_leaves_the_daemon_with_its_secrets_redacted() {
+    let root = tempfile::tempdir().expect("tmp");
+    let secret = "s3cr3t-value-0123456789";
+    let daemon = Daemon::start_with_env(
+        &common::data_dir(&root),
+        &[],
+        &[("PARTNER_API_KEY", secret)],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    common::apply_instance(
+        &mut c,
+        "name = \"desk\"\n[brain.scripted]\n[[ingress]]\nsource = \"publish\"\n",
+    )
+    .await;
+    c.instances
+        .publish_event(pb::PublishEventRequest {
+            instance: "desk".into(),
+            r#type: "ticket.opened".into(),
+            dedupe_key: "t-1".into(),
+            payload_json: json!({ "leaked": secret }).to_string(),
+            ..Default::default()
+        })
+        .await
+        .expect("published");
+    let stored = c
+        .instances
+        .get_inbound_event(pb::GetInboundEventRequest {
+            instance: "desk".into(),
+            dedupe_key: "publish:desk:t-1".into(),
+        })
+        .await
+        .expect("stored")
+        .into_inner();
+    assert!(
+        !stored.payload_json.contains(secret),
+        "{}",
+        stored.payload_json
+    );
+    assert!(
+        stored.payload_json.contains("leaked"),
+        "{}",
+        stored.payload_json
+    );
+}

@@ -11,7 +11,8 @@
 //! a line it already has. The log is streamed (the daemon reads it in
 //! pages) and each line goes straight to its file: memory stays flat
 //! whatever the log's length. Secrets were redacted before the events were
-//! committed; the export writes nothing the log does not hold.
+//! committed, and the daemon redacts an inbound event's stored payload
+//! before it answers `GetInboundEvent`: no secret reaches the files.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};

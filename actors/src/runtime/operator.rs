@@ -224,13 +224,31 @@ impl Runtime {
         .await
     }
 
-    /// The inbound event stored for `instance` under `dedupe_key`.
+    /// The inbound event stored for `instance` under `dedupe_key`, its
+    /// secrets redacted.
     pub fn inbound_event(
         &self,
         instance: &str,
         dedupe_key: &str,
     ) -> Result<Option<InboundEvent>, StoreError> {
-        self.ctx().store.inbound(instance, dedupe_key)
+        // Kept as it arrived (its signature was over those bytes); what
+        // leaves the daemon is redacted like the agent's copy and the log.
+        let secrets = &self.ctx().config.secrets;
+        Ok(self
+            .ctx()
+            .store
+            .inbound(instance, dedupe_key)?
+            .map(|mut event| {
+                for text in [
+                    &mut event.payload,
+                    &mut event.subject,
+                    &mut event.scope,
+                    &mut event.dedupe_key,
+                ] {
+                    secrets.redact(text);
+                }
+                event
+            }))
     }
 
     /// What the scheduler last saw; `None` while it is not running.
