@@ -172,7 +172,9 @@ impl Indexer {
         let range = (Bound::Excluded(cursor.to_vec()), Bound::Unbounded);
         for entry in self.source.notes.range(range).take(CHUNK) {
             let (key, value) = entry.map_err(backend)?;
-            self.put_note(&decode(MEMORY, &value)?)?;
+            if let Some(note) = readable(MEMORY, &key, &value) {
+                self.put_note(&note)?;
+            }
             last = Some(key);
         }
         self.commit()?;
@@ -190,8 +192,11 @@ impl Indexer {
         let range = (Bound::Excluded(cursor.to_vec()), Bound::Unbounded);
         for entry in self.source.messages.range(range).take(CHUNK) {
             let (key, value) = entry.map_err(backend)?;
+            let Some(message) = readable::<MessageRecord>("messages", &key, &value) else {
+                last = Some(key);
+                continue;
+            };
             last = Some(key);
-            let message: MessageRecord = decode("messages", &value)?;
             let live = match agent_live {
                 Some((agent, live)) if agent == message.agent_id => live,
                 _ => {
@@ -240,8 +245,9 @@ impl Indexer {
                 32 => {
                     let id = NoteId::from_bytes(key_bytes(&key[16..])?);
                     self.delete(self.fields.id, &id.to_string());
-                    if let Some(value) = self.source.notes.get(&key).map_err(backend)? {
-                        self.put_note(&decode(MEMORY, &value)?)?;
+                    let value = self.source.notes.get(&key).map_err(backend)?;
+                    if let Some(note) = value.and_then(|v| readable(MEMORY, &key, &v)) {
+                        self.put_note(&note)?;
                     }
                 }
                 _ => {}
@@ -273,19 +279,23 @@ impl Indexer {
         let mut last = after;
         let mut taken = 0;
         for entry in self.source.events.range(range).take(CHUNK) {
-            let (_, value) = entry.map_err(backend)?;
-            let event: Event = decode("events", &value)?;
-            last = event.cursor;
+            let (key, value) = entry.map_err(backend)?;
+            last = u64::from_be_bytes(key_bytes::<8>(&key)?);
             taken += 1;
+            let Some(event) = readable::<Event>("events", &key, &value) else {
+                continue;
+            };
             if let (Some(agent), EventKind::RunFinished { message_id, .. }) =
                 (event.agent_id, &event.kind)
             {
                 let key = [agent.to_bytes(), message_id.to_bytes()].concat();
-                let Some(value) = self.source.messages.get(key).map_err(backend)? else {
+                let Some(value) = self.source.messages.get(&key).map_err(backend)? else {
                     continue;
                 };
                 if self.source.live(agent)? {
-                    self.put_message(&decode("messages", &value)?)?;
+                    if let Some(message) = readable("messages", &key, &value) {
+                        self.put_message(&message)?;
+                    }
                 }
             }
         }
@@ -364,4 +374,20 @@ fn key_bytes<const N: usize>(bytes: &[u8]) -> Result<[u8; N], StoreError> {
             tree: MEMORY_QUEUE,
             detail: format!("key of {} bytes, expected {N}", bytes.len()),
         })
+}
+
+/// A record the index can read, or `None` (logged): one unreadable record
+/// is left out of the index, never a stop to indexing everyone else's.
+fn readable<T: serde::de::DeserializeOwned>(
+    tree: &'static str,
+    key: &[u8],
+    value: &[u8],
+) -> Option<T> {
+    match decode(tree, value) {
+        Ok(record) => Some(record),
+        Err(err) => {
+            warn!(tree, key = ?key, error = %err, "record left out of the memory index");
+            None
+        }
+    }
 }
