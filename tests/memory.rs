@@ -416,3 +416,50 @@ async fn search_kind(
         .into_inner()
         .hits
 }
+
+/// A hundred full notes are 1.6 MiB: the listing pages them within its
+/// byte budget, and the pages together hold every note once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_of_large_notes_pages_within_its_byte_budget() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let agent = create(&mut c, "hoarder", None).await;
+    for i in 0..100 {
+        c.memory
+            .write_memory(pb::WriteMemoryRequest {
+                agent_id: agent.clone(),
+                key: format!("k{i}"),
+                text: format!("{i:03}{}", "n".repeat(16 * 1024 - 3)),
+                tags: Vec::new(),
+            })
+            .await
+            .expect("written");
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut token = String::new();
+    let mut pages = 0;
+    loop {
+        let page = c
+            .memory
+            .list_memory(pb::ListMemoryRequest {
+                agent_id: agent.clone(),
+                page_size: 1000,
+                page_token: token.clone(),
+            })
+            .await
+            .expect("listed")
+            .into_inner();
+        pages += 1;
+        assert!(prost::Message::encoded_len(&page) < 1024 * 1024 + 64 * 1024);
+        for note in &page.notes {
+            assert!(seen.insert(note.key.clone()), "{} twice", note.key);
+        }
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert!(pages >= 2, "{pages} page(s)");
+    assert_eq!(seen.len(), 100);
+}

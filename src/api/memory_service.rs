@@ -89,6 +89,23 @@ fn hit(hit: &MemoryHit) -> pb::MemoryHit {
     }
 }
 
+/// The longest prefix of `records` within the page budget (always at
+/// least one): a response stays far under the gRPC message bound whatever
+/// the notes and messages hold.
+fn within_page<T: prost::Message>(records: impl Iterator<Item = T>) -> Vec<T> {
+    let mut used = 0;
+    let mut page = Vec::new();
+    for record in records {
+        // Each repeated field costs its length prefix and tag too.
+        used += record.encoded_len() + 8;
+        if !page.is_empty() && used > super::budget::PAGE_BUDGET_BYTES {
+            break;
+        }
+        page.push(record);
+    }
+    page
+}
+
 /// Runs a store read off the async workers: a search scores on the CPU.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
@@ -123,7 +140,8 @@ impl MemoryService for MemoryApi {
         let limit = (req.limit as usize).min(MAX_SEARCH_HITS);
         let hits =
             blocking(move || Ok(store.search_memory(agent_id, &req.query, &kinds, limit)?)).await?;
-        let hits = hits.iter().map(hit).collect();
+        // Best first: what a page's bytes leave out are the weakest hits.
+        let hits = within_page(hits.iter().map(hit));
         Ok(Response::new(pb::SearchMemoryResponse { hits }))
     }
 
@@ -145,14 +163,17 @@ impl MemoryService for MemoryApi {
         })
         .await?;
         // One row more than the page tells whether another page follows.
-        let next_page_token = if notes.len() > limit {
-            notes.truncate(limit);
-            notes.last().map(|n| n.id.to_string()).unwrap_or_default()
+        let more = notes.len() > limit;
+        notes.truncate(limit);
+        let page = within_page(notes.iter().map(note));
+        // A page its bytes cut short goes on after its last note too.
+        let next_page_token = if more || page.len() < notes.len() {
+            page.last().map(|n| n.note_id.clone()).unwrap_or_default()
         } else {
             String::new()
         };
         Ok(Response::new(pb::ListMemoryResponse {
-            notes: notes.iter().map(note).collect(),
+            notes: page,
             next_page_token,
             total,
         }))
