@@ -15,7 +15,7 @@ use sled::{Transactional, Tree};
 use tokio::sync::watch;
 
 use super::{backend, pair_key, SledStore, AGENTS, EVENTS, MESSAGES};
-use crate::store::codec::{decode, encode};
+use crate::store::codec::{decode, decode_agent, encode};
 use crate::store::memory_index::{
     index_dir, IndexSource, MemoryIndex, RecallBy, MEMORY, MEMORY_META, MEMORY_QUEUE,
 };
@@ -92,6 +92,8 @@ fn count_of(bytes: Option<sled::IVec>) -> u64 {
 /// Why a transaction gave up.
 enum Abort {
     Full,
+    /// The agent is archived (or was never created): no note outlives it.
+    Ended,
     Store(StoreError),
 }
 
@@ -105,66 +107,88 @@ impl MemoryStore for SledStore {
         let agent = draft.agent_id;
         let key_entry = draft.key.as_ref().map(|k| pair_key(agent, k.as_bytes()));
         self.group.begin_write();
-        let stored = (&memory.notes, &memory.keys, &memory.queue, &memory.counts).transaction(
-            |(notes, keys, queue, counts)| {
-                let existing = match &key_entry {
-                    Some(entry) => match keys.get(entry)? {
-                        Some(id) => {
-                            let note_key = pair_key(agent, &id);
-                            match notes.get(&note_key)? {
-                                Some(bytes) => Some(
-                                    decode::<MemoryNote>(MEMORY, &bytes)
-                                        .map_err(|e| abort(Abort::Store(e)))?,
-                                ),
-                                None => None,
-                            }
-                        }
-                        None => None,
-                    },
-                    None => None,
-                };
-                let note = match existing {
-                    Some(old) => MemoryNote {
-                        text: draft.text.clone(),
-                        tags: draft.tags.clone(),
-                        updated_at_ms: now_ms,
-                        ..old
-                    },
-                    None => {
-                        let count = count_of(counts.get(agent.to_bytes())?);
-                        if count >= MAX_NOTES_PER_AGENT {
-                            return Err(abort(Abort::Full));
-                        }
-                        counts.insert(&agent.to_bytes(), &(count + 1).to_be_bytes())?;
-                        MemoryNote {
-                            id: NoteId::generate(),
-                            agent_id: agent,
-                            key: draft.key.clone(),
-                            text: draft.text.clone(),
-                            tags: draft.tags.clone(),
-                            created_at_ms: now_ms,
-                            updated_at_ms: now_ms,
+        // The agent's record is read inside the transaction: a note either
+        // lands before the archive's commit (and the archive's deletion
+        // takes it) or finds the agent ended, however a write in flight
+        // races the archive.
+        let trees = (
+            &memory.notes,
+            &memory.keys,
+            &memory.queue,
+            &memory.counts,
+            &self.agents,
+        );
+        let stored = trees.transaction(|(notes, keys, queue, counts, agents)| {
+            let live = match agents.get(agent.to_bytes())? {
+                Some(bytes) => decode_agent(AGENTS, &bytes)
+                    .map_err(|e| abort(Abort::Store(e)))?
+                    .state
+                    .is_live(),
+                None => false,
+            };
+            if !live {
+                return Err(abort(Abort::Ended));
+            }
+            let existing = match &key_entry {
+                Some(entry) => match keys.get(entry)? {
+                    Some(id) => {
+                        let note_key = pair_key(agent, &id);
+                        match notes.get(&note_key)? {
+                            Some(bytes) => Some(
+                                decode::<MemoryNote>(MEMORY, &bytes)
+                                    .map_err(|e| abort(Abort::Store(e)))?,
+                            ),
+                            None => None,
                         }
                     }
-                };
-                let note_key = pair_key(agent, &note.id.to_bytes());
-                let value = encode(MEMORY, &note).map_err(|e| abort(Abort::Store(e)))?;
-                notes.insert(note_key.as_slice(), value)?;
-                if let Some(entry) = &key_entry {
-                    keys.insert(entry.as_slice(), &note.id.to_bytes())?;
+                    None => None,
+                },
+                None => None,
+            };
+            let note = match existing {
+                Some(old) => MemoryNote {
+                    text: draft.text.clone(),
+                    tags: draft.tags.clone(),
+                    updated_at_ms: now_ms,
+                    ..old
+                },
+                None => {
+                    let count = count_of(counts.get(agent.to_bytes())?);
+                    if count >= MAX_NOTES_PER_AGENT {
+                        return Err(abort(Abort::Full));
+                    }
+                    counts.insert(&agent.to_bytes(), &(count + 1).to_be_bytes())?;
+                    MemoryNote {
+                        id: NoteId::generate(),
+                        agent_id: agent,
+                        key: draft.key.clone(),
+                        text: draft.text.clone(),
+                        tags: draft.tags.clone(),
+                        created_at_ms: now_ms,
+                        updated_at_ms: now_ms,
+                    }
                 }
-                // A fresh stamp, so the indexer removes only the entry it
-                // indexed, not one queued again since.
-                let stamp = queue.generate_id()?;
-                queue.insert(note_key, &stamp.to_be_bytes())?;
-                Ok(note)
-            },
-        );
+            };
+            let note_key = pair_key(agent, &note.id.to_bytes());
+            let value = encode(MEMORY, &note).map_err(|e| abort(Abort::Store(e)))?;
+            notes.insert(note_key.as_slice(), value)?;
+            if let Some(entry) = &key_entry {
+                keys.insert(entry.as_slice(), &note.id.to_bytes())?;
+            }
+            // A fresh stamp, so the indexer removes only the entry it
+            // indexed, not one queued again since.
+            let stamp = queue.generate_id()?;
+            queue.insert(note_key, &stamp.to_be_bytes())?;
+            Ok(note)
+        });
         self.group.end_write();
         let note = stored.map_err(|err| match err {
             TransactionError::Abort(Abort::Full) => StoreError::Precondition(format!(
                 "the agent keeps {MAX_NOTES_PER_AGENT} notes, the most it may; replace one by its key"
             )),
+            TransactionError::Abort(Abort::Ended) => {
+                StoreError::Precondition(format!("agent {agent} has ended: its memory is gone"))
+            }
             TransactionError::Abort(Abort::Store(err)) => err,
             TransactionError::Storage(err) => backend(err),
         })?;
@@ -444,5 +468,40 @@ mod tests {
             store.put_note(&draft(agent, None, "one too many"), 1),
             Err(StoreError::Precondition(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod ended {
+    use holarchy_actors::Write;
+    use holarchy_supervision::LifecycleState;
+
+    use super::super::tests::{agent, created};
+    use super::super::StoreConfig;
+    use super::*;
+
+    #[tokio::test]
+    async fn no_note_is_kept_for_an_agent_that_has_ended_or_never_was() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+        let mut record = agent("gone");
+        store.commit(created(&record)).expect("created");
+        record.state = LifecycleState::Archived;
+        store
+            .commit(holarchy_actors::Batch::new().write(Write::PutAgent(record.clone())))
+            .expect("archived");
+        for agent_id in [record.id, AgentId::generate()] {
+            let draft = NoteDraft {
+                agent_id,
+                key: None,
+                text: "too late".into(),
+                tags: Vec::new(),
+            };
+            assert!(matches!(
+                store.put_note(&draft, 1),
+                Err(StoreError::Precondition(_))
+            ));
+            assert_eq!(store.note_count(agent_id).expect("count"), 0);
+        }
     }
 }
