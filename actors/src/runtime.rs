@@ -26,6 +26,7 @@ use crate::{now_ms, supervisor, Ctx};
 mod create;
 pub mod factory;
 mod handle;
+pub mod inspect;
 pub mod instance;
 mod operator;
 pub mod partition;

@@ -497,10 +497,9 @@ impl AgentService for AgentApi {
     ) -> Result<Response<pb::GetAgentContextResponse>, Status> {
         let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
         let record = self.record(agent_id)?;
-        Ok(Response::new(context_view::preview(
-            &self.runtime,
-            &record,
-        )?))
+        Ok(Response::new(
+            context_view::preview(&self.runtime, record).await?,
+        ))
     }
 
     type WatchEventsStream = EventStream;

@@ -7,9 +7,7 @@ use std::sync::Arc;
 
 use holarchy_actors::store::memory::MAX_SEARCH_HITS;
 use holarchy_actors::store::{check_search, MemoryInputError};
-use holarchy_actors::{
-    now_ms, MemoryHit, MemoryKind, MemoryNote, NoteDraft, Recalled, Runtime, Store,
-};
+use holarchy_actors::{MemoryHit, MemoryKind, MemoryNote, NoteDraft, Recalled, Runtime};
 use holarchy_supervision::{AgentId, NoteId, Visibility};
 use tonic::{Request, Response, Status};
 
@@ -30,11 +28,6 @@ pub struct MemoryApi {
 impl MemoryApi {
     pub fn new(runtime: Arc<Runtime>) -> Self {
         Self { runtime }
-    }
-
-    /// The redacting store every write passes.
-    fn store(&self) -> Arc<dyn Store> {
-        self.runtime.ctx().store.clone()
     }
 
     /// The agent, which must exist (archived ones included: their memory
@@ -106,15 +99,6 @@ fn within_page<T: prost::Message>(records: impl Iterator<Item = T>) -> Vec<T> {
     page
 }
 
-/// Runs a store read off the async workers: a search scores on the CPU.
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|err| ApiError::Internal(format!("memory read failed: {err}")))?
-}
-
 #[tonic::async_trait]
 impl MemoryService for MemoryApi {
     async fn search_memory(
@@ -136,10 +120,12 @@ impl MemoryService for MemoryApi {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let store = self.store();
         let limit = (req.limit as usize).min(MAX_SEARCH_HITS);
-        let hits =
-            blocking(move || Ok(store.search_memory(agent_id, &req.query, &kinds, limit)?)).await?;
+        let hits = self
+            .runtime
+            .search_memory(agent_id, req.query, kinds, limit)
+            .await
+            .map_err(ApiError::from)?;
         // Best first: what a page's bytes leave out are the weakest hits.
         let hits = within_page(hits.iter().map(hit));
         Ok(Response::new(pb::SearchMemoryResponse { hits }))
@@ -156,12 +142,11 @@ impl MemoryService for MemoryApi {
             0 => DEFAULT_PAGE,
             n => n.min(MAX_PAGE),
         };
-        let store = self.store();
-        let (mut notes, total) = blocking(move || {
-            let notes = store.notes(agent_id, after, limit + 1)?;
-            Ok((notes, store.note_count(agent_id)?))
-        })
-        .await?;
+        let (mut notes, total) = self
+            .runtime
+            .notes(agent_id, after, limit + 1)
+            .await
+            .map_err(ApiError::from)?;
         // One row more than the page tells whether another page follows.
         let more = notes.len() > limit;
         notes.truncate(limit);
@@ -206,9 +191,11 @@ impl MemoryService for MemoryApi {
             ))
             .into());
         }
-        let store = self.store();
-        let written = store.put_note(&draft, now_ms()).map_err(ApiError::from)?;
-        store.durable().await.map_err(ApiError::from)?;
+        let written = self
+            .runtime
+            .write_note(draft)
+            .await
+            .map_err(ApiError::from)?;
         Ok(Response::new(note(&written)))
     }
 }

@@ -1,8 +1,8 @@
 //! `GetAgentContext`: what an agent's brain would see now beside the next
 //! message, assembled exactly as a turn assembles it, bounded in bytes.
 
-use holarchy_actors::context;
-use holarchy_actors::{compose, Runtime};
+use holarchy_actors::runtime::inspect::ContextPreview;
+use holarchy_actors::Runtime;
 use holarchy_supervision::AgentRecord;
 use serde_json::json;
 
@@ -12,20 +12,15 @@ use super::super::pb;
 /// Bytes of context JSON one answer holds at most.
 const MAX_CONTEXT_BYTES: usize = 1024 * 1024;
 
-pub fn preview(
+pub async fn preview(
     runtime: &Runtime,
-    record: &AgentRecord,
+    record: AgentRecord,
 ) -> Result<pb::GetAgentContextResponse, ApiError> {
-    let ctx = runtime.ctx();
-    let mut role = record
-        .composition
-        .as_deref()
-        .map(|stored| compose::current(ctx.store.as_ref(), stored))
-        .as_ref()
-        .and_then(compose::role);
-    let assembled =
-        context::bounded(ctx, record, None, role.as_mut()).map_err(ApiError::Internal)?;
-    let stored = ctx.store.context_record(record.id)?.unwrap_or_default();
+    let ContextPreview {
+        role,
+        assembled,
+        stored,
+    } = runtime.context_preview(record).await?;
     let mut context_json = json!({ "role": role, "context": assembled.context }).to_string();
     let mut truncated_from_bytes = 0;
     if context_json.len() > MAX_CONTEXT_BYTES {

@@ -1,0 +1,83 @@
+//! What operators read of an agent's mind: its memory (and the notes they
+//! write into it) and the context its brain would see now. Searches score
+//! and contexts tokenize on the CPU, so each runs off the async workers.
+
+use holarchy_supervision::{AgentId, AgentRecord, NoteId};
+
+use super::handle::Runtime;
+use crate::compose::{self, RoleView};
+use crate::context::{self, Assembled};
+use crate::store::{ContextRecord, MemoryHit, MemoryKind, MemoryNote, NoteDraft, StoreError};
+
+/// The context an agent's brain would see beside its next message.
+#[derive(Debug)]
+pub struct ContextPreview {
+    pub role: Option<RoleView>,
+    pub assembled: Assembled,
+    /// Its running summary's record (default: never compacted).
+    pub stored: ContextRecord,
+}
+
+/// Runs `work` on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| StoreError::Backend(format!("the read failed: {err}")))?
+}
+
+impl Runtime {
+    pub async fn search_memory(
+        &self,
+        agent: AgentId,
+        query: String,
+        kinds: Vec<MemoryKind>,
+        limit: usize,
+    ) -> Result<Vec<MemoryHit>, StoreError> {
+        let store = self.ctx().store.clone();
+        blocking(move || store.search_memory(agent, &query, &kinds, limit)).await
+    }
+
+    /// A page of the agent's notes after `after`, and how many it keeps.
+    pub async fn notes(
+        &self,
+        agent: AgentId,
+        after: Option<NoteId>,
+        limit: usize,
+    ) -> Result<(Vec<MemoryNote>, u64), StoreError> {
+        let store = self.ctx().store.clone();
+        blocking(move || Ok((store.notes(agent, after, limit)?, store.note_count(agent)?))).await
+    }
+
+    /// Writes an operator's note; returns once it is on disk.
+    pub async fn write_note(&self, draft: NoteDraft) -> Result<MemoryNote, StoreError> {
+        let store = self.ctx().store.clone();
+        let note = blocking(move || store.put_note(&draft, crate::now_ms())).await?;
+        self.ctx().store.durable().await?;
+        Ok(note)
+    }
+
+    /// What `record`'s brain would see now, assembled as a turn assembles
+    /// it.
+    pub async fn context_preview(&self, record: AgentRecord) -> Result<ContextPreview, StoreError> {
+        let ctx = self.ctx().clone();
+        blocking(move || {
+            let mut role = record
+                .composition
+                .as_deref()
+                .map(|stored| compose::current(ctx.store.as_ref(), stored))
+                .as_ref()
+                .and_then(compose::role);
+            let assembled = context::bounded(&ctx, &record, None, role.as_mut())
+                .map_err(StoreError::Backend)?;
+            let stored = ctx.store.context_record(record.id)?.unwrap_or_default();
+            Ok(ContextPreview {
+                role,
+                assembled,
+                stored,
+            })
+        })
+        .await
+    }
+}
