@@ -177,18 +177,27 @@ impl MemoryIndex {
     /// Stops the indexer after its current chunk; what is still to index
     /// is indexed at the next start.
     pub fn stop(&self) {
+        if let Some(thread) = self.stopping_thread() {
+            joined(thread);
+        }
+    }
+
+    /// Like [`MemoryIndex::stop`], waiting for the thread off the async
+    /// workers: its last chunk may take a commit and a merge.
+    pub async fn stop_async(&self) {
+        if let Some(thread) = self.stopping_thread() {
+            let _ = tokio::task::spawn_blocking(move || joined(thread)).await;
+        }
+    }
+
+    /// Asks the indexer to stop; its thread, the first time.
+    fn stopping_thread(&self) -> Option<JoinHandle<()>> {
         self.stopping.store(true, Ordering::SeqCst);
         self.wake();
-        let thread = self
-            .indexer
+        self.indexer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(thread) = thread {
-            if thread.join().is_err() {
-                warn!("the memory indexer panicked");
-            }
-        }
+            .take()
     }
 
     /// The agent's best hits for `query` among `kinds` (empty: all), read
@@ -248,6 +257,12 @@ impl MemoryIndex {
             });
         }
         Ok(hits)
+    }
+}
+
+fn joined(thread: JoinHandle<()>) {
+    if thread.join().is_err() {
+        warn!("the memory indexer panicked");
     }
 }
 

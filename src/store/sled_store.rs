@@ -271,7 +271,7 @@ impl SledStore {
     /// shutdown. The database is released when the last handle drops.
     pub async fn close(&self) {
         self.grouped.stop().await;
-        self.memory.stop();
+        self.memory.stop().await;
         self.group.close().await;
         // One line an operator (or a benchmark) can read after a run.
         self.stats.snapshot().log();

@@ -76,9 +76,9 @@ impl Memory {
         })
     }
 
-    /// Stops the indexer (at shutdown).
-    pub(super) fn stop(&self) {
-        self.index.stop();
+    /// Stops the indexer (at shutdown), off the async workers.
+    pub(super) async fn stop(&self) {
+        self.index.stop_async().await;
     }
 }
 
