@@ -155,3 +155,57 @@ async fn a_long_lived_agent_sees_the_newest_turns_that_fit_not_five() {
     assert!(budget["used"].as_u64().expect("used") <= 1000);
     assert_eq!(seen["context"]["memory_hits"], Value::Array(vec![]));
 }
+
+/// A brain that replies with the snippets of its context's memory hits.
+const RECALLING_BRAIN: &str = r#"
+import json, sys
+x = json.load(sys.stdin)
+hits = x["context"]["memory_hits"]
+print(json.dumps({"reply": "hits: " + " | ".join(h["kind"] + ":" + h["snippet"] for h in hits)}))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_brain_finds_what_its_agent_noted_among_the_memory_hits_of_its_context() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let brain = command_brain("python3", &["-c", RECALLING_BRAIN]);
+    let id = create_on(&mut c, "recaller", brain).await;
+    c.memory
+        .write_memory(pb::WriteMemoryRequest {
+            agent_id: id.clone(),
+            key: "launch".into(),
+            text: "the launch code word is pelican".into(),
+            tags: Vec::new(),
+        })
+        .await
+        .expect("noted");
+    // Indexed off the turn's path: wait until the note is searchable.
+    eventually("the note indexed", || {
+        let mut c = c.clone();
+        let id = id.clone();
+        async move {
+            let hits = c
+                .memory
+                .search_memory(pb::SearchMemoryRequest {
+                    agent_id: id,
+                    query: "launch code".into(),
+                    limit: 5,
+                    kinds: Vec::new(),
+                })
+                .await
+                .ok()?
+                .into_inner()
+                .hits;
+            (!hits.is_empty()).then_some(())
+        }
+    })
+    .await;
+    send(&mut c, &id, "what is the launch code word?").await;
+    let turn = handled(&c, &id, 1).await;
+    let reply = &turn[0].reply;
+    assert!(
+        reply.contains("note:") && reply.contains("pelican"),
+        "{reply}"
+    );
+}

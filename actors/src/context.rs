@@ -19,6 +19,7 @@ use serde_json::{json, Value};
 use crate::brain::MessageView;
 use crate::compose::RoleView;
 use crate::plane::work;
+use crate::store::Recalled;
 use crate::views::work_json;
 use crate::Ctx;
 use assemble::Assembler;
@@ -224,16 +225,42 @@ pub fn bounded(
     })
 }
 
-/// Memory hits for the message, best first: the hook durable memory fills
-/// (the agent's notes and history found for `current`'s text). Empty
-/// until then; the assembler places hits while they fit.
-pub fn memory_hits(
-    _ctx: &Ctx,
-    _record: &AgentRecord,
-    _current: Option<&MessageRecord>,
-) -> Vec<Value> {
-    Vec::new()
+/// Memory hits for the message, best first: what the agent's memory (its
+/// notes and handled turns) holds for `current`'s text, at most
+/// [`MEMORY_HITS`], each as its kind, id and the passage that matched. None
+/// without a message (an operator's preview). A search that fails leaves
+/// the context without hits, never the turn without a context.
+pub fn memory_hits(ctx: &Ctx, record: &AgentRecord, current: Option<&MessageRecord>) -> Vec<Value> {
+    let Some(message) = current else {
+        return Vec::new();
+    };
+    let query = holarchy_supervision::limits::head(&message.body, MEMORY_QUERY_BYTES);
+    if query.trim().is_empty() {
+        return Vec::new();
+    }
+    match ctx.store.search_memory(record.id, query, &[], MEMORY_HITS) {
+        Ok(hits) => hits
+            .iter()
+            .filter(|hit| !matches!(&hit.item, Recalled::Message(m) if m.id == message.id))
+            .map(|hit| {
+                let id = match &hit.item {
+                    Recalled::Note(note) => note.id.to_string(),
+                    Recalled::Message(found) => found.id.to_string(),
+                };
+                json!({ "kind": hit.item.kind().name(), "id": id, "snippet": hit.snippet })
+            })
+            .collect(),
+        Err(err) => {
+            tracing::warn!(agent_id = %record.id, error = %err, "memory search for the context failed");
+            Vec::new()
+        }
+    }
 }
+
+/// Most memory hits a context holds, and how much of the message is the
+/// query (a message may be 64 KiB; its start says what it is about).
+pub const MEMORY_HITS: usize = 5;
+const MEMORY_QUERY_BYTES: usize = 512;
 
 /// The agent's handled turns, newest first, read in widening windows
 /// until the turns read are more than the room left or the history ends.
