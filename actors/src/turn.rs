@@ -112,8 +112,14 @@ pub async fn run(
             Err(err) => return TurnOutcome::BrainFailed(err),
         };
         let catalog: Vec<Value> = tools::tool_surface(profile).map(|t| t.view()).collect();
-        let message_tokens = assembled.tokenizer.count_json(&view);
-        let room = StepRoom::new(&assembled, message_tokens);
+        // Everything sent at every step besides the context and the steps:
+        // the message, the catalog and the agent's view take their share
+        // of the budget first.
+        let tokenizer = assembled.tokenizer;
+        let fixed = tokenizer.count_json(&view)
+            + tokenizer.count_json(&catalog)
+            + tokenizer.count_json(&agent);
+        let room = StepRoom::new(&assembled, fixed);
         (agent, assembled.context, catalog, Some(room))
     } else {
         (Value::Null, Value::Null, Vec::new(), None)
@@ -132,12 +138,14 @@ pub async fn run(
     // turn ends, and `steps` goes to the brain at each step: this bounds them.
     let mut budget = ResultBudget::new(limits);
     for step in 1..=max_steps {
-        let previous_results = steps.last().map(|s| s.results.clone()).unwrap_or_default();
         // Before the brain sees them: the turn's steps within its budget.
         if let Some(room) = room.as_mut() {
             room.fit(&ctx, brain.as_ref(), agent_id, run_id, &mut steps)
                 .await;
         }
+        // Taken after the fit: a step compacted away is in the summary, not
+        // sent again whole.
+        let previous_results = steps.last().map(|s| s.results.clone()).unwrap_or_default();
         let input = TurnInput {
             agent_id,
             run_id,

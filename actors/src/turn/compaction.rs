@@ -27,12 +27,13 @@ pub(super) struct StepRoom {
 }
 
 impl StepRoom {
-    /// The budget less what the context, the role and the message take;
-    /// at least a quarter of it, whatever they take.
-    pub fn new(assembled: &Assembled, message_tokens: usize) -> Self {
+    /// The budget less what the context, the role and everything else
+    /// sent at every step (`fixed`: the message, the catalog, the agent's
+    /// view) take; at least a quarter of it, whatever they take.
+    pub fn new(assembled: &Assembled, fixed: usize) -> Self {
         let budget = assembled.budget;
         let room = budget
-            .saturating_sub(assembled.used + message_tokens)
+            .saturating_sub(assembled.used + fixed)
             .max(budget / 4);
         Self {
             tokenizer: assembled.tokenizer,
