@@ -113,7 +113,9 @@ async fn notes_are_found_ranked_by_their_own_agent_only() {
     run(
         &mut c,
         &alice,
-        json!([{ "name": "MemorySearch", "input": { "query": "otters", "limit": 5 } }]),
+        // Notes only: its handled messages (this script among them) are
+        // searchable too, once the indexer reaches them.
+        json!([{ "name": "MemorySearch", "input": { "query": "otters", "limit": 5, "kinds": ["note"] } }]),
     )
     .await;
     let (failed, output) = tool_call(&mut c, &alice, "MemorySearch").await;
