@@ -113,6 +113,7 @@ async fn phase_create(n: usize, concurrency: usize, batch: usize, dir: &Path) ->
                             name: format!("idle-{i}"),
                             initial_message: None,
                             brain: None,
+                            context_tokens: None,
                         })
                         .collect();
                     runtime.create_agents(specs).await.expect("agents created");

@@ -149,6 +149,7 @@ async fn turns(opts: &Options) -> (Option<f64>, Option<f64>) {
             name: format!("turns-{i}"),
             initial_message: None,
             brain: None,
+            context_tokens: None,
         })
         .collect::<Vec<_>>();
     let mut agents = Vec::with_capacity(opts.agents);

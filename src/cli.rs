@@ -279,6 +279,10 @@ pub enum AgentCommand {
         /// A first message for it.
         #[arg(long, short)]
         message: Option<String>,
+        /// Its brain's context budget in tokens (500 to 2,000,000); its
+        /// children inherit it. Default: the daemon's or the brain's.
+        #[arg(long)]
+        context_tokens: Option<u32>,
         #[command(flatten)]
         brain: BrainArgs,
     },
@@ -627,6 +631,7 @@ async fn agent_command(
         AgentCommand::Create {
             name,
             message,
+            context_tokens,
             brain,
         } => {
             let created = clients
@@ -635,6 +640,7 @@ async fn agent_command(
                     brain: brain.config().map(|c| crate::api::convert::brain(&c)),
                     name: name.clone(),
                     initial_message: message.clone(),
+                    context_tokens: *context_tokens,
                 })
                 .await?
                 .into_inner();

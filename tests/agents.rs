@@ -319,6 +319,7 @@ async fn agents_created_in_a_batch_are_all_there_or_none_is() {
         agents: names
             .into_iter()
             .map(|name| pb::CreateAgentRequest {
+                context_tokens: None,
                 name,
                 initial_message: None,
                 brain: None,

@@ -8,7 +8,7 @@ mod common;
 
 use common::{command_brain, create, create_on, data_dir, eventually, handled, send, Daemon};
 use holarchy::api::pb;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// A brain that calls `AgentGet` at every step until the request it gets
 /// shows the compaction marker, checking first that what it was sent
@@ -208,4 +208,65 @@ async fn a_brain_finds_what_its_agent_noted_among_the_memory_hits_of_its_context
         reply.contains("note:") && reply.contains("pelican"),
         "{reply}"
     );
+}
+
+/// Creates `name` with its own context budget; the daemon's answer.
+async fn create_budgeted(
+    c: &mut holarchy::client::Clients,
+    name: &str,
+    tokens: u32,
+) -> Result<String, tonic::Status> {
+    c.agents
+        .create_agent(pb::CreateAgentRequest {
+            name: name.into(),
+            initial_message: None,
+            brain: None,
+            context_tokens: Some(tokens),
+        })
+        .await
+        .map(|r| r.into_inner().agent_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_own_budget_comes_before_the_daemons_and_passes_to_its_children() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_with(&data_dir(&root), &["--context-tokens", "3000"]).await;
+    let mut c = daemon.clients().await;
+    for bad in [0, 100, 499, 2_000_001, u32::MAX] {
+        let refused = create_budgeted(&mut c, &format!("bad-{bad}"), bad).await;
+        let status = refused.expect_err("out of bounds");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{bad}");
+    }
+    let own = create_budgeted(&mut c, "own", 12_000)
+        .await
+        .expect("created");
+    let plain = create(&mut c, "plain", None).await;
+    let budget = |seen: &Value| seen["context"]["budget"]["tokens"].as_u64();
+    assert_eq!(budget(&context_of(&mut c, &own).await.1), Some(12_000));
+    assert_eq!(budget(&context_of(&mut c, &plain).await.1), Some(3_000));
+    assert_eq!(common::get_agent(&mut c, &own).await.context_tokens, 12_000);
+    assert_eq!(common::get_agent(&mut c, &plain).await.context_tokens, 0);
+
+    // Its children think within the same budget.
+    let spawn = json!({ "tool_calls": [{ "name": "SpawnAgent", "input": { "initial_message": "hello" } }] });
+    send(&mut c, &own, &spawn.to_string()).await;
+    handled(&c, &own, 1).await;
+    let tree = c
+        .agents
+        .list_agents(pb::ListAgentsRequest {
+            page_size: 100,
+            page_token: String::new(),
+            include_private: true,
+        })
+        .await
+        .expect("listed")
+        .into_inner();
+    let child = tree
+        .agents
+        .iter()
+        .find(|a| a.supervisor_agent_id == own)
+        .expect("the child");
+    assert_eq!(child.context_tokens, 12_000);
+    let (_, seen) = context_of(&mut c, &child.agent_id).await;
+    assert_eq!(budget(&seen), Some(12_000));
 }

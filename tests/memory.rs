@@ -5,6 +5,9 @@
 
 mod common;
 
+#[path = "memory/kinds.rs"]
+mod kinds;
+
 use common::{create, data_dir, eventually, handled, messages, script, send, tool_call, Daemon};
 use holarchy::api::pb;
 use holarchy::api::pb::memory_service_client::MemoryServiceClient;
@@ -335,11 +338,16 @@ async fn archive_leaves_no_note_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fact_from_the_first_of_many_messages_is_found_by_the_agent() {
-    // Within the default burst of 600 turns a minute: a hundred times the
-    // five messages a brain's context shows.
-    const LATER: usize = 500;
+    // Ten thousand turns later: two thousand times the five messages a
+    // brain's context shows. The turn rate limit is raised for one agent
+    // to take them at once.
+    const LATER: usize = 10_000;
     let root = tempfile::tempdir().expect("tempdir");
-    let daemon = Daemon::start(&data_dir(&root)).await;
+    let daemon = Daemon::start_with(
+        &data_dir(&root),
+        &["--max-turns-per-minute", "1000000", "--max-queue", "20000"],
+    )
+    .await;
     let mut c = daemon.clients().await;
     let alice = create(&mut c, "alice", None).await;
     send(
@@ -355,7 +363,7 @@ async fn a_fact_from_the_first_of_many_messages_is_found_by_the_agent() {
             dedupe_key: String::new(),
         })
         .collect();
-    for batch in later.chunks(250) {
+    for batch in later.chunks(1_000) {
         c.agents
             .send_messages(pb::SendMessagesRequest {
                 messages: batch.to_vec(),

@@ -56,6 +56,7 @@ async fn a_dead_partition_comes_back_with_its_agents_and_the_other_is_untouched(
             name: format!("agent-{i}"),
             initial_message: None,
             brain: None,
+            context_tokens: None,
         })
         .collect();
     let agents = runtime.create_agents(specs).await.expect("created");

@@ -20,6 +20,7 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
     let before = events(&mut c, 0).await.len();
 
     let create_named = |name: &str| pb::CreateAgentRequest {
+        context_tokens: None,
         name: name.into(),
         initial_message: None,
         brain: None,
@@ -39,6 +40,7 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
         (create_named("ops"), Code::AlreadyExists, "already exists"),
         (
             pb::CreateAgentRequest {
+                context_tokens: None,
                 name: "big".into(),
                 initial_message: Some("x".repeat(64 * 1024 + 1)),
                 brain: None,

@@ -153,6 +153,7 @@ async fn a_clean_restart_recovers_agents_and_names() {
     let refused = c
         .agents
         .create_agent(pb::CreateAgentRequest {
+            context_tokens: None,
             name: "keeper".into(),
             initial_message: None,
             brain: None,

@@ -161,6 +161,7 @@ async fn a_turn_cut_short_by_a_crash_is_run_again_on_start() {
             brain: Default::default(),
             forked_context: None,
             composition: None,
+            context_tokens: None,
             created_at_ms: 1,
             updated_at_ms: 1,
         };

@@ -30,6 +30,7 @@ fn scripted() -> Option<pb::BrainConfig> {
 async fn create_agents(c: &mut Clients) -> Vec<String> {
     let agents = (0..AGENTS)
         .map(|i| pb::CreateAgentRequest {
+            context_tokens: None,
             name: format!("load-{i}"),
             initial_message: None,
             brain: scripted(),

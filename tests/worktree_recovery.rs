@@ -28,6 +28,7 @@ fn agent(name: &str, state: LifecycleState) -> AgentRecord {
         brain: Default::default(),
         forked_context: None,
         composition: None,
+        context_tokens: None,
         created_at_ms: 1,
         updated_at_ms: 1,
     }

@@ -11,15 +11,14 @@
 //! - [`compact`]: compacting a long turn's oldest steps (pure).
 
 use holarchy_supervision::{
-    AgentId, AgentRecord, BrainConfig, MessageId, MessageRecord, MessageStatus, Provenance,
-    WaitStatus,
+    AgentId, AgentRecord, MessageId, MessageRecord, MessageStatus, Provenance, WaitStatus,
 };
 use serde_json::{json, Value};
 
 use crate::brain::MessageView;
 use crate::compose::RoleView;
 use crate::plane::work;
-use crate::store::Recalled;
+use crate::store::{Recalled, RecalledToolCall};
 use crate::views::work_json;
 use crate::Ctx;
 use assemble::Assembler;
@@ -120,12 +119,16 @@ pub fn inherited_view(ctx: &Ctx, parent: AgentId) -> Result<Value, String> {
     }))
 }
 
-/// A brain's tokenizer and budget: the daemon's `--context-tokens` when
-/// set, else its kind's default.
-pub fn budget_of(ctx: &Ctx, brain: &BrainConfig) -> (Tokenizer, usize) {
+/// An agent's tokenizer and budget: its own when set, else the daemon's
+/// `--context-tokens` when set, else its brain kind's default.
+pub fn budget_of(ctx: &Ctx, record: &AgentRecord) -> (Tokenizer, usize) {
     (
-        Tokenizer::for_brain(brain),
-        tokens::budget_for(brain, ctx.config.context_tokens),
+        Tokenizer::for_brain(&record.brain),
+        tokens::budget_for(
+            &record.brain,
+            record.context_tokens,
+            ctx.config.context_tokens,
+        ),
     )
 }
 
@@ -150,7 +153,7 @@ pub fn bounded(
     role: Option<&mut RoleView>,
 ) -> Result<Assembled, String> {
     let agent_id = record.id;
-    let (tokenizer, budget) = budget_of(ctx, &record.brain);
+    let (tokenizer, budget) = budget_of(ctx, record);
     let mut fit = Assembler::new(tokenizer, budget / CONTEXT_SHARE, REQUIRED_SLOTS);
     fit.charge(FRAME_TOKENS);
     if let Some(role) = role {
@@ -246,6 +249,7 @@ pub fn memory_hits(ctx: &Ctx, record: &AgentRecord, current: Option<&MessageReco
                 let id = match &hit.item {
                     Recalled::Note(note) => note.id.to_string(),
                     Recalled::Message(found) => found.id.to_string(),
+                    Recalled::ToolCall(call) => RecalledToolCall::memory_id(call.cursor),
                 };
                 json!({ "kind": hit.item.kind().name(), "id": id, "snippet": hit.snippet })
             })

@@ -69,8 +69,8 @@ pub use runtime::{
 };
 pub use store::{
     ApprovalStore, Batch, CommitFuture, ContextRecord, ContextStore, DurableFuture, InboundStore,
-    InstanceStore, MemoryHit, MemoryKind, MemoryNote, MemoryStore, NoteDraft, Recalled,
-    RecoveryInput, Store, StoreError, StoredEvent, Write,
+    InstanceStore, MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Recalled,
+    RecalledToolCall, RecoveryInput, Store, StoreError, StoredEvent, Write,
 };
 
 /// Wall-clock milliseconds since the Unix epoch, for record timestamps.

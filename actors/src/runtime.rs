@@ -53,6 +53,10 @@ pub struct NewAgent {
     pub initial_message: Option<String>,
     /// The daemon's default when `None`.
     pub brain: Option<BrainConfig>,
+    /// Its own context budget (checked by
+    /// [`holarchy_supervision::limits::check_context_tokens`]); `None`: the
+    /// daemon's or its brain kind's.
+    pub context_tokens: Option<u32>,
 }
 
 /// Why an agent was not created.

@@ -16,8 +16,8 @@ pub use context::{ContextRecord, ContextStore};
 pub use inbound::{InboundStore, StoredEvent};
 pub use instance::InstanceStore;
 pub use memory::{
-    check_search, MemoryHit, MemoryInputError, MemoryKind, MemoryNote, MemoryStore, NoteDraft,
-    Recalled,
+    check_search, MemoryHit, MemoryInputError, MemoryKind, MemoryNote, MemorySize, MemoryStore,
+    NoteDraft, Recalled, RecalledToolCall,
 };
 
 mod approval;

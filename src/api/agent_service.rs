@@ -213,7 +213,12 @@ impl AgentService for AgentApi {
         };
         let agent_id = self
             .runtime
-            .create_agent_with_brain(req.name, req.initial_message, brain)
+            .create_one(NewAgent {
+                name: req.name,
+                initial_message: req.initial_message,
+                brain,
+                context_tokens: req.context_tokens,
+            })
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::CreateAgentResponse {
@@ -240,6 +245,7 @@ impl AgentService for AgentApi {
                 name: req.name,
                 initial_message: req.initial_message,
                 brain,
+                context_tokens: req.context_tokens,
             });
         }
         let ids = self
@@ -266,9 +272,18 @@ impl AgentService for AgentApi {
             None => return Err(ApiError::InvalidArgument("give agent_id or name".into()).into()),
         };
         let record = self.record(agent_id)?;
+        let memory = self
+            .runtime
+            .memory_size(agent_id)
+            .await
+            .map_err(ApiError::from)?;
         self.durable().await?;
         Ok(Response::new(pb::AgentGetResult {
             agent: Some(self.summary(&record).await?),
+            memory: Some(pb::AgentMemory {
+                notes: memory.notes,
+                entries: memory.entries,
+            }),
         }))
     }
 
@@ -470,6 +485,7 @@ impl AgentService for AgentApi {
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::AgentGetResult {
             agent: Some(self.summary(&record).await?),
+            memory: None,
         }))
     }
 

@@ -266,6 +266,7 @@ pub fn summary(
             .collect(),
         current_work_item: focus.map(|item| work_item(item, waits)),
         brain: Some(brain(&record.brain)),
+        context_tokens: record.context_tokens.unwrap_or(0),
     }
 }
 

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use holarchy_actors::store::memory::MAX_SEARCH_HITS;
 use holarchy_actors::store::{check_search, MemoryInputError};
-use holarchy_actors::{MemoryHit, MemoryKind, MemoryNote, NoteDraft, Recalled, Runtime};
+use holarchy_actors::{
+    MemoryHit, MemoryKind, MemoryNote, NoteDraft, Recalled, RecalledToolCall, Runtime,
+};
 use holarchy_supervision::{AgentId, NoteId, Visibility};
 use tonic::{Request, Response, Status};
 
@@ -61,25 +63,36 @@ fn note(note: &MemoryNote) -> pb::MemoryNote {
 }
 
 fn hit(hit: &MemoryHit) -> pb::MemoryHit {
-    let (note_pb, message) = match &hit.item {
-        Recalled::Note(found) => (Some(note(found)), None),
-        Recalled::Message(found) => (
-            None,
-            Some(pb::RecalledMessage {
+    let mut out = pb::MemoryHit {
+        score: hit.score,
+        snippet: hit.snippet.clone(),
+        kind: hit.item.kind().name().into(),
+        ..pb::MemoryHit::default()
+    };
+    match &hit.item {
+        Recalled::Note(found) => out.note = Some(note(found)),
+        Recalled::Message(found) => {
+            out.message = Some(pb::RecalledMessage {
                 message_id: found.id.to_string(),
                 text: found.body.clone(),
                 reply: found.reply.clone().unwrap_or_default(),
                 created_at_ms: found.created_at_ms as i64,
-            }),
-        ),
-    };
-    pb::MemoryHit {
-        note: note_pb,
-        score: hit.score,
-        snippet: hit.snippet.clone(),
-        kind: hit.item.kind().name().into(),
-        message,
+                provenance: found.provenance.kind().into(),
+            })
+        }
+        Recalled::ToolCall(call) => {
+            out.tool_call = Some(pb::RecalledToolCall {
+                id: RecalledToolCall::memory_id(call.cursor),
+                run_id: call.run_id.to_string(),
+                tool: call.tool.clone(),
+                input: call.input.clone(),
+                output: call.output.clone(),
+                is_error: call.is_error,
+                at_ms: call.at_ms as i64,
+            })
+        }
     }
+    out
 }
 
 /// The longest prefix of `records` within the page budget (always at
@@ -114,7 +127,7 @@ impl MemoryService for MemoryApi {
             .map(|name| {
                 MemoryKind::from_name(name).ok_or_else(|| {
                     ApiError::InvalidArgument(format!(
-                        "`{}` is not a memory kind (note, message)",
+                        "`{}` is not a memory kind (note, message, child_result, event, tool_call)",
                         super::convert::quote(name)
                     ))
                 })

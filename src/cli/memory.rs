@@ -23,7 +23,8 @@ pub enum MemoryCommand {
         /// Hits, 1 to 50.
         #[arg(long, default_value_t = 10)]
         limit: u32,
-        /// Only this kind: note or message; repeat for both.
+        /// Only this kind (note, message, child_result, event, tool_call);
+        /// repeat for several.
         #[arg(long = "kind")]
         kinds: Vec<String>,
     },
@@ -63,20 +64,30 @@ pub(super) async fn memory_command(
             let found = clients.memory.search_memory(request).await?.into_inner();
             if !out.json {
                 emit(format_args!(
-                    "{:<32} {:<8} {:>7} SNIPPET",
+                    "{:<32} {:<12} {:>7} SNIPPET",
                     "ID", "KIND", "SCORE"
                 ));
             }
             for hit in &found.hits {
-                let mut line = match (&hit.note, &hit.message) {
-                    (Some(note), _) => note_json(note),
-                    (None, Some(message)) => json!({
+                let mut line = match (&hit.note, &hit.message, &hit.tool_call) {
+                    (Some(note), _, _) => note_json(note),
+                    (None, Some(message), _) => json!({
                         "message_id": message.message_id,
+                        "provenance": message.provenance,
                         "text": message.text,
                         "reply": message.reply,
                         "created_at_ms": message.created_at_ms,
                     }),
-                    (None, None) => continue,
+                    (None, None, Some(call)) => json!({
+                        "tool_call_id": call.id,
+                        "run_id": call.run_id,
+                        "tool": call.tool,
+                        "input": call.input,
+                        "output": call.output,
+                        "is_error": call.is_error,
+                        "at_ms": call.at_ms,
+                    }),
+                    (None, None, None) => continue,
                 };
                 if out.json {
                     line["kind"] = json!(hit.kind);
@@ -87,9 +98,10 @@ pub(super) async fn memory_command(
                     let id = line["note_id"]
                         .as_str()
                         .or(line["message_id"].as_str())
+                        .or(line["tool_call_id"].as_str())
                         .unwrap_or_default();
                     emit(format_args!(
-                        "{id:<32} {:<8} {:>7.3} {}",
+                        "{id:<32} {:<12} {:>7.3} {}",
                         hit.kind,
                         hit.score,
                         one_line(&hit.snippet)

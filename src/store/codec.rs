@@ -114,9 +114,11 @@ impl From<TaskRecordV1> for TaskRecord {
     }
 }
 
-/// Agents gained their composition (role, skills, limits) in version 2;
-/// agents written before read back with none.
-pub const AGENT_VERSION: u8 = 2;
+/// Agents gained their composition (role, skills, limits) in version 2,
+/// and their own context budget in version 3; agents written before read
+/// back with none.
+pub const AGENT_VERSION: u8 = 3;
+const AGENT_VERSION_2: u8 = 2;
 
 pub fn encode_agent(tree: &'static str, agent: &AgentRecord) -> Result<Vec<u8>, StoreError> {
     encode_as(AGENT_VERSION, tree, agent)
@@ -125,6 +127,7 @@ pub fn encode_agent(tree: &'static str, agent: &AgentRecord) -> Result<Vec<u8>, 
 pub fn decode_agent(tree: &'static str, bytes: &[u8]) -> Result<AgentRecord, StoreError> {
     match split_version(tree, bytes)? {
         (AGENT_VERSION, body) => decode_body(tree, body),
+        (AGENT_VERSION_2, body) => decode_body::<AgentRecordV2>(tree, body).map(AgentRecord::from),
         (FORMAT_VERSION, body) => decode_body::<AgentRecordV1>(tree, body).map(AgentRecord::from),
         (version, _) => Err(StoreError::UnsupportedVersion { tree, version }),
     }
@@ -146,6 +149,42 @@ struct AgentRecordV1 {
     updated_at_ms: u64,
 }
 
+/// An agent as version 2 wrote it: the layout must never change.
+#[derive(serde::Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct AgentRecordV2 {
+    id: holarchy_supervision::AgentId,
+    name: Option<String>,
+    profile: holarchy_supervision::Profile,
+    lineage_parent_agent_id: Option<holarchy_supervision::AgentId>,
+    supervisor_agent_id: Option<holarchy_supervision::AgentId>,
+    state: holarchy_supervision::LifecycleState,
+    brain: holarchy_supervision::BrainConfig,
+    forked_context: Option<String>,
+    created_at_ms: u64,
+    updated_at_ms: u64,
+    composition: Option<Box<holarchy_supervision::Composition>>,
+}
+
+impl From<AgentRecordV2> for AgentRecord {
+    fn from(v2: AgentRecordV2) -> Self {
+        AgentRecord {
+            id: v2.id,
+            name: v2.name,
+            profile: v2.profile,
+            lineage_parent_agent_id: v2.lineage_parent_agent_id,
+            supervisor_agent_id: v2.supervisor_agent_id,
+            state: v2.state,
+            brain: v2.brain,
+            forked_context: v2.forked_context,
+            created_at_ms: v2.created_at_ms,
+            updated_at_ms: v2.updated_at_ms,
+            composition: v2.composition,
+            context_tokens: None,
+        }
+    }
+}
+
 impl From<AgentRecordV1> for AgentRecord {
     fn from(v1: AgentRecordV1) -> Self {
         AgentRecord {
@@ -160,6 +199,7 @@ impl From<AgentRecordV1> for AgentRecord {
             created_at_ms: v1.created_at_ms,
             updated_at_ms: v1.updated_at_ms,
             composition: None,
+            context_tokens: None,
         }
     }
 }
@@ -182,6 +222,7 @@ mod tests {
             brain: Default::default(),
             forked_context: None,
             composition: None,
+            context_tokens: None,
             created_at_ms: millis,
             updated_at_ms: millis,
         }
@@ -247,6 +288,33 @@ mod tests {
         let again = encode_agent("agents", &composed).expect("encodes");
         assert_eq!(again[0], AGENT_VERSION);
         assert_eq!(decode_agent("agents", &again).expect("decodes"), composed);
+    }
+
+    #[test]
+    fn version_2_agents_read_back_with_no_budget_of_their_own() {
+        let mut agent = record(Some("lead".into()), 9);
+        agent.composition = Some(Box::new(holarchy_supervision::Composition {
+            instance: Some("lead".into()),
+            ..Default::default()
+        }));
+        let v2 = AgentRecordV2 {
+            id: agent.id,
+            name: agent.name.clone(),
+            profile: agent.profile,
+            lineage_parent_agent_id: agent.lineage_parent_agent_id,
+            supervisor_agent_id: agent.supervisor_agent_id,
+            state: agent.state,
+            brain: agent.brain.clone(),
+            forked_context: None,
+            created_at_ms: 9,
+            updated_at_ms: 9,
+            composition: agent.composition.clone(),
+        };
+        let bytes = encode_as(AGENT_VERSION_2, "agents", &v2).expect("encodes");
+        assert_eq!(decode_agent("agents", &bytes).expect("decodes"), agent);
+        agent.context_tokens = Some(4_000);
+        let again = encode_agent("agents", &agent).expect("encodes");
+        assert_eq!(decode_agent("agents", &again).expect("decodes"), agent);
     }
 
     #[test]

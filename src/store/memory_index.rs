@@ -1,6 +1,6 @@
 //! The full-text index of agents' memory: one tantivy index for the whole
-//! daemon, each document a note or a handled message, with its agent as a
-//! filter term.
+//! daemon, each document a note, a handled message or a tool call, with
+//! its agent and kind as filter terms.
 //!
 //! The index is derived data, written by the [`indexer`] thread off every
 //! turn's path and rebuilt from the store when lost. A search reads back
@@ -15,8 +15,8 @@ use std::thread::JoinHandle;
 
 use holarchy_actors::store::memory::{MemoryKind, Recalled};
 use holarchy_actors::{MemoryHit, StoreError};
-use holarchy_supervision::{AgentId, MessageId, NoteId};
-use tantivy::collector::TopDocs;
+use holarchy_supervision::AgentId;
+use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING, TEXT,
@@ -49,7 +49,7 @@ fn backend(err: sled::Error) -> StoreError {
 
 #[derive(Debug, Clone, Copy)]
 struct Fields {
-    /// The record's id as text (`note_...`, `msg_...`): its kind shows.
+    /// The entry's id as text (`note_...`, `msg_...`, `tool_<cursor>`).
     id: Field,
     agent: Field,
     kind: Field,
@@ -79,33 +79,6 @@ fn schema() -> (Schema, Fields) {
     (builder.build(), fields)
 }
 
-/// Reads back what a hit names, or `None` if it is gone.
-pub(crate) trait Recall {
-    fn recall(&self, id: &str) -> Result<Option<Recalled>, StoreError>;
-}
-
-/// Reads a hit's note or message of `agent` back through two lookups.
-pub(crate) struct RecallBy<N, M> {
-    pub(crate) note: N,
-    pub(crate) message: M,
-}
-
-impl<N, M> Recall for RecallBy<N, M>
-where
-    N: Fn(NoteId) -> Result<Option<Recalled>, StoreError>,
-    M: Fn(MessageId) -> Result<Option<Recalled>, StoreError>,
-{
-    fn recall(&self, id: &str) -> Result<Option<Recalled>, StoreError> {
-        if let Ok(note) = id.parse::<NoteId>() {
-            return (self.note)(note);
-        }
-        match id.parse::<MessageId>() {
-            Ok(message) => (self.message)(message),
-            Err(_) => Ok(None),
-        }
-    }
-}
-
 /// The daemon's memory index: searches here, writes on the indexer thread.
 pub struct MemoryIndex {
     index: Index,
@@ -128,12 +101,18 @@ impl MemoryIndex {
     /// indexer.
     pub fn open(dir: &Path, source: IndexSource) -> Result<Self, StoreError> {
         let (schema, fields) = schema();
-        let index = match open_existing(dir, &schema) {
+        let existing = match source.format_current()? {
+            true => open_existing(dir, &schema),
+            false => Err("the index holds an earlier format".to_owned()),
+        };
+        let index = match existing {
             Ok(index) => index,
             Err(reason) => {
                 info!(dir = %dir.display(), %reason, "memory index rebuilt from the store");
                 source.schedule_rebuild()?;
-                recreate(dir, &schema)?
+                let index = recreate(dir, &schema)?;
+                source.mark_format()?;
+                index
             }
         };
         source.start_following()?;
@@ -200,15 +179,34 @@ impl MemoryIndex {
             .take()
     }
 
-    /// The agent's best hits for `query` among `kinds` (empty: all), read
-    /// back through `recall`.
+    /// Entries in the index, every agent's, not counting deleted ones.
+    pub fn documents(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// The agent's entries in the index.
+    pub fn entries(&self, agent: AgentId) -> Result<u64, StoreError> {
+        let query = TermQuery::new(
+            Term::from_field_text(self.fields.agent, &agent.to_string()),
+            IndexRecordOption::Basic,
+        );
+        let count = self
+            .reader
+            .searcher()
+            .search(&query, &Count)
+            .map_err(failed)?;
+        Ok(count as u64)
+    }
+
+    /// The agent's best hits for `query` among `kinds` (empty: all), each
+    /// read back by its id through `recall` (`None`: gone, left out).
     pub(crate) fn search(
         &self,
         agent: AgentId,
         query: &str,
         kinds: &[MemoryKind],
         limit: usize,
-        recall: &impl Recall,
+        recall: &dyn Fn(&str) -> Result<Option<Recalled>, StoreError>,
     ) -> Result<Vec<MemoryHit>, StoreError> {
         let fields = self.fields;
         let parser =
@@ -246,7 +244,7 @@ impl MemoryIndex {
                 continue;
             };
             // Deleted since it was indexed: not the agent's any more.
-            let Some(item) = recall.recall(id)? else {
+            let Some(item) = recall(id)? else {
                 continue;
             };
             let snippet = highlighted(&snippets, &item.text());

@@ -133,6 +133,7 @@ mod tests {
                     brain: Default::default(),
                     forked_context: None,
                     composition: None,
+                    context_tokens: None,
                     created_at_ms: 0,
                     updated_at_ms: 0,
                 }

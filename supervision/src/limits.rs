@@ -25,6 +25,22 @@ pub enum InvalidInput {
     EmptyMessage,
     #[error("dedupe key is {len} bytes; the limit is {MAX_DEDUPE_KEY_LEN}")]
     DedupeKeyTooLong { len: usize },
+    #[error("a context budget is {MIN_CONTEXT_TOKENS} to {MAX_CONTEXT_TOKENS} tokens, not {0}")]
+    ContextTokens(u64),
+}
+
+/// The smallest and largest context budget, in tokens: below the smallest,
+/// an agent's role and work item alone would not fit; the largest is past
+/// every model's window today.
+pub const MIN_CONTEXT_TOKENS: u32 = 500;
+pub const MAX_CONTEXT_TOKENS: u32 = 2_000_000;
+
+/// Checks an agent's own context budget.
+pub fn check_context_tokens(tokens: u64) -> Result<u32, InvalidInput> {
+    u32::try_from(tokens)
+        .ok()
+        .filter(|t| (MIN_CONTEXT_TOKENS..=MAX_CONTEXT_TOKENS).contains(t))
+        .ok_or(InvalidInput::ContextTokens(tokens))
 }
 
 /// Names are what operators type, so they are short, lowercase and never

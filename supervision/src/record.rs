@@ -62,6 +62,10 @@ pub struct AgentRecord {
     /// Role, skills and limits, for an agent that runs an instance or
     /// descends from one. Boxed: most agents have none.
     pub composition: Option<Box<crate::Composition>>,
+    /// Its brain's context budget in tokens, when set for this agent (see
+    /// [`crate::limits::check_context_tokens`]); `None`: the daemon's, or
+    /// its brain kind's default. Children inherit it.
+    pub context_tokens: Option<u32>,
 }
 
 /// Why a message is on an agent's queue, and who put it there. Admission

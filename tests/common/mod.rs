@@ -226,6 +226,7 @@ pub async fn create(clients: &mut Clients, name: &str, initial: Option<&str>) ->
     clients
         .agents
         .create_agent(pb::CreateAgentRequest {
+            context_tokens: None,
             name: name.into(),
             initial_message: initial.map(str::to_owned),
             brain: None,
@@ -347,6 +348,7 @@ pub async fn create_on(clients: &mut Clients, name: &str, brain: pb::BrainConfig
     clients
         .agents
         .create_agent(pb::CreateAgentRequest {
+            context_tokens: None,
             name: name.into(),
             initial_message: None,
             brain: Some(brain),

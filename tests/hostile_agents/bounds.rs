@@ -234,6 +234,7 @@ async fn the_daemon_refuses_agents_past_its_total() {
     let refused = c
         .agents
         .create_agent(pb::CreateAgentRequest {
+            context_tokens: None,
             name: "third".into(),
             initial_message: None,
             brain: None,

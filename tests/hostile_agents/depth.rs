@@ -41,6 +41,7 @@ fn record(id: AgentId, supervisor: Option<AgentId>) -> AgentRecord {
         brain: Default::default(),
         forked_context: None,
         composition: None,
+        context_tokens: None,
         created_at_ms: 0,
         updated_at_ms: 0,
     }
@@ -193,6 +194,7 @@ async fn a_10000_wide_tree_answers_in_pages_with_a_marker_and_the_cli_draws_it()
     for batch in 0..WIDTH / BATCH {
         let agents = (0..BATCH)
             .map(|i| pb::CreateAgentRequest {
+                context_tokens: None,
                 name: format!("wide-{batch}-{i}"),
                 initial_message: None,
                 brain: None,

@@ -122,6 +122,7 @@ async fn a_record_over_the_budget_comes_back_cut_with_its_full_size() {
     let big = c
         .agents
         .create_agent(pb::CreateAgentRequest {
+            context_tokens: None,
             name: "big-brain".into(),
             initial_message: None,
             brain: Some(brain),

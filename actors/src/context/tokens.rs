@@ -4,6 +4,7 @@
 //! four bytes a token for every other brain. Also the budgets themselves:
 //! a default per brain kind, overridden by the daemon's `--context-tokens`.
 
+use holarchy_supervision::limits::{MAX_CONTEXT_TOKENS, MIN_CONTEXT_TOKENS};
 use holarchy_supervision::BrainConfig;
 use serde::Serialize;
 use tiktoken_rs::tokenizer::{get_tokenizer, Tokenizer as Bpe};
@@ -14,18 +15,22 @@ use tiktoken_rs::tokenizer::{get_tokenizer, Tokenizer as Bpe};
 pub const DEFAULT_OPENAI_TOKENS: usize = 32_000;
 /// Context budget of a command brain (estimated tokens: 64 KiB of JSON).
 pub const DEFAULT_COMMAND_TOKENS: usize = 16_000;
-/// The smallest and largest budget a daemon may set: below the smallest,
-/// the role and the work item alone would not fit.
-pub const MIN_TOKENS: usize = 500;
-pub const MAX_TOKENS: usize = 2_000_000;
+/// The smallest and largest budget an agent or the daemon may set.
+pub const MIN_TOKENS: usize = MIN_CONTEXT_TOKENS as usize;
+pub const MAX_TOKENS: usize = MAX_CONTEXT_TOKENS as usize;
 
-/// The budget of a brain: the daemon's, when it sets one, else its kind's.
-pub fn budget_for(config: &BrainConfig, daemon: Option<usize>) -> usize {
+/// The budget of a brain: the agent's own, when set, else the daemon's,
+/// when it sets one, else its kind's.
+pub fn budget_for(config: &BrainConfig, agent: Option<u32>, daemon: Option<usize>) -> usize {
     let default = match config {
         BrainConfig::OpenAi { .. } => DEFAULT_OPENAI_TOKENS,
         BrainConfig::Command { .. } | BrainConfig::Scripted => DEFAULT_COMMAND_TOKENS,
     };
-    daemon.unwrap_or(default).clamp(MIN_TOKENS, MAX_TOKENS)
+    agent
+        .map(|tokens| tokens as usize)
+        .or(daemon)
+        .unwrap_or(default)
+        .clamp(MIN_TOKENS, MAX_TOKENS)
 }
 
 /// Counts tokens the way the brain's model would (or close to it).
@@ -162,12 +167,17 @@ mod tests {
 
     #[test]
     fn budgets_default_per_kind_and_stay_in_range() {
-        assert_eq!(budget_for(&openai("gpt-4o"), None), DEFAULT_OPENAI_TOKENS);
         assert_eq!(
-            budget_for(&BrainConfig::Scripted, None),
+            budget_for(&openai("gpt-4o"), None, None),
+            DEFAULT_OPENAI_TOKENS
+        );
+        assert_eq!(
+            budget_for(&BrainConfig::Scripted, None, None),
             DEFAULT_COMMAND_TOKENS
         );
-        assert_eq!(budget_for(&openai("gpt-4o"), Some(4000)), 4000);
-        assert_eq!(budget_for(&openai("gpt-4o"), Some(1)), MIN_TOKENS);
+        assert_eq!(budget_for(&openai("gpt-4o"), None, Some(4000)), 4000);
+        assert_eq!(budget_for(&openai("gpt-4o"), None, Some(1)), MIN_TOKENS);
+        // The agent's own budget comes before the daemon's.
+        assert_eq!(budget_for(&openai("gpt-4o"), Some(9000), Some(4000)), 9000);
     }
 }

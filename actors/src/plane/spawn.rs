@@ -192,6 +192,7 @@ async fn spawn_to_completion(
         // Skills and limits pass down whole: a child must not shed a limit
         // its creator runs under. The role too, unless the spawn names one.
         composition: child_composition(caller_record.composition.as_deref(), role)?,
+        context_tokens: caller_record.context_tokens,
         created_at_ms: now,
         updated_at_ms: now,
     };

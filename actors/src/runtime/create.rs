@@ -71,6 +71,9 @@ async fn create_to_completion(
     let mut names = std::collections::HashSet::with_capacity(specs.len());
     for (spec, _) in &specs {
         limits::check_name(&spec.name)?;
+        if let Some(tokens) = spec.context_tokens {
+            limits::check_context_tokens(u64::from(tokens))?;
+        }
         if let Some(brain) = &spec.brain {
             brain.validate()?;
         }
@@ -99,6 +102,7 @@ async fn create_to_completion(
                 .unwrap_or_else(|| ctx.config.default_brain.clone()),
             forked_context: None,
             composition,
+            context_tokens: spec.context_tokens,
             created_at_ms: now,
             updated_at_ms: now,
         };

@@ -146,13 +146,18 @@ impl Runtime {
         initial_message: Option<String>,
         brain: Option<BrainConfig>,
     ) -> Result<AgentId, CreateError> {
-        let ids = self
-            .create_agents(vec![NewAgent {
-                name,
-                initial_message,
-                brain,
-            }])
-            .await?;
+        self.create_one(NewAgent {
+            name,
+            initial_message,
+            brain,
+            context_tokens: None,
+        })
+        .await
+    }
+
+    /// Creates one `public_named` agent as `spec` says.
+    pub async fn create_one(&self, spec: NewAgent) -> Result<AgentId, CreateError> {
+        let ids = self.create_agents(vec![spec]).await?;
         ids.into_iter()
             .next()
             .ok_or_else(|| CreateError::Unavailable("no agent created".into()))

@@ -7,7 +7,9 @@ use holarchy_supervision::{AgentId, AgentRecord, NoteId};
 use super::handle::Runtime;
 use crate::compose::{self, RoleView};
 use crate::context::{self, Assembled};
-use crate::store::{ContextRecord, MemoryHit, MemoryKind, MemoryNote, NoteDraft, StoreError};
+use crate::store::{
+    ContextRecord, MemoryHit, MemoryKind, MemoryNote, MemorySize, NoteDraft, StoreError,
+};
 
 /// The context an agent's brain would see beside its next message.
 #[derive(Debug)]
@@ -37,6 +39,12 @@ impl Runtime {
     ) -> Result<Vec<MemoryHit>, StoreError> {
         let store = self.ctx().store.clone();
         blocking(move || store.search_memory(agent, &query, &kinds, limit)).await
+    }
+
+    /// How much the agent's memory holds.
+    pub async fn memory_size(&self, agent: AgentId) -> Result<MemorySize, StoreError> {
+        let store = self.ctx().store.clone();
+        blocking(move || store.memory_size(agent)).await
     }
 
     /// A page of the agent's notes after `after`, and how many it keeps.

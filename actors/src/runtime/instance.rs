@@ -313,6 +313,7 @@ async fn create_agent(
         name: spec.name.clone(),
         initial_message: None,
         brain: spec.brain.clone(),
+        context_tokens: None,
     };
     let composed = vec![(new, Some(Box::new(record.composition())))];
     let (ids, flushed) = create::create_composed_unflushed(ctx, composed)

@@ -17,8 +17,8 @@ use holarchy_composition::schedule::ScheduleState;
 use super::Secrets;
 use crate::store::{
     ApprovalStore, Batch, ContextRecord, ContextStore, DurableFuture, InboundStore, InstanceStore,
-    MemoryHit, MemoryKind, MemoryNote, MemoryStore, NoteDraft, RecoveryInput, Store, StoreError,
-    StoredEvent,
+    MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Recalled, RecoveryInput,
+    Store, StoreError, StoredEvent,
 };
 
 /// Wraps the runtime's store; reads pass through unchanged.
@@ -166,6 +166,14 @@ impl MemoryStore for RedactingStore {
 
     fn note_count(&self, agent: AgentId) -> Result<u64, StoreError> {
         self.inner.note_count(agent)
+    }
+
+    fn recall(&self, agent: AgentId, id: &str) -> Result<Option<Recalled>, StoreError> {
+        self.inner.recall(agent, id)
+    }
+
+    fn memory_size(&self, agent: AgentId) -> Result<MemorySize, StoreError> {
+        self.inner.memory_size(agent)
     }
 
     fn search_memory(

@@ -1,5 +1,6 @@
-//! An agent's durable memory: notes it keeps and the messages it handled
-//! (with its replies), found again by full-text search. Apart from the batch path, like approvals: a note is written
+//! An agent's durable memory: notes it keeps, the messages it handled
+//! (with its replies; child results and inbound events among them) and
+//! its tool calls, found again by full-text search. Apart from the batch path, like approvals: a note is written
 //! (and counted by the group commit) on its own, durable before the search
 //! index sees it; the index catches up in the background and is rebuilt
 //! from the notes when lost.
@@ -7,7 +8,9 @@
 //! Each agent's notes are its own: every read names the agent, and a note
 //! of another agent is never returned.
 
-use holarchy_supervision::{AgentId, MessageRecord, NoteId};
+use holarchy_supervision::{
+    AgentId, EventCursor, MessageId, MessageRecord, NoteId, Provenance, RunId,
+};
 use serde::{Deserialize, Serialize};
 
 use super::StoreError;
@@ -120,23 +123,82 @@ pub fn check_search(query: &str, limit: u64) -> Result<(), MemoryInputError> {
 pub enum MemoryKind {
     /// A note the agent wrote (`MemoryWrite`).
     Note,
-    /// A message the agent handled, with its reply.
+    /// A message the agent handled, with its reply: from an operator, its
+    /// supervisor, a timer, a trigger, itself.
     Message,
+    /// A handled message that was a child's result.
+    ChildResult,
+    /// A handled message that was an inbound event routed to its instance.
+    Event,
+    /// A tool call of one of its turns, with its input and result.
+    ToolCall,
 }
 
 impl MemoryKind {
-    pub const ALL: [MemoryKind; 2] = [MemoryKind::Note, MemoryKind::Message];
+    pub const ALL: [MemoryKind; 5] = [
+        MemoryKind::Note,
+        MemoryKind::Message,
+        MemoryKind::ChildResult,
+        MemoryKind::Event,
+        MemoryKind::ToolCall,
+    ];
 
     pub const fn name(self) -> &'static str {
         match self {
             MemoryKind::Note => "note",
             MemoryKind::Message => "message",
+            MemoryKind::ChildResult => "child_result",
+            MemoryKind::Event => "event",
+            MemoryKind::ToolCall => "tool_call",
         }
     }
 
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
+
+    /// The kind a handled message is searched as, by why it was queued.
+    pub fn of_message(provenance: &Provenance) -> Self {
+        match provenance {
+            Provenance::ChildResult { .. } => MemoryKind::ChildResult,
+            Provenance::Event { .. } => MemoryKind::Event,
+            _ => MemoryKind::Message,
+        }
+    }
+}
+
+/// A tool call read back from the event log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecalledToolCall {
+    /// The `tool_called` event's cursor: the call's id in memory.
+    pub cursor: EventCursor,
+    pub run_id: RunId,
+    pub at_ms: u64,
+    pub tool: String,
+    /// JSON text, as recorded (secrets redacted).
+    pub input: String,
+    pub output: String,
+    pub is_error: bool,
+}
+
+impl RecalledToolCall {
+    /// The id a tool call goes by in memory: `tool_` and its cursor.
+    pub fn memory_id(cursor: EventCursor) -> String {
+        format!("tool_{cursor}")
+    }
+
+    /// The cursor of a tool call's memory id.
+    pub fn cursor_of(id: &str) -> Option<EventCursor> {
+        id.strip_prefix("tool_")?.parse().ok()
+    }
+}
+
+/// Whether `id` has the form of a memory entry's id: a note's, a
+/// message's, or `tool_` and a cursor.
+pub fn is_memory_id(id: &str) -> bool {
+    id.parse::<NoteId>().is_ok()
+        || id.parse::<MessageId>().is_ok()
+        || RecalledToolCall::cursor_of(id).is_some()
 }
 
 /// What a hit found, read back from the store as it is now.
@@ -144,17 +206,20 @@ impl MemoryKind {
 pub enum Recalled {
     Note(MemoryNote),
     Message(MessageRecord),
+    ToolCall(RecalledToolCall),
 }
 
 impl Recalled {
     pub fn kind(&self) -> MemoryKind {
         match self {
             Recalled::Note(_) => MemoryKind::Note,
-            Recalled::Message(_) => MemoryKind::Message,
+            Recalled::Message(message) => MemoryKind::of_message(&message.provenance),
+            Recalled::ToolCall(_) => MemoryKind::ToolCall,
         }
     }
 
-    /// The searched text: a note's text, or a message and its reply.
+    /// The searched text: a note's text, a message and its reply, or a
+    /// tool's name, input and output.
     pub fn text(&self) -> String {
         match self {
             Recalled::Note(note) => note.text.clone(),
@@ -162,8 +227,21 @@ impl Recalled {
                 Some(reply) => format!("{}\n\n{reply}", message.body),
                 None => message.body.clone(),
             },
+            Recalled::ToolCall(call) => {
+                format!("{}\n\n{}\n\n{}", call.tool, call.input, call.output)
+            }
         }
     }
+}
+
+/// How much an agent's memory holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemorySize {
+    /// Notes it keeps.
+    pub notes: u64,
+    /// Entries of every kind its searches can find now (the index trails
+    /// the writes briefly).
+    pub entries: u64,
 }
 
 /// One search result, best first.
@@ -194,7 +272,13 @@ pub trait MemoryStore {
     ) -> Result<Vec<MemoryNote>, StoreError>;
     /// How many notes the agent keeps.
     fn note_count(&self, agent: AgentId) -> Result<u64, StoreError>;
-    /// The agent's notes and handled messages (of `kinds`; empty: all)
+    /// One entry of the agent's memory by the id a write or a search gave
+    /// (a note, a handled message, a tool call); `None` if the agent has
+    /// no such entry.
+    fn recall(&self, agent: AgentId, id: &str) -> Result<Option<Recalled>, StoreError>;
+    /// How much the agent's memory holds.
+    fn memory_size(&self, agent: AgentId) -> Result<MemorySize, StoreError>;
+    /// The agent's memory entries (of `kinds`; empty: all)
     /// best matching a checked `query`, at most `limit`, from what the
     /// index holds so far (it trails the writes briefly). An agent that is
     /// not live has no memory: nothing is found.
@@ -206,7 +290,7 @@ pub trait MemoryStore {
         limit: usize,
     ) -> Result<Vec<MemoryHit>, StoreError>;
     /// Deletes every note of the agent and queues the removal of all its
-    /// memory (notes and messages) from the index; idempotent, so a cleanup may run it again after a crash.
+    /// memory (every kind) from the index; idempotent, so a cleanup may run it again after a crash.
     /// Returns how many notes were deleted.
     fn delete_memory(&self, agent: AgentId) -> Result<usize, StoreError>;
 }

@@ -1,23 +1,23 @@
 //! The memory family: notes an agent keeps for itself, and their search.
 //! `MemoryWrite` stores a note durably (same key: replaced),
-//! `MemorySearch` finds the agent's notes and the messages it handled (with
-//! its replies) by their words, ranked and with the matches highlighted,
-//! `MemoryGet` reads a note back whole. An agent reaches only its own.
+//! `MemorySearch` finds the agent's notes, the messages it handled (with
+//! its replies), its child results, inbound events and tool calls by their
+//! words, ranked and with the matches highlighted, and `MemoryGet` reads
+//! one of them back whole. An agent reaches only its own.
 
 use std::sync::Arc;
 
-use holarchy_supervision::{NoteId, ToolFamily};
+use holarchy_supervision::ToolFamily;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::{classified, Classify, ErrorKind, ToolError};
-use super::input::from_text;
 use super::tool::{Caller, Plane, Spec, Tool};
-use crate::store::memory::MAX_SEARCH_HITS;
+use crate::store::memory::{is_memory_id, MAX_SEARCH_HITS};
 use crate::store::{
     check_search, MemoryHit, MemoryInputError, MemoryKind, MemoryNote, NoteDraft, Recalled,
-    StoreError,
+    RecalledToolCall, StoreError,
 };
 use crate::{now_ms, Ctx};
 
@@ -28,8 +28,10 @@ const DEFAULT_HITS: u64 = 10;
 pub enum MemoryError {
     #[error(transparent)]
     Input(#[from] MemoryInputError),
-    #[error("you have no note {0}")]
-    NoNote(NoteId),
+    #[error("nothing in your memory has the id `{0}`")]
+    NotFound(String),
+    #[error("`{0}` is not a memory id (a note's, a message's or `tool_` and a number)")]
+    BadId(String),
     #[error("the memory search stopped: {0}")]
     Interrupted(String),
     #[error(transparent)]
@@ -42,7 +44,8 @@ impl Classify for MemoryError {
     fn kind(&self) -> ErrorKind {
         match self {
             MemoryError::Input(_) => ErrorKind::InvalidInput,
-            MemoryError::NoNote(_) => ErrorKind::NotFound,
+            MemoryError::NotFound(_) => ErrorKind::NotFound,
+            MemoryError::BadId(_) => ErrorKind::InvalidInput,
             MemoryError::Interrupted(_) => ErrorKind::Failed,
             // A full memory is a precondition: refused.
             MemoryError::Store(err) => err.kind(),
@@ -127,7 +130,9 @@ pub struct MemorySearchInput {
     #[serde(default)]
     limit: Option<u64>,
     /// What to search: `note` (your notes), `message` (messages you
-    /// handled, with your replies); default both.
+    /// handled, with your replies), `child_result` (your children's
+    /// results), `event` (inbound events you handled), `tool_call` (your
+    /// tool calls and their results); default all.
     #[serde(default)]
     kinds: Vec<KindName>,
 }
@@ -138,6 +143,9 @@ pub struct MemorySearchInput {
 enum KindName {
     Note,
     Message,
+    ChildResult,
+    Event,
+    ToolCall,
 }
 
 impl From<KindName> for MemoryKind {
@@ -145,6 +153,9 @@ impl From<KindName> for MemoryKind {
         match name {
             KindName::Note => MemoryKind::Note,
             KindName::Message => MemoryKind::Message,
+            KindName::ChildResult => MemoryKind::ChildResult,
+            KindName::Event => MemoryKind::Event,
+            KindName::ToolCall => MemoryKind::ToolCall,
         }
     }
 }
@@ -160,7 +171,14 @@ fn hit_json(hit: &MemoryHit) -> Value {
         }),
         Recalled::Message(message) => json!({
             "id": message.id.to_string(),
+            "provenance": message.provenance.kind(),
             "created_at_ms": message.created_at_ms,
+        }),
+        Recalled::ToolCall(call) => json!({
+            "id": RecalledToolCall::memory_id(call.cursor),
+            "tool": call.tool,
+            "is_error": call.is_error,
+            "at_ms": call.at_ms,
         }),
     };
     out["kind"] = json!(hit.item.kind().name());
@@ -174,7 +192,7 @@ impl Tool for MemorySearch {
         name: "MemorySearch",
         family: ToolFamily::Memory,
         plane: Plane::Memory,
-        description: "Searches your notes and the messages you handled (with your replies), full text, best first; each hit has its kind, id, score and a snippet with the matches in **bold**. A note just written is searchable within about a second.",
+        description: "Searches your memory, full text, best first: your notes, the messages you handled (with your replies), your children's results, inbound events and your tool calls. Each hit has its kind, id, score and a snippet with the matches in **bold**; MemoryGet reads one whole. A note just written is searchable within about a second.",
     };
     type Input = MemorySearchInput;
     type Error = MemoryError;
@@ -200,17 +218,41 @@ impl Tool for MemorySearch {
     }
 }
 
-/// `MemoryGet`: one of the agent's notes, whole.
+/// What a brain reads of any memory entry, whole.
+fn entry_json(item: &Recalled) -> Value {
+    let mut out = match item {
+        Recalled::Note(note) => note_json(note),
+        Recalled::Message(message) => json!({
+            "id": message.id.to_string(),
+            "provenance": message.provenance.kind(),
+            "text": message.body,
+            "reply": message.reply,
+            "created_at_ms": message.created_at_ms,
+        }),
+        Recalled::ToolCall(call) => json!({
+            "id": RecalledToolCall::memory_id(call.cursor),
+            "run_id": call.run_id.to_string(),
+            "tool": call.tool,
+            "input": call.input,
+            "output": call.output,
+            "is_error": call.is_error,
+            "at_ms": call.at_ms,
+        }),
+    };
+    out["kind"] = json!(item.kind().name());
+    out
+}
+
+/// `MemoryGet`: one entry of the agent's memory, whole.
 #[derive(Debug)]
 pub struct MemoryGet;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryGetInput {
-    /// The note's id, as MemoryWrite or MemorySearch gave it.
-    #[serde(deserialize_with = "from_text")]
-    #[schemars(with = "String")]
-    id: NoteId,
+    /// An id as MemoryWrite or MemorySearch gave it (a note, a message
+    /// or a tool call).
+    id: String,
 }
 
 impl Tool for MemoryGet {
@@ -218,7 +260,7 @@ impl Tool for MemoryGet {
         name: "MemoryGet",
         family: ToolFamily::Memory,
         plane: Plane::Memory,
-        description: "Returns one of your notes whole, by its id.",
+        description: "Returns one entry of your memory whole (a note, a message with your reply, or a tool call with its input and result), by the id MemoryWrite or MemorySearch gave.",
     };
     type Input = MemoryGetInput;
     type Error = MemoryError;
@@ -228,9 +270,14 @@ impl Tool for MemoryGet {
         caller: Caller,
         input: MemoryGetInput,
     ) -> Result<Value, MemoryError> {
-        match ctx.store.note(caller.agent_id, input.id)? {
-            Some(note) => Ok(note_json(&note)),
-            None => Err(MemoryError::NoNote(input.id)),
+        // An id is at most a few dozen bytes; a longer one names nothing.
+        let id = holarchy_supervision::limits::head(&input.id, 64);
+        if !is_memory_id(id) {
+            return Err(MemoryError::BadId(id.to_owned()));
+        }
+        match ctx.store.recall(caller.agent_id, id)? {
+            Some(item) => Ok(entry_json(&item)),
+            None => Err(MemoryError::NotFound(id.to_owned())),
         }
     }
 }

@@ -128,6 +128,7 @@ pub async fn create(
                         name: format!("bench-{run}-{i}"),
                         initial_message: first_message.clone(),
                         brain: scripted(),
+                        context_tokens: None,
                     })
                     .collect();
                 let made = c

@@ -2,25 +2,29 @@
 //! index up to the store from three durable sources, each with its place
 //! kept in sled so a crash repeats work and never loses it:
 //!
-//! - a **rebuild** (cursors `rebuild` over the notes and `rebuild_messages`
-//!   over the messages in `memory_meta`), scheduled when the index was
-//!   recreated: every note, and every handled message of a live agent;
+//! - a **rebuild**, scheduled when the index was recreated: every note
+//!   (cursor `rebuild` in `memory_meta`), then the whole event log again
+//!   (the `events` cursor set back to its start);
 //! - the **queue** (`memory_queue`) that each note write and each agent's
 //!   memory deletion adds to in its own transaction: each entry is re-read
 //!   from the store (present: indexed anew; gone: removed), the index
 //!   committed, and only then the entry taken off, if not queued again;
 //! - the **event log**, from cursor `events` up to the durable watermark:
 //!   a `run_finished` event indexes its message, once handled, with its
-//!   reply, if its agent is still live.
+//!   reply, and a `tool_called` event the call, if its agent is still
+//!   live.
 //!
-//! Work is taken in chunks of [`CHUNK`], one index commit per chunk.
+//! Work is taken in chunks of at most [`CHUNK`] entries or [`CHUNK_TIME`],
+//! one index commit per chunk: a commit costs the same for ten entries as
+//! for ten thousand, and a backlog is worked off in large ones.
 
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use holarchy_actors::MemoryNote;
+use holarchy_actors::{MemoryKind, MemoryNote, RecalledToolCall};
 use holarchy_supervision::{
     AgentId, Event, EventCursor, EventKind, MessageRecord, MessageStatus, NoteId,
 };
@@ -34,7 +38,10 @@ use crate::store::codec::{decode, decode_agent};
 use holarchy_actors::StoreError;
 
 /// Queue entries, notes, messages or events taken per commit.
-const CHUNK: usize = 1024;
+const CHUNK: usize = 16_384;
+/// Work one chunk may take before its commit, so that a note written
+/// while a backlog is indexed is still searchable within about a second.
+const CHUNK_TIME: Duration = Duration::from_millis(500);
 /// How long the indexer sleeps without a wake-up before it looks again.
 const IDLE: Duration = Duration::from_secs(5);
 /// After a wake-up, how long more work may gather before the indexer
@@ -43,8 +50,13 @@ const GATHER: Duration = Duration::from_millis(100);
 
 /// Keys in `memory_meta`.
 const REBUILD: &[u8] = b"rebuild";
+/// Where an earlier layout's rebuild of the messages stood; removed.
 const REBUILD_MESSAGES: &[u8] = b"rebuild_messages";
 const EVENTS: &[u8] = b"events";
+const FORMAT: &[u8] = b"format";
+/// What the index holds and how; an index of another format is rebuilt.
+/// 2: tool calls, and messages by provenance kind.
+const INDEX_FORMAT: u32 = 2;
 
 /// What the indexer reads from the store.
 #[derive(Debug, Clone)]
@@ -60,11 +72,29 @@ pub struct IndexSource {
 }
 
 impl IndexSource {
-    /// Schedules a rebuild of everything, durably.
+    /// Schedules a rebuild of everything, durably: the notes, then the
+    /// event log from its start.
     pub fn schedule_rebuild(&self) -> Result<(), StoreError> {
         self.meta.insert(REBUILD, &[] as &[u8]).map_err(backend)?;
         self.meta
-            .insert(REBUILD_MESSAGES, &[] as &[u8])
+            .insert(EVENTS, &0u64.to_be_bytes())
+            .map_err(backend)?;
+        self.meta.remove(REBUILD_MESSAGES).map_err(backend)?;
+        self.meta.remove(FORMAT).map_err(backend)?;
+        self.meta.flush().map_err(backend)?;
+        Ok(())
+    }
+
+    /// Whether the index on disk was written in this build's format.
+    pub fn format_current(&self) -> Result<bool, StoreError> {
+        let stored = self.meta.get(FORMAT).map_err(backend)?;
+        Ok(stored.as_deref() == Some(&INDEX_FORMAT.to_be_bytes()[..]))
+    }
+
+    /// Records that the index is in this build's format (once recreated).
+    pub fn mark_format(&self) -> Result<(), StoreError> {
+        self.meta
+            .insert(FORMAT, &INDEX_FORMAT.to_be_bytes())
             .map_err(backend)?;
         self.meta.flush().map_err(backend)?;
         Ok(())
@@ -98,11 +128,39 @@ struct Progress {
 }
 
 impl Progress {
-    fn of(taken: usize) -> Self {
+    fn of(chunk: &Chunk) -> Self {
         Self {
-            worked: taken > 0,
-            more: taken >= CHUNK,
+            worked: chunk.taken > 0,
+            more: chunk.full(),
         }
+    }
+}
+
+/// One chunk's allowance of entries and time.
+struct Chunk {
+    started: Instant,
+    taken: usize,
+}
+
+impl Chunk {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            taken: 0,
+        }
+    }
+
+    fn full(&self) -> bool {
+        self.taken >= CHUNK || self.started.elapsed() >= CHUNK_TIME
+    }
+
+    /// Counts one more entry in, unless the chunk is full.
+    fn take(&mut self) -> bool {
+        if self.full() {
+            return false;
+        }
+        self.taken += 1;
+        true
     }
 }
 
@@ -156,9 +214,6 @@ impl Indexer {
         if let Some(cursor) = self.source.meta.get(REBUILD).map_err(backend)? {
             return self.rebuild_notes(&cursor);
         }
-        if let Some(cursor) = self.source.meta.get(REBUILD_MESSAGES).map_err(backend)? {
-            return self.rebuild_messages(&cursor);
-        }
         let queued = self.queue_chunk()?;
         let logged = self.events_chunk()?;
         Ok(Progress {
@@ -170,7 +225,11 @@ impl Indexer {
     fn rebuild_notes(&mut self, cursor: &[u8]) -> Result<Progress, StoreError> {
         let mut last = None;
         let range = (Bound::Excluded(cursor.to_vec()), Bound::Unbounded);
-        for entry in self.source.notes.range(range).take(CHUNK) {
+        let mut chunk = Chunk::new();
+        for entry in self.source.notes.range(range) {
+            if !chunk.take() {
+                break;
+            }
             let (key, value) = entry.map_err(backend)?;
             if let Some(note) = readable(MEMORY, &key, &value) {
                 self.put_note(&note)?;
@@ -179,38 +238,6 @@ impl Indexer {
         }
         self.commit()?;
         self.advance(REBUILD, last)?;
-        Ok(Progress {
-            worked: true,
-            more: true,
-        })
-    }
-
-    fn rebuild_messages(&mut self, cursor: &[u8]) -> Result<Progress, StoreError> {
-        let mut last = None;
-        // Messages come grouped by agent: ask once per agent.
-        let mut agent_live: Option<(AgentId, bool)> = None;
-        let range = (Bound::Excluded(cursor.to_vec()), Bound::Unbounded);
-        for entry in self.source.messages.range(range).take(CHUNK) {
-            let (key, value) = entry.map_err(backend)?;
-            let Some(message) = readable::<MessageRecord>("messages", &key, &value) else {
-                last = Some(key);
-                continue;
-            };
-            last = Some(key);
-            let live = match agent_live {
-                Some((agent, live)) if agent == message.agent_id => live,
-                _ => {
-                    let live = self.source.live(message.agent_id)?;
-                    agent_live = Some((message.agent_id, live));
-                    live
-                }
-            };
-            if live {
-                self.put_message(&message)?;
-            }
-        }
-        self.commit()?;
-        self.advance(REBUILD_MESSAGES, last)?;
         Ok(Progress {
             worked: true,
             more: true,
@@ -234,7 +261,11 @@ impl Indexer {
 
     fn queue_chunk(&mut self) -> Result<Progress, StoreError> {
         let mut taken = Vec::new();
-        for entry in self.source.queue.iter().take(CHUNK) {
+        let mut chunk = Chunk::new();
+        for entry in self.source.queue.iter() {
+            if !chunk.take() {
+                break;
+            }
             let (key, stamp) = entry.map_err(backend)?;
             match key.len() {
                 // An agent's whole memory went.
@@ -263,7 +294,7 @@ impl Indexer {
                 .compare_and_swap(key, Some(stamp), None::<&[u8]>)
                 .map_err(backend)?;
         }
-        Ok(Progress::of(taken.len()))
+        Ok(Progress::of(&chunk))
     }
 
     fn events_chunk(&mut self) -> Result<Progress, StoreError> {
@@ -277,26 +308,55 @@ impl Indexer {
         }
         let range = (after + 1).to_be_bytes()..=durable.to_be_bytes();
         let mut last = after;
-        let mut taken = 0;
-        for entry in self.source.events.range(range).take(CHUNK) {
+        let mut chunk = Chunk::new();
+        // Asked once per agent per chunk: a turn's events come together.
+        let mut live: HashMap<AgentId, bool> = HashMap::new();
+        for entry in self.source.events.range(range) {
+            if !chunk.take() {
+                break;
+            }
             let (key, value) = entry.map_err(backend)?;
             last = u64::from_be_bytes(key_bytes::<8>(&key)?);
-            taken += 1;
             let Some(event) = readable::<Event>("events", &key, &value) else {
                 continue;
             };
-            if let (Some(agent), EventKind::RunFinished { message_id, .. }) =
-                (event.agent_id, &event.kind)
-            {
-                let key = [agent.to_bytes(), message_id.to_bytes()].concat();
-                let Some(value) = self.source.messages.get(&key).map_err(backend)? else {
-                    continue;
-                };
-                if self.source.live(agent)? {
+            let Some(agent) = event.agent_id else {
+                continue;
+            };
+            if !matches!(
+                event.kind,
+                EventKind::RunFinished { .. } | EventKind::ToolCalled { .. }
+            ) {
+                continue;
+            }
+            let is_live = match live.get(&agent) {
+                Some(known) => *known,
+                None => {
+                    let known = self.source.live(agent)?;
+                    live.insert(agent, known);
+                    known
+                }
+            };
+            if !is_live {
+                continue;
+            }
+            match &event.kind {
+                EventKind::RunFinished { message_id, .. } => {
+                    let key = [agent.to_bytes(), message_id.to_bytes()].concat();
+                    let Some(value) = self.source.messages.get(&key).map_err(backend)? else {
+                        continue;
+                    };
                     if let Some(message) = readable("messages", &key, &value) {
                         self.put_message(&message)?;
                     }
                 }
+                EventKind::ToolCalled {
+                    tool,
+                    input,
+                    output,
+                    ..
+                } => self.put_tool_call(event.cursor, agent, tool, input, output)?,
+                _ => {}
             }
         }
         self.commit()?;
@@ -304,7 +364,7 @@ impl Indexer {
             .meta
             .insert(EVENTS, &last.to_be_bytes())
             .map_err(backend)?;
-        Ok(Progress::of(taken))
+        Ok(Progress::of(&chunk))
     }
 
     fn delete(&mut self, field: tantivy::schema::Field, text: &str) {
@@ -342,12 +402,36 @@ impl Indexer {
         let mut document = doc!(
             fields.id => id,
             fields.agent => message.agent_id.to_string(),
-            fields.kind => "message",
+            fields.kind => MemoryKind::of_message(&message.provenance).name(),
             fields.text => message.body.as_str(),
         );
         if let Some(reply) = &message.reply {
             document.add_text(fields.text, reply);
         }
+        self.add(document)
+    }
+
+    /// A tool call of one of the agent's turns: its name, input and
+    /// output (as recorded, secrets redacted) are its text.
+    fn put_tool_call(
+        &mut self,
+        cursor: EventCursor,
+        agent: AgentId,
+        tool: &str,
+        input: &str,
+        output: &str,
+    ) -> Result<(), StoreError> {
+        let id = RecalledToolCall::memory_id(cursor);
+        self.delete(self.fields.id, &id);
+        let fields = self.fields;
+        let document = doc!(
+            fields.id => id,
+            fields.agent => agent.to_string(),
+            fields.kind => MemoryKind::ToolCall.name(),
+            fields.text => tool,
+            fields.text => input,
+            fields.text => output,
+        );
         self.add(document)
     }
 

@@ -7,9 +7,12 @@ use std::path::Path;
 
 use holarchy_actors::store::memory::MAX_NOTES_PER_AGENT;
 use holarchy_actors::{
-    MemoryHit, MemoryKind, MemoryNote, MemoryStore, NoteDraft, Recalled, Store, StoreError,
+    MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Recalled,
+    RecalledToolCall, Store, StoreError,
 };
-use holarchy_supervision::{AgentId, EventCursor, MessageStatus, NoteId};
+use holarchy_supervision::{
+    AgentId, Event, EventCursor, EventKind, MessageId, MessageStatus, NoteId,
+};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::{Transactional, Tree};
 use tokio::sync::watch;
@@ -17,7 +20,7 @@ use tokio::sync::watch;
 use super::{backend, pair_key, SledStore, AGENTS, EVENTS, MESSAGES};
 use crate::store::codec::{decode, decode_agent, encode};
 use crate::store::memory_index::{
-    index_dir, IndexSource, MemoryIndex, RecallBy, MEMORY, MEMORY_META, MEMORY_QUEUE,
+    index_dir, IndexSource, MemoryIndex, MEMORY, MEMORY_META, MEMORY_QUEUE,
 };
 
 /// `memory_keys`: agent id ++ key (UTF-8) -> note id.
@@ -79,6 +82,14 @@ impl Memory {
     /// Stops the indexer (at shutdown), off the async workers.
     pub(super) async fn stop(&self) {
         self.index.stop_async().await;
+    }
+}
+
+impl SledStore {
+    /// Entries the memory index holds now, every agent's (what it has
+    /// caught up with).
+    pub fn memory_indexed(&self) -> u64 {
+        self.memory.index.documents()
     }
 }
 
@@ -226,6 +237,51 @@ impl MemoryStore for SledStore {
         ))
     }
 
+    fn recall(&self, agent: AgentId, id: &str) -> Result<Option<Recalled>, StoreError> {
+        if let Ok(note) = id.parse::<NoteId>() {
+            return Ok(self.note(agent, note)?.map(Recalled::Note));
+        }
+        if let Ok(message) = id.parse::<MessageId>() {
+            // Only handled messages are memory: a queued one is still work.
+            return Ok(self
+                .message(agent, message)?
+                .filter(|m| matches!(m.status, MessageStatus::Handled { .. }))
+                .map(Recalled::Message));
+        }
+        let Some(cursor) = RecalledToolCall::cursor_of(id) else {
+            return Ok(None);
+        };
+        let Some(bytes) = self.events.get(cursor.to_be_bytes()).map_err(backend)? else {
+            return Ok(None);
+        };
+        let event: Event = decode(EVENTS, &bytes)?;
+        Ok(match event.kind {
+            EventKind::ToolCalled {
+                run_id,
+                tool,
+                input,
+                output,
+                is_error,
+            } if event.agent_id == Some(agent) => Some(Recalled::ToolCall(RecalledToolCall {
+                cursor,
+                run_id,
+                at_ms: event.at_ms,
+                tool,
+                input,
+                output,
+                is_error,
+            })),
+            _ => None,
+        })
+    }
+
+    fn memory_size(&self, agent: AgentId) -> Result<MemorySize, StoreError> {
+        Ok(MemorySize {
+            notes: self.note_count(agent)?,
+            entries: self.memory.index.entries(agent)?,
+        })
+    }
+
     fn search_memory(
         &self,
         agent: AgentId,
@@ -238,15 +294,7 @@ impl MemoryStore for SledStore {
         if !self.agent(agent)?.is_some_and(|a| a.state.is_live()) {
             return Ok(Vec::new());
         }
-        let recall = RecallBy {
-            note: |id| Ok(self.note(agent, id)?.map(Recalled::Note)),
-            message: |id| {
-                Ok(self
-                    .message(agent, id)?
-                    .filter(|m| matches!(m.status, MessageStatus::Handled { .. }))
-                    .map(Recalled::Message))
-            },
-        };
+        let recall = |id: &str| self.recall(agent, id);
         self.memory
             .index
             .search(agent, query, kinds, limit, &recall)
@@ -254,16 +302,8 @@ impl MemoryStore for SledStore {
 
     fn delete_memory(&self, agent: AgentId) -> Result<usize, StoreError> {
         let memory = &self.memory;
-        // No count: the agent never kept a note, or its memory is gone and
-        // its removal from the index queued (the count goes last).
-        if memory
-            .counts
-            .get(agent.to_bytes())
-            .map_err(backend)?
-            .is_none()
-        {
-            return Ok(0);
-        }
+        // Whether or not it kept notes, its messages and tool calls may be
+        // indexed: the agent-wide removal is always queued.
         let mut deleted = 0;
         self.group.begin_write();
         let done = (|| {

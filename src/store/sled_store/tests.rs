@@ -16,6 +16,7 @@ pub(super) fn agent(name: &str) -> AgentRecord {
         brain: Default::default(),
         forked_context: None,
         composition: None,
+        context_tokens: None,
         created_at_ms: 1,
         updated_at_ms: 1,
     }
