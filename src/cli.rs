@@ -401,8 +401,8 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
             config.runtime.context_tokens =
                 args.context_tokens.and_then(|n| usize::try_from(n).ok());
-            config.runtime.openai_retry.max_retries = args.model_retries;
-            config.runtime.openai_retry.base = Duration::from_millis(args.model_retry_base_ms);
+            config.runtime.model_retry.max_retries = args.model_retries;
+            config.runtime.model_retry.base = Duration::from_millis(args.model_retry_base_ms);
             config.runtime.secrets = secrets;
             config.require_sandbox = args.require_sandbox;
             config

@@ -9,6 +9,9 @@
 //!   contract: JSON on stdin, JSON on stdout).
 //! - [`openai::OpenAiBrain`]: an OpenAI-compatible chat-completions server
 //!   with function calling.
+//!
+//! What brains that call a hosted model share (prompt text,
+//! `RecordDecision`, HTTP retries) lives in [`model`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,6 +23,7 @@ use crate::context::compact::{truncation, CompactRequest, Compaction};
 use crate::context::tokens::Tokenizer;
 
 pub mod command;
+pub mod model;
 pub mod openai;
 mod scripted;
 

@@ -57,7 +57,7 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, Stri
             model: model.clone(),
             api_key_env: api_key_env.clone(),
             temperature: *temperature,
-            retry: ctx.config.openai_retry,
+            retry: ctx.config.model_retry,
             secrets: ctx.config.secrets.clone(),
         })),
     }
