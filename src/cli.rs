@@ -221,10 +221,11 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub default_brain: BrainArgs,
     /// Every brain's context budget in tokens (500 to 2,000,000); by
-    /// default 32,000 for openai brains and 16,000 for others.
+    /// default 32,000 for openai and anthropic brains and 16,000 for others.
     #[arg(long, value_parser = clap::value_parser!(u64).range(500..=2_000_000))]
     pub context_tokens: Option<u64>,
-    /// Retries of a model request on network errors, 429 and 5xx.
+    /// Retries of a model request (openai, anthropic) on network errors,
+    /// 429 and 5xx.
     #[arg(long, default_value_t = 4)]
     pub model_retries: u32,
     /// The first retry's delay, in milliseconds; it doubles each time.
@@ -405,8 +406,8 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
             config.runtime.context_tokens =
                 args.context_tokens.and_then(|n| usize::try_from(n).ok());
-            config.runtime.openai_retry.max_retries = args.model_retries;
-            config.runtime.openai_retry.base = Duration::from_millis(args.model_retry_base_ms);
+            config.runtime.model_retry.max_retries = args.model_retries;
+            config.runtime.model_retry.base = Duration::from_millis(args.model_retry_base_ms);
             config.runtime.secrets = secrets;
             config.require_sandbox = args.require_sandbox;
             config
@@ -612,9 +613,10 @@ async fn agent_command(
     match command {
         AgentCommand::Brain { agent, brain } => {
             let agent_id = resolve(&mut clients, agent).await?;
-            let config = brain
-                .config()
-                .context("say which brain: --brain-command PROGRAM or --brain-scripted")?;
+            let config = brain.config().context(
+                "say which brain: --brain-command PROGRAM, --brain-scripted, \
+                     --brain-openai-url URL --brain-model MODEL, or --anthropic-model MODEL",
+            )?;
             let request = pb::UpdateAgentBrainRequest {
                 agent_id,
                 brain: Some(crate::api::convert::brain(&config)),

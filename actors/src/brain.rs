@@ -9,6 +9,10 @@
 //!   contract: JSON on stdin, JSON on stdout).
 //! - [`openai::OpenAiBrain`]: an OpenAI-compatible chat-completions server
 //!   with function calling.
+//! - [`anthropic::AnthropicBrain`]: Anthropic's Messages API with tool use.
+//!
+//! The two model brains share their prompt text, `RecordDecision` and their
+//! HTTP retries through [`model`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,7 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::context::compact::{truncation, CompactRequest, Compaction};
 use crate::context::tokens::Tokenizer;
 
+pub mod anthropic;
 pub mod command;
+pub mod model;
 pub mod openai;
 mod scripted;
 

@@ -31,8 +31,8 @@ pub struct RuntimeConfig {
     pub stop_grace: Duration,
     /// The brain of agents created without one.
     pub default_brain: holarchy_supervision::BrainConfig,
-    /// How OpenAI-compatible requests are retried.
-    pub openai_retry: brain::openai::RetryPolicy,
+    /// How model requests (OpenAI-compatible, Anthropic) are retried.
+    pub model_retry: brain::model::transport::RetryPolicy,
     /// How agents' programs are confined and bounded.
     pub sandbox: sandbox::SandboxConfig,
     /// The daemon's secrets: handed to brains by name, redacted from
@@ -61,7 +61,7 @@ impl Default for RuntimeConfig {
             worktree_root: std::env::temp_dir().join("holarchy-worktrees"),
             stop_grace: Duration::from_secs(2),
             default_brain: holarchy_supervision::BrainConfig::Scripted,
-            openai_retry: brain::openai::RetryPolicy::default(),
+            model_retry: brain::model::transport::RetryPolicy::default(),
             sandbox: sandbox::SandboxConfig::default(),
             secrets: Arc::default(),
             limits: limits::Limits::default(),

@@ -10,6 +10,7 @@ use holarchy_supervision::limits::{head, MAX_MESSAGE_LEN};
 use holarchy_supervision::{AgentId, BrainConfig, MessageRecord, Profile, RunId};
 use serde_json::{json, Value};
 
+use crate::brain::anthropic::AnthropicBrain;
 use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
 use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput};
@@ -57,7 +58,24 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, Stri
             model: model.clone(),
             api_key_env: api_key_env.clone(),
             temperature: *temperature,
-            retry: ctx.config.openai_retry,
+            retry: ctx.config.model_retry,
+            secrets: ctx.config.secrets.clone(),
+        })),
+        BrainConfig::Anthropic {
+            base_url,
+            model,
+            api_key_env,
+            max_tokens,
+            temperature,
+            ..
+        } => Ok(Arc::new(AnthropicBrain {
+            client: ctx.http.clone(),
+            base_url: base_url.clone(),
+            model: model.clone(),
+            api_key_env: api_key_env.clone(),
+            max_tokens: *max_tokens,
+            temperature: *temperature,
+            retry: ctx.config.model_retry,
             secrets: ctx.config.secrets.clone(),
         })),
     }

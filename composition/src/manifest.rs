@@ -8,7 +8,7 @@
 //! [role]
 //! prompt_file = "roles/maintainer.md"   # or: prompt = "..."
 //!
-//! [brain.command]                       # or [brain.openai], [brain.scripted]
+//! [brain.command]                       # or [brain.openai], [brain.anthropic], [brain.scripted]
 //! program = "examples/brains/triage.py"
 //!
 //! [[ingress]]

@@ -141,6 +141,11 @@ impl Bounded for pb::AgentSummary {
                 texts.push(&mut openai.model);
                 texts.push(&mut openai.api_key_env);
             }
+            Some(pb::brain_config::Kind::Anthropic(anthropic)) => {
+                texts.push(&mut anthropic.base_url);
+                texts.push(&mut anthropic.model);
+                texts.push(&mut anthropic.api_key_env);
+            }
             Some(pb::brain_config::Kind::Scripted(_)) | None => {}
         }
         texts

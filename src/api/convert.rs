@@ -441,6 +441,25 @@ pub fn brain_from(config: pb::BrainConfig) -> Result<Option<BrainConfig>, ApiErr
             temperature: o.temperature,
             max_steps: o.max_steps,
         }),
+        Some(Kind::Anthropic(a)) => Some(BrainConfig::Anthropic {
+            base_url: if a.base_url.is_empty() {
+                holarchy_supervision::brain::ANTHROPIC_BASE_URL.to_owned()
+            } else {
+                a.base_url
+            },
+            model: a.model,
+            api_key_env: if a.api_key_env.is_empty() {
+                holarchy_supervision::brain::ANTHROPIC_KEY_ENV.to_owned()
+            } else {
+                a.api_key_env
+            },
+            max_tokens: match a.max_tokens {
+                None | Some(0) => holarchy_supervision::brain::DEFAULT_ANTHROPIC_TOKENS,
+                Some(n) => n,
+            },
+            temperature: a.temperature,
+            max_steps: a.max_steps,
+        }),
     })
 }
 
@@ -473,6 +492,21 @@ pub fn brain(config: &BrainConfig) -> pb::BrainConfig {
             base_url: base_url.clone(),
             model: model.clone(),
             api_key_env: api_key_env.clone(),
+            temperature: *temperature,
+            max_steps: *max_steps,
+        }),
+        BrainConfig::Anthropic {
+            base_url,
+            model,
+            api_key_env,
+            max_tokens,
+            max_steps,
+            temperature,
+        } => Kind::Anthropic(pb::AnthropicBrain {
+            base_url: base_url.clone(),
+            model: model.clone(),
+            api_key_env: api_key_env.clone(),
+            max_tokens: Some(*max_tokens),
             temperature: *temperature,
             max_steps: *max_steps,
         }),

@@ -107,6 +107,13 @@ pub(super) fn brain_json(kind: &pb::brain_config::Kind) -> Value {
             "model": o.model,
             "api_key_env": o.api_key_env,
         }),
+        pb::brain_config::Kind::Anthropic(a) => json!({
+            "kind": "anthropic",
+            "base_url": a.base_url,
+            "model": a.model,
+            "api_key_env": a.api_key_env,
+            "max_tokens": a.max_tokens,
+        }),
     }
 }
 
@@ -188,6 +195,9 @@ impl Output {
                 }
                 pb::brain_config::Kind::Openai(o) => {
                     format!("openai: {} at {}", o.model, o.base_url)
+                }
+                pb::brain_config::Kind::Anthropic(a) => {
+                    format!("anthropic: {} at {}", a.model, a.base_url)
                 }
             };
             say!("brain        {brain}");

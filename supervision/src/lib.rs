@@ -15,7 +15,7 @@
 //! - [`wait`]: timers and external triggers that wake an agent.
 //! - [`work`]: work items and their plans; one active focus per agent.
 //! - [`recovery`]: what a restarting daemon respawns and requeues.
-//! - [`brain`]: brain configurations (scripted, command, openai).
+//! - [`brain`]: brain configurations (scripted, command, openai, anthropic).
 //! - [`composed`]: an agent's role, skills and instance limits.
 //! - [`limits`]: input validation shared by the API and the actors.
 //! - [`patch`]: unified diffs, parsed and applied to text (the `ApplyPatch` tool).

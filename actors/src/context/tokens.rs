@@ -1,7 +1,8 @@
 //! How a brain's context budget is counted: with the model's own BPE for
 //! OpenAI models (o200k or cl100k, chosen by model name; the tables ship
 //! inside the crate, so nothing is downloaded at run time), estimated at
-//! four bytes a token for every other brain. Also the budgets themselves:
+//! four bytes a token for every other brain (Claude's tokenizer is not
+//! published, so anthropic brains estimate too). Also the budgets themselves:
 //! a default per brain kind, overridden by the daemon's `--context-tokens`.
 
 use holarchy_supervision::limits::{MAX_CONTEXT_TOKENS, MIN_CONTEXT_TOKENS};
@@ -13,6 +14,9 @@ use tiktoken_rs::tokenizer::{get_tokenizer, Tokenizer as Bpe};
 /// well inside the smallest window of today's chat models (128k), leaving
 /// room for the tool catalog and the answer.
 pub const DEFAULT_OPENAI_TOKENS: usize = 32_000;
+/// Context budget of an anthropic brain: the same share of today's Claude
+/// windows (200k) as the OpenAI brain's of its models'.
+pub const DEFAULT_ANTHROPIC_TOKENS: usize = 32_000;
 /// Context budget of a command brain (estimated tokens: 64 KiB of JSON).
 pub const DEFAULT_COMMAND_TOKENS: usize = 16_000;
 /// The smallest and largest budget an agent or the daemon may set.
@@ -24,6 +28,7 @@ pub const MAX_TOKENS: usize = MAX_CONTEXT_TOKENS as usize;
 pub fn budget_for(config: &BrainConfig, agent: Option<u32>, daemon: Option<usize>) -> usize {
     let default = match config {
         BrainConfig::OpenAi { .. } => DEFAULT_OPENAI_TOKENS,
+        BrainConfig::Anthropic { .. } => DEFAULT_ANTHROPIC_TOKENS,
         BrainConfig::Command { .. } | BrainConfig::Scripted => DEFAULT_COMMAND_TOKENS,
     };
     agent
@@ -39,8 +44,8 @@ pub enum Tokenizer {
     O200k,
     Cl100k,
     /// Four bytes a token: what is left for models whose tokenizer we do
-    /// not ship (local models behind an OpenAI-compatible server, command
-    /// brains).
+    /// not ship (local models behind an OpenAI-compatible server, Claude,
+    /// command brains).
     Estimate,
 }
 
@@ -56,7 +61,9 @@ impl Tokenizer {
                 ) => Tokenizer::Cl100k,
                 None => Tokenizer::Estimate,
             },
-            BrainConfig::Command { .. } | BrainConfig::Scripted => Tokenizer::Estimate,
+            BrainConfig::Anthropic { .. } | BrainConfig::Command { .. } | BrainConfig::Scripted => {
+                Tokenizer::Estimate
+            }
         }
     }
 
@@ -138,6 +145,22 @@ mod tests {
             Tokenizer::for_brain(&BrainConfig::Scripted),
             Tokenizer::Estimate
         );
+        // Even a Claude model named like an OpenAI one is estimated.
+        assert_eq!(
+            Tokenizer::for_brain(&anthropic("gpt-4o")),
+            Tokenizer::Estimate
+        );
+    }
+
+    fn anthropic(model: &str) -> BrainConfig {
+        BrainConfig::Anthropic {
+            base_url: "https://x".into(),
+            model: model.into(),
+            api_key_env: "K".into(),
+            max_tokens: 1024,
+            max_steps: None,
+            temperature: None,
+        }
     }
 
     #[test]
@@ -174,6 +197,14 @@ mod tests {
         assert_eq!(
             budget_for(&BrainConfig::Scripted, None, None),
             DEFAULT_COMMAND_TOKENS
+        );
+        assert_eq!(
+            budget_for(&anthropic("claude-sonnet-4-5"), None, None),
+            DEFAULT_ANTHROPIC_TOKENS
+        );
+        assert_eq!(
+            budget_for(&anthropic("claude-sonnet-4-5"), None, Some(4000)),
+            4000
         );
         assert_eq!(budget_for(&openai("gpt-4o"), None, Some(4000)), 4000);
         assert_eq!(budget_for(&openai("gpt-4o"), None, Some(1)), MIN_TOKENS);

@@ -3,6 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use holarchy_supervision::brain::{
+    ANTHROPIC_BASE_URL, ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_TOKENS,
+};
 use holarchy_supervision::limits::check_name;
 use holarchy_supervision::{BrainConfig, ToolLimits};
 use serde::Deserialize;
@@ -51,6 +54,14 @@ enum Brain {
         base_url: String,
         model: String,
         api_key_env: Option<String>,
+        temperature: Option<f32>,
+        max_steps: Option<u32>,
+    },
+    Anthropic {
+        model: String,
+        base_url: Option<String>,
+        api_key_env: Option<String>,
+        max_tokens: Option<u32>,
         temperature: Option<f32>,
         max_steps: Option<u32>,
     },
@@ -174,6 +185,21 @@ impl Brain {
                 api_key_env: api_key_env.unwrap_or_else(|| "OPENAI_API_KEY".into()),
                 temperature,
                 max_steps,
+            },
+            Brain::Anthropic {
+                model,
+                base_url,
+                api_key_env,
+                max_tokens,
+                temperature,
+                max_steps,
+            } => BrainConfig::Anthropic {
+                base_url: base_url.unwrap_or_else(|| ANTHROPIC_BASE_URL.into()),
+                model,
+                api_key_env: api_key_env.unwrap_or_else(|| ANTHROPIC_KEY_ENV.into()),
+                max_tokens: max_tokens.unwrap_or(DEFAULT_ANTHROPIC_TOKENS),
+                max_steps,
+                temperature,
             },
         };
         config

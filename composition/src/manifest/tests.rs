@@ -95,6 +95,42 @@ fn the_digest_changes_with_the_spec_and_only_then() {
 }
 
 #[test]
+fn an_anthropic_brain_takes_its_defaults() {
+    let spec = parse(
+        "name = \"a\"\n[brain.anthropic]\nmodel = \"claude-sonnet-4-5\"",
+        &BTreeMap::new(),
+    )
+    .expect("parses");
+    assert_eq!(
+        spec.brain,
+        Some(BrainConfig::Anthropic {
+            base_url: "https://api.anthropic.com".into(),
+            model: "claude-sonnet-4-5".into(),
+            api_key_env: "ANTHROPIC_API_KEY".into(),
+            max_tokens: 8192,
+            max_steps: None,
+            temperature: None,
+        })
+    );
+    let written = r#"
+name = "a"
+brain = { anthropic = { model = "claude-opus-4-1", base_url = "http://127.0.0.1:8080", api_key_env = "TEAM_CLAUDE_KEY", max_tokens = 2000, temperature = 0.2, max_steps = 12 } }
+"#;
+    let spec = parse(written, &BTreeMap::new()).expect("parses");
+    assert_eq!(
+        spec.brain,
+        Some(BrainConfig::Anthropic {
+            base_url: "http://127.0.0.1:8080".into(),
+            model: "claude-opus-4-1".into(),
+            api_key_env: "TEAM_CLAUDE_KEY".into(),
+            max_tokens: 2000,
+            max_steps: Some(12),
+            temperature: Some(0.2),
+        })
+    );
+}
+
+#[test]
 fn a_bare_manifest_is_a_name() {
     let spec = parse("name = \"solo\"", &BTreeMap::new()).expect("parses");
     assert_eq!(spec.role, None);
@@ -115,6 +151,23 @@ fn mistakes_are_named() {
         ("name = \"a\"\n[role]\nprompt = \" \"", "empty"),
         ("name = \"a\"\n[brain.command]\nprogram = \"\"", "program"),
         ("name = \"a\"\n[brain.telepathy]\n", "unknown variant"),
+        ("name = \"a\"\n[brain.anthropic]\n", "missing field `model`"),
+        (
+            "name = \"a\"\n[brain.anthropic]\nmodel = \"m\"\nmax_tokens = 0",
+            "max_tokens",
+        ),
+        (
+            "name = \"a\"\n[brain.anthropic]\nmodel = \"m\"\napi_key_env = \"sk-ant-1\"",
+            "api_key_env",
+        ),
+        (
+            "name = \"a\"\n[brain.anthropic]\nmodel = \"m\"\ntemperature = 1.5",
+            "temperature",
+        ),
+        (
+            "name = \"a\"\n[brain.anthropic]\nmodel = \"m\"\nmax_token = 5",
+            "unexpected keys in table: max_token",
+        ),
         ("name = \"a\"\nskills = [\"x\", \"x\"]", "twice"),
         ("name = \"a\"\nskills = [\"../etc\"]", "not a valid name"),
         (

@@ -1,0 +1,320 @@
+//! How the model brains talk HTTP: one JSON POST, retried with jittered
+//! exponential backoff on what may pass (network errors, 429, 5xx, which
+//! takes in Anthropic's 529 "overloaded"), honouring `Retry-After`, up to
+//! a number of retries. Every body is read with a bound, the answer's and
+//! an error's alike, so a server cannot make the daemon hold more than
+//! that. The brains differ only in how they build the request and read
+//! the answer, which stay theirs.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// How failed requests are retried.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub max_retries: u32,
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_retries: 4,
+            base: Duration::from_millis(500),
+            cap: Duration::from_secs(8),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Jittered: between half and all of the exponential bound, so many
+    /// agents retrying at once do not march in step.
+    pub(crate) fn delay(&self, attempt: u32) -> Duration {
+        let bound = self
+            .base
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.cap);
+        let mut byte = [0u8; 2];
+        let _ = getrandom::fill(&mut byte);
+        let fraction = f64::from(u16::from_le_bytes(byte)) / f64::from(u16::MAX);
+        bound.mul_f64(0.5 + fraction / 2.0)
+    }
+}
+
+/// Bytes of an answer read at most.
+pub(crate) const MAX_ANSWER: usize = 4 * 1024 * 1024;
+/// Bytes of an error body read at most: enough for any server's message,
+/// which is cut shorter still before anyone is shown it.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// Posts what `request` builds (a fresh request per attempt) until an
+/// answer comes or retrying is over. The answer's bytes, or why there is
+/// none, for the brain to wrap as its own failure.
+pub(crate) async fn post<F>(retry: RetryPolicy, request: F) -> Result<Vec<u8>, String>
+where
+    F: Fn() -> reqwest::RequestBuilder,
+{
+    let mut attempt = 0;
+    loop {
+        let (retryable, wait) = match request().send().await {
+            Ok(response) if response.status().is_success() => {
+                if response
+                    .content_length()
+                    .is_some_and(|n| n > MAX_ANSWER as u64)
+                {
+                    return Err("the answer is too large".into());
+                }
+                match read_at_most(response, MAX_ANSWER).await {
+                    Ok((bytes, true)) => return Ok(bytes),
+                    Ok((_, false)) => return Err("the answer is too large".into()),
+                    // The body broke off: worth another try.
+                    Err(err) => (format!("reading the answer failed: {err}"), None),
+                }
+            }
+            Ok(response) => {
+                let status = response.status();
+                let retry_after = response
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(|secs| Duration::from_secs(secs).min(retry.cap));
+                // A body that breaks off still says what it said so far.
+                let body = read_at_most(response, MAX_ERROR_BODY)
+                    .await
+                    .map(|(bytes, _)| bytes)
+                    .unwrap_or_default();
+                let detail = format!("the server answered {status}: {}", error_message(&body));
+                if status.as_u16() == 429 || status.is_server_error() {
+                    (detail, retry_after)
+                } else {
+                    return Err(detail);
+                }
+            }
+            // Connecting, timing out, a broken connection: transient.
+            Err(err) if err.is_connect() || err.is_timeout() || err.is_request() => {
+                (format!("request failed: {err}"), None)
+            }
+            Err(err) => return Err(format!("request failed: {err}")),
+        };
+        if attempt >= retry.max_retries {
+            return Err(format!(
+                "{retryable} (gave up after {} retries)",
+                retry.max_retries
+            ));
+        }
+        tokio::time::sleep(wait.unwrap_or_else(|| retry.delay(attempt))).await;
+        attempt += 1;
+    }
+}
+
+/// The body, up to `limit` bytes, and whether that was all of it. Read a
+/// chunk at a time: a body without a length (chunked) is held to the
+/// bound as well.
+async fn read_at_most(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if bytes.len() + chunk.len() > limit {
+            let room = limit - bytes.len();
+            bytes.extend_from_slice(&chunk[..room]);
+            return Ok((bytes, false));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((bytes, true))
+}
+
+/// What an error body says: the `error.message` both OpenAI-compatible
+/// servers and Anthropic's API give, else the body as text.
+fn error_message(body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// A loopback server that answers its `i`th connection with
+    /// `responses[i]` (raw HTTP, the connection closed after it), and the
+    /// URL to reach it.
+    async fn server(responses: Vec<Vec<u8>>) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            for response in responses {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut request = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => request.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let _ = socket.write_all(&response).await;
+                let _ = socket.shutdown().await;
+            }
+        });
+        url
+    }
+
+    /// A response without a length: its body runs to the connection's end.
+    fn unsized_response(status: &str, body: &[u8]) -> Vec<u8> {
+        let mut response = format!("HTTP/1.1 {status}\r\nconnection: close\r\n\r\n").into_bytes();
+        response.extend_from_slice(body);
+        response
+    }
+
+    fn quick() -> RetryPolicy {
+        RetryPolicy {
+            max_retries: 2,
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(5),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_without_a_length_is_still_held_to_the_bound() {
+        let huge = vec![b'x'; MAX_ANSWER + 1];
+        let url = server(vec![unsized_response("200 OK", &huge)]).await;
+        let client = reqwest::Client::new();
+        let got = post(quick(), || client.post(&url)).await;
+        assert_eq!(got, Err("the answer is too large".into()));
+    }
+
+    #[tokio::test]
+    async fn an_error_body_is_read_only_so_far() {
+        let huge = vec![b'e'; 4 * MAX_ERROR_BODY];
+        let url = server(vec![unsized_response("400 Bad Request", &huge)]).await;
+        let client = reqwest::Client::new();
+        let got = post(quick(), || client.post(&url))
+            .await
+            .expect_err("a 400");
+        assert!(
+            got.starts_with("the server answered 400 Bad Request: eee"),
+            "{}",
+            &got[..60]
+        );
+        assert!(got.len() < MAX_ERROR_BODY + 100, "{} bytes", got.len());
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried_until_an_answer() {
+        let url = server(vec![
+            unsized_response("529 Overloaded", br#"{"error":{"message":"Overloaded"}}"#),
+            unsized_response("429 Too Many Requests", b"slow down"),
+            unsized_response("200 OK", b"{}"),
+        ])
+        .await;
+        let client = reqwest::Client::new();
+        let got = post(quick(), || client.post(&url)).await;
+        assert_eq!(got, Ok(b"{}".to_vec()));
+        // One retry fewer than it takes: the last failure, and why it stopped.
+        let url = server(vec![
+            unsized_response("503 Service Unavailable", b"down"),
+            unsized_response(
+                "500 Internal Server Error",
+                br#"{"error":{"message":"on fire"}}"#,
+            ),
+        ])
+        .await;
+        let once = RetryPolicy {
+            max_retries: 1,
+            ..quick()
+        };
+        let got = post(once, || client.post(&url)).await;
+        assert_eq!(
+            got,
+            Err(
+                "the server answered 500 Internal Server Error: on fire (gave up after 1 retries)"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn error_bodies_give_their_message() {
+        let openai = br#"{"error":{"message":"slow down","type":"rate_limit"}}"#;
+        assert_eq!(error_message(openai), "slow down");
+        let anthropic =
+            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(error_message(anthropic), "Overloaded");
+        assert_eq!(
+            error_message(b"<html>bad gateway</html>"),
+            "<html>bad gateway</html>"
+        );
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let retry = RetryPolicy {
+            max_retries: 5,
+            base: Duration::from_millis(100),
+            cap: Duration::from_millis(400),
+        };
+        let ms = |d: Duration| d.as_millis();
+        // Many samples per attempt, so the jitter shows its whole range: a
+        // constant delay, or one that never reaches its bound, fails here.
+        let samples =
+            |attempt: u32| -> Vec<u128> { (0..300).map(|_| ms(retry.delay(attempt))).collect() };
+        // The bound doubles from the base until the cap, then stays.
+        let bounds = [100, 200, 400, 400, 400];
+        let mut previous: Option<(u128, u128)> = None;
+        for (attempt, bound) in (0u32..).zip(bounds) {
+            let got = samples(attempt);
+            let min = got.iter().min().expect("samples");
+            let max = got.iter().max().expect("samples");
+            assert!(
+                *min >= bound / 2 && *max <= bound,
+                "attempt {attempt}: delays {min}..={max} ms outside [{}, {bound}]",
+                bound / 2
+            );
+            assert!(
+                *max >= bound * 9 / 10,
+                "attempt {attempt}: delays never come near the bound {bound} ms (max {max})"
+            );
+            assert!(min < max, "attempt {attempt}: no jitter");
+            // Below the cap, every delay of a retry is at least every
+            // delay of the one before: the ranges [b/2, b] and [b, 2b] meet.
+            if let Some((before_bound, before_max)) = previous {
+                if bound > before_bound {
+                    assert!(
+                        *min >= before_max,
+                        "attempt {attempt}: {min} ms < {before_max} ms the attempt before"
+                    );
+                }
+            }
+            previous = Some((bound, *max));
+        }
+        // Far past the cap it stays there, without overflowing.
+        for attempt in [10, 31, 64, u32::MAX] {
+            let got = samples(attempt);
+            assert!(
+                got.iter().all(|d| (200..=400).contains(d)),
+                "attempt {attempt}: {got:?}"
+            );
+            assert!(
+                got.iter().any(|d| *d >= 360),
+                "attempt {attempt}: never at the cap"
+            );
+        }
+    }
+}
