@@ -314,8 +314,18 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         None => None,
     };
 
+    let grpc_metrics = crate::metrics::GrpcMetrics::new(&[
+        pb::FILE_DESCRIPTOR_SET,
+        tonic_health::pb::FILE_DESCRIPTOR_SET,
+    ]);
+    let metrics = Arc::new(crate::metrics::Metrics::new(
+        runtime.clone(),
+        store.clone(),
+        &grpc_metrics,
+    ));
     let router = limits
         .server()
+        .layer(crate::metrics::GrpcLayer(grpc_metrics.clone()))
         .add_service(health_service.clone())
         .add_service(reflection_v1.clone())
         .add_service(reflection_v1alpha.clone())
@@ -363,6 +373,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
             let mut tcp_stop = stop_rx.clone();
             let router = limits
                 .server()
+                .layer(crate::metrics::GrpcLayer(grpc_metrics))
                 .layer(InterceptorLayer::new(check))
                 .layer(listen::TrackStreamsLayer)
                 .add_service(health_service)
@@ -392,6 +403,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
             listener,
             http,
             runtime.clone(),
+            metrics,
             stop_rx.clone(),
         ))),
         _ => None,

@@ -1,6 +1,7 @@
-//! The HTTP edge of event ingress: `serve --http-listen ADDR` takes signed
-//! webhook deliveries on `POST /ingress/<provider>/<instance>` (see
-//! [`webhook`] for what each answer means).
+//! The daemon's HTTP listener, `serve --http-listen ADDR`: signed webhook
+//! deliveries on `POST /ingress/<provider>/<instance>` (see [`webhook`]
+//! for what each answer means), and the operators' `/healthz`, `/readyz`
+//! and `/metrics` (see [`operator`]).
 //!
 //! Plain HTTP/1.1 on the hyper that tonic already runs, on the daemon's
 //! tokio runtime. Every resource a sender can hold is bounded: connections
@@ -24,6 +25,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+pub mod operator;
 pub mod webhook;
 
 /// The body limit when `--max-webhook-bytes` is not given: 1 MiB, as the
@@ -64,6 +66,7 @@ pub async fn serve(
     listener: TcpListener,
     config: HttpConfig,
     runtime: Arc<Runtime>,
+    metrics: Arc<crate::metrics::Metrics>,
     mut stop: watch::Receiver<bool>,
 ) {
     info!(
@@ -96,17 +99,28 @@ pub async fn serve(
             }
         };
         let runtime = runtime.clone();
+        let metrics = metrics.clone();
         let config = config.clone();
         let mut stop = stop.clone();
+        let stopping = stop.clone();
         // Reap finished connections so the set stays small.
         while connections.try_join_next().is_some() {}
         connections.spawn(async move {
             let _permit = permit;
             let (header_timeout, grace) = (config.header_timeout, config.shutdown_grace);
-            let service = service_fn(move |request| {
+            let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let runtime = runtime.clone();
                 let config = config.clone();
+                let operator = operator::answer(
+                    request.method(),
+                    request.uri().path(),
+                    &metrics,
+                    *stopping.borrow(),
+                );
                 async move {
+                    if let Some(answer) = operator {
+                        return Ok::<_, Infallible>(answer);
+                    }
                     let answer = tokio::time::timeout(
                         config.request_timeout,
                         webhook::handle(&runtime, config.max_body, request),

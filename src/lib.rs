@@ -18,4 +18,5 @@ pub mod client;
 pub mod daemon;
 pub mod ingress;
 pub mod memory;
+pub mod metrics;
 pub mod store;

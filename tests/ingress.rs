@@ -6,6 +6,8 @@ mod common;
 
 #[path = "ingress/example.rs"]
 mod example;
+#[path = "ingress/operator.rs"]
+mod operator;
 #[path = "ingress/schedules.rs"]
 mod schedules;
 #[path = "ingress/webhooks.rs"]

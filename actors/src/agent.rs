@@ -6,7 +6,6 @@
 //! In RAM an idle agent is its [`Target`] view, its profile, an empty queue
 //! and a counter; its history lives in the store.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -27,6 +26,7 @@ use run::AbortOnDrop;
 
 mod control;
 mod finish;
+mod queue;
 mod run;
 mod start;
 
@@ -53,7 +53,7 @@ impl Drop for ActiveRun {
 pub struct AgentState {
     target: Target,
     profile: Profile,
-    queue: VecDeque<MessageId>,
+    queue: queue::Queue,
     run: Option<ActiveRun>,
     turns_completed: u64,
     held: bool,
@@ -224,7 +224,7 @@ impl Actor for AgentActor {
         Ok(AgentState {
             target: Target::from(&args.record),
             profile: args.record.profile,
-            queue: args.queue.into(),
+            queue: queue::Queue::new(args.queue, self.ctx.stats.metrics.queued()),
             run: None,
             turns_completed: 0,
             held: args.held,

@@ -80,6 +80,8 @@ pub struct Stats {
     pub restarts: AtomicU64,
     /// Agents whose supervisor gave up on them.
     pub given_up: AtomicU64,
+    /// Turns, tool calls and queues, for `GET /metrics`.
+    pub metrics: crate::metrics::RuntimeMetrics,
 }
 
 /// A future that starts one actor.

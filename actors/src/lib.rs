@@ -42,6 +42,7 @@ pub mod gateway;
 pub mod in_flight;
 pub mod ingress;
 pub mod limits;
+pub mod metrics;
 pub mod plane;
 pub mod process;
 pub mod protocol;

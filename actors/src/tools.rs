@@ -40,7 +40,7 @@ mod workspace;
 pub use crate::views::{task_json, wait_json, work_json};
 pub use agent::agent_view;
 pub use cap::cap_output;
-pub use catalog::{tool_surface, ToolSpec, CATALOG};
+pub use catalog::{family_name, tool_surface, ToolSpec, CATALOG};
 pub use error::{error_json, Classify, ErrorKind, ToolError};
 pub use input::InputError;
 pub use placeholder::{escaped_len, fill_placeholders, InputTooLarge};

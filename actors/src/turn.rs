@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use holarchy_composition::constraint::Policy;
 use holarchy_supervision::limits::{head, MAX_MESSAGE_LEN};
-use holarchy_supervision::{AgentId, BrainConfig, MessageRecord, Profile, RunId};
+use holarchy_supervision::{AgentId, AgentRecord, BrainConfig, MessageRecord, Profile, RunId};
 use serde_json::{json, Value};
 
 use crate::brain::anthropic::AnthropicBrain;
@@ -103,6 +103,28 @@ pub async fn run(
         Ok(None) => return TurnOutcome::BrainFailed("agent record not found".into()),
         Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
     };
+    let kind = record.brain.kind();
+    ctx.stats.metrics.turn_started(kind);
+    let started = std::time::Instant::now();
+    let metered = ctx.clone();
+    let outcome = run_on(ctx, profile, agent_id, run_id, message, record).await;
+    let handled = matches!(outcome, TurnOutcome::Decided { .. });
+    metered
+        .stats
+        .metrics
+        .turn_finished(kind, handled, started.elapsed());
+    outcome
+}
+
+/// The turn of `record`'s agent, once its record is read.
+async fn run_on(
+    ctx: Arc<Ctx>,
+    profile: Profile,
+    agent_id: AgentId,
+    run_id: RunId,
+    message: MessageRecord,
+    record: AgentRecord,
+) -> TurnOutcome {
     let brain = match brain_for(&ctx, &record.brain) {
         Ok(brain) => brain,
         Err(err) => return TurnOutcome::BrainFailed(err),
@@ -333,7 +355,16 @@ async fn run_calls(
                     compose::Check::Approve(layer) => {
                         parked(ctx, agent_id, run_id, &filled, layer).await
                     }
-                    _ => tools::call(ctx, agent_id, profile, &filled).await,
+                    _ => {
+                        let started = std::time::Instant::now();
+                        let result = tools::call(ctx, agent_id, profile, &filled).await;
+                        ctx.stats.metrics.tool_called(
+                            tools::family_name(&result.tool),
+                            result.is_error,
+                            started.elapsed(),
+                        );
+                        result
+                    }
                 }
             }
             Err(err) => ToolResult {

@@ -272,11 +272,7 @@ impl AgentService for AgentApi {
             None => return Err(ApiError::InvalidArgument("give agent_id or name".into()).into()),
         };
         let record = self.record(agent_id)?;
-        let memory = self
-            .runtime
-            .memory_size(agent_id)
-            .await
-            .map_err(ApiError::from)?;
+        let memory = self.runtime.memory_size(agent_id).map_err(ApiError::from)?;
         self.durable().await?;
         Ok(Response::new(pb::AgentGetResult {
             agent: Some(self.summary(&record).await?),

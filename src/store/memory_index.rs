@@ -103,7 +103,8 @@ impl MemoryIndex {
         let (schema, fields) = schema();
         let existing = match source.format_current()? {
             true => open_existing(dir, &schema),
-            false => Err("the index holds an earlier format".to_owned()),
+            false if dir.exists() => Err("the index holds an earlier format".to_owned()),
+            false => Err("there was no index yet".to_owned()),
         };
         let index = match existing {
             Ok(index) => index,
@@ -184,17 +185,17 @@ impl MemoryIndex {
         self.reader.searcher().num_docs()
     }
 
-    /// The agent's entries in the index.
+    /// The agent's entries in the index. Most agents have none, which
+    /// the term dictionaries tell at once; only an agent with entries has
+    /// them counted (deleted ones left out).
     pub fn entries(&self, agent: AgentId) -> Result<u64, StoreError> {
-        let query = TermQuery::new(
-            Term::from_field_text(self.fields.agent, &agent.to_string()),
-            IndexRecordOption::Basic,
-        );
-        let count = self
-            .reader
-            .searcher()
-            .search(&query, &Count)
-            .map_err(failed)?;
+        let term = Term::from_field_text(self.fields.agent, &agent.to_string());
+        let searcher = self.reader.searcher();
+        if searcher.doc_freq(&term).map_err(failed)? == 0 {
+            return Ok(0);
+        }
+        let query = TermQuery::new(term, IndexRecordOption::Basic);
+        let count = searcher.search(&query, &Count).map_err(failed)?;
         Ok(count as u64)
     }
 

@@ -277,6 +277,16 @@ impl SledStore {
         self.stats.snapshot().log();
     }
 
+    /// Adds the commit path's histograms to `registry`.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.stats.register(registry);
+    }
+
+    /// Batches committed so far.
+    pub fn commits(&self) -> u64 {
+        self.stats.commits()
+    }
+
     /// Flushes so far.
     pub fn flushes(&self) -> u64 {
         self.stats.flushes()

@@ -5,14 +5,21 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::{Registry, Unit};
 use serde::Serialize;
 
 /// Buckets of callers served per flush: 0, 1, 2-3, 4-7, ..., 64 and more.
 const WAITER_BUCKETS: usize = 8;
 
 /// The live counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StoreStats {
+    /// For `GET /metrics`: a flush's duration, callers answered per
+    /// flush, and a caller's wait for durability.
+    flush_seconds: Histogram,
+    flush_batch: Histogram,
+    durable_seconds: Histogram,
     flushes: AtomicU64,
     flush_ns: AtomicU64,
     waiters_served: AtomicU64,
@@ -25,6 +32,28 @@ pub struct StoreStats {
     locked_ns: AtomicU64,
 }
 
+impl Default for StoreStats {
+    fn default() -> Self {
+        Self {
+            // 50 us to about 3 s.
+            flush_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            // 1 to 4,096 callers.
+            flush_batch: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
+            durable_seconds: Histogram::new(exponential_buckets(0.000_05, 2.0, 16)),
+            flushes: AtomicU64::default(),
+            flush_ns: AtomicU64::default(),
+            waiters_served: AtomicU64::default(),
+            most_waiters: AtomicU64::default(),
+            waiters_per_flush: Default::default(),
+            wait_ns: AtomicU64::default(),
+            commits: AtomicU64::default(),
+            lock_wait_ns: AtomicU64::default(),
+            longest_lock_wait_ns: AtomicU64::default(),
+            locked_ns: AtomicU64::default(),
+        }
+    }
+}
+
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -32,6 +61,8 @@ fn nanos(d: Duration) -> u64 {
 impl StoreStats {
     /// A flush that took `took` and answered `waiters` callers.
     pub fn record_flush(&self, took: Duration, waiters: usize) {
+        self.flush_seconds.observe(took.as_secs_f64());
+        self.flush_batch.observe(waiters as f64);
         self.flushes.fetch_add(1, Ordering::Relaxed);
         self.flush_ns.fetch_add(nanos(took), Ordering::Relaxed);
         self.waiters_served
@@ -47,6 +78,7 @@ impl StoreStats {
 
     /// A caller waited `took` from asking for durability to its answer.
     pub fn record_wait(&self, took: Duration) {
+        self.durable_seconds.observe(took.as_secs_f64());
         self.wait_ns.fetch_add(nanos(took), Ordering::Relaxed);
     }
 
@@ -59,6 +91,32 @@ impl StoreStats {
         self.longest_lock_wait_ns
             .fetch_max(nanos(waited), Ordering::Relaxed);
         self.locked_ns.fetch_add(nanos(held), Ordering::Relaxed);
+    }
+
+    /// Adds the histograms to `registry`, and the commits counted so far.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register_with_unit(
+            "store_flush_duration",
+            "Time one flush of the store took (write and fsync)",
+            Unit::Seconds,
+            self.flush_seconds.clone(),
+        );
+        registry.register(
+            "store_flush_batch",
+            "Callers one flush answered (commits made durable together)",
+            self.flush_batch.clone(),
+        );
+        registry.register_with_unit(
+            "store_commit_latency",
+            "Time a caller waited for its commit to be durable",
+            Unit::Seconds,
+            self.durable_seconds.clone(),
+        );
+    }
+
+    /// Commits applied so far.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     /// Flushes so far.

@@ -125,6 +125,15 @@ pub static CATALOG: &[ToolSpec] = &[
 ];
 
 /// The tools an agent with this profile may call, in catalog order.
+/// The family a tool name belongs to, for metrics: `unknown` for a name
+/// no tool has (a brain may call anything).
+pub fn family_name(tool: &str) -> &'static str {
+    CATALOG
+        .iter()
+        .find(|spec| spec.name == tool)
+        .map_or("unknown", |spec| spec.family.name())
+}
+
 pub fn tool_surface(profile: Profile) -> impl Iterator<Item = &'static ToolSpec> {
     CATALOG
         .iter()

@@ -1,0 +1,57 @@
+//! The operators' routes on the HTTP listener, beside the webhooks:
+//! `GET /healthz` (the process answers), `GET /readyz` (the runtime is
+//! recovered and not shutting down) for load balancers, and
+//! `GET /metrics` (see [`crate::metrics`]). None takes a token: they say
+//! how much and how fast, never what an agent holds.
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::header::CONTENT_TYPE;
+use hyper::{Method, Response, StatusCode};
+
+use super::webhook::Answer;
+use crate::metrics::Metrics;
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+fn text(status: StatusCode, content_type: &'static str, body: String) -> Answer {
+    let mut answer = Response::new(Full::new(Bytes::from(body)));
+    *answer.status_mut() = status;
+    answer.headers_mut().insert(
+        CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(content_type),
+    );
+    answer
+}
+
+/// The answer to an operator's route, or `None` for any other request.
+pub fn answer(method: &Method, path: &str, metrics: &Metrics, stopping: bool) -> Option<Answer> {
+    let route = matches!(path, "/healthz" | "/readyz" | "/metrics");
+    if !route {
+        return None;
+    }
+    if method != Method::GET && method != Method::HEAD {
+        return Some(text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            "use GET\n".into(),
+        ));
+    }
+    Some(match path {
+        "/healthz" => text(StatusCode::OK, "text/plain", "ok\n".into()),
+        "/readyz" if stopping => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "stopping\n".into(),
+        ),
+        "/readyz" => text(StatusCode::OK, "text/plain", "ready\n".into()),
+        _ => match metrics.encode() {
+            Ok(body) => text(StatusCode::OK, OPENMETRICS, body),
+            Err(_) => text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain",
+                "the metrics could not be written\n".into(),
+            ),
+        },
+    })
+}

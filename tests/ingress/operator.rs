@@ -1,0 +1,102 @@
+//! The operators' routes on the same HTTP listener: `/healthz` and
+//! `/readyz` answer without a token, and `/metrics` is OpenMetrics text
+//! that counts turns, tool calls and gRPC calls by fixed labels only,
+//! never naming an agent.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::common::{create, data_dir, free_addr, handled, script, send, Daemon};
+use holarchy::api::pb;
+
+/// One HTTP/1.1 request; the status, the content type and the body.
+async fn fetch(addr: &str, method: &str, path: &str) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(addr).await.expect("connects");
+    let head =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.expect("sent");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer))
+        .await
+        .expect("answered in time")
+        .expect("read");
+    let answer = String::from_utf8(answer).expect("utf-8");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("a status");
+    let content_type = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-type: "))
+        .unwrap_or_default()
+        .to_owned();
+    (status, content_type, body.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_readiness_and_metrics_answer_on_the_http_listener() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let http = free_addr();
+    let daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &http]).await;
+    let mut c = daemon.clients().await;
+
+    assert_eq!(fetch(&http, "GET", "/healthz").await.0, 200);
+    assert_eq!(fetch(&http, "GET", "/readyz").await.0, 200);
+    assert_eq!(fetch(&http, "POST", "/metrics").await.0, 405);
+
+    let agent = create(&mut c, "metered", None).await;
+    send(&mut c, &agent, "hello").await;
+    let calls = serde_json::json!([{ "name": "AgentGet", "input": {} }]);
+    send(&mut c, &agent, &script(calls)).await;
+    handled(&c, &agent, 2).await;
+    let missing = c
+        .agents
+        .get_agent(pb::GetAgentRequest {
+            agent: Some(pb::get_agent_request::Agent::AgentId(
+                "agt_01KQ8Z3V5W0000000000000000".into(),
+            )),
+        })
+        .await;
+    assert_eq!(
+        missing.expect_err("no such agent").code(),
+        tonic::Code::NotFound
+    );
+
+    let (status, content_type, body) = fetch(&http, "GET", "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    for line in [
+        "holarchy_turns_started_total{brain=\"scripted\"} 2",
+        "holarchy_turns_finished_total{brain=\"scripted\",outcome=\"handled\"} 2",
+        "holarchy_turn_duration_seconds_count{brain=\"scripted\"} 2",
+        "holarchy_tool_calls_total{family=\"core\",outcome=\"ok\"} 1",
+        "holarchy_agents{visibility=\"public\"} 1",
+        "holarchy_queued_messages 0",
+        "holarchy_grpc_requests_total{method=\"/holarchy.v1.AgentService/CreateAgent\",code=\"OK\"} 1",
+        "holarchy_grpc_requests_total{method=\"/holarchy.v1.AgentService/GetAgent\",code=\"NOT_FOUND\"} 1",
+    ] {
+        assert!(body.contains(line), "{line} missing from:\n{body}");
+    }
+    for name in [
+        "holarchy_store_commit_latency_seconds_bucket",
+        "holarchy_store_flush_batch_bucket",
+        "holarchy_store_flushes_total",
+        "holarchy_event_log_cursor",
+        "holarchy_process_resident_memory_bytes",
+        "holarchy_tasks_running",
+        "holarchy_waits_armed",
+    ] {
+        assert!(body.contains(name), "{name} missing from:\n{body}");
+    }
+    // Fixed labels only: no series names an agent.
+    assert!(!body.contains(&agent), "{body}");
+    assert!(!body.contains("agt_"), "{body}");
+}
