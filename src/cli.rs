@@ -224,6 +224,11 @@ pub struct ServeArgs {
     /// default 32,000 for openai and anthropic brains and 16,000 for others.
     #[arg(long, value_parser = clap::value_parser!(u64).range(500..=2_000_000))]
     pub context_tokens: Option<u64>,
+    /// Send spans (gRPC calls, turns, brain steps, tool calls) to this
+    /// OpenTelemetry collector over OTLP/HTTP, e.g. http://127.0.0.1:4318
+    /// (its /v1/traces is added to a URL without a path). Off by default.
+    #[arg(long)]
+    pub otlp_endpoint: Option<String>,
     /// Retries of a model request (openai, anthropic) on network errors,
     /// 429 and 5xx.
     #[arg(long, default_value_t = 4)]
@@ -406,6 +411,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
             config.runtime.context_tokens =
                 args.context_tokens.and_then(|n| usize::try_from(n).ok());
+            config.runtime.trace_causes = args.otlp_endpoint.is_some();
             config.runtime.model_retry.max_retries = args.model_retries;
             config.runtime.model_retry.base = Duration::from_millis(args.model_retry_base_ms);
             config.runtime.secrets = secrets;

@@ -20,3 +20,4 @@ pub mod ingress;
 pub mod memory;
 pub mod metrics;
 pub mod store;
+pub mod telemetry;

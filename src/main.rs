@@ -46,20 +46,6 @@ fn main() -> std::process::ExitCode {
     // comes before the daemon makes itself non-dumpable (`serve`), after
     // which a non-root process cannot read its own /proc files.
     let scrubbed = secrets.scrub_process_memory();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .finish()
-        .with(filter_fn(|meta| {
-            !is_actor_loop_span(meta) && !is_index_chatter(meta)
-        }))
-        .init();
-    if let Err(err) = scrubbed {
-        tracing::warn!(error = %err, "cannot scrub secrets from the process's initial environment");
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -70,7 +56,43 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cli::run(cli, secrets)) {
+    // Spans go to a collector only when `serve` names one.
+    let otlp = match &cli.command {
+        cli::Command::Serve(args) => args.otlp_endpoint.as_deref(),
+        _ => None,
+    };
+    let (traces, tracer) =
+        match otlp.map(|url| holarchy::telemetry::otlp(url, runtime.handle().clone())) {
+            None => (None, None),
+            Some(Ok((provider, tracer))) => (Some(provider), Some(tracer)),
+            Some(Err(err)) => {
+                eprintln!("holarchy: --otlp-endpoint: {err}");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .finish()
+        .with(filter_fn(|meta| {
+            !is_actor_loop_span(meta) && !is_index_chatter(meta)
+        }))
+        .with(tracer.map(|tracer| tracing_opentelemetry::layer().with_tracer(tracer)))
+        .init();
+    if let Err(err) = scrubbed {
+        tracing::warn!(error = %err, "cannot scrub secrets from the process's initial environment");
+    }
+    let ran = runtime.block_on(cli::run(cli, secrets));
+    if let Some(provider) = traces {
+        // What is still batched goes out before the process ends.
+        if let Err(err) = provider.shutdown_with_timeout(std::time::Duration::from_secs(5)) {
+            tracing::warn!(error = %err, "the last spans were not exported");
+        }
+    }
+    match ran {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             // A refusal from the daemon reads best as its code and message.

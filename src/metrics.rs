@@ -14,6 +14,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use holarchy_actors::Runtime;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -323,28 +325,32 @@ where
         let method = self.metrics.method(request.uri().path());
         let metrics = self.metrics.clone();
         let started = Instant::now();
+        let span = crate::telemetry::call_span(method, request.headers());
         let answer = self.inner.call(request);
-        Box::pin(async move {
-            let answer = answer.await;
-            let code = match &answer {
-                Ok(response) => code_name(
-                    response
-                        .headers()
-                        .get("grpc-status")
-                        .map(|value| value.as_bytes()),
-                ),
-                Err(_) => "UNAVAILABLE",
-            };
-            metrics
-                .calls
-                .get_or_create(&[("method", method), ("code", code)])
-                .inc();
-            metrics
-                .seconds
-                .get_or_create(&[("method", method)])
-                .observe(started.elapsed().as_secs_f64());
-            answer
-        })
+        Box::pin(
+            async move {
+                let answer = answer.await;
+                let code = match &answer {
+                    Ok(response) => code_name(
+                        response
+                            .headers()
+                            .get("grpc-status")
+                            .map(|value| value.as_bytes()),
+                    ),
+                    Err(_) => "UNAVAILABLE",
+                };
+                metrics
+                    .calls
+                    .get_or_create(&[("method", method), ("code", code)])
+                    .inc();
+                metrics
+                    .seconds
+                    .get_or_create(&[("method", method)])
+                    .observe(started.elapsed().as_secs_f64());
+                answer
+            }
+            .instrument(span),
+        )
     }
 }
 

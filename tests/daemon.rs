@@ -3,6 +3,9 @@
 
 mod common;
 
+#[path = "daemon/traces.rs"]
+mod traces;
+
 use std::time::{Duration, Instant};
 
 use common::{create, data_dir, Daemon};

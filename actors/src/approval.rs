@@ -317,6 +317,7 @@ async fn tell_once(ctx: &Ctx, record: &ApprovalRecord) -> Result<ApprovalRecord,
         .get(record.agent_id)
         .ok_or_else(|| "its agent is not running".to_owned())?;
     let message = NewMessage {
+        cause: None,
         provenance: Provenance::Runtime,
         body: record.outcome_message(MAX_MESSAGE_LEN),
         dedupe_key: Some(format!("approval:{}", record.id)),

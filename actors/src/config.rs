@@ -47,6 +47,9 @@ pub struct RuntimeConfig {
     /// Every brain's context budget in tokens (`serve --context-tokens`);
     /// `None`: each brain kind's default (see `context::tokens`).
     pub context_tokens: Option<usize>,
+    /// Spans are exported (`serve --otlp-endpoint`): an operator's message
+    /// carries its call's span to the turn it causes, as the turn's parent.
+    pub trace_causes: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -68,6 +71,7 @@ impl Default for RuntimeConfig {
             partitions: std::thread::available_parallelism().map_or(1, usize::from),
             skill_roots: Vec::new(),
             context_tokens: None,
+            trace_causes: false,
         }
     }
 }

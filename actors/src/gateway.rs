@@ -75,6 +75,7 @@ impl Actor for GatewayActor {
                 dedupe_key,
                 ack,
                 reply,
+                cause,
             } => match self.route(agent_id) {
                 Ok(actor) => {
                     let message = NewMessage {
@@ -82,6 +83,7 @@ impl Actor for GatewayActor {
                         body,
                         dedupe_key,
                         events: Vec::new(),
+                        cause,
                     };
                     if let Err(MessagingErr::SendErr(AgentMsg::Deliver { reply, .. })) =
                         actor.cast(AgentMsg::Deliver {

@@ -163,6 +163,7 @@ pub async fn publish(
         ))
     })?;
     let message = NewMessage {
+        cause: None,
         provenance: Provenance::Event { event_id },
         body: message_text(&event),
         dedupe_key: Some(message_dedupe_key(&event.dedupe_key)),

@@ -24,6 +24,9 @@ pub struct NewMessage {
     /// only if it is queued (a duplicate logs nothing): an inbound event's
     /// `event_received` is in the log exactly when its message is queued.
     pub events: Vec<holarchy_supervision::EventKind>,
+    /// The span of the call that sent it, when spans are exported: the
+    /// parent of the turn it starts. In memory only.
+    pub cause: Option<tracing::Span>,
 }
 
 /// A message that is on the queue (and, once the reply is sent, durable).
@@ -276,6 +279,8 @@ pub enum GatewayMsg {
         dedupe_key: Option<String>,
         ack: Ack,
         reply: RpcReplyPort<Result<Delivered, DeliverError>>,
+        /// See [`NewMessage::cause`].
+        cause: Option<tracing::Span>,
     },
 }
 

@@ -9,6 +9,7 @@ use holarchy_composition::constraint::Policy;
 use holarchy_supervision::limits::{head, MAX_MESSAGE_LEN};
 use holarchy_supervision::{AgentId, AgentRecord, BrainConfig, MessageRecord, Profile, RunId};
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use crate::brain::anthropic::AnthropicBrain;
 use crate::brain::command::CommandBrain;
@@ -201,7 +202,12 @@ async fn run_on(
             compacted: room.as_ref().and_then(|r| r.compacted.clone()),
             logs_decision: logs_decision.is_some(),
         };
-        let mut plan = match brain.decide(input).await {
+        let decided = brain.decide(input).instrument(tracing::info_span!(
+            "brain_step",
+            brain = brain.name(),
+            step
+        ));
+        let mut plan = match decided.await {
             Ok(plan) => plan,
             Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
         };
@@ -357,7 +363,10 @@ async fn run_calls(
                     }
                     _ => {
                         let started = std::time::Instant::now();
-                        let result = tools::call(ctx, agent_id, profile, &filled).await;
+                        let span = tracing::info_span!("tool_call", tool = %filled.name);
+                        let result = tools::call(ctx, agent_id, profile, &filled)
+                            .instrument(span)
+                            .await;
                         ctx.stats.metrics.tool_called(
                             tools::family_name(&result.tool),
                             result.is_error,

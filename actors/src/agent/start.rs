@@ -150,6 +150,12 @@ impl AgentActor {
         // duplicate (an inbound event's `event_received`).
         let events = message.events;
         let message_id = record.id;
+        if let Some(cause) = message.cause {
+            state
+                .causes
+                .get_or_insert_with(Box::default)
+                .insert(message_id, cause);
+        }
         // Kept only when it can start a turn right away: the queue holds ids.
         let starts_now = state.queue.is_empty()
             && state.run.is_none()
@@ -307,8 +313,20 @@ impl AgentActor {
             // started from the previous one's end would otherwise hang
             // under it, and a long run of turns becomes a chain of spans
             // whose drop recurses until the worker's stack overflows.
-            let span =
-                tracing::info_span!(parent: None, "turn", agent_id = %agent_id, run_id = %run_id);
+            // Under the call that sent its message, when spans are exported
+            // and one did (a W3C traceparent on it continues here).
+            let cause = state.causes.as_mut().and_then(|c| c.remove(&message_id));
+            if state.causes.as_ref().is_some_and(|c| c.is_empty()) {
+                state.causes = None;
+            }
+            let span = match &cause {
+                Some(cause) => {
+                    tracing::info_span!(parent: cause, "turn", agent_id = %agent_id, run_id = %run_id)
+                }
+                None => {
+                    tracing::info_span!(parent: None, "turn", agent_id = %agent_id, run_id = %run_id)
+                }
+            };
             let task = tokio::spawn(
                 run_turn(
                     self.ctx.clone(),

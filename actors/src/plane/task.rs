@@ -151,6 +151,7 @@ pub async fn input(
         why: NotRunning::Restarting,
     })?;
     let message = NewMessage {
+        cause: None,
         provenance: Provenance::Parent {
             agent_id: task.owner_agent_id,
         },

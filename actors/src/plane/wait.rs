@@ -237,6 +237,7 @@ pub async fn deliver(
         DeliverError::Unavailable("the trigger's agent is not available right now".into())
     })?;
     let message = NewMessage {
+        cause: None,
         provenance: Provenance::Trigger { wait_id },
         body: payload,
         // Scoped to the trigger, so two triggers' keys never collide.

@@ -67,6 +67,7 @@ pub async fn enqueue(
         why: NotRunning::Restarting,
     })?;
     let message = NewMessage {
+        cause: None,
         provenance: Provenance::SelfQueued,
         body,
         dedupe_key: None,

@@ -196,6 +196,7 @@ impl Runtime {
             .gateway()
             .ok_or_else(|| DeliverError::Unavailable("gateway not running".into()))?;
         let timeout = Some(self.ctx.config.call_timeout);
+        let cause = self.ctx.config.trace_causes.then(tracing::Span::current);
         let result = gateway
             .call(
                 |reply| GatewayMsg::Ingress {
@@ -204,6 +205,7 @@ impl Runtime {
                     dedupe_key,
                     ack: Ack::Durable,
                     reply,
+                    cause,
                 },
                 timeout,
             )
@@ -242,6 +244,7 @@ impl Runtime {
                 dedupe_key: message.dedupe_key,
                 ack: Ack::Applied,
                 reply: tx.into(),
+                cause: self.ctx.config.trace_causes.then(tracing::Span::current),
             });
             pending.push(match sent {
                 Ok(()) => Ok(rx),
