@@ -321,6 +321,11 @@ pub async fn events(clients: &mut Clients, after: u64) -> Vec<pb::Event> {
 
 /// An agent's summary, by id.
 pub async fn get_agent(c: &mut Clients, agent_id: &str) -> pb::AgentSummary {
+    get_agent_result(c, agent_id).await.agent.expect("summary")
+}
+
+/// GetAgent's whole answer: the summary and what its memory holds.
+pub async fn get_agent_result(c: &mut Clients, agent_id: &str) -> pb::AgentGetResult {
     c.agents
         .get_agent(pb::GetAgentRequest {
             agent: Some(pb::get_agent_request::Agent::AgentId(agent_id.into())),
@@ -328,8 +333,6 @@ pub async fn get_agent(c: &mut Clients, agent_id: &str) -> pb::AgentSummary {
         .await
         .expect("agent")
         .into_inner()
-        .agent
-        .expect("summary")
 }
 
 /// The task handle behind `task_id`; panics if the daemon does not know it.

@@ -12,13 +12,8 @@ use holarchy::client::Clients;
 
 /// GetAgent's memory figures for the agent.
 async fn memory_of(c: &mut Clients, agent_id: &str) -> pb::AgentMemory {
-    c.agents
-        .get_agent(pb::GetAgentRequest {
-            agent: Some(pb::get_agent_request::Agent::AgentId(agent_id.into())),
-        })
+    common::get_agent_result(c, agent_id)
         .await
-        .expect("agent")
-        .into_inner()
         .memory
         .expect("GetAgent reports memory")
 }
