@@ -1,7 +1,9 @@
 //! One turn, whichever brain: build what the brain sees (the agent, the
 //! message, the tool catalog, bounded context), ask it for a decision, run
 //! its tool calls through the runtime, give the results back, and repeat
-//! until it calls no tool or the step limit is reached.
+//! until it calls no tool or the step limit is reached. A brain that
+//! streams writes each step's text to the agent's reply watchers as it
+//! comes, and adds what its model calls spend to the turn's meter.
 
 use std::sync::Arc;
 
@@ -13,8 +15,9 @@ use serde_json::{json, Value};
 use crate::brain::anthropic::AnthropicBrain;
 use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
-use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput};
+use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput, UsageMeter};
 use crate::protocol::{ToolResult, TurnDecision, TurnOutcome};
+use crate::replies::ReplySink;
 use crate::tools::{self, ErrorKind, ToolError};
 use crate::Ctx;
 use crate::{compose, context};
@@ -97,6 +100,7 @@ pub async fn run(
     agent_id: AgentId,
     run_id: RunId,
     message: MessageRecord,
+    usage: UsageMeter,
 ) -> TurnOutcome {
     let record = match ctx.store.agent(agent_id) {
         Ok(Some(record)) => record,
@@ -158,7 +162,7 @@ pub async fn run(
     for step in 1..=max_steps {
         // Before the brain sees them: the turn's steps within its budget.
         if let Some(room) = room.as_mut() {
-            room.fit(&ctx, brain.as_ref(), agent_id, run_id, &mut steps)
+            room.fit(&ctx, brain.as_ref(), agent_id, run_id, &mut steps, &usage)
                 .await;
         }
         // Taken after the fit: a step compacted away is in the summary, not
@@ -178,6 +182,15 @@ pub async fn run(
             steps: steps.clone(),
             compacted: room.as_ref().and_then(|r| r.compacted.clone()),
             logs_decision: logs_decision.is_some(),
+            replies: Some(ReplySink::new(
+                ctx.replies.clone(),
+                ctx.config.secrets.clone(),
+                agent_id,
+                run_id,
+                message.id,
+                step,
+            )),
+            usage: usage.clone(),
         };
         let mut plan = match brain.decide(input).await {
             Ok(plan) => plan,

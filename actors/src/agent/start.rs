@@ -309,6 +309,7 @@ impl AgentActor {
             // whose drop recurses until the worker's stack overflows.
             let span =
                 tracing::info_span!(parent: None, "turn", agent_id = %agent_id, run_id = %run_id);
+            let usage = crate::brain::UsageMeter::default();
             let task = tokio::spawn(
                 run_turn(
                     self.ctx.clone(),
@@ -316,6 +317,7 @@ impl AgentActor {
                     agent_id,
                     run_id,
                     message,
+                    usage.clone(),
                     myself.clone(),
                 )
                 .instrument(span),
@@ -324,6 +326,7 @@ impl AgentActor {
             state.run = Some(ActiveRun {
                 run_id,
                 message_id,
+                usage,
                 task: task.abort_handle(),
                 busy: self.ctx.stats.busy.clone(),
                 _in_flight: in_flight,
