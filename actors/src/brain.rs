@@ -11,8 +11,10 @@
 //!   with function calling.
 //! - [`anthropic::AnthropicBrain`]: Anthropic's Messages API with tool use.
 //!
-//! The two model brains share their prompt text, `RecordDecision` and their
-//! HTTP retries through [`model`].
+//! The two model brains share their prompt text, `RecordDecision`, their
+//! HTTP retries and the reading of streamed answers through [`model`]; as
+//! they read, they write each step's text to [`TurnInput::replies`] and
+//! what their calls spent to [`TurnInput::usage`].
 
 use std::future::Future;
 use std::pin::Pin;

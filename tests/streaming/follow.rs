@@ -128,6 +128,23 @@ async fn send_follow_prints_the_reply_as_it_is_written() {
         (&json!("end"), &json!("completed"), &json!(texts.concat()))
     );
 
+    // What the two turns spent, as `agent get` shows it.
+    let got = holarchy(&daemon.data_dir, &["agent", "get", "teller"]);
+    let got = got.wait_with_output().await.expect("agent get");
+    let text = String::from_utf8_lossy(&got.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l == "tokens       20 prompt (0 cached), 8 completion, over 2 turn(s)"),
+        "{text}"
+    );
+    let got = holarchy(&daemon.data_dir, &["--json", "agent", "get", "teller"]);
+    let got = got.wait_with_output().await.expect("agent get");
+    let value: Value = serde_json::from_slice(&got.stdout).expect("JSON");
+    assert_eq!(
+        value["usage"],
+        json!({ "prompt_tokens": 20, "completion_tokens": 8, "cached_tokens": 0, "turns": 2 })
+    );
+
     // A brain that does not stream: the reply is printed when it is made.
     crate::common::create(&mut c, "plain", None).await;
     let child = holarchy(

@@ -296,3 +296,66 @@ async fn a_stream_cut_every_time_fails_the_turn_and_records_no_reply() {
     assert_eq!(usage(&mut c, &id).await.turns, 0);
     assert_eq!(stub.requests().len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aborted_turn_records_what_its_finished_steps_spent_and_watchers_see_its_end() {
+    // The first step calls a tool; the second streams a little and then
+    // hangs until the operator aborts the turn.
+    let hang = stub::openai(
+        &["Thinking ", "about it ", "forever"],
+        None,
+        Tokens(5, 5, 0),
+    );
+    let at = piece_of(&hang, "forever", 7);
+    let never = Arc::new(Notify::new());
+    let stub = stub::start(Arc::new(move |request: &Value, _| {
+        if has_tool_result(request) {
+            Answer::Stream(Stream {
+                gate: Some((at, never.clone())),
+                ..Stream::of(hang.clone())
+            })
+        } else {
+            Answer::Stream(Stream::of(stub::openai(
+                &[],
+                Some(("AgentGet", &["{}"])),
+                Tokens(80, 8, 16),
+            )))
+        }
+    }))
+    .await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = daemon(&root).await;
+    let mut c = daemon.clients().await;
+    let id = openai_agent(&mut c, "ponderer", &stub).await;
+    let mut replies = Replies::open(&mut c, &id).await;
+    let message_id = crate::common::send(&mut c, &id, "think").await;
+    let early = replies.deltas(2).await;
+    assert!(early.iter().all(|e| e.step == 2), "{early:?}");
+    let aborted = c
+        .agents
+        .abort_run(pb::AbortRunRequest {
+            agent_id: id.clone(),
+            run_id: early[0].run_id.clone(),
+        })
+        .await
+        .expect("aborted")
+        .into_inner();
+    assert_eq!(aborted.aborted_run_id, early[0].run_id);
+    let rest = replies.until_end(&message_id).await;
+    let end = end_of(&rest);
+    assert_eq!(
+        (end.outcome.as_str(), end.reply.as_deref()),
+        ("aborted", None)
+    );
+    let totals = usage(&mut c, &id).await;
+    assert_eq!(
+        (totals.prompt_tokens, totals.cached_tokens, totals.turns),
+        (80, 16, 1)
+    );
+    let log = events_of(&mut c, &id).await;
+    let tail: Vec<&str> = log.iter().rev().take(3).map(|e| e.kind.as_str()).collect();
+    assert!(
+        tail.contains(&"turn_usage") && tail.contains(&"run_finished"),
+        "{tail:?}"
+    );
+}
