@@ -18,6 +18,8 @@ use crate::secrets::Secrets;
 
 /// Events one agent's channel holds for its slowest watcher.
 pub const CAPACITY: usize = 256;
+/// Bytes of text one delta carries at most.
+pub const MAX_DELTA: usize = 64 * 1024;
 
 /// One thing a watcher of an agent's replies is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,7 +188,18 @@ impl ReplySink {
         // where a secret or a token starts.
         let text = String::from_utf8(bytes)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-        self.send(ReplyKind::Delta(text));
+        // A server may send a whole answer as one piece: watchers get it in
+        // pieces of at most MAX_DELTA bytes, whole characters each.
+        let mut rest = text.as_str();
+        while rest.len() > MAX_DELTA {
+            let mut cut = MAX_DELTA;
+            while !rest.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            self.send(ReplyKind::Delta(rest[..cut].to_owned()));
+            rest = &rest[cut..];
+        }
+        self.send(ReplyKind::Delta(rest.to_owned()));
     }
 
     fn send(&self, kind: ReplyKind) {
@@ -260,6 +273,28 @@ mod tests {
             "no piece of the secret went out: {got:?}"
         );
         assert!(texts(&mut theirs).is_empty(), "another agent's watcher");
+    }
+
+    #[test]
+    fn a_long_delta_goes_out_in_pieces_of_whole_characters() {
+        let hub = Arc::new(Replies::default());
+        let secrets = Arc::new(Secrets::default());
+        let agent = AgentId::generate();
+        let mut watcher = hub.watch(agent);
+        let long = "\u{e9}".repeat(MAX_DELTA);
+        let mut writer = sink(&hub, &secrets, agent);
+        writer.delta(&long);
+        writer.flush();
+        let pieces: Vec<String> = texts(&mut watcher)
+            .into_iter()
+            .filter_map(|k| match k {
+                ReplyKind::Delta(text) => Some(text),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(pieces.len(), 2);
+        assert!(pieces.iter().all(|p| p.len() <= MAX_DELTA));
+        assert_eq!(pieces.concat(), long);
     }
 
     #[test]
