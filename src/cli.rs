@@ -8,6 +8,7 @@ mod brain_args;
 mod connection_args;
 mod context;
 mod export;
+mod follow;
 mod instances;
 mod limit_args;
 mod memory;
@@ -319,6 +320,9 @@ pub enum AgentCommand {
         /// Makes retries safe: the same key sends the message once.
         #[arg(long)]
         dedupe_key: Option<String>,
+        /// Print the reply as the model writes it, until the turn ends.
+        #[arg(long)]
+        follow: bool,
     },
     /// An agent's messages and replies, oldest first.
     Messages {
@@ -633,7 +637,7 @@ async fn agent_command(
                 .await?
                 .into_inner();
             if let Some(summary) = updated.agent {
-                out.agent_detail(&summary);
+                out.agent_detail(&summary, None);
             }
         }
         AgentCommand::Create {
@@ -700,24 +704,25 @@ async fn agent_command(
                 .await?
                 .into_inner();
             if let Some(summary) = found.agent {
-                out.agent_detail(&summary);
+                out.agent_detail(&summary, found.usage.as_ref());
             }
         }
         AgentCommand::Send {
             agent,
             text,
             dedupe_key,
+            follow,
         } => {
             let agent_id = resolve(&mut clients, agent).await?;
-            let sent = clients
-                .agents
-                .send_message(pb::SendMessageRequest {
-                    agent_id,
-                    text: text.clone(),
-                    dedupe_key: dedupe_key.clone().unwrap_or_default(),
-                })
-                .await?
-                .into_inner();
+            let request = pb::SendMessageRequest {
+                agent_id: agent_id.clone(),
+                text: text.clone(),
+                dedupe_key: dedupe_key.clone().unwrap_or_default(),
+            };
+            if *follow {
+                return follow::send(clients, agent_id, request, out).await;
+            }
+            let sent = clients.agents.send_message(request).await?.into_inner();
             out.sent(&sent);
         }
         AgentCommand::Archive { agent } => {

@@ -36,6 +36,9 @@ mod start;
 struct ActiveRun {
     run_id: RunId,
     message_id: MessageId,
+    /// What the turn's model calls spent so far: read at its end, or when
+    /// it is aborted.
+    usage: crate::brain::UsageMeter,
     task: AbortHandle,
     busy: Arc<AtomicUsize>,
     /// Keeps the turn listed for a graceful shutdown until it ends.

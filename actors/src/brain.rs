@@ -11,14 +11,19 @@
 //!   with function calling.
 //! - [`anthropic::AnthropicBrain`]: Anthropic's Messages API with tool use.
 //!
-//! The two model brains share their prompt text, `RecordDecision` and their
-//! HTTP retries through [`model`].
+//! The two model brains share their prompt text, `RecordDecision`, their
+//! HTTP retries and the reading of streamed answers through [`model`]; as
+//! they read, they write each step's text to [`TurnInput::replies`] and
+//! what their calls spent to [`TurnInput::usage`].
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use holarchy_supervision::{AgentId, RunId};
+use holarchy_supervision::{AgentId, RunId, TokenUsage};
 use serde::{Deserialize, Serialize};
+
+use crate::replies::ReplySink;
 
 use crate::context::compact::{truncation, CompactRequest, Compaction};
 use crate::context::tokens::Tokenizer;
@@ -92,6 +97,32 @@ pub struct TurnInput {
     /// a brain may offer its model a way to give one.
     #[serde(skip)]
     pub logs_decision: bool,
+    /// Where a brain that streams its model's answer writes the step's
+    /// text as it comes, for the agent's watchers (never stored).
+    #[serde(skip)]
+    pub replies: Option<ReplySink>,
+    /// Where a brain that calls a model adds the tokens it spent.
+    #[serde(skip)]
+    pub usage: UsageMeter,
+}
+
+/// The tokens one turn's model calls spent so far. Shared by the turn and
+/// its agent, so what a turn spent is recorded even when it is aborted or
+/// runs past its deadline. Brains that report nothing leave it empty, and
+/// their turns record no usage.
+#[derive(Debug, Clone, Default)]
+pub struct UsageMeter(Arc<Mutex<Option<TokenUsage>>>);
+
+impl UsageMeter {
+    pub fn add(&self, usage: TokenUsage) {
+        let mut total = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        total.get_or_insert_with(TokenUsage::default).add(usage);
+    }
+
+    /// What was spent, if anything was reported, leaving the meter empty.
+    pub fn take(&self) -> Option<TokenUsage> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
 }
 
 /// One tool call a brain asks for. `input` is a JSON value.

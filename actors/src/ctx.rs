@@ -38,6 +38,8 @@ pub struct Ctx {
     pub skills: crate::skills::Skills,
     /// Slots for command-brain steps, one process each, across the daemon.
     pub brain_processes: Arc<tokio::sync::Semaphore>,
+    /// Replies as model brains write them, for the agents' watchers.
+    pub replies: Arc<crate::replies::Replies>,
     /// Task ids whose command output grew or ended, for followers.
     output_events: tokio::sync::broadcast::Sender<holarchy_supervision::TaskId>,
 
@@ -201,6 +203,7 @@ impl Ctx {
             usage: limits::Usage::default(),
             brain_processes,
             output_events: tokio::sync::broadcast::channel(1024).0,
+            replies: Arc::default(),
             // A stalled server must not hold a turn until its deadline: the
             // request fails and is retried like any transient error.
             http: reqwest::Client::builder()

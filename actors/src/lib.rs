@@ -5,7 +5,8 @@
 //! 1. Data and leaf services: [`protocol`] (the messages actors exchange,
 //!    data only), [`store`] (the storage trait), [`structure`] (per-agent
 //!    locks), [`limits`], [`process`], [`sandbox`], [`secrets`],
-//!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`brain`]
+//!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`replies`]
+//!    (replies as they are written, for watchers), [`brain`]
 //!    (the brain trait and brains), [`skills`] (the skill catalog),
 //!    [`compose`] (an agent's role and tool policy).
 //! 2. [`directory`] (running actors by id), [`config`] and [`ctx`] (what
@@ -47,6 +48,7 @@ pub mod plane;
 pub mod process;
 pub mod protocol;
 pub mod quota;
+pub mod replies;
 pub mod runtime;
 pub mod sandbox;
 pub mod secrets;

@@ -288,7 +288,8 @@ impl Secrets {
                 | Write::PutLiveAgent(_)
                 | Write::PutIntent(_)
                 | Write::DeleteIntent(_)
-                | Write::PutWorkspaces(_) => {}
+                | Write::PutWorkspaces(_)
+                | Write::AddUsage { .. } => {}
             }
         }
     }

@@ -30,7 +30,7 @@ use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
     AgentId, AgentRecord, CleanupId, EventKind, MessageId, MessageRecord, OutputChunk, TaskId,
-    TaskRecord, WaitId, WaitRecord, WorkItemId, WorkItemRecord,
+    TaskRecord, TokenUsage, WaitId, WaitRecord, WorkItemId, WorkItemRecord,
 };
 
 /// Why the store could not do what was asked.
@@ -115,6 +115,12 @@ pub enum Write {
     PutMessage(MessageRecord),
     /// An agent's workspace projection, new or changed.
     PutWorkspaces(Projection),
+    /// Adds one turn's token usage to the agent's totals (a tree of their
+    /// own, read by `GetAgent`), in the same transaction as the turn's end.
+    AddUsage {
+        agent_id: AgentId,
+        usage: TokenUsage,
+    },
 }
 
 /// Record writes and events that land together or not at all.

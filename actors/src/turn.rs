@@ -1,7 +1,9 @@
 //! One turn, whichever brain: build what the brain sees (the agent, the
 //! message, the tool catalog, bounded context), ask it for a decision, run
 //! its tool calls through the runtime, give the results back, and repeat
-//! until it calls no tool or the step limit is reached.
+//! until it calls no tool or the step limit is reached. A brain that
+//! streams writes each step's text to the agent's reply watchers as it
+//! comes, and adds what its model calls spend to the turn's meter.
 
 use std::sync::Arc;
 
@@ -14,8 +16,9 @@ use tracing::Instrument;
 use crate::brain::anthropic::AnthropicBrain;
 use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
-use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput};
+use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput, UsageMeter};
 use crate::protocol::{ToolResult, TurnDecision, TurnOutcome};
+use crate::replies::ReplySink;
 use crate::tools::{self, ErrorKind, ToolError};
 use crate::Ctx;
 use crate::{compose, context};
@@ -98,6 +101,7 @@ pub async fn run(
     agent_id: AgentId,
     run_id: RunId,
     message: MessageRecord,
+    usage: UsageMeter,
 ) -> TurnOutcome {
     let record = match ctx.store.agent(agent_id) {
         Ok(Some(record)) => record,
@@ -108,7 +112,7 @@ pub async fn run(
     ctx.stats.metrics.turn_started(kind);
     let started = std::time::Instant::now();
     let metered = ctx.clone();
-    let outcome = run_on(ctx, profile, agent_id, run_id, message, record).await;
+    let outcome = run_on(ctx, profile, agent_id, run_id, message, record, usage).await;
     let handled = matches!(outcome, TurnOutcome::Decided { .. });
     metered
         .stats
@@ -125,6 +129,7 @@ async fn run_on(
     run_id: RunId,
     message: MessageRecord,
     record: AgentRecord,
+    usage: UsageMeter,
 ) -> TurnOutcome {
     let brain = match brain_for(&ctx, &record.brain) {
         Ok(brain) => brain,
@@ -181,7 +186,7 @@ async fn run_on(
     for step in 1..=max_steps {
         // Before the brain sees them: the turn's steps within its budget.
         if let Some(room) = room.as_mut() {
-            room.fit(&ctx, brain.as_ref(), agent_id, run_id, &mut steps)
+            room.fit(&ctx, brain.as_ref(), agent_id, run_id, &mut steps, &usage)
                 .await;
         }
         // Taken after the fit: a step compacted away is in the summary, not
@@ -201,6 +206,15 @@ async fn run_on(
             steps: steps.clone(),
             compacted: room.as_ref().and_then(|r| r.compacted.clone()),
             logs_decision: logs_decision.is_some(),
+            replies: Some(ReplySink::new(
+                ctx.replies.clone(),
+                ctx.config.secrets.clone(),
+                agent_id,
+                run_id,
+                message.id,
+                step,
+            )),
+            usage: usage.clone(),
         };
         let decided = brain.decide(input).instrument(tracing::info_span!(
             "brain_step",

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use holarchy_actors::protocol::{AgentSnapshot, Control};
 use holarchy_actors::{DeliverError, NewAgent, Outgoing, Runtime};
-use holarchy_supervision::{limits, AgentId, AgentRecord, BrainConfig, MessageId, WorkStatus};
+use holarchy_supervision::{
+    limits, AgentId, AgentRecord, BrainConfig, MessageId, Visibility, WorkStatus,
+};
 use tokio::sync::watch;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
@@ -21,6 +23,7 @@ use super::read_model::ReadModel;
 
 mod context_view;
 mod events;
+mod replies;
 
 /// Default and largest page sizes for listings.
 const DEFAULT_PAGE: usize = 100;
@@ -194,6 +197,7 @@ pub(crate) fn page<R, T: budget::Bounded>(
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<pb::Event, Status>> + Send>>;
+type ReplyStream = Pin<Box<dyn Stream<Item = Result<pb::ReplyEvent, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl AgentService for AgentApi {
@@ -273,12 +277,23 @@ impl AgentService for AgentApi {
         };
         let record = self.record(agent_id)?;
         let memory = self.runtime.memory_size(agent_id).map_err(ApiError::from)?;
+        let usage = self
+            .store
+            .usage_of(agent_id)
+            .map_err(ApiError::from)?
+            .unwrap_or_default();
         self.durable().await?;
         Ok(Response::new(pb::AgentGetResult {
             agent: Some(self.summary(&record).await?),
             memory: Some(pb::AgentMemory {
                 notes: memory.notes,
                 entries: memory.entries,
+            }),
+            usage: Some(pb::AgentUsage {
+                prompt_tokens: usage.tokens.prompt_tokens,
+                completion_tokens: usage.tokens.completion_tokens,
+                cached_tokens: usage.tokens.cached_tokens,
+                turns: usage.turns,
             }),
         }))
     }
@@ -482,6 +497,7 @@ impl AgentService for AgentApi {
         Ok(Response::new(pb::AgentGetResult {
             agent: Some(self.summary(&record).await?),
             memory: None,
+            usage: None,
         }))
     }
 
@@ -532,6 +548,27 @@ impl AgentService for AgentApi {
             follow: req.follow,
         };
         let stream = events::stream(self.store.clone(), watch, self.shutdown.clone());
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    type WatchRepliesStream = ReplyStream;
+
+    #[instrument(skip_all, fields(agent_id = %request.get_ref().agent_id))]
+    async fn watch_replies(
+        &self,
+        request: Request<pb::WatchRepliesRequest>,
+    ) -> Result<Response<Self::WatchRepliesStream>, Status> {
+        let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
+        let record = self.record(agent_id)?;
+        // What operators may send to, they may watch: public agents.
+        if record.profile.visibility != Visibility::Public {
+            return Err(ApiError::PermissionDenied(format!(
+                "agent {agent_id} is private: watch its supervisor instead"
+            ))
+            .into());
+        }
+        let receiver = self.runtime.watch_replies(agent_id);
+        let stream = replies::stream(agent_id, receiver, self.shutdown.clone());
         Ok(Response::new(Box::pin(stream)))
     }
 }

@@ -4,8 +4,8 @@
 
 use holarchy_actors::{DurableFuture, StoreError};
 use holarchy_supervision::{
-    AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, WaitRecord, WorkItemId,
-    WorkItemRecord,
+    AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, UsageTotals, WaitRecord,
+    WorkItemId, WorkItemRecord,
 };
 use tokio::sync::watch;
 
@@ -30,6 +30,9 @@ pub trait ReadModel: Send + Sync + std::fmt::Debug + 'static {
         limit: usize,
     ) -> Result<Vec<MessageRecord>, StoreError>;
     fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError>;
+    /// The tokens the agent's turns spent, summed; `None` before any turn
+    /// reported usage.
+    fn usage_of(&self, agent_id: AgentId) -> Result<Option<UsageTotals>, StoreError>;
     fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError>;
     fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError>;
     /// Durable events after `cursor`, oldest first.
@@ -73,6 +76,10 @@ impl ReadModel for SledStore {
 
     fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError> {
         holarchy_actors::Store::waits_of(self, owner)
+    }
+
+    fn usage_of(&self, agent_id: AgentId) -> Result<Option<UsageTotals>, StoreError> {
+        SledStore::usage_of(self, agent_id)
     }
 
     fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError> {

@@ -157,9 +157,20 @@ impl Output {
         }
     }
 
-    pub fn agent_detail(&self, a: &pb::AgentSummary) {
+    /// One agent, with the tokens its turns spent when the answer has
+    /// them (`agent get`).
+    pub fn agent_detail(&self, a: &pb::AgentSummary, usage: Option<&pb::AgentUsage>) {
         if self.json {
-            say!("{}", agent_json(a));
+            let mut value = agent_json(a);
+            if let Some(u) = usage {
+                value["usage"] = json!({
+                    "prompt_tokens": u.prompt_tokens,
+                    "completion_tokens": u.completion_tokens,
+                    "cached_tokens": u.cached_tokens,
+                    "turns": u.turns,
+                });
+            }
+            say!("{value}");
             return;
         }
         let families = a
@@ -216,6 +227,15 @@ impl Output {
         }
         for wait in &a.waiting_on {
             say!("waiting on   {wait}");
+        }
+        if let Some(u) = usage.filter(|u| u.turns > 0) {
+            say!(
+                "tokens       {} prompt ({} cached), {} completion, over {} turn(s)",
+                u.prompt_tokens,
+                u.cached_tokens,
+                u.completion_tokens,
+                u.turns
+            );
         }
     }
 

@@ -27,6 +27,8 @@
 //! - `agent_approvals`: agent id ++ approval id -> (empty): an agent's approvals, oldest first
 //! - `open_approvals`: agent id ++ approval id -> (empty): approvals not yet decided and told
 //! - `context`: agent id                 -> ContextRecord, its running summary (not in batches)
+//! - `usage`:   agent id                  -> UsageTotals: tokens its turns spent (added to in
+//!   the batch of each turn's end)
 //! - `memory`, `memory_keys`, `memory_counts`, `memory_queue`, `memory_meta`:
 //!   agents' notes and their indexing (not in batches; see `memory`)
 //!
@@ -43,7 +45,8 @@ use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
     AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, OutputChunk, TaskId,
-    TaskRecord, TaskStatus, WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
+    TaskRecord, TaskStatus, UsageTotals, WaitId, WaitRecord, WaitStatus, WorkItemId,
+    WorkItemRecord,
 };
 use sled::Tree;
 use tokio::sync::watch;
@@ -73,6 +76,7 @@ const OUTPUT: &str = "output";
 const PUBLIC: &str = "public";
 const WORKSPACES: &str = "workspaces";
 const WORKTREES: &str = "worktrees";
+const USAGE: &str = "usage";
 /// Outside the batch path: see `instances`.
 const INSTANCES: &str = "instances";
 /// Outside the batch path: see `inbound`.
@@ -86,7 +90,7 @@ const OPEN_APPROVALS: &str = "open_approvals";
 const CONTEXT: &str = "context";
 
 /// Every tree, in the order `apply::apply` takes them in a transaction.
-const APPLY_ORDER: [&str; 19] = [
+const APPLY_ORDER: [&str; 20] = [
     AGENTS,
     NAMES,
     MESSAGES,
@@ -106,6 +110,7 @@ const APPLY_ORDER: [&str; 19] = [
     PUBLIC,
     WORKSPACES,
     WORKTREES,
+    USAGE,
 ];
 
 fn backend(err: sled::Error) -> StoreError {
@@ -185,6 +190,7 @@ pub struct SledStore {
     agent_approvals: Tree,
     open_approvals: Tree,
     context: Tree,
+    usage: Tree,
     /// Agents' notes and their search index.
     memory: memory::Memory,
     /// Applies batches (see `writer`).
@@ -257,6 +263,7 @@ impl SledStore {
             agent_approvals: tree(AGENT_APPROVALS)?,
             open_approvals: tree(OPEN_APPROVALS)?,
             context: tree(CONTEXT)?,
+            usage: tree(USAGE)?,
             memory: memory::Memory::open(&db, path, group.watermark())?,
             events,
             grouped: Grouped::start(writer.clone())?,
@@ -330,6 +337,12 @@ impl SledStore {
             }
         }
         Ok(page)
+    }
+
+    /// The tokens `agent_id`'s turns spent, summed; `None` before any
+    /// turn reported usage.
+    pub fn usage_of(&self, agent_id: AgentId) -> Result<Option<UsageTotals>, StoreError> {
+        self.get(&self.usage, USAGE, &agent_id.to_bytes())
     }
 
     /// Durable events after `cursor`, at most `limit`.

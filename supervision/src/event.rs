@@ -152,6 +152,17 @@ pub enum EventKind {
         requires_approval: bool,
         explicit: bool,
     },
+    /// Tokens one turn's model calls spent (its decisions and any
+    /// compaction), in the same commit as its `run_finished`; absent for
+    /// brains that report none (scripted, command). Last, so logs written
+    /// before it still decode.
+    TurnUsage {
+        run_id: RunId,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        /// Of `prompt_tokens`, those read from the provider's prompt cache.
+        cached_tokens: u64,
+    },
 }
 
 impl EventKind {
@@ -174,6 +185,7 @@ impl EventKind {
             EventKind::InstanceChanged { .. } => "instance_changed",
             EventKind::EventReceived { .. } => "event_received",
             EventKind::Decided { .. } => "decided",
+            EventKind::TurnUsage { .. } => "turn_usage",
         }
     }
 }
@@ -190,7 +202,9 @@ impl EventKind {
             EventKind::AgentStateChanged { reason, .. } | EventKind::AgentRestarted { reason } => {
                 f(reason)
             }
-            EventKind::MessageQueued { .. } | EventKind::RunStarted { .. } => {}
+            EventKind::MessageQueued { .. }
+            | EventKind::RunStarted { .. }
+            | EventKind::TurnUsage { .. } => {}
             EventKind::StepDecided { reply, .. } => reply.iter_mut().for_each(f),
             EventKind::ToolCalled {
                 tool,

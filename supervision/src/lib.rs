@@ -20,6 +20,7 @@
 //! - [`limits`]: input validation shared by the API and the actors.
 //! - [`patch`]: unified diffs, parsed and applied to text (the `ApplyPatch` tool).
 //! - [`workspace`]: attached workspaces, the active one, child projection modes.
+//! - [`usage`]: tokens model brains spent, per turn and per agent.
 
 pub mod brain;
 pub mod cleanup;
@@ -35,6 +36,7 @@ pub mod recovery;
 pub mod restart;
 pub mod spawn;
 pub mod task;
+pub mod usage;
 pub mod wait;
 pub mod work;
 pub mod workspace;
@@ -52,5 +54,6 @@ pub use record::{
     AgentRecord, LifecycleState, MessageEvent, MessageRecord, MessageStatus, Provenance,
 };
 pub use task::{ExitInfo, OutputChunk, ProcessRef, Stream, TaskKind, TaskRecord, TaskStatus};
+pub use usage::{TokenUsage, UsageTotals};
 pub use wait::{WaitKind, WaitRecord, WaitStatus};
 pub use work::{PlanStep, StepStatus, WorkItemRecord, WorkStatus};

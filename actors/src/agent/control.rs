@@ -44,14 +44,13 @@ impl AgentActor {
                 let Some(run) = run else {
                     return Err(ControlError::NoRun);
                 };
-                let mut batch = Batch::new().event(
+                // What the turn spent until now is recorded with its end.
+                let mut batch = super::finish::finished_run(
+                    Batch::new(),
                     agent_id,
-                    EventKind::RunFinished {
-                        run_id: run.run_id,
-                        message_id: run.message_id,
-                        outcome: RunOutcome::Aborted,
-                        detail: "operator_aborted".into(),
-                    },
+                    &run,
+                    RunOutcome::Aborted,
+                    "operator_aborted".into(),
                 );
                 if let Some(mut message) = self.ctx.store.message(agent_id, run.message_id)? {
                     if let Some(aborted) = message
@@ -63,9 +62,17 @@ impl AgentActor {
                     }
                 }
                 let aborted = run.run_id;
-                // Dropping the run cancels its brain and tool future.
-                drop(run);
+                // Cancels its brain and tool future now; the run itself is
+                // dropped below, once its end is written.
+                run.task.abort();
                 self.set_lifecycle(state, LifecycleState::Paused, "operator_aborted", batch)?;
+                let ended = super::finish::Ended {
+                    outcome: RunOutcome::Aborted,
+                    reply: None,
+                    detail: "operator_aborted".into(),
+                };
+                self.tell_end(agent_id, &run, ended, Some(self.ctx.store.durable()));
+                drop(run);
                 return Ok(ControlOutcome {
                     state: state.target.state,
                     aborted_run: Some(aborted),

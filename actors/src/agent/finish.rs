@@ -2,12 +2,13 @@
 //! left for the agent to commit with whatever comes next.
 
 use holarchy_composition::decision::{Decision, ToolCall, MAX_REASON_BYTES};
-use holarchy_supervision::{EventKind, MessageEvent, RunId, RunOutcome};
+use holarchy_supervision::{AgentId, EventKind, MessageEvent, RunId, RunOutcome};
 use ractor::{ActorProcessingErr, ActorRef};
 use tracing::{debug, warn};
 
 use super::{ActiveRun, AgentActor, AgentState};
 use crate::protocol::{AgentMsg, ToolResult, TurnDecision, TurnDone, TurnOutcome};
+use crate::replies::{ReplyEvent, ReplyKind};
 use crate::store::{Batch, StoreError, Write};
 
 /// What a finished turn leaves for its agent to do once it is written.
@@ -17,6 +18,50 @@ pub(super) struct Finished {
     pub(super) run: Option<ActiveRun>,
     /// A done child's result for its parent.
     pub(super) result: Option<String>,
+    /// How the turn ended, for watchers of its replies.
+    pub(super) ended: Option<Ended>,
+}
+
+/// How a turn ended, as its reply watchers are told.
+pub(super) struct Ended {
+    pub(super) outcome: RunOutcome,
+    pub(super) reply: Option<String>,
+    pub(super) detail: String,
+}
+
+/// The turn's `run_finished`, after what its model calls spent: the
+/// `turn_usage` event and the agent's totals, in the same commit. A turn
+/// whose brain reported nothing records nothing.
+pub(super) fn finished_run(
+    batch: Batch,
+    agent_id: AgentId,
+    run: &ActiveRun,
+    outcome: RunOutcome,
+    detail: String,
+) -> Batch {
+    let mut batch = batch;
+    if let Some(usage) = run.usage.take() {
+        batch = batch
+            .event(
+                agent_id,
+                EventKind::TurnUsage {
+                    run_id: run.run_id,
+                    prompt_tokens: usage.prompt_tokens,
+                    completion_tokens: usage.completion_tokens,
+                    cached_tokens: usage.cached_tokens,
+                },
+            )
+            .write(Write::AddUsage { agent_id, usage });
+    }
+    batch.event(
+        agent_id,
+        EventKind::RunFinished {
+            run_id: run.run_id,
+            message_id: run.message_id,
+            outcome,
+            detail,
+        },
+    )
 }
 
 impl AgentActor {
@@ -39,9 +84,9 @@ impl AgentActor {
         let agent_id = state.id();
         let run_id = run.run_id;
         let message_id = run.message_id;
-        finished.run = Some(run);
         let Some(mut message) = self.ctx.store.message(agent_id, message_id)? else {
             warn!(agent_id = %agent_id, run_id = %run_id, "message of finished turn missing from store");
+            finished.run = Some(run);
             return Ok(finished);
         };
         let mut batch = Batch::new();
@@ -105,21 +150,19 @@ impl AgentActor {
                 if let Some(decided) = decided {
                     batch = batch.event(agent_id, decided);
                 }
-                batch = batch.event(
-                    agent_id,
-                    EventKind::RunFinished {
-                        run_id,
-                        message_id,
-                        outcome: RunOutcome::Completed,
-                        detail: match (done, step_limit) {
-                            (true, _) => "done".into(),
-                            (false, Some(steps)) => format!(
-                                "step_limit: the turn stopped after {steps} steps (--max-steps-per-turn)"
-                            ),
-                            (false, None) => String::new(),
-                        },
-                    },
-                );
+                let detail = match (done, step_limit) {
+                    (true, _) => "done".into(),
+                    (false, Some(steps)) => format!(
+                        "step_limit: the turn stopped after {steps} steps (--max-steps-per-turn)"
+                    ),
+                    (false, None) => String::new(),
+                };
+                finished.ended = Some(Ended {
+                    outcome: RunOutcome::Completed,
+                    reply: reply.clone(),
+                    detail: detail.clone(),
+                });
+                batch = finished_run(batch, agent_id, &run, RunOutcome::Completed, detail);
                 message.status = message
                     .status
                     .next(MessageEvent::Finish {
@@ -134,15 +177,12 @@ impl AgentActor {
             }
             TurnOutcome::BrainFailed(detail) => {
                 let detail = crate::secrets::redact_trigger_tokens(&detail);
-                batch = batch.event(
-                    agent_id,
-                    EventKind::RunFinished {
-                        run_id,
-                        message_id,
-                        outcome: RunOutcome::Failed,
-                        detail,
-                    },
-                );
+                finished.ended = Some(Ended {
+                    outcome: RunOutcome::Failed,
+                    reply: None,
+                    detail: detail.clone(),
+                });
+                batch = finished_run(batch, agent_id, &run, RunOutcome::Failed, detail);
                 message.status = message
                     .status
                     .next(MessageEvent::Finish {
@@ -153,6 +193,7 @@ impl AgentActor {
             }
         }
         state.turns_completed += 1;
+        finished.run = Some(run);
         finished.batch = batch.write(Write::PutMessage(message));
         Ok(finished)
     }
@@ -226,22 +267,75 @@ impl AgentActor {
         state: &mut AgentState,
         done: TurnDone,
     ) -> Result<(), ActorProcessingErr> {
-        let Finished { batch, run, result } = self.finish_turn(state, done)?;
-        match result {
+        let Finished {
+            batch,
+            run,
+            result,
+            ended,
+        } = self.finish_turn(state, done)?;
+        let flushed = match result {
             // A child that is done starts no other turn: it ends.
             Some(output) => {
                 // Its flush is the hand-over's to wait for.
-                drop(self.commit(batch).await?);
+                let flushed = self.commit(batch).await?;
                 self.hand_over(state.id(), output);
+                Some(flushed)
             }
-            None => {
-                self.start_turns(myself, state, None, batch)
-                    .await
-                    .into_result()?;
-            }
+            None => self
+                .start_turns(myself, state, None, batch)
+                .await
+                .into_result()?,
+        };
+        if let (Some(run), Some(ended)) = (&run, ended) {
+            self.tell_end(state.id(), run, ended, flushed);
         }
         // Only now, with the turn written, may a shutdown count it as ended.
         drop(run);
         Ok(())
+    }
+
+    /// Tells the agent's reply watchers that a turn ended, once its end is
+    /// durable: a watcher that then reads the message finds its reply.
+    /// Nothing to do (no task) when nobody watches.
+    pub(super) fn tell_end(
+        &self,
+        agent_id: AgentId,
+        run: &ActiveRun,
+        ended: Ended,
+        flushed: Option<crate::store::DurableFuture>,
+    ) {
+        if !self.ctx.replies.is_watched(agent_id) {
+            return;
+        }
+        // As stored: the store redacts every secret it knows.
+        let secrets = &self.ctx.config.secrets;
+        let reply = ended.reply.map(|mut text| {
+            secrets.redact(&mut text);
+            text
+        });
+        let mut detail = ended.detail;
+        secrets.redact(&mut detail);
+        let event = ReplyEvent {
+            agent_id,
+            run_id: run.run_id,
+            message_id: run.message_id,
+            step: 0,
+            kind: ReplyKind::End {
+                outcome: ended.outcome,
+                reply,
+                detail,
+            },
+        };
+        let replies = self.ctx.replies.clone();
+        tokio::spawn(async move {
+            if let Some(flushed) = flushed {
+                // A flush that failed leaves nothing to tell: the daemon
+                // is going down.
+                if flushed.await.is_err() {
+                    return;
+                }
+            }
+            replies.publish(event);
+        });
     }
 }

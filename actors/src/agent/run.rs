@@ -10,6 +10,7 @@ use holarchy_supervision::{AgentId, MessageRecord, Profile, RunId};
 use ractor::ActorRef;
 use tokio::task::AbortHandle;
 
+use crate::brain::UsageMeter;
 use crate::protocol::{AgentMsg, TurnDone, TurnOutcome};
 use crate::turn;
 use crate::Ctx;
@@ -33,6 +34,7 @@ pub(super) async fn run_turn(
     agent_id: AgentId,
     run_id: RunId,
     message: MessageRecord,
+    usage: UsageMeter,
     myself: ActorRef<AgentMsg>,
 ) {
     // The turn's start (its attempt count) is on disk before the turn
@@ -46,7 +48,8 @@ pub(super) async fn run_turn(
     let deadline = ctx.config.turn_timeout;
     // In this task, not one of its own: a panic is caught here, and
     // aborting this task (the agent went away) takes the turn along.
-    let turn = AssertUnwindSafe(turn::run(ctx, profile, agent_id, run_id, message)).catch_unwind();
+    let turn =
+        AssertUnwindSafe(turn::run(ctx, profile, agent_id, run_id, message, usage)).catch_unwind();
     let outcome = match tokio::time::timeout(deadline, turn).await {
         Ok(Ok(outcome)) => outcome,
         Ok(Err(_panic)) => TurnOutcome::BrainFailed("the turn panicked".into()),

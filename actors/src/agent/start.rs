@@ -327,6 +327,7 @@ impl AgentActor {
                     tracing::info_span!(parent: None, "turn", agent_id = %agent_id, run_id = %run_id)
                 }
             };
+            let usage = crate::brain::UsageMeter::default();
             let task = tokio::spawn(
                 run_turn(
                     self.ctx.clone(),
@@ -334,6 +335,7 @@ impl AgentActor {
                     agent_id,
                     run_id,
                     message,
+                    usage.clone(),
                     myself.clone(),
                 )
                 .instrument(span),
@@ -342,6 +344,7 @@ impl AgentActor {
             state.run = Some(ActiveRun {
                 run_id,
                 message_id,
+                usage,
                 task: task.abort_handle(),
                 busy: self.ctx.stats.busy.clone(),
                 _in_flight: in_flight,

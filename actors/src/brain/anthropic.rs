@@ -7,26 +7,28 @@
 //! is marked for prompt caching. An answer's `text` blocks are the reply,
 //! its `tool_use` blocks the calls; one without calls ends the turn.
 //!
-//! Retries, backoff and body bounds are the OpenAI brain's
-//! ([`super::model::transport`]). The key is read from the named variable
-//! at call time, sent as `x-api-key` and never recorded. An operator abort
-//! drops the turn and the request in flight with it.
-//!
-//! [`AnthropicBrain::send`] sends one request and returns the parsed
-//! message: the one place a streaming transport would replace.
+//! Answers are streamed ([`stream`]): text goes to the agent's watchers as
+//! it comes, and the usage the stream reports is the turn's. Retries,
+//! backoff and body bounds are the OpenAI brain's
+//! ([`super::model::transport`]); a stream that breaks off is asked again
+//! from the start. The key is read from the named variable at call time,
+//! sent as `x-api-key` and never recorded. An operator abort drops the
+//! turn and the request in flight with it.
 
-use reqwest::header::{HeaderValue, CONTENT_TYPE};
+use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 
 use super::model::{self, decision, transport};
-use super::{Brain, BrainError, BrainFuture, CompactFuture, TurnInput, TurnPlan};
+use super::{Brain, BrainError, BrainFuture, CompactFuture, TurnInput, TurnPlan, UsageMeter};
 use crate::context::compact::CompactRequest;
 use crate::context::tokens::Tokenizer;
+use crate::replies::ReplySink;
 
 mod request;
 mod response;
+mod stream;
 mod summary;
 
-pub use response::{Block, Message};
+pub use response::{Block, Message, Usage};
 
 /// The API version this brain speaks (the request and answer shapes).
 pub const API_VERSION: &str = "2023-06-01";
@@ -86,10 +88,11 @@ impl AnthropicBrain {
         Ok(value)
     }
 
-    async fn run(self, input: TurnInput) -> Result<TurnPlan, BrainError> {
+    async fn run(self, mut input: TurnInput) -> Result<TurnPlan, BrainError> {
         let key = self.key()?;
         let body = request::body(&self, &input);
-        let message = self.send(&key, &body).await?;
+        let sink = input.replies.take();
+        let message = self.send(&key, body, sink, &input.usage).await?;
         Ok(response::plan(
             message,
             model::supervised(&input),
@@ -97,27 +100,40 @@ impl AnthropicBrain {
         ))
     }
 
-    /// One Messages API request, after the retries transient failures
-    /// get: the answer parsed.
+    /// One Messages API request, streamed, after the retries transient
+    /// failures get: the answer assembled. Its text goes to `sink` as it
+    /// comes; its usage is added to `usage`.
     pub async fn send(
         &self,
         key: &HeaderValue,
-        body: &serde_json::Value,
+        mut body: serde_json::Value,
+        sink: Option<ReplySink>,
+        usage: &UsageMeter,
     ) -> Result<Message, BrainError> {
         let url = self.url();
+        body["stream"] = serde_json::Value::Bool(true);
         let body = body.to_string();
-        let bytes = transport::post(self.retry, || {
-            self.client
-                .post(&url)
-                .header("x-api-key", key.clone())
-                .header("anthropic-version", API_VERSION)
-                .header(CONTENT_TYPE, "application/json")
-                .body(body.clone())
-        })
+        let mut answer = stream::Answer::new(sink);
+        model::stream::post(
+            self.retry,
+            || {
+                self.client
+                    .post(&url)
+                    .header("x-api-key", key.clone())
+                    .header("anthropic-version", API_VERSION)
+                    .header(CONTENT_TYPE, "application/json")
+                    .header(ACCEPT, "text/event-stream")
+                    .body(body.clone())
+            },
+            &mut answer,
+        )
         .await
         .map_err(failed)?;
-        serde_json::from_slice(&bytes)
-            .map_err(|e| failed(format!("the answer is not a Messages API message: {e}")))
+        let message = answer.finish();
+        if let Some(used) = message.usage {
+            usage.add(used.tokens());
+        }
+        Ok(message)
     }
 }
 

@@ -4,7 +4,8 @@
 //! summary read back), the [`decision::RECORD_DECISION`] function, how a
 //! compaction's answer becomes a [`Compaction`], how a failure is shown
 //! (secrets out, then cut), and the HTTP loop with its retries
-//! ([`transport`]). Each brain keeps only its wire format.
+//! ([`transport`]), streamed answers ([`stream`], events parsed by
+//! [`sse`]). Each brain keeps only its wire format.
 
 use serde_json::Value;
 use tracing::warn;
@@ -15,6 +16,8 @@ use crate::context::tokens::Tokenizer;
 use crate::secrets::Secrets;
 
 pub mod decision;
+pub(crate) mod sse;
+pub(crate) mod stream;
 pub mod transport;
 
 /// Characters of a failure shown to operators (in the turn's events).
@@ -165,7 +168,7 @@ pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::brain::MessageView;
+    use crate::brain::{MessageView, UsageMeter};
 
     /// A turn's input with the fields the model brains read.
     pub(crate) fn input(logs_decision: bool) -> TurnInput {
@@ -188,6 +191,8 @@ pub(crate) mod tests {
             steps: Vec::new(),
             compacted: None,
             logs_decision,
+            replies: None,
+            usage: UsageMeter::default(),
         }
     }
 
@@ -233,6 +238,7 @@ pub(crate) mod tests {
             steps: Vec::new(),
             max_tokens: 100,
             budget: 1000,
+            usage: Default::default(),
         };
         let by_model = compaction(Tokenizer::Estimate, &request, Ok(" summary ".into()));
         assert_eq!(

@@ -3,9 +3,12 @@
 //! The tool catalog becomes functions (their JSON Schemas as parameters);
 //! each earlier step of the turn goes back as the assistant's tool calls
 //! and their results as tool messages; a reply with no tool calls ends the
-//! turn. Network errors, 429 and 5xx are retried with exponential backoff
-//! and jitter up to a limit ([`super::model::transport`], shared with the
-//! Anthropic brain); other errors fail the turn with the server's message.
+//! turn. Answers are streamed ([`stream`]): text goes to the agent's
+//! watchers as it comes, and the usage the last chunk carries is the
+//! turn's. Network errors, 429, 5xx and streams that break off are retried
+//! with exponential backoff and jitter up to a limit
+//! ([`super::model::transport`], shared with the Anthropic brain); other
+//! errors fail the turn with the server's message.
 //! The API key is read from the named environment variable at call time
 //! and never recorded. An operator abort drops the turn, and with it the
 //! request in flight.
@@ -17,14 +20,17 @@
 
 use serde_json::{json, Value};
 
-use super::model::{self, decision, transport};
-use super::{Brain, BrainError, BrainFuture, CompactFuture, ToolCall, TurnInput, TurnPlan};
+use super::model::{self, decision};
+use super::{
+    Brain, BrainError, BrainFuture, CompactFuture, ToolCall, TurnInput, TurnPlan, UsageMeter,
+};
 use crate::context::compact::CompactRequest;
 use crate::context::tokens::Tokenizer;
 
 pub use super::model::decision::RECORD_DECISION;
 pub use super::model::transport::RetryPolicy;
 
+mod stream;
 mod summary;
 
 #[derive(Debug, Clone)]
@@ -188,7 +194,7 @@ impl OpenAiBrain {
         })
     }
 
-    async fn run(self, input: TurnInput) -> Result<TurnPlan, BrainError> {
+    async fn run(self, mut input: TurnInput) -> Result<TurnPlan, BrainError> {
         let key = self.key()?;
         let mut body = json!({
             "model": self.model,
@@ -199,25 +205,45 @@ impl OpenAiBrain {
         if let Some(temperature) = self.temperature {
             body["temperature"] = json!(temperature);
         }
-        let answer = self.complete(&key, &body).await?;
+        let sink = input.replies.take();
+        let answer = self.complete(&key, body, sink, &input.usage).await?;
         plan(&answer, model::supervised(&input), decisions)
     }
 
-    /// One chat completion: its answer as JSON, after the retries
-    /// transient failures get.
-    async fn complete(&self, key: &str, body: &Value) -> Result<Value, BrainError> {
+    /// One chat completion, streamed: its answer as JSON (in the shape of
+    /// one that was not), after the retries transient failures get. Its
+    /// text goes to `sink` as it comes; its usage is added to `usage`.
+    async fn complete(
+        &self,
+        key: &str,
+        mut body: Value,
+        sink: Option<crate::replies::ReplySink>,
+        usage: &UsageMeter,
+    ) -> Result<Value, BrainError> {
         let url = format!("{}/chat/completions", self.base_url.trim_end_matches('/'));
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({ "include_usage": true });
         let body = body.to_string();
-        let bytes = transport::post(self.retry, || {
-            self.client
-                .post(&url)
-                .bearer_auth(key)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(body.clone())
-        })
+        let mut completion = stream::Completion::new(sink);
+        model::stream::post(
+            self.retry,
+            || {
+                self.client
+                    .post(&url)
+                    .bearer_auth(key)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .header(reqwest::header::ACCEPT, "text/event-stream")
+                    .body(body.clone())
+            },
+            &mut completion,
+        )
         .await
         .map_err(failed)?;
-        serde_json::from_slice(&bytes).map_err(|e| failed(format!("the answer is not JSON: {e}")))
+        let (answer, used) = completion.finish();
+        if let Some(used) = used {
+            usage.add(used);
+        }
+        Ok(answer)
     }
 }
 

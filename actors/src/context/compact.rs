@@ -39,6 +39,9 @@ pub struct CompactRequest {
     pub max_tokens: usize,
     /// The brain's whole budget: what a request to summarise may take.
     pub budget: usize,
+    /// Where a brain that asks its model adds the tokens the summary cost:
+    /// they are the turn's.
+    pub usage: crate::brain::UsageMeter,
 }
 
 /// How many of the oldest steps to compact so that what the brain gets
@@ -184,6 +187,7 @@ mod tests {
                 steps: vec![step("AgentGet", 10, false), step("ExecCommand", 10, true)],
                 max_tokens: 500,
                 budget: 2000,
+                usage: Default::default(),
             },
         );
         assert!(first.compacted);
@@ -198,6 +202,7 @@ mod tests {
                 steps: vec![step("Sleep", 10, false)],
                 max_tokens: 500,
                 budget: 2000,
+                usage: Default::default(),
             },
         );
         assert_eq!(second.steps, 3);

@@ -25,6 +25,7 @@ use crate::plane::wait::{self, WaitError};
 use crate::plane::workspace::{self, View, WorkspaceError};
 use crate::protocol::Delivered;
 use crate::protocol::{SchedulerMsg, SchedulerSnapshot};
+use crate::replies::ReplyEvent;
 use crate::store::{DurableFuture, StoreError};
 use crate::tree::Walk;
 use holarchy_composition::approval::ApprovalRecord;
@@ -95,6 +96,12 @@ impl Runtime {
         offset: u64,
     ) -> Result<(TaskRecord, TaskOutput), TaskError> {
         task::output(self.ctx(), task_id, None, offset)
+    }
+
+    /// `agent_id`'s replies as its brain writes them, from now on (see
+    /// [`crate::replies`]). Who may watch is the caller's to check.
+    pub fn watch_replies(&self, agent_id: AgentId) -> broadcast::Receiver<ReplyEvent> {
+        self.ctx().replies.watch(agent_id)
     }
 
     /// Ids of tasks whose output grew or ended, from now on.

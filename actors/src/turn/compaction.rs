@@ -7,7 +7,7 @@
 use holarchy_supervision::{AgentId, RunId};
 use tracing::warn;
 
-use crate::brain::{Brain, StepRecord};
+use crate::brain::{Brain, StepRecord, UsageMeter};
 use crate::context::compact::{self, CompactRequest, Compaction};
 use crate::context::tokens::Tokenizer;
 use crate::context::{Assembled, MAX_RUNNING_SUMMARY_CHARS};
@@ -52,6 +52,7 @@ impl StepRoom {
         agent_id: AgentId,
         run_id: RunId,
         steps: &mut Vec<StepRecord>,
+        usage: &UsageMeter,
     ) {
         let Some(n) = compact::overflow(self.tokenizer, self.room, steps, self.compacted.as_ref())
         else {
@@ -62,6 +63,7 @@ impl StepRoom {
             steps: steps.drain(..n).collect(),
             max_tokens: self.room / 4,
             budget: self.budget,
+            usage: usage.clone(),
         };
         let folded = brain.compact(self.tokenizer, request).await;
         if let Err(err) = self.remember(ctx, agent_id, run_id, &folded).await {

@@ -162,6 +162,23 @@ pub fn event(event: &Event) -> pb::Event {
                 "explicit": explicit,
             })
         }
+        EventKind::TurnUsage {
+            run_id,
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens,
+        } => {
+            out.run_id = run_id.to_string();
+            out.text = format!(
+                "{prompt_tokens} prompt ({cached_tokens} cached) + {completion_tokens} completion tokens"
+            );
+            json!({
+                "run_id": run_id.to_string(),
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "cached_tokens": cached_tokens,
+            })
+        }
         EventKind::CleanupStarted {
             reason,
             agents,

@@ -3,12 +3,14 @@
 //! running tasks) that abort the whole batch.
 
 use holarchy_actors::StoreError;
-use holarchy_supervision::{AgentId, MessageRecord, TaskStatus, WaitRecord, WaitStatus};
+use holarchy_supervision::{
+    AgentId, MessageRecord, TaskStatus, UsageTotals, WaitRecord, WaitStatus,
+};
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
 use super::encoded::Encoded;
-use super::{pair_key, AGENTS, MESSAGES, TASKS, WAITS};
-use crate::store::codec::{decode, decode_agent, decode_task};
+use super::{pair_key, AGENTS, MESSAGES, TASKS, USAGE, WAITS};
+use crate::store::codec::{decode, decode_agent, decode_task, encode};
 
 /// Why a transaction gave up on purpose.
 pub(super) enum Abort {
@@ -45,6 +47,7 @@ pub(super) fn apply(
     let output = &t[15];
     let public_index = &t[16];
     let (workspaces, worktrees) = (&t[17], &t[18]);
+    let usage_totals = &t[19];
     for write in writes {
         match write {
             Encoded::CreateAgent {
@@ -212,6 +215,17 @@ pub(super) fn apply(
             }
             Encoded::DeleteIntent { id } => {
                 cleanups.remove(id.as_slice())?;
+            }
+            Encoded::AddUsage { id, usage } => {
+                let mut totals: UsageTotals = match usage_totals.get(id.as_slice())? {
+                    Some(bytes) => decode(USAGE, &bytes)
+                        .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e)))?,
+                    None => UsageTotals::default(),
+                };
+                totals.add_turn(*usage);
+                let value = encode(USAGE, &totals)
+                    .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e)))?;
+                usage_totals.insert(id.as_slice(), value)?;
             }
         }
     }

@@ -2,7 +2,7 @@
 //! transaction closure, so nothing inside it should allocate or encode.
 
 use holarchy_actors::{StoreError, Write};
-use holarchy_supervision::{AgentId, WaitKind};
+use holarchy_supervision::{AgentId, TokenUsage, WaitKind};
 
 use super::{
     output_key, pair_key, AGENTS, CLEANUPS, MESSAGES, OUTPUT, TASKS, WAITS, WORK, WORKSPACES,
@@ -77,6 +77,12 @@ pub(super) enum Encoded {
     DeleteIntent {
         id: [u8; 16],
     },
+    /// Added to what the tree holds, so encoded inside the transaction
+    /// (four integers; a rerun reads the total afresh).
+    AddUsage {
+        id: [u8; 16],
+        usage: TokenUsage,
+    },
 }
 
 pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
@@ -150,5 +156,9 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
             value: encode(CLEANUPS, intent)?,
         },
         Write::DeleteIntent(id) => Encoded::DeleteIntent { id: id.to_bytes() },
+        Write::AddUsage { agent_id, usage } => Encoded::AddUsage {
+            id: agent_id.to_bytes(),
+            usage: *usage,
+        },
     })
 }

@@ -388,3 +388,85 @@ async fn a_refused_batch_in_a_group_sinks_only_itself() {
     let cursors: Vec<u64> = events.iter().map(|e| e.cursor).collect();
     assert_eq!(cursors, vec![1, 2, 3]);
 }
+
+#[tokio::test]
+async fn turn_usage_is_summed_per_agent_in_the_batch_of_the_turn_and_survives_reopen() {
+    use holarchy_supervision::{TokenUsage, UsageTotals};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let one = agent("one");
+    let two = agent("two");
+    let turn = |prompt: u64| TokenUsage {
+        prompt_tokens: prompt,
+        completion_tokens: 10,
+        cached_tokens: prompt / 2,
+    };
+    let ended = |agent_id: AgentId, usage: TokenUsage| {
+        Batch::new()
+            .write(Write::AddUsage { agent_id, usage })
+            .event(
+                agent_id,
+                EventKind::TurnUsage {
+                    run_id: RunId::generate(),
+                    prompt_tokens: usage.prompt_tokens,
+                    completion_tokens: usage.completion_tokens,
+                    cached_tokens: usage.cached_tokens,
+                },
+            )
+    };
+    {
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+        store.commit(created(&one)).expect("create");
+        store.commit(created(&two)).expect("create");
+        assert_eq!(store.usage_of(one.id).expect("read"), None);
+        // Two turns of one agent in one transaction (a group) add up too.
+        let mut both = ended(one.id, turn(100));
+        let second = ended(one.id, turn(40));
+        both.writes.extend(second.writes);
+        both.events.extend(second.events);
+        store.commit(both).expect("two turns");
+        store
+            .commit_grouped(ended(two.id, turn(7)))
+            .await
+            .expect("grouped")
+            .await
+            .expect("durable");
+        store.close().await;
+    }
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+    assert_eq!(
+        store.usage_of(one.id).expect("read"),
+        Some(UsageTotals {
+            tokens: TokenUsage {
+                prompt_tokens: 140,
+                completion_tokens: 20,
+                cached_tokens: 70
+            },
+            turns: 2
+        })
+    );
+    assert_eq!(
+        store.usage_of(two.id).expect("read").map(|u| u.turns),
+        Some(1)
+    );
+    let kinds: Vec<&str> = store
+        .events_after(0, 100)
+        .expect("events")
+        .iter()
+        .map(|e| e.kind.name())
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| **k == "turn_usage").count(), 3);
+}
+
+#[test]
+fn the_turn_usage_event_is_the_last_variant_so_older_logs_still_decode() {
+    // bincode writes a variant by its index: every variant before it keeps
+    // its number, and logs written before it decode as they did.
+    let event = EventKind::TurnUsage {
+        run_id: RunId::generate(),
+        prompt_tokens: 1,
+        completion_tokens: 2,
+        cached_tokens: 3,
+    };
+    let bytes = crate::store::codec::encode(EVENTS, &event).expect("encodes");
+    assert_eq!(bytes[1], 17, "TurnUsage is variant 17, after Decided (16)");
+}

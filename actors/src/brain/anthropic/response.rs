@@ -4,19 +4,79 @@
 //! keeps what it said, says it was cut, and never runs a tool call it was
 //! still writing (its input may be incomplete).
 
+use holarchy_supervision::TokenUsage;
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::brain::model::decision;
 use crate::brain::{ToolCall, TurnPlan};
 
-/// The answer: what the model wrote and why it stopped.
+/// The answer: what the model wrote, why it stopped, and what it cost.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Message {
     pub content: Vec<Block>,
     #[serde(default)]
     pub stop_reason: Option<String>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
 }
+
+/// Token counts as the Messages API gives them: the prompt in three parts
+/// (uncached, written to the cache, read from it) and the answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub cache_creation_input_tokens: Option<u64>,
+    pub cache_read_input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// Counts a later report gives replace those it repeats (the stream's
+    /// `message_delta` counts are cumulative).
+    pub fn merge(&mut self, later: Usage) {
+        let take = |mine: &mut Option<u64>, theirs: Option<u64>| {
+            if theirs.is_some() {
+                *mine = theirs;
+            }
+        };
+        take(&mut self.input_tokens, later.input_tokens);
+        take(
+            &mut self.cache_creation_input_tokens,
+            later.cache_creation_input_tokens,
+        );
+        take(
+            &mut self.cache_read_input_tokens,
+            later.cache_read_input_tokens,
+        );
+        take(&mut self.output_tokens, later.output_tokens);
+    }
+
+    /// As the runtime counts: every prompt token, the cached part of them,
+    /// and the answer's.
+    pub fn tokens(&self) -> TokenUsage {
+        let read = self.cache_read_input_tokens.unwrap_or(0);
+        TokenUsage {
+            prompt_tokens: self
+                .input_tokens
+                .unwrap_or(0)
+                .saturating_add(self.cache_creation_input_tokens.unwrap_or(0))
+                .saturating_add(read),
+            completion_tokens: self.output_tokens.unwrap_or(0),
+            cached_tokens: read,
+        }
+    }
+}
+
+/// The reply a message's text blocks make: the non-blank ones, joined.
+pub(super) fn reply_text<'a>(texts: impl Iterator<Item = &'a str>) -> Option<String> {
+    let kept: Vec<&str> = texts.filter(|t| !t.trim().is_empty()).collect();
+    (!kept.is_empty()).then(|| kept.join(TEXT_SEPARATOR))
+}
+
+/// Between two text blocks of one reply.
+pub(super) const TEXT_SEPARATOR: &str = "\n\n";
 
 /// One content block. Kinds this brain does not use (thinking, server
 /// tools) are read and left aside.
@@ -46,11 +106,14 @@ pub(super) fn plan(message: Message, supervised: bool, decisions: bool) -> TurnP
     let mut tool_calls: Vec<ToolCall> = Vec::new();
     for block in message.content {
         match block {
-            Block::Text { text } if !text.trim().is_empty() => texts.push(text),
+            Block::Text { text } => texts.push(text),
             Block::ToolUse { name, input } => tool_calls.push(ToolCall { name, input }),
-            Block::Text { .. } | Block::Other => {}
+            Block::Other => {}
         }
     }
+    let mut texts: Vec<String> = reply_text(texts.iter().map(String::as_str))
+        .into_iter()
+        .collect();
     if cut_in_call {
         tool_calls.pop();
         texts.push(
@@ -62,7 +125,7 @@ pub(super) fn plan(message: Message, supervised: bool, decisions: bool) -> TurnP
     if stop == Some("refusal") && texts.is_empty() {
         texts.push("[the model declined to answer]".into());
     }
-    let reply = (!texts.is_empty()).then(|| texts.join("\n\n"));
+    let reply = (!texts.is_empty()).then(|| texts.join(TEXT_SEPARATOR));
     let decision = if decisions {
         decision::take(&mut tool_calls)
     } else {

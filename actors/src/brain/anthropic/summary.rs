@@ -52,7 +52,9 @@ async fn ask(
     request: &CompactRequest,
 ) -> Result<String, BrainError> {
     let key = brain.key()?;
-    let message = brain.send(&key, &body(brain, tokenizer, request)).await?;
+    let message = brain
+        .send(&key, body(brain, tokenizer, request), None, &request.usage)
+        .await?;
     let text: Vec<String> = message
         .content
         .into_iter()
@@ -88,6 +90,7 @@ mod tests {
             steps: Vec::new(),
             max_tokens: 500,
             budget: 4000,
+            usage: Default::default(),
         };
         let body = body(&brain, Tokenizer::Estimate, &request);
         assert_eq!(body["max_tokens"], MAX_SUMMARY_CHARS);

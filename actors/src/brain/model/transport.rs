@@ -4,7 +4,8 @@
 //! a number of retries. Every body is read with a bound, the answer's and
 //! an error's alike, so a server cannot make the daemon hold more than
 //! that. The brains differ only in how they build the request and read
-//! the answer, which stay theirs.
+//! the answer, which stay theirs. The loop itself is
+//! [`super::stream::post`], which reads an answer as a stream or whole.
 
 use std::time::Duration;
 
@@ -49,64 +50,93 @@ pub(crate) const MAX_ANSWER: usize = 4 * 1024 * 1024;
 /// which is cut shorter still before anyone is shown it.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
-/// Posts what `request` builds (a fresh request per attempt) until an
-/// answer comes or retrying is over. The answer's bytes, or why there is
-/// none, for the brain to wrap as its own failure.
-pub(crate) async fn post<F>(retry: RetryPolicy, request: F) -> Result<Vec<u8>, String>
-where
-    F: Fn() -> reqwest::RequestBuilder,
-{
-    let mut attempt = 0;
-    loop {
-        let (retryable, wait) = match request().send().await {
-            Ok(response) if response.status().is_success() => {
-                if response
-                    .content_length()
-                    .is_some_and(|n| n > MAX_ANSWER as u64)
-                {
-                    return Err("the answer is too large".into());
-                }
-                match read_at_most(response, MAX_ANSWER).await {
-                    Ok((bytes, true)) => return Ok(bytes),
-                    Ok((_, false)) => return Err("the answer is too large".into()),
-                    // The body broke off: worth another try.
-                    Err(err) => (format!("reading the answer failed: {err}"), None),
-                }
+/// What one request came to, before its body is read.
+pub(crate) enum Sent {
+    /// A success: the body is the caller's to read.
+    Answer(reqwest::Response),
+    /// A failure that may pass (a 429, a 5xx, a network error), and how
+    /// long the server asked to be left alone.
+    Retry(String, Option<Duration>),
+    /// A failure that will not.
+    Fail(String),
+}
+
+/// Sends one request and sorts its outcome. An error's body is read (with
+/// a bound) for the message it gives.
+pub(crate) async fn send(retry: &RetryPolicy, request: reqwest::RequestBuilder) -> Sent {
+    match request.send().await {
+        Ok(response) if response.status().is_success() => Sent::Answer(response),
+        Ok(response) => {
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|secs| Duration::from_secs(secs).min(retry.cap));
+            // A body that breaks off still says what it said so far.
+            let body = read_at_most(response, MAX_ERROR_BODY)
+                .await
+                .map(|(bytes, _)| bytes)
+                .unwrap_or_default();
+            let detail = format!("the server answered {status}: {}", error_message(&body));
+            if status.as_u16() == 429 || status.is_server_error() {
+                Sent::Retry(detail, retry_after)
+            } else {
+                Sent::Fail(detail)
             }
-            Ok(response) => {
-                let status = response.status();
-                let retry_after = response
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .map(|secs| Duration::from_secs(secs).min(retry.cap));
-                // A body that breaks off still says what it said so far.
-                let body = read_at_most(response, MAX_ERROR_BODY)
-                    .await
-                    .map(|(bytes, _)| bytes)
-                    .unwrap_or_default();
-                let detail = format!("the server answered {status}: {}", error_message(&body));
-                if status.as_u16() == 429 || status.is_server_error() {
-                    (detail, retry_after)
-                } else {
-                    return Err(detail);
-                }
-            }
-            // Connecting, timing out, a broken connection: transient.
-            Err(err) if err.is_connect() || err.is_timeout() || err.is_request() => {
-                (format!("request failed: {err}"), None)
-            }
-            Err(err) => return Err(format!("request failed: {err}")),
-        };
-        if attempt >= retry.max_retries {
-            return Err(format!(
-                "{retryable} (gave up after {} retries)",
-                retry.max_retries
-            ));
         }
-        tokio::time::sleep(wait.unwrap_or_else(|| retry.delay(attempt))).await;
-        attempt += 1;
+        // Connecting, timing out, a broken connection: transient.
+        Err(err) if err.is_connect() || err.is_timeout() || err.is_request() => {
+            Sent::Retry(format!("request failed: {err}"), None)
+        }
+        Err(err) => Sent::Fail(format!("request failed: {err}")),
+    }
+}
+
+/// Waits before retry number `attempt` (0 for the first), or says why
+/// retrying is over.
+pub(crate) async fn backoff(
+    retry: &RetryPolicy,
+    attempt: u32,
+    why: String,
+    wait: Option<Duration>,
+) -> Result<(), String> {
+    if attempt >= retry.max_retries {
+        return Err(format!(
+            "{why} (gave up after {} retries)",
+            retry.max_retries
+        ));
+    }
+    tokio::time::sleep(wait.unwrap_or_else(|| retry.delay(attempt))).await;
+    Ok(())
+}
+
+/// Why an answer's body was not read whole.
+pub(crate) enum Unread {
+    /// Over [`MAX_ANSWER`]: asking again would not help.
+    TooLarge,
+    /// The connection broke off: it may work next time.
+    BrokeOff(String),
+}
+
+/// What a failure says of an answer over the bound.
+pub(crate) const TOO_LARGE: &str = "the answer is too large";
+
+/// A whole answer's body, up to [`MAX_ANSWER`].
+pub(crate) async fn read_answer(response: reqwest::Response) -> Result<Vec<u8>, Unread> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER as u64)
+    {
+        return Err(Unread::TooLarge);
+    }
+    match read_at_most(response, MAX_ANSWER).await {
+        Ok((bytes, true)) => Ok(bytes),
+        Ok((_, false)) => Err(Unread::TooLarge),
+        Err(err) => Err(Unread::BrokeOff(format!(
+            "reading the answer failed: {err}"
+        ))),
     }
 }
 
@@ -146,7 +176,38 @@ fn error_message(body: &[u8]) -> String {
 mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    use super::super::sse::SseEvent;
+    use super::super::stream::{self, Assembler, Fault, Flow};
     use super::*;
+
+    /// Takes a whole answer as its bytes (the servers here do not stream).
+    #[derive(Default)]
+    struct Whole(Vec<u8>);
+
+    impl Assembler for Whole {
+        fn event(&mut self, _: SseEvent) -> Result<Flow, Fault> {
+            Ok(Flow::Done)
+        }
+
+        fn abandon(&mut self, _: &str) {
+            self.0.clear();
+        }
+
+        fn whole(&mut self, body: &[u8]) -> Result<(), String> {
+            self.0 = body.to_vec();
+            Ok(())
+        }
+    }
+
+    /// Posts until a whole answer: its bytes, or why there is none.
+    async fn post<F>(retry: RetryPolicy, request: F) -> Result<Vec<u8>, String>
+    where
+        F: Fn() -> reqwest::RequestBuilder,
+    {
+        let mut whole = Whole::default();
+        stream::post(retry, request, &mut whole).await?;
+        Ok(whole.0)
+    }
 
     /// A loopback server that answers its `i`th connection with
     /// `responses[i]` (raw HTTP, the connection closed after it), and the
@@ -197,7 +258,7 @@ mod tests {
         let url = server(vec![unsized_response("200 OK", &huge)]).await;
         let client = reqwest::Client::new();
         let got = post(quick(), || client.post(&url)).await;
-        assert_eq!(got, Err("the answer is too large".into()));
+        assert_eq!(got, Err(TOO_LARGE.into()));
     }
 
     #[tokio::test]

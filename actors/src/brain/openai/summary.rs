@@ -39,7 +39,7 @@ async fn ask(
     if let Some(temperature) = brain.temperature {
         body["temperature"] = json!(temperature);
     }
-    let answer = brain.complete(&key, &body).await?;
+    let answer = brain.complete(&key, body, None, &request.usage).await?;
     answer
         .pointer("/choices/0/message/content")
         .and_then(Value::as_str)
