@@ -47,6 +47,8 @@ pub struct RuntimeConfig {
     /// Every brain's context budget in tokens (`serve --context-tokens`);
     /// `None`: each brain kind's default (see `context::tokens`).
     pub context_tokens: Option<usize>,
+    /// The MCP servers agents may be allowed (`serve --mcp-config`).
+    pub mcp: Arc<crate::mcp::McpConfig>,
 }
 
 impl Default for RuntimeConfig {
@@ -68,6 +70,7 @@ impl Default for RuntimeConfig {
             partitions: std::thread::available_parallelism().map_or(1, usize::from),
             skill_roots: Vec::new(),
             context_tokens: None,
+            mcp: Arc::default(),
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct Ctx {
     pub skills: crate::skills::Skills,
     /// Slots for command-brain steps, one process each, across the daemon.
     pub brain_processes: Arc<tokio::sync::Semaphore>,
+    /// The MCP servers agents may use, started on demand.
+    pub mcp: crate::mcp::McpServers,
     /// Task ids whose command output grew or ended, for followers.
     output_events: tokio::sync::broadcast::Sender<holarchy_supervision::TaskId>,
 
@@ -182,7 +184,13 @@ impl Ctx {
         let store: Arc<dyn Store> =
             Arc::new(secrets::RedactingStore::new(store, config.secrets.clone()));
         let skills = crate::skills::Skills::load(config.skill_roots.clone());
+        let mcp = crate::mcp::McpServers::new(
+            &config.mcp,
+            config.sandbox.clone(),
+            config.secrets.clone(),
+        );
         Self {
+            mcp,
             store,
             brain,
             skills,

@@ -5,7 +5,8 @@
 //! 1. Data and leaf services: [`protocol`] (the messages actors exchange,
 //!    data only), [`store`] (the storage trait), [`structure`] (per-agent
 //!    locks), [`limits`], [`process`], [`sandbox`], [`secrets`],
-//!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`brain`]
+//!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`mcp`] (MCP
+//!    servers and their connections), [`brain`]
 //!    (the brain trait and brains), [`skills`] (the skill catalog),
 //!    [`compose`] (an agent's role and tool policy).
 //! 2. [`directory`] (running actors by id), [`config`] and [`ctx`] (what
@@ -42,6 +43,7 @@ pub mod gateway;
 pub mod in_flight;
 pub mod ingress;
 pub mod limits;
+pub mod mcp;
 pub mod plane;
 pub mod process;
 pub mod protocol;

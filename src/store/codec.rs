@@ -181,6 +181,7 @@ impl From<AgentRecordV2> for AgentRecord {
             updated_at_ms: v2.updated_at_ms,
             composition: v2.composition,
             context_tokens: None,
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -200,6 +201,7 @@ impl From<AgentRecordV1> for AgentRecord {
             updated_at_ms: v1.updated_at_ms,
             composition: None,
             context_tokens: None,
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -223,6 +225,7 @@ mod tests {
             forked_context: None,
             composition: None,
             context_tokens: None,
+            mcp_servers: Vec::new(),
             created_at_ms: millis,
             updated_at_ms: millis,
         }
