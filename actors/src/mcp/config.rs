@@ -42,8 +42,8 @@ pub struct McpConfig {
 pub struct ServerConfig {
     pub name: String,
     pub transport: Transport,
-    /// How long a call (and the start, up to its first tool listing) may
-    /// take.
+    /// How long a call may take (a start, up to its tool listing, is given
+    /// this or 30 s, whichever is longer).
     pub timeout: Duration,
 }
 
@@ -184,10 +184,12 @@ impl McpConfig {
             if !server_name_ok(&name) {
                 return Err(McpConfigError::BadName(name));
             }
-            let server = entry.check(&name).map_err(|reason| McpConfigError::Server {
-                server: name.clone(),
-                reason,
-            })?;
+            let server = entry
+                .check(&name)
+                .map_err(|reason| McpConfigError::Server {
+                    server: name.clone(),
+                    reason,
+                })?;
             servers.insert(name, server);
         }
         Ok(Self { servers })
@@ -347,7 +349,10 @@ fn check_http(url: &str, header: Option<HeaderEntry>) -> Result<HttpConfig, Stri
                 ));
             }
             let prefix_ok = entry.value_prefix.len() <= MAX_HEADER_PREFIX
-                && entry.value_prefix.bytes().all(|b| (b' '..=b'~').contains(&b));
+                && entry
+                    .value_prefix
+                    .bytes()
+                    .all(|b| (b' '..=b'~').contains(&b));
             if !prefix_ok {
                 return Err(format!(
                     "header `value_prefix` must be at most {MAX_HEADER_PREFIX} printable ASCII bytes"
@@ -397,29 +402,41 @@ mod tests {
         assert!(refused(r#"{"mcpServers": {"Files": {"command": "x"}}}"#).contains("`Files`"));
         assert!(refused(r#"{"mcpServers": {"a__b": {"command": "x"}}}"#).contains("a__b"));
         let long = "a".repeat(MAX_SERVER_NAME + 1);
-        assert!(refused(&format!(r#"{{"mcpServers": {{"{long}": {{"command": "x"}}}}}}"#))
-            .contains(&long));
+        assert!(refused(&format!(
+            r#"{{"mcpServers": {{"{long}": {{"command": "x"}}}}}}"#
+        ))
+        .contains(&long));
         assert!(refused(r#"{"mcpServers": {"a": {}}}"#).contains("give `command`"));
-        assert!(refused(r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#)
-            .contains("not both"));
-        assert!(refused(r#"{"mcpServers": {"a": {"command": "x", "cwd": "/"}}}"#)
-            .contains("unknown field"));
+        assert!(
+            refused(r#"{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}"#)
+                .contains("not both")
+        );
+        assert!(
+            refused(r#"{"mcpServers": {"a": {"command": "x", "cwd": "/"}}}"#)
+                .contains("unknown field")
+        );
         assert!(refused(r#"{"mcpServers": {"a": {"url": "ftp://h/"}}}"#).contains("http"));
-        assert!(refused(r#"{"mcpServers": {"a": {"url": "http://u:p@h/"}}}"#)
-            .contains("credentials"));
+        assert!(
+            refused(r#"{"mcpServers": {"a": {"url": "http://u:p@h/"}}}"#).contains("credentials")
+        );
         assert!(refused(
             r#"{"mcpServers": {"a": {"url": "http://h/", "header": {"name": "X", "value_env": "1X"}}}}"#
         )
         .contains("variable name"));
-        assert!(refused(r#"{"mcpServers": {"a": {"command": "x", "timeout_ms": 5}}}"#)
-            .contains("timeout_ms"));
-        assert!(refused(r#"{"mcpServers": {"a": {"command": "x", "read_write": ["rel"]}}}"#)
-            .contains("absolute"));
+        assert!(
+            refused(r#"{"mcpServers": {"a": {"command": "x", "timeout_ms": 5}}}"#)
+                .contains("timeout_ms")
+        );
+        assert!(
+            refused(r#"{"mcpServers": {"a": {"command": "x", "read_write": ["rel"]}}}"#)
+                .contains("absolute")
+        );
         let many: Vec<String> = (0..=MAX_SERVERS)
             .map(|i| format!(r#""s{i}": {{"command": "x"}}"#))
             .collect();
-        assert!(refused(&format!(r#"{{"mcpServers": {{{}}}}}"#, many.join(",")))
-            .contains("at most"));
+        assert!(
+            refused(&format!(r#"{{"mcpServers": {{{}}}}}"#, many.join(","))).contains("at most")
+        );
         let huge = format!(
             r#"{{"mcpServers": {{"a": {{"command": "{}"}}}}}}"#,
             "x".repeat(MAX_CONFIG_BYTES as usize)
@@ -432,9 +449,10 @@ mod tests {
 
     #[test]
     fn a_stdio_servers_environment_values_never_print() {
-        let config =
-            McpConfig::parse(r#"{"mcpServers": {"a": {"command": "x", "env": {"API_TOKEN": "s3cr3t-value"}}}}"#)
-                .expect("valid");
+        let config = McpConfig::parse(
+            r#"{"mcpServers": {"a": {"command": "x", "env": {"API_TOKEN": "s3cr3t-value"}}}}"#,
+        )
+        .expect("valid");
         assert!(!format!("{config:?}").contains("s3cr3t-value"));
     }
 }

@@ -79,7 +79,10 @@ pub fn sanitize(server: &str, listed: Vec<Tool>, more_pages: bool) -> Listing {
             None
         };
         if let Some(why) = why_not {
-            notes.push(format!("tool `{}` left out: {why}", cut(&tool.name, MAX_NAME)));
+            notes.push(format!(
+                "tool `{}` left out: {why}",
+                cut(&tool.name, MAX_NAME)
+            ));
             continue;
         }
         let schema = Value::Object((*tool.input_schema).clone());

@@ -121,11 +121,11 @@ pub fn spawn(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
-    let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    {
-        (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
-        _ => return Err("its pipes were not made".into()),
-    };
+    let (stdin, stdout, stderr) =
+        match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+            (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
+            _ => return Err("its pipes were not made".into()),
+        };
     let tail = Arc::new(Mutex::new(VecDeque::new()));
     tokio::spawn(keep_tail(stderr, tail.clone()));
     let (stop, stopped) = oneshot::channel::<()>();

@@ -140,13 +140,21 @@ pub async fn catalog(ctx: &Arc<Ctx>, profile: Profile, mcp_servers: &[String]) -
 /// Runs MCP tool `name` (`mcp__<server>__<tool>`) for `caller`. The
 /// server must be one the caller is allowed, and its profile must have the
 /// `mcp` family; otherwise the tool is not in its catalog.
-pub(super) async fn call(ctx: &Arc<Ctx>, caller: Caller, name: &str, input: &Value) -> Result<Value, ToolError> {
+pub(super) async fn call(
+    ctx: &Arc<Ctx>,
+    caller: Caller,
+    name: &str,
+    input: &Value,
+) -> Result<Value, ToolError> {
     let not_in_catalog = || ToolError::from(NotInCatalog(name.to_owned()));
     if !caller.profile.tool_families.contains(ToolFamily::Mcp) {
         return Err(not_in_catalog());
     }
     let rest = name.strip_prefix(PREFIX).ok_or_else(not_in_catalog)?;
-    let record = ctx.store.agent(caller.agent_id)?.ok_or_else(not_in_catalog)?;
+    let record = ctx
+        .store
+        .agent(caller.agent_id)?
+        .ok_or_else(not_in_catalog)?;
     let Some((server, tool)) = record.mcp_servers.iter().find_map(|server| {
         let tool = rest.strip_prefix(server.as_str())?.strip_prefix("__")?;
         Some((server.as_str(), tool))
