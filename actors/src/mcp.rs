@@ -169,11 +169,6 @@ impl McpServers {
         self.slots.contains_key(name)
     }
 
-    /// How many servers are configured.
-    pub fn count(&self) -> usize {
-        self.slots.len()
-    }
-
     /// The live connection to `server`, started if need be.
     pub async fn connection(&self, server: &str) -> Result<Arc<Connection>, McpError> {
         let slot = self
