@@ -114,6 +114,7 @@ async fn phase_create(n: usize, concurrency: usize, batch: usize, dir: &Path) ->
                             initial_message: None,
                             brain: None,
                             context_tokens: None,
+                            mcp_servers: Vec::new(),
                         })
                         .collect();
                     runtime.create_agents(specs).await.expect("agents created");

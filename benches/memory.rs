@@ -148,6 +148,7 @@ async fn agents(store: &Arc<SledStore>, dir: &Path, count: usize) -> Vec<AgentId
             initial_message: None,
             brain: None,
             context_tokens: None,
+            mcp_servers: Vec::new(),
         })
         .collect();
     for chunk in specs.chunks(1_000) {

@@ -150,6 +150,7 @@ async fn turns(opts: &Options) -> (Option<f64>, Option<f64>) {
             initial_message: None,
             brain: None,
             context_tokens: None,
+            mcp_servers: Vec::new(),
         })
         .collect::<Vec<_>>();
     let mut agents = Vec::with_capacity(opts.agents);

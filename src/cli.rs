@@ -268,6 +268,11 @@ pub struct ServeArgs {
     /// `POST /ingress/<provider>/<instance>` (off unless given).
     #[arg(long, value_name = "ADDR")]
     pub http_listen: Option<SocketAddr>,
+    /// MCP servers agents may be allowed (`agent create --mcp-server`): a
+    /// JSON file with an `mcpServers` map (see docs/mcp.md). Checked at
+    /// start; the servers themselves start on first use.
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
     /// Largest webhook body, in bytes; a larger one is answered 413.
     #[arg(long, default_value_t = crate::ingress::DEFAULT_MAX_BODY)]
     pub max_webhook_bytes: usize,
@@ -290,6 +295,11 @@ pub enum AgentCommand {
         /// children inherit it. Default: the daemon's or the brain's.
         #[arg(long)]
         context_tokens: Option<u32>,
+        /// An MCP server (named in the daemon's `--mcp-config`) whose tools
+        /// it may call, as `mcp__<server>__<tool>`; repeatable. Its
+        /// children inherit the list.
+        #[arg(long = "mcp-server", value_name = "NAME")]
+        mcp_servers: Vec<String>,
         #[command(flatten)]
         brain: BrainArgs,
     },
@@ -441,6 +451,10 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                 config.runtime.partitions = usize::from(partitions);
             }
             config.runtime.skill_roots = args.skills_dirs.clone();
+            if let Some(path) = &args.mcp_config {
+                let mcp = holarchy_actors::mcp::McpConfig::load(path)?;
+                config.runtime.mcp = Arc::new(mcp);
+            }
             config.http = args
                 .http_listen
                 .map(|addr| crate::ingress::HttpConfig::new(addr, args.max_webhook_bytes));
@@ -583,6 +597,9 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             for tool in &tools.tools {
                 out.tool(tool);
             }
+            for note in &tools.unavailable {
+                out.tools_unavailable(note);
+            }
             Ok(())
         }
         Command::Status => {
@@ -644,6 +661,7 @@ async fn agent_command(
             name,
             message,
             context_tokens,
+            mcp_servers,
             brain,
         } => {
             let created = clients
@@ -653,6 +671,7 @@ async fn agent_command(
                     name: name.clone(),
                     initial_message: message.clone(),
                     context_tokens: *context_tokens,
+                    mcp_servers: mcp_servers.clone(),
                 })
                 .await?
                 .into_inner();

@@ -72,7 +72,9 @@ fn main() -> std::process::ExitCode {
         };
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+            // The MCP SDK logs each server's self-description (its text
+            // unbounded) at info: only its warnings by default.
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn")),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())

@@ -222,6 +222,7 @@ async fn create_budgeted(
             initial_message: None,
             brain: None,
             context_tokens: Some(tokens),
+            mcp_servers: Vec::new(),
         })
         .await
         .map(|r| r.into_inner().agent_id)

@@ -57,6 +57,7 @@ async fn a_dead_partition_comes_back_with_its_agents_and_the_other_is_untouched(
             initial_message: None,
             brain: None,
             context_tokens: None,
+            mcp_servers: Vec::new(),
         })
         .collect();
     let agents = runtime.create_agents(specs).await.expect("created");

@@ -21,6 +21,7 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
 
     let create_named = |name: &str| pb::CreateAgentRequest {
         context_tokens: None,
+        mcp_servers: Vec::new(),
         name: name.into(),
         initial_message: None,
         brain: None,
@@ -41,6 +42,7 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
         (
             pb::CreateAgentRequest {
                 context_tokens: None,
+                mcp_servers: Vec::new(),
                 name: "big".into(),
                 initial_message: Some("x".repeat(64 * 1024 + 1)),
                 brain: None,

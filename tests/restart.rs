@@ -154,6 +154,7 @@ async fn a_clean_restart_recovers_agents_and_names() {
         .agents
         .create_agent(pb::CreateAgentRequest {
             context_tokens: None,
+            mcp_servers: Vec::new(),
             name: "keeper".into(),
             initial_message: None,
             brain: None,

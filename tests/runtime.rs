@@ -162,6 +162,7 @@ async fn a_turn_cut_short_by_a_crash_is_run_again_on_start() {
             forked_context: None,
             composition: None,
             context_tokens: None,
+            mcp_servers: Vec::new(),
             created_at_ms: 1,
             updated_at_ms: 1,
         };

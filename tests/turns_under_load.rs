@@ -31,6 +31,7 @@ async fn create_agents(c: &mut Clients) -> Vec<String> {
     let agents = (0..AGENTS)
         .map(|i| pb::CreateAgentRequest {
             context_tokens: None,
+            mcp_servers: Vec::new(),
             name: format!("load-{i}"),
             initial_message: None,
             brain: scripted(),

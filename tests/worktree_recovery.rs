@@ -29,6 +29,7 @@ fn agent(name: &str, state: LifecycleState) -> AgentRecord {
         forked_context: None,
         composition: None,
         context_tokens: None,
+        mcp_servers: Vec::new(),
         created_at_ms: 1,
         updated_at_ms: 1,
     }

@@ -50,6 +50,8 @@ pub struct RuntimeConfig {
     /// Spans are exported (`serve --otlp-endpoint`): an operator's message
     /// carries its call's span to the turn it causes, as the turn's parent.
     pub trace_causes: bool,
+    /// The MCP servers agents may be allowed (`serve --mcp-config`).
+    pub mcp: Arc<crate::mcp::McpConfig>,
 }
 
 impl Default for RuntimeConfig {
@@ -72,6 +74,7 @@ impl Default for RuntimeConfig {
             skill_roots: Vec::new(),
             context_tokens: None,
             trace_causes: false,
+            mcp: Arc::default(),
         }
     }
 }

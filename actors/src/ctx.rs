@@ -40,6 +40,8 @@ pub struct Ctx {
     pub brain_processes: Arc<tokio::sync::Semaphore>,
     /// Replies as model brains write them, for the agents' watchers.
     pub replies: Arc<crate::replies::Replies>,
+    /// The MCP servers agents may use, started on demand.
+    pub mcp: crate::mcp::McpServers,
     /// Task ids whose command output grew or ended, for followers.
     output_events: tokio::sync::broadcast::Sender<holarchy_supervision::TaskId>,
 
@@ -186,7 +188,13 @@ impl Ctx {
         let store: Arc<dyn Store> =
             Arc::new(secrets::RedactingStore::new(store, config.secrets.clone()));
         let skills = crate::skills::Skills::load(config.skill_roots.clone());
+        let mcp = crate::mcp::McpServers::new(
+            &config.mcp,
+            config.sandbox.clone(),
+            config.secrets.clone(),
+        );
         Self {
+            mcp,
             store,
             brain,
             skills,

@@ -6,7 +6,8 @@
 //!    data only), [`store`] (the storage trait), [`structure`] (per-agent
 //!    locks), [`limits`], [`process`], [`sandbox`], [`secrets`],
 //!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`replies`]
-//!    (replies as they are written, for watchers), [`brain`]
+//!    (replies as they are written, for watchers), [`mcp`] (MCP servers and
+//!    their connections), [`brain`]
 //!    (the brain trait and brains), [`skills`] (the skill catalog),
 //!    [`compose`] (an agent's role and tool policy).
 //! 2. [`directory`] (running actors by id), [`config`] and [`ctx`] (what
@@ -43,6 +44,7 @@ pub mod gateway;
 pub mod in_flight;
 pub mod ingress;
 pub mod limits;
+pub mod mcp;
 pub mod metrics;
 pub mod plane;
 pub mod process;

@@ -57,6 +57,9 @@ pub struct NewAgent {
     /// [`holarchy_supervision::limits::check_context_tokens`]); `None`: the
     /// daemon's or its brain kind's.
     pub context_tokens: Option<u32>,
+    /// The daemon's MCP servers (by name) whose tools it may call; each
+    /// must be in the daemon's MCP configuration.
+    pub mcp_servers: Vec<String>,
 }
 
 /// Why an agent was not created.
@@ -68,6 +71,10 @@ pub enum CreateError {
     InvalidBrain(#[from] holarchy_supervision::brain::BrainConfigError),
     #[error("an agent named `{0}` already exists")]
     NameTaken(String),
+    #[error("no MCP server named `{0}` in the daemon's MCP configuration (serve --mcp-config)")]
+    UnknownMcpServer(String),
+    #[error("mcp_servers names `{0}` more than once")]
+    DuplicateMcpServer(String),
     #[error("at most {max} agents per call")]
     TooMany { max: usize },
     #[error(transparent)]

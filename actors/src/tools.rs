@@ -14,6 +14,8 @@
 //! - `error`: [`ToolError`] and its kinds.
 //! - one file per plane: `agent`, `task`, `command`, `wait`, `work`,
 //!   `workspace`; `memory` (the agent's notes); and `skill` (an instance's skills) (the record shapes they share are [`crate::views`]).
+//! - `mcp`: the tools of MCP servers (`mcp__<server>__<tool>`), listed
+//!   at run time beside the typed ones, and the whole [`Catalog`].
 //! - `placeholder`, `cap`: bounds on inputs and outputs.
 
 use holarchy_supervision::{AgentId, Profile};
@@ -27,6 +29,7 @@ mod catalog;
 mod command;
 mod error;
 mod input;
+mod mcp;
 mod memory;
 mod placeholder;
 mod schema;
@@ -43,6 +46,7 @@ pub use cap::cap_output;
 pub use catalog::{family_name, tool_surface, ToolSpec, CATALOG};
 pub use error::{error_json, Classify, ErrorKind, ToolError};
 pub use input::InputError;
+pub use mcp::{catalog, Catalog, CatalogEntry};
 pub use placeholder::{escaped_len, fill_placeholders, InputTooLarge};
 pub use tool::{Caller, Plane, Spec, Tool};
 
@@ -70,9 +74,13 @@ pub async fn call(
     call: &ToolCall,
 ) -> ToolResult {
     let caller = Caller { agent_id, profile };
-    let outcome = match tool_surface(profile).find(|spec| spec.name == call.name) {
-        Some(spec) => spec.call(ctx, caller, &call.input).await,
-        None => Err(NotInCatalog(call.name.clone()).into()),
+    let outcome = if call.name.starts_with(crate::mcp::PREFIX) {
+        mcp::call(ctx, caller, &call.name, &call.input).await
+    } else {
+        match tool_surface(profile).find(|spec| spec.name == call.name) {
+            Some(spec) => spec.call(ctx, caller, &call.input).await,
+            None => Err(NotInCatalog(call.name.clone()).into()),
+        }
     };
     let (output, is_error) = match outcome {
         Ok(value) => (value, false),

@@ -157,7 +157,12 @@ async fn run_on(
             Ok(assembled) => assembled,
             Err(err) => return TurnOutcome::BrainFailed(err),
         };
-        let catalog: Vec<Value> = tools::tool_surface(profile).map(|t| t.view()).collect();
+        let catalog: Vec<Value> = tools::catalog(&ctx, profile, &record.mcp_servers)
+            .await
+            .tools
+            .iter()
+            .map(tools::CatalogEntry::view)
+            .collect();
         // Everything sent at every step besides the context and the steps:
         // the message, the catalog and the agent's view take their share
         // of the budget first.

@@ -222,6 +222,7 @@ impl AgentService for AgentApi {
                 initial_message: req.initial_message,
                 brain,
                 context_tokens: req.context_tokens,
+                mcp_servers: req.mcp_servers,
             })
             .await
             .map_err(ApiError::from)?;
@@ -250,6 +251,7 @@ impl AgentService for AgentApi {
                 initial_message: req.initial_message,
                 brain,
                 context_tokens: req.context_tokens,
+                mcp_servers: req.mcp_servers,
             });
         }
         let ids = self
@@ -507,16 +509,27 @@ impl AgentService for AgentApi {
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
         let record = self.record(agent_id)?;
-        let tools = holarchy_actors::tools::tool_surface(record.profile)
+        let catalog = holarchy_actors::tools::catalog(
+            self.runtime.ctx(),
+            record.profile,
+            &record.mcp_servers,
+        )
+        .await;
+        let tools = catalog
+            .tools
+            .into_iter()
             .map(|t| pb::ToolDescriptor {
-                name: t.name.to_owned(),
+                name: t.name,
                 family: t.family.name().to_owned(),
                 plane: t.plane.to_owned(),
-                description: t.description.to_owned(),
-                input_schema_json: t.schema().to_string(),
+                description: t.description,
+                input_schema_json: t.input_schema.to_string(),
             })
             .collect();
-        Ok(Response::new(pb::ListToolsResponse { tools }))
+        Ok(Response::new(pb::ListToolsResponse {
+            tools,
+            unavailable: catalog.unavailable,
+        }))
     }
 
     async fn get_agent_context(

@@ -141,6 +141,9 @@ impl From<CreateError> for ApiError {
             CreateError::Invalid(e) => e.into(),
             CreateError::InvalidBrain(e) => e.into(),
             CreateError::NameTaken(_) => ApiError::AlreadyExists(err.to_string()),
+            CreateError::UnknownMcpServer(_) | CreateError::DuplicateMcpServer(_) => {
+                ApiError::InvalidArgument(err.to_string())
+            }
             CreateError::TooMany { .. } => ApiError::InvalidArgument(err.to_string()),
             CreateError::Limit(_) => ApiError::ResourceExhausted(err.to_string()),
             CreateError::Store(e) => e.into(),
@@ -267,6 +270,7 @@ pub fn summary(
         current_work_item: focus.map(|item| work_item(item, waits)),
         brain: Some(brain(&record.brain)),
         context_tokens: record.context_tokens.unwrap_or(0),
+        mcp_servers: record.mcp_servers.clone(),
     }
 }
 

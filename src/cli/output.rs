@@ -86,6 +86,7 @@ pub fn agent_json(a: &pb::AgentSummary) -> Value {
         "instance": a.instance,
         "role_version": a.role_version,
         "skills": a.skills,
+        "mcp_servers": a.mcp_servers,
     })
 }
 
@@ -221,6 +222,9 @@ impl Output {
         }
         if !a.skills.is_empty() {
             say!("skills       {}", a.skills.join(", "));
+        }
+        if !a.mcp_servers.is_empty() {
+            say!("mcp servers  {}", a.mcp_servers.join(", "));
         }
         if let Some(work) = &a.current_work_item {
             say!("working on   {} ({})", work.objective, work.work_item_id);
@@ -599,6 +603,16 @@ impl Output {
                 t.plane,
                 t.description
             );
+        }
+    }
+
+    /// An MCP server of the agent's whose tools could not be listed: on
+    /// stderr for people (stdout stays the table), a line of its own in JSON.
+    pub fn tools_unavailable(&self, note: &str) {
+        if self.json {
+            say!("{}", json!({ "unavailable": note }));
+        } else {
+            eprintln!("unavailable: {note}");
         }
     }
 }

@@ -115,8 +115,8 @@ impl From<TaskRecordV1> for TaskRecord {
 }
 
 /// Agents gained their composition (role, skills, limits) in version 2,
-/// and their own context budget in version 3; agents written before read
-/// back with none.
+/// and their own context budget and MCP servers in version 3; agents
+/// written before read back with none.
 pub const AGENT_VERSION: u8 = 3;
 const AGENT_VERSION_2: u8 = 2;
 
@@ -181,6 +181,7 @@ impl From<AgentRecordV2> for AgentRecord {
             updated_at_ms: v2.updated_at_ms,
             composition: v2.composition,
             context_tokens: None,
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -200,6 +201,7 @@ impl From<AgentRecordV1> for AgentRecord {
             updated_at_ms: v1.updated_at_ms,
             composition: None,
             context_tokens: None,
+            mcp_servers: Vec::new(),
         }
     }
 }
@@ -223,6 +225,7 @@ mod tests {
             forked_context: None,
             composition: None,
             context_tokens: None,
+            mcp_servers: Vec::new(),
             created_at_ms: millis,
             updated_at_ms: millis,
         }
@@ -291,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn version_2_agents_read_back_with_no_budget_of_their_own() {
+    fn version_2_agents_read_back_with_no_budget_and_no_mcp_servers() {
         let mut agent = record(Some("lead".into()), 9);
         agent.composition = Some(Box::new(holarchy_supervision::Composition {
             instance: Some("lead".into()),
@@ -313,6 +316,7 @@ mod tests {
         let bytes = encode_as(AGENT_VERSION_2, "agents", &v2).expect("encodes");
         assert_eq!(decode_agent("agents", &bytes).expect("decodes"), agent);
         agent.context_tokens = Some(4_000);
+        agent.mcp_servers = vec!["files".into(), "search".into()];
         let again = encode_agent("agents", &agent).expect("encodes");
         assert_eq!(decode_agent("agents", &again).expect("decodes"), agent);
     }

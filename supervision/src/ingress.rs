@@ -134,6 +134,7 @@ mod tests {
                     forked_context: None,
                     composition: None,
                     context_tokens: None,
+                    mcp_servers: Vec::new(),
                     created_at_ms: 0,
                     updated_at_ms: 0,
                 }

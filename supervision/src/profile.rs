@@ -33,16 +33,22 @@ pub enum ToolFamily {
     ExternalTrigger,
     /// The agent's own durable notes and their search: every preset has it.
     Memory,
+    /// Tools of the MCP servers the agent is allowed (`mcp__<server>__<tool>`).
+    /// Every preset has it: which servers an agent may use is part of the
+    /// agent (its record's `mcp_servers`), so an agent allowed none sees no
+    /// tool of this family.
+    Mcp,
 }
 
 impl ToolFamily {
-    pub const ALL: [ToolFamily; 6] = [
+    pub const ALL: [ToolFamily; 7] = [
         ToolFamily::Core,
         ToolFamily::LocalEnvironment,
         ToolFamily::AgentCreation,
         ToolFamily::AuthorityExpansion,
         ToolFamily::ExternalTrigger,
         ToolFamily::Memory,
+        ToolFamily::Mcp,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -53,6 +59,7 @@ impl ToolFamily {
             ToolFamily::AuthorityExpansion => "authority_expansion",
             ToolFamily::ExternalTrigger => "external_trigger",
             ToolFamily::Memory => "memory",
+            ToolFamily::Mcp => "mcp",
         }
     }
 
@@ -64,6 +71,7 @@ impl ToolFamily {
             ToolFamily::AuthorityExpansion => 1 << 3,
             ToolFamily::ExternalTrigger => 1 << 4,
             ToolFamily::Memory => 1 << 5,
+            ToolFamily::Mcp => 1 << 6,
         }
     }
 }
@@ -71,10 +79,11 @@ impl ToolFamily {
 /// A set of tool families, one bit each: an idle agent keeps its profile in
 /// RAM, so it stays a single byte.
 ///
-/// Read back from storage, a set always has [`ToolFamily::Memory`]: records
-/// written before that family existed lack its bit, yet every profile came
-/// from a preset and every preset now has it, so an old agent keeps
-/// matching its preset and gets its memory tools.
+/// Read back from storage, a set always has [`ToolFamily::Memory`] and
+/// [`ToolFamily::Mcp`]: records written before those families existed lack
+/// their bits, yet every profile came from a preset and every preset now
+/// has both, so an old agent keeps matching its preset and gets its memory
+/// tools (and no MCP tool: it was allowed no server).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(from = "StoredFamilies")]
 pub struct ToolFamilies(u8);
@@ -85,7 +94,9 @@ struct StoredFamilies(u8);
 
 impl From<StoredFamilies> for ToolFamilies {
     fn from(stored: StoredFamilies) -> Self {
-        Self(stored.0).with(ToolFamily::Memory)
+        Self(stored.0)
+            .with(ToolFamily::Memory)
+            .with(ToolFamily::Mcp)
     }
 }
 
@@ -180,7 +191,8 @@ impl Preset {
                     .with(ToolFamily::Core)
                     .with(ToolFamily::LocalEnvironment)
                     .with(ToolFamily::ExternalTrigger)
-                    .with(ToolFamily::Memory),
+                    .with(ToolFamily::Memory)
+                    .with(ToolFamily::Mcp),
             },
             Preset::PublicNamed => Profile {
                 visibility: Visibility::Public,
@@ -191,7 +203,8 @@ impl Preset {
                     .with(ToolFamily::AgentCreation)
                     .with(ToolFamily::AuthorityExpansion)
                     .with(ToolFamily::ExternalTrigger)
-                    .with(ToolFamily::Memory),
+                    .with(ToolFamily::Memory)
+                    .with(ToolFamily::Mcp),
             },
             Preset::PrivateDelegator => Profile {
                 visibility: Visibility::Private,
@@ -201,7 +214,8 @@ impl Preset {
                     .with(ToolFamily::LocalEnvironment)
                     .with(ToolFamily::AgentCreation)
                     .with(ToolFamily::ExternalTrigger)
-                    .with(ToolFamily::Memory),
+                    .with(ToolFamily::Memory)
+                    .with(ToolFamily::Mcp),
             },
         }
     }
@@ -219,7 +233,13 @@ mod tests {
         // A set: the order families are listed in is no promise.
         let on: std::collections::BTreeSet<_> =
             p.tool_families.iter().map(ToolFamily::name).collect();
-        let seed = ["core", "local_environment", "external_trigger", "memory"];
+        let seed = [
+            "core",
+            "local_environment",
+            "external_trigger",
+            "memory",
+            "mcp",
+        ];
         assert_eq!(on, seed.into_iter().collect());
     }
 
@@ -249,6 +269,15 @@ mod tests {
         let old: ToolFamilies = serde_json::from_str("31").expect("a stored byte");
         assert!(old.contains(ToolFamily::Memory));
         assert_eq!(old, Preset::PublicNamed.profile().tool_families);
+    }
+
+    #[test]
+    fn a_profile_stored_before_the_mcp_family_still_matches_its_preset() {
+        // private_child's bits before the mcp family existed (core,
+        // local_environment, external_trigger, memory).
+        let old: ToolFamilies = serde_json::from_str("51").expect("a stored byte");
+        assert!(old.contains(ToolFamily::Mcp));
+        assert_eq!(old, Preset::PrivateChild.profile().tool_families);
     }
 
     #[test]

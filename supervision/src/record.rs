@@ -66,6 +66,10 @@ pub struct AgentRecord {
     /// [`crate::limits::check_context_tokens`]); `None`: the daemon's, or
     /// its brain kind's default. Children inherit it.
     pub context_tokens: Option<u32>,
+    /// The daemon's MCP servers (by name, from its `--mcp-config`) whose
+    /// tools this agent may call. Set at creation; children inherit their
+    /// creator's.
+    pub mcp_servers: Vec<String>,
 }
 
 /// Why a message is on an agent's queue, and who put it there. Admission

@@ -227,6 +227,7 @@ pub async fn create(clients: &mut Clients, name: &str, initial: Option<&str>) ->
         .agents
         .create_agent(pb::CreateAgentRequest {
             context_tokens: None,
+            mcp_servers: Vec::new(),
             name: name.into(),
             initial_message: initial.map(str::to_owned),
             brain: None,
@@ -352,6 +353,7 @@ pub async fn create_on(clients: &mut Clients, name: &str, brain: pb::BrainConfig
         .agents
         .create_agent(pb::CreateAgentRequest {
             context_tokens: None,
+            mcp_servers: Vec::new(),
             name: name.into(),
             initial_message: None,
             brain: Some(brain),

@@ -235,6 +235,7 @@ async fn the_daemon_refuses_agents_past_its_total() {
         .agents
         .create_agent(pb::CreateAgentRequest {
             context_tokens: None,
+            mcp_servers: Vec::new(),
             name: "third".into(),
             initial_message: None,
             brain: None,

@@ -42,6 +42,7 @@ fn record(id: AgentId, supervisor: Option<AgentId>) -> AgentRecord {
         forked_context: None,
         composition: None,
         context_tokens: None,
+        mcp_servers: Vec::new(),
         created_at_ms: 0,
         updated_at_ms: 0,
     }
@@ -195,6 +196,7 @@ async fn a_10000_wide_tree_answers_in_pages_with_a_marker_and_the_cli_draws_it()
         let agents = (0..BATCH)
             .map(|i| pb::CreateAgentRequest {
                 context_tokens: None,
+                mcp_servers: Vec::new(),
                 name: format!("wide-{batch}-{i}"),
                 initial_message: None,
                 brain: None,

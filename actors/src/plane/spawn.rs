@@ -193,6 +193,7 @@ async fn spawn_to_completion(
         // its creator runs under. The role too, unless the spawn names one.
         composition: child_composition(caller_record.composition.as_deref(), role)?,
         context_tokens: caller_record.context_tokens,
+        mcp_servers: caller_record.mcp_servers.clone(),
         created_at_ms: now,
         updated_at_ms: now,
     };

@@ -80,6 +80,7 @@ async fn create_to_completion(
         if let Some(body) = &spec.initial_message {
             limits::check_message(body)?;
         }
+        check_mcp_servers(ctx, &spec.mcp_servers)?;
         if !names.insert(spec.name.as_str()) || ctx.store.agent_id_by_name(&spec.name)?.is_some() {
             return Err(CreateError::NameTaken(spec.name.clone()));
         }
@@ -103,6 +104,7 @@ async fn create_to_completion(
             forked_context: None,
             composition,
             context_tokens: spec.context_tokens,
+            mcp_servers: spec.mcp_servers,
             created_at_ms: now,
             updated_at_ms: now,
         };
@@ -199,4 +201,20 @@ async fn start_share(
         }
     }
     Ok((failed, failure))
+}
+
+/// Every name one of the daemon's MCP servers, none twice (so a list is
+/// never longer than the configuration).
+fn check_mcp_servers(ctx: &Ctx, names: &[String]) -> Result<(), CreateError> {
+    let mut seen = std::collections::HashSet::with_capacity(names.len());
+    for name in names {
+        if !ctx.mcp.knows(name) {
+            let shown = holarchy_supervision::limits::head(name, 64).to_owned();
+            return Err(CreateError::UnknownMcpServer(shown));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(CreateError::DuplicateMcpServer(name.clone()));
+        }
+    }
+    Ok(())
 }

@@ -151,6 +151,7 @@ impl Runtime {
             initial_message,
             brain,
             context_tokens: None,
+            mcp_servers: Vec::new(),
         })
         .await
     }
@@ -389,6 +390,8 @@ impl Runtime {
             self.root.kill();
         }
         let _ = tokio::time::timeout(timeout, self.stopped()).await;
+        // No turn runs any more: the MCP servers go too.
+        self.ctx.mcp.shutdown(timeout).await;
         if asked && !cut_short.is_empty() {
             give_back(&self.ctx, cut_short, timeout).await;
         }

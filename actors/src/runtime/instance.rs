@@ -314,6 +314,7 @@ async fn create_agent(
         initial_message: None,
         brain: spec.brain.clone(),
         context_tokens: None,
+        mcp_servers: Vec::new(),
     };
     let composed = vec![(new, Some(Box::new(record.composition())))];
     let (ids, flushed) = create::create_composed_unflushed(ctx, composed)

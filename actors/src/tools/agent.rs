@@ -247,6 +247,7 @@ fn agent_json(record: &AgentRecord, live: Option<&AgentSnapshot>) -> Value {
         "current_run_id": live.and_then(|s| s.current_run).map(|id| id.to_string()),
         "turns_completed": live.map(|s| s.turns_completed),
         "tools": tool_surface(record.profile).map(|t| t.name).collect::<Vec<_>>(),
+        "mcp_servers": record.mcp_servers,
         "brain": record.brain.kind(),
     })
 }

@@ -125,9 +125,13 @@ pub static CATALOG: &[ToolSpec] = &[
 ];
 
 /// The tools an agent with this profile may call, in catalog order.
-/// The family a tool name belongs to, for metrics: `unknown` for a name
-/// no tool has (a brain may call anything).
+/// The family a tool name belongs to, for metrics: `mcp` for an MCP
+/// server's tool, `unknown` for a name no tool has (a brain may call
+/// anything).
 pub fn family_name(tool: &str) -> &'static str {
+    if tool.starts_with(crate::mcp::PREFIX) {
+        return ToolFamily::Mcp.name();
+    }
     CATALOG
         .iter()
         .find(|spec| spec.name == tool)

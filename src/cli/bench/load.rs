@@ -129,6 +129,7 @@ pub async fn create(
                         initial_message: first_message.clone(),
                         brain: scripted(),
                         context_tokens: None,
+                        mcp_servers: Vec::new(),
                     })
                     .collect();
                 let made = c

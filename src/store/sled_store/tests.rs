@@ -17,6 +17,7 @@ pub(super) fn agent(name: &str) -> AgentRecord {
         forked_context: None,
         composition: None,
         context_tokens: None,
+        mcp_servers: Vec::new(),
         created_at_ms: 1,
         updated_at_ms: 1,
     }
