@@ -815,7 +815,12 @@ async fn agent_command(
 /// Resolves on the first Ctrl-C or SIGTERM; a second Ctrl-C exits at once.
 /// One SIGINT listener serves both, so a second Ctrl-C that comes before
 /// the exit watch is first polled is kept, not lost.
-async fn shutdown_signal() {
+///
+/// The listeners are installed when this is called, not when the future is
+/// first polled: the daemon polls it only once it serves, and a SIGTERM
+/// sent as soon as it answered would otherwise find the default action and
+/// kill it without a shutdown.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let listen = |kind: SignalKind, name: &str| match signal(kind) {
         Ok(stream) => Some(stream),
@@ -826,15 +831,17 @@ async fn shutdown_signal() {
     };
     let mut interrupt = listen(SignalKind::interrupt(), "SIGINT");
     let mut term = listen(SignalKind::terminate(), "SIGTERM");
-    tokio::select! {
-        () = received(interrupt.as_mut()) => {}
-        () = received(term.as_mut()) => {}
+    async move {
+        tokio::select! {
+            () = received(interrupt.as_mut()) => {}
+            () = received(term.as_mut()) => {}
+        }
+        tokio::spawn(async move {
+            received(interrupt.as_mut()).await;
+            eprintln!("second interrupt: exiting now");
+            std::process::exit(130);
+        });
     }
-    tokio::spawn(async move {
-        received(interrupt.as_mut()).await;
-        eprintln!("second interrupt: exiting now");
-        std::process::exit(130);
-    });
 }
 
 /// The next signal on `stream`; never, without one.
