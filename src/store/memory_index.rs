@@ -224,10 +224,15 @@ impl MemoryIndex {
             (Occur::Must, term(fields.agent, &agent.to_string())),
             (Occur::Must, matched.box_clone()),
         ];
-        if !kinds.is_empty() {
-            let any_kind = kinds
-                .iter()
-                .map(|k| (Occur::Should, term(fields.kind, k.name())))
+        // A caller may name a kind many times (a client's repeated field,
+        // a brain's list): one clause each, at most five.
+        let mut names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        if !names.is_empty() {
+            let any_kind = names
+                .into_iter()
+                .map(|name| (Occur::Should, term(fields.kind, name)))
                 .collect();
             clauses.push((Occur::Must, Box::new(BooleanQuery::new(any_kind))));
         }

@@ -460,6 +460,13 @@ mod tests {
                 hits[0].snippet
             );
             assert!(found(&store, alice, "cliffs", &[MemoryKind::Note], 0).is_empty());
+            // A kind named a hundred thousand times is one clause, and finds
+            // what naming it once finds.
+            let repeated = vec![MemoryKind::Message; 100_000];
+            let hits = store
+                .search_memory(alice, "cliffs", &repeated, 10)
+                .expect("searches");
+            assert_eq!(hits.len(), 1, "{hits:?}");
             store.close().await;
         }
         std::fs::remove_dir_all(index_dir(dir.path())).expect("index removed");
