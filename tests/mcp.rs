@@ -8,6 +8,8 @@
 mod common;
 #[path = "mcp/in_process.rs"]
 mod in_process;
+#[path = "mcp/instances.rs"]
+mod instances;
 #[path = "mcp/server.rs"]
 mod server;
 
@@ -22,6 +24,7 @@ use common::{create, data_dir, events, eventually, handled, messages, send, tool
 use holarchy::api::pb;
 use holarchy::client::Clients;
 use in_process::constraints_and_approvals_apply_to_mcp_tools;
+use instances::an_instance_gives_its_agent_mcp_servers_and_a_context_budget;
 use serde_json::{json, Value};
 use server::{serve_http, serve_stdio, text_schema};
 
@@ -399,6 +402,10 @@ const TESTS: &[(&str, Test)] = &[
     ("constraints_and_approvals_apply_to_mcp_tools", || {
         Box::pin(constraints_and_approvals_apply_to_mcp_tools())
     }),
+    (
+        "an_instance_gives_its_agent_mcp_servers_and_a_context_budget",
+        || Box::pin(an_instance_gives_its_agent_mcp_servers_and_a_context_budget()),
+    ),
 ];
 
 fn main() -> ExitCode {

@@ -4,6 +4,8 @@
 //! ```toml
 //! name = "maintainer"
 //! skills = ["triage"]
+//! context_tokens = 64000     # optional: the agent's own context budget
+//! mcp_servers = ["github"]   # optional: MCP servers of `serve --mcp-config`
 //!
 //! [role]
 //! prompt_file = "roles/maintainer.md"   # or: prompt = "..."
@@ -63,6 +65,10 @@ pub struct InstanceSpec {
     pub skills: Vec<String>,
     pub ingress: Vec<Ingress>,
     pub limits: ToolLimits,
+    /// The agent's own context budget; `None`: the daemon's.
+    pub context_tokens: Option<u32>,
+    /// Names of the daemon's MCP servers its agent may call.
+    pub mcp_servers: Vec<String>,
 }
 
 /// Where an instance's events come from.
@@ -150,8 +156,20 @@ impl InstanceSpec {
     /// The digest of the whole spec: equal digests, nothing to change.
     pub fn digest(&self) -> String {
         // Field order is fixed and every map is sorted, so the JSON of a
-        // spec is canonical.
-        let json = serde_json::to_vec(self).unwrap_or_default();
+        // spec is canonical. Fields added since the first release are left
+        // out while unset, so a spec applied before they existed keeps its
+        // digest and applying its manifest again stays a no-op.
+        let view = DigestView {
+            name: &self.name,
+            role: &self.role,
+            brain: &self.brain,
+            skills: &self.skills,
+            ingress: &self.ingress,
+            limits: &self.limits,
+            context_tokens: self.context_tokens,
+            mcp_servers: &self.mcp_servers,
+        };
+        let json = serde_json::to_vec(&view).unwrap_or_default();
         hex::encode(Sha256::digest(&json))
     }
 
@@ -169,6 +187,21 @@ impl InstanceSpec {
     pub fn has(&self, source: &str) -> bool {
         self.ingress.iter().any(|i| i.source() == source)
     }
+}
+
+/// What a spec's digest covers, in the order the first release wrote it.
+#[derive(Serialize)]
+struct DigestView<'a> {
+    name: &'a str,
+    role: &'a Option<Role>,
+    brain: &'a Option<BrainConfig>,
+    skills: &'a [String],
+    ingress: &'a [Ingress],
+    limits: &'a ToolLimits,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    mcp_servers: &'a [String],
 }
 
 /// Why a manifest was refused; shown to the operator as it is.
@@ -210,6 +243,12 @@ pub enum ManifestError {
     UnknownSkill(String),
     #[error("constraints: no tool `{0}` in the catalog")]
     UnknownTool(String),
+    #[error("context_tokens: {0}")]
+    ContextTokens(String),
+    #[error(
+        "mcp_servers: no MCP server `{0}` in the daemon's MCP configuration (serve --mcp-config)"
+    )]
+    UnknownMcpServer(String),
 }
 
 /// Parses `text` (a TOML manifest); `files` holds the text of the files it
@@ -223,14 +262,28 @@ pub fn parse(text: &str, files: &BTreeMap<String, String>) -> Result<InstanceSpe
     raw.resolve(files)
 }
 
+/// What the daemon has, for [`check_references`].
+pub struct Known<'a> {
+    pub skill: &'a dyn Fn(&str) -> bool,
+    pub mcp_server: &'a dyn Fn(&str) -> bool,
+    pub tools: &'a [&'a str],
+}
+
+impl std::fmt::Debug for Known<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Known")
+            .field("tools", &self.tools)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Checks the names a spec refers to against what the daemon has.
-pub fn check_references(
-    spec: &InstanceSpec,
-    known_skills: &dyn Fn(&str) -> bool,
-    known_tools: &[&str],
-) -> Result<(), ManifestError> {
-    if let Some(unknown) = spec.skills.iter().find(|s| !known_skills(s)) {
+pub fn check_references(spec: &InstanceSpec, known: &Known<'_>) -> Result<(), ManifestError> {
+    if let Some(unknown) = spec.skills.iter().find(|s| !(known.skill)(s)) {
         return Err(ManifestError::UnknownSkill(unknown.clone()));
+    }
+    if let Some(unknown) = spec.mcp_servers.iter().find(|s| !(known.mcp_server)(s)) {
+        return Err(ManifestError::UnknownMcpServer(unknown.clone()));
     }
     let limits = &spec.limits;
     let tools = limits
@@ -240,7 +293,7 @@ pub fn check_references(
         .chain(&limits.deny)
         .chain(&limits.require_approval);
     for tool in tools {
-        if !known_tools.contains(&tool.as_str()) {
+        if !known.tools.contains(&tool.as_str()) {
             return Err(ManifestError::UnknownTool(tool.clone()));
         }
     }

@@ -20,7 +20,8 @@ pub enum InstanceCommand {
     Apply { file: PathBuf },
     /// Every instance.
     List,
-    /// One instance: its role, brain, skills, ingress, constraints, agent.
+    /// One instance: its role, brain, skills, context budget, MCP servers,
+    /// ingress, constraints, agent.
     Get { name: String },
     /// Archive the instance's agent and its private subtree, and forget
     /// the instance.
@@ -242,6 +243,8 @@ fn instance_json(i: &pb::Instance) -> Value {
             "require_approval": constraints.require_approval,
             "max_turns_per_hour": constraints.max_turns_per_hour,
         },
+        "context_tokens": (i.context_tokens > 0).then_some(i.context_tokens),
+        "mcp_servers": i.mcp_servers,
         "agent": i.agent.as_ref().map(agent_json),
         "created_at_ms": i.created_at_ms,
         "updated_at_ms": i.updated_at_ms,
@@ -264,6 +267,12 @@ fn print_instance(i: &pb::Instance, out: &Output) {
     emit(format_args!("digest       {}", i.digest));
     emit(format_args!("role         {}", dash(&i.role_version)));
     emit(format_args!("skills       {}", dash(&i.skills.join(", "))));
+    if i.context_tokens > 0 {
+        emit(format_args!("context      {} tokens", i.context_tokens));
+    }
+    if !i.mcp_servers.is_empty() {
+        emit(format_args!("mcp servers  {}", i.mcp_servers.join(", ")));
+    }
     for s in &i.ingress {
         let detail = match s.source.as_str() {
             "webhook" => format!("{} (secret in ${})", s.provider, s.secret_env),

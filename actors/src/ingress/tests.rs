@@ -12,6 +12,8 @@ fn spec(ingress: Vec<Ingress>) -> InstanceSpec {
         skills: Vec::new(),
         ingress,
         limits: ToolLimits::default(),
+        context_tokens: None,
+        mcp_servers: Vec::new(),
     }
 }
 

@@ -104,7 +104,11 @@ pub async fn apply(
     let composed = record.composition();
     let same = previous.as_ref().is_some_and(|p| p.digest == record.digest)
         && agent.as_ref().is_some_and(|a| {
-            a.state.is_live() && a.brain == brain && a.composition.as_deref() == Some(&composed)
+            a.state.is_live()
+                && a.brain == brain
+                && a.composition.as_deref() == Some(&composed)
+                && a.context_tokens == record.spec.context_tokens
+                && a.mcp_servers == record.spec.mcp_servers
         });
     if same {
         drop(one_at_a_time);
@@ -256,7 +260,12 @@ async fn check(ctx: &Arc<Ctx>, spec: &InstanceSpec) -> Result<(), InstanceError>
         .await
         .map_err(|err| InstanceError::Precondition(format!("reading the skills failed: {err}")))?;
     let tools: Vec<&str> = crate::tools::CATALOG.iter().map(|t| t.name).collect();
-    manifest::check_references(spec, &|name| skills.contains(name), &tools)?;
+    let known = manifest::Known {
+        skill: &|name| skills.contains(name),
+        mcp_server: &|name| ctx.mcp.knows(name),
+        tools: &tools,
+    };
+    manifest::check_references(spec, &known)?;
     for ingress in &spec.ingress {
         if let manifest::Ingress::Webhook {
             provider,
@@ -313,8 +322,8 @@ async fn create_agent(
         name: spec.name.clone(),
         initial_message: None,
         brain: spec.brain.clone(),
-        context_tokens: None,
-        mcp_servers: Vec::new(),
+        context_tokens: spec.context_tokens,
+        mcp_servers: spec.mcp_servers.clone(),
     };
     let composed = vec![(new, Some(Box::new(record.composition())))];
     let (ids, flushed) = create::create_composed_unflushed(ctx, composed)
@@ -336,8 +345,10 @@ async fn create_agent(
     Ok((agent, flushed))
 }
 
-/// The agent with the new brain and composition, from its next turn: a
-/// turn reads its record when it starts. Committed, not yet flushed.
+/// The agent with the new brain, composition, context budget and MCP
+/// servers, from its next turn: a turn reads its record when it starts.
+/// Committed, not yet flushed. Private children keep what they inherited
+/// when they were spawned.
 fn recompose(
     ctx: &Ctx,
     mut agent: AgentRecord,
@@ -349,6 +360,8 @@ fn recompose(
         .clone()
         .unwrap_or_else(|| ctx.config.default_brain.clone());
     agent.composition = Some(Box::new(record.composition()));
+    agent.context_tokens = record.spec.context_tokens;
+    agent.mcp_servers = record.spec.mcp_servers.clone();
     agent.updated_at_ms = now_ms();
     // Guarded: an agent archived meanwhile is never revived.
     ctx.store

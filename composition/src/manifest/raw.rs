@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use holarchy_supervision::brain::{
     ANTHROPIC_BASE_URL, ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_TOKENS,
 };
-use holarchy_supervision::limits::check_name;
+use holarchy_supervision::limits::{check_context_tokens, check_name};
 use holarchy_supervision::{BrainConfig, ToolLimits};
 use serde::Deserialize;
 
@@ -29,6 +29,9 @@ pub(super) struct Manifest {
     ingress: Vec<IngressEntry>,
     #[serde(default)]
     constraints: Constraints,
+    context_tokens: Option<u64>,
+    #[serde(default)]
+    mcp_servers: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -134,6 +137,12 @@ impl Manifest {
             }
             ingress.push(entry);
         }
+        let context_tokens = self
+            .context_tokens
+            .map(check_context_tokens)
+            .transpose()
+            .map_err(|err| ManifestError::ContextTokens(err.to_string()))?;
+        check_words("mcp_servers", &self.mcp_servers, MAX_LIST)?;
         Ok(InstanceSpec {
             name: self.name,
             role,
@@ -141,6 +150,8 @@ impl Manifest {
             skills: self.skills,
             ingress,
             limits: self.constraints.resolve()?,
+            context_tokens,
+            mcp_servers: self.mcp_servers,
         })
     }
 }

@@ -212,16 +212,105 @@ fn references_are_checked_against_the_daemon() {
     let spec = parse(FULL, &files()).expect("parses");
     let tools = ["DetachWorkspace", "ExecCommand"];
     let skills = |name: &str| matches!(name, "triage" | "release-notes");
-    assert_eq!(check_references(&spec, &skills, &tools), Ok(()));
     let no_notes = |name: &str| name == "triage";
+    let github = |name: &str| name == "github";
+    let none = |_: &str| false;
+    let known = |skill, mcp_server, tools| Known {
+        skill,
+        mcp_server,
+        tools,
+    };
     assert_eq!(
-        check_references(&spec, &no_notes, &tools),
+        check_references(&spec, &known(&skills, &none, &tools)),
+        Ok(())
+    );
+    assert_eq!(
+        check_references(&spec, &known(&no_notes, &none, &tools)),
         Err(ManifestError::UnknownSkill("release-notes".into()))
     );
     assert_eq!(
-        check_references(&spec, &skills, &["ExecCommand"]),
+        check_references(&spec, &known(&skills, &none, &["ExecCommand"])),
         Err(ManifestError::UnknownTool("DetachWorkspace".into()))
     );
+    let with_mcp = format!("mcp_servers = [\"github\", \"docs\"]\n{FULL}");
+    let spec = parse(&with_mcp, &files()).expect("parses");
+    assert_eq!(
+        check_references(&spec, &known(&skills, &github, &tools)),
+        Err(ManifestError::UnknownMcpServer("docs".into()))
+    );
+    let both = |name: &str| matches!(name, "github" | "docs");
+    assert_eq!(
+        check_references(&spec, &known(&skills, &both, &tools)),
+        Ok(())
+    );
+}
+
+#[test]
+fn a_context_budget_and_mcp_servers_are_taken_within_bounds() {
+    let spec = parse(
+        "name = \"a\"\ncontext_tokens = 64000\nmcp_servers = [\"github\", \"docs\"]",
+        &files(),
+    )
+    .expect("parses");
+    assert_eq!(spec.context_tokens, Some(64_000));
+    assert_eq!(spec.mcp_servers, ["github", "docs"]);
+    let plain = parse("name = \"a\"", &files()).expect("parses");
+    assert_eq!(plain.context_tokens, None);
+    assert!(plain.mcp_servers.is_empty());
+    let refused = [
+        ("name = \"a\"\ncontext_tokens = 10", "context_tokens"),
+        (
+            "name = \"a\"\ncontext_tokens = 99999999999",
+            "context_tokens",
+        ),
+        ("name = \"a\"\ncontext_tokens = -1", "not valid"),
+        ("name = \"a\"\nmcp_servers = [\"x\", \"x\"]", "twice"),
+        ("name = \"a\"\nmcp_servers = [\"../x\"]", "mcp_servers"),
+    ];
+    for (text, word) in refused {
+        let err = parse(text, &files()).expect_err(text).to_string();
+        assert!(err.contains(word), "{text:?} gave {err:?}, not {word:?}");
+    }
+    let many: Vec<String> = (0..=MAX_LIST).map(|i| format!("s{i}")).collect();
+    let text = format!("name = \"a\"\nmcp_servers = {many:?}");
+    assert!(matches!(
+        parse(&text, &files()),
+        Err(ManifestError::TooMany {
+            field: "mcp_servers",
+            ..
+        })
+    ));
+}
+
+/// A spec as the first release kept it: the fields its digest covered.
+#[derive(serde::Serialize)]
+struct FirstSpec<'a> {
+    name: &'a str,
+    role: &'a Option<holarchy_supervision::Role>,
+    brain: &'a Option<BrainConfig>,
+    skills: &'a [String],
+    ingress: &'a [Ingress],
+    limits: &'a holarchy_supervision::ToolLimits,
+}
+
+#[test]
+fn a_spec_without_the_newer_fields_keeps_its_first_digest() {
+    let spec = parse(FULL, &files()).expect("parses");
+    let first = FirstSpec {
+        name: &spec.name,
+        role: &spec.role,
+        brain: &spec.brain,
+        skills: &spec.skills,
+        ingress: &spec.ingress,
+        limits: &spec.limits,
+    };
+    let json = serde_json::to_vec(&first).expect("json");
+    assert_eq!(spec.digest(), hex::encode(Sha256::digest(&json)));
+    let budgeted = parse(&format!("context_tokens = 4000\n{FULL}"), &files()).expect("parses");
+    assert_ne!(budgeted.digest(), spec.digest());
+    let with_mcp = parse(&format!("mcp_servers = [\"github\"]\n{FULL}"), &files()).expect("parses");
+    assert_ne!(with_mcp.digest(), spec.digest());
+    assert_ne!(with_mcp.digest(), budgeted.digest());
 }
 
 proptest! {

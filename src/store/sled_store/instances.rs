@@ -6,12 +6,12 @@ use holarchy_actors::{InstanceStore, StoreError};
 use holarchy_composition::instance::InstanceRecord;
 
 use super::{backend, SledStore, INSTANCES};
-use crate::store::codec::{decode, encode};
+use crate::store::codec::{decode_instance, encode_instance};
 
 impl InstanceStore for SledStore {
     fn instance(&self, name: &str) -> Result<Option<InstanceRecord>, StoreError> {
         match self.instances.get(name.as_bytes()).map_err(backend)? {
-            Some(bytes) => decode(INSTANCES, &bytes).map(Some),
+            Some(bytes) => decode_instance(INSTANCES, &bytes).map(Some),
             None => Ok(None),
         }
     }
@@ -19,7 +19,7 @@ impl InstanceStore for SledStore {
     fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError> {
         self.instances
             .iter()
-            .map(|entry| decode(INSTANCES, &entry.map_err(backend)?.1))
+            .map(|entry| decode_instance(INSTANCES, &entry.map_err(backend)?.1))
             .collect()
     }
 
@@ -31,13 +31,15 @@ impl InstanceStore for SledStore {
     ) -> Result<(), StoreError> {
         let old = self.instances.get(name.as_bytes()).map_err(backend)?;
         let stored = match &old {
-            Some(bytes) => Some(decode::<InstanceRecord>(INSTANCES, bytes)?.digest),
+            Some(bytes) => Some(decode_instance(INSTANCES, bytes)?.digest),
             None => None,
         };
         if stored.as_deref() != expect {
             return Err(changed(name));
         }
-        let value = new.map(|record| encode(INSTANCES, record)).transpose()?;
+        let value = new
+            .map(|record| encode_instance(INSTANCES, record))
+            .transpose()?;
         // Counted as a write, so the next `durable()` flushes it.
         self.group.begin_write();
         let swapped = self
