@@ -93,18 +93,32 @@ impl Collector for Levels {
         let ctx = self.runtime.ctx();
         let counts = ctx.directory.counts();
         {
-            let metric = encoder.encode_descriptor(
+            let mut family = encoder.encode_descriptor(
                 "agents",
-                "Live agents (their actors running), by visibility",
+                "Live agents (their actors running), by visibility and state",
                 None,
                 prometheus_client::metrics::MetricType::Gauge,
             )?;
-            let mut family = metric;
-            for (visibility, n) in [("public", counts.public), ("private", counts.private)] {
-                ConstGauge::new(count(n))
-                    .encode(family.encode_family(&[("visibility", visibility)])?)?;
+            let live = [
+                ("public", counts.public, counts.paused_public),
+                ("private", counts.private, counts.paused_private),
+            ];
+            for (visibility, all, paused) in live {
+                let states = [("active", all.saturating_sub(paused)), ("paused", paused)];
+                for (state, n) in states {
+                    ConstGauge::new(count(n)).encode(
+                        family.encode_family(&[("visibility", visibility), ("state", state)])?,
+                    )?;
+                }
             }
         }
+        gauge(
+            &mut encoder,
+            "actors",
+            "Supervised actors alive: agents, tasks, commands and waits",
+            None,
+            count(counts.actors),
+        )?;
         gauge(
             &mut encoder,
             "tasks_running",
@@ -112,13 +126,24 @@ impl Collector for Levels {
             None,
             count(counts.tasks),
         )?;
-        gauge(
-            &mut encoder,
-            "waits_armed",
-            "Waits armed (timers and external triggers)",
-            None,
-            count(counts.waits),
-        )?;
+        {
+            let mut family = encoder.encode_descriptor(
+                "waits_armed",
+                "Waits armed, by kind",
+                None,
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            let kinds = [
+                ("timer", counts.timers),
+                (
+                    "external_trigger",
+                    counts.waits.saturating_sub(counts.timers),
+                ),
+            ];
+            for (kind, n) in kinds {
+                ConstGauge::new(count(n)).encode(family.encode_family(&[("kind", kind)])?)?;
+            }
+        }
         gauge(
             &mut encoder,
             "turns_in_flight",

@@ -1,12 +1,14 @@
 //! Spans to an OpenTelemetry collector: `serve --otlp-endpoint URL` sends
-//! the daemon's tracing spans (gRPC calls, turns, brain steps, tool calls)
-//! over OTLP/HTTP with protobuf bodies, in batches from the SDK's own
-//! thread. Off by default; with it off nothing here runs.
+//! the daemon's tracing spans (gRPC calls, turns, brain steps, tool calls,
+//! store commits and flushes) over OTLP/HTTP with protobuf bodies, in
+//! batches from the SDK's own thread. Off by default; with it off nothing
+//! here runs.
 //!
 //! The batches go out through the daemon's reqwest, on its tokio runtime:
 //! the SDK's exporter thread hands each request to the runtime and waits
 //! for the answer, so no second HTTP stack is built.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
@@ -21,6 +23,15 @@ use tokio::runtime::Handle;
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest answer read from a collector.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// Whether spans leave the process. Spans made only for export (the
+/// store's commits and flushes, many a turn) are skipped without it, so a
+/// daemon without a collector pays nothing for them.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+pub fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
 
 /// The span of one gRPC call: the parent of what it causes, and itself
 /// the child of the caller's span when the call carries a W3C
@@ -107,6 +118,7 @@ pub fn otlp(endpoint: &str, runtime: Handle) -> Result<(SdkTracerProvider, SdkTr
         .with_resource(Resource::builder().with_service_name("holarchy").build())
         .build();
     let tracer = provider.tracer("holarchy");
+    EXPORTING.store(true, Ordering::Relaxed);
     Ok((provider, tracer))
 }
 

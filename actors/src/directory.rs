@@ -16,6 +16,9 @@ use crate::protocol::{
 pub struct DirectoryEntry {
     pub actor: ActorRef<AgentMsg>,
     pub visibility: Visibility,
+    /// Paused by an operator: it takes messages but starts no turn. Kept
+    /// here so that metrics count agents by state without asking them.
+    pub paused: bool,
 }
 
 /// What a supervised actor runs, read from a supervision event.
@@ -27,22 +30,39 @@ pub enum Member {
     Command(TaskId),
 }
 
-/// Counts of running agents, by visibility.
+/// Counts of running actors: agents by visibility (and how many of them
+/// are paused), tasks, and waits (and how many of them are timers).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DirectoryCounts {
     pub public: usize,
     pub private: usize,
+    pub paused_public: usize,
+    pub paused_private: usize,
     pub tasks: usize,
     pub waits: usize,
+    pub timers: usize,
+    /// Every supervised actor: agents, tasks, commands and waits.
+    pub actors: usize,
+}
+
+/// A wait's actor, and whether it is a timer (else an external trigger).
+#[derive(Debug, Clone)]
+struct WaitEntry {
+    actor: ActorRef<WaitMsg>,
+    timer: bool,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     agents: HashMap<AgentId, DirectoryEntry>,
-    /// How many of `agents` are public, kept so status never walks them.
+    /// How many of `agents` are public, and paused by visibility, kept so
+    /// status and metrics never walk them.
     public: usize,
+    paused: [usize; 2],
     tasks: HashMap<TaskId, ActorRef<TaskMsg>>,
-    waits: HashMap<WaitId, ActorRef<WaitMsg>>,
+    waits: HashMap<WaitId, WaitEntry>,
+    /// How many of `waits` are timers.
+    timers: usize,
     commands: HashMap<TaskId, ActorRef<CommandMsg>>,
     members: HashMap<ActorId, Member>,
 }
@@ -59,27 +79,50 @@ fn shrink<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
     }
 }
 
+/// Which of `Inner::paused` counts an agent of `visibility`.
+fn slot(visibility: Visibility) -> usize {
+    usize::from(visibility == Visibility::Public)
+}
+
 impl Inner {
-    fn insert_agent(&mut self, id: AgentId, entry: DirectoryEntry) -> Option<DirectoryEntry> {
+    /// Counts `entry` in (`add`) or out of the totals.
+    fn count(&mut self, entry: &DirectoryEntry, add: bool) {
+        let step = |n: &mut usize| {
+            *n = if add {
+                n.saturating_add(1)
+            } else {
+                n.saturating_sub(1)
+            }
+        };
         if entry.visibility == Visibility::Public {
-            self.public += 1;
+            step(&mut self.public);
         }
+        if entry.paused {
+            step(&mut self.paused[slot(entry.visibility)]);
+        }
+    }
+
+    fn insert_agent(&mut self, id: AgentId, entry: DirectoryEntry) -> Option<DirectoryEntry> {
+        self.count(&entry, true);
         let old = self.agents.insert(id, entry);
-        if old
-            .as_ref()
-            .is_some_and(|o| o.visibility == Visibility::Public)
-        {
-            self.public -= 1;
+        if let Some(old) = &old {
+            self.count(old, false);
         }
         old
     }
 
     fn remove_agent(&mut self, id: AgentId) -> Option<DirectoryEntry> {
         let old = self.agents.remove(&id)?;
-        if old.visibility == Visibility::Public {
-            self.public -= 1;
-        }
+        self.count(&old, false);
         shrink(&mut self.agents);
+        Some(old)
+    }
+
+    fn remove_wait(&mut self, id: WaitId) -> Option<WaitEntry> {
+        let old = self.waits.remove(&id)?;
+        if old.timer {
+            self.timers = self.timers.saturating_sub(1);
+        }
         Some(old)
     }
 
@@ -166,8 +209,12 @@ impl Directory {
                 }
             }
             Member::Wait(id) => {
-                if inner.waits.get(&id).is_some_and(|a| a.get_id() == actor) {
-                    inner.waits.remove(&id);
+                if inner
+                    .waits
+                    .get(&id)
+                    .is_some_and(|w| w.actor.get_id() == actor)
+                {
+                    inner.remove_wait(id);
                 }
             }
             Member::Command(id) => {
@@ -206,22 +253,49 @@ impl Directory {
     }
 
     pub fn wait(&self, id: WaitId) -> Option<ActorRef<WaitMsg>> {
-        self.read().waits.get(&id).cloned()
+        self.read().waits.get(&id).map(|w| w.actor.clone())
     }
 
-    pub fn insert_wait(&self, id: WaitId, actor: ActorRef<WaitMsg>) {
+    /// Registers a wait's actor; `timer` tells a timer from an external
+    /// trigger, for the counts.
+    pub fn insert_wait(&self, id: WaitId, actor: ActorRef<WaitMsg>, timer: bool) {
         let mut inner = self.write();
         inner.members.insert(actor.get_id(), Member::Wait(id));
-        if let Some(old) = inner.waits.insert(id, actor) {
-            inner.remove_member(&old.get_id());
+        let old = inner.remove_wait(id);
+        if timer {
+            inner.timers += 1;
+        }
+        inner.waits.insert(id, WaitEntry { actor, timer });
+        if let Some(old) = old {
+            inner.remove_member(&old.actor.get_id());
         }
     }
 
     pub fn remove_wait(&self, id: WaitId) -> Option<ActorRef<WaitMsg>> {
         let mut inner = self.write();
-        let actor = inner.waits.remove(&id)?;
-        inner.remove_member(&actor.get_id());
-        Some(actor)
+        let old = inner.remove_wait(id)?;
+        inner.remove_member(&old.actor.get_id());
+        Some(old.actor)
+    }
+
+    /// Records that a running agent was paused or resumed; an agent not
+    /// running is left alone (it is counted from its record when it starts).
+    pub fn set_paused(&self, id: AgentId, paused: bool) {
+        let mut inner = self.write();
+        let Some(entry) = inner.agents.get_mut(&id) else {
+            return;
+        };
+        if entry.paused == paused {
+            return;
+        }
+        entry.paused = paused;
+        let visibility = entry.visibility;
+        let count = &mut inner.paused[slot(visibility)];
+        *count = if paused {
+            count.saturating_add(1)
+        } else {
+            count.saturating_sub(1)
+        };
     }
 
     pub fn remove_task(&self, id: TaskId) -> Option<ActorRef<TaskMsg>> {
@@ -244,9 +318,13 @@ impl Directory {
         let inner = self.read();
         DirectoryCounts {
             public: inner.public,
-            private: inner.agents.len() - inner.public,
+            private: inner.agents.len().saturating_sub(inner.public),
+            paused_public: inner.paused[slot(Visibility::Public)],
+            paused_private: inner.paused[slot(Visibility::Private)],
             tasks: inner.tasks.len() + inner.commands.len(),
             waits: inner.waits.len(),
+            timers: inner.timers,
+            actors: inner.members.len(),
         }
     }
 }

@@ -256,8 +256,13 @@ impl Flusher {
             if !round.ending() {
                 self.linger(&mut round, MAX_LINGER);
             }
+            let span = if crate::telemetry::exporting() {
+                tracing::info_span!("store_flush", waiters = round.waiters.len())
+            } else {
+                tracing::Span::none()
+            };
             let began = Instant::now();
-            let result = self.flush();
+            let result = span.in_scope(|| self.flush());
             let ended = Instant::now();
             self.stats.record_flush(ended - began, round.waiters.len());
             let ending = round.ending();

@@ -658,12 +658,18 @@ impl Store for SledStore {
     }
 
     fn commit(&self, batch: Batch) -> Result<(), StoreError> {
-        self.writer.apply(&[&Prepared::new(batch)?])
+        let batch = Prepared::new(batch)?;
+        let _span = batch.span("direct").entered();
+        self.writer.apply(&[&batch])
     }
 
     fn commit_grouped(&self, batch: Batch) -> CommitFuture {
+        use tracing::Instrument as _;
         match Prepared::new(batch) {
-            Ok(batch) => self.grouped.commit(batch),
+            Ok(batch) => {
+                let span = batch.span("grouped");
+                Box::pin(self.grouped.commit(batch).instrument(span))
+            }
             Err(err) => Box::pin(std::future::ready(Err(err))),
         }
     }

@@ -117,8 +117,8 @@ async fn a_traceparent_on_send_message_is_the_parent_of_the_turn_it_causes() {
                 .cloned()
                 .collect();
             let named = |name: &str| traced.iter().any(|s| s.name == name);
-            (named("grpc") && named("turn") && named("brain_step") && named("tool_call"))
-                .then_some(traced)
+            let all = ["grpc", "turn", "brain_step", "tool_call", "store_commit"];
+            all.iter().all(|name| named(name)).then_some(traced)
         }
     })
     .await;
@@ -150,5 +150,30 @@ async fn a_traceparent_on_send_message_is_the_parent_of_the_turn_it_causes() {
     let step = find("brain_step");
     assert_eq!(tool.parent_span_id, turn.span_id);
     assert_eq!(step.parent_span_id, turn.span_id);
+    // The turn's writes: commits under the turn, with what they carried.
+    let commits: Vec<&Span> = traced
+        .iter()
+        .filter(|s| s.name == "store_commit" && s.parent_span_id == turn.span_id)
+        .collect();
+    assert!(!commits.is_empty(), "no commit under the turn: {traced:#?}");
+    assert!(commits
+        .iter()
+        .any(|s| attribute(s, "writes").is_some_and(|w| w != "0")));
+    // Flushes serve many callers: spans of their own, in no caller's trace.
+    let flushes = eventually("a flush's span exported", || {
+        let spans = spans.clone();
+        async move {
+            let spans = spans.lock().expect("lock");
+            let flushes: Vec<Span> = spans
+                .iter()
+                .filter(|s| s.name == "store_flush")
+                .cloned()
+                .collect();
+            (!flushes.is_empty()).then_some(flushes)
+        }
+    })
+    .await;
+    assert!(flushes.iter().all(|s| s.parent_span_id.is_empty()));
+    assert!(flushes.iter().any(|s| attribute(s, "waiters").is_some()));
     drop(daemon);
 }

@@ -50,7 +50,10 @@ async fn health_readiness_and_metrics_answer_on_the_http_listener() {
 
     let agent = create(&mut c, "metered", None).await;
     send(&mut c, &agent, "hello").await;
-    let calls = serde_json::json!([{ "name": "AgentGet", "input": {} }]);
+    let calls = serde_json::json!([
+        { "name": "AgentGet", "input": {} },
+        { "name": "Sleep", "input": { "duration_ms": 600_000 } },
+    ]);
     send(&mut c, &agent, &script(calls)).await;
     handled(&c, &agent, 2).await;
     let missing = c
@@ -77,8 +80,12 @@ async fn health_readiness_and_metrics_answer_on_the_http_listener() {
         "holarchy_turns_started_total{brain=\"scripted\"} 2",
         "holarchy_turns_finished_total{brain=\"scripted\",outcome=\"handled\"} 2",
         "holarchy_turn_duration_seconds_count{brain=\"scripted\"} 2",
-        "holarchy_tool_calls_total{family=\"core\",outcome=\"ok\"} 1",
-        "holarchy_agents{visibility=\"public\"} 1",
+        "holarchy_tool_calls_total{family=\"core\",outcome=\"ok\"} 2",
+        "holarchy_agents{visibility=\"public\",state=\"active\"} 1",
+        "holarchy_agents{visibility=\"public\",state=\"paused\"} 0",
+        "holarchy_waits_armed{kind=\"timer\"} 1",
+        "holarchy_waits_armed{kind=\"external_trigger\"} 0",
+        "holarchy_actors 2",
         "holarchy_queued_messages 0",
         "holarchy_grpc_requests_total{method=\"/holarchy.v1.AgentService/CreateAgent\",code=\"OK\"} 1",
         "holarchy_grpc_requests_total{method=\"/holarchy.v1.AgentService/GetAgent\",code=\"NOT_FOUND\"} 1",
@@ -99,4 +106,45 @@ async fn health_readiness_and_metrics_answer_on_the_http_listener() {
     // Fixed labels only: no series names an agent.
     assert!(!body.contains(&agent), "{body}");
     assert!(!body.contains("agt_"), "{body}");
+
+    // A pause moves the agent from one state to the other, and a resume
+    // back; so does a restart of the daemon with the agent paused.
+    c.agents
+        .pause_agent(pb::PauseAgentRequest {
+            agent_id: agent.clone(),
+        })
+        .await
+        .expect("paused");
+    let body = fetch(&http, "GET", "/metrics").await.2;
+    for line in [
+        "holarchy_agents{visibility=\"public\",state=\"active\"} 0",
+        "holarchy_agents{visibility=\"public\",state=\"paused\"} 1",
+    ] {
+        assert!(body.contains(line), "{line} missing from:\n{body}");
+    }
+    drop(c);
+    let mut daemon = daemon;
+    daemon.kill9();
+    let daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &http]).await;
+    let mut c = daemon.clients().await;
+    let body = fetch(&http, "GET", "/metrics").await.2;
+    for line in [
+        "holarchy_agents{visibility=\"public\",state=\"paused\"} 1",
+        "holarchy_waits_armed{kind=\"timer\"} 1",
+    ] {
+        assert!(body.contains(line), "{line} missing from:\n{body}");
+    }
+    c.agents
+        .resume_agent(pb::ResumeAgentRequest {
+            agent_id: agent.clone(),
+        })
+        .await
+        .expect("resumed");
+    let body = fetch(&http, "GET", "/metrics").await.2;
+    for line in [
+        "holarchy_agents{visibility=\"public\",state=\"active\"} 1",
+        "holarchy_agents{visibility=\"public\",state=\"paused\"} 0",
+    ] {
+        assert!(body.contains(line), "{line} missing from:\n{body}");
+    }
 }

@@ -119,6 +119,9 @@ impl AgentActor {
             self.ctx.store.commit(batch)?;
         }
         state.target.state = to;
+        self.ctx
+            .directory
+            .set_paused(agent_id, to == LifecycleState::Paused);
         Ok(())
     }
 }

@@ -31,6 +31,7 @@ pub async fn spawn_agent(
 ) -> Result<Option<ActorRef<AgentMsg>>, ActorProcessingErr> {
     let agent_id = record.id;
     let visibility = record.profile.visibility;
+    let paused = record.state == holarchy_supervision::LifecycleState::Paused;
     let args = AgentArgs {
         record,
         queue,
@@ -40,6 +41,7 @@ pub async fn spawn_agent(
     let entry = DirectoryEntry {
         actor: actor.clone(),
         visibility,
+        paused,
     };
     ctx.directory.insert(agent_id, entry);
     // A restart can race a cleanup of the same agent. A cleanup commits
@@ -79,7 +81,8 @@ pub async fn spawn_wait(
     owner: ActorCell,
 ) -> Result<(), ActorProcessingErr> {
     let actor = ctx.factory.wait(ctx, wait.clone(), owner).await?;
-    ctx.directory.insert_wait(wait.id, actor.clone());
+    let timer = matches!(wait.kind, holarchy_supervision::WaitKind::Timer { .. });
+    ctx.directory.insert_wait(wait.id, actor.clone(), timer);
     if !ctx
         .store
         .wait(wait.id)?

@@ -35,6 +35,20 @@ pub(super) struct Prepared {
 }
 
 impl Prepared {
+    /// The span of this batch's commit, when spans are exported (see
+    /// [`crate::telemetry::exporting`]); else a span that costs nothing.
+    pub(super) fn span(&self, path: &'static str) -> tracing::Span {
+        if !crate::telemetry::exporting() {
+            return tracing::Span::none();
+        }
+        tracing::info_span!(
+            "store_commit",
+            path,
+            writes = self.writes.len(),
+            events = self.events.len()
+        )
+    }
+
     pub(super) fn new(batch: Batch) -> Result<Self, StoreError> {
         let writes = batch
             .writes
