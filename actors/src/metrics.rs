@@ -95,8 +95,8 @@ impl RuntimeMetrics {
         self.turns_started.get_or_create(&[("brain", brain)]).inc();
     }
 
-    pub fn turn_finished(&self, brain: &'static str, handled: bool, took: Duration) {
-        let outcome = if handled { "handled" } else { "failed" };
+    /// `outcome`: handled, failed or aborted.
+    pub fn turn_finished(&self, brain: &'static str, outcome: &'static str, took: Duration) {
         self.turns_finished
             .get_or_create(&[("brain", brain), ("outcome", outcome)])
             .inc();
@@ -137,8 +137,8 @@ mod tests {
     fn series_are_labelled_by_vocabulary_only() {
         let metrics = RuntimeMetrics::default();
         metrics.turn_started("scripted");
-        metrics.turn_finished("scripted", true, Duration::from_millis(3));
-        metrics.turn_finished("scripted", false, Duration::from_millis(3));
+        metrics.turn_finished("scripted", "handled", Duration::from_millis(3));
+        metrics.turn_finished("scripted", "failed", Duration::from_millis(3));
         metrics.tool_called("memory", false, Duration::from_micros(300));
         metrics.queued().inc_by(4);
         let out = text(&metrics);

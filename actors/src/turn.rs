@@ -108,17 +108,51 @@ pub async fn run(
         Ok(None) => return TurnOutcome::BrainFailed("agent record not found".into()),
         Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
     };
-    let kind = record.brain.kind();
-    ctx.stats.metrics.turn_started(kind);
-    let started = std::time::Instant::now();
-    let metered = ctx.clone();
+    let mut meter = TurnMeter::start(ctx.clone(), record.brain.kind());
     let outcome = run_on(ctx, profile, agent_id, run_id, message, record, usage).await;
-    let handled = matches!(outcome, TurnOutcome::Decided { .. });
-    metered
-        .stats
-        .metrics
-        .turn_finished(kind, handled, started.elapsed());
+    meter.finish(if matches!(outcome, TurnOutcome::Decided { .. }) {
+        "handled"
+    } else {
+        "failed"
+    });
     outcome
+}
+
+/// Counts a turn started, and finished with the outcome it is given; a
+/// turn dropped before that (an operator's abort, a deadline, a shutdown
+/// cancels its future) is counted finished as `aborted`, so started and
+/// finished always add up.
+struct TurnMeter {
+    ctx: Arc<Ctx>,
+    brain: &'static str,
+    started: std::time::Instant,
+    outcome: Option<&'static str>,
+}
+
+impl TurnMeter {
+    fn start(ctx: Arc<Ctx>, brain: &'static str) -> Self {
+        ctx.stats.metrics.turn_started(brain);
+        Self {
+            ctx,
+            brain,
+            started: std::time::Instant::now(),
+            outcome: None,
+        }
+    }
+
+    fn finish(&mut self, outcome: &'static str) {
+        self.outcome = Some(outcome);
+    }
+}
+
+impl Drop for TurnMeter {
+    fn drop(&mut self) {
+        let outcome = self.outcome.unwrap_or("aborted");
+        self.ctx
+            .stats
+            .metrics
+            .turn_finished(self.brain, outcome, self.started.elapsed());
+    }
 }
 
 /// The turn of `record`'s agent, once its record is read.

@@ -8,7 +8,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::common::{create, data_dir, free_addr, handled, script, send, Daemon};
+use crate::common::{
+    command_brain, create, create_on, data_dir, eventually, free_addr, get_agent, handled, script,
+    send, Daemon,
+};
 use holarchy::api::pb;
 
 /// One HTTP/1.1 request; the status, the content type and the body.
@@ -147,4 +150,41 @@ async fn health_readiness_and_metrics_answer_on_the_http_listener() {
     ] {
         assert!(body.contains(line), "{line} missing from:\n{body}");
     }
+
+    // A turn an operator aborts is counted finished, as aborted.
+    let slow = create_on(&mut c, "slow", command_brain("sleep", &["30"])).await;
+    send(&mut c, &slow, "take your time").await;
+    let run_id = eventually("the slow turn to start", || {
+        let mut c = c.clone();
+        let slow = slow.clone();
+        async move {
+            let run = get_agent(&mut c, &slow).await.current_run_id;
+            (!run.is_empty()).then_some(run)
+        }
+    })
+    .await;
+    c.agents
+        .abort_run(pb::AbortRunRequest {
+            agent_id: slow.clone(),
+            run_id,
+        })
+        .await
+        .expect("aborted");
+    let line = "holarchy_turns_finished_total{brain=\"command\",outcome=\"aborted\"} 1";
+    eventually("the aborted turn counted", || {
+        let http = http.clone();
+        async move {
+            fetch(&http, "GET", "/metrics")
+                .await
+                .2
+                .contains(line)
+                .then_some(())
+        }
+    })
+    .await;
+    let body = fetch(&http, "GET", "/metrics").await.2;
+    assert!(
+        body.contains("holarchy_turns_started_total{brain=\"command\"} 1"),
+        "{body}"
+    );
 }
