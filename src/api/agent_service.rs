@@ -278,7 +278,18 @@ impl AgentService for AgentApi {
             None => return Err(ApiError::InvalidArgument("give agent_id or name".into()).into()),
         };
         let record = self.record(agent_id)?;
-        let memory = self.runtime.memory_size(agent_id).map_err(ApiError::from)?;
+        // The memory figures come from the search index: an index that
+        // cannot be read leaves them out rather than hiding the agent.
+        let memory = match self.runtime.memory_size(agent_id) {
+            Ok(size) => Some(pb::AgentMemory {
+                notes: size.notes,
+                entries: size.entries,
+            }),
+            Err(err) => {
+                tracing::warn!(agent_id = %agent_id, error = %err, "memory size not read");
+                None
+            }
+        };
         let usage = self
             .store
             .usage_of(agent_id)
@@ -287,10 +298,7 @@ impl AgentService for AgentApi {
         self.durable().await?;
         Ok(Response::new(pb::AgentGetResult {
             agent: Some(self.summary(&record).await?),
-            memory: Some(pb::AgentMemory {
-                notes: memory.notes,
-                entries: memory.entries,
-            }),
+            memory,
             usage: Some(pb::AgentUsage {
                 prompt_tokens: usage.tokens.prompt_tokens,
                 completion_tokens: usage.tokens.completion_tokens,
