@@ -230,6 +230,10 @@ pub struct ServeArgs {
     /// (its /v1/traces is added to a URL without a path). Off by default.
     #[arg(long)]
     pub otlp_endpoint: Option<String>,
+    /// Count nothing for `GET /metrics` (which then answers 404): no turn,
+    /// tool-call or gRPC counters on the hot paths.
+    #[arg(long)]
+    pub no_metrics: bool,
     /// Retries of a model request (openai, anthropic) on network errors,
     /// 429 and 5xx.
     #[arg(long, default_value_t = 4)]
@@ -426,6 +430,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             config.runtime.context_tokens =
                 args.context_tokens.and_then(|n| usize::try_from(n).ok());
             config.runtime.trace_causes = args.otlp_endpoint.is_some();
+            config.runtime.metrics = !args.no_metrics;
             config.runtime.model_retry.max_retries = args.model_retries;
             config.runtime.model_retry.base = Duration::from_millis(args.model_retry_base_ms);
             config.runtime.secrets = secrets;

@@ -314,15 +314,18 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         None => None,
     };
 
-    let grpc_metrics = crate::metrics::GrpcMetrics::new(&[
+    let mut grpc_metrics = crate::metrics::GrpcMetrics::new(&[
         pb::FILE_DESCRIPTOR_SET,
         tonic_health::pb::FILE_DESCRIPTOR_SET,
     ]);
-    let metrics = Arc::new(crate::metrics::Metrics::new(
-        runtime.clone(),
-        store.clone(),
-        &grpc_metrics,
-    ));
+    if !config.runtime.metrics {
+        grpc_metrics = grpc_metrics.off();
+    }
+    let metrics = Arc::new(if config.runtime.metrics {
+        crate::metrics::Metrics::new(runtime.clone(), store.clone(), &grpc_metrics)
+    } else {
+        crate::metrics::Metrics::off()
+    });
     let router = limits
         .server()
         .layer(crate::metrics::GrpcLayer(grpc_metrics.clone()))

@@ -30,7 +30,7 @@ use crate::store::SledStore;
 /// The daemon's registry, encoded at each scrape.
 #[derive(Debug)]
 pub struct Metrics {
-    registry: Registry,
+    registry: Option<Registry>,
 }
 
 impl Metrics {
@@ -40,14 +40,21 @@ impl Metrics {
         store.register_metrics(&mut registry);
         grpc.register(&mut registry);
         registry.register_collector(Box::new(Levels { runtime, store }));
-        Self { registry }
+        Self {
+            registry: Some(registry),
+        }
     }
 
-    /// The exposition, `# EOF` last.
-    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+    /// No metrics (`serve --no-metrics`): `GET /metrics` answers 404.
+    pub fn off() -> Self {
+        Self { registry: None }
+    }
+
+    /// The exposition, `# EOF` last; `None` when metrics are off.
+    pub fn encode(&self) -> Option<Result<String, std::fmt::Error>> {
+        let registry = self.registry.as_ref()?;
         let mut out = String::with_capacity(16 * 1024);
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
-        Ok(out)
+        Some(prometheus_client::encoding::text::encode(&mut out, registry).map(|()| out))
     }
 }
 
@@ -223,6 +230,8 @@ pub struct GrpcMetrics {
     /// The API's methods, as `/package.Service/Method`: a path not among
     /// them is counted as `other`, so no caller can mint a series.
     methods: Arc<HashSet<&'static str>>,
+    /// Off (`serve --no-metrics`): calls are not counted.
+    on: bool,
 }
 
 fn call_buckets() -> Histogram {
@@ -258,7 +267,13 @@ impl GrpcMetrics {
             calls: Family::default(),
             seconds: Family::new_with_constructor(call_buckets),
             methods: Arc::new(methods),
+            on: true,
         }
+    }
+
+    /// The same, counting nothing (it still names calls for their spans).
+    pub fn off(self) -> Self {
+        Self { on: false, ..self }
     }
 
     fn register(&self, registry: &mut Registry) {
@@ -355,6 +370,9 @@ where
         Box::pin(
             async move {
                 let answer = answer.await;
+                if !metrics.on {
+                    return answer;
+                }
                 let code = match &answer {
                     Ok(response) => code_name(
                         response

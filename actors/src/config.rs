@@ -50,6 +50,9 @@ pub struct RuntimeConfig {
     /// Spans are exported (`serve --otlp-endpoint`): an operator's message
     /// carries its call's span to the turn it causes, as the turn's parent.
     pub trace_causes: bool,
+    /// Count turns, tool calls and queues for `GET /metrics`; off with
+    /// `serve --no-metrics`.
+    pub metrics: bool,
     /// The MCP servers agents may be allowed (`serve --mcp-config`).
     pub mcp: Arc<crate::mcp::McpConfig>,
 }
@@ -74,6 +77,7 @@ impl Default for RuntimeConfig {
             skill_roots: Vec::new(),
             context_tokens: None,
             trace_causes: false,
+            metrics: true,
             mcp: Arc::default(),
         }
     }

@@ -193,6 +193,11 @@ impl Ctx {
             config.sandbox.clone(),
             config.secrets.clone(),
         );
+        let metrics = if config.metrics {
+            crate::metrics::RuntimeMetrics::default()
+        } else {
+            crate::metrics::RuntimeMetrics::off()
+        };
         Self {
             mcp,
             store,
@@ -201,7 +206,10 @@ impl Ctx {
             directory: Directory::default(),
             config,
             factory,
-            stats: Stats::default(),
+            stats: Stats {
+                metrics,
+                ..Stats::default()
+            },
             in_flight: Arc::default(),
             shutting_down: AtomicBool::new(false),
             structure: structure::StructureLocks::default(),

@@ -32,6 +32,8 @@ fn tool_buckets() -> Histogram {
 
 #[derive(Debug)]
 pub struct RuntimeMetrics {
+    /// Off (`serve --no-metrics`): nothing is counted on the hot paths.
+    on: bool,
     turns_started: Family<[Label; 1], Counter>,
     turns_finished: Family<[Label; 2], Counter>,
     turn_seconds: Timings,
@@ -44,6 +46,7 @@ pub struct RuntimeMetrics {
 impl Default for RuntimeMetrics {
     fn default() -> Self {
         Self {
+            on: true,
             turns_started: Family::default(),
             turns_finished: Family::default(),
             turn_seconds: Family::new_with_constructor(turn_buckets),
@@ -55,6 +58,14 @@ impl Default for RuntimeMetrics {
 }
 
 impl RuntimeMetrics {
+    /// Metrics that count nothing, for a daemon that exports none.
+    pub fn off() -> Self {
+        Self {
+            on: false,
+            ..Self::default()
+        }
+    }
+
     /// Adds every family to `registry` (which names them `holarchy_...`).
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
@@ -92,11 +103,17 @@ impl RuntimeMetrics {
     }
 
     pub fn turn_started(&self, brain: &'static str) {
+        if !self.on {
+            return;
+        }
         self.turns_started.get_or_create(&[("brain", brain)]).inc();
     }
 
     /// `outcome`: handled, failed or aborted.
     pub fn turn_finished(&self, brain: &'static str, outcome: &'static str, took: Duration) {
+        if !self.on {
+            return;
+        }
         self.turns_finished
             .get_or_create(&[("brain", brain), ("outcome", outcome)])
             .inc();
@@ -106,6 +123,9 @@ impl RuntimeMetrics {
     }
 
     pub fn tool_called(&self, family: &'static str, is_error: bool, took: Duration) {
+        if !self.on {
+            return;
+        }
         let outcome = if is_error { "error" } else { "ok" };
         self.tool_calls
             .get_or_create(&[("family", family), ("outcome", outcome)])

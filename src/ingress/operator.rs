@@ -46,8 +46,13 @@ pub fn answer(method: &Method, path: &str, metrics: &Metrics, stopping: bool) ->
         ),
         "/readyz" => text(StatusCode::OK, "text/plain", "ready\n".into()),
         _ => match metrics.encode() {
-            Ok(body) => text(StatusCode::OK, OPENMETRICS, body),
-            Err(_) => text(
+            None => text(
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                "metrics are off (serve --no-metrics)\n".into(),
+            ),
+            Some(Ok(body)) => text(StatusCode::OK, OPENMETRICS, body),
+            Some(Err(_)) => text(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "text/plain",
                 "the metrics could not be written\n".into(),

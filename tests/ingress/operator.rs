@@ -188,3 +188,21 @@ async fn health_readiness_and_metrics_answer_on_the_http_listener() {
         "{body}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_without_metrics_answers_404_and_still_serves() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let http = free_addr();
+    let daemon =
+        Daemon::start_with(&data_dir(&root), &["--http-listen", &http, "--no-metrics"]).await;
+    let mut c = daemon.clients().await;
+    let agent = create(&mut c, "unmetered", None).await;
+    send(&mut c, &agent, "hello").await;
+    handled(&c, &agent, 1).await;
+    let (status, _, body) = fetch(&http, "GET", "/metrics").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (404, "metrics are off (serve --no-metrics)\n")
+    );
+    assert_eq!(fetch(&http, "GET", "/healthz").await.0, 200);
+}
