@@ -91,6 +91,25 @@ fn counter(
     metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)
 }
 
+/// One gauge family, a series per label set given.
+fn gauges(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: &[(Vec<(&'static str, &'static str)>, usize)],
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(
+        name,
+        help,
+        None,
+        prometheus_client::metrics::MetricType::Gauge,
+    )?;
+    for (labels, n) in series {
+        ConstGauge::new(count(*n)).encode(family.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
 fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -99,26 +118,26 @@ impl Collector for Levels {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let ctx = self.runtime.ctx();
         let counts = ctx.directory.counts();
-        {
-            let mut family = encoder.encode_descriptor(
-                "agents",
-                "Live agents (their actors running), by visibility and state",
-                None,
-                prometheus_client::metrics::MetricType::Gauge,
-            )?;
-            let live = [
-                ("public", counts.public, counts.paused_public),
-                ("private", counts.private, counts.paused_private),
-            ];
-            for (visibility, all, paused) in live {
-                let states = [("active", all.saturating_sub(paused)), ("paused", paused)];
-                for (state, n) in states {
-                    ConstGauge::new(count(n)).encode(
-                        family.encode_family(&[("visibility", visibility), ("state", state)])?,
-                    )?;
-                }
-            }
-        }
+        let (public, private) = (counts.public, counts.private);
+        let (paused_public, paused_private) = (counts.paused_public, counts.paused_private);
+        let state = |visibility, state| vec![("visibility", visibility), ("state", state)];
+        gauges(
+            &mut encoder,
+            "agents",
+            "Live agents (their actors running), by visibility and state",
+            &[
+                (
+                    state("public", "active"),
+                    public.saturating_sub(paused_public),
+                ),
+                (state("public", "paused"), paused_public),
+                (
+                    state("private", "active"),
+                    private.saturating_sub(paused_private),
+                ),
+                (state("private", "paused"), paused_private),
+            ],
+        )?;
         gauge(
             &mut encoder,
             "actors",
@@ -126,31 +145,31 @@ impl Collector for Levels {
             None,
             count(counts.actors),
         )?;
-        gauge(
+        let kind = |kind| vec![("kind", kind)];
+        gauges(
             &mut encoder,
             "tasks_running",
-            "Tasks running (commands and child-agent handles)",
-            None,
-            count(counts.tasks),
-        )?;
-        {
-            let mut family = encoder.encode_descriptor(
-                "waits_armed",
-                "Waits armed, by kind",
-                None,
-                prometheus_client::metrics::MetricType::Gauge,
-            )?;
-            let kinds = [
-                ("timer", counts.timers),
+            "Tasks running, by kind: commands and child-agent handles",
+            &[
+                (kind("command"), counts.commands),
                 (
-                    "external_trigger",
+                    kind("child_agent"),
+                    counts.tasks.saturating_sub(counts.commands),
+                ),
+            ],
+        )?;
+        gauges(
+            &mut encoder,
+            "waits_armed",
+            "Waits armed, by kind",
+            &[
+                (kind("timer"), counts.timers),
+                (
+                    kind("external_trigger"),
                     counts.waits.saturating_sub(counts.timers),
                 ),
-            ];
-            for (kind, n) in kinds {
-                ConstGauge::new(count(n)).encode(family.encode_family(&[("kind", kind)])?)?;
-            }
-        }
+            ],
+        )?;
         gauge(
             &mut encoder,
             "turns_in_flight",

@@ -38,7 +38,10 @@ pub struct DirectoryCounts {
     pub private: usize,
     pub paused_public: usize,
     pub paused_private: usize,
+    /// Tasks running: command tasks and child-agent handles.
     pub tasks: usize,
+    /// How many of `tasks` are commands.
+    pub commands: usize,
     pub waits: usize,
     pub timers: usize,
     /// Every supervised actor: agents, tasks, commands and waits.
@@ -322,6 +325,7 @@ impl Directory {
             paused_public: inner.paused[slot(Visibility::Public)],
             paused_private: inner.paused[slot(Visibility::Private)],
             tasks: inner.tasks.len() + inner.commands.len(),
+            commands: inner.commands.len(),
             waits: inner.waits.len(),
             timers: inner.timers,
             actors: inner.members.len(),

@@ -40,6 +40,13 @@ async fn fetch(addr: &str, method: &str, path: &str) -> (u16, String, String) {
     (status, content_type, body.to_owned())
 }
 
+/// Fails naming the first of `lines` that `body` lacks.
+fn has(body: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(body.contains(line), "{line} missing from:\n{body}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_readiness_and_metrics_answer_on_the_http_listener() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -79,7 +86,7 @@ async fn health_readiness_and_metrics_answer_on_the_http_listener() {
         "{content_type}"
     );
     assert!(body.ends_with("# EOF\n"), "{body}");
-    for line in [
+    has(&body, &[
         "holarchy_turns_started_total{brain=\"scripted\"} 2",
         "holarchy_turns_finished_total{brain=\"scripted\",outcome=\"handled\"} 2",
         "holarchy_turn_duration_seconds_count{brain=\"scripted\"} 2",
@@ -89,23 +96,24 @@ async fn health_readiness_and_metrics_answer_on_the_http_listener() {
         "holarchy_waits_armed{kind=\"timer\"} 1",
         "holarchy_waits_armed{kind=\"external_trigger\"} 0",
         "holarchy_actors 2",
+        "holarchy_tasks_running{kind=\"command\"} 0",
+        "holarchy_tasks_running{kind=\"child_agent\"} 0",
         "holarchy_queued_messages 0",
         "holarchy_grpc_requests_total{method=\"/holarchy.v1.AgentService/CreateAgent\",code=\"OK\"} 1",
         "holarchy_grpc_requests_total{method=\"/holarchy.v1.AgentService/GetAgent\",code=\"NOT_FOUND\"} 1",
-    ] {
-        assert!(body.contains(line), "{line} missing from:\n{body}");
-    }
-    for name in [
-        "holarchy_store_commit_latency_seconds_bucket",
-        "holarchy_store_flush_batch_bucket",
-        "holarchy_store_flushes_total",
-        "holarchy_event_log_cursor",
-        "holarchy_process_resident_memory_bytes",
-        "holarchy_tasks_running",
-        "holarchy_waits_armed",
-    ] {
-        assert!(body.contains(name), "{name} missing from:\n{body}");
-    }
+    ]);
+    has(
+        &body,
+        &[
+            "holarchy_store_commit_latency_seconds_bucket",
+            "holarchy_store_flush_batch_bucket",
+            "holarchy_store_flushes_total",
+            "holarchy_event_log_cursor",
+            "holarchy_process_resident_memory_bytes",
+            "holarchy_tasks_running",
+            "holarchy_waits_armed",
+        ],
+    );
     // Fixed labels only: no series names an agent.
     assert!(!body.contains(&agent), "{body}");
     assert!(!body.contains("agt_"), "{body}");
@@ -119,24 +127,26 @@ async fn health_readiness_and_metrics_answer_on_the_http_listener() {
         .await
         .expect("paused");
     let body = fetch(&http, "GET", "/metrics").await.2;
-    for line in [
-        "holarchy_agents{visibility=\"public\",state=\"active\"} 0",
-        "holarchy_agents{visibility=\"public\",state=\"paused\"} 1",
-    ] {
-        assert!(body.contains(line), "{line} missing from:\n{body}");
-    }
+    has(
+        &body,
+        &[
+            "holarchy_agents{visibility=\"public\",state=\"active\"} 0",
+            "holarchy_agents{visibility=\"public\",state=\"paused\"} 1",
+        ],
+    );
     drop(c);
     let mut daemon = daemon;
     daemon.kill9();
     let daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &http]).await;
     let mut c = daemon.clients().await;
     let body = fetch(&http, "GET", "/metrics").await.2;
-    for line in [
-        "holarchy_agents{visibility=\"public\",state=\"paused\"} 1",
-        "holarchy_waits_armed{kind=\"timer\"} 1",
-    ] {
-        assert!(body.contains(line), "{line} missing from:\n{body}");
-    }
+    has(
+        &body,
+        &[
+            "holarchy_agents{visibility=\"public\",state=\"paused\"} 1",
+            "holarchy_waits_armed{kind=\"timer\"} 1",
+        ],
+    );
     c.agents
         .resume_agent(pb::ResumeAgentRequest {
             agent_id: agent.clone(),
@@ -144,12 +154,13 @@ async fn health_readiness_and_metrics_answer_on_the_http_listener() {
         .await
         .expect("resumed");
     let body = fetch(&http, "GET", "/metrics").await.2;
-    for line in [
-        "holarchy_agents{visibility=\"public\",state=\"active\"} 1",
-        "holarchy_agents{visibility=\"public\",state=\"paused\"} 0",
-    ] {
-        assert!(body.contains(line), "{line} missing from:\n{body}");
-    }
+    has(
+        &body,
+        &[
+            "holarchy_agents{visibility=\"public\",state=\"active\"} 1",
+            "holarchy_agents{visibility=\"public\",state=\"paused\"} 0",
+        ],
+    );
 
     // A turn an operator aborts is counted finished, as aborted.
     let slow = create_on(&mut c, "slow", command_brain("sleep", &["30"])).await;
