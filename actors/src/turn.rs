@@ -109,7 +109,7 @@ pub async fn run(
         Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
     };
     let kind = record.brain.kind();
-    ctx.stats.metrics.turn_started(kind);
+    ctx.stats.metrics.turn_started(kind, agent_id);
     let started = std::time::Instant::now();
     let metered = ctx.clone();
     let outcome = run_on(ctx, profile, agent_id, run_id, message, record, usage).await;
