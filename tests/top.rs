@@ -2,8 +2,9 @@
 //! real binary: busy agents and a long queue (a paused agent's) show in the
 //! right lists with the right numbers, over the Unix socket and over TCP,
 //! as a plain frame and as JSON; the longest queue reaches `/metrics`; a
-//! list longer than the bound is refused. The ignored test measures the
-//! call at 100,000 idle agents.
+//! list longer than the bound is refused; in a terminal (tmux, when
+//! installed) the keys work. The ignored test measures the call at 100,000
+//! idle agents.
 
 mod common;
 
@@ -232,6 +233,121 @@ async fn lists_are_bounded_and_a_bigger_limit_is_invalid() {
         .output()
         .expect("runs");
     assert!(!out.status.success());
+}
+
+/// A tmux server of this test's own (its own socket name), killed when
+/// dropped.
+struct Tmux(String);
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.0)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "top"]).stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &str) {
+        assert!(self.run(&["send-keys", "-t", "top", keys]).status.success());
+    }
+
+    /// Waits until the screen satisfies `check`.
+    async fn until(&self, what: &str, check: impl Fn(&str) -> bool) {
+        let started = Instant::now();
+        loop {
+            let screen = self.screen();
+            if check(&screen) {
+                return;
+            }
+            assert!(
+                started.elapsed() < common::DEADLINE,
+                "timed out waiting for {what}:\n{screen}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// The interactive view in a real terminal (tmux): tab to the queues,
+/// enter opens the agent's subtree, esc comes back, q quits. Skipped when
+/// tmux is not installed; the keys and frames are unit-tested anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_interactive_view_answers_keys_in_a_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux to run this test)");
+        return;
+    }
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let stuck = create(&mut c, "stuck", None).await;
+    c.agents
+        .pause_agent(pb::PauseAgentRequest {
+            agent_id: stuck.clone(),
+        })
+        .await
+        .expect("paused");
+    send(&mut c, &stuck, "later").await;
+
+    let tmux = Tmux(format!("holarchy-top-{}", std::process::id()));
+    let program = format!(
+        "env -u HOLARCHY_TOKEN -u HOLARCHY_ADDR {} --socket {} top --interval 0.3",
+        env!("CARGO_BIN_EXE_holarchy"),
+        daemon.socket().display()
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "150",
+        "-y",
+        "30",
+        &program,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    tmux.until("the first frame", |s| s.contains("longest queues (1)"))
+        .await;
+    tmux.keys("Tab");
+    let selected = format!("> {stuck}");
+    tmux.until("the queue table", |s| {
+        s.contains(&selected) && s.contains("QUEUE v")
+    })
+    .await;
+    tmux.keys("Enter");
+    let pane = format!("subtree of {stuck}");
+    tmux.until("the subtree pane", |s| {
+        s.contains(&pane) && s.contains("agent \"stuck\"")
+    })
+    .await;
+    tmux.keys("Escape");
+    tmux.until("the tables again", |s| {
+        !s.contains(&pane) && s.contains(&selected)
+    })
+    .await;
+    tmux.keys("q");
+    let quit = Instant::now();
+    while tmux.run(&["has-session", "-t", "top"]).status.success() {
+        assert!(
+            quit.elapsed() < common::DEADLINE,
+            "q did not quit:\n{}",
+            tmux.screen()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Milliseconds at the given quantile of sorted `samples`.

@@ -37,7 +37,7 @@ pub fn header(a: &pb::GetActivityResponse, rates: Option<Rates>) -> Vec<String> 
     }
     vec![
         format!(
-            "holarchy top: up {}, agents {} public {} private, turns running {}, {rates}, turns {} started {} finished {} failed",
+            "holarchy top: up {}, agents {} public {} private, turns running {}, {rates}; since start {} turns started, {} finished, {} failed",
             duration(t.uptime_ms),
             t.public_agents,
             t.private_agents,
