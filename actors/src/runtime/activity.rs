@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use holarchy_supervision::{
-    AgentId, LifecycleState, RunId, TaskRecord, Visibility, WaitKind, WaitRecord,
+    AgentId, LifecycleState, RunId, TaskRecord, TaskStatus, Visibility, WaitKind, WaitRecord,
+    WaitStatus,
 };
 use ractor::rpc::CallResult;
 
@@ -84,14 +85,24 @@ impl Runtime {
         let busiest = self.describe_all(&busiest).await?;
         let longest_queues = self.describe_all(&queued).await?;
 
+        // An actor may outlive its record's end by a moment: only what the
+        // store says runs, or is armed, is listed.
         let mut tasks = Vec::new();
         for id in ctx.directory.some_tasks(limit) {
-            tasks.extend(ctx.store.task(id)?);
+            tasks.extend(
+                ctx.store
+                    .task(id)?
+                    .filter(|t| t.status == TaskStatus::Running),
+            );
         }
         tasks.sort_by_key(|t| (t.created_at_ms, t.id));
         let mut waits = Vec::new();
         for id in ctx.directory.some_waits(limit) {
-            waits.extend(ctx.store.wait(id)?);
+            waits.extend(
+                ctx.store
+                    .wait(id)?
+                    .filter(|w| w.status == WaitStatus::Armed),
+            );
         }
         waits.sort_by_key(|w| match w.kind {
             WaitKind::Timer { deadline_ms } => (0, deadline_ms, w.id),
