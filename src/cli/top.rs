@@ -166,10 +166,19 @@ async fn interactive(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
-            _ = tick.tick() => match read(&mut clients, limit, interval).await {
-                Ok(activity) => app.update(activity, Instant::now()),
-                Err(err) => app.error = Some(format!("{err:#}")),
-            },
+            _ = tick.tick() => {
+                match read(&mut clients, limit, interval).await {
+                    Ok(activity) => app.update(activity, Instant::now()),
+                    Err(err) => app.error = Some(format!("{err:#}")),
+                }
+                // An open pane is live too: read again, the scroll kept.
+                if let Some(agent_id) = app.subtree.as_ref().map(|p| p.agent_id.clone()) {
+                    match subtree(&mut clients, &agent_id).await {
+                        Ok(lines) => app.refresh_subtree(lines),
+                        Err(err) => app.error = Some(format!("{err:#}")),
+                    }
+                }
+            }
             input = inputs.recv() => match input {
                 None => break,
                 Some(Input::Resized) => {}

@@ -162,6 +162,15 @@ impl App {
         }
     }
 
+    /// New lines for the open subtree pane; the scroll stays where it was
+    /// while the tree is as long.
+    pub fn refresh_subtree(&mut self, lines: Vec<String>) {
+        if let Some(pane) = &mut self.subtree {
+            pane.scroll = pane.scroll.min(lines.len().saturating_sub(1));
+            pane.lines = lines;
+        }
+    }
+
     pub fn on_key(&mut self, key: KeyEvent) -> Action {
         if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
             return Action::Quit;
@@ -499,6 +508,9 @@ pub(super) mod tests {
             app.on_key(key(KeyCode::Down));
         }
         assert_eq!(app.subtree.as_ref().map(|s| s.scroll), Some(1));
+        // A refresh that shortens the tree pulls the scroll back.
+        app.refresh_subtree(vec!["a".into()]);
+        assert_eq!(app.subtree.as_ref().map(|s| s.scroll), Some(0));
         assert_eq!(app.on_key(key(KeyCode::Esc)), Action::None);
         assert!(app.subtree.is_none());
         // A second esc does not quit: only q does.
