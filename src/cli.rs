@@ -14,6 +14,7 @@ mod limit_args;
 mod memory;
 mod output;
 mod tasks;
+mod top;
 mod tree_view;
 mod work;
 mod workspaces;
@@ -96,6 +97,10 @@ pub enum Command {
     },
     /// The daemon's status.
     Status,
+    /// A live view of the daemon: totals, turns/s, busiest agents, longest
+    /// queues, running tasks and armed waits. Keys: q quit, s sort, tab
+    /// table, up/down select, enter the selected agent's subtree, esc back.
+    Top(top::TopArgs),
     /// An agent's tool catalog.
     Tools { agent: String },
     /// Load tools that drive a running daemon.
@@ -606,6 +611,10 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                 out.tools_unavailable(note);
             }
             Ok(())
+        }
+        Command::Top(args) => {
+            let clients = client::connect(&cli.target()).await?;
+            top::run(clients, args, cli.json).await
         }
         Command::Status => {
             let mut clients = client::connect(&cli.target()).await?;

@@ -232,7 +232,7 @@ impl Actor for AgentActor {
         Ok(AgentState {
             target: Target::from(&args.record),
             profile: args.record.profile,
-            queue: queue::Queue::new(args.queue, self.ctx.stats.metrics.queued()),
+            queue: queue::Queue::new(args.record.id, args.queue, self.ctx.stats.metrics.queues()),
             causes: None,
             run: None,
             turns_completed: 0,

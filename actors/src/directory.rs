@@ -317,6 +317,25 @@ impl Directory {
             .collect()
     }
 
+    /// Up to `limit` running tasks (child-agent handles, then commands), in
+    /// no particular order: one read lock for `limit` entries, whatever the
+    /// number running.
+    pub fn some_tasks(&self, limit: usize) -> Vec<TaskId> {
+        let inner = self.read();
+        inner
+            .tasks
+            .keys()
+            .chain(inner.commands.keys())
+            .take(limit)
+            .copied()
+            .collect()
+    }
+
+    /// Up to `limit` armed waits, as [`Directory::some_tasks`].
+    pub fn some_waits(&self, limit: usize) -> Vec<WaitId> {
+        self.read().waits.keys().take(limit).copied().collect()
+    }
+
     pub fn counts(&self) -> DirectoryCounts {
         let inner = self.read();
         DirectoryCounts {

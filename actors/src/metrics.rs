@@ -5,15 +5,25 @@
 //! so a million agents add no series.
 //!
 //! Recording is lock-free on the hot path once a series exists (a family
-//! takes its read lock to find it).
+//! takes its read lock to find it), but for the hot set ([`activity`]):
+//! one shard's lock for one insert, and only for agents with work.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use holarchy_supervision::AgentId;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
+
+pub mod activity;
+
+use activity::Activity;
 
 /// One label of a fixed vocabulary.
 type Label = (&'static str, &'static str);
@@ -32,15 +42,59 @@ fn tool_buckets() -> Histogram {
 
 #[derive(Debug)]
 pub struct RuntimeMetrics {
-    /// Off (`serve --no-metrics`): nothing is counted on the hot paths.
+    /// Off (`serve --no-metrics`): the Prometheus series count nothing;
+    /// the totals and queues that `GetActivity` reads still do.
     on: bool,
     turns_started: Family<[Label; 1], Counter>,
     turns_finished: Family<[Label; 2], Counter>,
     turn_seconds: Timings,
     tool_calls: Family<[Label; 2], Counter>,
     tool_seconds: Timings,
+    /// What agents' queues report to.
+    queues: Arc<QueueMeters>,
+    /// Turns since start, whatever the brain, for rates between reads.
+    totals: TurnTotals,
+}
+
+/// What an agent's queue counts itself into: one pointer per agent.
+#[derive(Debug, Default)]
+pub struct QueueMeters {
     /// Messages waiting on agents' queues, summed over live agents.
-    queued: Gauge,
+    pub depth: Gauge,
+    /// Agents with a queue or a recent turn.
+    pub hot: Activity,
+}
+
+#[derive(Debug, Default)]
+struct TurnTotals {
+    started: AtomicU64,
+    finished: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// Turns since start: started, finished (handled or failed), failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnCounts {
+    pub started: u64,
+    pub finished: u64,
+    pub failed: u64,
+}
+
+/// `agent_queue_max`, read from the hot set at each scrape.
+#[derive(Debug)]
+struct QueueMax(Arc<QueueMeters>);
+
+impl Collector for QueueMax {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let longest = i64::try_from(self.0.hot.queue_max()).unwrap_or(i64::MAX);
+        let metric = ConstGauge::new(longest);
+        metric.encode(encoder.encode_descriptor(
+            "agent_queue_max",
+            "Messages on the longest queue of a live agent",
+            None,
+            metric.metric_type(),
+        )?)
+    }
 }
 
 impl Default for RuntimeMetrics {
@@ -52,7 +106,8 @@ impl Default for RuntimeMetrics {
             turn_seconds: Family::new_with_constructor(turn_buckets),
             tool_calls: Family::default(),
             tool_seconds: Family::new_with_constructor(tool_buckets),
-            queued: Gauge::default(),
+            queues: Arc::default(),
+            totals: TurnTotals::default(),
         }
     }
 }
@@ -98,19 +153,27 @@ impl RuntimeMetrics {
         registry.register(
             "queued_messages",
             "Messages waiting on agents' queues, summed over live agents",
-            self.queued.clone(),
+            self.queues.depth.clone(),
         );
+        registry.register_collector(Box::new(QueueMax(self.queues.clone())));
     }
 
-    pub fn turn_started(&self, brain: &'static str) {
-        if !self.on {
-            return;
+    /// The totals and the hot set feed `GetActivity` (`holarchy top`), so
+    /// they count even with the Prometheus series off.
+    pub fn turn_started(&self, brain: &'static str, agent: AgentId) {
+        self.totals.started.fetch_add(1, Ordering::Relaxed);
+        self.queues.hot.turn_started(agent);
+        if self.on {
+            self.turns_started.get_or_create(&[("brain", brain)]).inc();
         }
-        self.turns_started.get_or_create(&[("brain", brain)]).inc();
     }
 
     /// `outcome`: handled, failed or aborted.
     pub fn turn_finished(&self, brain: &'static str, outcome: &'static str, took: Duration) {
+        self.totals.finished.fetch_add(1, Ordering::Relaxed);
+        if outcome == "failed" {
+            self.totals.failed.fetch_add(1, Ordering::Relaxed);
+        }
         if !self.on {
             return;
         }
@@ -135,9 +198,22 @@ impl RuntimeMetrics {
             .observe(took.as_secs_f64());
     }
 
-    /// The gauge agents' queues count themselves into.
-    pub fn queued(&self) -> &Gauge {
-        &self.queued
+    /// What agents' queues count themselves into.
+    pub fn queues(&self) -> &Arc<QueueMeters> {
+        &self.queues
+    }
+
+    /// Agents with a queue or a recent turn.
+    pub fn activity(&self) -> &Activity {
+        &self.queues.hot
+    }
+
+    pub fn turn_counts(&self) -> TurnCounts {
+        TurnCounts {
+            started: self.totals.started.load(Ordering::Relaxed),
+            finished: self.totals.finished.load(Ordering::Relaxed),
+            failed: self.totals.failed.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -156,11 +232,13 @@ mod tests {
     #[test]
     fn series_are_labelled_by_vocabulary_only() {
         let metrics = RuntimeMetrics::default();
-        metrics.turn_started("scripted");
+        let agent = AgentId::generate();
+        metrics.turn_started("scripted", agent);
         metrics.turn_finished("scripted", "handled", Duration::from_millis(3));
         metrics.turn_finished("scripted", "failed", Duration::from_millis(3));
         metrics.tool_called("memory", false, Duration::from_micros(300));
-        metrics.queued().inc_by(4);
+        metrics.queues().depth.inc_by(4);
+        metrics.activity().queue_changed(agent, 4);
         let out = text(&metrics);
         for line in [
             "holarchy_turns_started_total{brain=\"scripted\"} 1",
@@ -169,9 +247,18 @@ mod tests {
             "holarchy_turn_duration_seconds_count{brain=\"scripted\"} 2",
             "holarchy_tool_calls_total{family=\"memory\",outcome=\"ok\"} 1",
             "holarchy_queued_messages 4",
+            "holarchy_agent_queue_max 4",
         ] {
             assert!(out.contains(line), "{line} missing from:\n{out}");
         }
         assert!(out.ends_with("# EOF\n"), "{out}");
+        assert_eq!(
+            metrics.turn_counts(),
+            TurnCounts {
+                started: 1,
+                finished: 2,
+                failed: 1
+            }
+        );
     }
 }

@@ -23,6 +23,7 @@ use crate::protocol::{GatewayMsg, SchedulerMsg};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, supervisor, Ctx};
 
+pub mod activity;
 mod create;
 pub mod factory;
 mod handle;

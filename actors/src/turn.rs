@@ -108,7 +108,7 @@ pub async fn run(
         Ok(None) => return TurnOutcome::BrainFailed("agent record not found".into()),
         Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
     };
-    let mut meter = TurnMeter::start(ctx.clone(), record.brain.kind());
+    let mut meter = TurnMeter::start(ctx.clone(), record.brain.kind(), agent_id);
     let outcome = run_on(ctx, profile, agent_id, run_id, message, record, usage).await;
     meter.finish(if matches!(outcome, TurnOutcome::Decided { .. }) {
         "handled"
@@ -130,8 +130,8 @@ struct TurnMeter {
 }
 
 impl TurnMeter {
-    fn start(ctx: Arc<Ctx>, brain: &'static str) -> Self {
-        ctx.stats.metrics.turn_started(brain);
+    fn start(ctx: Arc<Ctx>, brain: &'static str, agent_id: AgentId) -> Self {
+        ctx.stats.metrics.turn_started(brain, agent_id);
         Self {
             ctx,
             brain,

@@ -1,13 +1,18 @@
-//! `holarchy.v1.RuntimeService`: the daemon's status.
+//! `holarchy.v1.RuntimeService`: the daemon's status, and its activity
+//! (totals and bounded top lists, for `holarchy top`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use holarchy_actors::metrics::activity::WINDOW_MS;
+use holarchy_actors::runtime::activity::{ActiveAgent, ActivityError, ActivityReport};
 use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::Runtime;
+use holarchy_supervision::limits::head;
+use holarchy_supervision::{TaskRecord, WaitKind, WaitRecord};
 use tonic::{Request, Response, Status};
 
-use super::convert::ApiError;
+use super::convert::{self, ApiError};
 use super::pb;
 use super::pb::runtime_service_server::RuntimeService;
 use super::read_model::ReadModel;
@@ -94,5 +99,100 @@ impl RuntimeService for RuntimeApi {
             heap_allocated_bytes: heap.allocated,
             heap_resident_bytes: heap.resident,
         }))
+    }
+
+    async fn get_activity(
+        &self,
+        request: Request<pb::GetActivityRequest>,
+    ) -> Result<Response<pb::GetActivityResponse>, Status> {
+        let limit = match request.into_inner().limit {
+            0 => DEFAULT_ACTIVITY_LIMIT,
+            n => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+        let report = self
+            .runtime
+            .activity(limit)
+            .await
+            .map_err(|err| match err {
+                ActivityError::Limit(_) => ApiError::InvalidArgument(err.to_string()),
+                ActivityError::Runtime(err) => ApiError::from(err),
+                ActivityError::Store(err) => ApiError::from(err),
+            })?;
+        Ok(Response::new(activity(
+            report,
+            self.runtime.uptime().as_millis() as u64,
+        )))
+    }
+}
+
+/// Entries per list when a call names no limit.
+const DEFAULT_ACTIVITY_LIMIT: usize = 10;
+
+/// Agent-written text in a list (a task's label, a wait's reason) is cut to
+/// this, so a page of 4 lists of 100 stays small.
+const LISTED_TEXT_BYTES: usize = 200;
+
+fn activity(report: ActivityReport, uptime_ms: u64) -> pb::GetActivityResponse {
+    let status = &report.status;
+    pb::GetActivityResponse {
+        totals: Some(pb::ActivityTotals {
+            uptime_ms,
+            public_agents: status.public_agents as u64,
+            private_agents: status.private_agents as u64,
+            busy_runs: status.busy_runs as u64,
+            turns_started: report.turns.started,
+            turns_finished: report.turns.finished,
+            turns_failed: report.turns.failed,
+            queued_messages: report.queued_messages,
+            queue_max: report.queue_max as u64,
+            running_tasks: status.running_tasks as u64,
+            armed_waits: status.armed_waits as u64,
+            restarts: status.restarts,
+            agents_given_up: status.given_up,
+        }),
+        busiest: report.busiest.iter().map(active_agent).collect(),
+        longest_queues: report.longest_queues.iter().map(active_agent).collect(),
+        running_tasks: report.tasks.iter().map(running_task).collect(),
+        armed_waits: report.waits.iter().map(armed_wait).collect(),
+        hot_agents: report.hot_agents as u64,
+        hot_left_out: report.left_out,
+        window_ms: WINDOW_MS,
+        now_ms: holarchy_actors::now_ms(),
+    }
+}
+
+fn active_agent(a: &ActiveAgent) -> pb::ActiveAgent {
+    pb::ActiveAgent {
+        agent_id: a.agent_id.to_string(),
+        name: a.name.clone().unwrap_or_default(),
+        visibility: convert::visibility(a.visibility).into(),
+        state: convert::lifecycle(a.state).into(),
+        queue_length: a.queue_len as u64,
+        current_run_id: a.current_run.map(|r| r.to_string()).unwrap_or_default(),
+        recent_turns: a.recent_turns,
+    }
+}
+
+fn running_task(t: &TaskRecord) -> pb::RunningTask {
+    let label = t.command.as_deref().unwrap_or(&t.label);
+    pb::RunningTask {
+        task_id: t.id.to_string(),
+        owner_agent_id: t.owner_agent_id.to_string(),
+        kind: t.kind.name().to_owned(),
+        label: head(label, LISTED_TEXT_BYTES).to_owned(),
+        started_at_ms: t.created_at_ms,
+    }
+}
+
+fn armed_wait(w: &WaitRecord) -> pb::ArmedWait {
+    pb::ArmedWait {
+        wait_id: w.id.to_string(),
+        owner_agent_id: w.owner_agent_id.to_string(),
+        kind: w.kind.name().to_owned(),
+        reason: head(&w.reason, LISTED_TEXT_BYTES).to_owned(),
+        fires_at_ms: match w.kind {
+            WaitKind::Timer { deadline_ms } => deadline_ms,
+            WaitKind::Trigger { .. } => 0,
+        },
     }
 }

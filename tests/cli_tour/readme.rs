@@ -175,6 +175,10 @@ const COVERED: &[(&str, &str)] = &[
         "export --since",
         "export::export_writes_every_event_decision_and_action_once_and_resumes_from_its_cursor",
     ),
+    (
+        "top",
+        "top::top_shows_busy_agents_long_queues_tasks_and_waits_over_the_socket_and_tcp",
+    ),
 ];
 
 /// The sources of this test's modules, to check that each named test is
@@ -192,6 +196,7 @@ const MODULES: &[(&str, &str)] = &[
     ("connect", include_str!("connect.rs")),
     ("instances", include_str!("instances.rs")),
     ("turns_under_load", include_str!("../turns_under_load.rs")),
+    ("top", include_str!("../top.rs")),
 ];
 
 #[test]

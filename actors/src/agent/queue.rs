@@ -1,66 +1,101 @@
 //! An agent's queue of message ids. It counts itself into the daemon's
-//! queued-messages gauge as it changes, and out when the agent's state
-//! goes (a stop, a crash, an archive), so the gauge is the sum of live
-//! agents' queues without ever walking them.
+//! queued-messages gauge and the hot set (the agents with work, for
+//! `holarchy top` and the longest-queue gauge) as it changes, and out of
+//! both when the agent's state goes (a stop, a crash, an archive), so the
+//! gauge is the sum of live agents' queues and the hot set holds what is
+//! queued, without ever walking the agents.
+//!
+//! An empty queue holds no allocation: its ids live in a box made with
+//! the first message and dropped with the last, so an idle agent's queue
+//! is its id and two pointers.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
-use holarchy_supervision::MessageId;
-use prometheus_client::metrics::gauge::Gauge;
+use holarchy_supervision::{AgentId, MessageId};
+
+use crate::metrics::QueueMeters;
 
 #[derive(Debug)]
 pub(super) struct Queue {
-    ids: VecDeque<MessageId>,
-    depth: Gauge,
+    agent: AgentId,
+    #[allow(clippy::box_collection)] // 8 bytes on every idle agent, not 32
+    ids: Option<Box<VecDeque<MessageId>>>,
+    meters: Arc<QueueMeters>,
 }
 
 impl Queue {
-    pub(super) fn new(ids: Vec<MessageId>, depth: &Gauge) -> Self {
-        depth.inc_by(ids.len() as i64);
-        Self {
-            ids: ids.into(),
-            depth: depth.clone(),
+    pub(super) fn new(agent: AgentId, ids: Vec<MessageId>, meters: &Arc<QueueMeters>) -> Self {
+        let queue = Self {
+            agent,
+            ids: (!ids.is_empty()).then(|| Box::new(ids.into())),
+            meters: meters.clone(),
+        };
+        if !queue.is_empty() {
+            queue.meters.depth.inc_by(queue.len() as i64);
+            queue.meters.hot.queue_changed(agent, queue.len());
         }
+        queue
     }
 
     pub(super) fn len(&self) -> usize {
-        self.ids.len()
+        self.ids.as_ref().map_or(0, |ids| ids.len())
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.len() == 0
     }
 
     pub(super) fn contains(&self, id: &MessageId) -> bool {
-        self.ids.contains(id)
+        self.ids.as_ref().is_some_and(|ids| ids.contains(id))
+    }
+
+    fn ids_mut(&mut self) -> &mut VecDeque<MessageId> {
+        self.ids.get_or_insert_with(Box::default)
+    }
+
+    /// Reports a change of `delta` messages, and lets the box go once empty.
+    fn changed(&mut self, delta: i64) {
+        if self.ids.as_ref().is_some_and(|ids| ids.is_empty()) {
+            self.ids = None;
+        }
+        self.meters.depth.inc_by(delta);
+        self.meters.hot.queue_changed(self.agent, self.len());
     }
 
     pub(super) fn push_back(&mut self, id: MessageId) {
-        self.ids.push_back(id);
-        self.depth.inc();
+        self.ids_mut().push_back(id);
+        self.changed(1);
     }
 
     pub(super) fn push_front(&mut self, id: MessageId) {
-        self.ids.push_front(id);
-        self.depth.inc();
+        self.ids_mut().push_front(id);
+        self.changed(1);
     }
 
     pub(super) fn pop_front(&mut self) -> Option<MessageId> {
-        let id = self.ids.pop_front()?;
-        self.depth.dec();
+        let id = self.ids.as_mut()?.pop_front()?;
+        self.changed(-1);
         Some(id)
     }
 
     pub(super) fn retain(&mut self, keep: impl FnMut(&MessageId) -> bool) {
-        let before = self.ids.len();
-        self.ids.retain(keep);
-        self.depth.dec_by((before - self.ids.len()) as i64);
+        let Some(ids) = self.ids.as_mut() else {
+            return;
+        };
+        let before = ids.len();
+        ids.retain(keep);
+        let removed = before - ids.len();
+        if removed > 0 {
+            self.changed(-(removed as i64));
+        }
     }
 }
 
 impl Drop for Queue {
     fn drop(&mut self) {
-        self.depth.dec_by(self.ids.len() as i64);
+        self.meters.depth.dec_by(self.len() as i64);
+        self.meters.hot.forget(self.agent);
     }
 }
 
@@ -69,22 +104,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_gauge_follows_every_change_and_the_drop() {
-        let depth = Gauge::default();
+    fn the_gauge_and_the_hot_set_follow_every_change_and_the_drop() {
+        let meters = Arc::new(QueueMeters::default());
+        let agent = AgentId::generate();
         let (a, b, c) = (
             MessageId::generate(),
             MessageId::generate(),
             MessageId::generate(),
         );
-        let mut queue = Queue::new(vec![a, b], &depth);
-        assert_eq!(depth.get(), 2);
+        let depth = || meters.depth.get();
+        let hot_len = || meters.hot.agents().first().map(|h| h.queue_len);
+        let mut queue = Queue::new(agent, vec![a, b], &meters);
+        assert_eq!((depth(), hot_len()), (2, Some(2)));
         queue.push_back(c);
         queue.push_front(a);
-        assert_eq!(depth.get(), 4);
+        assert_eq!((depth(), hot_len()), (4, Some(4)));
         assert_eq!(queue.pop_front(), Some(a));
         queue.retain(|id| *id != b);
-        assert_eq!((queue.len(), depth.get()), (2, 2));
+        assert_eq!((queue.len(), depth(), hot_len()), (2, 2, Some(2)));
+        while queue.pop_front().is_some() {}
+        assert!(queue.ids.is_none(), "an empty queue keeps no allocation");
+        // Emptied, with no turn: the agent leaves the hot set.
+        assert_eq!((depth(), hot_len()), (0, None));
+        queue.push_back(c);
         drop(queue);
-        assert_eq!(depth.get(), 0);
+        assert_eq!((depth(), hot_len()), (0, None));
+    }
+
+    #[test]
+    fn an_idle_queue_is_small() {
+        // The id, the box's pointer and the meters' pointer.
+        assert!(std::mem::size_of::<Queue>() <= 32);
     }
 }

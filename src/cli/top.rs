@@ -1,0 +1,200 @@
+//! `holarchy top`: a live terminal view of the daemon, refreshed from
+//! `RuntimeService.GetActivity` over the CLI's usual connection (the Unix
+//! socket, or TCP with the token). Interactive on a terminal; one plain
+//! frame (`--once`, or stdout not a terminal) or one JSON object
+//! (`--json`) otherwise.
+
+mod app;
+mod plain;
+mod view;
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use crossterm::event::{self, Event, KeyEvent, KeyEventKind};
+use ratatui::DefaultTerminal;
+
+use super::output::emit;
+use crate::api::pb;
+use crate::client::Clients;
+use app::{Action, App, Subtree};
+
+/// Nodes of a subtree the pane shows at most (a page of GetTree holds at
+/// most 5,000): the rest is counted, not drawn.
+const MAX_SUBTREE_NODES: usize = 20_000;
+
+#[derive(Debug, clap::Args)]
+pub struct TopArgs {
+    /// Seconds between refreshes (0.2 to 3600).
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Print one plain-text frame and exit (what happens anyway when
+    /// stdout is not a terminal).
+    #[arg(long)]
+    pub once: bool,
+    /// Entries per list (1 to 100).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub limit: u32,
+}
+
+pub async fn run(mut clients: Clients, args: &TopArgs, json: bool) -> anyhow::Result<()> {
+    if !(0.2..=3600.0).contains(&args.interval) {
+        anyhow::bail!("--interval must be between 0.2 and 3600 seconds");
+    }
+    let interval = Duration::from_secs_f64(args.interval);
+    if args.once || json || !std::io::stdout().is_terminal() {
+        let activity = read(&mut clients, args.limit, interval).await?;
+        if json {
+            emit(plain::json(&activity));
+        } else {
+            let mut app = App::default();
+            app.update(activity, Instant::now());
+            emit(plain::frame(&app));
+        }
+        return Ok(());
+    }
+    let mut terminal = ratatui::try_init().context("cannot take over the terminal")?;
+    let result = interactive(&mut terminal, clients, args.limit, interval).await;
+    ratatui::restore();
+    result
+}
+
+/// One read, bounded in time so a daemon that stops answering leaves the
+/// view responsive (the error is shown, the next tick tries again).
+async fn read(
+    clients: &mut Clients,
+    limit: u32,
+    interval: Duration,
+) -> anyhow::Result<pb::GetActivityResponse> {
+    let call = clients
+        .runtime
+        .get_activity(pb::GetActivityRequest { limit });
+    let answer = tokio::time::timeout(interval.max(Duration::from_secs(5)), call)
+        .await
+        .context("the daemon did not answer in time")??;
+    Ok(answer.into_inner())
+}
+
+/// The subtree of `agent_id`, drawn as `holarchy tree` draws it.
+async fn subtree(clients: &mut Clients, agent_id: &str) -> anyhow::Result<Vec<String>> {
+    let mut nodes = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = clients
+            .supervision
+            .get_tree(pb::GetTreeRequest {
+                agent_id: agent_id.to_owned(),
+                page_token,
+                max_nodes: 0,
+            })
+            .await?
+            .into_inner();
+        nodes.extend(page.nodes);
+        page_token = page.next_page_token;
+        if page_token.is_empty() || nodes.len() >= MAX_SUBTREE_NODES {
+            break;
+        }
+    }
+    let mut lines = Vec::with_capacity(nodes.len() + 1);
+    super::tree_view::render(&nodes, |line| lines.push(line));
+    if !page_token.is_empty() {
+        lines.push(format!(
+            "... more nodes (the first {} shown); `holarchy tree {agent_id}` lists them all",
+            nodes.len()
+        ));
+    }
+    Ok(lines)
+}
+
+/// What the terminal reader hands the loop.
+enum Input {
+    Key(KeyEvent),
+    Resized,
+}
+
+/// Tells the reader thread to end when the view ends, however it ends.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Reads the terminal on a thread of its own (crossterm's reads block),
+/// polling so it notices the view has ended.
+fn read_terminal(input: tokio::sync::mpsc::Sender<Input>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        match event::poll(Duration::from_millis(100)) {
+            Ok(false) => continue,
+            Ok(true) => {}
+            Err(_) => return,
+        }
+        let sent = match event::read() {
+            Ok(Event::Key(key)) if key.kind == KeyEventKind::Press => {
+                input.blocking_send(Input::Key(key))
+            }
+            Ok(Event::Resize(..)) => input.blocking_send(Input::Resized),
+            Ok(_) => Ok(()),
+            Err(_) => return,
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+async fn interactive(
+    terminal: &mut DefaultTerminal,
+    mut clients: Clients,
+    limit: u32,
+    interval: Duration,
+) -> anyhow::Result<()> {
+    let (sender, mut inputs) = tokio::sync::mpsc::channel(64);
+    let stop = Arc::new(AtomicBool::new(false));
+    let _stop = StopOnDrop(stop.clone());
+    std::thread::Builder::new()
+        .name("top-keys".into())
+        .spawn(move || read_terminal(sender, stop))
+        .context("cannot start the key reader")?;
+
+    let mut app = App::default();
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                match read(&mut clients, limit, interval).await {
+                    Ok(activity) => app.update(activity, Instant::now()),
+                    Err(err) => app.error = Some(format!("{err:#}")),
+                }
+                // An open pane is live too: read again, the scroll kept.
+                if let Some(agent_id) = app.subtree.as_ref().map(|p| p.agent_id.clone()) {
+                    match subtree(&mut clients, &agent_id).await {
+                        Ok(lines) => app.refresh_subtree(lines),
+                        Err(err) => app.error = Some(format!("{err:#}")),
+                    }
+                }
+            }
+            input = inputs.recv() => match input {
+                None => break,
+                Some(Input::Resized) => {}
+                Some(Input::Key(key)) => match app.on_key(key) {
+                    Action::Quit => break,
+                    Action::None => {}
+                    Action::OpenSubtree(agent_id) => match subtree(&mut clients, &agent_id).await {
+                        Ok(lines) => {
+                            app.subtree = Some(Subtree { agent_id, lines, scroll: 0 });
+                        }
+                        Err(err) => app.error = Some(format!("{err:#}")),
+                    },
+                },
+            },
+        }
+        terminal.draw(|frame| view::draw(frame, &app))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,543 @@
+//! The state of `holarchy top` and what each key does to it: the last
+//! activity read, the rates between the last two, which table is shown,
+//! its sort and selection, and the subtree pane. No terminal and no daemon
+//! here, so keys and rows are unit-tested.
+
+use std::cmp::Ordering;
+use std::time::Instant;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::api::pb;
+
+/// The tables, in the order tab goes through them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    Busiest,
+    Queues,
+    Tasks,
+    Waits,
+}
+
+impl Table {
+    pub const ALL: [Table; 4] = [Table::Busiest, Table::Queues, Table::Tasks, Table::Waits];
+
+    fn index(self) -> usize {
+        match self {
+            Table::Busiest => 0,
+            Table::Queues => 1,
+            Table::Tasks => 2,
+            Table::Waits => 3,
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Table::Busiest => "busiest agents",
+            Table::Queues => "longest queues",
+            Table::Tasks => "running tasks",
+            Table::Waits => "armed waits",
+        }
+    }
+
+    pub fn headers(self) -> &'static [&'static str] {
+        match self {
+            Table::Busiest | Table::Queues => {
+                &["AGENT", "NAME", "VIS", "STATE", "QUEUE", "TURNS/MIN", "RUN"]
+            }
+            Table::Tasks => &["TASK", "OWNER", "KIND", "AGE", "LABEL"],
+            Table::Waits => &["WAIT", "OWNER", "KIND", "FIRES IN", "REASON"],
+        }
+    }
+
+    /// The columns `s` cycles through (indexes into [`Table::headers`]);
+    /// the first is the table's own order.
+    pub fn sort_columns(self) -> &'static [usize] {
+        match self {
+            Table::Busiest => &[5, 4, 1, 3],
+            Table::Queues => &[4, 5, 1, 3],
+            Table::Tasks => &[3, 1, 2],
+            Table::Waits => &[3, 1, 2],
+        }
+    }
+}
+
+/// What the caller does after a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    None,
+    Quit,
+    /// Fetch this agent's subtree and show it.
+    OpenSubtree(String),
+}
+
+/// An agent's subtree, drawn, in the pane that replaces the tables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subtree {
+    pub agent_id: String,
+    pub lines: Vec<String>,
+    pub scroll: usize,
+}
+
+/// One row of a table: its cells, and the agent enter opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub cells: Vec<String>,
+    pub agent_id: String,
+}
+
+/// Turn totals at one read, for rates.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at: Instant,
+    finished: u64,
+    failed: u64,
+}
+
+/// Turns a second between the last two reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rates {
+    pub turns: f64,
+    pub failed: f64,
+    /// Averaged since the daemon started (only one read so far).
+    pub since_start: bool,
+}
+
+#[derive(Debug, Default)]
+pub struct App {
+    pub activity: Option<pb::GetActivityResponse>,
+    pub rates: Option<Rates>,
+    last: Option<Sample>,
+    table: usize,
+    /// Per table: the position in its sort columns, and the selected row.
+    sort: [usize; 4],
+    selected: [usize; 4],
+    pub subtree: Option<Subtree>,
+    /// The last failed read or subtree fetch, shown until the next success.
+    pub error: Option<String>,
+}
+
+impl App {
+    pub fn table(&self) -> Table {
+        Table::ALL[self.table]
+    }
+
+    pub fn selected(&self) -> usize {
+        self.selected[self.table]
+    }
+
+    /// The header index the shown table is sorted by.
+    pub fn sort_column(&self) -> usize {
+        let table = self.table();
+        table.sort_columns()[self.sort[table.index()]]
+    }
+
+    /// Takes a new read, taken at `at`.
+    pub fn update(&mut self, activity: pb::GetActivityResponse, at: Instant) {
+        let totals = activity.totals.unwrap_or_default();
+        let now = Sample {
+            at,
+            finished: totals.turns_finished,
+            failed: totals.turns_failed,
+        };
+        self.rates = match self.last {
+            Some(last) if at > last.at => {
+                let seconds = (at - last.at).as_secs_f64();
+                Some(Rates {
+                    turns: now.finished.saturating_sub(last.finished) as f64 / seconds,
+                    failed: now.failed.saturating_sub(last.failed) as f64 / seconds,
+                    since_start: false,
+                })
+            }
+            _ => since_start(&totals),
+        };
+        self.last = Some(now);
+        self.activity = Some(activity);
+        self.error = None;
+        // Lists shrink between reads; the selection stays on a row.
+        for table in Table::ALL {
+            let rows = self.row_count(table);
+            let selected = &mut self.selected[table.index()];
+            *selected = (*selected).min(rows.saturating_sub(1));
+        }
+    }
+
+    /// New lines for the open subtree pane; the scroll stays where it was
+    /// while the tree is as long.
+    pub fn refresh_subtree(&mut self, lines: Vec<String>) {
+        if let Some(pane) = &mut self.subtree {
+            pane.scroll = pane.scroll.min(lines.len().saturating_sub(1));
+            pane.lines = lines;
+        }
+    }
+
+    pub fn on_key(&mut self, key: KeyEvent) -> Action {
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            return Action::Quit;
+        }
+        if let Some(pane) = &mut self.subtree {
+            match key.code {
+                KeyCode::Char('q') => return Action::Quit,
+                KeyCode::Esc => self.subtree = None,
+                KeyCode::Up | KeyCode::Char('k') => pane.scroll = pane.scroll.saturating_sub(1),
+                KeyCode::Down | KeyCode::Char('j') => {
+                    pane.scroll = (pane.scroll + 1).min(pane.lines.len().saturating_sub(1));
+                }
+                KeyCode::PageUp => pane.scroll = pane.scroll.saturating_sub(20),
+                KeyCode::PageDown => {
+                    pane.scroll = (pane.scroll + 20).min(pane.lines.len().saturating_sub(1));
+                }
+                _ => {}
+            }
+            return Action::None;
+        }
+        let table = self.table();
+        let rows = self.row_count(table);
+        let selected = &mut self.selected[table.index()];
+        match key.code {
+            KeyCode::Char('q') => return Action::Quit,
+            KeyCode::Char('s') => {
+                let sort = &mut self.sort[table.index()];
+                *sort = (*sort + 1) % table.sort_columns().len();
+                *selected = 0;
+            }
+            KeyCode::Tab => self.table = (self.table + 1) % Table::ALL.len(),
+            KeyCode::BackTab => self.table = (self.table + Table::ALL.len() - 1) % Table::ALL.len(),
+            KeyCode::Up | KeyCode::Char('k') => *selected = selected.saturating_sub(1),
+            KeyCode::Down | KeyCode::Char('j') => {
+                *selected = (*selected + 1).min(rows.saturating_sub(1));
+            }
+            KeyCode::Enter => {
+                if let Some(row) = self.rows(table).into_iter().nth(self.selected()) {
+                    return Action::OpenSubtree(row.agent_id);
+                }
+            }
+            _ => {}
+        }
+        Action::None
+    }
+
+    fn row_count(&self, table: Table) -> usize {
+        let Some(a) = &self.activity else {
+            return 0;
+        };
+        match table {
+            Table::Busiest => a.busiest.len(),
+            Table::Queues => a.longest_queues.len(),
+            Table::Tasks => a.running_tasks.len(),
+            Table::Waits => a.armed_waits.len(),
+        }
+    }
+
+    /// The rows of `table`, in its current sort.
+    pub fn rows(&self, table: Table) -> Vec<Row> {
+        let Some(a) = &self.activity else {
+            return Vec::new();
+        };
+        let column = table.sort_columns()[self.sort[table.index()]];
+        match table {
+            Table::Busiest => agent_rows(&a.busiest, column),
+            Table::Queues => agent_rows(&a.longest_queues, column),
+            Table::Tasks => task_rows(&a.running_tasks, column, a.now_ms),
+            Table::Waits => wait_rows(&a.armed_waits, column, a.now_ms),
+        }
+    }
+}
+
+fn since_start(totals: &pb::ActivityTotals) -> Option<Rates> {
+    let seconds = totals.uptime_ms as f64 / 1000.0;
+    (seconds > 0.0).then(|| Rates {
+        turns: totals.turns_finished as f64 / seconds,
+        failed: totals.turns_failed as f64 / seconds,
+        since_start: true,
+    })
+}
+
+fn visibility(v: i32) -> &'static str {
+    match pb::Visibility::try_from(v) {
+        Ok(pb::Visibility::Public) => "public",
+        Ok(pb::Visibility::Private) => "private",
+        _ => "-",
+    }
+}
+
+fn state(v: i32) -> &'static str {
+    match pb::LifecycleState::try_from(v) {
+        Ok(pb::LifecycleState::Active) => "active",
+        Ok(pb::LifecycleState::Paused) => "paused",
+        Ok(pb::LifecycleState::Failed) => "failed",
+        Ok(pb::LifecycleState::Archived) => "archived",
+        _ => "-",
+    }
+}
+
+fn or_dash(text: &str) -> String {
+    if text.is_empty() {
+        "-".to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
+/// `ms` as a short duration: 950ms, 12s, 3m04s, 2h05m.
+pub fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms}ms"),
+        1..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// Sorts `items` by the chosen column: numbers biggest first, text
+/// alphabetically; ties keep the daemon's order.
+fn sorted<T>(items: &[T], cmp: impl Fn(&T, &T) -> Ordering) -> Vec<&T> {
+    let mut items: Vec<&T> = items.iter().collect();
+    items.sort_by(|a, b| cmp(a, b));
+    items
+}
+
+fn agent_rows(agents: &[pb::ActiveAgent], column: usize) -> Vec<Row> {
+    let items = sorted(agents, |a, b| match column {
+        4 => b.queue_length.cmp(&a.queue_length),
+        5 => b.recent_turns.cmp(&a.recent_turns),
+        1 => a.name.cmp(&b.name),
+        3 => state(a.state).cmp(state(b.state)),
+        _ => Ordering::Equal,
+    });
+    items
+        .into_iter()
+        .map(|a| Row {
+            cells: vec![
+                a.agent_id.clone(),
+                or_dash(&a.name),
+                visibility(a.visibility).to_owned(),
+                state(a.state).to_owned(),
+                a.queue_length.to_string(),
+                a.recent_turns.to_string(),
+                or_dash(&a.current_run_id),
+            ],
+            agent_id: a.agent_id.clone(),
+        })
+        .collect()
+}
+
+fn task_rows(tasks: &[pb::RunningTask], column: usize, now_ms: u64) -> Vec<Row> {
+    let items = sorted(tasks, |a, b| match column {
+        // Oldest (longest running) first.
+        3 => a.started_at_ms.cmp(&b.started_at_ms),
+        1 => a.owner_agent_id.cmp(&b.owner_agent_id),
+        2 => a.kind.cmp(&b.kind),
+        _ => Ordering::Equal,
+    });
+    items
+        .into_iter()
+        .map(|t| Row {
+            cells: vec![
+                t.task_id.clone(),
+                t.owner_agent_id.clone(),
+                t.kind.clone(),
+                duration(now_ms.saturating_sub(t.started_at_ms)),
+                or_dash(&one_line(&t.label)),
+            ],
+            agent_id: t.owner_agent_id.clone(),
+        })
+        .collect()
+}
+
+fn wait_rows(waits: &[pb::ArmedWait], column: usize, now_ms: u64) -> Vec<Row> {
+    let items = sorted(waits, |a, b| match column {
+        // The next to fire first; triggers (no time) last.
+        3 => (a.fires_at_ms == 0, a.fires_at_ms).cmp(&(b.fires_at_ms == 0, b.fires_at_ms)),
+        1 => a.owner_agent_id.cmp(&b.owner_agent_id),
+        2 => a.kind.cmp(&b.kind),
+        _ => Ordering::Equal,
+    });
+    items
+        .into_iter()
+        .map(|w| Row {
+            cells: vec![
+                w.wait_id.clone(),
+                w.owner_agent_id.clone(),
+                w.kind.clone(),
+                match w.fires_at_ms {
+                    0 => "-".to_owned(),
+                    at => duration(at.saturating_sub(now_ms)),
+                },
+                or_dash(&one_line(&w.reason)),
+            ],
+            agent_id: w.owner_agent_id.clone(),
+        })
+        .collect()
+}
+
+/// Agent-written text on one line: control characters (a newline, an
+/// escape sequence) would break the table or the terminal.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub fn agent(id: &str, name: &str, queue: u64, turns: u32) -> pb::ActiveAgent {
+        pb::ActiveAgent {
+            agent_id: id.into(),
+            name: name.into(),
+            visibility: pb::Visibility::Public.into(),
+            state: pb::LifecycleState::Active.into(),
+            queue_length: queue,
+            current_run_id: String::new(),
+            recent_turns: turns,
+        }
+    }
+
+    pub fn sample() -> pb::GetActivityResponse {
+        pb::GetActivityResponse {
+            totals: Some(pb::ActivityTotals {
+                uptime_ms: 10_000,
+                public_agents: 3,
+                turns_finished: 100,
+                turns_started: 101,
+                queued_messages: 47,
+                queue_max: 40,
+                running_tasks: 1,
+                armed_waits: 1,
+                ..Default::default()
+            }),
+            busiest: vec![agent("agt_b", "busy", 2, 9), agent("agt_a", "also", 5, 3)],
+            longest_queues: vec![agent("agt_q", "stuck", 40, 0), agent("agt_a", "also", 5, 3)],
+            running_tasks: vec![pb::RunningTask {
+                task_id: "tsk_1".into(),
+                owner_agent_id: "agt_o".into(),
+                kind: "command".into(),
+                label: "sleep 60\nrm -rf".into(),
+                started_at_ms: 1_000,
+            }],
+            armed_waits: vec![pb::ArmedWait {
+                wait_id: "wai_1".into(),
+                owner_agent_id: "agt_w".into(),
+                kind: "timer".into(),
+                reason: "release".into(),
+                fires_at_ms: 125_000,
+            }],
+            hot_agents: 3,
+            hot_left_out: 0,
+            window_ms: 60_000,
+            now_ms: 5_000,
+        }
+    }
+
+    pub fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn first_ids(app: &App) -> Vec<String> {
+        app.rows(app.table())
+            .into_iter()
+            .map(|r| r.agent_id)
+            .collect()
+    }
+
+    #[test]
+    fn rates_come_from_two_reads_and_from_uptime_before_that() {
+        let mut app = App::default();
+        let start = Instant::now();
+        app.update(sample(), start);
+        let rates = app.rates.expect("rates");
+        assert!(rates.since_start && (rates.turns - 10.0).abs() < 1e-9);
+        let mut later = sample();
+        if let Some(t) = later.totals.as_mut() {
+            t.turns_finished = 150;
+            t.turns_failed = 5;
+        }
+        app.update(later, start + std::time::Duration::from_secs(2));
+        let rates = app.rates.expect("rates");
+        assert!(!rates.since_start);
+        assert!((rates.turns - 25.0).abs() < 1e-9 && (rates.failed - 2.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn tab_switches_tables_s_cycles_the_sort_and_enter_opens_the_selected_agent() {
+        let mut app = App::default();
+        app.update(sample(), Instant::now());
+        assert_eq!(app.table(), Table::Busiest);
+        assert_eq!(first_ids(&app), ["agt_b", "agt_a"]);
+        // Sorted by queue now.
+        assert_eq!(app.on_key(key(KeyCode::Char('s'))), Action::None);
+        assert_eq!(app.sort_column(), 4);
+        assert_eq!(first_ids(&app), ["agt_a", "agt_b"]);
+        app.on_key(key(KeyCode::Down));
+        app.on_key(key(KeyCode::Down));
+        assert_eq!(app.selected(), 1, "the selection stops at the last row");
+        assert_eq!(
+            app.on_key(key(KeyCode::Enter)),
+            Action::OpenSubtree("agt_b".into())
+        );
+        app.on_key(key(KeyCode::Tab));
+        app.on_key(key(KeyCode::Tab));
+        assert_eq!(app.table(), Table::Tasks);
+        assert_eq!(
+            app.on_key(key(KeyCode::Enter)),
+            Action::OpenSubtree("agt_o".into()),
+            "a task opens its owner"
+        );
+        app.on_key(key(KeyCode::BackTab));
+        assert_eq!(app.table(), Table::Queues);
+        assert_eq!(app.on_key(key(KeyCode::Char('q'))), Action::Quit);
+        assert_eq!(
+            app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Action::Quit
+        );
+    }
+
+    #[test]
+    fn the_subtree_pane_scrolls_and_esc_goes_back_to_the_tables() {
+        let mut app = App::default();
+        app.update(sample(), Instant::now());
+        app.subtree = Some(Subtree {
+            agent_id: "agt_b".into(),
+            lines: vec!["a".into(), "b".into()],
+            scroll: 0,
+        });
+        for _ in 0..5 {
+            app.on_key(key(KeyCode::Down));
+        }
+        assert_eq!(app.subtree.as_ref().map(|s| s.scroll), Some(1));
+        // A refresh that shortens the tree pulls the scroll back.
+        app.refresh_subtree(vec!["a".into()]);
+        assert_eq!(app.subtree.as_ref().map(|s| s.scroll), Some(0));
+        assert_eq!(app.on_key(key(KeyCode::Esc)), Action::None);
+        assert!(app.subtree.is_none());
+        // A second esc does not quit: only q does.
+        assert_eq!(app.on_key(key(KeyCode::Esc)), Action::None);
+    }
+
+    #[test]
+    fn rows_show_ages_and_times_and_keep_agent_text_on_one_line() {
+        let mut app = App::default();
+        app.update(sample(), Instant::now());
+        let tasks = app.rows(Table::Tasks);
+        assert_eq!(tasks[0].cells[3], "4s");
+        assert_eq!(tasks[0].cells[4], "sleep 60 rm -rf");
+        let waits = app.rows(Table::Waits);
+        assert_eq!(waits[0].cells[3], "2m00s");
+        assert_eq!(duration(7_500_000), "2h05m");
+    }
+
+    #[test]
+    fn a_shorter_list_pulls_the_selection_back() {
+        let mut app = App::default();
+        app.update(sample(), Instant::now());
+        app.on_key(key(KeyCode::Down));
+        assert_eq!(app.selected(), 1);
+        let mut fewer = sample();
+        fewer.busiest.truncate(1);
+        app.update(fewer, Instant::now());
+        assert_eq!(app.selected(), 0);
+    }
+}

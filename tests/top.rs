@@ -1,0 +1,431 @@
+//! `holarchy top` and `RuntimeService.GetActivity` end to end, against the
+//! real binary: busy agents and a long queue (a paused agent's) show in the
+//! right lists with the right numbers, over the Unix socket and over TCP,
+//! as a plain frame and as JSON; the longest queue reaches `/metrics`; a
+//! list longer than the bound is refused; in a terminal (tmux, when
+//! installed) the keys work. The ignored test measures the call at 100,000
+//! idle agents.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{create, data_dir, exec, free_addr, handled, script, send, Daemon};
+use holarchy::api::pb;
+use holarchy::client::Clients;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Runs the CLI with `args`; its stdout (a pipe, not a terminal).
+fn cli(args: &[&str], token: Option<&str>) -> String {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_holarchy"));
+    command
+        .args(args)
+        .env_remove("HOLARCHY_TOKEN")
+        .env_remove("HOLARCHY_ADDR")
+        .env_remove("HOLARCHY_SOCKET")
+        .env_remove("HOLARCHY_DATA_DIR");
+    if let Some(token) = token {
+        command.env("HOLARCHY_TOKEN", token);
+    }
+    let out = command.output().expect("the CLI runs");
+    assert!(
+        out.status.success(),
+        "holarchy {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// The rows of a plain frame's table under `title`, split on whitespace,
+/// without the header line.
+fn section(frame: &str, title: &str) -> Vec<Vec<String>> {
+    let mut lines = frame
+        .lines()
+        .skip_while(|l| *l != title)
+        .skip(1)
+        .take_while(|l| !l.is_empty());
+    let header = lines.next().unwrap_or_default();
+    if header == "(none)" {
+        return Vec::new();
+    }
+    lines
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+fn row<'a>(rows: &'a [Vec<String>], id: &str) -> &'a [String] {
+    rows.iter()
+        .find(|r| r[0] == id)
+        .unwrap_or_else(|| panic!("{id} not listed in {rows:?}"))
+}
+
+/// `/metrics` from the HTTP listener.
+async fn metrics(addr: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connects");
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.expect("sent");
+    let mut body = String::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_string(&mut body))
+        .await
+        .expect("answered in time")
+        .expect("read");
+    body
+}
+
+async fn activity(c: &mut Clients, limit: u32) -> Result<pb::GetActivityResponse, tonic::Status> {
+    c.runtime
+        .get_activity(pb::GetActivityRequest { limit })
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_shows_busy_agents_long_queues_tasks_and_waits_over_the_socket_and_tcp() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (listen, http) = (free_addr(), free_addr());
+    let daemon = Daemon::start_with(
+        &data_dir(&root),
+        &["--listen", &listen, "--http-listen", &http],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+
+    // Six turns for one agent; seven messages waiting on a paused one.
+    let busy = create(&mut c, "busy", None).await;
+    for i in 0..6 {
+        send(&mut c, &busy, &format!("job {i}")).await;
+    }
+    handled(&c, &busy, 6).await;
+    let stuck = create(&mut c, "stuck", None).await;
+    c.agents
+        .pause_agent(pb::PauseAgentRequest {
+            agent_id: stuck.clone(),
+        })
+        .await
+        .expect("paused");
+    for i in 0..7 {
+        send(&mut c, &stuck, &format!("later {i}")).await;
+    }
+    // A command still running, and a timer an hour away.
+    let worker = create(&mut c, "worker", None).await;
+    exec(&mut c, &worker, "sleep 120", 50).await;
+    let sleeper = create(&mut c, "sleeper", None).await;
+    let sleep = script(
+        json!([{ "name": "Sleep", "input": { "duration_ms": 3_600_000, "reason": "release window" } }]),
+    );
+    send(&mut c, &sleeper, &sleep).await;
+    handled(&c, &sleeper, 1).await;
+
+    let socket = daemon.socket();
+    let socket = socket.to_str().expect("utf-8 path");
+    let frame = cli(&["--socket", socket, "top", "--once"], None);
+    let busiest = section(&frame, "BUSIEST AGENTS");
+    assert_eq!(busiest[0][0], busy, "the busiest first:\n{frame}");
+    // AGENT NAME VIS STATE QUEUE TURNS/MIN RUN
+    assert_eq!(busiest[0][1..6], ["busy", "public", "active", "0", "6"]);
+    let queues = section(&frame, "LONGEST QUEUES");
+    assert_eq!(
+        queues.len(),
+        1,
+        "only the paused agent has a queue:\n{frame}"
+    );
+    assert_eq!(
+        queues[0][..6],
+        [stuck.as_str(), "stuck", "public", "paused", "7", "0"]
+    );
+    let tasks = section(&frame, "RUNNING TASKS");
+    // TASK OWNER KIND AGE LABEL
+    assert_eq!(tasks[0][1..3], [worker.as_str(), "command"], "{frame}");
+    let waits = section(&frame, "ARMED WAITS");
+    assert_eq!(waits[0][1..3], [sleeper.as_str(), "timer"], "{frame}");
+    assert!(
+        frame.contains("queued 7 (longest 7), tasks 1, waits 1"),
+        "{frame}"
+    );
+
+    // Over TCP with the token: the same lists, as a frame and as JSON.
+    let addr = format!("http://{listen}");
+    let token = daemon.token();
+    let frame = cli(&["--addr", &addr, "top", "--limit", "5"], Some(&token));
+    assert_eq!(row(&section(&frame, "LONGEST QUEUES"), &stuck)[4], "7");
+    assert_eq!(row(&section(&frame, "BUSIEST AGENTS"), &busy)[5], "6");
+    let json: Value = serde_json::from_str(&cli(&["--addr", &addr, "--json", "top"], Some(&token)))
+        .expect("one JSON object");
+    assert_eq!(json["longest_queues"][0]["agent_id"], stuck.as_str());
+    assert_eq!(json["longest_queues"][0]["queue_length"], 7);
+    assert_eq!(json["longest_queues"][0]["state"], "paused");
+    assert_eq!(json["busiest"][0]["name"], "busy");
+    assert_eq!(json["totals"]["queue_max"], 7);
+    assert!(
+        json["totals"]["turns_finished"].as_u64() >= Some(8),
+        "{json}"
+    );
+    assert_eq!(json["armed_waits"][0]["reason"], "release window");
+
+    let scraped = metrics(&http).await;
+    assert!(
+        scraped.contains("holarchy_agent_queue_max 7\n"),
+        "{scraped}"
+    );
+
+    // Resumed, the queue drains: the agent leaves the queue list.
+    c.agents
+        .resume_agent(pb::ResumeAgentRequest {
+            agent_id: stuck.clone(),
+        })
+        .await
+        .expect("resumed");
+    handled(&c, &stuck, 7).await;
+    let after = activity(&mut c, 10).await.expect("activity");
+    assert!(after.longest_queues.is_empty(), "{after:?}");
+    let drained = after.busiest.iter().find(|a| a.agent_id == stuck);
+    assert_eq!(drained.map(|a| a.recent_turns), Some(7), "{after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_are_bounded_and_a_bigger_limit_is_invalid() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    for name in ["a", "b", "c"] {
+        let id = create(&mut c, name, None).await;
+        send(&mut c, &id, "hello").await;
+        handled(&c, &id, 1).await;
+    }
+    for limit in [101, 1000, u32::MAX] {
+        let refused = activity(&mut c, limit).await.expect_err("over the bound");
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+        assert!(refused.message().contains("at most 100"), "{refused:?}");
+    }
+    assert_eq!(
+        activity(&mut c, 100)
+            .await
+            .expect("at the bound")
+            .busiest
+            .len(),
+        3
+    );
+    assert_eq!(
+        activity(&mut c, 0)
+            .await
+            .expect("the default")
+            .busiest
+            .len(),
+        3
+    );
+    let one = activity(&mut c, 1).await.expect("one each");
+    assert_eq!(one.busiest.len(), 1);
+    assert_eq!(one.totals.map(|t| t.turns_finished), Some(3));
+
+    // The CLI refuses it before calling.
+    let out = Command::new(env!("CARGO_BIN_EXE_holarchy"))
+        .args([
+            "--socket",
+            daemon.socket().to_str().expect("utf-8"),
+            "top",
+            "--limit",
+            "101",
+        ])
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+}
+
+/// A tmux server of this test's own (its own socket name), killed when
+/// dropped.
+struct Tmux(String);
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.0)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "top"]).stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &str) {
+        assert!(self.run(&["send-keys", "-t", "top", keys]).status.success());
+    }
+
+    /// Waits until the screen satisfies `check`.
+    async fn until(&self, what: &str, check: impl Fn(&str) -> bool) {
+        let started = Instant::now();
+        loop {
+            let screen = self.screen();
+            if check(&screen) {
+                return;
+            }
+            assert!(
+                started.elapsed() < common::DEADLINE,
+                "timed out waiting for {what}:\n{screen}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// The interactive view in a real terminal (tmux): tab to the queues,
+/// enter opens the agent's subtree, esc comes back, q quits. Skipped when
+/// tmux is not installed; the keys and frames are unit-tested anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_interactive_view_answers_keys_in_a_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux to run this test)");
+        return;
+    }
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let stuck = create(&mut c, "stuck", None).await;
+    c.agents
+        .pause_agent(pb::PauseAgentRequest {
+            agent_id: stuck.clone(),
+        })
+        .await
+        .expect("paused");
+    send(&mut c, &stuck, "later").await;
+
+    let tmux = Tmux(format!("holarchy-top-{}", std::process::id()));
+    let program = format!(
+        "env -u HOLARCHY_TOKEN -u HOLARCHY_ADDR {} --socket {} top --interval 0.3",
+        env!("CARGO_BIN_EXE_holarchy"),
+        daemon.socket().display()
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "150",
+        "-y",
+        "30",
+        &program,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    tmux.until("the first frame", |s| s.contains("longest queues (1)"))
+        .await;
+    tmux.keys("Tab");
+    let selected = format!("> {stuck}");
+    tmux.until("the queue table", |s| {
+        s.contains(&selected) && s.contains("QUEUE v")
+    })
+    .await;
+    tmux.keys("Enter");
+    let pane = format!("subtree of {stuck}");
+    tmux.until("the subtree pane", |s| {
+        s.contains(&pane) && s.contains("agent \"stuck\"")
+    })
+    .await;
+    tmux.keys("Escape");
+    tmux.until("the tables again", |s| {
+        !s.contains(&pane) && s.contains(&selected)
+    })
+    .await;
+    tmux.keys("q");
+    let quit = Instant::now();
+    while tmux.run(&["has-session", "-t", "top"]).status.success() {
+        assert!(
+            quit.elapsed() < common::DEADLINE,
+            "q did not quit:\n{}",
+            tmux.screen()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Milliseconds at the given quantile of sorted `samples`.
+fn quantile(samples: &[Duration], q: f64) -> f64 {
+    let at = ((samples.len() - 1) as f64 * q).round() as usize;
+    samples[at].as_secs_f64() * 1000.0
+}
+
+async fn time_calls(c: &mut Clients, calls: usize) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let started = Instant::now();
+        activity(c, 100).await.expect("activity");
+        samples.push(started.elapsed());
+    }
+    samples.sort();
+    samples
+}
+
+/// `cargo test --release --test top -- --ignored --nocapture`: the call's
+/// latency with a few busy agents, then with 100,000 idle ones beside
+/// them. It must not grow with the idle ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: creates 100,000 agents"]
+async fn activity_latency_at_100000_idle_agents() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let stuck = create(&mut c, "stuck", None).await;
+    c.agents
+        .pause_agent(pb::PauseAgentRequest {
+            agent_id: stuck.clone(),
+        })
+        .await
+        .expect("paused");
+    for i in 0..50 {
+        send(&mut c, &stuck, &format!("later {i}")).await;
+    }
+    for n in 0..5 {
+        let id = create(&mut c, &format!("busy-{n}"), None).await;
+        for i in 0..10 {
+            send(&mut c, &id, &format!("job {i}")).await;
+        }
+    }
+    let few = time_calls(&mut c, 300).await;
+
+    let started = Instant::now();
+    for batch in 0..10 {
+        let agents = (0..10_000)
+            .map(|i| pb::CreateAgentRequest {
+                name: format!("idle-{batch}-{i}"),
+                ..Default::default()
+            })
+            .collect();
+        c.agents
+            .create_agents(pb::CreateAgentsRequest { agents })
+            .await
+            .expect("created");
+    }
+    let created = started.elapsed();
+    let many = time_calls(&mut c, 300).await;
+    let status = common::status(&mut c).await;
+    assert!(status.public_agents >= 100_000);
+    let last = activity(&mut c, 100).await.expect("activity");
+    assert_eq!(last.longest_queues[0].queue_length, 50);
+    println!(
+        "GetActivity(limit 100), 6 busy agents: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        quantile(&few, 0.5),
+        quantile(&few, 0.99),
+        quantile(&few, 1.0)
+    );
+    println!(
+        "GetActivity(limit 100), {} live agents ({} hot; 100,000 created in {:.1} s): p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+        status.public_agents,
+        last.hot_agents,
+        created.as_secs_f64(),
+        quantile(&many, 0.5),
+        quantile(&many, 0.99),
+        quantile(&many, 1.0)
+    );
+}
