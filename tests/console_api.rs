@@ -49,8 +49,13 @@ async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator(
     assert!(!page.body.contains("<script>"), "no inline script");
     let script_asset = http(&addr, "GET", "/console/console.js", None).await;
     assert_eq!(script_asset.status, 200);
-    assert!(script_asset.header("content-type").starts_with("text/javascript"));
-    assert_eq!(http(&addr, "GET", "/console/other.js", None).await.status, 404);
+    assert!(script_asset
+        .header("content-type")
+        .starts_with("text/javascript"));
+    assert_eq!(
+        http(&addr, "GET", "/console/other.js", None).await.status,
+        404
+    );
 
     // Without the token: the tree, one level at a time, with its marks.
     let roots = http(&addr, "GET", "/api/tree", None).await.json();
@@ -60,10 +65,16 @@ async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator(
         .json();
     assert_eq!(below["root"]["id"], lead.as_str());
     let nodes = below["nodes"].as_array().expect("nodes");
-    let child = nodes.iter().find(|n| n["id"] == top.as_str()).expect("the private child");
+    let child = nodes
+        .iter()
+        .find(|n| n["id"] == top.as_str())
+        .expect("the private child");
     assert_eq!(child["visibility"], "private");
     assert_eq!(child["actor_alive"], true);
-    let handle = nodes.iter().find(|n| n["type"] == "task").expect("the task handle");
+    let handle = nodes
+        .iter()
+        .find(|n| n["type"] == "task")
+        .expect("the task handle");
     assert_eq!(handle["kind"], "child_agent_task");
     assert_eq!(handle["name"], "", "a task's label is content: {handle}");
     assert!(
@@ -106,19 +117,28 @@ async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator(
     let tasks = http(&addr, "GET", &format!("/api/agents/{lead}/tasks"), op)
         .await
         .json();
-    let task_id = tasks["tasks"][0]["task_id"].as_str().expect("a task").to_owned();
+    let task_id = tasks["tasks"][0]["task_id"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
     assert_eq!(tasks["tasks"][0]["child_agent_id"], top.as_str());
     let output = http(&addr, "GET", &format!("/api/tasks/{task_id}/output"), op).await;
     assert_eq!(output.status, 200, "{}", output.body);
-    let full = http(&addr, "GET", &format!("/api/agents/{lead}"), op).await.json();
+    let full = http(&addr, "GET", &format!("/api/agents/{lead}"), op)
+        .await
+        .json();
     assert_eq!(full["full"], true);
     assert!(full["waiting_on"].is_array());
     assert_eq!(
-        http(&addr, "GET", &format!("/api/agents/{lead}/workspaces"), op).await.status,
+        http(&addr, "GET", &format!("/api/agents/{lead}/workspaces"), op)
+            .await
+            .status,
         200
     );
     assert_eq!(
-        http(&addr, "GET", &format!("/api/agents/{lead}/work"), op).await.status,
+        http(&addr, "GET", &format!("/api/agents/{lead}/work"), op)
+            .await
+            .status,
         200
     );
 
@@ -157,11 +177,15 @@ async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator(
     assert_eq!(http(&addr, "GET", &messages_page, op).await.status, 400);
     let nobody = "agt_01KQ8Z3V5W0000000000000000";
     assert_eq!(
-        http(&addr, "GET", &format!("/api/agents/{nobody}"), None).await.status,
+        http(&addr, "GET", &format!("/api/agents/{nobody}"), None)
+            .await
+            .status,
         404
     );
     assert_eq!(
-        http(&addr, "POST", &format!("/api/agents/{nobody}/pause"), op).await.status,
+        http(&addr, "POST", &format!("/api/agents/{nobody}/pause"), op)
+            .await
+            .status,
         404
     );
     assert_eq!(http(&addr, "GET", "/api/nothing", None).await.status, 404);
@@ -171,7 +195,9 @@ async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator(
     assert_eq!(http(&addr, "GET", &long_query, None).await.status, 414);
 
     // Events follow live, as server-sent events.
-    let mut stream = tokio::net::TcpStream::connect(&addr).await.expect("connects");
+    let mut stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connects");
     let head = format!(
         "GET /api/agents/{lead}/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
     );
@@ -214,17 +240,24 @@ async fn a_wide_level_of_the_tree_comes_a_page_at_a_time() {
     let mut c = daemon.clients().await;
     let wide = create(&mut c, "wide", None).await;
     let spawns: Vec<_> = (0..CHILDREN)
-        .map(|i| json!({ "name": "SpawnAgent", "input": {
-            "preset": "private_child", "initial_message": format!("child {i}") } }))
+        .map(|i| {
+            json!({ "name": "SpawnAgent", "input": {
+            "preset": "private_child", "initial_message": format!("child {i}") } })
+        })
         .collect();
     send(&mut c, &wide, &script(json!(spawns))).await;
     common::eventually("every child up", || {
         let addr = addr.clone();
         let wide = wide.clone();
         async move {
-            let level = http(&addr, "GET", &format!("/api/tree?agent={wide}&limit=1000"), None)
-                .await
-                .json();
+            let level = http(
+                &addr,
+                "GET",
+                &format!("/api/tree?agent={wide}&limit=1000"),
+                None,
+            )
+            .await
+            .json();
             let agents = level["nodes"]
                 .as_array()?
                 .iter()
@@ -242,9 +275,14 @@ async fn a_wide_level_of_the_tree_comes_a_page_at_a_time() {
     assert_eq!(first["nodes"].as_array().expect("nodes").len(), 200);
     let next = first["next"].as_str().expect("a next page").to_owned();
     assert!(!next.is_empty(), "{first}");
-    let second = http(&addr, "GET", &format!("/api/tree?agent={wide}&page={next}"), None)
-        .await
-        .json();
+    let second = http(
+        &addr,
+        "GET",
+        &format!("/api/tree?agent={wide}&page={next}"),
+        None,
+    )
+    .await
+    .json();
     // 300 handles and 300 children: 600 nodes below, 200 on the first page.
     assert_eq!(second["nodes"].as_array().expect("nodes").len(), 200);
     let mut all = ids(&first["nodes"]);

@@ -154,28 +154,51 @@ fn error(status: StatusCode, why: &str) -> Response<Body> {
     answer
 }
 
-/// The HTTP status a gRPC status maps to, with its message: the answer a
-/// console call gets for what a gRPC call would be refused with.
-fn refused(status: &tonic::Status) -> Response<Body> {
-    use tonic::Code;
-    let http = match status.code() {
-        Code::InvalidArgument | Code::OutOfRange => StatusCode::BAD_REQUEST,
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::PermissionDenied => StatusCode::FORBIDDEN,
-        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-        Code::AlreadyExists | Code::FailedPrecondition | Code::Aborted => StatusCode::CONFLICT,
-        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    // An internal error's text may name internals; the log has it.
-    let why = if http == StatusCode::INTERNAL_SERVER_ERROR {
-        "internal error"
-    } else {
-        status.message()
-    };
-    error(http, why)
+/// An error answer before it is made: small, so results carrying it stay
+/// small.
+#[derive(Debug)]
+struct Refusal {
+    status: StatusCode,
+    why: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, why: impl Into<String>) -> Self {
+        Self {
+            status,
+            why: why.into(),
+        }
+    }
+
+    fn bad(why: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, why)
+    }
+
+    /// The HTTP status a gRPC status maps to, with its message: what a
+    /// console call gets for what a gRPC call would be refused with.
+    fn of(status: &tonic::Status) -> Self {
+        use tonic::Code;
+        let http = match status.code() {
+            Code::InvalidArgument | Code::OutOfRange => StatusCode::BAD_REQUEST,
+            Code::NotFound => StatusCode::NOT_FOUND,
+            Code::PermissionDenied => StatusCode::FORBIDDEN,
+            Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Code::AlreadyExists | Code::FailedPrecondition | Code::Aborted => StatusCode::CONFLICT,
+            Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+            Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        // An internal error's text may name internals; the log has it.
+        if http == StatusCode::INTERNAL_SERVER_ERROR {
+            return Self::new(http, "internal error");
+        }
+        Self::new(http, status.message())
+    }
+
+    fn answer(&self) -> Response<Body> {
+        error(self.status, &self.why)
+    }
 }
 
 /// Every method but GET and HEAD is refused on reads, and every one but

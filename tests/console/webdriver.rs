@@ -163,7 +163,10 @@ impl Browser {
                     }
                 }
             }
-            assert!(started.elapsed() < WAIT, "`{css}` never showed the text wanted");
+            assert!(
+                started.elapsed() < WAIT,
+                "`{css}` never showed the text wanted"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -253,4 +256,3 @@ fn base64(text: &str) -> Vec<u8> {
     }
     out
 }
-

@@ -55,7 +55,11 @@ impl Query {
     /// check of its size and characters (ids and offsets).
     pub fn page(&self) -> Result<String, String> {
         let token = self.text("page");
-        if token.len() > 64 || !token.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        if token.len() > 64
+            || !token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
             return Err("malformed page token".into());
         }
         Ok(token.to_owned())

@@ -27,7 +27,7 @@ use crate::api::pb::work_service_server::WorkService as _;
 use crate::api::pb::workspace_service_server::WorkspaceService as _;
 
 use super::query::Query;
-use super::{error, json_answer, method_is, refused, stream, views, Body, Caller, Console};
+use super::{json_answer, method_is, stream, views, Body, Caller, Console, Refusal};
 
 /// Nodes per page of the tree, by default and at most.
 const TREE_PAGE: u32 = 200;
@@ -42,8 +42,8 @@ const SEARCH_HITS: usize = 20;
 
 type Answer = Response<Body>;
 
-/// What a route's handler ends with: its JSON, or the refusal to send.
-type Outcome = Result<Value, Answer>;
+/// What a route's handler ends with: its JSON, or why not.
+type Outcome = Result<Value, Refusal>;
 
 pub async fn answer(
     console: &Console,
@@ -54,7 +54,10 @@ pub async fn answer(
 ) -> Answer {
     let parts: Vec<&str> = path.trim_end_matches('/').split('/').skip(2).collect();
     let outcome = match parts.as_slice() {
-        ["session"] => read(method, Ok(json!({ "operator": caller == Caller::Operator }))),
+        ["session"] => read(
+            method,
+            Ok(json!({ "operator": caller == Caller::Operator })),
+        ),
         ["tree"] => match check_read(method) {
             Ok(()) => tree(console, query, caller).await,
             Err(refusal) => Err(refusal),
@@ -68,12 +71,11 @@ pub async fn answer(
             Err(refusal) => Err(refusal),
         },
         ["agents", id, "events"] => {
-            return match operator_read(method, caller) {
-                Ok(()) => match query.number("after") {
-                    Ok(after) => stream::events(console, id, after).await,
-                    Err(why) => error(StatusCode::BAD_REQUEST, &why),
-                },
-                Err(refusal) => refusal,
+            let checked = operator_read(method, caller)
+                .and_then(|()| query.number("after").map_err(Refusal::bad));
+            return match checked {
+                Ok(after) => stream::events(console, id, after).await,
+                Err(refusal) => refusal.answer(),
             };
         }
         ["agents", id, action @ ("pause" | "resume" | "abort" | "archive")] => {
@@ -92,11 +94,11 @@ pub async fn answer(
             Ok(()) => output(console, id, query).await,
             Err(refusal) => Err(refusal),
         },
-        _ => Err(error(StatusCode::NOT_FOUND, "no such route")),
+        _ => Err(Refusal::new(StatusCode::NOT_FOUND, "no such route")),
     };
     match outcome {
         Ok(body) => json_answer(StatusCode::OK, &body),
-        Err(refusal) => refusal,
+        Err(refusal) => refusal.answer(),
     }
 }
 
@@ -105,30 +107,30 @@ fn read(method: &Method, body: Outcome) -> Outcome {
     body
 }
 
-fn check_read(method: &Method) -> Result<(), Answer> {
+fn check_read(method: &Method) -> Result<(), Refusal> {
     if method_is(method, &Method::GET) {
         Ok(())
     } else {
-        Err(error(StatusCode::METHOD_NOT_ALLOWED, "use GET"))
+        Err(Refusal::new(StatusCode::METHOD_NOT_ALLOWED, "use GET"))
     }
 }
 
-fn operator_read(method: &Method, caller: Caller) -> Result<(), Answer> {
+fn operator_read(method: &Method, caller: Caller) -> Result<(), Refusal> {
     check_read(method)?;
     operator(caller)
 }
 
-fn operator_write(method: &Method, caller: Caller) -> Result<(), Answer> {
+fn operator_write(method: &Method, caller: Caller) -> Result<(), Refusal> {
     if method != Method::POST {
-        return Err(error(StatusCode::METHOD_NOT_ALLOWED, "use POST"));
+        return Err(Refusal::new(StatusCode::METHOD_NOT_ALLOWED, "use POST"));
     }
     operator(caller)
 }
 
-fn operator(caller: Caller) -> Result<(), Answer> {
+fn operator(caller: Caller) -> Result<(), Refusal> {
     match caller {
         Caller::Operator => Ok(()),
-        Caller::Anonymous => Err(error(
+        Caller::Anonymous => Err(Refusal::new(
             StatusCode::UNAUTHORIZED,
             "log in with the daemon's token to see this",
         )),
@@ -136,19 +138,19 @@ fn operator(caller: Caller) -> Result<(), Answer> {
 }
 
 /// The message of a gRPC call, or the HTTP refusal of its status.
-fn called<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Result<T, Answer> {
-    result.map(tonic::Response::into_inner).map_err(|s| refused(&s))
-}
-
-fn bad(why: String) -> Answer {
-    error(StatusCode::BAD_REQUEST, &why)
+fn called<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Result<T, Refusal> {
+    result
+        .map(tonic::Response::into_inner)
+        .map_err(|s| Refusal::of(&s))
 }
 
 /// One level of the tree: the roots, or what hangs right under `agent`
 /// (its tasks, waits and children), a page at a time.
 async fn tree(console: &Console, query: &Query, caller: Caller) -> Outcome {
-    let limit = query.limit(TREE_PAGE, MAX_TREE_PAGE).map_err(bad)?;
-    let page_token = query.page().map_err(bad)?;
+    let limit = query
+        .limit(TREE_PAGE, MAX_TREE_PAGE)
+        .map_err(Refusal::bad)?;
+    let page_token = query.page().map_err(Refusal::bad)?;
     let agent_id = query.text("agent").to_owned();
     let under_agent = !agent_id.is_empty();
     let first_page = page_token.is_empty();
@@ -196,7 +198,7 @@ async fn tree(console: &Console, query: &Query, caller: Caller) -> Outcome {
 async fn search(console: &Console, query: &Query) -> Outcome {
     let text = query.text("q").trim();
     if text.is_empty() || text.len() > MAX_SEARCH {
-        return Err(bad(format!(
+        return Err(Refusal::bad(format!(
             "q must be 1 to {MAX_SEARCH} bytes: an agent id or (the start of) a name"
         )));
     }
@@ -207,7 +209,7 @@ async fn search(console: &Console, query: &Query) -> Outcome {
         let names = console
             .store
             .names_from(text, SEARCH_HITS)
-            .map_err(|_| error(StatusCode::SERVICE_UNAVAILABLE, "try again later"))?;
+            .map_err(|_| Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "try again later"))?;
         wanted.extend(
             names
                 .into_iter()
@@ -228,7 +230,7 @@ async fn search(console: &Console, query: &Query) -> Outcome {
             }
             // A name freed since it was listed, or an id nobody has.
             Err(status) if status.code() == tonic::Code::NotFound => {}
-            Err(status) => return Err(refused(&status)),
+            Err(status) => return Err(Refusal::of(&status)),
         }
     }
     Ok(json!({ "agents": agents }))
@@ -248,8 +250,10 @@ async fn agent(console: &Console, id: &str, caller: Caller) -> Outcome {
 
 async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outcome {
     let agent_id = id.to_owned();
-    let page_size = query.limit(LIST_PAGE, MAX_LIST_PAGE).map_err(bad)?;
-    let page_token = query.page().map_err(bad)?;
+    let page_size = query
+        .limit(LIST_PAGE, MAX_LIST_PAGE)
+        .map_err(Refusal::bad)?;
+    let page_token = query.page().map_err(Refusal::bad)?;
     Ok(match listing {
         "messages" => {
             let page = called(
@@ -315,7 +319,7 @@ async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outc
 }
 
 async fn output(console: &Console, id: &str, query: &Query) -> Outcome {
-    let offset = query.number("offset").map_err(bad)?.unwrap_or(0);
+    let offset = query.number("offset").map_err(Refusal::bad)?.unwrap_or(0);
     let read = called(
         console
             .tasks

@@ -19,7 +19,7 @@ use tonic::Request;
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentService as _;
 
-use super::{assets, error, refused, views, Body, Console};
+use super::{assets, error, views, Body, Console, Refusal};
 
 /// Events of the log a stream starts with when no cursor is given: the
 /// agent's among the newest this many, then what comes.
@@ -48,10 +48,15 @@ pub async fn events(console: &Console, agent_id: &str, after: Option<u64>) -> Re
         }))
         .await;
     if let Err(status) = exists {
-        return refused(&status);
+        return Refusal::of(&status).answer();
     }
-    let after =
-        after.unwrap_or_else(|| console.store.event_watermark().borrow().saturating_sub(RECENT));
+    let after = after.unwrap_or_else(|| {
+        console
+            .store
+            .event_watermark()
+            .borrow()
+            .saturating_sub(RECENT)
+    });
     let watch = console
         .agents
         .watch_events(Request::new(pb::WatchEventsRequest {
@@ -62,7 +67,7 @@ pub async fn events(console: &Console, agent_id: &str, after: Option<u64>) -> Re
         .await;
     let events = match watch {
         Ok(events) => events.into_inner(),
-        Err(status) => return refused(&status),
+        Err(status) => return Refusal::of(&status).answer(),
     };
     let shutdown = console.shutdown.clone();
     let mut beat = tokio::time::interval(HEARTBEAT);
@@ -85,7 +90,10 @@ pub async fn events(console: &Console, agent_id: &str, after: Option<u64>) -> Re
                     false,
                 ),
                 Next::Event(Err(status)) => (
-                    format!("event: error\ndata: {}\n\n", status.message().replace('\n', " ")),
+                    format!(
+                        "event: error\ndata: {}\n\n",
+                        status.message().replace('\n', " ")
+                    ),
                     true,
                 ),
                 Next::Beat => (": still here\n\n".to_owned(), false),

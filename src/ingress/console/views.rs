@@ -17,8 +17,9 @@ fn name(full_name: &str, prefix: &str) -> String {
 }
 
 fn lifecycle(state: i32) -> String {
-    pb::LifecycleState::try_from(state)
-        .map_or("unspecified".into(), |s| name(s.as_str_name(), "LIFECYCLE_STATE_"))
+    pb::LifecycleState::try_from(state).map_or("unspecified".into(), |s| {
+        name(s.as_str_name(), "LIFECYCLE_STATE_")
+    })
 }
 
 fn activity(activity: i32) -> String {
@@ -27,18 +28,21 @@ fn activity(activity: i32) -> String {
 }
 
 fn visibility(visibility: i32) -> String {
-    pb::Visibility::try_from(visibility)
-        .map_or("unspecified".into(), |v| name(v.as_str_name(), "VISIBILITY_"))
+    pb::Visibility::try_from(visibility).map_or("unspecified".into(), |v| {
+        name(v.as_str_name(), "VISIBILITY_")
+    })
 }
 
 fn ownership(ownership: i32) -> String {
-    pb::Ownership::try_from(ownership)
-        .map_or("unspecified".into(), |o| name(o.as_str_name(), "OWNERSHIP_"))
+    pb::Ownership::try_from(ownership).map_or("unspecified".into(), |o| {
+        name(o.as_str_name(), "OWNERSHIP_")
+    })
 }
 
 fn message_status(status: i32) -> String {
-    pb::MessageStatus::try_from(status)
-        .map_or("unspecified".into(), |s| name(s.as_str_name(), "MESSAGE_STATUS_"))
+    pb::MessageStatus::try_from(status).map_or("unspecified".into(), |s| {
+        name(s.as_str_name(), "MESSAGE_STATUS_")
+    })
 }
 
 /// A state as the page shows it after a write.
@@ -53,7 +57,11 @@ pub fn tree_node(node: &pb::TreeNode, full: bool) -> Value {
     let agent = node.node_type == "agent";
     // An agent's name is how operators address it; a task's label and a
     // wait's reason are cut from what an agent was told.
-    let label = if agent || full { node.name.as_str() } else { "" };
+    let label = if agent || full {
+        node.name.as_str()
+    } else {
+        ""
+    };
     let mut out = json!({
         "type": node.node_type,
         "id": node.id,
@@ -159,7 +167,10 @@ pub fn agent(result: &pb::AgentGetResult, full: bool) -> Value {
     if full {
         out["tool_families"] = json!(profile.tool_families);
         out["waiting_on"] = json!(summary.waiting_on);
-        out["current_work_item"] = summary.current_work_item.as_ref().map_or(Value::Null, work_item);
+        out["current_work_item"] = summary
+            .current_work_item
+            .as_ref()
+            .map_or(Value::Null, work_item);
         out["role_version"] = json!(summary.role_version);
         out["skills"] = json!(summary.skills);
         out["context_tokens"] = json!(summary.context_tokens);
