@@ -112,6 +112,11 @@ async fn the_console_in_a_browser(binary: PathBuf, chromedriver: PathBuf) {
     let check = browser.wait_for("#check").await;
     let check = browser.text(&check).await;
     assert!(check.contains("match"), "the live-vs-stored check: {check}");
+    let whole = browser.wait_for("#check-all").await;
+    browser.click(&whole).await;
+    browser
+        .wait_text("#check-all-result", |t| t.contains("every actor matches"))
+        .await;
     let shots = target_dir();
     let tree_shot = shots.join("console-tree.png");
     browser.screenshot(&tree_shot).await;
@@ -149,7 +154,15 @@ async fn the_console_in_a_browser(binary: PathBuf, chromedriver: PathBuf) {
         "a private agent takes no operator ingress"
     );
 
-    for shot in [&tree_shot, &agent_shot] {
+    // Back on the tree, lead is shown paused.
+    browser.goto(&home).await;
+    browser
+        .wait_for(&format!("#tree > li.paused[data-id=\"{lead}\"]"))
+        .await;
+    let paused_shot = shots.join("console-tree-paused.png");
+    browser.screenshot(&paused_shot).await;
+
+    for shot in [&tree_shot, &agent_shot, &paused_shot] {
         let png = std::fs::read(shot).expect("screenshot");
         assert!(png.starts_with(b"\x89PNG"), "{} is a PNG", shot.display());
         println!("screenshot: {}", shot.display());

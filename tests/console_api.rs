@@ -82,6 +82,10 @@ async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator(
         "one level only: {below}"
     );
     assert!(below["mismatches"].as_array().expect("list").is_empty());
+    let whole = http(&addr, "GET", "/api/check", None).await.json();
+    assert_eq!(whole["agents"], 4, "{whole}");
+    assert_eq!(whole["next"], "", "{whole}");
+    assert!(whole["mismatches"].as_array().expect("list").is_empty());
     // ... and the agent's page without what it holds.
     let anonymous = http(&addr, "GET", &format!("/api/agents/{lead}"), None)
         .await

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `GET /api/session` | whether the token given is right | - |
 //! | `GET /api/tree?agent=&page=&limit=` | `GetTree`, one level (`max_depth`) | no (contents with) |
+//! | `GET /api/check?page=` | `GetTree` of the whole runtime, mismatches and counts only | no |
 //! | `GET /api/search?q=` | `GetAgent` by id, name, or names from a prefix | no |
 //! | `GET /api/agents/ID` | `GetAgent` | no (contents with) |
 //! | `GET /api/agents/ID/messages` | `ListMessages` | yes |
@@ -60,6 +61,10 @@ pub async fn answer(
         ),
         ["tree"] => match check_read(method) {
             Ok(()) => tree(console, query, caller).await,
+            Err(refusal) => Err(refusal),
+        },
+        ["check"] => match check_read(method) {
+            Ok(()) => check(console, query).await,
             Err(refusal) => Err(refusal),
         },
         ["search"] => match check_read(method) {
@@ -191,6 +196,31 @@ async fn tree(console: &Console, query: &Query, caller: Caller) -> Outcome {
         "tasks": page.tasks,
         "waits": page.waits,
         "partitions": page.partitions,
+    }))
+}
+
+/// One page of the whole runtime's live-vs-stored check: `GetTree` over
+/// everything, without its nodes; the page asks for the next until none
+/// is left, and the last page's counts are the whole tree's.
+async fn check(console: &Console, query: &Query) -> Outcome {
+    let page_token = query.page().map_err(Refusal::bad)?;
+    let page = called(
+        console
+            .tree
+            .get_tree(Request::new(pb::GetTreeRequest {
+                agent_id: String::new(),
+                page_token,
+                max_nodes: 0,
+                max_depth: None,
+            }))
+            .await,
+    )?;
+    Ok(json!({
+        "next": page.next_page_token,
+        "mismatches": page.mismatches,
+        "agents": page.agents,
+        "tasks": page.tasks,
+        "waits": page.waits,
     }))
 }
 

@@ -213,10 +213,36 @@ function showCheck(mismatches) {
   }
 }
 
+// The whole runtime's check, page after page of the full walk.
+async function checkAll(button, out) {
+  button.disabled = true;
+  const mismatches = [];
+  let page = "";
+  let last = null;
+  for (;;) {
+    out.textContent = "checking" + (last ? " (" + last.agents + " agents so far)" : "") + "...";
+    const { status, body } = await api("/api/check" + (page ? "?page=" + encodeURIComponent(page) : ""));
+    if (status !== 200) { out.textContent = body.error || "the check failed"; button.disabled = false; return; }
+    mismatches.push(...body.mismatches);
+    last = body;
+    if (!body.next) break;
+    page = body.next;
+  }
+  button.disabled = false;
+  out.replaceChildren(
+    el("span", { id: "check-all-result" }, last.agents + " agents, " + last.tasks + " running tasks, " + last.waits +
+      " waits: " + (mismatches.length ? mismatches.length + " mismatch(es)" : "every actor matches the store")),
+    mismatches.length ? el("ul", {}, mismatches.slice(0, 200).map((m) => el("li", { class: "mono" }, m))) : "");
+}
+
 async function treeView(view) {
   const list = el("ul", { class: "tree", id: "tree" });
   const counts = el("div", { class: "counts" });
-  view.replaceChildren(el("h1", {}, "Supervision tree"), counts, el("div", { id: "check", class: "check ok" }), list);
+  const whole = el("span", { class: "muted" });
+  const checkButton = el("button", { type: "button", id: "check-all" }, "Check every actor");
+  checkButton.addEventListener("click", () => checkAll(checkButton, whole));
+  view.replaceChildren(el("h1", {}, "Supervision tree"), counts, el("div", { id: "check", class: "check ok" }),
+    el("div", { class: "controls" }, checkButton, whole), list);
   const body = await loadLevel(list, "", "");
   if (body) {
     counts.replaceChildren(
