@@ -223,6 +223,48 @@ async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator(
     assert!(seen.contains("\"kind\":\"message_queued\""), "{seen}");
 }
 
+/// `GetTree`'s `max_depth`, which the console expands with, over gRPC:
+/// the walk stops at the depth asked for and looks for no strays then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_tree_stops_at_the_depth_asked_for() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let tree = private_subtree(&mut c, "lead").await;
+    for (max_depth, agents) in [(None, 4), (Some(0), 1), (Some(1), 2), (Some(2), 3)] {
+        let page = c
+            .supervision
+            .get_tree(pb::GetTreeRequest {
+                agent_id: tree.lead.clone(),
+                max_depth,
+                ..Default::default()
+            })
+            .await
+            .expect("tree")
+            .into_inner();
+        let deepest = page.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
+        assert_eq!(page.agents, agents, "max_depth {max_depth:?}");
+        assert!(
+            max_depth.is_none_or(|d| deepest <= d),
+            "max_depth {max_depth:?} went to depth {deepest}"
+        );
+        assert!(page.mismatches.is_empty(), "{:?}", page.mismatches);
+    }
+    // The whole runtime, roots only: no stray is reported for the agents
+    // the walk did not reach.
+    let roots = c
+        .supervision
+        .get_tree(pb::GetTreeRequest {
+            max_depth: Some(0),
+            ..Default::default()
+        })
+        .await
+        .expect("tree")
+        .into_inner();
+    assert_eq!(roots.agents, 1);
+    assert!(roots.mismatches.is_empty(), "{:?}", roots.mismatches);
+}
+
 /// A wide agent's children come a page at a time, the first page fast.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wide_level_of_the_tree_comes_a_page_at_a_time() {
