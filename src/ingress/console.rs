@@ -4,7 +4,9 @@
 //!
 //! Every answer comes from the gRPC services themselves, called in
 //! process: the console adds routing, authorisation and JSON, never a
-//! read or a rule of its own, so what it shows is what `holarchy` shows.
+//! rule of its own, so what it shows is what `holarchy` shows. Its one
+//! read beside them, the names a search starts with, goes through the
+//! same read model, and each name found is then read with `GetAgent`.
 //!
 //! Authorisation: the daemon's bearer token, sent by the page as
 //! `Authorization: Bearer ...`. Without it the console shows structure
