@@ -518,6 +518,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                         agent_id: agent_id.clone(),
                         page_token: std::mem::take(&mut tree.next_page_token),
                         max_nodes: 0,
+                        max_depth: None,
                     })
                     .await?
                     .into_inner();

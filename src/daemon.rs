@@ -11,7 +11,7 @@ mod safe_dirs;
 mod token;
 
 pub use listen::ConnectionLimits;
-pub use token::{GivenToken, MIN_TOKEN_LEN};
+pub use token::{GivenToken, Token, MIN_TOKEN_LEN};
 
 use std::fs::{File, OpenOptions, Permissions};
 use std::future::Future;
@@ -163,7 +163,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     let _lock = lock_data_dir(&config.data_dir)?;
     // Settled before anything starts, so a bad token or token file refuses
     // the start at once.
-    let tcp_token = match config.listen {
+    // The web console on the HTTP listener takes the same token as TCP.
+    let tcp_token = match config.listen.or(config.http.as_ref().map(|h| h.listen)) {
         Some(_) => Some(token::resolve(
             &config.token,
             &config.data_dir.join(TOKEN_FILE),
@@ -350,6 +351,14 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         },
     ));
 
+    let console = tcp_token.clone().map(|token| {
+        Arc::new(crate::ingress::console::Console::new(
+            runtime.clone(),
+            store.clone(),
+            token,
+            stop_rx.clone(),
+        ))
+    });
     let tcp_server = match (tcp_listener, tcp_token) {
         (Some(listener), Some(token)) => {
             // A right token also lifts the connection's authentication
@@ -401,12 +410,13 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         }
         _ => None,
     };
-    let http_server = match (http_listener, config.http.clone()) {
-        (Some(listener), Some(http)) => Some(tokio::spawn(crate::ingress::serve(
+    let http_server = match (http_listener, config.http.clone(), console) {
+        (Some(listener), Some(http), Some(console)) => Some(tokio::spawn(crate::ingress::serve(
             listener,
             http,
             runtime.clone(),
             metrics,
+            console,
             stop_rx.clone(),
         ))),
         _ => None,

@@ -1,7 +1,8 @@
 //! The daemon's HTTP listener, `serve --http-listen ADDR`: signed webhook
 //! deliveries on `POST /ingress/<provider>/<instance>` (see [`webhook`]
-//! for what each answer means), and the operators' `/healthz`, `/readyz`
-//! and `/metrics` (see [`operator`]).
+//! for what each answer means), the operators' `/healthz`, `/readyz`
+//! and `/metrics` (see [`operator`]), and the web console at `/` with its
+//! JSON API under `/api/` (see [`console`]).
 //!
 //! Plain HTTP/1.1 on the hyper that tonic already runs, on the daemon's
 //! tokio runtime. Every resource a sender can hold is bounded: connections
@@ -17,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holarchy_actors::Runtime;
+use http_body_util::BodyExt;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -25,8 +27,11 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+pub mod console;
 pub mod operator;
 pub mod webhook;
+
+use console::Console;
 
 /// The body limit when `--max-webhook-bytes` is not given: 1 MiB, as the
 /// event contract's payload limit.
@@ -61,12 +66,14 @@ impl HttpConfig {
     }
 }
 
-/// Serves webhooks on `listener` until `stop` turns true, then drains.
+/// Serves webhooks, the operators' routes and the console on `listener`
+/// until `stop` turns true, then drains.
 pub async fn serve(
     listener: TcpListener,
     config: HttpConfig,
     runtime: Arc<Runtime>,
     metrics: Arc<crate::metrics::Metrics>,
+    console: Arc<Console>,
     mut stop: watch::Receiver<bool>,
 ) {
     info!(
@@ -100,6 +107,7 @@ pub async fn serve(
         };
         let runtime = runtime.clone();
         let metrics = metrics.clone();
+        let console = console.clone();
         let config = config.clone();
         let mut stop = stop.clone();
         let stopping = stop.clone();
@@ -110,6 +118,7 @@ pub async fn serve(
             let (header_timeout, grace) = (config.header_timeout, config.shutdown_grace);
             let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                 let runtime = runtime.clone();
+                let console = console.clone();
                 let config = config.clone();
                 let operator = operator::answer(
                     request.method(),
@@ -119,14 +128,23 @@ pub async fn serve(
                 );
                 async move {
                     if let Some(answer) = operator {
-                        return Ok::<_, Infallible>(answer);
+                        return Ok::<_, Infallible>(answer.map(BodyExt::boxed_unsync));
                     }
-                    let answer = tokio::time::timeout(
-                        config.request_timeout,
-                        webhook::handle(&runtime, config.max_body, request),
-                    )
-                    .await
-                    .unwrap_or_else(|_| webhook::timed_out());
+                    // The timeout bounds the time to the answer's head: a
+                    // console event stream goes on after it, bounded apart.
+                    let answer = if Console::owns(request.uri().path()) {
+                        tokio::time::timeout(config.request_timeout, console.handle(request))
+                            .await
+                            .unwrap_or_else(|_| webhook::timed_out().map(BodyExt::boxed_unsync))
+                    } else {
+                        tokio::time::timeout(
+                            config.request_timeout,
+                            webhook::handle(&runtime, config.max_body, request),
+                        )
+                        .await
+                        .unwrap_or_else(|_| webhook::timed_out())
+                        .map(BodyExt::boxed_unsync)
+                    };
                     Ok::<_, Infallible>(answer)
                 }
             });

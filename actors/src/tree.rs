@@ -177,6 +177,10 @@ pub struct Walk<'a> {
     /// The actor ids linked under recently checked parents: a wide node's
     /// children are listed once, not once per child.
     linked: HashMap<ActorId, HashSet<ActorId>>,
+    /// Agents at this depth are passed without meeting what hangs under
+    /// them, so a caller can list one level of a wide tree (a console
+    /// expanding a node) without reading the levels below.
+    max_depth: Option<usize>,
 }
 
 /// Parents whose linked children are kept at once; the walk needs only the
@@ -200,7 +204,22 @@ impl<'a> Walk<'a> {
             counts: Counts::default(),
             mismatches: Vec::new(),
             linked: HashMap::new(),
+            max_depth: None,
         }
+    }
+
+    /// Stops the walk at `depth`: agents there are shown, nothing below
+    /// them is read. 0 lists the roots alone.
+    #[must_use]
+    pub fn max_depth(mut self, depth: Option<usize>) -> Self {
+        self.max_depth = depth;
+        self
+    }
+
+    /// Whether the walk stops above the leaves (see [`Walk::max_depth`]):
+    /// then it does not cover the whole tree.
+    pub fn is_bounded(&self) -> bool {
+        self.max_depth.is_some()
     }
 
     /// Nodes passed so far: where a next page starts.
@@ -250,6 +269,11 @@ impl<'a> Walk<'a> {
 
     /// After the last node: reports running agents the walk never met.
     pub fn report_unvisited_actors(&mut self) {
+        // A bounded walk never meets the agents below its last level: they
+        // are not strays.
+        if self.is_bounded() {
+            return;
+        }
         for (agent_id, _) in self.ctx.directory.agents() {
             if !self.seen.contains(&agent_id) {
                 self.mismatches.push(format!(
@@ -267,11 +291,15 @@ impl<'a> Walk<'a> {
             seen,
             counts,
             mismatches,
+            max_depth,
             ..
         } = self;
-        order.next_with(|pending, _| match &pending.item {
+        order.next_with(|pending, depth| match &pending.item {
             Item::Agent(record) => {
                 counts.agents += 1;
+                if max_depth.is_some_and(|max| depth >= max) {
+                    return Ok(Vec::new());
+                }
                 below(ctx, record.id, seen, mismatches)
             }
             Item::Task(task) => {

@@ -15,6 +15,9 @@ use crate::store::SledStore;
 pub trait ReadModel: Send + Sync + std::fmt::Debug + 'static {
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
     fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError>;
+    /// Up to `limit` names starting with `prefix`, in name order, with
+    /// their agents.
+    fn names_from(&self, prefix: &str, limit: usize) -> Result<Vec<(String, AgentId)>, StoreError>;
     /// One page of agents after `after`, in id (creation) order.
     fn list_agents(
         &self,
@@ -54,6 +57,10 @@ impl ReadModel for SledStore {
 
     fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError> {
         holarchy_actors::Store::agent_id_by_name(self, name)
+    }
+
+    fn names_from(&self, prefix: &str, limit: usize) -> Result<Vec<(String, AgentId)>, StoreError> {
+        SledStore::names_from(self, prefix, limit)
     }
 
     fn list_agents(

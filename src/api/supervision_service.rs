@@ -160,8 +160,9 @@ fn tree_page(
     whole_runtime: bool,
     offset: usize,
     max_nodes: usize,
+    max_depth: Option<usize>,
 ) -> Result<pb::GetTreeResponse, ApiError> {
-    let mut walk = runtime.walk(roots);
+    let mut walk = runtime.walk(roots).max_depth(max_depth);
     walk.skip(offset)?;
     let mut page = pb::GetTreeResponse::default();
     // Room left for nodes and mismatches; the counts, token and cut are
@@ -247,7 +248,8 @@ impl SupervisionService for SupervisionApi {
             0 => MAX_TREE_NODES,
             n => n.min(MAX_TREE_NODES),
         };
-        let page = tree_page(&self.runtime, roots, whole, offset, max_nodes)?;
+        let max_depth = req.max_depth.map(|d| d as usize);
+        let page = tree_page(&self.runtime, roots, whole, offset, max_nodes, max_depth)?;
         self.store.durable().await.map_err(ApiError::from)?;
         Ok(Response::new(page))
     }

@@ -345,6 +345,24 @@ impl SledStore {
         self.get(&self.usage, USAGE, &agent_id.to_bytes())
     }
 
+    /// Up to `limit` agent names starting with `prefix`, in name order,
+    /// each with its agent: what an operator's search by name reads.
+    pub fn names_from(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, AgentId)>, StoreError> {
+        self.names
+            .scan_prefix(prefix.as_bytes())
+            .take(limit)
+            .map(|entry| {
+                let (key, value) = entry.map_err(backend)?;
+                let id = AgentId::from_bytes(id_from_key(NAMES, &value)?);
+                Ok((String::from_utf8_lossy(&key).into_owned(), id))
+            })
+            .collect()
+    }
+
     /// Durable events after `cursor`, at most `limit`.
     pub fn events_after(
         &self,

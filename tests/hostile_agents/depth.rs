@@ -80,6 +80,7 @@ async fn pages(c: &mut Clients, agent_id: &str, max_nodes: u32) -> Vec<pb::GetTr
                 agent_id: agent_id.into(),
                 page_token,
                 max_nodes,
+                max_depth: None,
             })
             .await
             .expect("a page of the tree")

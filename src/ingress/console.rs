@@ -1,0 +1,210 @@
+//! The operators' web console on the HTTP listener: the page and its
+//! assets at `/` and `/console/...` (see [`assets`]), and the small JSON
+//! API under `/api/...` the page reads (see [`routes`]).
+//!
+//! Every answer comes from the gRPC services themselves, called in
+//! process: the console adds routing, authorisation and JSON, never a
+//! rule of its own, so what it shows is what `holarchy` shows. Its one
+//! read beside them, the names a search starts with, goes through the
+//! same read model, and each name found is then read with `GetAgent`.
+//!
+//! Authorisation: the daemon's bearer token, sent by the page as
+//! `Authorization: Bearer ...`. Without it the console shows structure
+//! only (the tree, states, counts); the contents of agents (messages,
+//! outputs, events, brains) and every write need it. A wrong token is
+//! refused outright (401), so a page never mistakes a typo for a login.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::{watch, Semaphore};
+
+use holarchy_actors::Runtime;
+
+use crate::api::agent_service::AgentApi;
+use crate::api::plane_service::PlaneApi;
+use crate::api::read_model::ReadModel;
+use crate::api::supervision_service::SupervisionApi;
+use crate::api::task_service::TaskApi;
+use crate::api::workspace_service::WorkspaceApi;
+use crate::daemon::Token;
+
+mod assets;
+mod query;
+mod routes;
+mod stream;
+mod views;
+
+/// What every answer of the listener is: a whole body, or a stream (the
+/// console's followed events).
+pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// Longest path taken; the console's own are far shorter.
+const MAX_PATH: usize = 256;
+/// Longest query string taken.
+const MAX_QUERY: usize = 512;
+/// Event streams open at once; each holds a connection of the listener.
+const MAX_STREAMS: usize = 32;
+
+/// The console's share of the daemon: the gRPC services it answers
+/// through and the token that lifts its reads to contents and writes.
+#[derive(Debug)]
+pub struct Console {
+    agents: AgentApi,
+    tasks: TaskApi,
+    tree: SupervisionApi,
+    planes: PlaneApi,
+    workspaces: WorkspaceApi,
+    store: Arc<dyn ReadModel>,
+    token: Token,
+    streams: Arc<Semaphore>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Who asks: a request with the right token is the operator's; one with
+/// none is anyone's (one with a wrong token is refused before this).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Caller {
+    Anonymous,
+    Operator,
+}
+
+impl Console {
+    pub fn new(
+        runtime: Arc<Runtime>,
+        store: Arc<dyn ReadModel>,
+        token: Token,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            agents: AgentApi::new(runtime.clone(), store.clone(), shutdown.clone()),
+            tasks: TaskApi::new(runtime.clone(), shutdown.clone()),
+            tree: SupervisionApi::new(runtime.clone(), store.clone()),
+            planes: PlaneApi::new(runtime.clone(), store.clone()),
+            workspaces: WorkspaceApi::new(runtime),
+            store,
+            token,
+            streams: Arc::new(Semaphore::new(MAX_STREAMS)),
+            shutdown,
+        }
+    }
+
+    /// Whether `path` is the console's: the page, its assets or its API.
+    pub fn owns(path: &str) -> bool {
+        path == "/" || path.starts_with("/console/") || path == "/api" || path.starts_with("/api/")
+    }
+
+    /// Answers one request for a path [`Console::owns`]; never fails
+    /// (every failure is an HTTP status). The body is never read: no
+    /// route takes one.
+    pub async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        let path = request.uri().path();
+        let query = request.uri().query().unwrap_or_default();
+        if path.len() > MAX_PATH {
+            return error(StatusCode::URI_TOO_LONG, "the path is too long");
+        }
+        if query.len() > MAX_QUERY {
+            return error(
+                StatusCode::URI_TOO_LONG,
+                &format!("the query is over {MAX_QUERY} bytes"),
+            );
+        }
+        if !path.starts_with("/api") {
+            return assets::answer(request.method(), path);
+        }
+        let caller = match request.headers().get(AUTHORIZATION) {
+            None => Caller::Anonymous,
+            Some(given) if self.token.admits(Some(given.as_bytes())) => Caller::Operator,
+            Some(_) => return error(StatusCode::UNAUTHORIZED, "wrong token"),
+        };
+        let query = match query::parse(query) {
+            Ok(query) => query,
+            Err(why) => return error(StatusCode::BAD_REQUEST, &why),
+        };
+        let mut answer = routes::answer(self, request.method(), path, &query, caller).await;
+        let headers = answer.headers_mut();
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        assets::harden(headers);
+        answer
+    }
+}
+
+/// A whole body.
+fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed_unsync()
+}
+
+fn json_answer(status: StatusCode, body: &Value) -> Response<Body> {
+    let mut answer = Response::new(full(body.to_string()));
+    *answer.status_mut() = status;
+    answer.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/json; charset=utf-8"),
+    );
+    answer
+}
+
+fn error(status: StatusCode, why: &str) -> Response<Body> {
+    let mut answer = json_answer(status, &json!({ "error": why }));
+    assets::harden(answer.headers_mut());
+    answer
+}
+
+/// An error answer before it is made: small, so results carrying it stay
+/// small.
+#[derive(Debug)]
+struct Refusal {
+    status: StatusCode,
+    why: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, why: impl Into<String>) -> Self {
+        Self {
+            status,
+            why: why.into(),
+        }
+    }
+
+    fn bad(why: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, why)
+    }
+
+    /// The HTTP status a gRPC status maps to, with its message: what a
+    /// console call gets for what a gRPC call would be refused with.
+    fn of(status: &tonic::Status) -> Self {
+        use tonic::Code;
+        let http = match status.code() {
+            Code::InvalidArgument | Code::OutOfRange => StatusCode::BAD_REQUEST,
+            Code::NotFound => StatusCode::NOT_FOUND,
+            Code::PermissionDenied => StatusCode::FORBIDDEN,
+            Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Code::AlreadyExists | Code::FailedPrecondition | Code::Aborted => StatusCode::CONFLICT,
+            Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+            Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        // An internal error's text may name internals; the log has it.
+        if http == StatusCode::INTERNAL_SERVER_ERROR {
+            return Self::new(http, "internal error");
+        }
+        Self::new(http, status.message())
+    }
+
+    fn answer(&self) -> Response<Body> {
+        error(self.status, &self.why)
+    }
+}
+
+/// Every method but GET and HEAD is refused on reads, and every one but
+/// POST on writes.
+fn method_is(method: &Method, wanted: &Method) -> bool {
+    method == wanted || (wanted == Method::GET && method == Method::HEAD)
+}

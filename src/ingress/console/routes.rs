@@ -1,0 +1,391 @@
+//! The console's JSON routes, each one gRPC call (or a bounded few) made
+//! in process:
+//!
+//! | route | call | token |
+//! |---|---|---|
+//! | `GET /api/session` | whether the token given is right | - |
+//! | `GET /api/tree?agent=&page=&limit=` | `GetTree`, one level (`max_depth`) | no (contents with) |
+//! | `GET /api/check?page=` | `GetTree` of the whole runtime, mismatches and counts only | no |
+//! | `GET /api/search?q=` | `GetAgent` by id, name, or names from a prefix | no |
+//! | `GET /api/agents/ID` | `GetAgent` | no (contents with) |
+//! | `GET /api/agents/ID/messages` | `ListMessages` | yes |
+//! | `GET /api/agents/ID/tasks` | `ListTasks` | yes |
+//! | `GET /api/tasks/ID/output?offset=` | `ReadTaskOutput` | yes |
+//! | `GET /api/agents/ID/work` | `ListWorkItems` | yes |
+//! | `GET /api/agents/ID/workspaces` | `ListWorkspaces` | yes |
+//! | `GET /api/agents/ID/events?after=` | `WatchEvents`, followed, as server-sent events | yes |
+//! | `POST /api/agents/ID/{pause,resume,abort,archive}` | `PauseAgent`, ... | yes |
+
+use hyper::{Method, Response, StatusCode};
+use serde_json::{json, Value};
+use tonic::Request;
+
+use crate::api::pb;
+use crate::api::pb::agent_service_server::AgentService as _;
+use crate::api::pb::supervision_service_server::SupervisionService as _;
+use crate::api::pb::task_service_server::TaskService as _;
+use crate::api::pb::work_service_server::WorkService as _;
+use crate::api::pb::workspace_service_server::WorkspaceService as _;
+
+use super::query::Query;
+use super::{json_answer, method_is, stream, views, Body, Caller, Console, Refusal};
+
+/// Nodes per page of the tree, by default and at most.
+const TREE_PAGE: u32 = 200;
+const MAX_TREE_PAGE: u32 = 1000;
+/// Rows per page of the other listings, by default and at most (the
+/// gRPC services bound them in bytes too).
+const LIST_PAGE: u32 = 50;
+const MAX_LIST_PAGE: u32 = 500;
+/// Longest search text, and most agents a name prefix finds.
+const MAX_SEARCH: usize = 64;
+const SEARCH_HITS: usize = 20;
+
+type Answer = Response<Body>;
+
+/// What a route's handler ends with: its JSON, or why not.
+type Outcome = Result<Value, Refusal>;
+
+pub async fn answer(
+    console: &Console,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    caller: Caller,
+) -> Answer {
+    let parts: Vec<&str> = path.trim_end_matches('/').split('/').skip(2).collect();
+    let outcome = match parts.as_slice() {
+        ["session"] => read(
+            method,
+            Ok(json!({ "operator": caller == Caller::Operator })),
+        ),
+        ["tree"] => match check_read(method) {
+            Ok(()) => tree(console, query, caller).await,
+            Err(refusal) => Err(refusal),
+        },
+        ["check"] => match check_read(method) {
+            Ok(()) => check(console, query).await,
+            Err(refusal) => Err(refusal),
+        },
+        ["search"] => match check_read(method) {
+            Ok(()) => search(console, query).await,
+            Err(refusal) => Err(refusal),
+        },
+        ["agents", id] => match check_read(method) {
+            Ok(()) => agent(console, id, caller).await,
+            Err(refusal) => Err(refusal),
+        },
+        ["agents", id, "events"] => {
+            let checked = operator_read(method, caller)
+                .and_then(|()| query.number("after").map_err(Refusal::bad));
+            return match checked {
+                Ok(after) => stream::events(console, id, after).await,
+                Err(refusal) => refusal.answer(),
+            };
+        }
+        ["agents", id, action @ ("pause" | "resume" | "abort" | "archive")] => {
+            match operator_write(method, caller) {
+                Ok(()) => write(console, id, action).await,
+                Err(refusal) => Err(refusal),
+            }
+        }
+        ["agents", id, listing @ ("messages" | "tasks" | "work" | "workspaces")] => {
+            match operator_read(method, caller) {
+                Ok(()) => list(console, id, listing, query).await,
+                Err(refusal) => Err(refusal),
+            }
+        }
+        ["tasks", id, "output"] => match operator_read(method, caller) {
+            Ok(()) => output(console, id, query).await,
+            Err(refusal) => Err(refusal),
+        },
+        _ => Err(Refusal::new(StatusCode::NOT_FOUND, "no such route")),
+    };
+    match outcome {
+        Ok(body) => json_answer(StatusCode::OK, &body),
+        Err(refusal) => refusal.answer(),
+    }
+}
+
+fn read(method: &Method, body: Outcome) -> Outcome {
+    check_read(method)?;
+    body
+}
+
+fn check_read(method: &Method) -> Result<(), Refusal> {
+    if method_is(method, &Method::GET) {
+        Ok(())
+    } else {
+        Err(Refusal::new(StatusCode::METHOD_NOT_ALLOWED, "use GET"))
+    }
+}
+
+fn operator_read(method: &Method, caller: Caller) -> Result<(), Refusal> {
+    check_read(method)?;
+    operator(caller)
+}
+
+fn operator_write(method: &Method, caller: Caller) -> Result<(), Refusal> {
+    if method != Method::POST {
+        return Err(Refusal::new(StatusCode::METHOD_NOT_ALLOWED, "use POST"));
+    }
+    operator(caller)
+}
+
+fn operator(caller: Caller) -> Result<(), Refusal> {
+    match caller {
+        Caller::Operator => Ok(()),
+        Caller::Anonymous => Err(Refusal::new(
+            StatusCode::UNAUTHORIZED,
+            "log in with the daemon's token to see this",
+        )),
+    }
+}
+
+/// The message of a gRPC call, or the HTTP refusal of its status.
+fn called<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Result<T, Refusal> {
+    result
+        .map(tonic::Response::into_inner)
+        .map_err(|s| Refusal::of(&s))
+}
+
+/// One level of the tree: the roots, or what hangs right under `agent`
+/// (its tasks, waits and children), a page at a time.
+async fn tree(console: &Console, query: &Query, caller: Caller) -> Outcome {
+    let limit = query
+        .limit(TREE_PAGE, MAX_TREE_PAGE)
+        .map_err(Refusal::bad)?;
+    let page_token = query.page().map_err(Refusal::bad)?;
+    let agent_id = query.text("agent").to_owned();
+    let under_agent = !agent_id.is_empty();
+    let first_page = page_token.is_empty();
+    // Under an agent, the walk's first node is the agent itself: one more
+    // so the page still holds `limit` of what is below it.
+    let max_nodes = if under_agent && first_page {
+        limit + 1
+    } else {
+        limit
+    };
+    let page = called(
+        console
+            .tree
+            .get_tree(Request::new(pb::GetTreeRequest {
+                agent_id,
+                page_token,
+                max_nodes,
+                max_depth: Some(u32::from(under_agent)),
+            }))
+            .await,
+    )?;
+    let full = caller == Caller::Operator;
+    let mut root = Value::Null;
+    let mut nodes = Vec::with_capacity(page.nodes.len());
+    for node in &page.nodes {
+        if under_agent && node.depth == 0 {
+            root = views::tree_node(node, full);
+        } else {
+            nodes.push(views::tree_node(node, full));
+        }
+    }
+    Ok(json!({
+        "root": root,
+        "nodes": nodes,
+        "next": page.next_page_token,
+        "mismatches": page.mismatches,
+        "agents": page.agents,
+        "tasks": page.tasks,
+        "waits": page.waits,
+        "partitions": page.partitions,
+    }))
+}
+
+/// One page of the whole runtime's live-vs-stored check: `GetTree` over
+/// everything, without its nodes; the page asks for the next until none
+/// is left, and the last page's counts are the whole tree's.
+async fn check(console: &Console, query: &Query) -> Outcome {
+    let page_token = query.page().map_err(Refusal::bad)?;
+    let page = called(
+        console
+            .tree
+            .get_tree(Request::new(pb::GetTreeRequest {
+                agent_id: String::new(),
+                page_token,
+                max_nodes: 0,
+                max_depth: None,
+            }))
+            .await,
+    )?;
+    Ok(json!({
+        "next": page.next_page_token,
+        "mismatches": page.mismatches,
+        "agents": page.agents,
+        "tasks": page.tasks,
+        "waits": page.waits,
+    }))
+}
+
+/// Agents by id, by name, and by the start of a name.
+async fn search(console: &Console, query: &Query) -> Outcome {
+    let text = query.text("q").trim();
+    if text.is_empty() || text.len() > MAX_SEARCH {
+        return Err(Refusal::bad(format!(
+            "q must be 1 to {MAX_SEARCH} bytes: an agent id or (the start of) a name"
+        )));
+    }
+    let mut wanted = Vec::new();
+    if text.starts_with("agt_") {
+        wanted.push(pb::get_agent_request::Agent::AgentId(text.to_owned()));
+    } else {
+        let names = console
+            .store
+            .names_from(text, SEARCH_HITS)
+            .map_err(|_| Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "try again later"))?;
+        wanted.extend(
+            names
+                .into_iter()
+                .map(|(name, _)| pb::get_agent_request::Agent::Name(name)),
+        );
+    }
+    let mut agents = Vec::new();
+    for agent in wanted {
+        let result = console
+            .agents
+            .get_agent(Request::new(pb::GetAgentRequest { agent: Some(agent) }))
+            .await;
+        match result {
+            Ok(found) => {
+                if let Some(summary) = &found.get_ref().agent {
+                    agents.push(views::found(summary));
+                }
+            }
+            // A name freed since it was listed, or an id nobody has.
+            Err(status) if status.code() == tonic::Code::NotFound => {}
+            Err(status) => return Err(Refusal::of(&status)),
+        }
+    }
+    Ok(json!({ "agents": agents }))
+}
+
+async fn agent(console: &Console, id: &str, caller: Caller) -> Outcome {
+    let result = called(
+        console
+            .agents
+            .get_agent(Request::new(pb::GetAgentRequest {
+                agent: Some(pb::get_agent_request::Agent::AgentId((*id).to_owned())),
+            }))
+            .await,
+    )?;
+    Ok(views::agent(&result, caller == Caller::Operator))
+}
+
+async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outcome {
+    let agent_id = id.to_owned();
+    let page_size = query
+        .limit(LIST_PAGE, MAX_LIST_PAGE)
+        .map_err(Refusal::bad)?;
+    let page_token = query.page().map_err(Refusal::bad)?;
+    Ok(match listing {
+        "messages" => {
+            let page = called(
+                console
+                    .agents
+                    .list_messages(Request::new(pb::ListMessagesRequest {
+                        agent_id,
+                        page_size,
+                        page_token,
+                    }))
+                    .await,
+            )?;
+            json!({
+                "messages": page.messages.iter().map(views::message).collect::<Vec<_>>(),
+                "next": page.next_page_token,
+            })
+        }
+        "tasks" => {
+            let page = called(
+                console
+                    .tasks
+                    .list_tasks(Request::new(pb::ListTasksRequest {
+                        agent_id,
+                        page_size,
+                        page_token,
+                    }))
+                    .await,
+            )?;
+            json!({
+                "tasks": page.tasks.iter().map(views::task).collect::<Vec<_>>(),
+                "next": page.next_page_token,
+            })
+        }
+        "work" => {
+            let page = called(
+                console
+                    .planes
+                    .list_work_items(Request::new(pb::ListWorkItemsRequest {
+                        agent_id,
+                        page_size,
+                        page_token,
+                    }))
+                    .await,
+            )?;
+            json!({
+                "work_items": page.work_items.iter().map(views::work_item).collect::<Vec<_>>(),
+                "next": page.next_page_token,
+            })
+        }
+        _ => {
+            let page = called(
+                console
+                    .workspaces
+                    .list_workspaces(Request::new(pb::ListWorkspacesRequest {
+                        agent_id,
+                        page_token,
+                    }))
+                    .await,
+            )?;
+            views::workspaces(&page)
+        }
+    })
+}
+
+async fn output(console: &Console, id: &str, query: &Query) -> Outcome {
+    let offset = query.number("offset").map_err(Refusal::bad)?.unwrap_or(0);
+    let read = called(
+        console
+            .tasks
+            .read_task_output(Request::new(pb::ReadTaskOutputRequest {
+                task_id: id.to_owned(),
+                offset,
+            }))
+            .await,
+    )?;
+    Ok(views::output(&read))
+}
+
+/// An operator's control of a public agent, through the same calls as
+/// gRPC: refused for private agents (403), answered once on disk.
+async fn write(console: &Console, id: &str, action: &str) -> Outcome {
+    let agent_id = id.to_owned();
+    let agents = &console.agents;
+    let control = match action {
+        "pause" => agents.pause_agent(Request::new(pb::PauseAgentRequest { agent_id })),
+        "resume" => agents.resume_agent(Request::new(pb::ResumeAgentRequest { agent_id })),
+        "abort" => agents.abort_run(Request::new(pb::AbortRunRequest {
+            agent_id,
+            run_id: String::new(),
+        })),
+        _ => {
+            let archived = called(
+                agents
+                    .archive_agent(Request::new(pb::ArchiveAgentRequest { agent_id }))
+                    .await,
+            )?;
+            return Ok(json!({
+                "state": "archived",
+                "agents": archived.agents,
+                "tasks": archived.tasks,
+            }));
+        }
+    };
+    Ok(views::control(&called(control.await)?))
+}
