@@ -89,6 +89,7 @@ async fn subtree(clients: &mut Clients, agent_id: &str) -> anyhow::Result<Vec<St
                 agent_id: agent_id.to_owned(),
                 page_token,
                 max_nodes: 0,
+                max_depth: None,
             })
             .await?
             .into_inner();
