@@ -9,13 +9,17 @@
 //! cargo bench --bench metrics_overhead -- [--rounds 3] [--agents 1000] [--messages 20000] [--samples 500]
 //! ```
 //!
+//! First, in process and without the noise of a whole daemon, what the
+//! metrics add to one turn: the runtime's counters and the gRPC layer's,
+//! on and off, from two threads at once.
+//!
 //! Prints a table of medians over the rounds (with every round's figure)
 //! and one JSON line, and writes the JSON to
 //! `target/bench-results/metrics_overhead.json`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -211,8 +215,98 @@ fn median(mut xs: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// Nanoseconds per turn of what a turn records (its start, its end, one
+/// tool call), `metrics` on or off, two threads at once.
+fn runtime_recording_ns(metrics: bool) -> f64 {
+    use holarchy_actors::metrics::RuntimeMetrics;
+    const TURNS: u32 = 500_000;
+    let meters = std::sync::Arc::new(if metrics {
+        RuntimeMetrics::default()
+    } else {
+        RuntimeMetrics::off()
+    });
+    let started = Instant::now();
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let meters = meters.clone();
+            std::thread::spawn(move || {
+                let agent = holarchy_supervision::AgentId::generate();
+                for _ in 0..TURNS {
+                    meters.turn_started("scripted", agent);
+                    meters.tool_called("core", false, Duration::from_micros(20));
+                    meters.turn_finished("scripted", "handled", Duration::from_micros(90));
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("recording thread");
+    }
+    started.elapsed().as_nanos() as f64 / f64::from(TURNS)
+}
+
+/// Nanoseconds per call through the gRPC counting layer around a service
+/// that answers at once, counting on or off, two tasks at once.
+fn grpc_recording_ns(metrics: bool) -> f64 {
+    use tower::{Layer as _, Service as _};
+    const CALLS: u32 = 200_000;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("tokio");
+    let mut meters = holarchy::metrics::GrpcMetrics::new(&[holarchy::api::pb::FILE_DESCRIPTOR_SET]);
+    if !metrics {
+        meters = meters.off();
+    }
+    let started = Instant::now();
+    runtime.block_on(async {
+        let tasks: Vec<_> = (0..2)
+            .map(|_| {
+                let layer = holarchy::metrics::GrpcLayer(meters.clone());
+                tokio::spawn(async move {
+                    let mut service =
+                        layer.layer(tower::service_fn(|_: http::Request<()>| async {
+                            let mut answer = http::Response::new(());
+                            answer
+                                .headers_mut()
+                                .insert("grpc-status", http::HeaderValue::from_static("0"));
+                            Ok::<_, std::convert::Infallible>(answer)
+                        }));
+                    for _ in 0..CALLS {
+                        let request = http::Request::builder()
+                            .uri("/holarchy.v1.AgentService/SendMessage")
+                            .body(())
+                            .expect("request");
+                        service.call(request).await.expect("answered");
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("caller");
+        }
+    });
+    started.elapsed().as_nanos() as f64 / f64::from(CALLS)
+}
+
 fn main() {
     let opts = options();
+    let recording = json!({
+        "runtime_ns_per_turn": { "on": runtime_recording_ns(true), "off": runtime_recording_ns(false) },
+        "grpc_ns_per_call": { "on": grpc_recording_ns(true), "off": grpc_recording_ns(false) },
+    });
+    println!("in process, two threads: what one turn records (start, end, one tool call), and one call through the gRPC layer");
+    for (name, key) in [
+        ("runtime, ns per turn", "runtime_ns_per_turn"),
+        ("gRPC layer, ns per call", "grpc_ns_per_call"),
+    ] {
+        println!(
+            "{:<42} {} {}",
+            name,
+            figure::show(figure::get(&recording[key]["on"]), 12, 0),
+            figure::show(figure::get(&recording[key]["off"]), 12, 0),
+        );
+    }
     let mut runs = Vec::new();
     for round in 0..opts.rounds {
         // Alternate which goes first, so drift over the run (the machine
@@ -276,6 +370,7 @@ fn main() {
         "agents": opts.agents,
         "messages": opts.messages,
         "samples": opts.samples,
+        "recording": recording,
         "medians": medians,
         "runs": runs,
     });
