@@ -111,6 +111,10 @@ pub enum Command {
     Tree {
         /// Only this agent's subtree (id or name).
         agent: Option<String>,
+        /// Only this many levels below the roots of the walk (0: the roots
+        /// alone); the whole tree when not given.
+        #[arg(long)]
+        depth: Option<u32>,
     },
     /// Task handles: how parents supervise their private children.
     #[command(subcommand)]
@@ -502,7 +506,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Tree { agent } => {
+        Command::Tree { agent, depth } => {
             let mut clients = client::connect(&cli.target()).await?;
             let agent_id = match agent {
                 Some(agent) => resolve(&mut clients, agent).await?,
@@ -518,7 +522,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                         agent_id: agent_id.clone(),
                         page_token: std::mem::take(&mut tree.next_page_token),
                         max_nodes: 0,
-                        max_depth: None,
+                        max_depth: *depth,
                     })
                     .await?
                     .into_inner();

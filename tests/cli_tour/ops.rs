@@ -188,6 +188,17 @@ async fn ops_supervises_private_children_through_task_handles() {
         "{tree}"
     );
     assert!(tree.contains("2 agents, 1 tasks"), "{tree}");
+    // One level down shows ops's handle and child; the roots alone, neither.
+    let shallow = cli.ok(&["tree", "--depth", "1"]);
+    assert!(
+        shallow.contains(&task) && shallow.contains(&child),
+        "{shallow}"
+    );
+    let roots = cli.ok(&["tree", "--depth", "0"]);
+    assert!(
+        roots.contains(&ops) && !roots.contains(&task) && !roots.contains(&child),
+        "{roots}"
+    );
     let shape = cli.json_one(&["tree"]);
     let node = |id: &str| {
         shape["nodes"]
