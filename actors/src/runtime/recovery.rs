@@ -282,10 +282,10 @@ async fn spawn_slice(
                 }
             },
         };
-        let actor = supervisor::spawn_agent(ctx, agent.record, agent.queue, supervisor, true)
+        let actor = supervisor::spawn_recovered(ctx, agent.record, agent.queue, supervisor)
             .await
             .map_err(|err| err.to_string())?;
-        started.extend(actor);
+        started.push(actor);
     }
     Ok(started)
 }
