@@ -76,6 +76,7 @@ async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator(
         .find(|n| n["type"] == "task")
         .expect("the task handle");
     assert_eq!(handle["kind"], "child_agent_task");
+    assert_eq!(handle["child_agent_id"], top.as_str(), "{handle}");
     assert_eq!(handle["name"], "", "a task's label is content: {handle}");
     assert!(
         nodes.iter().all(|n| n["depth"] == 1),

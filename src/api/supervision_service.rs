@@ -7,7 +7,7 @@ use std::sync::Arc;
 use holarchy_actors::topology::partition_of;
 use holarchy_actors::tree::{Node, NodeKind};
 use holarchy_actors::Runtime;
-use holarchy_supervision::{AgentRecord, Visibility};
+use holarchy_supervision::{AgentRecord, TaskKind, Visibility};
 use prost::Message as _;
 use tonic::{Request, Response, Status};
 
@@ -117,6 +117,10 @@ fn node(node: &Node, partitions: usize) -> pb::TreeNode {
             state: record.status.name().into(),
             actor_alive: *actor_alive,
             worktree: convert::worktree(record),
+            child_agent_id: match record.kind {
+                TaskKind::ChildAgent { child_agent_id } => child_agent_id.to_string(),
+                TaskKind::Command => String::new(),
+            },
             ..Default::default()
         },
     };

@@ -74,6 +74,7 @@ pub fn tree_node(node: &pb::TreeNode, full: bool) -> Value {
         "parent": node.parent_id,
         "depth": node.depth,
         "partition": node.partition,
+        "child_agent_id": node.child_agent_id,
     });
     if full {
         out["active_workspace_id"] = json!(node.active_workspace_id);

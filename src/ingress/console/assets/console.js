@@ -141,6 +141,7 @@ function nodeRow(node) {
     node.type === "task" ? el("span", { class: "badge task", title: "a task handle" }, "task") : "",
     node.type === "wait" ? el("span", { class: "badge wait" }, "wait") : "",
     !isAgent && node.name ? el("span", { class: "muted" }, node.name) : "",
+    node.child_agent_id ? el("span", { class: "muted" }, "holds ", agentLink(node.child_agent_id, node.child_agent_id)) : "",
     node.actor_alive ? "" : el("span", { class: "badge down", title: "stored as live, but no actor runs" }, "no actor"));
   li.append(row);
   if (isAgent) {
