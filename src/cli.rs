@@ -281,6 +281,11 @@ pub struct ServeArgs {
     /// `POST /ingress/<provider>/<instance>` (off unless given).
     #[arg(long, value_name = "ADDR")]
     pub http_listen: Option<SocketAddr>,
+    /// The web console on the HTTP listener takes the daemon's token for
+    /// reads too: without it, no one who can reach the listener (a
+    /// webhook sender, say) sees even the tree's names and states.
+    #[arg(long)]
+    pub console_private: bool,
     /// MCP servers agents may be allowed (`agent create --mcp-server`): a
     /// JSON file with an `mcpServers` map (see docs/mcp.md). Checked at
     /// start; the servers themselves start on first use.
@@ -469,9 +474,10 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                 let mcp = holarchy_actors::mcp::McpConfig::load(path)?;
                 config.runtime.mcp = Arc::new(mcp);
             }
-            config.http = args
-                .http_listen
-                .map(|addr| crate::ingress::HttpConfig::new(addr, args.max_webhook_bytes));
+            config.http = args.http_listen.map(|addr| crate::ingress::HttpConfig {
+                console_private: args.console_private,
+                ..crate::ingress::HttpConfig::new(addr, args.max_webhook_bytes)
+            });
             config.runtime.restart_policy = RestartPolicy {
                 max_restarts: args.restart_max,
                 period_ms: args.restart_period.saturating_mul(1000),

@@ -351,13 +351,17 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         },
     ));
 
+    let console_private = config.http.as_ref().is_some_and(|h| h.console_private);
     let console = tcp_token.clone().map(|token| {
-        Arc::new(crate::ingress::console::Console::new(
-            runtime.clone(),
-            store.clone(),
-            token,
-            stop_rx.clone(),
-        ))
+        Arc::new(
+            crate::ingress::console::Console::new(
+                runtime.clone(),
+                store.clone(),
+                token,
+                stop_rx.clone(),
+            )
+            .private(console_private),
+        )
     });
     let tcp_server = match (tcp_listener, tcp_token) {
         (Some(listener), Some(token)) => {

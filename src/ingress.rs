@@ -51,6 +51,9 @@ pub struct HttpConfig {
     pub request_timeout: Duration,
     /// Time requests under way get to finish at shutdown.
     pub shutdown_grace: Duration,
+    /// Every console route but the page and its login check takes the
+    /// token (`serve --console-private`).
+    pub console_private: bool,
 }
 
 impl HttpConfig {
@@ -62,6 +65,7 @@ impl HttpConfig {
             header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(5),
+            console_private: false,
         }
     }
 }

@@ -338,3 +338,35 @@ async fn a_wide_level_of_the_tree_comes_a_page_at_a_time() {
     assert_eq!(distinct.len(), all.len(), "pages do not overlap");
     eprintln!("first page of {CHILDREN} private children (debug build): {took:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_console_shows_nothing_without_the_token() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let addr = free_addr();
+    let daemon = Daemon::start_with(
+        &data_dir(&root),
+        &["--http-listen", &addr, "--console-private"],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    let lead = create(&mut c, "lead", None).await;
+    let token = daemon.token();
+
+    // The page loads, so the operator can log in; nothing else answers.
+    assert_eq!(http(&addr, "GET", "/", None).await.status, 200);
+    let session = http(&addr, "GET", "/api/session", None).await;
+    assert_eq!(session.json()["operator"], false);
+    for path in [
+        "/api/tree".to_owned(),
+        "/api/check".to_owned(),
+        "/api/search?q=le".to_owned(),
+        format!("/api/agents/{lead}"),
+    ] {
+        let refused = http(&addr, "GET", &path, None).await;
+        assert_eq!(refused.status, 401, "{path}: {}", refused.body);
+        assert!(refused.body.contains("console-private"), "{}", refused.body);
+    }
+    let tree = http(&addr, "GET", "/api/tree", Some(&token)).await;
+    assert_eq!(tree.status, 200, "{}", tree.body);
+    assert_eq!(ids(&tree.json()["nodes"]), vec![lead]);
+}

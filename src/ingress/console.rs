@@ -65,6 +65,8 @@ pub struct Console {
     token: Token,
     streams: Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
+    /// Reads take the token too (`serve --console-private`).
+    private: bool,
 }
 
 /// Who asks: a request with the right token is the operator's; one with
@@ -92,7 +94,14 @@ impl Console {
             token,
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
             shutdown,
+            private: false,
         }
+    }
+
+    /// With `private`, every API route but `/api/session` (the page's
+    /// login check) takes the token, reads included.
+    pub fn private(self, private: bool) -> Self {
+        Self { private, ..self }
     }
 
     /// Whether `path` is the console's: the page, its assets or its API.
@@ -123,6 +132,12 @@ impl Console {
             Some(given) if self.token.admits(Some(given.as_bytes())) => Caller::Operator,
             Some(_) => return error(StatusCode::UNAUTHORIZED, "wrong token"),
         };
+        if self.private && caller == Caller::Anonymous && path != "/api/session" {
+            return error(
+                StatusCode::UNAUTHORIZED,
+                "this console takes the daemon's token for reads too (serve --console-private)",
+            );
+        }
         let query = match query::parse(query) {
             Ok(query) => query,
             Err(why) => return error(StatusCode::BAD_REQUEST, &why),
