@@ -83,6 +83,18 @@ async fn activity(c: &mut Clients, limit: u32) -> Result<pb::GetActivityResponse
         .map(tonic::Response::into_inner)
 }
 
+/// A new agent, paused: what it is sent stays queued.
+async fn paused(c: &mut Clients, name: &str) -> String {
+    let id = create(c, name, None).await;
+    c.agents
+        .pause_agent(pb::PauseAgentRequest {
+            agent_id: id.clone(),
+        })
+        .await
+        .expect("paused");
+    id
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_shows_busy_agents_long_queues_tasks_and_waits_over_the_socket_and_tcp() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -100,13 +112,7 @@ async fn top_shows_busy_agents_long_queues_tasks_and_waits_over_the_socket_and_t
         send(&mut c, &busy, &format!("job {i}")).await;
     }
     handled(&c, &busy, 6).await;
-    let stuck = create(&mut c, "stuck", None).await;
-    c.agents
-        .pause_agent(pb::PauseAgentRequest {
-            agent_id: stuck.clone(),
-        })
-        .await
-        .expect("paused");
+    let stuck = paused(&mut c, "stuck").await;
     for i in 0..7 {
         send(&mut c, &stuck, &format!("later {i}")).await;
     }
@@ -292,13 +298,7 @@ async fn the_interactive_view_answers_keys_in_a_terminal() {
     let root = tempfile::tempdir().expect("tempdir");
     let daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
-    let stuck = create(&mut c, "stuck", None).await;
-    c.agents
-        .pause_agent(pb::PauseAgentRequest {
-            agent_id: stuck.clone(),
-        })
-        .await
-        .expect("paused");
+    let stuck = paused(&mut c, "stuck").await;
     send(&mut c, &stuck, "later").await;
 
     let tmux = Tmux(format!("holarchy-top-{}", std::process::id()));
@@ -376,13 +376,7 @@ async fn activity_latency_at_100000_idle_agents() {
     let root = tempfile::tempdir().expect("tempdir");
     let daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
-    let stuck = create(&mut c, "stuck", None).await;
-    c.agents
-        .pause_agent(pb::PauseAgentRequest {
-            agent_id: stuck.clone(),
-        })
-        .await
-        .expect("paused");
+    let stuck = paused(&mut c, "stuck").await;
     for i in 0..50 {
         send(&mut c, &stuck, &format!("later {i}")).await;
     }
