@@ -23,7 +23,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
+use std::future::Future;
 use std::time::{Duration, Instant};
+
+use futures::FutureExt;
 
 use holarchy_actors::{DurableFuture, StoreError};
 use tokio::sync::{oneshot, watch};
@@ -46,6 +49,8 @@ const ENOUGH_WAITERS: usize = 64;
 struct Waiter {
     answer: oneshot::Sender<Result<(), String>>,
     since: Instant,
+    /// How many callers share this answer (a committed group's batches).
+    callers: usize,
 }
 
 enum Request {
@@ -85,6 +90,17 @@ impl WriteCounters {
 
     fn unflushed(&self) -> bool {
         self.done.load(Ordering::SeqCst) > self.flushed.load(Ordering::SeqCst)
+    }
+}
+
+/// A flush's answer as the flusher sends it; `None` when it went away.
+type Flushed = Option<Result<(), String>>;
+
+fn answer(flushed: Flushed) -> Result<(), StoreError> {
+    match flushed {
+        Some(Ok(())) => Ok(()),
+        Some(Err(err)) => Err(StoreError::Backend(format!("flush failed: {err}"))),
+        None => Err(StoreError::Closed),
     }
 }
 
@@ -163,12 +179,19 @@ impl GroupCommit {
         }
     }
 
-    /// Like [`GroupCommit::durable`], without the shortcut: for a writer
-    /// that asks before it counts its write finished (so the shortcut
-    /// could not see it), which saves the flusher a flush of its own for
-    /// that write.
-    pub fn durable_for_writer(&self) -> DurableFuture {
-        self.ask()
+    /// Like [`GroupCommit::durable`], without the shortcut, for the `n`
+    /// callers of a group a writer applied: it asks before it counts its
+    /// write finished (so the shortcut could not see it), which saves the
+    /// flusher a flush of its own for that write. The callers share one
+    /// request, so a group wakes the flusher once, not once per batch.
+    pub fn durable_for_writers(&self, n: usize) -> Vec<DurableFuture> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let shared = self.request(n).shared();
+        (0..n)
+            .map(|_| Box::pin(shared.clone().map(answer)) as DurableFuture)
+            .collect()
     }
 
     /// Resolves once everything committed before this call is on disk.
@@ -186,22 +209,25 @@ impl GroupCommit {
 
     /// Queues a request for the next flush that starts after this call.
     fn ask(&self) -> DurableFuture {
+        Box::pin(self.request(1).map(answer))
+    }
+
+    /// Sends a request for `callers` now; the future is its answer, `None`
+    /// when the flusher is gone.
+    fn request(&self, callers: usize) -> impl Future<Output = Flushed> + Send + 'static {
         let (answer, rx) = oneshot::channel();
         let waiter = Waiter {
             answer,
             since: Instant::now(),
+            callers,
         };
         let sent = self.requests.send(Request::Wait(waiter)).is_ok();
-        Box::pin(async move {
+        async move {
             if !sent {
-                return Err(StoreError::Closed);
+                return None;
             }
-            match rx.await {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(err)) => Err(StoreError::Backend(format!("flush failed: {err}"))),
-                Err(_) => Err(StoreError::Closed),
-            }
-        })
+            rx.await.ok()
+        }
     }
 
     /// The durable event watermark; changes after each flush that moved it.
@@ -224,6 +250,8 @@ struct Flusher {
 #[derive(Default)]
 struct Round {
     waiters: Vec<Waiter>,
+    /// The callers behind `waiters`.
+    callers: usize,
     closing: bool,
     /// Every sender is gone: flush what is left, then stop.
     disconnected: bool,
@@ -232,7 +260,10 @@ struct Round {
 impl Round {
     fn take(&mut self, request: Request) {
         match request {
-            Request::Wait(waiter) => self.waiters.push(waiter),
+            Request::Wait(waiter) => {
+                self.callers += waiter.callers;
+                self.waiters.push(waiter);
+            }
             Request::Wake => {}
             Request::Close => self.closing = true,
         }
@@ -257,17 +288,18 @@ impl Flusher {
                 self.linger(&mut round, MAX_LINGER);
             }
             let span = if crate::telemetry::exporting() {
-                tracing::info_span!("store_flush", waiters = round.waiters.len())
+                tracing::info_span!("store_flush", waiters = round.callers)
             } else {
                 tracing::Span::none()
             };
             let began = Instant::now();
             let result = span.in_scope(|| self.flush());
             let ended = Instant::now();
-            self.stats.record_flush(ended - began, round.waiters.len());
+            self.stats.record_flush(ended - began, round.callers);
             let ending = round.ending();
             for waiter in round.waiters {
-                self.stats.record_wait(ended.duration_since(waiter.since));
+                self.stats
+                    .record_waits(ended.duration_since(waiter.since), waiter.callers);
                 let _ = waiter.answer.send(result.clone());
             }
             if ending {
@@ -310,7 +342,7 @@ impl Flusher {
     /// no commit behind it and never waits here.
     fn linger(&self, round: &mut Round, window: Duration) {
         let deadline = Instant::now() + window;
-        while round.waiters.len() < ENOUGH_WAITERS && !round.ending() && self.counters.writing() {
+        while round.callers < ENOUGH_WAITERS && !round.ending() && self.counters.writing() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;

@@ -76,10 +76,14 @@ impl StoreStats {
         self.waiters_per_flush[bucket].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A caller waited `took` from asking for durability to its answer.
-    pub fn record_wait(&self, took: Duration) {
-        self.durable_seconds.observe(took.as_secs_f64());
-        self.wait_ns.fetch_add(nanos(took), Ordering::Relaxed);
+    /// `callers` waited `took` each from asking for durability to their
+    /// (shared) answer.
+    pub fn record_waits(&self, took: Duration, callers: usize) {
+        for _ in 0..callers {
+            self.durable_seconds.observe(took.as_secs_f64());
+        }
+        self.wait_ns
+            .fetch_add(nanos(took).saturating_mul(callers as u64), Ordering::Relaxed);
     }
 
     /// A commit waited `waited` for the store's write lock and then held

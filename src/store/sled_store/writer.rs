@@ -154,7 +154,7 @@ impl Writer {
     ) -> Result<Vec<DurableFuture>, GroupError> {
         let mut flushes = Vec::new();
         self.apply_then(batches, |group| {
-            flushes = (0..waits).map(|_| group.durable_for_writer()).collect();
+            flushes = group.durable_for_writers(waits);
         })?;
         Ok(flushes)
     }
