@@ -1,33 +1,42 @@
-//! Group commit: writers that must not answer before their write is on disk
-//! ask for a flush and wait; one flusher thread serves every request that
-//! arrived while the previous flush ran with a single `fsync`.
+//! Group commit: one thread, the store's writer, applies the grouped
+//! commits (see `sled_store::grouped`) and runs every flush; callers that
+//! must not answer before their write is on disk wait for the next flush
+//! that starts after they asked, and one `fsync` serves them all.
 //!
-//! The flusher is a plain OS thread blocked on a channel, not a tokio task
-//! that hands each flush to the blocking pool: a request wakes one thread
-//! (and none while a flush runs, since the next batch simply collects in the
-//! channel), where a task cost a worker wakeup, a blocking-pool wakeup and a
-//! wakeup back. While commits are still applying it lingers a bounded
-//! moment before flushing, so that one flush covers their callers too; a
-//! lone caller has no commit behind it and never waits for that.
+//! Why one thread for both: sled 0.34 holds its process-wide lock for
+//! reading across a whole flush (the wait for the disk included), and a
+//! transaction takes it for writing. A transaction that waits for a flush
+//! to end also holds up every reader in the daemon behind it (the lock
+//! favours a waiting writer), which stalled the tokio workers during each
+//! flush. Applying between flushes on one thread means the grouped
+//! commits never wait on sled's lock for a flush, and the commits that
+//! arrive during a flush simply form the next, larger group.
 //!
-//! Commits that nobody waits for (internal bookkeeping, events) send no
-//! message each: the flusher counts them, and a commit wakes it only when
-//! it sleeps with nothing to do. It flushes them as soon as it is free, as
-//! before, since their events become visible to followers only then.
+//! The thread is a plain OS thread blocked on a channel: a request wakes
+//! one thread, and none while a flush runs, since the next requests simply
+//! collect in the channel. While direct commits (made on their callers'
+//! threads) are still applying it lingers a bounded moment before
+//! flushing, so that one flush covers their callers too; a lone caller has
+//! no commit behind it and never waits for that.
 //!
-//! The flusher also publishes the durable event watermark: the highest
+//! Direct commits that nobody waits for (internal bookkeeping, events)
+//! send no message each: the thread counts them, and a commit wakes it only
+//! when it sleeps with nothing to do. It flushes them as soon as it is
+//! free, since their events become visible to followers only then.
+//!
+//! The thread also publishes the durable event watermark: the highest
 //! event cursor committed before a flush began is, once that flush ends, on
 //! disk. Event readers never go past it, so a client never sees an event
 //! that a crash could take back (and whose cursor would then be reused).
 
+use std::collections::VecDeque;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-
 use holarchy_actors::{DurableFuture, StoreError};
 use tokio::sync::{oneshot, watch};
 use tracing::error;
@@ -39,7 +48,7 @@ use super::stats::StoreStats;
 /// while commits apply: a lone caller never waits for it.
 pub const MAX_LINGER: Duration = Duration::from_micros(1000);
 
-/// How often a lingering flusher looks whether commits are still applying.
+/// How often the lingering writer looks whether commits are still applying.
 const LINGER_POLL: Duration = Duration::from_micros(50);
 
 /// A flush with this many callers waiting starts at once.
@@ -53,17 +62,21 @@ struct Waiter {
     callers: usize,
 }
 
-enum Request {
+enum Request<J> {
+    /// A grouped commit, applied by the writer thread with the others
+    /// queued meanwhile.
+    Commit(J),
     /// Answer once a flush that started after this request has ended.
     Wait(Waiter),
-    /// A commit happened while the flusher slept with nothing to do.
+    /// A commit happened while the writer slept with nothing to do.
     Wake,
-    /// Flush once more, answer everyone, then stop and let go of the db.
+    /// Apply what is queued, flush once more, answer everyone, then stop
+    /// and let go of the db.
     Close,
 }
 
 /// Counts writes so that a caller with nothing unflushed behind it need not
-/// wait for a flush at all (reads, mostly), and so the flusher knows when
+/// wait for a flush at all (reads, mostly), and so the writer thread knows when
 /// commits are waiting without a message per commit.
 #[derive(Debug, Default)]
 struct WriteCounters {
@@ -73,7 +86,7 @@ struct WriteCounters {
     done: AtomicU64,
     /// `done` as read before the latest successful flush began.
     flushed: AtomicU64,
-    /// Set by the flusher just before it sleeps with nothing unflushed; the
+    /// Set by the writer thread just before it sleeps with nothing unflushed; the
     /// first commit after that wakes it.
     idle: AtomicBool,
 }
@@ -93,7 +106,7 @@ impl WriteCounters {
     }
 }
 
-/// A flush's answer as the flusher sends it; `None` when it went away.
+/// A flush's answer as the writer thread sends it; `None` when it went away.
 type Flushed = Option<Result<(), String>>;
 
 fn answer(flushed: Flushed) -> Result<(), StoreError> {
@@ -104,52 +117,95 @@ fn answer(flushed: Flushed) -> Result<(), StoreError> {
     }
 }
 
+/// Applies a group of jobs on the writer thread. For the callers that
+/// will wait for their write to be durable it calls `ask(n)` once, after
+/// the group is applied and before it counts as finished, and hands each
+/// of the `n` futures it gets to its caller: they resolve with the flush
+/// that follows.
+pub trait ApplyGroup<J>: Send + 'static {
+    fn apply(&mut self, jobs: VecDeque<J>, ask: &mut dyn FnMut(usize) -> Vec<DurableFuture>);
+}
+
+/// Grouped commits applied in one go at most: bounds the time one group
+/// holds sled's lock, so a reader is never held up long.
+pub const MAX_GROUP: usize = 256;
+
+/// `n` futures resolving to one flush's answer.
+fn shared_answers(
+    flushed: impl Future<Output = Flushed> + Send + 'static,
+    n: usize,
+) -> Vec<DurableFuture> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let shared = flushed.shared();
+    (0..n)
+        .map(|_| Box::pin(shared.clone().map(answer)) as DurableFuture)
+        .collect()
+}
+
 /// The handle writers hold.
-#[derive(Debug)]
-pub struct GroupCommit {
-    requests: mpsc::Sender<Request>,
+pub struct GroupCommit<J> {
+    requests: mpsc::Sender<Request<J>>,
     writes: Arc<WriteCounters>,
     watermark: watch::Receiver<u64>,
-    /// Resolves when the flusher thread has stopped (after `close`).
+    /// Resolves when the writer thread has stopped (after `close`).
     stopped: std::sync::Mutex<Option<oneshot::Receiver<()>>>,
 }
 
-impl GroupCommit {
-    /// Starts the flusher thread. `committed` is the highest event cursor
-    /// whose batch has been applied.
-    pub fn start(
-        db: sled::Db,
-        committed: Arc<AtomicU64>,
-        stats: Arc<StoreStats>,
-    ) -> Result<Self, StoreError> {
-        let (requests, inbox) = mpsc::channel::<Request>();
+impl<J> std::fmt::Debug for GroupCommit<J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCommit")
+            .field("writes", &self.writes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The writer thread's end of a [`GroupCommit`], until it is started with
+/// what applies its jobs (which may itself hold the handle).
+#[allow(missing_debug_implementations)] // channel ends and counters only
+pub struct Unstarted<J> {
+    inbox: mpsc::Receiver<Request<J>>,
+    committed: Arc<AtomicU64>,
+    counters: Arc<WriteCounters>,
+    publish: watch::Sender<u64>,
+    stats: Arc<StoreStats>,
+    done: oneshot::Sender<()>,
+}
+
+impl<J: Send + 'static> GroupCommit<J> {
+    /// The handle, and the thread's end to start with
+    /// [`Unstarted::start`]. `committed` is the highest event cursor whose
+    /// batch has been applied.
+    pub fn new(committed: Arc<AtomicU64>, stats: Arc<StoreStats>) -> (Self, Unstarted<J>) {
+        let (requests, inbox) = mpsc::channel();
         let (publish, watermark) = watch::channel(committed.load(Ordering::Acquire));
         let writes = Arc::new(WriteCounters::default());
         let (done, stopped) = oneshot::channel();
-        let flusher = Flusher {
-            db,
-            inbox,
-            committed,
-            counters: writes.clone(),
-            publish,
-            stats,
-        };
-        std::thread::Builder::new()
-            .name("holarchy-flush".into())
-            .spawn(move || {
-                flusher.run();
-                let _ = done.send(());
-            })
-            .map_err(|err| StoreError::Backend(format!("could not start the flusher: {err}")))?;
-        Ok(Self {
+        let handle = Self {
             requests,
-            writes,
+            writes: writes.clone(),
             watermark,
             stopped: std::sync::Mutex::new(Some(stopped)),
-        })
+        };
+        let unstarted = Unstarted {
+            inbox,
+            committed,
+            counters: writes,
+            publish,
+            stats,
+            done,
+        };
+        (handle, unstarted)
     }
 
-    /// Flushes a last time and stops the flusher, which releases its handle
+    /// Queues a grouped commit for the writer thread; false when it has
+    /// stopped (the job is dropped, and with it its answer).
+    pub fn commit(&self, job: J) -> bool {
+        self.requests.send(Request::Commit(job)).is_ok()
+    }
+
+    /// Applies what is queued, flushes a last time and stops the writer thread, which releases its handle
     /// on the database. Later `durable` calls fail with "store is closed".
     pub async fn close(&self) {
         let _ = self.requests.send(Request::Close);
@@ -169,7 +225,7 @@ impl GroupCommit {
     }
 
     /// Call once the write has been applied (or has failed). Wakes the
-    /// flusher only if it sleeps with nothing to do; otherwise it sees the
+    /// writer thread only if it sleeps with nothing to do; otherwise it sees the
     /// count itself, with no message per commit.
     pub fn end_write(&self) {
         self.writes.done.fetch_add(1, Ordering::SeqCst);
@@ -179,19 +235,11 @@ impl GroupCommit {
         }
     }
 
-    /// Like [`GroupCommit::durable`], without the shortcut, for the `n`
-    /// callers of a group a writer applied: it asks before it counts its
-    /// write finished (so the shortcut could not see it), which saves the
-    /// flusher a flush of its own for that write. The callers share one
-    /// request, so a group wakes the flusher once, not once per batch.
+    /// Like [`GroupCommit::durable`], without the shortcut, for `n`
+    /// callers sharing one request: for a writer that asks before it
+    /// counts its write finished (so the shortcut could not see it).
     pub fn durable_for_writers(&self, n: usize) -> Vec<DurableFuture> {
-        if n == 0 {
-            return Vec::new();
-        }
-        let shared = self.request(n).shared();
-        (0..n)
-            .map(|_| Box::pin(shared.clone().map(answer)) as DurableFuture)
-            .collect()
+        shared_answers(self.request(n), n)
     }
 
     /// Resolves once everything committed before this call is on disk.
@@ -213,7 +261,7 @@ impl GroupCommit {
     }
 
     /// Sends a request for `callers` now; the future is its answer, `None`
-    /// when the flusher is gone.
+    /// when the writer thread is gone.
     fn request(&self, callers: usize) -> impl Future<Output = Flushed> + Send + 'static {
         let (answer, rx) = oneshot::channel();
         let waiter = Waiter {
@@ -236,19 +284,55 @@ impl GroupCommit {
     }
 }
 
-/// The flusher thread's state.
-struct Flusher {
+impl<J: Send + 'static> Unstarted<J> {
+    /// Starts the writer thread over `db`, applying grouped commits with
+    /// `apply`.
+    pub fn start(self, db: sled::Db, apply: impl ApplyGroup<J>) -> Result<(), StoreError> {
+        let Self {
+            inbox,
+            committed,
+            counters,
+            publish,
+            stats,
+            done,
+        } = self;
+        let writer = WriterThread {
+            db,
+            inbox,
+            committed,
+            counters,
+            publish,
+            stats,
+            apply,
+        };
+        std::thread::Builder::new()
+            .name("holarchy-store".into())
+            .spawn(move || {
+                writer.run();
+                let _ = done.send(());
+            })
+            .map_err(|err| {
+                StoreError::Backend(format!("could not start the store writer: {err}"))
+            })?;
+        Ok(())
+    }
+}
+
+/// The writer thread's state.
+struct WriterThread<J, A> {
     db: sled::Db,
-    inbox: mpsc::Receiver<Request>,
+    inbox: mpsc::Receiver<Request<J>>,
     committed: Arc<AtomicU64>,
     counters: Arc<WriteCounters>,
     publish: watch::Sender<u64>,
     stats: Arc<StoreStats>,
+    apply: A,
 }
 
-/// What the flusher gathered for its next flush.
-#[derive(Default)]
-struct Round {
+/// What the writer gathered for its next flush.
+struct Round<J> {
+    /// Grouped commits to apply before the flush.
+    jobs: VecDeque<J>,
     waiters: Vec<Waiter>,
     /// The callers behind `waiters`.
     callers: usize,
@@ -257,16 +341,29 @@ struct Round {
     disconnected: bool,
 }
 
-impl Round {
-    fn take(&mut self, request: Request) {
+impl<J> Round<J> {
+    fn new(jobs: VecDeque<J>, ending: bool) -> Self {
+        Self {
+            jobs,
+            waiters: Vec::new(),
+            callers: 0,
+            closing: ending,
+            disconnected: false,
+        }
+    }
+
+    fn take(&mut self, request: Request<J>) {
         match request {
-            Request::Wait(waiter) => {
-                self.callers += waiter.callers;
-                self.waiters.push(waiter);
-            }
+            Request::Commit(job) => self.jobs.push_back(job),
+            Request::Wait(waiter) => self.wait(waiter),
             Request::Wake => {}
             Request::Close => self.closing = true,
         }
+    }
+
+    fn wait(&mut self, waiter: Waiter) {
+        self.callers += waiter.callers;
+        self.waiters.push(waiter);
     }
 
     fn ending(&self) -> bool {
@@ -274,37 +371,68 @@ impl Round {
     }
 }
 
-impl Flusher {
-    fn run(self) {
+impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
+    fn run(mut self) {
+        let mut carried = VecDeque::new();
+        let mut ending = false;
         loop {
-            let mut round = Round::default();
-            if !self.wait_for_work(&mut round) {
+            let mut round = Round::new(std::mem::take(&mut carried), ending);
+            if round.jobs.is_empty() && !round.ending() && !self.wait_for_work(&mut round) {
                 return;
             }
             while let Ok(more) = self.inbox.try_recv() {
                 round.take(more);
             }
+            self.apply_jobs(&mut round);
             if !round.ending() {
                 self.linger(&mut round, MAX_LINGER);
             }
-            let span = if crate::telemetry::exporting() {
-                tracing::info_span!("store_flush", waiters = round.callers)
-            } else {
-                tracing::Span::none()
-            };
-            let began = Instant::now();
-            let result = span.in_scope(|| self.flush());
-            let ended = Instant::now();
-            self.stats.record_flush(ended - began, round.callers);
-            let ending = round.ending();
-            for waiter in round.waiters {
-                self.stats
-                    .record_waits(ended.duration_since(waiter.since), waiter.callers);
-                let _ = waiter.answer.send(result.clone());
-            }
-            if ending {
+            // Jobs that came while lingering go first in the next round.
+            carried = std::mem::take(&mut round.jobs);
+            ending = round.ending();
+            self.flush_and_answer(round);
+            if ending && carried.is_empty() {
                 return;
             }
+        }
+    }
+
+    /// Applies the round's jobs, a group of at most [`MAX_GROUP`] at a
+    /// time; their callers join the round's flush.
+    fn apply_jobs(&mut self, round: &mut Round<J>) {
+        while !round.jobs.is_empty() {
+            let take = round.jobs.len().min(MAX_GROUP);
+            let group: VecDeque<J> = round.jobs.drain(..take).collect();
+            let mut asked = Vec::new();
+            self.apply.apply(group, &mut |n| {
+                let (answer, rx) = oneshot::channel();
+                asked.push(Waiter {
+                    answer,
+                    since: Instant::now(),
+                    callers: n,
+                });
+                shared_answers(async move { rx.await.ok() }, n)
+            });
+            for waiter in asked {
+                round.wait(waiter);
+            }
+        }
+    }
+
+    fn flush_and_answer(&self, round: Round<J>) {
+        let span = if crate::telemetry::exporting() {
+            tracing::info_span!("store_flush", waiters = round.callers)
+        } else {
+            tracing::Span::none()
+        };
+        let began = Instant::now();
+        let result = span.in_scope(|| self.flush());
+        let ended = Instant::now();
+        self.stats.record_flush(ended - began, round.callers);
+        for waiter in round.waiters {
+            self.stats
+                .record_waits(ended.duration_since(waiter.since), waiter.callers);
+            let _ = waiter.answer.send(result.clone());
         }
     }
 
@@ -312,7 +440,7 @@ impl Flusher {
     /// commits not yet flushed. Those are flushed at once even when nobody
     /// waits: their events become visible to followers only then. False
     /// when there is nothing left to do and every handle is gone.
-    fn wait_for_work(&self, round: &mut Round) -> bool {
+    fn wait_for_work(&self, round: &mut Round<J>) -> bool {
         loop {
             if self.counters.unflushed() {
                 return true;
@@ -340,7 +468,7 @@ impl Flusher {
     /// for sled's lock): their callers ask for durability right after, and
     /// one flush can cover them too. Bounded by `window`; a lone caller has
     /// no commit behind it and never waits here.
-    fn linger(&self, round: &mut Round, window: Duration) {
+    fn linger(&self, round: &mut Round<J>, window: Duration) {
         let deadline = Instant::now() + window;
         while round.callers < ENOUGH_WAITERS && !round.ending() && self.counters.writing() {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -54,7 +54,7 @@ use tokio::sync::watch;
 use super::codec::{decode, decode_agent, decode_task};
 use super::group_commit::GroupCommit;
 use super::stats::{StatsSnapshot, StoreStats};
-use grouped::Grouped;
+use grouped::{Applier, Job};
 use writer::{Prepared, Writer};
 
 const AGENTS: &str = "agents";
@@ -195,15 +195,13 @@ pub struct SledStore {
     memory: memory::Memory,
     /// Applies batches (see `writer`).
     writer: Arc<Writer>,
-    /// Applies concurrent grouped batches in one transaction.
-    grouped: Grouped,
-    group: Arc<GroupCommit>,
+    group: Arc<GroupCommit<Job>>,
     stats: Arc<StoreStats>,
 }
 
 impl SledStore {
     /// Opens (or creates) the store in `path`. Must run inside a tokio
-    /// runtime: it starts the group-commit flusher.
+    /// runtime: it starts the store's writer thread.
     pub fn open(path: &Path, config: &StoreConfig) -> Result<Self, StoreError> {
         let db = sled::Config::new()
             .path(path)
@@ -221,11 +219,8 @@ impl SledStore {
         };
         let committed = Arc::new(AtomicU64::new(last));
         let stats = Arc::new(StoreStats::default());
-        let group = Arc::new(GroupCommit::start(
-            db.clone(),
-            committed.clone(),
-            stats.clone(),
-        )?);
+        let (group, unstarted) = GroupCommit::new(committed.clone(), stats.clone());
+        let group = Arc::new(group);
         let trees = APPLY_ORDER
             .iter()
             .map(|name| tree(name))
@@ -237,6 +232,7 @@ impl SledStore {
             group.clone(),
             stats.clone(),
         ));
+        unstarted.start(db.clone(), Applier(writer.clone()))?;
         Ok(Self {
             agents: tree(AGENTS)?,
             names: tree(NAMES)?,
@@ -266,7 +262,6 @@ impl SledStore {
             usage: tree(USAGE)?,
             memory: memory::Memory::open(&db, path, group.watermark())?,
             events,
-            grouped: Grouped::start(writer.clone())?,
             writer,
             group,
             stats,
@@ -277,7 +272,6 @@ impl SledStore {
     /// Flushes everything and stops the flusher; the last step of a
     /// shutdown. The database is released when the last handle drops.
     pub async fn close(&self) {
-        self.grouped.stop().await;
         self.memory.stop().await;
         self.group.close().await;
         // One line an operator (or a benchmark) can read after a run.
@@ -686,7 +680,7 @@ impl Store for SledStore {
         match Prepared::new(batch) {
             Ok(batch) => {
                 let span = batch.span("grouped");
-                Box::pin(self.grouped.commit(batch).instrument(span))
+                Box::pin(grouped::commit(&self.group, batch).instrument(span))
             }
             Err(err) => Box::pin(std::future::ready(Err(err))),
         }

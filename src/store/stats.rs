@@ -82,8 +82,10 @@ impl StoreStats {
         for _ in 0..callers {
             self.durable_seconds.observe(took.as_secs_f64());
         }
-        self.wait_ns
-            .fetch_add(nanos(took).saturating_mul(callers as u64), Ordering::Relaxed);
+        self.wait_ns.fetch_add(
+            nanos(took).saturating_mul(callers as u64),
+            Ordering::Relaxed,
+        );
     }
 
     /// A commit waited `waited` for the store's write lock and then held

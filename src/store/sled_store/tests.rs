@@ -331,6 +331,31 @@ async fn grouped_commits_answer_each_caller_as_alone() {
 }
 
 #[tokio::test]
+async fn grouped_commits_queued_before_a_close_are_applied_and_flushed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let records: Vec<_> = (0..600).map(|i| agent(&format!("q{i}"))).collect();
+    {
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+        // More than one group holds, all queued before the close and none
+        // awaited: the close applies them and flushes them before it ends.
+        let pending: Vec<_> = records
+            .iter()
+            .map(|record| store.commit_grouped(created(record)))
+            .collect();
+        store.close().await;
+        for applied in pending {
+            applied.await.expect("applied").await.expect("durable");
+        }
+    }
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+    for record in &records {
+        assert!(store.agent(record.id).expect("reads").is_some());
+    }
+    assert_eq!(store.events_after(0, 1000).expect("events").len(), 600);
+    store.close().await;
+}
+
+#[tokio::test]
 async fn a_refused_batch_in_a_group_sinks_only_itself() {
     use super::grouped::{apply_all, Job};
     use super::writer::Prepared;
@@ -362,7 +387,9 @@ async fn a_refused_batch_in_a_group_sinks_only_itself() {
             }
         })
         .collect();
-    apply_all(&store.writer, jobs);
+    apply_all(&store.writer, jobs, &mut |n| {
+        store.group.durable_for_writers(n)
+    });
     let mut results = Vec::new();
     for rx in answers {
         results.push(rx.await.expect("answered"));

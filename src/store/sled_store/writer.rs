@@ -21,6 +21,7 @@ use sled::Tree;
 
 use super::apply::{self, Abort};
 use super::encoded::{encode_write, Encoded};
+use super::grouped::Job;
 use super::{backend, EVENTS};
 use crate::store::codec::encode;
 use crate::store::group_commit::GroupCommit;
@@ -115,7 +116,7 @@ pub(super) struct Writer {
     last_cursor: AtomicU64,
     /// The last event cursor whose transaction has been applied.
     committed: Arc<AtomicU64>,
-    group: Arc<GroupCommit>,
+    group: Arc<GroupCommit<Job>>,
     stats: Arc<StoreStats>,
 }
 
@@ -124,7 +125,7 @@ impl Writer {
         trees: Vec<Tree>,
         last: EventCursor,
         committed: Arc<AtomicU64>,
-        group: Arc<GroupCommit>,
+        group: Arc<GroupCommit<Job>>,
         stats: Arc<StoreStats>,
     ) -> Self {
         Self {
@@ -139,7 +140,7 @@ impl Writer {
     /// Applies `batches` in order in one transaction: all of them, or (one
     /// failed) none.
     pub(super) fn apply(&self, batches: &[&Prepared]) -> Result<(), StoreError> {
-        self.apply_then(batches, |_| ())
+        self.apply_then(batches, || ())
             .map_err(GroupError::into_store_error)
     }
 
@@ -150,19 +151,17 @@ impl Writer {
     pub(super) fn apply_and_ask(
         &self,
         batches: &[&Prepared],
-        waits: usize,
+        ask: &mut dyn FnMut(usize) -> Vec<DurableFuture>,
     ) -> Result<Vec<DurableFuture>, GroupError> {
         let mut flushes = Vec::new();
-        self.apply_then(batches, |group| {
-            flushes = group.durable_for_writers(waits);
-        })?;
+        self.apply_then(batches, || flushes = ask(batches.len()))?;
         Ok(flushes)
     }
 
     fn apply_then(
         &self,
         batches: &[&Prepared],
-        on_applied: impl FnOnce(&GroupCommit),
+        on_applied: impl FnOnce(),
     ) -> Result<(), GroupError> {
         let count: u64 = batches.iter().map(|b| b.events.len() as u64).sum();
         let entered = Instant::now();
@@ -207,7 +206,7 @@ impl Writer {
             // higher cursor already; everything up to it is applied, so
             // the maximum is right.
             self.committed.fetch_max(last, Ordering::AcqRel);
-            on_applied(&self.group);
+            on_applied();
         }
         self.group.end_write();
         let locked_at = locked_at.get();
