@@ -2,13 +2,16 @@
 //! version byte, keys big-endian so scans come back in id order.
 //!
 //! - [`codec`]: the versioned bincode encoding of values.
-//! - [`group_commit`]: one flush shared by every writer waiting on it.
+//! - [`event_log`]: the event log's runs of consecutive events.
+//! - [`group_commit`]: the writer thread: grouped commits, and one flush
+//!   shared by every writer waiting on it.
 //! - [`memory_index`]: the full-text index of agents' notes.
 //! - [`stats`]: where commits wait (lock, flush, callers per flush).
 //! - [`sled_store`]: [`SledStore`], the one implementation of the actors'
 //!   [`holarchy_actors::Store`] trait, plus the reads the API needs.
 
 pub mod codec;
+pub mod event_log;
 pub mod group_commit;
 pub mod memory_index;
 pub mod sled_store;

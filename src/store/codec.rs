@@ -268,6 +268,76 @@ impl From<InstanceRecordV1> for InstanceRecord {
     }
 }
 
+/// The event log keeps a commit's events in runs (see `event_log`):
+/// version 2 holds consecutive events back to back, each in bincode;
+/// version 1, the first release's, holds one event.
+pub const EVENT_RUN_VERSION: u8 = 2;
+
+/// Borrows an event's parts; serialises exactly as the [`Event`] it
+/// describes (same fields, same order), so no kind is cloned to write it.
+#[derive(serde::Serialize)]
+struct EventParts<'a> {
+    cursor: holarchy_supervision::EventCursor,
+    at_ms: u64,
+    agent_id: &'a Option<holarchy_supervision::AgentId>,
+    kind: &'a holarchy_supervision::EventKind,
+}
+
+/// An empty run, ready for [`append_event`].
+pub fn start_event_run() -> Vec<u8> {
+    vec![EVENT_RUN_VERSION]
+}
+
+/// Appends one event to a run started by [`start_event_run`].
+pub fn append_event(
+    tree: &'static str,
+    run: &mut Vec<u8>,
+    cursor: holarchy_supervision::EventCursor,
+    at_ms: u64,
+    agent_id: &Option<holarchy_supervision::AgentId>,
+    kind: &holarchy_supervision::EventKind,
+) -> Result<(), StoreError> {
+    let parts = EventParts {
+        cursor,
+        at_ms,
+        agent_id,
+        kind,
+    };
+    bincode::serde::encode_into_std_write(&parts, run, bincode::config::standard()).map_err(
+        |err| StoreError::Corrupt {
+            tree,
+            detail: format!("encode: {err}"),
+        },
+    )?;
+    Ok(())
+}
+
+/// The events of one value of the event log, in cursor order.
+pub fn decode_event_run(
+    tree: &'static str,
+    bytes: &[u8],
+) -> Result<Vec<holarchy_supervision::Event>, StoreError> {
+    match split_version(tree, bytes)? {
+        (FORMAT_VERSION, body) => Ok(vec![decode_body(tree, body)?]),
+        (EVENT_RUN_VERSION, mut body) => {
+            let mut events = Vec::new();
+            while !body.is_empty() {
+                let (event, read) =
+                    bincode::serde::decode_from_slice(body, bincode::config::standard()).map_err(
+                        |err| StoreError::Corrupt {
+                            tree,
+                            detail: err.to_string(),
+                        },
+                    )?;
+                events.push(event);
+                body = &body[read..];
+            }
+            Ok(events)
+        }
+        (version, _) => Err(StoreError::UnsupportedVersion { tree, version }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use holarchy_supervision::{AgentId, AgentRecord, LifecycleState, Preset};

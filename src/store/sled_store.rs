@@ -6,7 +6,7 @@
 //! - `messages`: agent id ++ message id   -> MessageRecord
 //! - `pending`:  agent id ++ message id   -> (empty) for queued or handling messages
 //! - `dedupe`:   agent id ++ dedupe key   -> message id
-//! - `events`:   cursor (u64)             -> Event
+//! - `events`:   first cursor (u64)       -> a run of consecutive events (see `event_log`)
 //! - `tasks`:    task id                  -> TaskRecord
 //! - `owned`:    owner id ++ task id       -> (empty): tasks by owner
 //! - `children`: supervisor id ++ agent id -> (empty): live supervised agents
@@ -33,8 +33,9 @@
 //!   agents' notes and their indexing (not in batches; see `memory`)
 //!
 //! Each commit is one sled transaction over all trees, so a record and its
-//! events land together. Event cursors are handed out under a lock held
-//! across the transaction, which keeps the log dense and in cursor order.
+//! events land together. Event cursors are handed out inside the
+//! transaction, under sled's lock, which keeps the log dense and in cursor
+//! order.
 
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
@@ -52,6 +53,7 @@ use sled::Tree;
 use tokio::sync::watch;
 
 use super::codec::{decode, decode_agent, decode_task};
+use super::event_log;
 use super::group_commit::GroupCommit;
 use super::stats::{StatsSnapshot, StoreStats};
 use grouped::{Applier, Job};
@@ -213,10 +215,7 @@ impl SledStore {
         db.flush().map_err(backend)?;
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let events = tree(EVENTS)?;
-        let last = match events.last().map_err(backend)? {
-            Some((key, _)) => u64::from_be_bytes(id_from_key::<8>(EVENTS, &key)?),
-            None => 0,
-        };
+        let last = event_log::last_cursor(&events)?;
         let committed = Arc::new(AtomicU64::new(last));
         let stats = Arc::new(StoreStats::default());
         let (group, unstarted) = GroupCommit::new(committed.clone(), stats.clone());
@@ -367,15 +366,8 @@ impl SledStore {
         if cursor >= durable {
             return Ok(Vec::new());
         }
-        let start = (cursor + 1).to_be_bytes();
-        let end = durable.to_be_bytes();
-        self.events
-            .range(start..=end)
+        event_log::range(&self.events, cursor, durable)
             .take(limit)
-            .map(|entry| {
-                let (_, value) = entry.map_err(backend)?;
-                decode(EVENTS, &value)
-            })
             .collect()
     }
 

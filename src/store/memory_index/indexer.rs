@@ -25,9 +25,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use holarchy_actors::{MemoryKind, MemoryNote, RecalledToolCall};
-use holarchy_supervision::{
-    AgentId, Event, EventCursor, EventKind, MessageRecord, MessageStatus, NoteId,
-};
+use holarchy_supervision::{AgentId, EventCursor, EventKind, MessageRecord, MessageStatus, NoteId};
 use sled::{IVec, Tree};
 use tantivy::{doc, IndexReader, IndexWriter, TantivyDocument, Term};
 use tokio::sync::watch;
@@ -35,6 +33,7 @@ use tracing::{info, warn};
 
 use super::{backend, failed, Fields, MEMORY, MEMORY_QUEUE};
 use crate::store::codec::{decode, decode_agent};
+use crate::store::event_log;
 use holarchy_actors::StoreError;
 
 /// Queue entries, notes, messages or events taken per commit.
@@ -306,20 +305,24 @@ impl Indexer {
         if after >= durable {
             return Ok(Progress::default());
         }
-        let range = (after + 1).to_be_bytes()..=durable.to_be_bytes();
         let mut last = after;
         let mut chunk = Chunk::new();
         // Asked once per agent per chunk: a turn's events come together.
         let mut live: HashMap<AgentId, bool> = HashMap::new();
-        for entry in self.source.events.range(range) {
+        for read in event_log::range(&self.source.events, after, durable) {
             if !chunk.take() {
                 break;
             }
-            let (key, value) = entry.map_err(backend)?;
-            last = u64::from_be_bytes(key_bytes::<8>(&key)?);
-            let Some(event) = readable::<Event>("events", &key, &value) else {
-                continue;
+            let event = match read {
+                Ok(event) => event,
+                // Its events are left out; `last` moves past them with the
+                // next readable event.
+                Err(err) => {
+                    warn!(tree = "events", error = %err, "events left out of the memory index");
+                    continue;
+                }
             };
+            last = event.cursor;
             let Some(agent) = event.agent_id else {
                 continue;
             };

@@ -11,6 +11,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 use super::encoded::Encoded;
 use super::{pair_key, AGENTS, MESSAGES, TASKS, USAGE, WAITS};
 use crate::store::codec::{decode, decode_agent, decode_task, encode};
+use crate::store::event_log::EncodedRun;
 
 /// Why a transaction gave up on purpose.
 pub(super) enum Abort {
@@ -34,15 +35,11 @@ fn agent_is_live(
     }
 }
 
-/// Applies `writes` and `events` inside one transaction over every tree
-/// (in the order `SledStore::commit` lists them).
-pub(super) fn apply(
-    t: &[TransactionalTree],
-    writes: &[Encoded],
-    events: &[([u8; 8], Vec<u8>)],
-) -> TxResult {
+/// Applies `writes` inside one transaction over every tree (in the order
+/// `SledStore::commit` lists them).
+pub(super) fn apply(t: &[TransactionalTree], writes: &[Encoded]) -> TxResult {
     let (agents, names, messages, pending, dedupe) = (&t[0], &t[1], &t[2], &t[3], &t[4]);
-    let (log, tasks, owned, children, cleanups) = (&t[5], &t[6], &t[7], &t[8], &t[9]);
+    let (tasks, owned, children, cleanups) = (&t[6], &t[7], &t[8], &t[9]);
     let (waits, owned_waits, triggers, work, owned_work) = (&t[10], &t[11], &t[12], &t[13], &t[14]);
     let output = &t[15];
     let public_index = &t[16];
@@ -229,8 +226,14 @@ pub(super) fn apply(
             }
         }
     }
-    for (cursor, value) in events {
-        log.insert(cursor.as_slice(), value.as_slice())?;
+    Ok(())
+}
+
+/// Writes a commit's event runs (see `event_log`) in the same transaction.
+pub(super) fn append_events(t: &[TransactionalTree], runs: Vec<EncodedRun>) -> TxResult {
+    let log = &t[5];
+    for (key, value) in runs {
+        log.insert(key.as_slice(), value)?;
     }
     Ok(())
 }

@@ -10,15 +10,14 @@ use holarchy_actors::{
     MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Recalled,
     RecalledToolCall, Store, StoreError,
 };
-use holarchy_supervision::{
-    AgentId, Event, EventCursor, EventKind, MessageId, MessageStatus, NoteId,
-};
+use holarchy_supervision::{AgentId, EventCursor, EventKind, MessageId, MessageStatus, NoteId};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::{Transactional, Tree};
 use tokio::sync::watch;
 
 use super::{backend, pair_key, SledStore, AGENTS, EVENTS, MESSAGES};
 use crate::store::codec::{decode, decode_agent, encode};
+use crate::store::event_log;
 use crate::store::memory_index::{
     index_dir, IndexSource, MemoryIndex, MEMORY, MEMORY_META, MEMORY_QUEUE,
 };
@@ -251,10 +250,9 @@ impl MemoryStore for SledStore {
         let Some(cursor) = RecalledToolCall::cursor_of(id) else {
             return Ok(None);
         };
-        let Some(bytes) = self.events.get(cursor.to_be_bytes()).map_err(backend)? else {
+        let Some(event) = event_log::at(&self.events, cursor)? else {
             return Ok(None);
         };
-        let event: Event = decode(EVENTS, &bytes)?;
         Ok(match event.kind {
             EventKind::ToolCalled {
                 run_id,

@@ -15,15 +15,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use holarchy_actors::{Batch, DurableFuture, StoreError};
-use holarchy_supervision::{AgentId, Event, EventCursor, EventKind};
+use holarchy_supervision::{AgentId, EventCursor, EventKind};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Tree;
 
 use super::apply::{self, Abort};
+use super::backend;
 use super::encoded::{encode_write, Encoded};
 use super::grouped::Job;
-use super::{backend, EVENTS};
-use crate::store::codec::encode;
+use crate::store::event_log::Runs;
 use crate::store::group_commit::GroupCommit;
 use crate::store::stats::StoreStats;
 
@@ -62,31 +62,6 @@ impl Prepared {
             at_ms: holarchy_actors::now_ms(),
         })
     }
-}
-
-/// An event's key (its cursor) and encoded value.
-type EncodedEvent = ([u8; 8], Vec<u8>);
-
-/// Encodes `events` with cursors from `first` on.
-fn encode_events(
-    events: &[(Option<AgentId>, EventKind)],
-    first: EventCursor,
-    at_ms: u64,
-) -> Result<Vec<EncodedEvent>, StoreError> {
-    events
-        .iter()
-        .enumerate()
-        .map(|(i, (agent_id, kind))| {
-            let cursor = first + i as u64;
-            let event = Event {
-                cursor,
-                at_ms,
-                agent_id: *agent_id,
-                kind: kind.clone(),
-            };
-            Ok((cursor.to_be_bytes(), encode(EVENTS, &event)?))
-        })
-        .collect()
 }
 
 /// Why a group of batches was not applied; nothing of it was written.
@@ -177,15 +152,27 @@ impl Writer {
             let first = self.last_cursor.fetch_add(count, Ordering::AcqRel) + 1;
             let mut next = first;
             let mut outcome = Ok(());
+            // Every batch's events go in the same runs: a group writes
+            // them as one or a few keys.
+            let mut runs = Runs::default();
             for (at, batch) in batches.iter().enumerate() {
-                outcome = encode_events(&batch.events, next, batch.at_ms)
+                outcome = batch
+                    .events
+                    .iter()
+                    .zip(next..)
+                    .try_for_each(|((agent_id, kind), cursor)| {
+                        runs.push(cursor, batch.at_ms, agent_id, kind)
+                    })
                     .map_err(|err| ConflictableTransactionError::Abort(Abort::Corrupt(err)))
-                    .and_then(|events| apply::apply(t, &batch.writes, &events));
+                    .and_then(|()| apply::apply(t, &batch.writes));
                 if outcome.is_err() {
                     refused_at.set(at);
                     break;
                 }
                 next += batch.events.len() as u64;
+            }
+            if outcome.is_ok() {
+                outcome = apply::append_events(t, runs.finish());
             }
             if outcome.is_err() {
                 // Give the cursors back (nobody took any since, under the

@@ -1,0 +1,313 @@
+//! The event log's layout in its sled tree. A commit writes its events as
+//! a few runs, each one value holding consecutive cursors and keyed by the
+//! first of them (8 bytes, big-endian), instead of a key per event.
+//!
+//! Why: every sled insert rewrites a leaf of the tree and logs it, and a
+//! scripted turn wrote five events among its nine keys. A group of turns
+//! committed together now writes its events as one or a few inserts.
+//!
+//! A reader finds the run that holds a cursor as the last key at or before
+//! it. Logs written one event per key (the first release) read the same
+//! way: each of their values is a run of one.
+
+use std::collections::VecDeque;
+
+use holarchy_actors::StoreError;
+use holarchy_supervision::{AgentId, Event, EventCursor, EventKind};
+use sled::Tree;
+
+use super::codec::{append_event, decode_event_run, start_event_run};
+
+const TREE: &str = "events";
+
+/// A run is closed once it holds this many bytes: bounds what sled copies
+/// when it rewrites the run's leaf and what a reader decodes to reach one
+/// event in it.
+const RUN_BYTES: usize = 8 * 1024;
+
+/// A run's key and encoded value.
+pub type EncodedRun = ([u8; 8], Vec<u8>);
+
+/// Builds the runs of one commit, in cursor order.
+#[derive(Debug, Default)]
+pub struct Runs {
+    closed: Vec<EncodedRun>,
+    open: Option<EncodedRun>,
+}
+
+impl Runs {
+    /// Appends the event at `cursor`, one after the previous one's.
+    pub fn push(
+        &mut self,
+        cursor: EventCursor,
+        at_ms: u64,
+        agent_id: &Option<AgentId>,
+        kind: &EventKind,
+    ) -> Result<(), StoreError> {
+        let (_, run) = self
+            .open
+            .get_or_insert_with(|| (cursor.to_be_bytes(), start_event_run()));
+        append_event(TREE, run, cursor, at_ms, agent_id, kind)?;
+        if run.len() >= RUN_BYTES {
+            self.closed.extend(self.open.take());
+        }
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Vec<EncodedRun> {
+        self.closed.extend(self.open.take());
+        self.closed
+    }
+}
+
+fn key_cursor(key: &[u8]) -> Result<EventCursor, StoreError> {
+    let bytes: [u8; 8] = key.try_into().map_err(|_| StoreError::Corrupt {
+        tree: TREE,
+        detail: format!("a key of {} bytes", key.len()),
+    })?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+/// The key of the run that holds `cursor`, if any run starts at or before it.
+fn run_holding(tree: &Tree, cursor: EventCursor) -> Result<Option<sled::IVec>, StoreError> {
+    match tree.range(..=cursor.to_be_bytes()).next_back() {
+        Some(entry) => Ok(Some(entry.map_err(backend)?.0)),
+        None => Ok(None),
+    }
+}
+
+fn backend(err: sled::Error) -> StoreError {
+    StoreError::Backend(err.to_string())
+}
+
+/// The highest cursor in the log, 0 when it is empty.
+pub fn last_cursor(tree: &Tree) -> Result<EventCursor, StoreError> {
+    match tree.last().map_err(backend)? {
+        Some((key, value)) => {
+            let events = decode_event_run(TREE, &value)?;
+            Ok(events
+                .last()
+                .map_or(key_cursor(&key)?, |event| event.cursor))
+        }
+        None => Ok(0),
+    }
+}
+
+/// The event at `cursor`.
+pub fn at(tree: &Tree, cursor: EventCursor) -> Result<Option<Event>, StoreError> {
+    let Some(key) = run_holding(tree, cursor)? else {
+        return Ok(None);
+    };
+    let Some(value) = tree.get(&key).map_err(backend)? else {
+        return Ok(None);
+    };
+    Ok(decode_event_run(TREE, &value)?
+        .into_iter()
+        .find(|event| event.cursor == cursor))
+}
+
+/// The events with cursors after `after` and up to `upto`, in order. A run
+/// that cannot be read is one error item; the events after it follow.
+pub fn range(tree: &Tree, after: EventCursor, upto: EventCursor) -> Events {
+    let first = after.saturating_add(1);
+    let start = match run_holding(tree, first) {
+        Ok(Some(key)) => key.to_vec(),
+        Ok(None) => first.to_be_bytes().to_vec(),
+        Err(err) => {
+            return Events {
+                runs: None,
+                buffered: VecDeque::new(),
+                after,
+                upto,
+                failed: Some(err),
+            }
+        }
+    };
+    Events {
+        runs: (first <= upto).then(|| tree.range(start..=upto.to_be_bytes().to_vec())),
+        buffered: VecDeque::new(),
+        after,
+        upto,
+        failed: None,
+    }
+}
+
+/// See [`range`].
+pub struct Events {
+    runs: Option<sled::Iter>,
+    buffered: VecDeque<Event>,
+    after: EventCursor,
+    upto: EventCursor,
+    failed: Option<StoreError>,
+}
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events")
+            .field("after", &self.after)
+            .field("upto", &self.upto)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Iterator for Events {
+    type Item = Result<Event, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(err) = self.failed.take() {
+            return Some(Err(err));
+        }
+        loop {
+            if let Some(event) = self.buffered.pop_front() {
+                if event.cursor <= self.after {
+                    continue;
+                }
+                if event.cursor > self.upto {
+                    self.buffered.clear();
+                    self.runs = None;
+                    return None;
+                }
+                return Some(Ok(event));
+            }
+            let entry = self.runs.as_mut()?.next()?;
+            match entry
+                .map_err(backend)
+                .and_then(|(_, value)| decode_event_run(TREE, &value))
+            {
+                Ok(events) => self.buffered.extend(events),
+                Err(err) => return Some(Err(err)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use holarchy_supervision::{AgentId, Event, EventKind, MessageId, RunId, RunOutcome};
+
+    use super::*;
+    use crate::store::codec::encode;
+
+    fn kind(i: u64) -> EventKind {
+        EventKind::RunFinished {
+            run_id: RunId::generate(),
+            message_id: MessageId::generate(),
+            outcome: if i % 2 == 0 {
+                RunOutcome::Completed
+            } else {
+                RunOutcome::Failed
+            },
+            detail: "x".repeat((i % 50) as usize),
+        }
+    }
+
+    fn db() -> (tempfile::TempDir, Tree) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = sled::open(dir.path()).expect("opens");
+        let tree = db.open_tree(TREE).expect("tree");
+        (dir, tree)
+    }
+
+    #[test]
+    fn a_run_reads_back_as_the_events_it_was_built_from() {
+        let (_dir, tree) = db();
+        let agent = Some(AgentId::generate());
+        let events: Vec<Event> = (1..=3_000)
+            .map(|cursor| Event {
+                cursor,
+                at_ms: 1_000 + cursor,
+                agent_id: if cursor % 3 == 0 { None } else { agent },
+                kind: kind(cursor),
+            })
+            .collect();
+        let mut runs = Runs::default();
+        for event in &events {
+            runs.push(event.cursor, event.at_ms, &event.agent_id, &event.kind)
+                .expect("encodes");
+        }
+        let runs = runs.finish();
+        assert!(runs.len() > 1, "3,000 events make more than one run");
+        assert!(runs.len() < 300, "and far fewer runs than events");
+        for (key, value) in runs {
+            tree.insert(key, value).expect("inserts");
+        }
+        let all: Vec<Event> = range(&tree, 0, 3_000).map(|e| e.expect("reads")).collect();
+        assert_eq!(all, events);
+        // Any window, starting and ending inside runs.
+        for (after, upto) in [
+            (0, 1),
+            (17, 18),
+            (100, 2_500),
+            (2_999, 3_000),
+            (3_000, 3_000),
+        ] {
+            let got: Vec<u64> = range(&tree, after, upto)
+                .map(|e| e.expect("reads").cursor)
+                .collect();
+            assert_eq!(
+                got,
+                ((after + 1)..=upto).collect::<Vec<_>>(),
+                "({after}, {upto}]"
+            );
+        }
+        assert_eq!(
+            at(&tree, 1_234).expect("reads"),
+            Some(events[1_233].clone())
+        );
+        assert_eq!(at(&tree, 3_001).expect("reads"), None);
+        assert_eq!(last_cursor(&tree).expect("reads"), 3_000);
+    }
+
+    #[test]
+    fn a_log_of_one_event_per_key_reads_as_runs_of_one() {
+        let (_dir, tree) = db();
+        let events: Vec<Event> = (1..=5)
+            .map(|cursor| Event {
+                cursor,
+                at_ms: cursor,
+                agent_id: None,
+                kind: kind(cursor),
+            })
+            .collect();
+        for event in &events {
+            let value = encode(TREE, event).expect("encodes");
+            tree.insert(event.cursor.to_be_bytes(), value)
+                .expect("inserts");
+        }
+        // Then a commit in the new layout after them.
+        let mut runs = Runs::default();
+        runs.push(6, 6, &None, &kind(6)).expect("encodes");
+        runs.push(7, 7, &None, &kind(7)).expect("encodes");
+        for (key, value) in runs.finish() {
+            tree.insert(key, value).expect("inserts");
+        }
+        let got: Vec<u64> = range(&tree, 2, 7)
+            .map(|e| e.expect("reads").cursor)
+            .collect();
+        assert_eq!(got, vec![3, 4, 5, 6, 7]);
+        assert_eq!(at(&tree, 4).expect("reads"), Some(events[3].clone()));
+        assert_eq!(last_cursor(&tree).expect("reads"), 7);
+    }
+
+    #[test]
+    fn an_event_borrowed_into_a_run_encodes_as_the_event_itself() {
+        let event = Event {
+            cursor: 42,
+            at_ms: 7,
+            agent_id: Some(AgentId::generate()),
+            kind: kind(1),
+        };
+        let mut run = start_event_run();
+        append_event(
+            TREE,
+            &mut run,
+            event.cursor,
+            event.at_ms,
+            &event.agent_id,
+            &event.kind,
+        )
+        .expect("encodes");
+        // The run's body is the bytes a version-1 value holds for the event.
+        assert_eq!(run[1..], encode(TREE, &event).expect("encodes")[1..]);
+    }
+}
