@@ -36,30 +36,52 @@ pub struct RecoveryPlan {
 
 /// Builds the plan. `agents` may hold any agent; `pending` holds the
 /// messages whose status is pending, in any order.
+///
+/// Records stay in the vector they were read into and the walk moves
+/// their indices: at a million agents the plan is on the path from a
+/// crash to serving, and moving each record through maps cost seconds.
 pub fn recover(agents: Vec<AgentRecord>, pending: Vec<MessageRecord>) -> RecoveryPlan {
-    let live: HashMap<AgentId, AgentRecord> = agents
+    let mut records: Vec<Option<AgentRecord>> = agents
         .into_iter()
         .filter(|a| a.state.is_live())
-        .map(|a| (a.id, a))
+        .map(Some)
         .collect();
+    let mut index: HashMap<AgentId, usize> = HashMap::with_capacity(records.len());
+    for i in 0..records.len() {
+        let Some(id) = records[i].as_ref().map(|a| a.id) else {
+            continue;
+        };
+        // An id read twice: the later record stands, as a map would keep it.
+        if let Some(earlier) = index.insert(id, i) {
+            records[earlier] = None;
+        }
+    }
 
     let mut plan = RecoveryPlan::default();
 
     // Breadth-first from the roots, so a child is spawned under a
     // supervisor that already runs; over a queue on the heap, since agents
     // grow the tree and its depth must never cost call stack.
-    let mut children: HashMap<AgentId, Vec<AgentId>> = HashMap::new();
+    let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
     let mut roots = Vec::new();
-    for agent in live.values() {
+    let mut orphans = Vec::new();
+    for (i, agent) in records.iter().enumerate() {
+        let Some(agent) = agent else { continue };
         match agent.supervisor_agent_id {
-            None => roots.push(agent.id),
-            Some(sup) if live.contains_key(&sup) => children.entry(sup).or_default().push(agent.id),
-            Some(_) => plan.orphans.push(agent.clone()),
+            None => roots.push(i),
+            Some(sup) => match index.get(&sup) {
+                Some(&s) => children.entry(s).or_default().push(i),
+                None => orphans.push(i),
+            },
         }
     }
-    roots.sort();
+    let id_of = |i: &usize| records[*i].as_ref().map(|a| a.id);
+    roots.sort_by_key(id_of);
+    let mut seen = vec![false; records.len()];
+    for &root in &roots {
+        seen[root] = true;
+    }
     let mut order = roots;
-    let mut seen: HashSet<AgentId> = order.iter().copied().collect();
     let mut next = 0;
     // `order[generation_start..]` is the generation being walked.
     let mut generation_end = order.len();
@@ -70,13 +92,14 @@ pub fn recover(agents: Vec<AgentRecord>, pending: Vec<MessageRecord>) -> Recover
             generation_start = generation_end;
             generation_end = order.len();
         }
-        let id = order[next];
+        let parent = order[next];
         next += 1;
-        if let Some(kids) = children.get_mut(&id) {
-            kids.sort();
-            for kid in kids.iter() {
-                if seen.insert(*kid) {
-                    order.push(*kid);
+        if let Some(mut kids) = children.remove(&parent) {
+            kids.sort_by_key(id_of);
+            for kid in kids {
+                if !seen[kid] {
+                    seen[kid] = true;
+                    order.push(kid);
                 }
             }
         }
@@ -86,42 +109,47 @@ pub fn recover(agents: Vec<AgentRecord>, pending: Vec<MessageRecord>) -> Recover
     }
     // Agents on a supervision cycle are unreachable from a root; a cycle
     // can only come from a corrupted store, so they stay down as orphans.
-    for agent in live.values() {
-        if !seen.contains(&agent.id)
+    // (Those whose supervisor is not live were found above.)
+    for (i, agent) in records.iter().enumerate() {
+        if !seen[i]
             && agent
-                .supervisor_agent_id
-                .is_some_and(|s| live.contains_key(&s))
+                .as_ref()
+                .and_then(|a| a.supervisor_agent_id)
+                .is_some_and(|s| index.contains_key(&s))
         {
-            plan.orphans.push(agent.clone());
+            orphans.push(i);
         }
     }
+    plan.orphans = orphans
+        .into_iter()
+        .filter_map(|i| records[i].take())
+        .collect();
     plan.orphans.sort_by_key(|a| a.id);
 
     // Queues are rebuilt only for agents that come back; whatever else is
     // pending stays in the store untouched.
-    let spawned: HashSet<AgentId> = order.iter().copied().collect();
-    let mut queues: HashMap<AgentId, Vec<MessageId>> = HashMap::new();
+    let mut queues: Vec<Vec<MessageId>> = vec![Vec::new(); records.len()];
     let mut pending = pending;
     pending.retain(|m| m.status.is_pending());
     pending.sort_by_key(|m| m.id);
     for message in pending {
-        if !spawned.contains(&message.agent_id) {
+        let Some(&i) = index.get(&message.agent_id).filter(|&&i| seen[i]) else {
             plan.stranded_messages += 1;
             continue;
-        }
-        queues.entry(message.agent_id).or_default().push(message.id);
+        };
+        queues[i].push(message.id);
         if let MessageStatus::Handling { .. } = message.status {
             plan.interrupted.push(message);
         }
     }
 
-    let mut live = live;
     plan.spawn = order
         .into_iter()
-        .filter_map(|id| live.remove(&id))
-        .map(|record| AgentRecovery {
-            queue: queues.remove(&record.id).unwrap_or_default(),
-            record,
+        .filter_map(|i| {
+            records[i].take().map(|record| AgentRecovery {
+                queue: std::mem::take(&mut queues[i]),
+                record,
+            })
         })
         .collect();
     plan
