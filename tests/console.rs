@@ -112,11 +112,6 @@ async fn the_console_in_a_browser(binary: PathBuf, chromedriver: PathBuf) {
     let check = browser.wait_for("#check").await;
     let check = browser.text(&check).await;
     assert!(check.contains("match"), "the live-vs-stored check: {check}");
-    let whole = browser.wait_for("#check-all").await;
-    browser.click(&whole).await;
-    browser
-        .wait_text("#check-all-result", |t| t.contains("every actor matches"))
-        .await;
     let shots = target_dir();
     let tree_shot = shots.join("console-tree.png");
     browser.screenshot(&tree_shot).await;
@@ -127,6 +122,12 @@ async fn the_console_in_a_browser(binary: PathBuf, chromedriver: PathBuf) {
     let login = browser.wait_for("#login").await;
     browser.click(&login).await;
     browser.wait_text("#who", |t| t == "operator").await;
+    // The whole runtime's check walks every agent: the operator's only.
+    let whole = browser.wait_for("#check-all").await;
+    browser.click(&whole).await;
+    browser
+        .wait_text("#check-all-result", |t| t.contains("every actor matches"))
+        .await;
     browser.goto(&format!("{home}#/agent/{lead}")).await;
     let pause = browser.wait_for("#action-pause:not([disabled])").await;
     browser.wait_for("#events .event").await;

@@ -83,7 +83,10 @@ async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator(
         "one level only: {below}"
     );
     assert!(below["mismatches"].as_array().expect("list").is_empty());
-    let whole = http(&addr, "GET", "/api/check", None).await.json();
+    // The whole-runtime check walks every agent: the operator's only.
+    let refused = http(&addr, "GET", "/api/check", None).await;
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    let whole = http(&addr, "GET", "/api/check", op).await.json();
     assert_eq!(whole["agents"], 4, "{whole}");
     assert_eq!(whole["next"], "", "{whole}");
     assert!(whole["mismatches"].as_array().expect("list").is_empty());
@@ -264,6 +267,66 @@ async fn get_tree_stops_at_the_depth_asked_for() {
         .into_inner();
     assert_eq!(roots.agents, 1);
     assert!(roots.mismatches.is_empty(), "{:?}", roots.mismatches);
+}
+
+/// The roots alone come a page at a time after the last id shown, so a
+/// page costs its own roots, not a walk of the runtime.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_roots_come_a_page_at_a_time_by_id() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let mut live = Vec::new();
+    for i in 0..7 {
+        live.push(create(&mut c, &format!("root-{i}"), None).await);
+    }
+    let ended = create(&mut c, "ended", None).await;
+    c.agents
+        .archive_agent(pb::ArchiveAgentRequest {
+            agent_id: ended.clone(),
+        })
+        .await
+        .expect("archives");
+    // A root with private agents under it: they are not roots.
+    live.push(private_subtree(&mut c, "lead").await.lead);
+    live.sort();
+
+    let mut seen = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = c
+            .supervision
+            .get_tree(pb::GetTreeRequest {
+                page_token: token.clone(),
+                max_nodes: 3,
+                max_depth: Some(0),
+                ..Default::default()
+            })
+            .await
+            .expect("a page of roots")
+            .into_inner();
+        assert!(page.nodes.len() <= 3, "{page:?}");
+        assert!(page.nodes.iter().all(|n| n.depth == 0 && n.actor_alive));
+        seen.extend(page.nodes.into_iter().map(|n| n.id));
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    assert_eq!(
+        seen, live,
+        "every live root once, in id order, no ended one"
+    );
+    let refused = c
+        .supervision
+        .get_tree(pb::GetTreeRequest {
+            page_token: "40".into(),
+            max_depth: Some(0),
+            ..Default::default()
+        })
+        .await
+        .expect_err("an offset is not a root's id");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
 }
 
 /// A wide agent's children come a page at a time, the first page fast.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use holarchy_actors::topology::partition_of;
 use holarchy_actors::tree::{Node, NodeKind};
 use holarchy_actors::Runtime;
-use holarchy_supervision::{AgentRecord, TaskKind, Visibility};
+use holarchy_supervision::{AgentId, AgentRecord, TaskKind, Visibility};
 use prost::Message as _;
 use tonic::{Request, Response, Status};
 
@@ -20,6 +20,11 @@ use super::read_model::ReadModel;
 
 /// Agents read per page while collecting the roots.
 const PAGE: usize = 1000;
+
+/// Records a page of roots alone (`max_depth` 0) reads at most, however
+/// many ended agents sit between live ones: a page may come back short,
+/// with a token to go on from.
+const ROOTS_SCAN: usize = 10 * PAGE;
 
 #[derive(Debug, Clone)]
 pub struct SupervisionApi {
@@ -48,6 +53,34 @@ impl SupervisionApi {
                 return Ok(roots);
             }
         }
+    }
+
+    /// Up to `limit` roots after the one `after` names, in id order, and
+    /// the id to go on from when the scan stopped before the end. Reads
+    /// what it returns plus the ended agents between them (at most
+    /// [`ROOTS_SCAN`]), never the whole runtime.
+    fn roots_after(
+        &self,
+        mut after: Option<AgentId>,
+        limit: usize,
+    ) -> Result<(Vec<AgentRecord>, Option<AgentId>), ApiError> {
+        let mut roots = Vec::new();
+        let mut scanned = 0;
+        while roots.len() < limit && scanned < ROOTS_SCAN {
+            let want = (limit - roots.len()).min(PAGE);
+            let page = self.store.list_agents(after, want, true)?;
+            scanned += page.len();
+            let done = page.len() < want;
+            after = page.last().map(|r| r.id).or(after);
+            roots.extend(
+                page.into_iter()
+                    .filter(|r| r.state.is_live() && r.supervisor_agent_id.is_none()),
+            );
+            if done {
+                return Ok((roots, None));
+            }
+        }
+        Ok((roots, after))
     }
 }
 
@@ -222,6 +255,33 @@ fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+impl SupervisionApi {
+    /// The roots alone, a page at a time after the id in the page token:
+    /// what a console lists first, at a cost of its page, not of the
+    /// runtime. No whole-runtime check: that is a full walk's job.
+    fn roots_page(&self, req: &pb::GetTreeRequest) -> Result<pb::GetTreeResponse, ApiError> {
+        let after = match req.page_token.as_str() {
+            "" => None,
+            token => Some(parse_agent_id(token).map_err(|_| {
+                ApiError::InvalidArgument("malformed page token for a page of roots".into())
+            })?),
+        };
+        let limit = match req.max_nodes as usize {
+            0 => MAX_TREE_NODES,
+            n => n.min(MAX_TREE_NODES),
+        };
+        let (roots, more) = self.roots_after(after, limit)?;
+        let mut page = tree_page(&self.runtime, roots, false, 0, limit, Some(0))?;
+        // Every root read was sent unless the byte budget cut the page;
+        // then the cut's own node is where the next page goes on from.
+        page.next_page_token = match &page.cut {
+            Some(cut) => cut.after_node_id.clone(),
+            None => more.map(|id| id.to_string()).unwrap_or_default(),
+        };
+        Ok(page)
+    }
+}
+
 #[tonic::async_trait]
 impl SupervisionService for SupervisionApi {
     async fn get_tree(
@@ -229,6 +289,11 @@ impl SupervisionService for SupervisionApi {
         request: Request<pb::GetTreeRequest>,
     ) -> Result<Response<pb::GetTreeResponse>, Status> {
         let req = request.into_inner();
+        if req.agent_id.is_empty() && req.max_depth == Some(0) {
+            let page = self.roots_page(&req)?;
+            self.store.durable().await.map_err(ApiError::from)?;
+            return Ok(Response::new(page));
+        }
         let (roots, whole) = if req.agent_id.is_empty() {
             (self.roots()?, true)
         } else {

@@ -4,8 +4,8 @@
 //! | route | call | token |
 //! |---|---|---|
 //! | `GET /api/session` | whether the token given is right | - |
-//! | `GET /api/tree?agent=&page=&limit=` | `GetTree`, one level (`max_depth`) | no (contents with) |
-//! | `GET /api/check?page=` | `GetTree` of the whole runtime, mismatches and counts only | no |
+//! | `GET /api/tree?agent=&page=&limit=` | `GetTree`, one level (`max_depth`; the roots paged by id) | no (contents with) |
+//! | `GET /api/check?page=` | `GetTree` of the whole runtime, mismatches and counts only | yes: it walks every agent |
 //! | `GET /api/search?q=` | `GetAgent` by id, name, or names from a prefix | no |
 //! | `GET /api/agents/ID` | `GetAgent` | no (contents with) |
 //! | `GET /api/agents/ID/messages` | `ListMessages` | yes |
@@ -63,7 +63,9 @@ pub async fn answer(
             Ok(()) => tree(console, query, caller).await,
             Err(refusal) => Err(refusal),
         },
-        ["check"] => match check_read(method) {
+        // The whole-runtime walk reads every agent: not for anyone who can
+        // reach the listener.
+        ["check"] => match operator_read(method, caller) {
             Ok(()) => check(console, query).await,
             Err(refusal) => Err(refusal),
         },
