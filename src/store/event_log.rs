@@ -192,7 +192,7 @@ mod tests {
         EventKind::RunFinished {
             run_id: RunId::generate(),
             message_id: MessageId::generate(),
-            outcome: if i % 2 == 0 {
+            outcome: if i.is_multiple_of(2) {
                 RunOutcome::Completed
             } else {
                 RunOutcome::Failed
@@ -216,7 +216,11 @@ mod tests {
             .map(|cursor| Event {
                 cursor,
                 at_ms: 1_000 + cursor,
-                agent_id: if cursor % 3 == 0 { None } else { agent },
+                agent_id: if cursor.is_multiple_of(3) {
+                    None
+                } else {
+                    agent
+                },
                 kind: kind(cursor),
             })
             .collect();
