@@ -106,6 +106,11 @@ fn swapper(a: PathBuf, b: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHa
             && renameat2(AT_FDCWD, &a, AT_FDCWD, &b, RenameFlags::RENAME_EXCHANGE).is_ok()
         {
             swaps += 1;
+            // Short breaths between swaps: without them, a loaded machine
+            // can fail every resolution with EAGAIN (openat2 gives up when
+            // a rename races it), and no add would ever land to show the
+            // patches ran at all.
+            std::thread::sleep(std::time::Duration::from_micros(20));
         }
         swaps
     })
