@@ -1,6 +1,7 @@
-//! Creating the load: public agents in durable `CreateAgents` batches from
-//! concurrent callers, each optionally told to spawn a fan of private
-//! children, with a progress bar on stderr.
+//! Creating the load: public agents in durable `CreateAgents` batches (or
+//! single `CreateAgent` calls for batches of one) from concurrent callers,
+//! each optionally told to spawn a fan of private children, with a
+//! progress bar on stderr.
 
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,7 +124,7 @@ pub async fn create(
         workers.spawn(async move {
             let mut ids = Vec::new();
             for (start, end) in mine {
-                let agents = (start..end)
+                let mut agents: Vec<_> = (start..end)
                     .map(|i| pb::CreateAgentRequest {
                         name: format!("bench-{run}-{i}"),
                         initial_message: first_message.clone(),
@@ -132,12 +133,18 @@ pub async fn create(
                         mcp_servers: Vec::new(),
                     })
                     .collect();
-                let made = c
-                    .agents
-                    .create_agents(pb::CreateAgentsRequest { agents })
-                    .await?
-                    .into_inner()
-                    .agent_ids;
+                // A batch of one is what a client creating agents one at a
+                // time sends: a single `CreateAgent`.
+                let made = if agents.len() == 1 {
+                    let agent = agents.remove(0);
+                    vec![c.agents.create_agent(agent).await?.into_inner().agent_id]
+                } else {
+                    c.agents
+                        .create_agents(pb::CreateAgentsRequest { agents })
+                        .await?
+                        .into_inner()
+                        .agent_ids
+                };
                 let _ = tx.send(made.len());
                 ids.extend(made);
             }
