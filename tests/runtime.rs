@@ -658,3 +658,85 @@ async fn a_forked_child_inherits_its_parents_work_and_recent_turns_and_a_fresh_o
     runtime.shutdown(Duration::from_secs(5)).await;
     store.close().await;
 }
+
+/// A record committed the way `CreateAgent` commits one.
+fn public_record(name: &str) -> AgentRecord {
+    AgentRecord {
+        id: AgentId::generate(),
+        name: Some(name.into()),
+        profile: Preset::PublicNamed.profile(),
+        lineage_parent_agent_id: None,
+        supervisor_agent_id: None,
+        state: LifecycleState::Active,
+        brain: Default::default(),
+        forked_context: None,
+        composition: None,
+        context_tokens: None,
+        mcp_servers: Vec::new(),
+        created_at_ms: 1,
+        updated_at_ms: 1,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_ended_between_its_creation_and_its_start_keeps_no_actor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let runtime = start(store.clone(), RestartPolicy::default()).await;
+    let ctx = runtime.ctx();
+
+    // Nothing ends in between: the new agent runs, and a commit that ends
+    // no agent leaves the count alone.
+    let kept = public_record("kept");
+    let ends_before = store.agent_ends();
+    store
+        .commit(Batch::new().write(Write::CreateAgent(kept.clone())))
+        .expect("created");
+    let mut paused = kept.clone();
+    paused.state = LifecycleState::Paused;
+    store
+        .commit(Batch::new().write(Write::PutAgent(paused)))
+        .expect("paused");
+    assert_eq!(store.agent_ends(), ends_before);
+    let partition = ctx.topology.partition_for(kept.id).expect("a partition");
+    let started = holarchy_actors::supervisor::spawn_created(
+        ctx,
+        kept.clone(),
+        Vec::new(),
+        partition,
+        ends_before,
+    )
+    .await
+    .expect("started");
+    assert!(started.is_some());
+    assert!(ctx.directory.get(kept.id).is_some(), "the agent runs");
+
+    // Archived after its commit and before its actor is registered (as an
+    // operator who listed it could): the start sees the end and stops it.
+    let ended = public_record("ended");
+    let ends_before = store.agent_ends();
+    store
+        .commit(Batch::new().write(Write::CreateAgent(ended.clone())))
+        .expect("created");
+    let mut archived = ended.clone();
+    archived.state = LifecycleState::Archived;
+    store
+        .commit(Batch::new().write(Write::PutLiveAgent(archived)))
+        .expect("archived");
+    assert!(store.agent_ends() > ends_before);
+    let partition = ctx.topology.partition_for(ended.id).expect("a partition");
+    let started = holarchy_actors::supervisor::spawn_created(
+        ctx,
+        ended.clone(),
+        Vec::new(),
+        partition,
+        ends_before,
+    )
+    .await
+    .expect("started");
+    assert!(started.is_none(), "an archived agent's actor is stopped");
+    assert!(ctx.directory.get(ended.id).is_none());
+
+    runtime.shutdown(Duration::from_secs(5)).await;
+    store.close().await;
+}

@@ -179,6 +179,15 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.writes.is_empty() && self.events.is_empty()
     }
+
+    /// Whether applying this batch may end an agent (archive it or fail
+    /// it): what [`Store::agent_ends`] counts.
+    pub fn may_end_an_agent(&self) -> bool {
+        self.writes.iter().any(|write| match write {
+            Write::PutAgent(record) | Write::PutLiveAgent(record) => !record.state.is_live(),
+            _ => false,
+        })
+    }
 }
 
 /// What recovery reads in one pass.
@@ -259,6 +268,12 @@ pub trait Store:
     fn commit(&self, batch: Batch) -> Result<(), StoreError>;
     /// Resolves when every commit made before this call is flushed.
     fn durable(&self) -> DurableFuture;
+    /// A count that moves before any commit that may end an agent (see
+    /// [`Batch::may_end_an_agent`]) is applied. Whoever reads the same
+    /// count before its own commit and after a later step knows that no
+    /// agent ended in between, without a read that would wait behind the
+    /// store's writer.
+    fn agent_ends(&self) -> u64;
     /// Applies a batch like [`Store::commit`] (atomically, with the same
     /// errors), but waits without holding the caller's thread, and may
     /// apply it in one transaction with batches other callers hand over

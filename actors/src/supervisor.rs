@@ -29,8 +29,8 @@ mod respawn;
 
 use respawn::forget_subtree;
 pub use respawn::{
-    requeue_interrupted, respawn_subtree, spawn_agent, spawn_recovered, spawn_task, spawn_tree,
-    spawn_wait,
+    requeue_interrupted, respawn_subtree, spawn_agent, spawn_created, spawn_recovered, spawn_task,
+    spawn_tree, spawn_wait,
 };
 
 /// The task through which `child`'s supervisor holds it, if any.

@@ -38,7 +38,7 @@
 //! order.
 
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use holarchy_actors::{Batch, CommitFuture, DurableFuture, RecoveryInput, Store, StoreError};
@@ -199,6 +199,8 @@ pub struct SledStore {
     writer: Arc<Writer>,
     group: Arc<GroupCommit<Job>>,
     stats: Arc<StoreStats>,
+    /// See [`Store::agent_ends`].
+    agent_ends: AtomicU64,
 }
 
 impl SledStore {
@@ -264,6 +266,7 @@ impl SledStore {
             writer,
             group,
             stats,
+            agent_ends: AtomicU64::new(0),
             db,
         })
     }
@@ -416,6 +419,17 @@ impl SledStore {
                 decode(name, &value)
             })
             .collect()
+    }
+}
+
+impl SledStore {
+    /// Moves [`Store::agent_ends`] for a batch that may end an agent,
+    /// before the batch is applied (a refused one is counted too: the
+    /// count may move for nothing, never stay put for an end).
+    fn count_an_end(&self, batch: &Batch) {
+        if batch.may_end_an_agent() {
+            self.agent_ends.fetch_add(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -662,6 +676,7 @@ impl Store for SledStore {
     }
 
     fn commit(&self, batch: Batch) -> Result<(), StoreError> {
+        self.count_an_end(&batch);
         let batch = Prepared::new(batch)?;
         let _span = batch.span("direct").entered();
         self.writer.apply(&[&batch])
@@ -669,6 +684,7 @@ impl Store for SledStore {
 
     fn commit_grouped(&self, batch: Batch) -> CommitFuture {
         use tracing::Instrument as _;
+        self.count_an_end(&batch);
         match Prepared::new(batch) {
             Ok(batch) => {
                 let span = batch.span("grouped");
@@ -680,6 +696,10 @@ impl Store for SledStore {
 
     fn durable(&self) -> DurableFuture {
         self.group.durable()
+    }
+
+    fn agent_ends(&self) -> u64 {
+        self.agent_ends.load(Ordering::SeqCst)
     }
 }
 

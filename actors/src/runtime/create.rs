@@ -81,7 +81,10 @@ async fn create_to_completion(
             limits::check_message(body)?;
         }
         check_mcp_servers(ctx, &spec.mcp_servers)?;
-        if !names.insert(spec.name.as_str()) || ctx.store.agent_id_by_name(&spec.name)?.is_some() {
+        // A name taken in the store is refused by the commit, which must
+        // check anyway; reading it here too would wait behind the store's
+        // writer whenever it is in a transaction.
+        if !names.insert(spec.name.as_str()) {
             return Err(CreateError::NameTaken(spec.name.clone()));
         }
     }
@@ -129,6 +132,7 @@ async fn create_to_completion(
     // One transaction: every record lands, or none does.
     // Grouped: concurrent single creations share one transaction (and its
     // log writes) instead of each taking sled's lock on its own.
+    let ends_before = ctx.store.agent_ends();
     let flushed = ctx.store.commit_grouped(batch).await?;
     let total = created.len();
     let ids: Vec<AgentId> = created.iter().map(|(record, _)| record.id).collect();
@@ -147,13 +151,13 @@ async fn create_to_completion(
     // cost two wakeups for nothing.
     if shares.len() == 1 {
         if let Some(share) = shares.pop() {
-            (failed, failure) = start_share(ctx, share).await?;
+            (failed, failure) = start_share(ctx, share, ends_before).await?;
         }
     }
     let mut starts = JoinSet::new();
     for share in shares {
         let ctx = ctx.clone();
-        starts.spawn(async move { start_share(&ctx, share).await });
+        starts.spawn(async move { start_share(&ctx, share, ends_before).await });
     }
     while let Some(done) = starts.join_next().await {
         let (share_failed, share_failure) = match done {
@@ -176,19 +180,24 @@ async fn create_to_completion(
 
 /// Starts one partition's share of a batch under that partition; how many
 /// could not start (marked failed), and why the first did not.
+/// `ends_before` is the store's count of agent ends before the batch's
+/// commit (see [`supervisor::spawn_created`]).
 async fn start_share(
     ctx: &Arc<Ctx>,
     share: Vec<(AgentRecord, Vec<MessageId>)>,
+    ends_before: u64,
 ) -> Result<(usize, Option<String>), CreateError> {
     let mut failed = 0;
     let mut failure = None;
     for (record, queue) in share {
         let agent_id = record.id;
         let started = match ctx.topology.partition_for(agent_id) {
-            Some(partition) => supervisor::spawn_agent(ctx, record, queue, partition, false)
-                .await
-                .map(drop)
-                .map_err(|err| err.to_string()),
+            Some(partition) => {
+                supervisor::spawn_created(ctx, record, queue, partition, ends_before)
+                    .await
+                    .map(drop)
+                    .map_err(|err| err.to_string())
+            }
             None => Err("the runtime is stopping".to_owned()),
         };
         if let Err(err) = started {

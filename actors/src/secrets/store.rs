@@ -327,6 +327,10 @@ impl Store for RedactingStore {
         self.inner.commit(batch)
     }
 
+    fn agent_ends(&self) -> u64 {
+        self.inner.agent_ends()
+    }
+
     fn durable(&self) -> DurableFuture {
         self.inner.durable()
     }
