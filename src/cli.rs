@@ -163,6 +163,13 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// Whether this command drives a daemon with load (the benchmarks).
+    pub fn generates_load(&self) -> bool {
+        matches!(self, Command::Bench(_))
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Create idle agents and measure memory, creation rate and latencies.

@@ -46,10 +46,14 @@ fn main() -> std::process::ExitCode {
     // comes before the daemon makes itself non-dumpable (`serve`), after
     // which a non-root process cannot read its own /proc files.
     let scrubbed = secrets.scrub_process_memory();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // A load generator shares the machine with the daemon it measures. On
+    // one worker its callers wake no other thread, and cost about a third
+    // less CPU per call, which the daemon then has (docs/benchmarks.md).
+    if cli.command.generates_load() {
+        builder.worker_threads(1);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("holarchy: cannot start the async runtime: {err}");
