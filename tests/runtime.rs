@@ -153,18 +153,7 @@ async fn a_turn_cut_short_by_a_crash_is_run_again_on_start() {
         let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("store");
         let record = AgentRecord {
             id: agent_id,
-            name: Some("interrupted".into()),
-            profile: Preset::PublicNamed.profile(),
-            lineage_parent_agent_id: None,
-            supervisor_agent_id: None,
-            state: LifecycleState::Active,
-            brain: Default::default(),
-            forked_context: None,
-            composition: None,
-            context_tokens: None,
-            mcp_servers: Vec::new(),
-            created_at_ms: 1,
-            updated_at_ms: 1,
+            ..public_record("interrupted")
         };
         let message = MessageRecord {
             id: message_id,
