@@ -286,3 +286,48 @@ pub trait Store:
         Box::pin(std::future::ready(applied))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use holarchy_supervision::{LifecycleState, Preset};
+
+    use super::*;
+
+    fn agent(state: LifecycleState) -> AgentRecord {
+        AgentRecord {
+            id: AgentId::generate(),
+            name: None,
+            profile: Preset::PublicNamed.profile(),
+            lineage_parent_agent_id: None,
+            supervisor_agent_id: None,
+            state,
+            brain: Default::default(),
+            forked_context: None,
+            composition: None,
+            context_tokens: None,
+            mcp_servers: Vec::new(),
+            created_at_ms: 1,
+            updated_at_ms: 1,
+        }
+    }
+
+    #[test]
+    fn only_a_write_that_leaves_an_agent_not_live_may_end_it() {
+        let ends = |write: Write| Batch::new().write(write).may_end_an_agent();
+        for state in [LifecycleState::Archived, LifecycleState::Failed] {
+            assert!(ends(Write::PutAgent(agent(state))), "{state:?}");
+            assert!(ends(Write::PutLiveAgent(agent(state))), "{state:?}");
+            // A new record ends no agent that was running.
+            assert!(!ends(Write::CreateAgent(agent(state))), "{state:?}");
+        }
+        for state in [LifecycleState::Active, LifecycleState::Paused] {
+            assert!(!ends(Write::PutAgent(agent(state))), "{state:?}");
+            assert!(!ends(Write::PutLiveAgent(agent(state))), "{state:?}");
+        }
+        let mixed = Batch::new()
+            .write(Write::PutAgent(agent(LifecycleState::Active)))
+            .write(Write::PutAgent(agent(LifecycleState::Archived)));
+        assert!(mixed.may_end_an_agent());
+        assert!(!Batch::new().may_end_an_agent());
+    }
+}
