@@ -48,7 +48,7 @@ fn main() -> std::process::ExitCode {
     let scrubbed = secrets.scrub_process_memory();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     // A load generator shares the machine with the daemon it measures. On
-    // one worker its callers wake no other thread, and cost about a third
+    // one worker its callers wake no other thread, and cost about a quarter
     // less CPU per call, which the daemon then has (docs/benchmarks.md).
     if cli.command.generates_load() {
         builder.worker_threads(1);
