@@ -68,12 +68,16 @@ fn key_cursor(key: &[u8]) -> Result<EventCursor, StoreError> {
     Ok(u64::from_be_bytes(bytes))
 }
 
-/// The key of the run that holds `cursor`, if any run starts at or before it.
-fn run_holding(tree: &Tree, cursor: EventCursor) -> Result<Option<sled::IVec>, StoreError> {
-    match tree.range(..=cursor.to_be_bytes()).next_back() {
-        Some(entry) => Ok(Some(entry.map_err(backend)?.0)),
-        None => Ok(None),
-    }
+/// The run that may hold `cursor` (key and value): the last one that
+/// starts at or before it.
+fn run_holding(
+    tree: &Tree,
+    cursor: EventCursor,
+) -> Result<Option<(sled::IVec, sled::IVec)>, StoreError> {
+    tree.range(..=cursor.to_be_bytes())
+        .next_back()
+        .transpose()
+        .map_err(backend)
 }
 
 fn backend(err: sled::Error) -> StoreError {
@@ -95,10 +99,7 @@ pub fn last_cursor(tree: &Tree) -> Result<EventCursor, StoreError> {
 
 /// The event at `cursor`.
 pub fn at(tree: &Tree, cursor: EventCursor) -> Result<Option<Event>, StoreError> {
-    let Some(key) = run_holding(tree, cursor)? else {
-        return Ok(None);
-    };
-    let Some(value) = tree.get(&key).map_err(backend)? else {
+    let Some((_, value)) = run_holding(tree, cursor)? else {
         return Ok(None);
     };
     Ok(decode_event_run(TREE, &value)?
@@ -111,7 +112,7 @@ pub fn at(tree: &Tree, cursor: EventCursor) -> Result<Option<Event>, StoreError>
 pub fn range(tree: &Tree, after: EventCursor, upto: EventCursor) -> Events {
     let first = after.saturating_add(1);
     let start = match run_holding(tree, first) {
-        Ok(Some(key)) => key.to_vec(),
+        Ok(Some((key, _))) => key.to_vec(),
         Ok(None) => first.to_be_bytes().to_vec(),
         Err(err) => {
             return Events {
