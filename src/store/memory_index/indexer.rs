@@ -309,14 +309,19 @@ impl Indexer {
         let mut chunk = Chunk::new();
         // Asked once per agent per chunk: a turn's events come together.
         let mut live: HashMap<AgentId, bool> = HashMap::new();
+        let mut cut_short = false;
         for read in event_log::range(&self.source.events, after, durable) {
             if !chunk.take() {
+                cut_short = true;
                 break;
             }
             let event = match read {
                 Ok(event) => event,
-                // Its events are left out; `last` moves past them with the
-                // next readable event.
+                // sled failing to read is tried again on the next pass.
+                Err(err @ StoreError::Backend(_)) => return Err(err),
+                // A run that does not decode never will: its events are left
+                // out, and `last` moves past them with the next readable
+                // event, or to `durable` below.
                 Err(err) => {
                     warn!(tree = "events", error = %err, "events left out of the memory index");
                     continue;
@@ -361,6 +366,11 @@ impl Indexer {
                 } => self.put_tool_call(event.cursor, agent, tool, input, output)?,
                 _ => {}
             }
+        }
+        // Every event up to `durable` was seen, readable or not: an
+        // unreadable run at the end is not read (and warned of) again.
+        if !cut_short {
+            last = durable;
         }
         self.commit()?;
         self.source

@@ -474,6 +474,78 @@ mod tests {
         assert!(found(&store, alice, "hi", &[], 0).is_empty());
     }
 
+    /// A turn's handled message and its `run_finished` event, in one commit.
+    fn handled(agent_id: AgentId, body: &str) -> holarchy_actors::Batch {
+        let run_id = RunId::generate();
+        let mut message = message(agent_id, MessageStatus::Handled { run_id }, None);
+        message.body = body.into();
+        let finished = EventKind::RunFinished {
+            run_id,
+            message_id: message.id,
+            outcome: RunOutcome::Completed,
+            detail: String::new(),
+        };
+        holarchy_actors::Batch::new()
+            .write(Write::PutMessage(message))
+            .event(agent_id, finished)
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_unreadable_run_of_events_is_left_out_of_the_index() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let alice;
+        let last;
+        {
+            let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+            alice = live(&store, "alice").await;
+            store
+                .commit(handled(alice, "where do the pelicans nest?"))
+                .expect("committed");
+            store
+                .commit(handled(alice, "what do the gulls eat?"))
+                .expect("committed");
+            store.durable().await.expect("durable");
+            last = event_log::last_cursor(&store.events).expect("reads");
+            store.close().await;
+        }
+        // The pelicans' run, the one before the last, no longer decodes.
+        {
+            let db = sled::open(dir.path()).expect("raw");
+            let events = db.open_tree(EVENTS).expect("tree");
+            let (key, _) = events
+                .iter()
+                .rev()
+                .nth(1)
+                .expect("two runs")
+                .expect("reads");
+            events
+                .insert(
+                    key,
+                    vec![crate::store::codec::EVENT_RUN_VERSION, 0xff, 0xff],
+                )
+                .expect("spoiled");
+            db.flush().expect("flushed");
+        }
+        std::fs::remove_dir_all(index_dir(dir.path())).expect("index removed");
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+        assert_eq!(found(&store, alice, "gulls", &[], 1).len(), 1);
+        assert!(found(&store, alice, "pelicans", &[], 0).is_empty());
+        // The index has moved past the spoiled run, to the log's end.
+        let meta = store.db.open_tree(MEMORY_META).expect("meta");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let indexed_upto = loop {
+            let upto = meta
+                .get(EVENTS)
+                .expect("reads")
+                .map(|b| u64::from_be_bytes(b.as_ref().try_into().expect("8 bytes")));
+            if upto == Some(last) || Instant::now() > deadline {
+                break upto;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(indexed_upto, Some(last));
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn a_lost_index_is_rebuilt_from_the_notes() {
         let dir = tempfile::tempdir().expect("tmp");
