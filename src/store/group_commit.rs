@@ -76,8 +76,8 @@ enum Request<J> {
 }
 
 /// Counts writes so that a caller with nothing unflushed behind it need not
-/// wait for a flush at all (reads, mostly), and so the writer thread knows when
-/// commits are waiting without a message per commit.
+/// wait for a flush at all (reads, mostly), and so the writer thread knows
+/// when commits are waiting without a message per commit.
 #[derive(Debug, Default)]
 struct WriteCounters {
     /// Writes that began applying; bumped before the data is visible.
@@ -86,8 +86,8 @@ struct WriteCounters {
     done: AtomicU64,
     /// `done` as read before the latest successful flush began.
     flushed: AtomicU64,
-    /// Set by the writer thread just before it sleeps with nothing unflushed; the
-    /// first commit after that wakes it.
+    /// Set by the writer thread just before it sleeps with nothing
+    /// unflushed; the first commit after that wakes it.
     idle: AtomicBool,
 }
 
@@ -205,8 +205,9 @@ impl<J: Send + 'static> GroupCommit<J> {
         self.requests.send(Request::Commit(job)).is_ok()
     }
 
-    /// Applies what is queued, flushes a last time and stops the writer thread, which releases its handle
-    /// on the database. Later `durable` calls fail with "store is closed".
+    /// Applies what is queued, flushes a last time and stops the writer
+    /// thread, which releases its handle on the database. Later `durable`
+    /// calls fail with "store is closed".
     pub async fn close(&self) {
         let _ = self.requests.send(Request::Close);
         let stopped = self

@@ -420,9 +420,7 @@ impl SledStore {
             })
             .collect()
     }
-}
 
-impl SledStore {
     /// Moves [`Store::agent_ends`] for a batch that may end an agent,
     /// before the batch is applied (a refused one is counted too: the
     /// count may move for nothing, never stay put for an end).
