@@ -84,16 +84,27 @@ fn backend(err: sled::Error) -> StoreError {
     StoreError::Backend(err.to_string())
 }
 
-/// The highest cursor in the log, 0 when it is empty.
+/// The highest cursor in the log, 0 when it is empty, or a cursor past it.
+///
+/// A last run that does not decode still bounds its cursors: every event
+/// takes at least a byte after the version byte, so none is past its key
+/// plus its length. New events then start after that bound, leaving a gap
+/// (harmless to readers) rather than a daemon that cannot start or a
+/// cursor used twice. A run of a version this build does not know stays an
+/// error.
 pub fn last_cursor(tree: &Tree) -> Result<EventCursor, StoreError> {
-    match tree.last().map_err(backend)? {
-        Some((key, value)) => {
-            let events = decode_event_run(TREE, &value)?;
-            Ok(events
-                .last()
-                .map_or(key_cursor(&key)?, |event| event.cursor))
+    let Some((key, value)) = tree.last().map_err(backend)? else {
+        return Ok(0);
+    };
+    let first = key_cursor(&key)?;
+    match decode_event_run(TREE, &value) {
+        Ok(events) => Ok(events.last().map_or(first, |event| event.cursor)),
+        Err(err @ StoreError::Corrupt { .. }) => {
+            let past = first.saturating_add(value.len() as u64);
+            tracing::warn!(error = %err, first, past, "the event log's last run does not decode; new events start past it");
+            Ok(past)
         }
-        None => Ok(0),
+        Err(err) => Err(err),
     }
 }
 
@@ -292,6 +303,31 @@ mod tests {
         assert_eq!(got, vec![3, 4, 5, 6, 7]);
         assert_eq!(at(&tree, 4).expect("reads"), Some(events[3].clone()));
         assert_eq!(last_cursor(&tree).expect("reads"), 7);
+    }
+
+    #[test]
+    fn a_last_run_that_does_not_decode_still_bounds_the_cursors() {
+        let (_dir, tree) = db();
+        let mut runs = Runs::default();
+        for cursor in 1..=3 {
+            runs.push(cursor, cursor, &None, &kind(cursor))
+                .expect("encodes");
+        }
+        for (key, value) in runs.finish() {
+            tree.insert(key, value).expect("inserts");
+        }
+        let spoiled = vec![super::super::codec::EVENT_RUN_VERSION, 0xff, 0xff];
+        tree.insert(4u64.to_be_bytes(), spoiled.clone())
+            .expect("inserts");
+        let past = last_cursor(&tree).expect("a bound, not an error");
+        assert!(past >= 4 + spoiled.len() as u64 - 1, "{past}");
+        // An unknown version is still refused.
+        tree.insert(9u64.to_be_bytes(), vec![99u8, 0])
+            .expect("inserts");
+        assert!(matches!(
+            last_cursor(&tree),
+            Err(StoreError::UnsupportedVersion { .. })
+        ));
     }
 
     #[test]
