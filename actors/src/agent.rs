@@ -265,19 +265,22 @@ impl Actor for AgentActor {
     ) -> Result<(), ActorProcessingErr> {
         // Boxed, like anything large an agent awaits: inline, the future
         // would size every idle agent's task. A delivery and a turn's end,
-        // two per turn, get no span: every line they log names the agent
-        // itself, and creating a span (formatting its fields) per message
-        // was a few percent of a turn's CPU. The rest get one that puts
-        // `agent_id` on everything they log.
-        if matches!(message, AgentMsg::Deliver { .. } | AgentMsg::TurnDone(_)) {
-            return Box::pin(self.handle_message(&myself, message, state)).await;
+        // two per turn, get no span of their own: every line they log names
+        // the agent itself, and creating a span (formatting its fields) per
+        // message was a few percent of a turn's CPU. When spans are
+        // exported they run under the span that caused them (the call's,
+        // the turn's), which ractor does not pass on. The rest get one that
+        // puts `agent_id` on everything they log.
+        let span = match &message {
+            AgentMsg::Deliver { message, .. } => message.cause.clone(),
+            AgentMsg::TurnDone(done) => done.span.clone(),
+            _ => Some(tracing::info_span!("agent", agent_id = %state.id())),
+        };
+        let handled = Box::pin(self.handle_message(&myself, message, state));
+        match span {
+            Some(span) => handled.instrument(span).await,
+            None => handled.await,
         }
-        let span = tracing::info_span!("agent", agent_id = %state.id());
-        Box::pin(
-            self.handle_message(&myself, message, state)
-                .instrument(span),
-        )
-        .await
     }
 
     /// Overrides ractor's default, which would stop this agent whenever any

@@ -102,6 +102,9 @@ pub struct AgentSnapshot {
 pub struct TurnDone {
     pub run_id: RunId,
     pub outcome: TurnOutcome,
+    /// The turn's span, when spans are exported: its end (the commit of
+    /// its writes) is recorded under it. In memory only.
+    pub span: Option<tracing::Span>,
 }
 
 #[derive(Debug)]
