@@ -17,6 +17,7 @@ use crate::in_flight::InFlight;
 use crate::protocol::{AgentArgs, AgentMsg, TaskMsg, TaskSnapshot, WaitMsg};
 use crate::store::Store;
 use crate::topology::Topology;
+use crate::turn_gate::TurnGate;
 use crate::{limits, secrets, structure};
 
 /// What every actor of one runtime shares: read-only services, the
@@ -70,6 +71,8 @@ pub struct Ctx {
     /// Set before the runtime stops its children, so their exits are not
     /// taken for failures.
     pub shutting_down: AtomicBool,
+    /// Holds turns back until recovery has every agent running again.
+    pub turns: TurnGate,
 
     /// The root, the gateway and the root partitions, once started.
     pub topology: Topology,
@@ -212,6 +215,7 @@ impl Ctx {
             },
             in_flight: Arc::default(),
             shutting_down: AtomicBool::new(false),
+            turns: TurnGate::default(),
             structure: structure::StructureLocks::default(),
             worktrees: structure::KeyedLocks::default(),
             instances: structure::KeyedLocks::default(),

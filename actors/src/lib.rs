@@ -62,6 +62,7 @@ pub mod tools;
 pub mod topology;
 pub mod tree;
 pub mod turn;
+pub mod turn_gate;
 pub mod views;
 
 pub use brain::{Brain, ScriptedBrain};

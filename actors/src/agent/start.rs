@@ -176,6 +176,17 @@ impl AgentActor {
         })
     }
 
+    /// Whether turns wait: the agent is held by its supervisor, or the
+    /// daemon is still recovering, in which case it parks at the gate and
+    /// is held until the gate's [`AgentMsg::Release`]. Asked only with work
+    /// queued, so idle agents never park.
+    fn held(&self, myself: &ActorRef<AgentMsg>, state: &mut AgentState) -> bool {
+        if !state.held && !self.ctx.turns.is_open() && self.ctx.turns.park(myself) {
+            state.held = true;
+        }
+        state.held
+    }
+
     /// Starts the next turn if the agent is active and idle.
     pub(super) async fn maybe_start_turn(
         &self,
@@ -247,7 +258,11 @@ impl AgentActor {
         if state.pace_wake.is_some() {
             return Ok(None);
         }
-        while state.run.is_none() && !state.held && state.target.state == LifecycleState::Active {
+        while state.run.is_none()
+            && state.target.state == LifecycleState::Active
+            && !state.queue.is_empty()
+            && !self.held(myself, state)
+        {
             let Some(message_id) = state.queue.pop_front() else {
                 return Ok(None);
             };

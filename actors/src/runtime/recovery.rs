@@ -11,9 +11,9 @@ use std::time::Instant;
 use holarchy_supervision::recovery::{recover as plan_recovery, AgentRecovery};
 use holarchy_supervision::{
     AgentId, EventKind, LifecycleState, MessageEvent, MessageStatus, RunOutcome, TaskKind,
-    TaskStatus, WaitStatus,
+    TaskRecord, TaskStatus, WaitRecord, WaitStatus,
 };
-use ractor::{ActorProcessingErr, ActorRef};
+use ractor::ActorProcessingErr;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
@@ -134,7 +134,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
         );
         batch = batch.write(Write::PutAgent(orphan));
     }
-    let spawned: HashSet<AgentId> = plan.spawn.iter().map(|a| a.record.id).collect();
+    let spawned = live_among(&plan.spawn, &input.running_tasks, &input.armed_waits);
     let mut tasks_to_spawn = Vec::new();
     for mut task in input.running_tasks {
         let child_alive = match task.kind {
@@ -170,12 +170,11 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     report.orphans_archived = plan.orphans.len();
 
     let committed = began.elapsed();
-    let mut started = Vec::with_capacity(plan.spawn.len());
     ctx.directory.reserve(plan.spawn.len());
     let mut agents = plan.spawn.into_iter();
     for &size in &plan.generations {
         let generation: Vec<AgentRecovery> = agents.by_ref().take(size).collect();
-        started.extend(spawn_generation(ctx, generation).await?);
+        spawn_generation(ctx, generation).await?;
     }
     for task in &tasks_to_spawn {
         if let Some(owner) = ctx.directory.get(task.owner_agent_id) {
@@ -191,8 +190,8 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     }
     report.rearmed_waits = waits_to_arm.len();
     // Nothing else writes while the daemon recovers: the queues read
-    // above are complete.
-    for actor in started {
+    // above are complete. Only agents with work parked at the gate.
+    for actor in ctx.turns.open() {
         let _ = actor.cast(AgentMsg::Release {
             pending: Vec::new(),
         });
@@ -217,7 +216,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
 async fn spawn_generation(
     ctx: &Arc<Ctx>,
     generation: Vec<AgentRecovery>,
-) -> Result<Vec<ActorRef<AgentMsg>>, ActorProcessingErr> {
+) -> Result<(), ActorProcessingErr> {
     let total = generation.len();
     let slices = spawners().min(total.max(1));
     let mut dealt: Vec<Vec<AgentRecovery>> = (0..slices)
@@ -231,11 +230,10 @@ async fn spawn_generation(
         let ctx = ctx.clone();
         spawners.spawn(async move { spawn_slice(&ctx, slice).await });
     }
-    let mut started = Vec::with_capacity(total);
     let mut failure = None;
     while let Some(done) = spawners.join_next().await {
         match done {
-            Ok(Ok(actors)) => started.extend(actors),
+            Ok(Ok(())) => {}
             Ok(Err(err)) => {
                 failure.get_or_insert(err);
             }
@@ -246,7 +244,7 @@ async fn spawn_generation(
     }
     match failure {
         Some(err) => Err(format!("could not respawn an agent: {err}").into()),
-        None => Ok(started),
+        None => Ok(()),
     }
 }
 
@@ -259,13 +257,10 @@ fn spawners() -> usize {
         .saturating_mul(SPAWNERS_PER_CORE)
 }
 
-/// Spawns `slice` one agent after another, held: no turn runs (and
-/// reshapes the tree) until every agent is up. Stops at the first failure.
-async fn spawn_slice(
-    ctx: &Arc<Ctx>,
-    slice: Vec<AgentRecovery>,
-) -> Result<Vec<ActorRef<AgentMsg>>, String> {
-    let mut started = Vec::with_capacity(slice.len());
+/// Spawns `slice` one agent after another; no turn runs (and reshapes the
+/// tree) until the gate opens with every agent up. Stops at the first
+/// failure.
+async fn spawn_slice(ctx: &Arc<Ctx>, slice: Vec<AgentRecovery>) -> Result<(), String> {
     for agent in slice {
         let supervisor = match agent.record.supervisor_agent_id {
             None => ctx
@@ -282,10 +277,35 @@ async fn spawn_slice(
                 }
             },
         };
-        let actor = supervisor::spawn_recovered(ctx, agent.record, agent.queue, supervisor)
+        supervisor::spawn_recovered(ctx, agent.record, agent.queue, supervisor)
             .await
             .map_err(|err| err.to_string())?;
-        started.push(actor);
     }
-    Ok(started)
+    Ok(())
+}
+
+/// Which of the agents that tasks and waits name are coming back: a set as
+/// small as those, where one of every agent spawned cost a noticeable part
+/// of a million-agent recovery.
+fn live_among(
+    spawn: &[AgentRecovery],
+    tasks: &[TaskRecord],
+    waits: &[WaitRecord],
+) -> HashSet<AgentId> {
+    let mut named: HashSet<AgentId> = HashSet::new();
+    for task in tasks {
+        named.insert(task.owner_agent_id);
+        if let TaskKind::ChildAgent { child_agent_id } = task.kind {
+            named.insert(child_agent_id);
+        }
+    }
+    named.extend(waits.iter().map(|w| w.owner_agent_id));
+    if named.is_empty() {
+        return named;
+    }
+    spawn
+        .iter()
+        .map(|a| a.record.id)
+        .filter(|id| named.contains(id))
+        .collect()
 }

@@ -79,7 +79,7 @@ fn keep_if_live(
     Ok(Some(actor))
 }
 
-/// [`spawn_agent`] for recovery, held, without reading the record back:
+/// [`spawn_agent`] for recovery, without reading the record back:
 /// recovery read it a moment ago and nothing can clean an agent up before
 /// the daemon answers anyone (a million reads were 5% of recovery).
 pub async fn spawn_recovered(
@@ -88,7 +88,9 @@ pub async fn spawn_recovered(
     queue: Vec<MessageId>,
     supervisor: ActorCell,
 ) -> Result<ActorRef<AgentMsg>, ActorProcessingErr> {
-    start_agent(ctx, record, queue, supervisor, true).await
+    // Not held one by one: the daemon's turn gate holds back those with
+    // work until every agent is up.
+    start_agent(ctx, record, queue, supervisor, false).await
 }
 
 /// Starts the actor and puts it in the directory.
