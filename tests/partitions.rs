@@ -169,3 +169,69 @@ async fn get_tree_shows_which_root_partition_holds_each_public_agent() {
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--partitions"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_creation_while_another_starts_its_agents_counts_none_twice_against_the_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let mut config = RuntimeConfig {
+        partitions: 2,
+        ..RuntimeConfig::default()
+    };
+    let (big, small) = (3_000, 10);
+    config.limits.max_agents = big + small;
+    let runtime = Arc::new(
+        Runtime::start(store, Arc::new(ScriptedBrain), config)
+            .await
+            .expect("runtime starts"),
+    );
+    let specs = |prefix: &str, count: usize| -> Vec<NewAgent> {
+        (0..count)
+            .map(|i| NewAgent {
+                name: format!("{prefix}-{i}"),
+                initial_message: None,
+                brain: None,
+                context_tokens: None,
+                mcp_servers: Vec::new(),
+            })
+            .collect()
+    };
+    let batch = {
+        let runtime = runtime.clone();
+        let specs = specs("big", big);
+        tokio::spawn(async move { runtime.create_agents(specs).await })
+    };
+    // Once some of the big batch's agents run and others are still to
+    // start, the small batch fits exactly: each agent counts once. Watched
+    // from a thread of its own: the runtime's workers are busy starting.
+    let watcher = {
+        let runtime = runtime.clone();
+        let small_specs = specs("small", small);
+        let handle = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            loop {
+                let started = runtime.ctx().directory.counts().public;
+                assert!(
+                    started < big / 2,
+                    "missed the big batch's start: {started} running"
+                );
+                if started > 0 {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            handle.block_on(runtime.create_agents(small_specs))
+        })
+    };
+    watcher
+        .await
+        .expect("watcher")
+        .expect("the last room under the limit");
+    batch.await.expect("task").expect("the big batch passes");
+    assert_eq!(runtime.ctx().directory.counts().public, big + small);
+    let refused = runtime
+        .create_agents(specs("one-too-many", 1))
+        .await
+        .expect_err("past the limit");
+    assert!(refused.to_string().contains("--max-agents"), "{refused}");
+}

@@ -123,9 +123,9 @@ pub enum LimitError {
 /// Daemon-wide counts kept beside the directory of running actors.
 #[derive(Debug, Default)]
 pub struct Usage {
-    /// Agents reserved by a creation that has not yet registered them all
-    /// in the directory (or given up).
-    creating: AtomicUsize,
+    /// Agents reserved by creations and not yet in the directory (or
+    /// given up), shared with the slots that hold them.
+    creating: Arc<AtomicUsize>,
     /// Commands running, shared with the slots that hold them.
     commands: Arc<AtomicUsize>,
 }
@@ -139,9 +139,13 @@ impl Usage {
     /// Reserves `count` agents about to be created. Returns the
     /// reservation and how many agents are being created now, this
     /// reservation included.
-    pub fn reserve_agents(&self, count: usize) -> (AgentSlots<'_>, usize) {
+    pub fn reserve_agents(&self, count: usize) -> (AgentSlots, usize) {
         let creating = self.creating.fetch_add(count, Ordering::SeqCst) + count;
-        (AgentSlots { usage: self, count }, creating)
+        let slots = AgentSlots {
+            creating: self.creating.clone(),
+            count,
+        };
+        (slots, creating)
     }
 
     /// Takes one of `limit` daemon-wide command slots.
@@ -167,20 +171,45 @@ impl Drop for CommandSlot {
     }
 }
 
-/// Room for agents about to be created; released on drop, once they are in
-/// the directory (or failed to start). While both the reservation and the
-/// directory count an agent it counts twice: a creation racing another may
-/// be refused a little early, never let past the bound.
+/// Room for agents about to be created. Each slot is given back as its
+/// agent is put in the directory (or fails to start), and whatever is left
+/// on drop. An agent counts twice only between the two, an instant: a
+/// creation racing others may be refused by at most one agent per creation
+/// in flight, never let past the bound. (Given back only on drop, a batch
+/// of 1,000 counted twice for as long as it took to start them all, and
+/// creations at the bound were refused thousands of agents early.)
 #[must_use]
 #[derive(Debug)]
-pub struct AgentSlots<'a> {
-    usage: &'a Usage,
+pub struct AgentSlots {
+    creating: Arc<AtomicUsize>,
     count: usize,
 }
 
-impl Drop for AgentSlots<'_> {
+impl AgentSlots {
+    /// Splits off `n` of these slots (fewer if fewer are left), for a part
+    /// of the creation that starts its agents elsewhere.
+    pub fn split(&mut self, n: usize) -> AgentSlots {
+        let n = n.min(self.count);
+        self.count -= n;
+        AgentSlots {
+            creating: self.creating.clone(),
+            count: n,
+        }
+    }
+
+    /// Gives back one slot: its agent is in the directory now, or could
+    /// not start.
+    pub fn release_one(&mut self) {
+        if self.count > 0 {
+            self.count -= 1;
+            self.creating.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for AgentSlots {
     fn drop(&mut self) {
-        self.usage.creating.fetch_sub(self.count, Ordering::SeqCst);
+        self.creating.fetch_sub(self.count, Ordering::SeqCst);
     }
 }
 
@@ -212,6 +241,26 @@ impl TurnPace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_slots_give_back_each_slot_once_whether_released_split_or_dropped() {
+        let usage = Usage::default();
+        let creating = || usage.creating.load(Ordering::SeqCst);
+        let (mut slots, now) = usage.reserve_agents(10);
+        assert_eq!(now, 10);
+        let mut part = slots.split(4);
+        part.release_one();
+        assert_eq!(creating(), 9);
+        drop(part);
+        assert_eq!(creating(), 6);
+        let more = slots.split(100);
+        assert_eq!(more.count, 6, "no more than are left");
+        slots.release_one();
+        assert_eq!(creating(), 6, "an empty reservation gives nothing back");
+        drop(slots);
+        drop(more);
+        assert_eq!(creating(), 0);
+    }
 
     #[test]
     fn a_burst_of_the_limit_passes_then_turns_are_spaced() {

@@ -12,7 +12,7 @@ use crate::store::StoreError;
 use crate::Ctx;
 
 /// Reserves room for `count` new agents under `--max-agents`.
-pub fn reserve_agents(ctx: &Ctx, count: usize) -> Result<AgentSlots<'_>, LimitError> {
+pub fn reserve_agents(ctx: &Ctx, count: usize) -> Result<AgentSlots, LimitError> {
     let limit = ctx.config.limits.max_agents;
     // Reserve first, then read the directory: a creation that released
     // its reservation had registered its agents before, so one of the two

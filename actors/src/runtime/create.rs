@@ -13,6 +13,7 @@ use holarchy_supervision::{
 use tokio::task::JoinSet;
 
 use super::{mark_failed, CreateError, NewAgent, MAX_CREATE_BATCH};
+use crate::limits::AgentSlots;
 use crate::store::{Batch, DurableFuture, Write};
 use crate::topology::partition_of;
 use crate::{now_ms, supervisor, Ctx};
@@ -88,8 +89,8 @@ async fn create_to_completion(
             return Err(CreateError::NameTaken(spec.name.clone()));
         }
     }
-    // Held until every new agent is in the directory (or failed).
-    let _slots = crate::quota::reserve_agents(ctx, specs.len())?;
+    // Each given back as its agent is in the directory (or failed).
+    let mut slots = crate::quota::reserve_agents(ctx, specs.len())?;
     let now = now_ms();
     let mut batch = Batch::new();
     let mut created = Vec::with_capacity(specs.len());
@@ -151,13 +152,14 @@ async fn create_to_completion(
     // cost two wakeups for nothing.
     if shares.len() == 1 {
         if let Some(share) = shares.pop() {
-            (failed, failure) = start_share(ctx, share, ends_before).await?;
+            (failed, failure) = start_share(ctx, share, ends_before, &mut slots).await?;
         }
     }
     let mut starts = JoinSet::new();
     for share in shares {
         let ctx = ctx.clone();
-        starts.spawn(async move { start_share(&ctx, share, ends_before).await });
+        let mut slots = slots.split(share.len());
+        starts.spawn(async move { start_share(&ctx, share, ends_before, &mut slots).await });
     }
     while let Some(done) = starts.join_next().await {
         let (share_failed, share_failure) = match done {
@@ -186,6 +188,7 @@ async fn start_share(
     ctx: &Arc<Ctx>,
     share: Vec<(AgentRecord, Vec<MessageId>)>,
     ends_before: u64,
+    slots: &mut AgentSlots,
 ) -> Result<(usize, Option<String>), CreateError> {
     let mut failed = 0;
     let mut failure = None;
@@ -200,6 +203,7 @@ async fn start_share(
             }
             None => Err("the runtime is stopping".to_owned()),
         };
+        slots.release_one();
         if let Err(err) = started {
             // The record is committed; leave it failed rather than live
             // with no actor, so status, listings and a retry all tell
