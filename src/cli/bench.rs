@@ -384,6 +384,7 @@ async fn restart(clients: &mut Clients, target: &Target, expected: usize) -> any
     );
     Ok(json!({
         "restart_s": r.elapsed.as_secs_f64(),
+        "lock_free_s": r.lock_free.as_secs_f64(),
         "recovered_agents": r.status.recovered_agents,
         // The whole process, recovered: no baseline to subtract here.
         "daemon_rss_bytes": known(r.status.rss_bytes),

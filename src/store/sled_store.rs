@@ -535,11 +535,7 @@ impl Store for SledStore {
             .map(|entry| decode_task(TASKS, &entry.map_err(backend)?.1))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RecoveryInput {
-            agents: self
-                .agents
-                .iter()
-                .map(|entry| decode_agent(AGENTS, &entry.map_err(backend)?.1))
-                .collect::<Result<Vec<_>, _>>()?,
+            agents: recovery::all_agents(&self.agents)?,
             pending,
             running_tasks: tasks
                 .into_iter()
@@ -709,6 +705,7 @@ mod grouped;
 mod inbound;
 mod instances;
 mod memory;
+mod recovery;
 #[cfg(test)]
 mod tests;
 mod writer;

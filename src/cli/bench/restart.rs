@@ -21,6 +21,10 @@ pub struct Restarted {
     /// From SIGKILL to the first status answered (the daemon answers only
     /// once every agent's actor is live again).
     pub elapsed: Duration,
+    /// From SIGKILL until the killed daemon's lock on its data directory
+    /// was free: the kernel tearing the process down, before the new one
+    /// can start.
+    pub lock_free: Duration,
     pub status: pb::GetStatusResponse,
     /// Where the new daemon's output goes.
     pub log: PathBuf,
@@ -117,6 +121,7 @@ pub async fn kill_and_restart(clients: &mut Clients, target: &Target) -> anyhow:
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    let lock_free = started.elapsed();
     // As it was started: same program, arguments, directory and
     // environment; in its own process group so a Ctrl-C of this tool does
     // not reach it.
@@ -151,6 +156,7 @@ pub async fn kill_and_restart(clients: &mut Clients, target: &Target) -> anyhow:
                 *clients = fresh;
                 return Ok(Restarted {
                     elapsed,
+                    lock_free,
                     status: status.into_inner(),
                     log,
                 });

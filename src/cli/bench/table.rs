@@ -161,6 +161,11 @@ pub fn print(report: &Value) {
             ),
             fixed(&restart["restart_s"], 10, 3)
         );
+        println!(
+            "{:<NAME$} {} s",
+            "  of which the killed daemon's exit (its lock held)",
+            fixed(&restart["lock_free_s"], 10, 3)
+        );
     }
 }
 
