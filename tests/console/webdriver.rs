@@ -3,6 +3,7 @@
 //! elements, typing, running a script and screenshots. JSON over loopback
 //! HTTP.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -46,6 +47,9 @@ impl Browser {
     pub async fn start(binary: &Path, chromedriver: &Path, port: u16) -> Browser {
         let driver = Command::new(chromedriver)
             .arg(format!("--port={port}"))
+            // Its own process group, so the browsers it starts can be
+            // killed with it.
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -223,7 +227,14 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        // The session's browser goes with its driver.
+        // Killing the driver alone leaves its browser running (reparented);
+        // the whole group goes.
+        if let Ok(pid) = i32::try_from(self.driver.id()) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
