@@ -126,6 +126,34 @@ impl AgentActor {
 }
 
 impl AgentActor {
+    /// [`Self::handle_message`] under the right span. A delivery and a
+    /// turn's end, two per turn, get no span of their own: every line they
+    /// log names the agent itself, and creating a span (formatting its
+    /// fields) per message was a few percent of a turn's CPU. When spans
+    /// are exported they run under the span that caused them (the call's,
+    /// the turn's), which ractor does not pass on. The rest get one that
+    /// puts `agent_id` on everything they log.
+    async fn handle_traced(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        message: AgentMsg,
+        state: &mut AgentState,
+    ) -> Result<(), ActorProcessingErr> {
+        let span = match &message {
+            AgentMsg::Deliver { message, .. } => message.cause.clone(),
+            AgentMsg::TurnDone(done) => done.span.clone(),
+            _ => Some(tracing::info_span!("agent", agent_id = %state.id())),
+        };
+        match span {
+            Some(span) => {
+                self.handle_message(myself, message, state)
+                    .instrument(span)
+                    .await
+            }
+            None => self.handle_message(myself, message, state).await,
+        }
+    }
+
     /// What `handle` does with each message. A delivery and a turn's end
     /// await their grouped commit here: the agent handles nothing else
     /// until its writes are applied (not flushed), which keeps its queue
@@ -264,23 +292,9 @@ impl Actor for AgentActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         // Boxed, like anything large an agent awaits: inline, the future
-        // would size every idle agent's task. A delivery and a turn's end,
-        // two per turn, get no span of their own: every line they log names
-        // the agent itself, and creating a span (formatting its fields) per
-        // message was a few percent of a turn's CPU. When spans are
-        // exported they run under the span that caused them (the call's,
-        // the turn's), which ractor does not pass on. The rest get one that
-        // puts `agent_id` on everything they log.
-        let span = match &message {
-            AgentMsg::Deliver { message, .. } => message.cause.clone(),
-            AgentMsg::TurnDone(done) => done.span.clone(),
-            _ => Some(tracing::info_span!("agent", agent_id = %state.id())),
-        };
-        let handled = Box::pin(self.handle_message(&myself, message, state));
-        match span {
-            Some(span) => handled.instrument(span).await,
-            None => handled.await,
-        }
+        // would size every idle agent's task (the span's choice too: one
+        // pointer is all `handle` keeps across its await).
+        Box::pin(self.handle_traced(&myself, message, state)).await
     }
 
     /// Overrides ractor's default, which would stop this agent whenever any
