@@ -31,6 +31,19 @@ fn under_its_partition(runtime: &Runtime, agent: AgentId) -> bool {
         .any(|c| c.get_id() == entry.actor.get_id())
 }
 
+/// `count` plain agents named `prefix-0`, `prefix-1`, ...
+fn specs(prefix: &str, count: usize) -> Vec<NewAgent> {
+    (0..count)
+        .map(|i| NewAgent {
+            name: format!("{prefix}-{i}"),
+            initial_message: None,
+            brain: None,
+            context_tokens: None,
+            mcp_servers: Vec::new(),
+        })
+        .collect()
+}
+
 fn handled(store: &SledStore, agent: AgentId) -> usize {
     store
         .list_messages(agent, None, 100)
@@ -51,15 +64,7 @@ async fn a_dead_partition_comes_back_with_its_agents_and_the_other_is_untouched(
     let runtime = Runtime::start(store.clone(), Arc::new(ScriptedBrain), config)
         .await
         .expect("runtime starts");
-    let specs = (0..40)
-        .map(|i| NewAgent {
-            name: format!("agent-{i}"),
-            initial_message: None,
-            brain: None,
-            context_tokens: None,
-            mcp_servers: Vec::new(),
-        })
-        .collect();
+    let specs = specs("agent", 40);
     let agents = runtime.create_agents(specs).await.expect("created");
     let ctx = runtime.ctx().clone();
     assert_eq!(ctx.topology.partition_count(), 2);
@@ -185,17 +190,6 @@ async fn a_creation_while_another_starts_its_agents_counts_none_twice_against_th
             .await
             .expect("runtime starts"),
     );
-    let specs = |prefix: &str, count: usize| -> Vec<NewAgent> {
-        (0..count)
-            .map(|i| NewAgent {
-                name: format!("{prefix}-{i}"),
-                initial_message: None,
-                brain: None,
-                context_tokens: None,
-                mcp_servers: Vec::new(),
-            })
-            .collect()
-    };
     let batch = {
         let runtime = runtime.clone();
         let specs = specs("big", big);
