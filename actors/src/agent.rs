@@ -130,9 +130,10 @@ impl AgentActor {
     /// turn's end, two per turn, get no span of their own: every line they
     /// log names the agent itself, and creating a span (formatting its
     /// fields) per message was a few percent of a turn's CPU. When spans
-    /// are exported they run under the span that caused them (the call's,
-    /// the turn's), which ractor does not pass on. The rest get one that
-    /// puts `agent_id` on everything they log.
+    /// are exported and one came with them (an operator's call, the turn
+    /// itself) they run under it; ractor does not pass a sender's span on.
+    /// The rest get one that puts `agent_id` on everything they log, a
+    /// root of its own in exported traces.
     async fn handle_traced(
         &self,
         myself: &ActorRef<AgentMsg>,

@@ -174,8 +174,9 @@ impl Drop for CommandSlot {
 /// Room for agents about to be created. Each slot is given back as its
 /// agent is put in the directory (or fails to start), and whatever is left
 /// on drop. An agent counts twice only between the two, an instant: a
-/// creation racing others may be refused by at most one agent per creation
-/// in flight, never let past the bound. (Given back only on drop, a batch
+/// creation racing others may be refused by at most one agent per
+/// partition of each creation in flight (each partition's share starts on
+/// its own), never let past the bound. (Given back only on drop, a batch
 /// of 1,000 counted twice for as long as it took to start them all, and
 /// creations at the bound were refused thousands of agents early.)
 #[must_use]

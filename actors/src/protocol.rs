@@ -120,7 +120,8 @@ pub enum AgentMsg {
     /// (a child's result): put it on the queue.
     Wake(MessageId),
     /// Lets a held agent start turns, after merging messages that reached
-    /// the store while it was being respawned.
+    /// the store while it was being respawned; also how the turn gate
+    /// wakes an agent parked at it (with nothing to merge).
     Release {
         pending: Vec<MessageId>,
     },

@@ -208,7 +208,8 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     Ok(report)
 }
 
-/// Spawns one generation (agents whose supervisors already run), held.
+/// Spawns one generation (agents whose supervisors already run); the
+/// turn gate keeps their turns back.
 /// The generation is dealt into [`spawners`] slices, each spawned one agent
 /// after another by a task of its own: the workers stay busy with no wakeup
 /// per agent, where a task per agent driven from this (non-worker) thread

@@ -30,11 +30,13 @@ pub(super) fn all_agents(agents: &Tree) -> Result<Vec<AgentRecord>, StoreError> 
                 read(agents, (Bound::Included(middle), Bound::Unbounded))
             })
             .map_err(|err| StoreError::Backend(format!("cannot start a reading thread: {err}")))?;
-        let mut records = read(agents, (Bound::Unbounded, Bound::Excluded(middle)))?;
-        let upper = upper
-            .join()
-            .map_err(|_| StoreError::Backend("the reading thread panicked".into()))??;
-        records.extend(upper);
+        let lower = read(agents, (Bound::Unbounded, Bound::Excluded(middle)));
+        // Joined before either result is looked at: a scope whose thread
+        // panicked and was never joined would panic itself.
+        let upper = upper.join();
+        let mut records = lower?;
+        records
+            .extend(upper.map_err(|_| StoreError::Backend("the reading thread panicked".into()))??);
         Ok(records)
     })
 }

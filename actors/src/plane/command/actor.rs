@@ -390,6 +390,14 @@ impl Actor for CommandActor {
         message: CommandMsg,
         state: &mut CommandState,
     ) -> Result<(), ActorProcessingErr> {
+        // Its own span: ractor does not carry the sender's (a turn's) along,
+        // and everything here is synchronous, so it stays entered.
+        let _span = tracing::info_span!(
+            "command",
+            task_id = %state.task.id,
+            agent_id = %state.task.owner_agent_id
+        )
+        .entered();
         match message {
             CommandMsg::Output(stream, data, reply) => {
                 self.record_output(state, stream, data)?;

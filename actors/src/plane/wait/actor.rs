@@ -106,6 +106,13 @@ impl Actor for WaitActor {
         message: WaitMsg,
         wait: &mut WaitRecord,
     ) -> Result<(), ActorProcessingErr> {
+        // Synchronous throughout, so its span stays entered.
+        let _span = tracing::info_span!(
+            "wait",
+            wait_id = %wait.id,
+            agent_id = %wait.owner_agent_id
+        )
+        .entered();
         match message {
             WaitMsg::Fire => {
                 match self.fire(wait) {
