@@ -688,16 +688,19 @@ async fn an_agent_ended_between_its_creation_and_its_start_keeps_no_actor() {
         .expect("paused");
     assert_eq!(store.agent_ends(), ends_before);
     let partition = ctx.topology.partition_for(kept.id).expect("a partition");
+    let (mut slots, _) = ctx.usage.reserve_agents(1);
     let started = holarchy_actors::supervisor::spawn_created(
         ctx,
         kept.clone(),
         Vec::new(),
         partition,
         ends_before,
+        &mut slots,
     )
     .await
     .expect("started");
     assert!(started.is_some());
+    assert_eq!(slots.remaining(), 0, "its slot went back as it registered");
     assert!(ctx.directory.get(kept.id).is_some(), "the agent runs");
 
     // Archived after its commit and before its actor is registered (as an
@@ -720,6 +723,7 @@ async fn an_agent_ended_between_its_creation_and_its_start_keeps_no_actor() {
         Vec::new(),
         partition,
         ends_before,
+        &mut ctx.usage.reserve_agents(1).0,
     )
     .await
     .expect("started");

@@ -8,6 +8,7 @@ use std::sync::{PoisonError, RwLock};
 use holarchy_supervision::{AgentId, MessageId, TaskId, Visibility, WaitId};
 use ractor::{ActorId, ActorRef};
 
+use crate::limits::AgentSlots;
 use crate::protocol::{
     Ack, AgentMsg, CommandMsg, DeliverError, Delivered, NewMessage, TaskMsg, WaitMsg,
 };
@@ -175,6 +176,19 @@ impl Directory {
 
     pub fn insert(&self, id: AgentId, entry: DirectoryEntry) {
         let mut inner = self.write();
+        Self::put_agent(&mut inner, id, entry);
+    }
+
+    /// [`Self::insert`] for an agent a creation reserved room for: one of
+    /// its `slots` is given back under the same lock (see
+    /// [`Self::counts_with`]).
+    pub fn insert_reserved(&self, id: AgentId, entry: DirectoryEntry, slots: &mut AgentSlots) {
+        let mut inner = self.write();
+        Self::put_agent(&mut inner, id, entry);
+        slots.release_one();
+    }
+
+    fn put_agent(inner: &mut Inner, id: AgentId, entry: DirectoryEntry) {
         inner
             .members
             .insert(entry.actor.get_id(), Member::Agent(id));
@@ -337,8 +351,16 @@ impl Directory {
     }
 
     pub fn counts(&self) -> DirectoryCounts {
+        self.counts_with(|| ()).0
+    }
+
+    /// The counts, and `also` read under the same lock: a creation's slots
+    /// are given back under the write lock as its agents are registered
+    /// ([`Self::insert_reserved`]), so a count of reservations read here
+    /// never holds an agent the directory holds too.
+    pub fn counts_with<T>(&self, also: impl FnOnce() -> T) -> (DirectoryCounts, T) {
         let inner = self.read();
-        DirectoryCounts {
+        let counts = DirectoryCounts {
             public: inner.public,
             private: inner.agents.len().saturating_sub(inner.public),
             paused_public: inner.paused[slot(Visibility::Public)],
@@ -348,7 +370,8 @@ impl Directory {
             waits: inner.waits.len(),
             timers: inner.timers,
             actors: inner.members.len(),
-        }
+        };
+        (counts, also())
     }
 }
 

@@ -131,6 +131,11 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Agents reserved by creations and not yet registered.
+    pub fn creating(&self) -> usize {
+        self.creating.load(Ordering::SeqCst)
+    }
+
     /// Commands running now.
     pub fn commands(&self) -> usize {
         self.commands.load(Ordering::SeqCst)
@@ -172,11 +177,10 @@ impl Drop for CommandSlot {
 }
 
 /// Room for agents about to be created. Each slot is given back as its
-/// agent is put in the directory (or fails to start), and whatever is left
-/// on drop. An agent counts twice only between the two, an instant: a
-/// creation racing others may be refused by at most one agent per
-/// partition of each creation in flight (each partition's share starts on
-/// its own), never let past the bound. (Given back only on drop, a batch
+/// agent is put in the directory, under the directory's lock, which the
+/// limit check reads both counts under: an agent counts once, reserved or
+/// registered. A slot whose agent could not start is given back after, and
+/// whatever is left on drop. (Given back only on drop, a batch
 /// of 1,000 counted twice for as long as it took to start them all, and
 /// creations at the bound were refused thousands of agents early.)
 #[must_use]
@@ -196,6 +200,11 @@ impl AgentSlots {
             creating: self.creating.clone(),
             count: n,
         }
+    }
+
+    /// How many slots are still held.
+    pub fn remaining(&self) -> usize {
+        self.count
     }
 
     /// Gives back one slot: its agent is in the directory now, or could

@@ -14,11 +14,11 @@ use crate::Ctx;
 /// Reserves room for `count` new agents under `--max-agents`.
 pub fn reserve_agents(ctx: &Ctx, count: usize) -> Result<AgentSlots, LimitError> {
     let limit = ctx.config.limits.max_agents;
-    // Reserve first, then read the directory: a creation that released
-    // its reservation had registered its agents before, so one of the two
-    // reads always sees them.
-    let (slots, creating) = ctx.usage.reserve_agents(count);
-    let counts = ctx.directory.counts();
+    // Reserve first, then read the directory and the reservations together
+    // under its lock: a slot is given back under that lock as its agent is
+    // registered, so every agent is seen once, reserved or registered.
+    let (slots, _) = ctx.usage.reserve_agents(count);
+    let (counts, creating) = ctx.directory.counts_with(|| ctx.usage.creating());
     if counts.public + counts.private + creating > limit {
         return Err(LimitError::Agents { limit });
     }

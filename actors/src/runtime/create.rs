@@ -194,16 +194,21 @@ async fn start_share(
     let mut failure = None;
     for (record, queue) in share {
         let agent_id = record.id;
+        let held_before = slots.remaining();
         let started = match ctx.topology.partition_for(agent_id) {
             Some(partition) => {
-                supervisor::spawn_created(ctx, record, queue, partition, ends_before)
+                supervisor::spawn_created(ctx, record, queue, partition, ends_before, slots)
                     .await
                     .map(drop)
                     .map_err(|err| err.to_string())
             }
             None => Err("the runtime is stopping".to_owned()),
         };
-        slots.release_one();
+        // Given back with the registration; one that never registered
+        // (could not start) here.
+        if slots.remaining() == held_before {
+            slots.release_one();
+        }
         if let Err(err) = started {
             // The record is committed; leave it failed rather than live
             // with no actor, so status, listings and a retry all tell

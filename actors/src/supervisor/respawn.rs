@@ -14,6 +14,7 @@ use ractor::{ActorCell, ActorProcessingErr, ActorRef};
 use tracing::warn;
 
 use crate::directory::DirectoryEntry;
+use crate::limits::AgentSlots;
 use crate::plane::command;
 use crate::protocol::{AgentArgs, AgentMsg, TaskSnapshot};
 use crate::store::{Batch, StoreError, Write};
@@ -30,7 +31,7 @@ pub async fn spawn_agent(
     held: bool,
 ) -> Result<Option<ActorRef<AgentMsg>>, ActorProcessingErr> {
     let agent_id = record.id;
-    let actor = start_agent(ctx, record, queue, supervisor, held).await?;
+    let actor = start_agent(ctx, record, queue, supervisor, held, None).await?;
     keep_if_live(ctx, agent_id, actor)
 }
 
@@ -48,9 +49,10 @@ pub async fn spawn_created(
     queue: Vec<MessageId>,
     supervisor: ActorCell,
     ends_before: u64,
+    slots: &mut AgentSlots,
 ) -> Result<Option<ActorRef<AgentMsg>>, ActorProcessingErr> {
     let agent_id = record.id;
-    let actor = start_agent(ctx, record, queue, supervisor, false).await?;
+    let actor = start_agent(ctx, record, queue, supervisor, false, Some(slots)).await?;
     if ctx.store.agent_ends() == ends_before {
         return Ok(Some(actor));
     }
@@ -90,16 +92,18 @@ pub async fn spawn_recovered(
 ) -> Result<ActorRef<AgentMsg>, ActorProcessingErr> {
     // Not held one by one: the daemon's turn gate holds back those with
     // work until every agent is up.
-    start_agent(ctx, record, queue, supervisor, false).await
+    start_agent(ctx, record, queue, supervisor, false, None).await
 }
 
-/// Starts the actor and puts it in the directory.
+/// Starts the actor and puts it in the directory, giving back one of
+/// `slots` (a creation's) as it does.
 async fn start_agent(
     ctx: &Arc<Ctx>,
     record: AgentRecord,
     queue: Vec<MessageId>,
     supervisor: ActorCell,
     held: bool,
+    slots: Option<&mut AgentSlots>,
 ) -> Result<ActorRef<AgentMsg>, ActorProcessingErr> {
     let agent_id = record.id;
     let visibility = record.profile.visibility;
@@ -115,7 +119,10 @@ async fn start_agent(
         visibility,
         paused,
     };
-    ctx.directory.insert(agent_id, entry);
+    match slots {
+        Some(slots) => ctx.directory.insert_reserved(agent_id, entry, slots),
+        None => ctx.directory.insert(agent_id, entry),
+    }
     Ok(actor)
 }
 
