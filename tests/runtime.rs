@@ -650,21 +650,7 @@ async fn a_forked_child_inherits_its_parents_work_and_recent_turns_and_a_fresh_o
 
 /// A record committed the way `CreateAgent` commits one.
 fn public_record(name: &str) -> AgentRecord {
-    AgentRecord {
-        id: AgentId::generate(),
-        name: Some(name.into()),
-        profile: Preset::PublicNamed.profile(),
-        lineage_parent_agent_id: None,
-        supervisor_agent_id: None,
-        state: LifecycleState::Active,
-        brain: Default::default(),
-        forked_context: None,
-        composition: None,
-        context_tokens: None,
-        mcp_servers: Vec::new(),
-        created_at_ms: 1,
-        updated_at_ms: 1,
-    }
+    AgentRecord::public(name, 1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -19,19 +19,8 @@ use holarchy_supervision::{
 
 fn agent(name: &str, state: LifecycleState) -> AgentRecord {
     AgentRecord {
-        id: AgentId::generate(),
-        name: Some(name.into()),
-        profile: Preset::PublicNamed.profile(),
-        lineage_parent_agent_id: None,
-        supervisor_agent_id: None,
         state,
-        brain: Default::default(),
-        forked_context: None,
-        composition: None,
-        context_tokens: None,
-        mcp_servers: Vec::new(),
-        created_at_ms: 1,
-        updated_at_ms: 1,
+        ..AgentRecord::public(name, 1)
     }
 }
 

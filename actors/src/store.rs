@@ -289,25 +289,14 @@ pub trait Store:
 
 #[cfg(test)]
 mod tests {
-    use holarchy_supervision::{LifecycleState, Preset};
+    use holarchy_supervision::LifecycleState;
 
     use super::*;
 
     fn agent(state: LifecycleState) -> AgentRecord {
         AgentRecord {
-            id: AgentId::generate(),
-            name: None,
-            profile: Preset::PublicNamed.profile(),
-            lineage_parent_agent_id: None,
-            supervisor_agent_id: None,
             state,
-            brain: Default::default(),
-            forked_context: None,
-            composition: None,
-            context_tokens: None,
-            mcp_servers: Vec::new(),
-            created_at_ms: 1,
-            updated_at_ms: 1,
+            ..AgentRecord::public("test", 1)
         }
     }
 

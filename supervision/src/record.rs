@@ -72,6 +72,29 @@ pub struct AgentRecord {
     pub mcp_servers: Vec<String>,
 }
 
+impl AgentRecord {
+    /// A new public agent named `name`, as an operator creates one: active,
+    /// self-owned, the default brain, nothing composed, made at `now_ms`.
+    /// Anything else is set by struct update.
+    pub fn public(name: impl Into<String>, now_ms: u64) -> Self {
+        Self {
+            id: AgentId::generate(),
+            name: Some(name.into()),
+            profile: crate::profile::Preset::PublicNamed.profile(),
+            lineage_parent_agent_id: None,
+            supervisor_agent_id: None,
+            state: LifecycleState::Active,
+            brain: crate::BrainConfig::default(),
+            forked_context: None,
+            composition: None,
+            context_tokens: None,
+            mcp_servers: Vec::new(),
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+        }
+    }
+}
+
 /// Why a message is on an agent's queue, and who put it there. Admission
 /// ([`crate::admit`]) and the brain both read it; it never changes the
 /// agent's tool surface.

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use holarchy_supervision::limits;
 use holarchy_supervision::{
-    AgentId, AgentRecord, Composition, EventKind, LifecycleState, MessageId, MessageRecord, Preset,
-    Provenance,
+    AgentId, AgentRecord, Composition, EventKind, MessageId, MessageRecord, Preset, Provenance,
 };
 use tokio::task::JoinSet;
 
@@ -96,21 +95,13 @@ async fn create_to_completion(
     let mut created = Vec::with_capacity(specs.len());
     for (spec, composition) in specs {
         let record = AgentRecord {
-            id: AgentId::generate(),
-            name: Some(spec.name.clone()),
-            profile: Preset::PublicNamed.profile(),
-            lineage_parent_agent_id: None,
-            supervisor_agent_id: None,
-            state: LifecycleState::Active,
             brain: spec
                 .brain
                 .unwrap_or_else(|| ctx.config.default_brain.clone()),
-            forked_context: None,
             composition,
             context_tokens: spec.context_tokens,
             mcp_servers: spec.mcp_servers,
-            created_at_ms: now,
-            updated_at_ms: now,
+            ..AgentRecord::public(spec.name.clone(), now)
         };
         let agent_id = record.id;
         batch = batch.write(Write::CreateAgent(record.clone())).event(

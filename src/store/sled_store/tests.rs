@@ -1,26 +1,12 @@
 //! Tests of the sled store against a temporary directory.
 
 use holarchy_actors::Write;
-use holarchy_supervision::{EventKind, LifecycleState, MessageStatus, Preset, Provenance, RunId};
+use holarchy_supervision::{EventKind, MessageStatus, Provenance, RunId};
 
 use super::*;
 
 pub(super) fn agent(name: &str) -> AgentRecord {
-    AgentRecord {
-        id: AgentId::generate(),
-        name: Some(name.into()),
-        profile: Preset::PublicNamed.profile(),
-        lineage_parent_agent_id: None,
-        supervisor_agent_id: None,
-        state: LifecycleState::Active,
-        brain: Default::default(),
-        forked_context: None,
-        composition: None,
-        context_tokens: None,
-        mcp_servers: Vec::new(),
-        created_at_ms: 1,
-        updated_at_ms: 1,
-    }
+    AgentRecord::public(name, 1)
 }
 
 pub(super) fn message(
