@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 
 use super::{mark_failed, CreateError, NewAgent, MAX_CREATE_BATCH};
 use crate::limits::AgentSlots;
-use crate::store::{Batch, DurableFuture, Write};
+use crate::store::{Batch, DurableFuture, StoreError, Write};
 use crate::topology::partition_of;
 use crate::{now_ms, supervisor, Ctx};
 
@@ -137,13 +137,12 @@ async fn create_to_completion(
         shares[partition_of(record.id, count)].push((record, queue));
     }
     let mut shares: Vec<_> = shares.into_iter().filter(|s| !s.is_empty()).collect();
-    let mut failed = 0;
-    let mut failure = None;
+    let mut outcome = ShareOutcome::default();
     // A single call (one agent) starts it here: a task of its own would
     // cost two wakeups for nothing.
     if shares.len() == 1 {
         if let Some(share) = shares.pop() {
-            (failed, failure) = start_share(ctx, share, ends_before, &mut slots).await?;
+            outcome = start_share(ctx, share, ends_before, &mut slots).await;
         }
     }
     let mut starts = JoinSet::new();
@@ -152,37 +151,64 @@ async fn create_to_completion(
         let mut slots = slots.split(share.len());
         starts.spawn(async move { start_share(&ctx, share, ends_before, &mut slots).await });
     }
+    // Every share runs to its end, whatever another met: dropping the set
+    // early would abort starts and leave committed agents with no actor.
     while let Some(done) = starts.join_next().await {
-        let (share_failed, share_failure) = match done {
-            Ok(result) => result?,
-            Err(join) => (1, Some(format!("a start task failed: {join}"))),
-        };
-        failed += share_failed;
-        if failure.is_none() {
-            failure = share_failure;
+        match done {
+            Ok(share) => outcome.merge(share),
+            Err(join) => outcome.merge(ShareOutcome {
+                failed: 1,
+                failure: Some(format!("a start task failed: {join}")),
+                store: None,
+            }),
         }
     }
-    match failure {
+    if let Some(err) = outcome.store {
+        return Err(CreateError::Store(err));
+    }
+    match outcome.failure {
         // Say what exists now: a retry would meet the taken names.
         Some(err) => Err(CreateError::Spawn(format!(
-            "{failed} of {total} agents were stored but could not start and are marked failed: {err}"
+            "{} of {total} agents were stored but could not start and are marked failed: {err}",
+            outcome.failed
         ))),
         None => Ok((ids, flushed)),
     }
 }
 
-/// Starts one partition's share of a batch under that partition; how many
-/// could not start (marked failed), and why the first did not.
-/// `ends_before` is the store's count of agent ends before the batch's
-/// commit (see [`supervisor::spawn_created`]).
+/// What starting one partition's share came to.
+#[derive(Default)]
+struct ShareOutcome {
+    /// Agents that could not start.
+    failed: usize,
+    /// Why the first of them did not.
+    failure: Option<String>,
+    /// The first store error met while marking one failed.
+    store: Option<StoreError>,
+}
+
+impl ShareOutcome {
+    fn merge(&mut self, other: ShareOutcome) {
+        self.failed += other.failed;
+        if self.failure.is_none() {
+            self.failure = other.failure;
+        }
+        if self.store.is_none() {
+            self.store = other.store;
+        }
+    }
+}
+
+/// Starts one partition's share of a batch under that partition, every
+/// agent of it even when one fails. `ends_before` is the store's count of
+/// agent ends before the batch's commit (see [`supervisor::spawn_created`]).
 async fn start_share(
     ctx: &Arc<Ctx>,
     share: Vec<(AgentRecord, Vec<MessageId>)>,
     ends_before: u64,
     slots: &mut AgentSlots,
-) -> Result<(usize, Option<String>), CreateError> {
-    let mut failed = 0;
-    let mut failure = None;
+) -> ShareOutcome {
+    let mut outcome = ShareOutcome::default();
     for (record, queue) in share {
         let agent_id = record.id;
         let held_before = slots.remaining();
@@ -204,12 +230,14 @@ async fn start_share(
             // The record is committed; leave it failed rather than live
             // with no actor, so status, listings and a retry all tell
             // the truth.
-            mark_failed(ctx, agent_id, format!("could not start: {err}"))?;
-            failed += 1;
-            failure.get_or_insert(err);
+            if let Err(store) = mark_failed(ctx, agent_id, format!("could not start: {err}")) {
+                outcome.store.get_or_insert(store);
+            }
+            outcome.failed += 1;
+            outcome.failure.get_or_insert(err);
         }
     }
-    Ok((failed, failure))
+    outcome
 }
 
 /// Every name one of the daemon's MCP servers, none twice (so a list is
