@@ -15,6 +15,7 @@ use holarchy_supervision::{
     Provenance, TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
 };
 
+use crate::limits::AgentSlots;
 use crate::plane::workspace::path::Roots;
 use crate::plane::workspace::worktree::{self, Planned, WorktreeError};
 use crate::plane::workspace::{self, View, WorkspaceError};
@@ -158,8 +159,9 @@ async fn spawn_to_completion(
             SpawnLimitError::Store(store) => SpawnError::Store(store),
         })?;
     }
-    // Held until the new agent is in the directory (or failed to start).
-    let agent_slot = quota::reserve_agents(ctx, 1)?;
+    // Given back as the new agent goes into the directory, or on drop if
+    // it never does.
+    let mut agent_slot = quota::reserve_agents(ctx, 1)?;
     // Read under the lock: a workspace change that returned OK is seen.
     let parent = workspace::view(ctx, caller)?;
     let projection = workspaces.projection(&parent, agent_id)?;
@@ -241,7 +243,7 @@ async fn spawn_to_completion(
         None => Ok(()),
     };
     let started = match made {
-        Ok(()) => start(ctx, caller, record, queue, task.as_ref()).await,
+        Ok(()) => start(ctx, caller, record, queue, task.as_ref(), &mut agent_slot).await,
         Err(err) => Err(err.to_string()),
     };
     drop(agent_slot);
@@ -278,6 +280,7 @@ async fn start(
     record: AgentRecord,
     queue: Vec<holarchy_supervision::MessageId>,
     task: Option<&TaskRecord>,
+    slot: &mut AgentSlots,
 ) -> Result<(), String> {
     let _structure = ctx.structure.lock(caller).await;
     let child = record.id;
@@ -304,9 +307,16 @@ async fn start(
             .partition_for(child)
             .ok_or("the runtime is stopping")?,
     };
-    supervisor::spawn_agent(ctx, record, queue, supervisor_cell.clone(), false)
-        .await
-        .map_err(|err| err.to_string())?;
+    supervisor::spawn_agent(
+        ctx,
+        record,
+        queue,
+        supervisor_cell.clone(),
+        false,
+        Some(slot),
+    )
+    .await
+    .map_err(|err| err.to_string())?;
     if let Some(task) = task {
         supervisor::spawn_task(ctx, task, supervisor_cell)
             .await

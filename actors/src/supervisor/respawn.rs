@@ -21,17 +21,19 @@ use crate::store::{Batch, StoreError, Write};
 use crate::Ctx;
 
 /// Spawns one agent actor under `supervisor` with the given queue, and
-/// registers it. Returns `None` (and stops the new actor) if the agent was
-/// cleaned up while it started.
+/// registers it, giving back one of `slots` (a creation's) as it does.
+/// Returns `None` (and stops the new actor) if the agent was cleaned up
+/// while it started.
 pub async fn spawn_agent(
     ctx: &Arc<Ctx>,
     record: AgentRecord,
     queue: Vec<MessageId>,
     supervisor: ActorCell,
     held: bool,
+    slots: Option<&mut AgentSlots>,
 ) -> Result<Option<ActorRef<AgentMsg>>, ActorProcessingErr> {
     let agent_id = record.id;
-    let actor = start_agent(ctx, record, queue, supervisor, held, None).await?;
+    let actor = start_agent(ctx, record, queue, supervisor, held, slots).await?;
     keep_if_live(ctx, agent_id, actor)
 }
 
@@ -217,7 +219,7 @@ pub async fn spawn_tree(
         if !batch.is_empty() {
             ctx.store.commit(batch)?;
         }
-        let actor = match spawn_agent(ctx, record, queue, supervisor, true).await {
+        let actor = match spawn_agent(ctx, record, queue, supervisor, true, None).await {
             Ok(Some(actor)) => actor,
             Ok(None) => continue,
             Err(err) if agent_id == root => return Err(err),
