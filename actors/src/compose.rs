@@ -70,7 +70,7 @@ pub fn policy(composition: &Composition) -> Policy {
 
 /// `policy` with its prompt layer asking approval for every one of
 /// `calls`: what a brain's decision with `requires_approval` means.
-pub fn asking_approval(policy: &Policy, calls: &[crate::brain::ToolCall]) -> Policy {
+pub fn asking_approval(policy: &Policy, calls: &[crate::step::ToolCall]) -> Policy {
     let rules = ToolRules {
         require_approval: calls.iter().map(|c| c.name.clone()).collect(),
         ..ToolRules::default()
@@ -151,11 +151,11 @@ mod tests {
         };
         let p = policy(&composed(limits, true));
         let calls = [
-            crate::brain::ToolCall {
+            crate::step::ToolCall {
                 name: "AgentGet".into(),
                 input: serde_json::Value::Null,
             },
-            crate::brain::ToolCall {
+            crate::step::ToolCall {
                 name: "DetachWorkspace".into(),
                 input: serde_json::Value::Null,
             },

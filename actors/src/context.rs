@@ -15,9 +15,9 @@ use holarchy_supervision::{
 };
 use serde_json::{json, Value};
 
-use crate::brain::MessageView;
 use crate::compose::RoleView;
 use crate::plane::work;
+use crate::step::MessageView;
 use crate::store::{Recalled, RecalledToolCall};
 use crate::views::work_json;
 use crate::Ctx;

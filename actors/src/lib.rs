@@ -7,8 +7,8 @@
 //!    locks), [`limits`], [`process`], [`sandbox`], [`secrets`],
 //!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`replies`]
 //!    (replies as they are written, for watchers), [`mcp`] (MCP servers and
-//!    their connections), [`brain`]
-//!    (the brain trait and brains), [`skills`] (the skill catalog),
+//!    their connections), [`step`] (a turn's message, calls and results
+//!    as brains see them), [`brain`] (the brain trait and brains), [`skills`] (the skill catalog),
 //!    [`compose`] (an agent's role and tool policy).
 //! 2. [`directory`] (running actors by id), [`config`] and [`ctx`] (what
 //!    every actor shares, and the [`ctx::Factory`] supervisors start
@@ -55,6 +55,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod secrets;
 pub mod skills;
+pub mod step;
 pub mod store;
 pub mod structure;
 pub mod supervisor;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::tokens::Tokenizer;
-use crate::brain::StepRecord;
+use crate::step::StepRecord;
 
 /// Longest summary kept, in characters, whoever writes it: it goes to the
 /// brain at every later step and into the agent's running summary.
@@ -41,7 +41,7 @@ pub struct CompactRequest {
     pub budget: usize,
     /// Where a brain that asks its model adds the tokens the summary cost:
     /// they are the turn's.
-    pub usage: crate::brain::UsageMeter,
+    pub usage: crate::step::UsageMeter,
 }
 
 /// How many of the oldest steps to compact so that what the brain gets
@@ -139,7 +139,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::brain::{ResultView, ToolCall};
+    use crate::step::{ResultView, ToolCall};
 
     fn step(tool: &str, bytes: usize, is_error: bool) -> StepRecord {
         StepRecord {
