@@ -8,7 +8,7 @@
 mod listen;
 pub mod process;
 mod safe_dirs;
-mod token;
+pub mod token;
 
 pub use listen::ConnectionLimits;
 pub use token::{GivenToken, Token, MIN_TOKEN_LEN};

@@ -33,7 +33,7 @@ use crate::api::read_model::ReadModel;
 use crate::api::supervision_service::SupervisionApi;
 use crate::api::task_service::TaskApi;
 use crate::api::workspace_service::WorkspaceApi;
-use crate::daemon::Token;
+use crate::daemon::token::Token;
 
 mod assets;
 mod query;

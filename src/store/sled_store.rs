@@ -56,7 +56,8 @@ use super::codec::{decode, decode_agent, decode_task};
 use super::event_log;
 use super::group_commit::GroupCommit;
 use super::stats::{StatsSnapshot, StoreStats};
-use grouped::{Applier, Job};
+use grouped::Applier;
+use writer::Job;
 use writer::{Prepared, Writer};
 
 const AGENTS: &str = "agents";

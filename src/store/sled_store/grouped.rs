@@ -19,14 +19,8 @@ use std::sync::Arc;
 use holarchy_actors::{CommitFuture, DurableFuture, StoreError};
 use tokio::sync::oneshot;
 
-use super::writer::{GroupError, Prepared, Writer};
+use super::writer::{GroupError, Job, Prepared, Writer};
 use crate::store::group_commit::{ApplyGroup, GroupCommit};
-
-/// One caller's batch and where its answer goes.
-pub(in crate::store) struct Job {
-    pub(super) batch: Prepared,
-    pub(super) answer: oneshot::Sender<Result<DurableFuture, StoreError>>,
-}
 
 /// Queues `batch` on the writer thread; the future resolves once it is
 /// applied (or failed), to the flush that covers it.

@@ -343,7 +343,8 @@ async fn grouped_commits_queued_before_a_close_are_applied_and_flushed() {
 
 #[tokio::test]
 async fn a_refused_batch_in_a_group_sinks_only_itself() {
-    use super::grouped::{apply_all, Job};
+    use super::grouped::apply_all;
+    use super::writer::Job;
     use super::writer::Prepared;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");

@@ -18,11 +18,11 @@ use holarchy_actors::{Batch, DurableFuture, StoreError};
 use holarchy_supervision::{AgentId, EventCursor, EventKind};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Tree;
+use tokio::sync::oneshot;
 
 use super::apply::{self, Abort};
 use super::backend;
 use super::encoded::{encode_write, Encoded};
-use super::grouped::Job;
 use crate::store::event_log::Runs;
 use crate::store::group_commit::GroupCommit;
 use crate::store::stats::StoreStats;
@@ -62,6 +62,12 @@ impl Prepared {
             at_ms: holarchy_actors::now_ms(),
         })
     }
+}
+
+/// One caller's grouped batch and where its answer goes (see `grouped`).
+pub(in crate::store) struct Job {
+    pub(super) batch: Prepared,
+    pub(super) answer: oneshot::Sender<Result<DurableFuture, StoreError>>,
 }
 
 /// Why a group of batches was not applied; nothing of it was written.
