@@ -1,0 +1,270 @@
+//! `holarchy agent ...`: the agent subcommands and what each asks the
+//! daemon.
+
+use anyhow::Context as _;
+use clap::Subcommand;
+
+use super::output::Output;
+use super::{context, follow, resolve, BrainArgs};
+use crate::api::pb;
+use crate::client::Clients;
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Create a public named agent.
+    Create {
+        name: String,
+        /// A first message for it.
+        #[arg(long, short)]
+        message: Option<String>,
+        /// Its brain's context budget in tokens (500 to 2,000,000); its
+        /// children inherit it. Default: the daemon's or the brain's.
+        #[arg(long)]
+        context_tokens: Option<u32>,
+        /// An MCP server (named in the daemon's `--mcp-config`) whose tools
+        /// it may call, as `mcp__<server>__<tool>`; repeatable. Its
+        /// children inherit the list.
+        #[arg(long = "mcp-server", value_name = "NAME")]
+        mcp_servers: Vec<String>,
+        #[command(flatten)]
+        brain: BrainArgs,
+    },
+    /// Change what decides an agent's turns (from its next turn).
+    Brain {
+        agent: String,
+        #[command(flatten)]
+        brain: BrainArgs,
+    },
+    /// List agents in creation order.
+    List {
+        #[arg(long)]
+        include_private: bool,
+        #[arg(long, default_value_t = 100)]
+        page_size: u32,
+        /// Follow page tokens to the end.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Show one agent (id or name).
+    Get {
+        agent: String,
+    },
+    /// Send an operator message (public agents only).
+    Send {
+        agent: String,
+        text: String,
+        /// Makes retries safe: the same key sends the message once.
+        #[arg(long)]
+        dedupe_key: Option<String>,
+        /// Print the reply as the model writes it, until the turn ends.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// An agent's messages and replies, oldest first.
+    Messages {
+        agent: String,
+    },
+    /// What the agent's brain would see now beside the next message: its
+    /// context within its budget, and the running summary.
+    Context {
+        agent: String,
+    },
+    /// Archive a public agent and clean up its whole private subtree.
+    Archive {
+        agent: String,
+    },
+    /// Cancel the agent's current turn and pause it.
+    Abort {
+        agent: String,
+        /// Only if this is still the current run.
+        #[arg(long)]
+        run: Option<String>,
+    },
+    /// Stop starting turns (messages still queue), across restarts.
+    Pause {
+        agent: String,
+    },
+    Resume {
+        agent: String,
+    },
+}
+
+pub(super) async fn agent_command(
+    mut clients: Clients,
+    command: &AgentCommand,
+    out: &Output,
+) -> anyhow::Result<()> {
+    match command {
+        AgentCommand::Brain { agent, brain } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let config = brain.config().context(
+                "say which brain: --brain-command PROGRAM, --brain-scripted, \
+                     --brain-openai-url URL --brain-model MODEL, or --anthropic-model MODEL",
+            )?;
+            let request = pb::UpdateAgentBrainRequest {
+                agent_id,
+                brain: Some(crate::api::convert::brain(&config)),
+            };
+            let updated = clients
+                .agents
+                .update_agent_brain(request)
+                .await?
+                .into_inner();
+            if let Some(summary) = updated.agent {
+                out.agent_detail(&summary, None);
+            }
+        }
+        AgentCommand::Create {
+            name,
+            message,
+            context_tokens,
+            mcp_servers,
+            brain,
+        } => {
+            let created = clients
+                .agents
+                .create_agent(pb::CreateAgentRequest {
+                    brain: brain.config().map(|c| crate::api::convert::brain(&c)),
+                    name: name.clone(),
+                    initial_message: message.clone(),
+                    context_tokens: *context_tokens,
+                    mcp_servers: mcp_servers.clone(),
+                })
+                .await?
+                .into_inner();
+            out.created(name, &created.agent_id);
+        }
+        AgentCommand::List {
+            include_private,
+            page_size,
+            all,
+        } => {
+            let mut page_token = String::new();
+            out.agent_table_header();
+            loop {
+                let page = clients
+                    .agents
+                    .list_agents(pb::ListAgentsRequest {
+                        page_size: *page_size,
+                        page_token: page_token.clone(),
+                        include_private: *include_private,
+                    })
+                    .await?
+                    .into_inner();
+                for agent in &page.agents {
+                    out.agent_row(agent);
+                }
+                if !*all || page.next_page_token.is_empty() {
+                    if !page.next_page_token.is_empty() {
+                        eprintln!(
+                            "more agents: use --all, or page token {}",
+                            page.next_page_token
+                        );
+                    }
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+        }
+        AgentCommand::Get { agent } => {
+            let request = if agent.starts_with("agt_") {
+                pb::get_agent_request::Agent::AgentId(agent.clone())
+            } else {
+                pb::get_agent_request::Agent::Name(agent.clone())
+            };
+            let found = clients
+                .agents
+                .get_agent(pb::GetAgentRequest {
+                    agent: Some(request),
+                })
+                .await?
+                .into_inner();
+            if let Some(summary) = found.agent {
+                out.agent_detail(&summary, found.usage.as_ref());
+            }
+        }
+        AgentCommand::Send {
+            agent,
+            text,
+            dedupe_key,
+            follow,
+        } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let request = pb::SendMessageRequest {
+                agent_id: agent_id.clone(),
+                text: text.clone(),
+                dedupe_key: dedupe_key.clone().unwrap_or_default(),
+            };
+            if *follow {
+                return follow::send(clients, agent_id, request, out).await;
+            }
+            let sent = clients.agents.send_message(request).await?.into_inner();
+            out.sent(&sent);
+        }
+        AgentCommand::Archive { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let done = clients
+                .agents
+                .archive_agent(pb::ArchiveAgentRequest {
+                    agent_id: agent_id.clone(),
+                })
+                .await?
+                .into_inner();
+            out.archived(&agent_id, &done);
+        }
+        AgentCommand::Abort { agent, run } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let request = pb::AbortRunRequest {
+                agent_id,
+                run_id: run.clone().unwrap_or_default(),
+            };
+            let done = clients.agents.abort_run(request).await?.into_inner();
+            out.control("aborted", &done);
+        }
+        AgentCommand::Pause { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let done = clients
+                .agents
+                .pause_agent(pb::PauseAgentRequest { agent_id })
+                .await?
+                .into_inner();
+            out.control("paused", &done);
+        }
+        AgentCommand::Resume { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let done = clients
+                .agents
+                .resume_agent(pb::ResumeAgentRequest { agent_id })
+                .await?
+                .into_inner();
+            out.control("resumed", &done);
+        }
+        AgentCommand::Context { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            return context::print(clients, agent_id, out).await;
+        }
+        AgentCommand::Messages { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let mut page_token = String::new();
+            loop {
+                let page = clients
+                    .agents
+                    .list_messages(pb::ListMessagesRequest {
+                        agent_id: agent_id.clone(),
+                        page_size: 1000,
+                        page_token,
+                    })
+                    .await?
+                    .into_inner();
+                for message in &page.messages {
+                    out.message(message);
+                }
+                if page.next_page_token.is_empty() {
+                    break;
+                }
+                page_token = page.next_page_token;
+            }
+        }
+    }
+    Ok(())
+}

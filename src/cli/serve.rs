@@ -1,0 +1,223 @@
+//! `holarchy serve`: its flags, the daemon's configuration made from them,
+//! and the signals that stop it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use holarchy_actors::sandbox::TaskLimits;
+use holarchy_actors::secrets::Secrets;
+use holarchy_supervision::restart::RestartPolicy;
+
+use super::{limit_args, BrainArgs, ConnectionArgs};
+use crate::daemon::{self, GivenToken, ServeConfig};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Also serve gRPC on TCP at this address (requires the bearer token).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Seconds each shutdown step may take.
+    #[arg(long, default_value_t = 10)]
+    pub shutdown_timeout: u64,
+    /// Messages an agent may hold waiting before ingress is refused.
+    #[arg(long, default_value_t = 1024)]
+    pub max_queue: usize,
+    /// Restarts a supervisor grants a failing child within the period
+    /// before it gives up (OTP's intensity).
+    #[arg(long, default_value_t = 3)]
+    pub restart_max: u32,
+    /// The restart period, in seconds.
+    #[arg(long, default_value_t = 5)]
+    pub restart_period: u64,
+    /// Root partitions: supervisor actors the public agents are spread
+    /// over (default: one per core; at least 1, at most 1024).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub partitions: Option<u16>,
+    /// A folder of skills (one subfolder with a SKILL.md each); repeat for
+    /// more. Where two hold a skill of the same name, the first wins.
+    #[arg(long = "skills-dir", value_name = "DIR")]
+    pub skills_dirs: Vec<PathBuf>,
+    /// Bytes of output each command task keeps (oldest dropped first).
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub output_capacity: u64,
+    /// MiB of sled's page cache (it holds hot records in memory; its real
+    /// footprint is about three times this).
+    #[arg(long, default_value_t = crate::store::sled_store::DEFAULT_CACHE_MIB)]
+    pub store_cache_mib: u64,
+    /// The brain of agents created without one.
+    #[command(flatten)]
+    pub default_brain: BrainArgs,
+    /// Every brain's context budget in tokens (500 to 2,000,000); by
+    /// default 32,000 for openai and anthropic brains and 16,000 for others.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(500..=2_000_000))]
+    pub context_tokens: Option<u64>,
+    /// Send spans (gRPC calls, turns, brain steps, tool calls) to this
+    /// OpenTelemetry collector over OTLP/HTTP, e.g. http://127.0.0.1:4318
+    /// (its /v1/traces is added to a URL without a path). Off by default.
+    #[arg(long)]
+    pub otlp_endpoint: Option<String>,
+    /// Count nothing for `GET /metrics` (which then answers 404): no turn,
+    /// tool-call or gRPC counters on the hot paths.
+    #[arg(long)]
+    pub no_metrics: bool,
+    /// Retries of a model request (openai, anthropic) on network errors,
+    /// 429 and 5xx.
+    #[arg(long, default_value_t = 4)]
+    pub model_retries: u32,
+    /// The first retry's delay, in milliseconds; it doubles each time.
+    #[arg(long, default_value_t = 500)]
+    pub model_retry_base_ms: u64,
+    /// Refuse to start unless the kernel can confine agents' programs
+    /// fully (Landlock ABI 6 or later).
+    #[arg(long)]
+    pub require_sandbox: bool,
+    /// Processes one command (or brain step) may run at once, beyond what
+    /// the daemon's user runs (RLIMIT_NPROC; not applied to root).
+    #[arg(long, default_value_t = TaskLimits::default().max_processes)]
+    pub task_max_processes: u64,
+    /// Files each process of a command may hold open (RLIMIT_NOFILE).
+    #[arg(long, default_value_t = TaskLimits::default().max_open_files)]
+    pub task_max_open_files: u64,
+    /// Bytes a second of a command's output the daemon takes; past it the
+    /// command waits on its full pipe.
+    #[arg(long, default_value_t = TaskLimits::default().output_bytes_per_sec)]
+    pub task_output_rate: u64,
+    /// Seconds a command may run before it is killed; 0 for no bound.
+    #[arg(long, default_value_t = 3600)]
+    pub task_wall_time: u64,
+    /// A path no agent may attach or use as a workspace, nor any path
+    /// inside it or above it (repeatable; the data directory always is).
+    /// Name the daemon's configuration and secrets here.
+    #[arg(long = "protect", value_name = "PATH")]
+    pub protected: Vec<PathBuf>,
+    /// Let agents attach workspaces only beneath these directories
+    /// (repeatable; none given: anywhere not protected).
+    #[arg(long = "workspace-allow", value_name = "DIR")]
+    pub workspace_allow: Vec<PathBuf>,
+    /// Serve webhooks over HTTP at this address:
+    /// `POST /ingress/<provider>/<instance>` (off unless given).
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
+    /// The web console on the HTTP listener takes the daemon's token for
+    /// reads too: without it, no one who can reach the listener (a
+    /// webhook sender, say) sees even the tree's names and states.
+    #[arg(long)]
+    pub console_private: bool,
+    /// MCP servers agents may be allowed (`agent create --mcp-server`): a
+    /// JSON file with an `mcpServers` map (see docs/mcp.md). Checked at
+    /// start; the servers themselves start on first use.
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
+    /// Largest webhook body, in bytes; a larger one is answered 413.
+    #[arg(long, default_value_t = crate::ingress::DEFAULT_MAX_BODY)]
+    pub max_webhook_bytes: usize,
+    /// Caps and timeouts on connections.
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
+    /// Bounds on what agents can make the daemon do.
+    #[command(flatten)]
+    pub limits: limit_args::LimitArgs,
+}
+
+/// Runs the daemon on `data_dir` as `args` say, until a signal stops it.
+pub(super) async fn serve(
+    args: &ServeArgs,
+    data_dir: PathBuf,
+    token: GivenToken,
+    secrets: Arc<Secrets>,
+) -> anyhow::Result<()> {
+    let mut config = ServeConfig::new(data_dir);
+    config.listen = args.listen;
+    config.token = token;
+    config.connections = args.connections.limits()?;
+    config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
+    config.runtime.max_queue_len = args.max_queue;
+    config.runtime.output_capacity = args.output_capacity;
+    config.runtime.limits = args.limits.limits();
+    config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
+    config.runtime.context_tokens = args.context_tokens.and_then(|n| usize::try_from(n).ok());
+    config.runtime.trace_causes = args.otlp_endpoint.is_some();
+    config.runtime.metrics = !args.no_metrics;
+    config.runtime.model_retry.max_retries = args.model_retries;
+    config.runtime.model_retry.base = Duration::from_millis(args.model_retry_base_ms);
+    config.runtime.secrets = secrets;
+    config.require_sandbox = args.require_sandbox;
+    config
+        .runtime
+        .sandbox
+        .protected
+        .extend(args.protected.iter().cloned());
+    config.runtime.sandbox.allowed_roots = args.workspace_allow.clone();
+    config.runtime.sandbox.limits = TaskLimits {
+        max_processes: args.task_max_processes,
+        max_open_files: args.task_max_open_files,
+        output_bytes_per_sec: args.task_output_rate,
+        wall_time: (args.task_wall_time > 0).then(|| Duration::from_secs(args.task_wall_time)),
+    };
+    if let Some(brain) = args.default_brain.config() {
+        brain.validate()?;
+        config.runtime.default_brain = brain;
+    }
+    if let Some(partitions) = args.partitions {
+        config.runtime.partitions = usize::from(partitions);
+    }
+    config.runtime.skill_roots = args.skills_dirs.clone();
+    if let Some(path) = &args.mcp_config {
+        let mcp = holarchy_actors::mcp::McpConfig::load(path)?;
+        config.runtime.mcp = Arc::new(mcp);
+    }
+    config.http = args.http_listen.map(|addr| crate::ingress::HttpConfig {
+        console_private: args.console_private,
+        ..crate::ingress::HttpConfig::new(addr, args.max_webhook_bytes)
+    });
+    config.runtime.restart_policy = RestartPolicy {
+        max_restarts: args.restart_max,
+        period_ms: args.restart_period.saturating_mul(1000),
+    };
+    daemon::run(config, shutdown_signal()).await
+}
+
+/// Resolves on the first Ctrl-C or SIGTERM; a second Ctrl-C exits at once.
+/// One SIGINT listener serves both, so a second Ctrl-C that comes before
+/// the exit watch is first polled is kept, not lost.
+///
+/// The listeners are installed when this is called, not when the future is
+/// first polled: the daemon polls it only once it serves, and a SIGTERM
+/// sent as soon as it answered would otherwise find the default action and
+/// kill it without a shutdown.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let listen = |kind: SignalKind, name: &str| match signal(kind) {
+        Ok(stream) => Some(stream),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot listen for {name}");
+            None
+        }
+    };
+    let mut interrupt = listen(SignalKind::interrupt(), "SIGINT");
+    let mut term = listen(SignalKind::terminate(), "SIGTERM");
+    async move {
+        tokio::select! {
+            () = received(interrupt.as_mut()) => {}
+            () = received(term.as_mut()) => {}
+        }
+        tokio::spawn(async move {
+            received(interrupt.as_mut()).await;
+            eprintln!("second interrupt: exiting now");
+            std::process::exit(130);
+        });
+    }
+}
+
+/// The next signal on `stream`; never, without one.
+async fn received(stream: Option<&mut tokio::signal::unix::Signal>) {
+    match stream {
+        Some(stream) => {
+            stream.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
