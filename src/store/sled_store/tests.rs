@@ -1,7 +1,7 @@
 //! Tests of the sled store against a temporary directory.
 
-use holarchy_actors::Write;
-use holarchy_supervision::{EventKind, MessageStatus, Provenance, RunId};
+use holarchy_actors::{Store, Write};
+use holarchy_supervision::{EventKind, MessageId, MessageRecord, MessageStatus, Provenance, RunId};
 
 use super::*;
 
