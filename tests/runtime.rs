@@ -535,7 +535,7 @@ async fn abort_cancels_only_the_current_run_and_pauses_the_agent_across_a_restar
         runtime.control(id, Control::Abort { run_id: None }).await,
         Err(ControlError::NoRun)
     ));
-    let snapshot = runtime.agent_snapshot(id).await.expect("live");
+    let snapshot = runtime.agent_snapshot(id).expect("live");
     assert_eq!(
         (snapshot.current_run, snapshot.queue_len),
         (None, 1),
@@ -555,7 +555,7 @@ async fn abort_cancels_only_the_current_run_and_pauses_the_agent_across_a_restar
         store.agent(id).expect("read").expect("agent").state,
         LifecycleState::Paused
     );
-    let snapshot = runtime.agent_snapshot(id).await.expect("live");
+    let snapshot = runtime.agent_snapshot(id).expect("live");
     assert_eq!(
         (snapshot.state, snapshot.queue_len),
         (LifecycleState::Paused, 1)

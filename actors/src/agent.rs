@@ -18,7 +18,7 @@ use tracing::{warn, Instrument};
 
 use crate::in_flight::InFlightGuard;
 use crate::limits::TurnPace;
-use crate::protocol::{AgentArgs, AgentMsg, AgentSnapshot};
+use crate::protocol::{AgentArgs, AgentMsg};
 use crate::store::StoreError;
 use crate::supervisor;
 use crate::Ctx;
@@ -63,7 +63,6 @@ pub struct AgentState {
     #[allow(clippy::box_collection)] // 8 bytes on every agent, not 48
     causes: Option<Box<std::collections::HashMap<MessageId, tracing::Span>>>,
     run: Option<ActiveRun>,
-    turns_completed: u64,
     held: bool,
     /// When this agent may start turns (`--max-turns-per-minute`): one
     /// instant, so an idle agent keeps no timer and no history.
@@ -99,17 +98,6 @@ impl Hourly {
 impl AgentState {
     fn id(&self) -> AgentId {
         self.target.id
-    }
-
-    fn snapshot(&self) -> AgentSnapshot {
-        AgentSnapshot {
-            agent_id: self.id(),
-            state: self.target.state,
-            queue_len: self.queue.len(),
-            current_run: self.run.as_ref().map(|r| r.run_id),
-            current_message: self.run.as_ref().map(|r| r.message_id),
-            turns_completed: self.turns_completed,
-        }
     }
 }
 
@@ -172,9 +160,6 @@ impl AgentActor {
                 reply,
             } => self.deliver(myself, state, message, ack, reply).await?,
             AgentMsg::TurnDone(done) => self.turn_done(myself, state, *done).await?,
-            AgentMsg::Snapshot(reply) => {
-                let _ = reply.send(state.snapshot());
-            }
             AgentMsg::Control { action, reply } => {
                 match self.control(state, action) {
                     Ok(outcome) => self.answer_when_durable(outcome, reply),
@@ -261,10 +246,9 @@ impl Actor for AgentActor {
         Ok(AgentState {
             target: Target::from(&args.record),
             profile: args.record.profile,
-            queue: queue::Queue::new(args.record.id, args.queue, self.ctx.stats.metrics.queues()),
+            queue: queue::Queue::new(args.queue, self.ctx.stats.metrics.queues(), args.live),
             causes: None,
             run: None,
-            turns_completed: 0,
             held: args.held,
             pace: TurnPace::default(),
             pace_wake: None,

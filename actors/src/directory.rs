@@ -3,14 +3,15 @@
 //! agents) and by the gateway, so routing costs a read lock, not a message.
 
 use std::collections::HashMap;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
-use holarchy_supervision::{AgentId, MessageId, TaskId, Visibility, WaitId};
+use holarchy_supervision::{AgentId, LifecycleState, MessageId, TaskId, Visibility, WaitId};
 use ractor::{ActorId, ActorRef};
 
 use crate::limits::AgentSlots;
+use crate::live::LiveView;
 use crate::protocol::{
-    Ack, AgentMsg, CommandMsg, DeliverError, Delivered, NewMessage, TaskMsg, WaitMsg,
+    Ack, AgentMsg, AgentSnapshot, CommandMsg, DeliverError, Delivered, NewMessage, TaskMsg, WaitMsg,
 };
 
 #[derive(Debug, Clone)]
@@ -20,6 +21,21 @@ pub struct DirectoryEntry {
     /// Paused by an operator: it takes messages but starts no turn. Kept
     /// here so that metrics count agents by state without asking them.
     pub paused: bool,
+    /// Its queue and turns as it publishes them, read without asking it.
+    pub live: Arc<LiveView>,
+}
+
+impl DirectoryEntry {
+    /// The agent's queue and turns as it last published them, without
+    /// asking it.
+    pub fn snapshot(&self) -> AgentSnapshot {
+        let state = if self.paused {
+            LifecycleState::Paused
+        } else {
+            LifecycleState::Active
+        };
+        self.live.snapshot(state)
+    }
 }
 
 /// What a supervised actor runs, read from a supervision event.

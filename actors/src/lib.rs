@@ -6,7 +6,8 @@
 //!    data only), [`store`] (the storage trait), [`structure`] (per-agent
 //!    locks), [`limits`], [`process`], [`sandbox`], [`secrets`],
 //!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`replies`]
-//!    (replies as they are written, for watchers), [`mcp`] (MCP servers and
+//!    (replies as they are written, for watchers), [`live`] (what a running
+//!    agent publishes for reads that do not ask it), [`mcp`] (MCP servers and
 //!    their connections), [`step`] (a turn's message, calls and results
 //!    as brains see them), [`brain`] (the brain trait and brains), [`skills`] (the skill catalog),
 //!    [`compose`] (an agent's role and tool policy).
@@ -44,6 +45,7 @@ pub mod gateway;
 pub mod in_flight;
 pub mod ingress;
 pub mod limits;
+pub mod live;
 pub mod mcp;
 pub mod metrics;
 pub mod plane;

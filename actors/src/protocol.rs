@@ -94,7 +94,6 @@ pub struct AgentSnapshot {
     pub state: LifecycleState,
     pub queue_len: usize,
     pub current_run: Option<RunId>,
-    pub current_message: Option<MessageId>,
     pub turns_completed: u64,
 }
 
@@ -115,7 +114,6 @@ pub enum AgentMsg {
         reply: RpcReplyPort<Result<Delivered, DeliverError>>,
     },
     TurnDone(Box<TurnDone>),
-    Snapshot(RpcReplyPort<AgentSnapshot>),
     /// A message someone else already wrote to the store for this agent
     /// (a child's result): put it on the queue.
     Wake(MessageId),
@@ -148,6 +146,9 @@ pub struct AgentArgs {
     /// Start no turn until [`AgentMsg::Release`]: set while a supervisor
     /// brings a whole subtree back, so no turn changes the tree mid-way.
     pub held: bool,
+    /// Where the agent publishes its queue and turns; its directory entry
+    /// holds the same.
+    pub live: std::sync::Arc<crate::live::LiveView>,
 }
 
 /// What an operator can do to a running agent.

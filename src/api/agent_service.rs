@@ -57,26 +57,19 @@ impl AgentApi {
     }
 
     /// One agent's summary, bounded in bytes like every record.
-    async fn summary(&self, record: &AgentRecord) -> Result<pb::AgentSummary, ApiError> {
-        let live = self.runtime.agent_snapshot(record.id).await;
+    fn summary(&self, record: &AgentRecord) -> Result<pb::AgentSummary, ApiError> {
+        let live = self.runtime.agent_snapshot(record.id);
         let mut summary = self.summary_with(record, live)?;
         budget::bound(&mut summary);
         Ok(summary)
     }
 
-    /// A page's summaries. Every actor is asked at once, so a page costs one
-    /// round trip to the actors rather than one per agent.
-    async fn summaries(&self, records: &[AgentRecord]) -> Result<Vec<pb::AgentSummary>, ApiError> {
-        let lives = futures::future::join_all(
-            records
-                .iter()
-                .map(|record| self.runtime.agent_snapshot(record.id)),
-        )
-        .await;
+    /// A page's summaries, from what each agent published: no actor is
+    /// asked.
+    fn summaries(&self, records: &[AgentRecord]) -> Result<Vec<pb::AgentSummary>, ApiError> {
         records
             .iter()
-            .zip(lives)
-            .map(|(record, live)| self.summary_with(record, live))
+            .map(|record| self.summary_with(record, self.runtime.agent_snapshot(record.id)))
             .collect()
     }
 
@@ -297,7 +290,7 @@ impl AgentService for AgentApi {
             .unwrap_or_default();
         self.durable().await?;
         Ok(Response::new(pb::AgentGetResult {
-            agent: Some(self.summary(&record).await?),
+            agent: Some(self.summary(&record)?),
             memory,
             usage: Some(pb::AgentUsage {
                 prompt_tokens: usage.tokens.prompt_tokens,
@@ -320,7 +313,7 @@ impl AgentService for AgentApi {
             .list_agents(after, limit + 1, req.include_private)
             .map_err(ApiError::from)?;
         let mut next_page_token = next_page(&mut records, limit, |r| r.id.to_string());
-        let mut agents = self.summaries(&records).await?;
+        let mut agents = self.summaries(&records)?;
         if budget::fit_page(&mut agents) {
             next_page_token = agents
                 .last()
@@ -505,7 +498,7 @@ impl AgentService for AgentApi {
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::AgentGetResult {
-            agent: Some(self.summary(&record).await?),
+            agent: Some(self.summary(&record)?),
             memory: None,
             usage: None,
         }))

@@ -32,7 +32,7 @@ impl InstanceApi {
     async fn view(&self, view: &InstanceView) -> pb::Instance {
         let summary = match &view.agent {
             Some(agent) => {
-                let live = self.runtime.agent_snapshot(agent.id).await;
+                let live = self.runtime.agent_snapshot(agent.id);
                 Some(convert::summary(agent, live.as_ref(), &[], None))
             }
             None => None,

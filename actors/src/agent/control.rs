@@ -44,6 +44,7 @@ impl AgentActor {
                 let Some(run) = run else {
                     return Err(ControlError::NoRun);
                 };
+                state.queue.live().turn_ended();
                 // What the turn spent until now is recorded with its end.
                 let mut batch = super::finish::finished_run(
                     Batch::new(),

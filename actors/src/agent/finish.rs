@@ -81,6 +81,7 @@ impl AgentActor {
             debug!(agent_id = %state.id(), run_id = %done.run_id, "stale turn result ignored");
             return Ok(finished);
         };
+        state.queue.live().turn_ended();
         let agent_id = state.id();
         let run_id = run.run_id;
         let message_id = run.message_id;
@@ -192,7 +193,7 @@ impl AgentActor {
                     .unwrap_or(message.status);
             }
         }
-        state.turns_completed += 1;
+        state.queue.live().turn_completed();
         finished.run = Some(run);
         finished.batch = batch.write(Write::PutMessage(message));
         Ok(finished)

@@ -1,41 +1,53 @@
 //! An agent's queue of message ids. It counts itself into the daemon's
-//! queued-messages gauge and the hot set (the agents with work, for
-//! `holarchy top` and the longest-queue gauge) as it changes, and out of
+//! queued-messages gauge, the hot set (the agents with work, for
+//! `holarchy top` and the longest-queue gauge) and the agent's live view
+//! (`crate::live`) as it changes, and out of
 //! both when the agent's state goes (a stop, a crash, an archive), so the
 //! gauge is the sum of live agents' queues and the hot set holds what is
 //! queued, without ever walking the agents.
 //!
 //! An empty queue holds no allocation: its ids live in a box made with
 //! the first message and dropped with the last, so an idle agent's queue
-//! is its id and two pointers.
+//! is three pointers (the agent's id is in its live view).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use holarchy_supervision::{AgentId, MessageId};
+use holarchy_supervision::MessageId;
 
+use crate::live::LiveView;
 use crate::metrics::QueueMeters;
 
 #[derive(Debug)]
 pub(super) struct Queue {
-    agent: AgentId,
     #[allow(clippy::box_collection)] // 8 bytes on every idle agent, not 32
     ids: Option<Box<VecDeque<MessageId>>>,
     meters: Arc<QueueMeters>,
+    /// Where the agent publishes its length (and its turns, see
+    /// [`Queue::live`]).
+    live: Arc<LiveView>,
 }
 
 impl Queue {
-    pub(super) fn new(agent: AgentId, ids: Vec<MessageId>, meters: &Arc<QueueMeters>) -> Self {
+    pub(super) fn new(ids: Vec<MessageId>, meters: &Arc<QueueMeters>, live: Arc<LiveView>) -> Self {
+        let agent = live.agent();
         let queue = Self {
-            agent,
             ids: (!ids.is_empty()).then(|| Box::new(ids.into())),
             meters: meters.clone(),
+            live,
         };
         if !queue.is_empty() {
             queue.meters.depth.inc_by(queue.len() as i64);
             queue.meters.hot.queue_changed(agent, queue.len());
+            queue.live.queue_changed(queue.len());
         }
         queue
+    }
+
+    /// The agent's published view, shared with its directory entry. The
+    /// queue holds it so that an idle agent pays one pointer for it.
+    pub(super) fn live(&self) -> &LiveView {
+        &self.live
     }
 
     pub(super) fn len(&self) -> usize {
@@ -60,7 +72,8 @@ impl Queue {
             self.ids = None;
         }
         self.meters.depth.inc_by(delta);
-        self.meters.hot.queue_changed(self.agent, self.len());
+        self.meters.hot.queue_changed(self.live.agent(), self.len());
+        self.live.queue_changed(self.len());
     }
 
     pub(super) fn push_back(&mut self, id: MessageId) {
@@ -95,12 +108,14 @@ impl Queue {
 impl Drop for Queue {
     fn drop(&mut self) {
         self.meters.depth.dec_by(self.len() as i64);
-        self.meters.hot.forget(self.agent);
+        self.meters.hot.forget(self.live.agent());
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use holarchy_supervision::AgentId;
+
     use super::*;
 
     #[test]
@@ -114,14 +129,20 @@ mod tests {
         );
         let depth = || meters.depth.get();
         let hot_len = || meters.hot.agents().first().map(|h| h.queue_len);
-        let mut queue = Queue::new(agent, vec![a, b], &meters);
-        assert_eq!((depth(), hot_len()), (2, Some(2)));
+        let live = Arc::new(LiveView::new(agent));
+        let published = || {
+            live.snapshot(holarchy_supervision::LifecycleState::Active)
+                .queue_len
+        };
+        let mut queue = Queue::new(vec![a, b], &meters, live.clone());
+        assert_eq!((depth(), hot_len(), published()), (2, Some(2), 2));
         queue.push_back(c);
         queue.push_front(a);
-        assert_eq!((depth(), hot_len()), (4, Some(4)));
+        assert_eq!((depth(), hot_len(), published()), (4, Some(4), 4));
         assert_eq!(queue.pop_front(), Some(a));
         queue.retain(|id| *id != b);
         assert_eq!((queue.len(), depth(), hot_len()), (2, 2, Some(2)));
+        assert_eq!(published(), 2);
         while queue.pop_front().is_some() {}
         assert!(queue.ids.is_none(), "an empty queue keeps no allocation");
         // Emptied, with no turn: the agent leaves the hot set.
@@ -133,7 +154,8 @@ mod tests {
 
     #[test]
     fn an_idle_queue_is_small() {
-        // The id, the box's pointer and the meters' pointer.
-        assert!(std::mem::size_of::<Queue>() <= 32);
+        // The box's pointer, the meters' and the live view's (which holds
+        // the agent's id).
+        assert!(std::mem::size_of::<Queue>() <= 24);
     }
 }

@@ -343,6 +343,9 @@ impl AgentActor {
                 }
             };
             let usage = crate::brain::UsageMeter::default();
+            // Published before the turn can run, so the turn's own view of
+            // its agent already shows it.
+            state.queue.live().turn_started(run_id);
             let task = tokio::spawn(
                 run_turn(
                     self.ctx.clone(),

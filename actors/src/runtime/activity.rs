@@ -5,27 +5,19 @@
 //! each: nothing here walks the agents, so a read costs the same at a
 //! million idle agents as at ten.
 
-use std::time::Duration;
-
 use holarchy_supervision::{
     AgentId, LifecycleState, RunId, TaskRecord, TaskStatus, Visibility, WaitKind, WaitRecord,
     WaitStatus,
 };
-use ractor::rpc::CallResult;
 
 use super::handle::Runtime;
 use super::{RuntimeError, RuntimeSnapshot};
 use crate::metrics::activity::{self, HotAgent};
 use crate::metrics::TurnCounts;
-use crate::protocol::AgentMsg;
 use crate::store::StoreError;
 
 /// Most entries a list may ask for.
 pub const MAX_ACTIVITY_LIMIT: usize = 100;
-
-/// A listed agent's live view may take this long; past it the agent is
-/// listed from the hot set alone (a stuck agent must not hold the read).
-const SNAPSHOT_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// One agent of a list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,15 +143,10 @@ impl Runtime {
         let Some(entry) = ctx.directory.get(hot.agent_id) else {
             return Ok(Some(agent));
         };
-        let answer = entry
-            .actor
-            .call(AgentMsg::Snapshot, Some(SNAPSHOT_TIMEOUT))
-            .await;
-        if let Ok(CallResult::Success(live)) = answer {
-            agent.state = live.state;
-            agent.queue_len = live.queue_len;
-            agent.current_run = live.current_run;
-        }
+        let live = entry.snapshot();
+        agent.state = live.state;
+        agent.queue_len = live.queue_len;
+        agent.current_run = live.current_run;
         Ok(Some(agent))
     }
 }

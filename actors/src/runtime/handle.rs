@@ -277,10 +277,11 @@ impl Runtime {
     }
 
     /// The live view of a running agent; `None` if its actor is not running.
-    pub async fn agent_snapshot(&self, agent_id: AgentId) -> Option<AgentSnapshot> {
-        let entry = self.ctx.directory.get(agent_id)?;
-        let timeout = Some(self.ctx.config.call_timeout);
-        unanswered(entry.actor.call(AgentMsg::Snapshot, timeout).await).ok()
+    /// A running agent's queue and turns as it published them, without a
+    /// round trip through its mailbox (which cost a reader two wakeups);
+    /// `None` when no actor runs for it.
+    pub fn agent_snapshot(&self, agent_id: AgentId) -> Option<AgentSnapshot> {
+        Some(self.ctx.directory.get(agent_id)?.snapshot())
     }
 
     pub async fn snapshot(&self) -> Result<RuntimeSnapshot, RuntimeError> {

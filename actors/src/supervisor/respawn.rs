@@ -15,6 +15,7 @@ use tracing::warn;
 
 use crate::directory::DirectoryEntry;
 use crate::limits::AgentSlots;
+use crate::live::LiveView;
 use crate::plane::command;
 use crate::protocol::{AgentArgs, AgentMsg, TaskSnapshot};
 use crate::store::{Batch, StoreError, Write};
@@ -110,16 +111,19 @@ async fn start_agent(
     let agent_id = record.id;
     let visibility = record.profile.visibility;
     let paused = record.state == holarchy_supervision::LifecycleState::Paused;
+    let live = Arc::new(LiveView::new(agent_id));
     let args = AgentArgs {
         record,
         queue,
         held,
+        live: live.clone(),
     };
     let actor = ctx.factory.agent(ctx, args, supervisor).await?;
     let entry = DirectoryEntry {
         actor: actor.clone(),
         visibility,
         paused,
+        live,
     };
     match slots {
         Some(slots) => ctx.directory.insert_reserved(agent_id, entry, slots),

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use holarchy_supervision::spawn::SpawnRefusal;
 use holarchy_supervision::workspace::WorkspaceMode;
 use holarchy_supervision::{AgentRecord, Ownership, Preset, TaskStatus, ToolFamily, WaitStatus};
-use ractor::rpc::CallResult;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -18,7 +17,7 @@ use super::tool::{Caller, Plane, Spec, Tool};
 use super::tool_surface;
 use crate::plane::spawn::{self, SpawnError, SpawnRequest};
 use crate::plane::{work as work_plane, workspace as workspace_plane};
-use crate::protocol::{AgentMsg, AgentSnapshot};
+use crate::protocol::AgentSnapshot;
 use crate::store::StoreError;
 use crate::views::{place_json, work_json, worktree_json};
 use crate::Ctx;
@@ -192,20 +191,11 @@ impl Classify for SpawnError {
 }
 
 /// The agent's summary as brains and `AgentGet` see it: its record, its
-/// live view (the turn runs beside the actor, so the actor can answer), its
+/// live view (as the agent published it, without asking the actor), its
 /// waits and its work focus.
 pub async fn agent_view(ctx: &Ctx, record: &AgentRecord) -> Result<Value, StoreError> {
     let agent_id = record.id;
-    let live = match ctx.directory.get(agent_id) {
-        Some(entry) => {
-            let timeout = Some(ctx.config.call_timeout);
-            match entry.actor.call(AgentMsg::Snapshot, timeout).await {
-                Ok(CallResult::Success(snapshot)) => Some(snapshot),
-                _ => None,
-            }
-        }
-        None => None,
-    };
+    let live = ctx.directory.get(agent_id).map(|entry| entry.snapshot());
     let mut agent = agent_json(record, live.as_ref());
     let waits = ctx.store.waits_of(agent_id)?;
     agent["waiting_on"] = waits

@@ -1,0 +1,108 @@
+//! What a running agent publishes about itself for readers that must not
+//! wait on its mailbox (`GetAgent`, listings, instances): the length of
+//! its queue, the turn it runs, and how many turns it has completed since
+//! its actor started. The agent writes it as these change; a reader takes
+//! one short lock and never wakes the agent.
+
+use std::sync::{Mutex, PoisonError};
+
+use holarchy_supervision::{AgentId, LifecycleState, RunId};
+
+use crate::protocol::AgentSnapshot;
+
+/// Shared by an agent's actor (the only writer) and its directory entry.
+#[derive(Debug)]
+pub struct LiveView {
+    agent: AgentId,
+    live: Mutex<Live>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Live {
+    queue_len: u32,
+    turns_completed: u64,
+    run: Option<RunId>,
+}
+
+impl LiveView {
+    pub fn new(agent: AgentId) -> Self {
+        Self {
+            agent,
+            live: Mutex::default(),
+        }
+    }
+
+    pub fn agent(&self) -> AgentId {
+        self.agent
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Live)) {
+        change(&mut self.live.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    fn read(&self) -> Live {
+        *self.live.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn queue_changed(&self, len: usize) {
+        self.update(|live| live.queue_len = u32::try_from(len).unwrap_or(u32::MAX));
+    }
+
+    pub fn turn_started(&self, run_id: RunId) {
+        self.update(|live| live.run = Some(run_id));
+    }
+
+    /// The turn left the agent (finished, failed or aborted).
+    pub fn turn_ended(&self) {
+        self.update(|live| live.run = None);
+    }
+
+    /// A turn's result was recorded.
+    pub fn turn_completed(&self) {
+        self.update(|live| live.turns_completed += 1);
+    }
+
+    /// The agent as it stands; `state` comes from the caller, which knows
+    /// it without asking the agent.
+    pub fn snapshot(&self, state: LifecycleState) -> AgentSnapshot {
+        let live = self.read();
+        AgentSnapshot {
+            agent_id: self.agent,
+            state,
+            queue_len: live.queue_len as usize,
+            current_run: live.run,
+            turns_completed: live.turns_completed,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_shows_the_queue_the_running_turn_and_the_completed_turns() {
+        let agent = AgentId::generate();
+        let live = LiveView::new(agent);
+        let idle = live.snapshot(LifecycleState::Active);
+        assert_eq!(idle.agent_id, agent);
+        assert_eq!(
+            (idle.queue_len, idle.current_run, idle.turns_completed),
+            (0, None, 0)
+        );
+
+        let run = RunId::generate();
+        live.queue_changed(3);
+        live.turn_started(run);
+        let busy = live.snapshot(LifecycleState::Active);
+        assert_eq!((busy.queue_len, busy.current_run), (3, Some(run)));
+
+        live.turn_completed();
+        live.turn_ended();
+        live.queue_changed(2);
+        let after = live.snapshot(LifecycleState::Paused);
+        assert_eq!((after.queue_len, after.current_run), (2, None));
+        assert_eq!(after.turns_completed, 1);
+        assert_eq!(after.state, LifecycleState::Paused);
+    }
+}
