@@ -183,7 +183,7 @@ async fn run_on(
     let mut role = composition.as_ref().and_then(compose::role);
     let policy = composition.as_ref().map(compose::policy);
     let (agent, context, catalog, mut room) = if brain.reads_context() {
-        let agent = match tools::agent_view(&ctx, &record).await {
+        let agent = match tools::agent_view(&ctx, &record) {
             Ok(agent) => agent,
             Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
         };

@@ -74,8 +74,8 @@ impl Runtime {
         let status = self.snapshot().await?;
         let hot = metrics.activity().agents();
         let (busiest, queued) = activity::top(&hot, limit);
-        let busiest = self.describe_all(&busiest).await?;
-        let longest_queues = self.describe_all(&queued).await?;
+        let busiest = self.describe_all(&busiest)?;
+        let longest_queues = self.describe_all(&queued)?;
 
         // An actor may outlive its record's end by a moment: only what the
         // store says runs, or is armed, is listed.
@@ -114,19 +114,15 @@ impl Runtime {
         })
     }
 
-    /// Each listed agent's record and live view, read at once. An agent
-    /// gone meanwhile (no record) is left out.
-    async fn describe_all(&self, hot: &[HotAgent]) -> Result<Vec<ActiveAgent>, StoreError> {
-        let described = futures::future::join_all(hot.iter().map(|h| self.describe(*h))).await;
-        Ok(described
-            .into_iter()
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect())
+    /// Each listed agent's record and live view. An agent gone meanwhile
+    /// (no record) is left out.
+    fn describe_all(&self, hot: &[HotAgent]) -> Result<Vec<ActiveAgent>, StoreError> {
+        hot.iter()
+            .filter_map(|h| self.describe(*h).transpose())
+            .collect()
     }
 
-    async fn describe(&self, hot: HotAgent) -> Result<Option<ActiveAgent>, StoreError> {
+    fn describe(&self, hot: HotAgent) -> Result<Option<ActiveAgent>, StoreError> {
         let ctx = self.ctx();
         let Some(record) = ctx.store.agent(hot.agent_id)? else {
             return Ok(None);

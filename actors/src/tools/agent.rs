@@ -50,7 +50,7 @@ impl Tool for AgentGet {
             .store
             .agent(caller.agent_id)?
             .ok_or(AgentGetError::NoRecord)?;
-        Ok(json!({ "agent": agent_view(ctx, &record).await? }))
+        Ok(json!({ "agent": agent_view(ctx, &record)? }))
     }
 }
 
@@ -193,7 +193,7 @@ impl Classify for SpawnError {
 /// The agent's summary as brains and `AgentGet` see it: its record, its
 /// live view (as the agent published it, without asking the actor), its
 /// waits and its work focus.
-pub async fn agent_view(ctx: &Ctx, record: &AgentRecord) -> Result<Value, StoreError> {
+pub fn agent_view(ctx: &Ctx, record: &AgentRecord) -> Result<Value, StoreError> {
     let agent_id = record.id;
     let live = ctx.directory.get(agent_id).map(|entry| entry.snapshot());
     let mut agent = agent_json(record, live.as_ref());
