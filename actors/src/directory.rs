@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use foldhash::fast::RandomState;
+
 use holarchy_supervision::{AgentId, LifecycleState, MessageId, TaskId, Visibility, WaitId};
 use ractor::{ActorId, ActorRef};
 
@@ -72,19 +74,25 @@ struct WaitEntry {
     timer: bool,
 }
 
+/// The directory's maps. Their keys are ids the daemon makes (random ULIDs,
+/// ractor's counters), never a client's choice, so they need no defence
+/// against chosen collisions, and SipHash was a measurable share of a
+/// restart's CPU (docs/benchmarks.md); foldhash is still seeded per process.
+type Map<K, V> = HashMap<K, V, RandomState>;
+
 #[derive(Debug, Default)]
 struct Inner {
-    agents: HashMap<AgentId, DirectoryEntry>,
+    agents: Map<AgentId, DirectoryEntry>,
     /// How many of `agents` are public, and paused by visibility, kept so
     /// status and metrics never walk them.
     public: usize,
     paused: [usize; 2],
-    tasks: HashMap<TaskId, ActorRef<TaskMsg>>,
-    waits: HashMap<WaitId, WaitEntry>,
+    tasks: Map<TaskId, ActorRef<TaskMsg>>,
+    waits: Map<WaitId, WaitEntry>,
     /// How many of `waits` are timers.
     timers: usize,
-    commands: HashMap<TaskId, ActorRef<CommandMsg>>,
-    members: HashMap<ActorId, Member>,
+    commands: Map<TaskId, ActorRef<CommandMsg>>,
+    members: Map<ActorId, Member>,
 }
 
 /// Maps smaller than this keep their capacity.
@@ -93,7 +101,7 @@ const SHRINK_FLOOR: usize = 4096;
 /// Gives back a map's table once it is three-quarters empty, so a daemon
 /// that ended most of its agents does not keep their slots. Halving at most
 /// once per doubling of emptiness keeps the rehashing amortised.
-fn shrink<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
+fn shrink<K: std::hash::Hash + Eq, V>(map: &mut Map<K, V>) {
     if map.capacity() > SHRINK_FLOOR && map.len() * 4 < map.capacity() {
         map.shrink_to(map.len() * 2);
     }
@@ -432,7 +440,7 @@ mod tests {
 
     #[test]
     fn a_mostly_emptied_map_gives_back_its_table() {
-        let mut map: HashMap<u64, u64> = (0..100_000).map(|i| (i, i)).collect();
+        let mut map: Map<u64, u64> = (0..100_000).map(|i| (i, i)).collect();
         let full = map.capacity();
         for i in 0..99_000 {
             map.remove(&i);
@@ -445,7 +453,7 @@ mod tests {
 
     #[test]
     fn small_maps_keep_their_table() {
-        let mut map: HashMap<u64, u64> = (0..1_000).map(|i| (i, i)).collect();
+        let mut map: Map<u64, u64> = (0..1_000).map(|i| (i, i)).collect();
         for i in 0..999 {
             map.remove(&i);
         }
