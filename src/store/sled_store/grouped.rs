@@ -42,6 +42,10 @@ impl ApplyGroup<Job> for Applier {
     fn apply(&mut self, jobs: VecDeque<Job>, ask: &mut dyn FnMut(usize) -> Vec<DurableFuture>) {
         apply_all(&self.0, jobs, ask);
     }
+
+    fn writes(&self, job: &Job) -> usize {
+        job.batch.writes()
+    }
 }
 
 /// Applies `jobs` in order, as few transactions as their refusals allow,

@@ -50,6 +50,11 @@ impl Prepared {
         )
     }
 
+    /// Its writes, counting its events as one (they go in as one run).
+    pub(super) fn writes(&self) -> usize {
+        self.writes.len() + usize::from(!self.events.is_empty())
+    }
+
     pub(super) fn new(batch: Batch) -> Result<Self, StoreError> {
         let writes = batch
             .writes
