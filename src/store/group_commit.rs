@@ -420,20 +420,15 @@ impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
             if round.jobs.is_empty() && !round.ending() && !self.wait_for_work(&mut round) {
                 return;
             }
-            while let Ok(more) = self.inbox.try_recv() {
-                round.take(more);
-            }
+            self.take_queued(&mut round);
             self.apply_jobs(&mut round);
             if !round.ending() {
                 self.linger(&mut round, MAX_LINGER);
             }
-            // What came while the jobs applied: a waiter asked before the
+            // A waiter that asked since the last group asked before the
             // flush below starts, so that flush answers it (else it would
-            // wait for the whole next round too: two groups' worth of
-            // applying behind a read of one record).
-            while let Ok(more) = self.inbox.try_recv() {
-                round.take(more);
-            }
+            // wait for a group of the next round too).
+            self.take_queued(&mut round);
             // Jobs that came while applying or lingering go first in the
             // next round.
             carried = std::mem::take(&mut round.jobs);
@@ -442,6 +437,14 @@ impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
             if ending && carried.is_empty() {
                 return;
             }
+        }
+    }
+
+    /// Takes every request queued now into `round`; commits among them
+    /// join its jobs behind the ones it applies (see [`Self::apply_jobs`]).
+    fn take_queued(&self, round: &mut Round<J>) {
+        while let Ok(more) = self.inbox.try_recv() {
+            round.take(more);
         }
     }
 
@@ -473,9 +476,7 @@ impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
             for waiter in asked {
                 round.wait(waiter);
             }
-            while let Ok(more) = self.inbox.try_recv() {
-                round.take(more);
-            }
+            self.take_queued(round);
             // At least one group per round, so jobs progress however many
             // reads come.
             if round.asked_from_outside {

@@ -9,16 +9,24 @@ struct Heavy(usize);
 
 /// Applies a group only once the test lets it (one permit per group), as
 /// a large sled transaction would take its time, and counts the groups.
+/// It says when a group starts, and hands the test the durability answer
+/// of each group's caller.
 struct Gated {
     permits: mpsc::Receiver<()>,
+    started: mpsc::Sender<()>,
+    answers: mpsc::Sender<DurableFuture>,
     applied: Arc<AtomicUsize>,
 }
 
 impl ApplyGroup<Heavy> for Gated {
-    fn apply(&mut self, _: VecDeque<Heavy>, _: &mut dyn FnMut(usize) -> Vec<DurableFuture>) {
+    fn apply(&mut self, _: VecDeque<Heavy>, ask: &mut dyn FnMut(usize) -> Vec<DurableFuture>) {
+        let _ = self.started.send(());
         // A test that gave up drops the sender: let the writer go on.
         let _ = self.permits.recv();
         self.applied.fetch_add(1, Ordering::SeqCst);
+        for answer in ask(1) {
+            let _ = self.answers.send(answer);
+        }
     }
 
     fn writes(&self, job: &Heavy) -> usize {
@@ -26,13 +34,23 @@ impl ApplyGroup<Heavy> for Gated {
     }
 }
 
-#[tokio::test]
-async fn a_reader_waits_for_one_group_not_for_every_queued_one() {
+/// The test's ends of a writer thread running [`Gated`].
+struct Writer {
+    group: GroupCommit<Heavy>,
+    permit: mpsc::Sender<()>,
+    started: mpsc::Receiver<()>,
+    answers: mpsc::Receiver<DurableFuture>,
+    applied: Arc<AtomicUsize>,
+}
+
+fn gated_writer() -> Writer {
     let db = sled::Config::new()
         .temporary(true)
         .open()
         .expect("a temporary db");
     let (permit, permits) = mpsc::channel();
+    let (started_tx, started) = mpsc::channel();
+    let (answers_tx, answers) = mpsc::channel();
     let applied = Arc::new(AtomicUsize::new(0));
     let (group, unstarted) =
         GroupCommit::new(Arc::new(AtomicU64::new(0)), Arc::new(StoreStats::default()));
@@ -41,30 +59,70 @@ async fn a_reader_waits_for_one_group_not_for_every_queued_one() {
             db,
             Gated {
                 permits,
+                started: started_tx,
+                answers: answers_tx,
                 applied: applied.clone(),
             },
         )
         .expect("the writer starts");
+    Writer {
+        group,
+        permit,
+        started,
+        answers,
+        applied,
+    }
+}
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn a_reader_waits_for_one_group_not_for_every_queued_one() {
+    let w = gated_writer();
     for _ in 0..4 {
-        assert!(group.commit(Heavy(MAX_GROUP_WRITES)));
+        assert!(w.group.commit(Heavy(MAX_GROUP_WRITES)));
     }
     // A write made outside the groups, whose reader waits for a flush
     // while the first group is still applying; only that group may end
     // before the flush the reader needs.
-    group.begin_write();
-    group.end_write();
-    let flushed = group.durable();
-    permit.send(()).expect("the writer is up");
-    tokio::time::timeout(Duration::from_secs(10), flushed)
+    w.group.begin_write();
+    w.group.end_write();
+    let flushed = w.group.durable();
+    w.permit.send(()).expect("the writer is up");
+    tokio::time::timeout(PATIENCE, flushed)
         .await
         .expect("the reader was answered after the first group")
         .expect("flushed");
-    assert_eq!(applied.load(Ordering::SeqCst), 1);
+    assert_eq!(w.applied.load(Ordering::SeqCst), 1);
     for _ in 0..3 {
-        permit.send(()).expect("the writer is up");
+        w.permit.send(()).expect("the writer is up");
     }
-    group.close().await;
-    assert_eq!(applied.load(Ordering::SeqCst), 4, "every group applied");
+    w.group.close().await;
+    assert_eq!(w.applied.load(Ordering::SeqCst), 4, "every group applied");
+}
+
+#[tokio::test]
+async fn commits_arriving_while_a_group_applies_do_not_put_off_its_flush() {
+    let w = gated_writer();
+    assert!(w.group.commit(Heavy(1)));
+    w.started
+        .recv_timeout(PATIENCE)
+        .expect("the first group started");
+    // Small enough to join the first group, had it not started.
+    assert!(w.group.commit(Heavy(1)));
+    w.permit.send(()).expect("the writer is up");
+    let first = w
+        .answers
+        .recv_timeout(PATIENCE)
+        .expect("the first group applied");
+    tokio::time::timeout(PATIENCE, first)
+        .await
+        .expect("the first group's caller was answered before the second applied")
+        .expect("flushed");
+    assert_eq!(w.applied.load(Ordering::SeqCst), 1);
+    w.permit.send(()).expect("the writer is up");
+    w.group.close().await;
+    assert_eq!(w.applied.load(Ordering::SeqCst), 2, "every group applied");
 }
 
 fn len(writes: &[usize]) -> usize {

@@ -44,7 +44,7 @@ impl ApplyGroup<Job> for Applier {
     }
 
     fn writes(&self, job: &Job) -> usize {
-        job.batch.writes()
+        job.batch.write_count()
     }
 }
 

@@ -51,7 +51,7 @@ impl Prepared {
     }
 
     /// Its writes, counting its events as one (they go in as one run).
-    pub(super) fn writes(&self) -> usize {
+    pub(super) fn write_count(&self) -> usize {
         self.writes.len() + usize::from(!self.events.is_empty())
     }
 
