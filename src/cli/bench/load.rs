@@ -4,7 +4,8 @@
 //! progress bar on stderr.
 
 use std::io::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -108,7 +109,7 @@ pub async fn create(
         .map(|start| (start, (start + load.batch).min(range.end)))
         .collect();
     let first_message = (load.fanout > 0).then(|| spawn_script(load.fanout));
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let done = Arc::new(AtomicUsize::new(done_before));
     let mut workers = JoinSet::new();
     for worker in 0..load.concurrency {
         let mut c = clients.clone();
@@ -118,7 +119,7 @@ pub async fn create(
             .skip(worker)
             .step_by(load.concurrency)
             .collect();
-        let tx = tx.clone();
+        let done = done.clone();
         let run = load.run.to_owned();
         let first_message = first_message.clone();
         workers.spawn(async move {
@@ -145,33 +146,31 @@ pub async fn create(
                         .into_inner()
                         .agent_ids
                 };
-                let _ = tx.send(made.len());
+                done.fetch_add(made.len(), Ordering::Relaxed);
                 ids.extend(made);
             }
             anyhow::Ok(ids)
         });
     }
-    drop(tx);
-    gather(workers, rx, progress, done_before).await
+    gather(workers, &done, progress).await
 }
 
-/// Collects what `workers` return while showing the progress they report,
-/// and stops them all at the first failure: at a million agents a failed
-/// call should end the run now, not when every other caller is done.
+/// Collects what `workers` return while showing the progress they count in
+/// `done`, and stops them all at the first failure: at a million agents a
+/// failed call should end the run now, not when every other caller is done.
+/// The bar is redrawn on a timer: a message per call would wake this task's
+/// thread once per call, CPU the daemon under test would lose to the
+/// client on a small machine.
 async fn gather<T: Send + 'static>(
     mut workers: JoinSet<anyhow::Result<Vec<T>>>,
-    mut progress_rx: tokio::sync::mpsc::UnboundedReceiver<usize>,
+    done: &AtomicUsize,
     progress: &Progress,
-    done_before: usize,
 ) -> anyhow::Result<Vec<T>> {
-    let mut done = done_before;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
     let mut out = Vec::new();
     loop {
         tokio::select! {
-            Some(n) = progress_rx.recv() => {
-                done += n;
-                progress.show(done);
-            }
+            _ = tick.tick() => progress.show(done.load(Ordering::Relaxed)),
             joined = workers.join_next() => match joined {
                 None => break,
                 Some(Ok(Ok(part))) => out.extend(part),
@@ -186,10 +185,7 @@ async fn gather<T: Send + 'static>(
             },
         }
     }
-    while let Ok(n) = progress_rx.try_recv() {
-        done += n;
-    }
-    progress.show(done);
+    progress.show(done.load(Ordering::Relaxed));
     Ok(out)
 }
 
@@ -238,7 +234,7 @@ const ARCHIVE_CALLERS: usize = 64;
 /// Archives `ids`, each through its own durable ArchiveAgent call.
 pub async fn archive(clients: &Clients, ids: &[String], quiet: bool) -> anyhow::Result<()> {
     let progress = Progress::new("archiving", ids.len(), quiet);
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let done = Arc::new(AtomicUsize::new(0));
     let mut workers = JoinSet::new();
     for worker in 0..ARCHIVE_CALLERS {
         let mut c = clients.clone();
@@ -248,19 +244,18 @@ pub async fn archive(clients: &Clients, ids: &[String], quiet: bool) -> anyhow::
             .step_by(ARCHIVE_CALLERS)
             .cloned()
             .collect();
-        let tx = tx.clone();
+        let done = done.clone();
         workers.spawn(async move {
             for agent_id in mine {
                 c.agents
                     .archive_agent(pb::ArchiveAgentRequest { agent_id })
                     .await?;
-                let _ = tx.send(1);
+                done.fetch_add(1, Ordering::Relaxed);
             }
             anyhow::Ok(Vec::<()>::new())
         });
     }
-    drop(tx);
-    gather(workers, rx, &progress, 0).await?;
+    gather(workers, &done, &progress).await?;
     progress.finish();
     Ok(())
 }
