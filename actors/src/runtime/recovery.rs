@@ -5,7 +5,7 @@
 //! children and every core is busy.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use holarchy_supervision::recovery::{recover as plan_recovery, AgentRecovery};
@@ -171,11 +171,11 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
 
     let committed = began.elapsed();
     ctx.directory.reserve(plan.spawn.len());
-    let mut agents = plan.spawn.into_iter();
+    let dealer = Arc::new(Dealer::new(plan.spawn));
     for &size in &plan.generations {
-        let generation: Vec<AgentRecovery> = agents.by_ref().take(size).collect();
-        spawn_generation(ctx, generation).await?;
+        spawn_generation(ctx, &dealer, size).await?;
     }
+    drop(dealer);
     for task in &tasks_to_spawn {
         if let Some(owner) = ctx.directory.get(task.owner_agent_id) {
             supervisor::spawn_task(ctx, task, owner.actor.get_cell()).await?;
@@ -208,28 +208,83 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     Ok(report)
 }
 
-/// Spawns one generation (agents whose supervisors already run); the
+/// Agents handed to the spawning tasks a few at a time, straight from the
+/// plan's vector. At 1,000,000 agents, copying each generation out of the
+/// plan and dealing it into one vector per spawner meant two more copies
+/// of every record (about 320 MB each) in fresh memory on the way from a
+/// crash to serving.
+struct Dealer {
+    deck: Mutex<Deck>,
+}
+
+struct Deck {
+    rest: std::vec::IntoIter<AgentRecovery>,
+    /// Agents of the generation being spawned not yet handed out; none of
+    /// the next generation is handed out before its supervisors run.
+    left: usize,
+}
+
+/// Agents one spawning task takes at once: few enough that the tasks
+/// finish a generation together, enough that the lock is rarely taken.
+const HAND: usize = 64;
+
+impl Dealer {
+    fn new(agents: Vec<AgentRecovery>) -> Self {
+        Self {
+            deck: Mutex::new(Deck {
+                rest: agents.into_iter(),
+                left: 0,
+            }),
+        }
+    }
+
+    fn deck(&self) -> std::sync::MutexGuard<'_, Deck> {
+        // Nothing panics while the lock is held; a poisoned deck is whole.
+        self.deck.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn start_generation(&self, size: usize) {
+        self.deck().left = size;
+    }
+
+    /// Fills `hand` with the next agents of the generation; empty when it
+    /// is all handed out.
+    fn deal(&self, hand: &mut Vec<AgentRecovery>) {
+        let mut deck = self.deck();
+        let take = deck.left.min(HAND);
+        deck.left -= take;
+        hand.extend(deck.rest.by_ref().take(take));
+    }
+
+    /// After a failure: the generation's other agents are not spawned.
+    fn stop(&self) {
+        self.deck().left = 0;
+    }
+}
+
+/// Spawns one generation of `size` agents (agents whose supervisors
+/// already run) by [`spawners`] tasks, each taking hands from the dealer
+/// and spawning one agent after another: the workers stay busy with no
+/// wakeup per agent, where a task per agent driven from this (non-worker)
+/// thread left one core idle about half the time at 1,000,000 agents. The
 /// turn gate keeps their turns back.
-/// The generation is dealt into [`spawners`] slices, each spawned one agent
-/// after another by a task of its own: the workers stay busy with no wakeup
-/// per agent, where a task per agent driven from this (non-worker) thread
-/// left one core idle about half the time at 1,000,000 agents.
 async fn spawn_generation(
     ctx: &Arc<Ctx>,
-    generation: Vec<AgentRecovery>,
+    dealer: &Arc<Dealer>,
+    size: usize,
 ) -> Result<(), ActorProcessingErr> {
-    let total = generation.len();
-    let slices = spawners().min(total.max(1));
-    let mut dealt: Vec<Vec<AgentRecovery>> = (0..slices)
-        .map(|_| Vec::with_capacity(total / slices + 1))
-        .collect();
-    for (i, agent) in generation.into_iter().enumerate() {
-        dealt[i % slices].push(agent);
-    }
+    dealer.start_generation(size);
     let mut spawners = JoinSet::new();
-    for slice in dealt {
+    for _ in 0..spawners_for(size) {
         let ctx = ctx.clone();
-        spawners.spawn(async move { spawn_slice(&ctx, slice).await });
+        let dealer = dealer.clone();
+        spawners.spawn(async move {
+            let spawned = spawn_hands(&ctx, &dealer).await;
+            if spawned.is_err() {
+                dealer.stop();
+            }
+            spawned
+        });
     }
     let mut failure = None;
     while let Some(done) = spawners.join_next().await {
@@ -239,6 +294,7 @@ async fn spawn_generation(
                 failure.get_or_insert(err);
             }
             Err(join) => {
+                dealer.stop();
                 failure.get_or_insert(format!("an agent's respawn panicked: {join}"));
             }
         }
@@ -249,40 +305,53 @@ async fn spawn_generation(
     }
 }
 
-/// Tasks that spawn one generation: a few per core, so a slice that meets
-/// a slow spawn does not leave a core without work.
-fn spawners() -> usize {
-    std::thread::available_parallelism()
+/// Tasks that spawn a generation of `size`: a few per core, so a task
+/// that meets a slow spawn does not leave a core without work, and no more
+/// than there are hands to take.
+fn spawners_for(size: usize) -> usize {
+    let per_machine = std::thread::available_parallelism()
         .map(usize::from)
         .unwrap_or(2)
-        .saturating_mul(SPAWNERS_PER_CORE)
+        .saturating_mul(SPAWNERS_PER_CORE);
+    per_machine.min(size.div_ceil(HAND)).max(1)
 }
 
-/// Spawns `slice` one agent after another; no turn runs (and reshapes the
-/// tree) until the gate opens with every agent up. Stops at the first
-/// failure.
-async fn spawn_slice(ctx: &Arc<Ctx>, slice: Vec<AgentRecovery>) -> Result<(), String> {
-    for agent in slice {
-        let supervisor = match agent.record.supervisor_agent_id {
-            None => ctx
-                .topology
-                .partition_for(agent.record.id)
-                .ok_or("no root partition runs")?,
-            Some(sup) => match ctx.directory.get(sup) {
-                Some(entry) => entry.actor.get_cell(),
-                None => {
-                    return Err(format!(
-                        "supervisor {sup} of {} did not start",
-                        agent.record.id
-                    ))
-                }
-            },
-        };
-        supervisor::spawn_recovered(ctx, agent.record, agent.queue, supervisor)
-            .await
-            .map_err(|err| err.to_string())?;
+/// Spawns the hands `dealer` gives, one agent after another, until the
+/// generation is handed out; no turn runs (and reshapes the tree) until
+/// the gate opens with every agent up. Stops at the first failure.
+async fn spawn_hands(ctx: &Arc<Ctx>, dealer: &Dealer) -> Result<(), String> {
+    let mut hand = Vec::with_capacity(HAND);
+    loop {
+        dealer.deal(&mut hand);
+        if hand.is_empty() {
+            return Ok(());
+        }
+        for agent in hand.drain(..) {
+            spawn_one(ctx, agent).await?;
+        }
     }
-    Ok(())
+}
+
+async fn spawn_one(ctx: &Arc<Ctx>, agent: AgentRecovery) -> Result<(), String> {
+    let supervisor = match agent.record.supervisor_agent_id {
+        None => ctx
+            .topology
+            .partition_for(agent.record.id)
+            .ok_or("no root partition runs")?,
+        Some(sup) => match ctx.directory.get(sup) {
+            Some(entry) => entry.actor.get_cell(),
+            None => {
+                return Err(format!(
+                    "supervisor {sup} of {} did not start",
+                    agent.record.id
+                ))
+            }
+        },
+    };
+    supervisor::spawn_recovered(ctx, agent.record, agent.queue, supervisor)
+        .await
+        .map(drop)
+        .map_err(|err| err.to_string())
 }
 
 /// Which of the agents that tasks and waits name are coming back: a set as
@@ -309,4 +378,71 @@ fn live_among(
         .map(|a| a.record.id)
         .filter(|id| named.contains(id))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use holarchy_supervision::AgentRecord;
+
+    use super::*;
+
+    fn agents(count: usize) -> Vec<AgentRecovery> {
+        (0..count)
+            .map(|i| AgentRecovery {
+                record: AgentRecord::public(format!("agent-{i}"), 0),
+                queue: Vec::new(),
+            })
+            .collect()
+    }
+
+    /// Deals until the dealer says the generation is handed out.
+    fn deal_all(dealer: &Dealer) -> Vec<AgentId> {
+        let mut dealt = Vec::new();
+        let mut hand = Vec::new();
+        loop {
+            dealer.deal(&mut hand);
+            if hand.is_empty() {
+                return dealt;
+            }
+            assert!(hand.len() <= HAND, "a hand of {}", hand.len());
+            dealt.extend(hand.drain(..).map(|a| a.record.id));
+        }
+    }
+
+    #[test]
+    fn each_generation_is_dealt_whole_in_order_and_no_further() {
+        let plan = agents(HAND * 2 + 30);
+        let ids: Vec<AgentId> = plan.iter().map(|a| a.record.id).collect();
+        let dealer = Dealer::new(plan);
+        // Nothing before a generation starts.
+        assert!(deal_all(&dealer).is_empty());
+        let first = HAND + 5;
+        dealer.start_generation(first);
+        assert_eq!(deal_all(&dealer), ids[..first]);
+        // The next generation waits for its turn, even though it is there.
+        assert!(deal_all(&dealer).is_empty());
+        dealer.start_generation(ids.len() - first);
+        assert_eq!(deal_all(&dealer), ids[first..]);
+    }
+
+    #[test]
+    fn a_stopped_generation_deals_nothing_more() {
+        let dealer = Dealer::new(agents(HAND * 3));
+        dealer.start_generation(HAND * 3);
+        let mut hand = Vec::new();
+        dealer.deal(&mut hand);
+        assert_eq!(hand.len(), HAND);
+        dealer.stop();
+        hand.clear();
+        dealer.deal(&mut hand);
+        assert!(hand.is_empty());
+    }
+
+    #[test]
+    fn spawners_never_outnumber_the_hands() {
+        assert_eq!(spawners_for(0), 1);
+        assert_eq!(spawners_for(1), 1);
+        assert_eq!(spawners_for(HAND + 1), 2.min(spawners_for(usize::MAX)));
+        assert!(spawners_for(1_000_000) >= 1);
+    }
 }
