@@ -4,14 +4,14 @@
 //! time by a few spawning tasks per core, so supervisors are up before their
 //! children and every core is busy.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use holarchy_supervision::recovery::{recover as plan_recovery, AgentRecovery};
+use holarchy_supervision::recovery::recover as plan_recovery;
 use holarchy_supervision::{
-    AgentId, EventKind, LifecycleState, MessageEvent, MessageStatus, RunOutcome, TaskKind,
-    TaskRecord, TaskStatus, WaitRecord, WaitStatus,
+    AgentId, AgentRecord, EventKind, LifecycleState, MessageEvent, MessageId, MessageStatus,
+    RunOutcome, TaskKind, TaskRecord, TaskStatus, WaitRecord, WaitStatus,
 };
 use ractor::ActorProcessingErr;
 use tokio::task::JoinSet;
@@ -171,7 +171,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
 
     let committed = began.elapsed();
     ctx.directory.reserve(plan.spawn.len());
-    let dealer = Arc::new(Dealer::new(plan.spawn));
+    let dealer = Arc::new(Dealer::new(plan.spawn, plan.queues));
     for &size in &plan.generations {
         spawn_generation(ctx, &dealer, size).await?;
     }
@@ -208,17 +208,22 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     Ok(report)
 }
 
+/// An agent to respawn, with its rebuilt queue.
+type Recovered = (AgentRecord, Vec<MessageId>);
+
 /// Agents handed to the spawning tasks a few at a time, straight from the
 /// plan's vector. At 1,000,000 agents, copying each generation out of the
 /// plan and dealing it into one vector per spawner meant two more copies
-/// of every record (about 320 MB each) in fresh memory on the way from a
+/// of every record (about 300 MB each) in fresh memory on the way from a
 /// crash to serving.
 struct Dealer {
     deck: Mutex<Deck>,
 }
 
 struct Deck {
-    rest: std::vec::IntoIter<AgentRecovery>,
+    rest: std::vec::IntoIter<AgentRecord>,
+    /// The queues of the agents with pending messages.
+    queues: HashMap<AgentId, Vec<MessageId>>,
     /// Agents of the generation being spawned not yet handed out; none of
     /// the next generation is handed out before its supervisors run.
     left: usize,
@@ -229,10 +234,11 @@ struct Deck {
 const HAND: usize = 64;
 
 impl Dealer {
-    fn new(agents: Vec<AgentRecovery>) -> Self {
+    fn new(agents: Vec<AgentRecord>, queues: HashMap<AgentId, Vec<MessageId>>) -> Self {
         Self {
             deck: Mutex::new(Deck {
                 rest: agents.into_iter(),
+                queues,
                 left: 0,
             }),
         }
@@ -249,11 +255,19 @@ impl Dealer {
 
     /// Fills `hand` with the next agents of the generation; empty when it
     /// is all handed out.
-    fn deal(&self, hand: &mut Vec<AgentRecovery>) {
+    fn deal(&self, hand: &mut Vec<Recovered>) {
         let mut deck = self.deck();
         let take = deck.left.min(HAND);
         deck.left -= take;
-        hand.extend(deck.rest.by_ref().take(take));
+        let Deck { rest, queues, .. } = &mut *deck;
+        for record in rest.by_ref().take(take) {
+            // Most agents come back with nothing queued: no lookup then.
+            let queue = match queues.is_empty() {
+                true => Vec::new(),
+                false => queues.remove(&record.id).unwrap_or_default(),
+            };
+            hand.push((record, queue));
+        }
     }
 
     /// After a failure: the generation's other agents are not spawned.
@@ -326,29 +340,28 @@ async fn spawn_hands(ctx: &Arc<Ctx>, dealer: &Dealer) -> Result<(), String> {
         if hand.is_empty() {
             return Ok(());
         }
-        for agent in hand.drain(..) {
-            spawn_one(ctx, agent).await?;
+        for (record, queue) in hand.drain(..) {
+            spawn_one(ctx, record, queue).await?;
         }
     }
 }
 
-async fn spawn_one(ctx: &Arc<Ctx>, agent: AgentRecovery) -> Result<(), String> {
-    let supervisor = match agent.record.supervisor_agent_id {
+async fn spawn_one(
+    ctx: &Arc<Ctx>,
+    record: AgentRecord,
+    queue: Vec<MessageId>,
+) -> Result<(), String> {
+    let supervisor = match record.supervisor_agent_id {
         None => ctx
             .topology
-            .partition_for(agent.record.id)
+            .partition_for(record.id)
             .ok_or("no root partition runs")?,
         Some(sup) => match ctx.directory.get(sup) {
             Some(entry) => entry.actor.get_cell(),
-            None => {
-                return Err(format!(
-                    "supervisor {sup} of {} did not start",
-                    agent.record.id
-                ))
-            }
+            None => return Err(format!("supervisor {sup} of {} did not start", record.id)),
         },
     };
-    supervisor::spawn_recovered(ctx, agent.record, agent.queue, supervisor)
+    supervisor::spawn_recovered(ctx, record, queue, supervisor)
         .await
         .map(drop)
         .map_err(|err| err.to_string())
@@ -358,7 +371,7 @@ async fn spawn_one(ctx: &Arc<Ctx>, agent: AgentRecovery) -> Result<(), String> {
 /// small as those, where one of every agent spawned cost a noticeable part
 /// of a million-agent recovery.
 fn live_among(
-    spawn: &[AgentRecovery],
+    spawn: &[AgentRecord],
     tasks: &[TaskRecord],
     waits: &[WaitRecord],
 ) -> HashSet<AgentId> {
@@ -375,23 +388,18 @@ fn live_among(
     }
     spawn
         .iter()
-        .map(|a| a.record.id)
+        .map(|a| a.id)
         .filter(|id| named.contains(id))
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
-    use holarchy_supervision::AgentRecord;
-
     use super::*;
 
-    fn agents(count: usize) -> Vec<AgentRecovery> {
+    fn agents(count: usize) -> Vec<AgentRecord> {
         (0..count)
-            .map(|i| AgentRecovery {
-                record: AgentRecord::public(format!("agent-{i}"), 0),
-                queue: Vec::new(),
-            })
+            .map(|i| AgentRecord::public(format!("agent-{i}"), 0))
             .collect()
     }
 
@@ -405,15 +413,15 @@ mod tests {
                 return dealt;
             }
             assert!(hand.len() <= HAND, "a hand of {}", hand.len());
-            dealt.extend(hand.drain(..).map(|a| a.record.id));
+            dealt.extend(hand.drain(..).map(|(record, _)| record.id));
         }
     }
 
     #[test]
     fn each_generation_is_dealt_whole_in_order_and_no_further() {
         let plan = agents(HAND * 2 + 30);
-        let ids: Vec<AgentId> = plan.iter().map(|a| a.record.id).collect();
-        let dealer = Dealer::new(plan);
+        let ids: Vec<AgentId> = plan.iter().map(|a| a.id).collect();
+        let dealer = Dealer::new(plan, HashMap::new());
         // Nothing before a generation starts.
         assert!(deal_all(&dealer).is_empty());
         let first = HAND + 5;
@@ -426,8 +434,28 @@ mod tests {
     }
 
     #[test]
+    fn each_agent_is_dealt_with_its_own_queue() {
+        let plan = agents(3);
+        let queued = plan[1].id;
+        let message = MessageId::generate();
+        let dealer = Dealer::new(plan, HashMap::from([(queued, vec![message])]));
+        dealer.start_generation(3);
+        let mut hand = Vec::new();
+        dealer.deal(&mut hand);
+        let queues: Vec<(AgentId, Vec<MessageId>)> = hand
+            .into_iter()
+            .map(|(record, queue)| (record.id, queue))
+            .collect();
+        assert_eq!(queues.len(), 3);
+        for (id, queue) in queues {
+            let expected = if id == queued { vec![message] } else { vec![] };
+            assert_eq!(queue, expected, "{id}");
+        }
+    }
+
+    #[test]
     fn a_stopped_generation_deals_nothing_more() {
-        let dealer = Dealer::new(agents(HAND * 3));
+        let dealer = Dealer::new(agents(HAND * 3), HashMap::new());
         dealer.start_generation(HAND * 3);
         let mut hand = Vec::new();
         dealer.deal(&mut hand);
