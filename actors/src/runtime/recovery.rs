@@ -27,7 +27,7 @@ use crate::{now_ms, supervisor, Ctx};
 /// The reason a poison message is failed with, first in its run's detail.
 pub const CRASHED_DAEMON: &str = "crashed_daemon";
 
-/// Spawning tasks per core during recovery (see [`spawners`]).
+/// Spawning tasks per core during recovery (see [`spawners_for`]).
 const SPAWNERS_PER_CORE: usize = 2;
 
 /// Brings the store to a consistent tree and respawns it.
@@ -277,7 +277,7 @@ impl Dealer {
 }
 
 /// Spawns one generation of `size` agents (agents whose supervisors
-/// already run) by [`spawners`] tasks, each taking hands from the dealer
+/// already run) by [`spawners_for`] tasks, each taking hands from the dealer
 /// and spawning one agent after another: the workers stay busy with no
 /// wakeup per agent, where a task per agent driven from this (non-worker)
 /// thread left one core idle about half the time at 1,000,000 agents. The
