@@ -144,11 +144,18 @@ pub fn recover(agents: Vec<AgentRecord>, pending: Vec<MessageRecord>) -> Recover
         }
     }
 
-    // Every record still here is one the walk reached. When the walk took
-    // them in the order they lie (roots only, given in id order) they stay
-    // where they are; otherwise they are gathered in the walk's order.
+    // When the walk took the records in the order they lie (roots only,
+    // given in id order) they stay where they are; otherwise they are
+    // gathered in the walk's order.
     let reached = order.len();
     plan.spawn = if order.windows(2).all(|w| w[0] < w[1]) {
+        // Orphans were taken above, so none should be left that the walk
+        // did not reach; whatever might be is not spawned.
+        for (record, seen) in records.iter_mut().zip(&seen) {
+            if !seen {
+                *record = None;
+            }
+        }
         // Not `flatten`: std collects `filter_map` into the same vector,
         // `flatten` into a new one.
         #[allow(clippy::filter_map_identity)]
