@@ -165,9 +165,9 @@ pub enum Command {
 }
 
 impl Command {
-    /// Whether this command drives a daemon with load (the benchmarks).
-    pub fn generates_load(&self) -> bool {
-        matches!(self, Command::Bench(_))
+    /// Whether this command is the daemon; every other one is a client.
+    pub fn is_daemon(&self) -> bool {
+        matches!(self, Command::Serve(_))
     }
 }
 
