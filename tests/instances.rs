@@ -340,6 +340,51 @@ async fn an_hourly_turn_limit_defers_turns_until_an_apply_lifts_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hourly_turn_limit_holds_across_a_kill_9_restart() {
+    let root = tempfile::tempdir().expect("tmp");
+    let data = common::data_dir(&root);
+    let mut daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let limited = "name = \"paced\"\n[brain.scripted]\n[constraints]\nmax_turns_per_hour = 2\n";
+    let applied = apply(&mut c, limited, &[]).await.expect("applied");
+    let agent = applied
+        .instance
+        .and_then(|i| i.agent)
+        .expect("agent")
+        .agent_id;
+    for text in ["one", "two", "three"] {
+        send(&mut c, &agent, text).await;
+    }
+    let is_handled = |m: &pb::Message| m.status == pb::MessageStatus::Handled as i32;
+    eventually("two turns", || {
+        let mut c = c.clone();
+        let agent = agent.clone();
+        async move {
+            let all = common::messages(&mut c, &agent).await;
+            (all.iter().filter(|m| is_handled(m)).count() == 2).then_some(())
+        }
+    })
+    .await;
+
+    daemon.kill9();
+    let daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    // The restarted actor's window starts empty; what it reads back from
+    // the store must still hold the third message for the hour. Time for
+    // an unlimited agent to have run it:
+    tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
+    let all = common::messages(&mut c, &agent).await;
+    let handled_now = all.iter().filter(|m| is_handled(m)).count();
+    assert_eq!(handled_now, 2, "the restart gave no fresh hour: {all:?}");
+    assert_eq!(all[2].status, pb::MessageStatus::Queued as i32);
+
+    // The limit still lifts as before.
+    let raised = limited.replace("= 2", "= 10");
+    apply(&mut c, &raised, &[]).await.expect("applied");
+    handled(&c, &agent, 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_instance_takes_no_events_and_keeps_its_name_from_reuse() {
     let root = tempfile::tempdir().expect("tmp");
     let daemon = Daemon::start(&common::data_dir(&root)).await;

@@ -9,7 +9,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use holarchy_composition::constraint::{TurnRate, TurnWindow};
 use holarchy_supervision::restart::RestartBudgets;
 use holarchy_supervision::{AgentId, MessageId, Profile, RunId, Target, TaskStatus};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
@@ -22,10 +21,12 @@ use crate::protocol::{AgentArgs, AgentMsg};
 use crate::store::StoreError;
 use crate::supervisor;
 use crate::Ctx;
+use hourly::Hourly;
 use run::AbortOnDrop;
 
 mod control;
 mod finish;
+mod hourly;
 mod queue;
 mod run;
 mod start;
@@ -71,28 +72,10 @@ pub struct AgentState {
     /// ever set while the agent has work, cancelled with the agent.
     pace_wake: Option<AbortOnDrop>,
     /// The instance's `max_turns_per_hour`, and the turns that count
-    /// against it; boxed, since most agents have none. Kept in memory: a
-    /// restart forgets the window, as it forgets the pace.
+    /// against it, read back from the store after a restart.
     hourly: Option<Box<Hourly>>,
     /// Restart budgets of its private children: a pointer until one fails.
     budgets: RestartBudgets<AgentId>,
-}
-
-/// An instance's hourly turn limit and its window.
-#[derive(Debug)]
-struct Hourly {
-    rate: TurnRate,
-    window: TurnWindow,
-}
-
-impl Hourly {
-    fn of(max_per_hour: Option<u32>) -> Option<Box<Hourly>> {
-        let rate = TurnRate::new(max_per_hour?).ok()?;
-        Some(Box::new(Hourly {
-            rate,
-            window: TurnWindow::new(),
-        }))
-    }
 }
 
 impl AgentState {
@@ -184,14 +167,7 @@ impl AgentActor {
                 self.maybe_start_turn(myself, state).await?;
             }
             AgentMsg::Recomposed { max_turns_per_hour } => {
-                let window = state.hourly.take().map(|h| h.window);
-                state.hourly = Hourly::of(max_turns_per_hour).map(|mut h| {
-                    // The turns already taken still count under a new limit.
-                    if let Some(window) = window {
-                        h.window = window;
-                    }
-                    h
-                });
+                state.hourly = Hourly::recomposed(state.hourly.take(), max_turns_per_hour);
                 // A lifted or raised limit may let a deferred turn start.
                 state.pace_wake = None;
                 self.maybe_start_turn(myself, state).await?;

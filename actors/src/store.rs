@@ -233,6 +233,11 @@ pub trait Store:
         agent_id: AgentId,
         limit: usize,
     ) -> Result<Vec<MessageRecord>, StoreError>;
+    /// When the turns of the agent's newest `scan` messages started (the
+    /// time in each started message's last run id), newest first. Reads
+    /// one message at a time: memory stays bounded however large the
+    /// messages are.
+    fn last_run_starts(&self, agent_id: AgentId, scan: usize) -> Result<Vec<u64>, StoreError>;
     /// The agent's pending messages (queued or being handled), oldest first.
     fn pending_messages(&self, agent_id: AgentId) -> Result<Vec<MessageRecord>, StoreError>;
     /// Everything recovery needs.

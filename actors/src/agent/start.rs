@@ -284,10 +284,11 @@ impl AgentActor {
             };
             let per_minute = self.ctx.config.limits.max_turns_per_minute;
             let now_ms = now_ms();
-            let hourly = state
-                .hourly
-                .as_ref()
-                .map(|h| h.rate.admits(&h.window, now_ms));
+            let backlog = self.ctx.config.max_queue_len;
+            let hourly = match state.hourly.as_mut() {
+                Some(h) => Some(h.admits(self.ctx.store.as_ref(), agent_id, backlog, now_ms)?),
+                None => None,
+            };
             let paced = match hourly {
                 Some(Err(free_at)) => Err(Duration::from_millis(free_at.saturating_sub(now_ms))),
                 _ => state.pace.take(Instant::now(), per_minute),
@@ -303,7 +304,7 @@ impl AgentActor {
                 return Ok(None);
             }
             if let Some(hourly) = state.hourly.as_mut() {
-                hourly.window.record(hourly.rate, now_ms);
+                hourly.record(now_ms);
             }
             // A shutdown under way starts no turn: the message stays queued
             // and the next start runs it.

@@ -264,6 +264,10 @@ impl Store for RedactingStore {
         self.inner.last_messages(agent_id, limit)
     }
 
+    fn last_run_starts(&self, agent_id: AgentId, scan: usize) -> Result<Vec<u64>, StoreError> {
+        self.inner.last_run_starts(agent_id, scan)
+    }
+
     fn pending_messages(&self, agent_id: AgentId) -> Result<Vec<MessageRecord>, StoreError> {
         self.inner.pending_messages(agent_id)
     }

@@ -99,6 +99,23 @@ impl Store for SledStore {
         Ok(newest)
     }
 
+    fn last_run_starts(&self, agent_id: AgentId, scan: usize) -> Result<Vec<u64>, StoreError> {
+        let mut starts = Vec::new();
+        for entry in self
+            .messages
+            .scan_prefix(agent_id.to_bytes())
+            .rev()
+            .take(scan)
+        {
+            let (_, value) = entry.map_err(backend)?;
+            let message: MessageRecord = decode(MESSAGES, &value)?;
+            if let Some(run) = message.status.run_id() {
+                starts.push(run.timestamp_ms());
+            }
+        }
+        Ok(starts)
+    }
+
     fn pending_messages(&self, agent_id: AgentId) -> Result<Vec<MessageRecord>, StoreError> {
         let mut out = Vec::new();
         for key in self.scan_keys(&self.pending, agent_id) {

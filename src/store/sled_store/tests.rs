@@ -94,6 +94,40 @@ async fn pending_and_dedupe_indexes_follow_the_message() {
 }
 
 #[tokio::test]
+async fn run_starts_are_read_newest_first_within_the_scan_and_the_agent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let (owner, other) = (agent("a"), agent("b"));
+    store.commit(created(&owner)).expect("create");
+    store.commit(created(&other)).expect("create");
+    let run_at = |ms: u64| RunId::from_u128(u128::from(ms) << 80);
+    let statuses = [
+        MessageStatus::Handled { run_id: run_at(10) },
+        MessageStatus::Failed { run_id: run_at(20) },
+        MessageStatus::Cancelled,
+        MessageStatus::Aborted { run_id: run_at(30) },
+        MessageStatus::Handling { run_id: run_at(40) },
+        MessageStatus::Queued,
+    ];
+    let mut batch = Batch::new();
+    for status in statuses {
+        batch = batch.write(Write::PutMessage(message(owner.id, status, None)));
+    }
+    let elsewhere = MessageStatus::Handled { run_id: run_at(50) };
+    batch = batch.write(Write::PutMessage(message(other.id, elsewhere, None)));
+    store.commit(batch).expect("put");
+
+    assert_eq!(
+        store.last_run_starts(owner.id, 100).expect("reads"),
+        [40, 30, 20, 10]
+    );
+    // The scan counts messages, started or not: the newest three are the
+    // queued one, the one in a turn and the aborted one.
+    assert_eq!(store.last_run_starts(owner.id, 3).expect("reads"), [40, 30]);
+    assert_eq!(store.last_run_starts(other.id, 100).expect("reads"), [50]);
+}
+
+#[tokio::test]
 async fn events_become_visible_only_once_durable_and_survive_reopen() {
     let dir = tempfile::tempdir().expect("tempdir");
     {
