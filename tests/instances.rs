@@ -294,68 +294,27 @@ async fn an_instances_constraints_hold_on_its_calls_and_its_childrens_and_its_sk
     assert_eq!(summary.instance, "guarded");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_hourly_turn_limit_defers_turns_until_an_apply_lifts_it() {
-    let root = tempfile::tempdir().expect("tmp");
-    let data = common::data_dir(&root);
-    let daemon = Daemon::start(&data).await;
-    let mut c = daemon.clients().await;
-    let limited = "name = \"paced\"\n[brain.scripted]\n[constraints]\nmax_turns_per_hour = 2\n";
-    let applied = apply(&mut c, limited, &[]).await.expect("applied");
-    let agent = applied
-        .instance
-        .and_then(|i| i.agent)
-        .expect("agent")
-        .agent_id;
-    for text in ["one", "two", "three"] {
-        send(&mut c, &agent, text).await;
-    }
-    let ack = |m: &pb::Message| m.status == pb::MessageStatus::Handled as i32;
-    eventually("two turns", || {
-        let mut c = c.clone();
-        let agent = agent.clone();
-        async move {
-            let all = common::messages(&mut c, &agent).await;
-            (all.iter().filter(|m| ack(m)).count() == 2).then_some(())
-        }
-    })
-    .await;
-    // Time for an unlimited agent to have run the third.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let all = common::messages(&mut c, &agent).await;
-    assert_eq!(
-        all.iter().filter(|m| ack(m)).count(),
-        2,
-        "the third waits for the hour"
-    );
-    assert_eq!(all[2].status, pb::MessageStatus::Queued as i32);
+/// An instance allowed two turns an hour; lifted to ten by applying
+/// [`LIFTED`].
+const LIMITED: &str = "name = \"paced\"\n[brain.scripted]\n[constraints]\nmax_turns_per_hour = 2\n";
+const LIFTED: &str = "name = \"paced\"\n[brain.scripted]\n[constraints]\nmax_turns_per_hour = 10\n";
 
-    // Raised: the deferred turn runs now, without a restart.
-    let raised = limited.replace("= 2", "= 10");
-    assert_eq!(
-        apply(&mut c, &raised, &[]).await.expect("applied").change,
-        "updated"
-    );
-    handled(&c, &agent, 3).await;
+fn is_handled(m: &pb::Message) -> bool {
+    m.status == pb::MessageStatus::Handled as i32
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_hourly_turn_limit_holds_across_a_kill_9_restart() {
-    let root = tempfile::tempdir().expect("tmp");
-    let data = common::data_dir(&root);
-    let mut daemon = Daemon::start(&data).await;
-    let mut c = daemon.clients().await;
-    let limited = "name = \"paced\"\n[brain.scripted]\n[constraints]\nmax_turns_per_hour = 2\n";
-    let applied = apply(&mut c, limited, &[]).await.expect("applied");
+/// Applies [`LIMITED`], sends it three messages and waits for two turns;
+/// the agent's id.
+async fn limited_after_two_turns(c: &mut Clients) -> String {
+    let applied = apply(c, LIMITED, &[]).await.expect("applied");
     let agent = applied
         .instance
         .and_then(|i| i.agent)
         .expect("agent")
         .agent_id;
     for text in ["one", "two", "three"] {
-        send(&mut c, &agent, text).await;
+        send(c, &agent, text).await;
     }
-    let is_handled = |m: &pb::Message| m.status == pb::MessageStatus::Handled as i32;
     eventually("two turns", || {
         let mut c = c.clone();
         let agent = agent.clone();
@@ -365,22 +324,50 @@ async fn an_hourly_turn_limit_holds_across_a_kill_9_restart() {
         }
     })
     .await;
+    agent
+}
+
+/// After waiting `settle` (time for an unlimited agent to have run it),
+/// the third message is still queued.
+async fn third_still_held(c: &mut Clients, agent: &str, settle: std::time::Duration) {
+    tokio::time::sleep(settle).await;
+    let all = common::messages(c, agent).await;
+    let handled_now = all.iter().filter(|m| is_handled(m)).count();
+    assert_eq!(handled_now, 2, "the third waits for the hour: {all:?}");
+    assert_eq!(all[2].status, pb::MessageStatus::Queued as i32);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hourly_turn_limit_defers_turns_until_an_apply_lifts_it() {
+    let root = tempfile::tempdir().expect("tmp");
+    let daemon = Daemon::start(&common::data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let agent = limited_after_two_turns(&mut c).await;
+    third_still_held(&mut c, &agent, std::time::Duration::from_millis(500)).await;
+
+    // Raised: the deferred turn runs now, without a restart.
+    let raised = apply(&mut c, LIFTED, &[]).await.expect("applied");
+    assert_eq!(raised.change, "updated");
+    handled(&c, &agent, 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_hourly_turn_limit_holds_across_a_kill_9_restart() {
+    let root = tempfile::tempdir().expect("tmp");
+    let data = common::data_dir(&root);
+    let mut daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let agent = limited_after_two_turns(&mut c).await;
 
     daemon.kill9();
     let daemon = Daemon::start(&data).await;
     let mut c = daemon.clients().await;
-    // The restarted actor's window starts empty; what it reads back from
-    // the store must still hold the third message for the hour. Time for
-    // an unlimited agent to have run it:
-    tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
-    let all = common::messages(&mut c, &agent).await;
-    let handled_now = all.iter().filter(|m| is_handled(m)).count();
-    assert_eq!(handled_now, 2, "the restart gave no fresh hour: {all:?}");
-    assert_eq!(all[2].status, pb::MessageStatus::Queued as i32);
+    // The restarted actor's window starts empty: what it reads back from
+    // the store must still hold the third message for the hour.
+    third_still_held(&mut c, &agent, std::time::Duration::from_secs(1)).await;
 
     // The limit still lifts as before.
-    let raised = limited.replace("= 2", "= 10");
-    apply(&mut c, &raised, &[]).await.expect("applied");
+    apply(&mut c, LIFTED, &[]).await.expect("applied");
     handled(&c, &agent, 3).await;
 }
 
