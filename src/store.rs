@@ -1,6 +1,7 @@
 //! Durable storage on sled: one tree per record kind, values behind a format
 //! version byte, keys big-endian so scans come back in id order.
 //!
+//! - [`agent_trees`]: the two trees of agents' records, public and private.
 //! - [`codec`]: the versioned bincode encoding of values.
 //! - [`event_log`]: the event log's runs of consecutive events.
 //! - [`group_commit`]: the writer thread: grouped commits, and one flush
@@ -10,6 +11,7 @@
 //! - [`sled_store`]: [`SledStore`], the one implementation of the actors'
 //!   [`holarchy_actors::Store`] trait, plus the reads the API needs.
 
+pub mod agent_trees;
 pub mod codec;
 pub mod event_log;
 pub mod group_commit;

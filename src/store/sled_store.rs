@@ -1,7 +1,9 @@
 //! [`SledStore`]: the actors' store on sled.
 //!
 //! Trees and keys (all ids as 16 big-endian bytes):
-//! - `agents`:   agent id                 -> AgentRecord
+//! - `agents`:   agent id                 -> AgentRecord of a private agent
+//! - `public_agents`: agent id            -> AgentRecord of a public agent (see
+//!   [`crate::store::agent_trees`])
 //! - `names`:    name (UTF-8)             -> agent id
 //! - `messages`: agent id ++ message id   -> MessageRecord
 //! - `pending`:  agent id ++ message id   -> (empty) for queued or handling messages
@@ -17,7 +19,6 @@
 //! - `work`:     work item id             -> WorkItemRecord
 //! - `owned_work`: owner id ++ item id    -> (empty): work items by owner
 //! - `output`:   task id ++ offset (u64)  -> OutputChunk of a command
-//! - `public`:   agent id                 -> (empty): public agents, for listings
 //! - `workspaces`: agent id               -> workspace Projection (absent: only agent_home)
 //! - `worktrees`: task id                 -> (empty): tasks whose worktree is not yet removed
 //! - `instances`: instance name          -> InstanceRecord (written by compare-and-swap, not in batches)
@@ -54,7 +55,7 @@ use grouped::Applier;
 use writer::Job;
 use writer::Writer;
 
-const AGENTS: &str = "agents";
+use super::agent_trees::{AgentTrees, AGENTS, PUBLIC_AGENTS};
 const NAMES: &str = "names";
 const MESSAGES: &str = "messages";
 const PENDING: &str = "pending";
@@ -70,7 +71,6 @@ const TRIGGERS: &str = "triggers";
 const WORK: &str = "work";
 const OWNED_WORK: &str = "owned_work";
 const OUTPUT: &str = "output";
-const PUBLIC: &str = "public";
 const WORKSPACES: &str = "workspaces";
 const WORKTREES: &str = "worktrees";
 const USAGE: &str = "usage";
@@ -104,7 +104,7 @@ const APPLY_ORDER: [&str; 20] = [
     WORK,
     OWNED_WORK,
     OUTPUT,
-    PUBLIC,
+    PUBLIC_AGENTS,
     WORKSPACES,
     WORKTREES,
     USAGE,
@@ -161,7 +161,7 @@ impl Default for StoreConfig {
 #[derive(Debug)]
 pub struct SledStore {
     db: sled::Db,
-    agents: Tree,
+    agents: AgentTrees,
     names: Tree,
     messages: Tree,
     pending: Tree,
@@ -177,7 +177,6 @@ pub struct SledStore {
     work: Tree,
     owned_work: Tree,
     output: Tree,
-    public: Tree,
     workspaces: Tree,
     worktrees: Tree,
     instances: Tree,
@@ -210,6 +209,8 @@ impl SledStore {
         // After a crash sled replays log bytes that may never have been
         // fsynced; flush them before calling any of it durable.
         db.flush().map_err(backend)?;
+        // Before the writer starts: an old store's records move first.
+        let agents = AgentTrees::open(&db)?;
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let events = tree(EVENTS)?;
         let last = event_log::last_cursor(&events)?;
@@ -229,8 +230,9 @@ impl SledStore {
             stats.clone(),
         ));
         unstarted.start(db.clone(), Applier(writer.clone()))?;
+        let memory = memory::Memory::open(&db, path, &agents, group.watermark())?;
         Ok(Self {
-            agents: tree(AGENTS)?,
+            agents,
             names: tree(NAMES)?,
             messages: tree(MESSAGES)?,
             pending: tree(PENDING)?,
@@ -245,7 +247,6 @@ impl SledStore {
             work: tree(WORK)?,
             owned_work: tree(OWNED_WORK)?,
             output: tree(OUTPUT)?,
-            public: tree(PUBLIC)?,
             workspaces: tree(WORKSPACES)?,
             worktrees: tree(WORKTREES)?,
             instances: tree(INSTANCES)?,
@@ -256,7 +257,7 @@ impl SledStore {
             open_approvals: tree(OPEN_APPROVALS)?,
             context: tree(CONTEXT)?,
             usage: tree(USAGE)?,
-            memory: memory::Memory::open(&db, path, group.watermark())?,
+            memory,
             events,
             writer,
             group,
@@ -312,19 +313,30 @@ impl SledStore {
         if after.is_some_and(|id| id.as_u128() == u128::MAX) {
             return Ok(page);
         }
-        if include_private {
-            for entry in self.agents.range(start.to_be_bytes()..).take(limit) {
-                let (_, value) = entry.map_err(backend)?;
-                page.push(decode_agent(AGENTS, &value)?);
+        let from = start.to_be_bytes();
+        let mut public = self.agents.public.range(from..).peekable();
+        if !include_private {
+            for entry in public.take(limit) {
+                page.push(decode_agent(AGENTS, &entry.map_err(backend)?.1)?);
             }
             return Ok(page);
         }
-        // Public agents only: walk their index, so a page costs `limit`
-        // reads however many private agents there are.
-        for entry in self.public.range(start.to_be_bytes()..).take(limit) {
-            let (key, _) = entry.map_err(backend)?;
-            if let Some(record) = self.get_agent(&key)? {
-                page.push(record);
+        // Both trees in id order, merged.
+        let mut private = self.agents.private.range(from..).peekable();
+        while page.len() < limit {
+            let take_public = match (public.peek(), private.peek()) {
+                (Some(Ok((p, _))), Some(Ok((q, _)))) => p < q,
+                (Some(_), _) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            let next = if take_public {
+                public.next()
+            } else {
+                private.next()
+            };
+            if let Some(entry) = next {
+                page.push(decode_agent(AGENTS, &entry.map_err(backend)?.1)?);
             }
         }
         Ok(page)
@@ -375,10 +387,7 @@ impl SledStore {
     }
 
     fn get_agent(&self, key: &[u8]) -> Result<Option<AgentRecord>, StoreError> {
-        match self.agents.get(key).map_err(backend)? {
-            Some(bytes) => decode_agent(AGENTS, &bytes).map(Some),
-            None => Ok(None),
-        }
+        self.agents.record(key)
     }
 
     fn get<T: serde::de::DeserializeOwned>(

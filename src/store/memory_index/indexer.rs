@@ -32,7 +32,8 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::{backend, failed, Fields, MEMORY, MEMORY_QUEUE};
-use crate::store::codec::{decode, decode_agent};
+use crate::store::agent_trees::AgentTrees;
+use crate::store::codec::decode;
 use crate::store::event_log;
 use holarchy_actors::StoreError;
 
@@ -63,7 +64,7 @@ pub struct IndexSource {
     pub notes: Tree,
     pub queue: Tree,
     pub meta: Tree,
-    pub agents: Tree,
+    pub agents: AgentTrees,
     pub messages: Tree,
     pub events: Tree,
     /// The last durable event.
@@ -111,10 +112,7 @@ impl IndexSource {
     }
 
     fn live(&self, agent: AgentId) -> Result<bool, StoreError> {
-        match self.agents.get(agent.to_bytes()).map_err(backend)? {
-            Some(bytes) => Ok(decode_agent("agents", &bytes)?.state.is_live()),
-            None => Ok(false),
-        }
+        self.agents.is_live(agent)
     }
 }
 

@@ -10,6 +10,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
 use super::encoded::Encoded;
 use super::{pair_key, AGENTS, MESSAGES, TASKS, USAGE, WAITS};
+use crate::store::agent_trees;
 use crate::store::codec::{decode, decode_agent, decode_task, encode};
 use crate::store::event_log::EncodedRun;
 
@@ -23,11 +24,14 @@ pub(super) enum Abort {
 
 pub(super) type TxResult = Result<(), ConflictableTransactionError<Abort>>;
 
+/// The agents' trees of a transaction: public, then private.
+type AgentTrees<'a> = (&'a TransactionalTree, &'a TransactionalTree);
+
 fn agent_is_live(
-    agents: &sled::transaction::TransactionalTree,
+    (public, private): AgentTrees<'_>,
     sup: AgentId,
 ) -> Result<bool, ConflictableTransactionError<Abort>> {
-    match agents.get(sup.to_bytes())? {
+    match agent_trees::get_in(public, private, &sup.to_bytes())? {
         Some(bytes) => decode_agent(AGENTS, &bytes)
             .map(|r| r.state.is_live())
             .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e))),
@@ -38,11 +42,19 @@ fn agent_is_live(
 /// Applies `writes` inside one transaction over every tree (in the order
 /// `SledStore::commit` lists them).
 pub(super) fn apply(t: &[TransactionalTree], writes: &[Encoded]) -> TxResult {
-    let (agents, names, messages, pending, dedupe) = (&t[0], &t[1], &t[2], &t[3], &t[4]);
+    let (private_agents, names, messages, pending, dedupe) = (&t[0], &t[1], &t[2], &t[3], &t[4]);
     let (tasks, owned, children, cleanups) = (&t[6], &t[7], &t[8], &t[9]);
     let (waits, owned_waits, triggers, work, owned_work) = (&t[10], &t[11], &t[12], &t[13], &t[14]);
     let output = &t[15];
-    let public_index = &t[16];
+    let public_agents = &t[16];
+    let agents = (public_agents, private_agents);
+    let records = |public: bool| {
+        if public {
+            public_agents
+        } else {
+            private_agents
+        }
+    };
     let (workspaces, worktrees) = (&t[17], &t[18]);
     let usage_totals = &t[19];
     for write in writes {
@@ -54,9 +66,6 @@ pub(super) fn apply(t: &[TransactionalTree], writes: &[Encoded]) -> TxResult {
                 public,
                 value,
             } => {
-                if *public {
-                    public_index.insert(id.as_slice(), &[] as &[u8])?;
-                }
                 if let Some(name) = name {
                     if names.get(name.as_bytes())?.is_some() {
                         return Err(ConflictableTransactionError::Abort(Abort::NameTaken(
@@ -73,10 +82,11 @@ pub(super) fn apply(t: &[TransactionalTree], writes: &[Encoded]) -> TxResult {
                     }
                     children.insert(pair_key(*sup, id), &[] as &[u8])?;
                 }
-                agents.insert(id.as_slice(), value.as_slice())?;
+                records(*public).insert(id.as_slice(), value.as_slice())?;
             }
             Encoded::PutAgent {
                 id,
+                public,
                 guard_live,
                 child_key,
                 value,
@@ -93,7 +103,7 @@ pub(super) fn apply(t: &[TransactionalTree], writes: &[Encoded]) -> TxResult {
                         children.remove(key.as_slice())?;
                     }
                 }
-                agents.insert(id.as_slice(), value.as_slice())?;
+                records(*public).insert(id.as_slice(), value.as_slice())?;
             }
             Encoded::PutMessage {
                 key,

@@ -15,12 +15,14 @@ pub(super) enum Encoded {
         id: [u8; 16],
         name: Option<String>,
         supervisor: Option<AgentId>,
-        /// Public agents are indexed, so listing them skips private ones.
+        /// Public agents' records have a tree of their own.
         public: bool,
         value: Vec<u8>,
     },
     PutAgent {
         id: [u8; 16],
+        /// Which tree holds it: fixed at its creation.
+        public: bool,
         guard_live: bool,
         /// `supervisor ++ agent`, and whether the agent is live.
         child_key: Option<(Vec<u8>, bool)>,
@@ -96,6 +98,7 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
         },
         Write::PutAgent(record) | Write::PutLiveAgent(record) => Encoded::PutAgent {
             id: record.id.to_bytes(),
+            public: record.profile.visibility == holarchy_supervision::Visibility::Public,
             guard_live: matches!(write, Write::PutLiveAgent(_)),
             child_key: record
                 .supervisor_agent_id

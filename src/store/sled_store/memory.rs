@@ -16,6 +16,7 @@ use sled::{Transactional, Tree};
 use tokio::sync::watch;
 
 use super::{backend, pair_key, SledStore, AGENTS, EVENTS, MESSAGES};
+use crate::store::agent_trees::{self, AgentTrees};
 use crate::store::codec::{decode, decode_agent, encode};
 use crate::store::event_log;
 use crate::store::memory_index::{
@@ -46,6 +47,7 @@ impl Memory {
     pub(super) fn open(
         db: &sled::Db,
         dir: &Path,
+        agents: &AgentTrees,
         watermark: watch::Receiver<EventCursor>,
     ) -> Result<Self, StoreError> {
         let tree = |name: &str| db.open_tree(name).map_err(backend);
@@ -55,7 +57,7 @@ impl Memory {
             notes: notes.clone(),
             queue: queue.clone(),
             meta: tree(MEMORY_META)?,
-            agents: tree(AGENTS)?,
+            agents: agents.clone(),
             messages: tree(MESSAGES)?,
             events: tree(EVENTS)?,
             watermark: watermark.clone(),
@@ -126,10 +128,11 @@ impl MemoryStore for SledStore {
             &memory.keys,
             &memory.queue,
             &memory.counts,
-            &self.agents,
+            &self.agents.public,
+            &self.agents.private,
         );
-        let stored = trees.transaction(|(notes, keys, queue, counts, agents)| {
-            let live = match agents.get(agent.to_bytes())? {
+        let stored = trees.transaction(|(notes, keys, queue, counts, public, private)| {
+            let live = match agent_trees::get_in(public, private, &agent.to_bytes())? {
                 Some(bytes) => decode_agent(AGENTS, &bytes)
                     .map_err(|e| abort(Abort::Store(e)))?
                     .state

@@ -139,8 +139,10 @@ impl Store for SledStore {
             .iter()
             .map(|entry| decode_task(TASKS, &entry.map_err(backend)?.1))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut agents = recovery::all_agents(&self.agents.public)?;
+        agents.extend(recovery::all_agents(&self.agents.private)?);
         Ok(RecoveryInput {
-            agents: recovery::all_agents(&self.agents)?,
+            agents,
             pending,
             running_tasks: tasks
                 .into_iter()
