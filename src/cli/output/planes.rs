@@ -1,0 +1,237 @@
+//! How the CLI prints what the planes hold: tasks and their output, the
+//! supervision tree, workspaces, work items and tools.
+
+use std::io::Write as _;
+
+use serde_json::{json, Value};
+
+use super::{emit, Output};
+use crate::api::pb;
+
+impl Output {
+    pub fn task(&self, t: &pb::TaskHandle) {
+        if self.json {
+            say!(
+                "{}",
+                json!({
+                    "task_id": t.task_id,
+                    "task_kind": t.task_kind,
+                    "status": t.status,
+                    "owner_agent_id": t.owner_agent_id,
+                    "child_agent_id": t.child_agent_id,
+                    "label": t.label,
+                    "output": t.output,
+                    "created_at_ms": t.created_at_ms,
+                    "updated_at_ms": t.updated_at_ms,
+                    "command": t.command,
+                    "exit": t.exit,
+                    "workspace_id": t.workspace_id,
+                    "workdir": t.workdir,
+                    "worktree": t.worktree.as_ref().map(worktree_json),
+                })
+            );
+        } else {
+            say!(
+                "{}  {:<16}  {:<9}  {}  {}",
+                t.task_id,
+                t.task_kind,
+                t.status,
+                t.child_agent_id,
+                t.label
+            );
+            if !t.output.is_empty() {
+                say!("{:<30}  -> {}", "", t.output);
+            }
+            if !t.workdir.is_empty() {
+                say!("{:<30}  ran in {} ({})", "", t.workdir, t.workspace_id);
+            }
+            if let Some(w) = &t.worktree {
+                let gone = if w.removed { " (removed)" } else { "" };
+                say!("{:<30}  worktree {} on {}{gone}", "", w.path, w.branch);
+            }
+        }
+    }
+
+    pub fn task_output(&self, o: &pb::ReadTaskOutputResponse) {
+        if self.json {
+            say!(
+                "{}",
+                json!({
+                    "task_id": o.task_id,
+                    "status": o.status,
+                    "output": o.output,
+                    "next_offset": o.next_offset,
+                    "dropped_bytes": o.dropped_bytes,
+                })
+            );
+        } else {
+            if o.dropped_bytes > 0 {
+                eprintln!("({} bytes dropped by the output buffer)", o.dropped_bytes);
+            }
+            say!("{}", o.output);
+        }
+    }
+
+    /// A piece of a followed command's output: raw to stdout, or a JSON
+    /// line with its stream.
+    pub fn chunk(&self, c: &pb::OutputChunk) {
+        if self.json {
+            say!(
+                "{}",
+                json!({ "offset": c.offset, "stream": c.stream, "data": String::from_utf8_lossy(&c.data) })
+            );
+        } else {
+            let mut stdout = std::io::stdout().lock();
+            if stdout
+                .write_all(&c.data)
+                .and_then(|()| stdout.flush())
+                .is_err()
+            {
+                std::process::exit(0);
+            }
+        }
+    }
+
+    /// The whole tree, its pages joined: flat in JSON (each node with its
+    /// parent and depth), drawn for people.
+    pub fn tree(&self, tree: &pb::GetTreeResponse) {
+        if self.json {
+            let node_json = |n: &pb::TreeNode| {
+                json!({
+                    "node_type": n.node_type,
+                    "id": n.id,
+                    "parent_id": n.parent_id,
+                    "depth": n.depth,
+                    "name": n.name,
+                    "kind": n.kind,
+                    "state": n.state,
+                    "visibility": n.visibility,
+                    "ownership": n.ownership,
+                    "actor_alive": n.actor_alive,
+                    "active_workspace_id": n.active_workspace_id,
+                    "active_dir": n.active_dir,
+                    "worktree": n.worktree.as_ref().map(worktree_json),
+                    "truncated_from_bytes": n.truncated_from_bytes,
+                    "partition": n.partition,
+                })
+            };
+            say!(
+                "{}",
+                json!({
+                    "nodes": tree.nodes.iter().map(node_json).collect::<Vec<_>>(),
+                    "mismatches": tree.mismatches,
+                    "agents": tree.agents,
+                    "tasks": tree.tasks,
+                    "waits": tree.waits,
+                    "partitions": tree.partitions,
+                    "next_page_token": tree.next_page_token,
+                })
+            );
+            return;
+        }
+        crate::cli::tree_view::render(&tree.nodes, |line| say!("{line}"));
+        say!(
+            "{} agents, {} tasks, under {} root partitions",
+            tree.agents,
+            tree.tasks,
+            tree.partitions
+        );
+        if let Some(cut) = &tree.cut {
+            say!(
+                "more: the tree goes on after node {} (depth {}); page token {}",
+                cut.after_node_id,
+                cut.after_depth,
+                tree.next_page_token
+            );
+        }
+        for mismatch in &tree.mismatches {
+            say!("MISMATCH: {mismatch}");
+        }
+    }
+
+    pub fn workspaces(&self, w: &pb::Workspaces) {
+        if self.json {
+            say!(
+                "{}",
+                json!({
+                    "agent_id": w.agent_id,
+                    "active_workspace_id": w.active_workspace_id,
+                    "active_dir": w.active_dir,
+                    "workspaces": w.workspaces.iter().map(|b| json!({
+                        "workspace_id": b.workspace_id,
+                        "root": b.root,
+                        "active": b.active,
+                    })).collect::<Vec<_>>(),
+                })
+            );
+            return;
+        }
+        for b in &w.workspaces {
+            let mark = if b.active { "*" } else { " " };
+            say!("{mark} {:<24}  {}", b.workspace_id, b.root);
+        }
+        say!("active: {} ({})", w.active_dir, w.active_workspace_id);
+    }
+
+    pub fn work_item(&self, w: &pb::WorkItem) {
+        if self.json {
+            say!(
+                "{}",
+                json!({
+                    "work_item_id": w.work_item_id,
+                    "owner_agent_id": w.owner_agent_id,
+                    "objective": w.objective,
+                    "status": w.status,
+                    "plan": w.plan.iter().map(|s| json!({ "title": s.title, "status": s.status })).collect::<Vec<_>>(),
+                    "waiting_on": w.waiting_on,
+                })
+            );
+            return;
+        }
+        say!("{}  [{}] {}", w.work_item_id, w.status, w.objective);
+        for step in &w.plan {
+            say!("    - [{}] {}", step.status, step.title);
+        }
+        for wait in &w.waiting_on {
+            say!("    waiting on {wait}");
+        }
+    }
+
+    pub fn tool(&self, t: &pb::ToolDescriptor) {
+        if self.json {
+            let schema: Value = serde_json::from_str(&t.input_schema_json).unwrap_or(Value::Null);
+            say!(
+                "{}",
+                json!({ "name": t.name, "family": t.family, "plane": t.plane, "description": t.description, "input_schema": schema })
+            );
+        } else {
+            say!(
+                "{:<24} {:<20} {:<8} {}",
+                t.name,
+                t.family,
+                t.plane,
+                t.description
+            );
+        }
+    }
+
+    /// An MCP server of the agent's whose tools could not be listed: on
+    /// stderr for people (stdout stays the table), a line of its own in JSON.
+    pub fn tools_unavailable(&self, note: &str) {
+        if self.json {
+            say!("{}", json!({ "unavailable": note }));
+        } else {
+            eprintln!("unavailable: {note}");
+        }
+    }
+}
+
+fn worktree_json(w: &pb::Worktree) -> Value {
+    json!({
+        "path": w.path,
+        "branch": w.branch,
+        "repository": w.repository,
+        "owner_task_id": w.owner_task_id,
+        "removed": w.removed,
+    })
+}
