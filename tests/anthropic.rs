@@ -6,8 +6,6 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,206 +13,15 @@ use common::{data_dir, eventually, send, Daemon};
 use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 /// The key the daemon holds, in a variable it treats as secret. Long
 /// enough to be redacted wherever it would be stored.
 const KEY: &str = "sk-ant-stub-0123456789abcdef";
 const KEY_ENV: &str = "TEST_ANTHROPIC_KEY";
 
-/// What the stub answers: a status, extra headers, and a body (JSON, or
-/// raw text when `raw` is set).
-struct Answer {
-    status: u16,
-    headers: Vec<(&'static str, String)>,
-    body: Value,
-    raw: Option<&'static str>,
-}
-
-impl Answer {
-    fn json(status: u16, body: Value) -> Self {
-        Self {
-            status,
-            headers: Vec::new(),
-            body,
-            raw: None,
-        }
-    }
-}
-
-fn reply(text: &str) -> Answer {
-    Answer::json(
-        200,
-        json!({
-            "id": "msg_stub", "type": "message", "role": "assistant", "model": "claude-stub",
-            "content": [{ "type": "text", "text": text }],
-            "stop_reason": "end_turn", "stop_sequence": null,
-            "usage": { "input_tokens": 10, "output_tokens": 3 },
-        }),
-    )
-}
-
-fn tool_use(name: &str, input: Value) -> Answer {
-    Answer::json(
-        200,
-        json!({
-            "id": "msg_stub", "type": "message", "role": "assistant", "model": "claude-stub",
-            "content": [
-                { "type": "text", "text": "On it." },
-                { "type": "tool_use", "id": "toolu_stub_1", "name": name, "input": input },
-            ],
-            "stop_reason": "tool_use", "stop_sequence": null,
-            "usage": { "input_tokens": 10, "output_tokens": 3 },
-        }),
-    )
-}
-
-fn error(status: u16, kind: &str, message: &str) -> Answer {
-    Answer::json(
-        status,
-        json!({ "type": "error", "error": { "type": kind, "message": message } }),
-    )
-}
-
-/// One request as the stub received it.
-#[derive(Clone)]
-struct Received {
-    headers: HashMap<String, String>,
-    body: Value,
-    at: Instant,
-}
-
-type Handler = Arc<dyn Fn(&Value, usize) -> Answer + Send + Sync>;
-
-/// Per-message request counts, for handlers that answer the same message
-/// differently each time it is asked.
-struct Asked(Mutex<HashMap<String, usize>>);
-
-impl Asked {
-    /// How often `text` was asked before this time.
-    fn with_count(&self, text: &str) -> usize {
-        let mut counts = self.0.lock().expect("counts");
-        let count = counts.entry(text.to_owned()).or_default();
-        *count += 1;
-        *count - 1
-    }
-}
-
-/// A running stub: its base URL, and every request with the right key,
-/// in order, for the test body to check (a check inside the stub's own
-/// tasks could not fail the test).
-struct Stub {
-    base: String,
-    requests: Arc<Mutex<Vec<Received>>>,
-}
-
-impl Stub {
-    fn requests(&self) -> Vec<Received> {
-        self.requests.lock().expect("requests").clone()
-    }
-
-    fn bodies(&self) -> Vec<Value> {
-        self.requests().into_iter().map(|r| r.body).collect()
-    }
-}
-
-/// Reads one HTTP/1.1 request off `socket` (headers, then Content-Length
-/// bytes): its lowercased headers, its path and its body.
-async fn read_request(
-    socket: &mut tokio::net::TcpStream,
-    buf: &mut Vec<u8>,
-) -> Option<(String, HashMap<String, String>, Vec<u8>)> {
-    let header_end = loop {
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let mut chunk = [0u8; 8192];
-        match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
-    let mut lines = head.lines();
-    let path = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or_default()
-        .to_owned();
-    let headers: HashMap<String, String> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .get("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    while buf.len() < header_end + length {
-        let mut chunk = [0u8; 8192];
-        match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let body = buf[header_end..header_end + length].to_vec();
-    buf.drain(..header_end + length);
-    Some((path, headers, body))
-}
-
-/// A minimal Messages API server.
-async fn stub(handler: Handler) -> Stub {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let calls = Arc::new(AtomicUsize::new(0));
-    let requests: Arc<Mutex<Vec<Received>>> = Arc::default();
-    let recorded = requests.clone();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let handler = handler.clone();
-            let calls = calls.clone();
-            let recorded = recorded.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                while let Some((path, headers, body)) = read_request(&mut socket, &mut buf).await {
-                    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    let answer = if path != "/v1/messages" {
-                        error(404, "not_found_error", "no such path")
-                    } else if headers.get("x-api-key").map(String::as_str) == Some(KEY) {
-                        recorded.lock().expect("requests").push(Received {
-                            headers,
-                            body: body.clone(),
-                            at: Instant::now(),
-                        });
-                        handler(&body, calls.fetch_add(1, Ordering::SeqCst))
-                    } else {
-                        error(401, "authentication_error", "invalid x-api-key")
-                    };
-                    let text = answer
-                        .raw
-                        .map_or_else(|| answer.body.to_string(), str::to_owned);
-                    let extra: String = answer
-                        .headers
-                        .iter()
-                        .map(|(k, v)| format!("{k}: {v}\r\n"))
-                        .collect();
-                    let response = format!(
-                        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{text}",
-                        answer.status,
-                        text.len()
-                    );
-                    if socket.write_all(response.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    Stub {
-        base: format!("http://{addr}"),
-        requests,
-    }
-}
+#[path = "anthropic/stub.rs"]
+mod stub;
+use stub::{error, reply, stub, tool_use, Answer, Asked, Handler};
 
 async fn daemon(root: &tempfile::TempDir, extra: &[&str]) -> Daemon {
     let mut args = vec!["--model-retries", "2", "--model-retry-base-ms", "10"];

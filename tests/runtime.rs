@@ -1,6 +1,7 @@
 //! The runtime in-process over the real sled store: supervision of agent
-//! actors (one-for-one restarts within an intensity) and recovery of a turn
-//! that a crash cut short.
+//! actors (one-for-one restarts within an intensity), of private children
+//! under their parents (`runtime/subtree.rs`), and recovery of a turn that
+//! a crash cut short.
 
 mod common;
 
@@ -19,8 +20,11 @@ use holarchy_actors::{
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, LifecycleState, MessageId, MessageRecord, MessageStatus,
-    Preset, Provenance, RunId, RunOutcome, TaskStatus,
+    Preset, Provenance, RunId, RunOutcome,
 };
+
+#[path = "runtime/subtree.rs"]
+mod subtree;
 
 async fn start(store: Arc<SledStore>, policy: RestartPolicy) -> Runtime {
     let config = RuntimeConfig {
@@ -292,180 +296,6 @@ async fn a_panicking_or_hanging_turn_fails_and_the_agent_moves_on() {
     assert!(details[0].contains("panicked"), "{details:?}");
     assert!(details[1].contains("deadline"), "{details:?}");
     assert_eq!(runtime.snapshot().await.expect("snapshot").busy_runs, 0);
-    runtime.shutdown(Duration::from_secs(5)).await;
-    store.close().await;
-}
-
-async fn spawn_child(
-    runtime: &Runtime,
-    parent: AgentId,
-    preset: Preset,
-) -> (AgentId, holarchy_supervision::TaskId) {
-    let profile = runtime
-        .ctx()
-        .store
-        .agent(parent)
-        .expect("read")
-        .expect("parent")
-        .profile;
-    let request = SpawnRequest {
-        fork: false,
-        preset,
-        initial_message: Some("do it".into()),
-        name: None,
-        workspace_mode: Default::default(),
-        root: None,
-        role: None,
-    };
-    let spawned = spawn_agent(runtime.ctx(), parent, profile, request)
-        .await
-        .expect("spawned");
-    (
-        spawned.agent_id,
-        spawned.task.expect("a private child has a handle").id,
-    )
-}
-
-fn linked_under(runtime: &Runtime, child: AgentId, parent: AgentId) -> bool {
-    let (Some(child), Some(parent)) = (
-        runtime.ctx().directory.get(child),
-        runtime.ctx().directory.get(parent),
-    ) else {
-        return false;
-    };
-    parent
-        .actor
-        .get_children()
-        .iter()
-        .any(|c| c.get_id() == child.actor.get_id())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_private_child_is_restarted_under_its_parent_then_given_up_and_reported() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
-    let runtime = start(
-        store.clone(),
-        RestartPolicy {
-            max_restarts: 2,
-            period_ms: 60_000,
-        },
-    )
-    .await;
-    let parent = runtime
-        .create_agent("parent".into(), None)
-        .await
-        .expect("created");
-    let (child, task) = spawn_child(&runtime, parent, Preset::PrivateChild).await;
-    assert!(linked_under(&runtime, child, parent));
-
-    for round in 0..3 {
-        let actor = runtime
-            .ctx()
-            .directory
-            .get(child)
-            .expect("child running")
-            .actor;
-        actor.kill();
-        if round < 2 {
-            until("the child restarted under its parent", || {
-                runtime
-                    .ctx()
-                    .directory
-                    .get(child)
-                    .is_some_and(|e| e.actor.get_id() != actor.get_id())
-                    && linked_under(&runtime, child, parent)
-            })
-            .await;
-        }
-    }
-    until("the handle reports the failure", || {
-        store
-            .task(task)
-            .ok()
-            .flatten()
-            .is_some_and(|t| t.status == TaskStatus::Failed)
-    })
-    .await;
-    let handle = store.task(task).expect("read").expect("task");
-    assert!(
-        handle
-            .output
-            .as_deref()
-            .is_some_and(|o| o.contains("restart intensity exceeded")),
-        "{handle:?}"
-    );
-    assert_eq!(
-        store.agent(child).expect("read").expect("child").state,
-        LifecycleState::Failed
-    );
-    until("the parent told", || {
-        store
-            .list_messages(parent, None, 10)
-            .expect("messages")
-            .iter()
-            .any(|m| {
-                m.provenance == Provenance::ChildResult { agent_id: child }
-                    && matches!(m.status, MessageStatus::Handled { .. })
-            })
-    })
-    .await;
-    assert!(runtime.ctx().directory.get(child).is_none());
-    assert!(
-        runtime.ctx().directory.get(parent).is_some(),
-        "the parent lives on"
-    );
-    let snapshot = runtime.snapshot().await.expect("snapshot");
-    assert_eq!((snapshot.restarts, snapshot.given_up), (2, 1));
-    runtime.shutdown(Duration::from_secs(5)).await;
-    store.close().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restarted_parent_brings_back_its_whole_subtree() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
-    let runtime = start(store.clone(), RestartPolicy::default()).await;
-    let top = runtime
-        .create_agent("top".into(), None)
-        .await
-        .expect("created");
-    let (mid, _) = spawn_child(&runtime, top, Preset::PrivateDelegator).await;
-    let (leaf, leaf_task) = spawn_child(&runtime, mid, Preset::PrivateChild).await;
-    let before = runtime
-        .ctx()
-        .directory
-        .get(leaf)
-        .expect("leaf")
-        .actor
-        .get_id();
-
-    // Killing the top takes its linked subtree down with it.
-    runtime.ctx().directory.get(top).expect("top").actor.kill();
-    until("the subtree back, each under its supervisor", || {
-        runtime
-            .ctx()
-            .directory
-            .get(leaf)
-            .is_some_and(|e| e.actor.get_id() != before)
-            && linked_under(&runtime, mid, top)
-            && linked_under(&runtime, leaf, mid)
-            && runtime.ctx().directory.task(leaf_task).is_some()
-    })
-    .await;
-    let live: Vec<_> = [top, mid, leaf]
-        .iter()
-        .map(|id| store.agent(*id).expect("read").expect("record").state)
-        .collect();
-    assert_eq!(live, [LifecycleState::Active; 3]);
-    let report = holarchy_actors::tree::inspect(
-        runtime.ctx(),
-        vec![store.agent(top).expect("read").expect("top")],
-        true,
-    )
-    .expect("inspect");
-    assert!(report.mismatches.is_empty(), "{:?}", report.mismatches);
-    assert_eq!((report.agents, report.tasks), (3, 2));
     runtime.shutdown(Duration::from_secs(5)).await;
     store.close().await;
 }

@@ -28,6 +28,10 @@ use holarchy_supervision::{
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestRunner};
 
+#[path = "tree_model/tally.rs"]
+mod tally;
+use tally::{Kind, Tally};
+
 #[derive(Debug, Clone)]
 enum Step {
     CreatePublic,
@@ -101,91 +105,6 @@ struct World {
     /// Every command started, with the marker that finds its process.
     commands: Vec<(TaskId, String)>,
     tally: Tally,
-}
-
-/// What one kind of step achieved: how often it had something to act on,
-/// and how often it then succeeded.
-#[derive(Debug, Default, Clone, Copy)]
-struct Count {
-    tried: u32,
-    done: u32,
-}
-
-impl Count {
-    fn record(&mut self, done: bool) {
-        self.tried += 1;
-        self.done += u32::from(done);
-    }
-
-    fn add(&mut self, other: Count) {
-        self.tried += other.tried;
-        self.done += other.done;
-    }
-}
-
-/// Outcomes of a run's steps, by kind.
-#[derive(Debug, Default, Clone, Copy)]
-struct Tally {
-    spawns: Count,
-    sends: Count,
-    stops: Count,
-    archives: Count,
-    kills: Count,
-    waits: Count,
-    commands: Count,
-    restarts: Count,
-    /// Structural steps run two at once.
-    together: Count,
-    /// Commands seen running, then checked gone once no longer running.
-    processes_gone: u32,
-}
-
-impl Tally {
-    fn add(&mut self, other: &Tally) {
-        for (mine, theirs) in self.counts_mut().into_iter().zip(other.counts()) {
-            mine.add(theirs);
-        }
-        self.processes_gone += other.processes_gone;
-        self.together.add(other.together);
-    }
-
-    fn count_mut(&mut self, kind: Kind) -> &mut Count {
-        match kind {
-            Kind::Spawn => &mut self.spawns,
-            Kind::Send => &mut self.sends,
-            Kind::Stop => &mut self.stops,
-            Kind::Archive => &mut self.archives,
-            Kind::Kill => &mut self.kills,
-            Kind::Wait => &mut self.waits,
-            Kind::Command => &mut self.commands,
-        }
-    }
-
-    fn counts(&self) -> [Count; 8] {
-        [
-            self.spawns,
-            self.sends,
-            self.stops,
-            self.archives,
-            self.kills,
-            self.waits,
-            self.commands,
-            self.restarts,
-        ]
-    }
-
-    fn counts_mut(&mut self) -> [&mut Count; 8] {
-        [
-            &mut self.spawns,
-            &mut self.sends,
-            &mut self.stops,
-            &mut self.archives,
-            &mut self.kills,
-            &mut self.waits,
-            &mut self.commands,
-            &mut self.restarts,
-        ]
-    }
 }
 
 /// Shows why a step failed when `MODEL_TRACE` is set.
@@ -483,18 +402,6 @@ enum Action {
     Kill(AgentId),
     Wait(AgentId, bool),
     Exec(AgentId),
-}
-
-/// Which count of the tally a step's outcome goes to.
-#[derive(Debug, Clone, Copy)]
-enum Kind {
-    Spawn,
-    Send,
-    Stop,
-    Archive,
-    Kill,
-    Wait,
-    Command,
 }
 
 /// What performing an action did.
