@@ -1,15 +1,16 @@
-//! What the store's writer pays sled for one public agent's creation, and
-//! what other shapes of the same writes would pay: the evidence behind the
-//! ceiling on durable creation (docs/benchmarks.md).
+//! What sled's writer pays for one public agent's creation, in the shape
+//! the store uses and in others: the evidence for the store's layout and
+//! for the ceiling on durable creation (docs/benchmarks.md).
 //!
 //! `cargo bench --bench sled_writes -- [--agents 100000] [--rounds 2]`
 //!
 //! Each shape writes `--agents` public agents in batches of 1,000 into a
-//! fresh sled database, with the store's own record encoding and tree
-//! names, and a flush every second batch (as group commit does under load):
-//! - `transaction, 3 trees`: what the store does (agents, names, public
-//!   index, plus one event-log value per batch), with the name check;
-//! - `transaction, 2 trees`: the same without the public index;
+//! fresh sled database, with the store's own record encoding, and a flush
+//! every second batch (as group commit does under load):
+//! - `transaction, 3 trees`: the store's shape before public agents had a
+//!   tree of their own: records, names and an index of public ids, plus
+//!   one event-log value per batch, with the name check;
+//! - `transaction, 2 trees`: the store's shape now, records and names;
 //! - `transaction, 1 tree`: agents only;
 //! - `one tree, apply_batch`: the three records under key prefixes in one
 //!   tree, written by `apply_batch` (atomic, no transaction), the name
@@ -55,8 +56,8 @@ impl Shape {
 
     fn label(self) -> &'static str {
         match self {
-            Shape::ThreeTrees => "transaction, 3 trees (the store)",
-            Shape::TwoTrees => "transaction, 2 trees (no public index)",
+            Shape::ThreeTrees => "transaction, 3 trees (with a public index)",
+            Shape::TwoTrees => "transaction, 2 trees (the store)",
             Shape::OneTree => "transaction, 1 tree (agents only)",
             Shape::OneTreeBatch => "one tree, apply_batch",
             Shape::ThreeTreeBatches => "3 trees, apply_batch each",
@@ -290,7 +291,7 @@ fn main() {
         report[shape.key()] = json!({
             "us_per_agent_writing": us,
             "agents_per_s": rates,
-            "writing_vs_store": mean(us.iter().copied()) / base,
+            "writing_vs_three_trees": mean(us.iter().copied()) / base,
         });
     }
     let line = Value::to_string(&report);
