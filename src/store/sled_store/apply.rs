@@ -25,10 +25,10 @@ pub(super) enum Abort {
 pub(super) type TxResult = Result<(), ConflictableTransactionError<Abort>>;
 
 /// The agents' trees of a transaction: public, then private.
-type AgentTrees<'a> = (&'a TransactionalTree, &'a TransactionalTree);
+type RecordTrees<'a> = (&'a TransactionalTree, &'a TransactionalTree);
 
 fn agent_is_live(
-    (public, private): AgentTrees<'_>,
+    (public, private): RecordTrees<'_>,
     sup: AgentId,
 ) -> Result<bool, ConflictableTransactionError<Abort>> {
     match agent_trees::get_in(public, private, &sup.to_bytes())? {
