@@ -47,6 +47,7 @@ use holarchy_supervision::{AgentId, AgentRecord, Event, EventCursor, TaskId, Usa
 use sled::Tree;
 use tokio::sync::watch;
 
+use super::agent_trees::{AgentTrees, AGENTS, PUBLIC_AGENTS};
 use super::codec::{decode, decode_agent};
 use super::event_log;
 use super::group_commit::GroupCommit;
@@ -55,7 +56,6 @@ use grouped::Applier;
 use writer::Job;
 use writer::Writer;
 
-use super::agent_trees::{AgentTrees, AGENTS, PUBLIC_AGENTS};
 const NAMES: &str = "names";
 const MESSAGES: &str = "messages";
 const PENDING: &str = "pending";
