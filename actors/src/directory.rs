@@ -11,9 +11,9 @@ use holarchy_supervision::{AgentId, LifecycleState, MessageId, TaskId, Visibilit
 use ractor::{ActorId, ActorRef};
 
 use crate::limits::AgentSlots;
-use crate::live::LiveView;
+use crate::live::{AgentSnapshot, LiveView};
 use crate::protocol::{
-    Ack, AgentMsg, AgentSnapshot, CommandMsg, DeliverError, Delivered, NewMessage, TaskMsg, WaitMsg,
+    Ack, AgentMsg, CommandMsg, DeliverError, Delivered, NewMessage, TaskMsg, WaitMsg,
 };
 
 #[derive(Debug, Clone)]

@@ -71,7 +71,8 @@ pub mod views;
 pub use brain::{Brain, ScriptedBrain};
 pub use config::RuntimeConfig;
 pub use ctx::Ctx;
-pub use protocol::{AgentSnapshot, DeliverError, Delivered};
+pub use live::AgentSnapshot;
+pub use protocol::{DeliverError, Delivered};
 pub use runtime::{
     ArchiveError, BrainError, CreateError, NewAgent, Outgoing, Runtime, RuntimeError,
     RuntimeSnapshot,

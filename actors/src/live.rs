@@ -8,7 +8,15 @@ use std::sync::{Mutex, PoisonError};
 
 use holarchy_supervision::{AgentId, LifecycleState, RunId};
 
-use crate::protocol::AgentSnapshot;
+/// What operators and tests can see of a running agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSnapshot {
+    pub agent_id: AgentId,
+    pub state: LifecycleState,
+    pub queue_len: usize,
+    pub current_run: Option<RunId>,
+    pub turns_completed: u64,
+}
 
 /// Shared by an agent's actor (the only writer) and its directory entry.
 #[derive(Debug)]

@@ -87,16 +87,6 @@ impl std::fmt::Display for NotRunning {
     }
 }
 
-/// What operators and tests can see of a running agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentSnapshot {
-    pub agent_id: AgentId,
-    pub state: LifecycleState,
-    pub queue_len: usize,
-    pub current_run: Option<RunId>,
-    pub turns_completed: u64,
-}
-
 #[derive(Debug)]
 pub struct TurnDone {
     pub run_id: RunId,

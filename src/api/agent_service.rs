@@ -5,8 +5,8 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use holarchy_actors::protocol::{AgentSnapshot, Control};
-use holarchy_actors::{DeliverError, NewAgent, Outgoing, Runtime};
+use holarchy_actors::protocol::Control;
+use holarchy_actors::{AgentSnapshot, DeliverError, NewAgent, Outgoing, Runtime};
 use holarchy_supervision::{
     limits, AgentId, AgentRecord, BrainConfig, MessageId, Visibility, WorkStatus,
 };

@@ -22,10 +22,10 @@ use super::{
     CreateError, NewAgent, Outgoing, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot,
 };
 use crate::in_flight::InFlightTurn;
+use crate::live::AgentSnapshot;
 use crate::protocol::GatewayMsg;
 use crate::protocol::{
-    Ack, AgentMsg, AgentSnapshot, Control, ControlError, ControlOutcome, DeliverError, Delivered,
-    NotRunning,
+    Ack, AgentMsg, Control, ControlError, ControlOutcome, DeliverError, Delivered, NotRunning,
 };
 use crate::store::{Batch, StoreError, Write};
 use crate::supervisor::cleanup::{self, CleanupOutcome};
