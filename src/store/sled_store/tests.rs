@@ -532,3 +532,70 @@ fn the_turn_usage_event_is_the_last_variant_so_older_logs_still_decode() {
     let bytes = crate::store::codec::encode(EVENTS, &event).expect("encodes");
     assert_eq!(bytes[1], 17, "TurnUsage is variant 17, after Decided (16)");
 }
+
+#[tokio::test]
+async fn a_store_of_the_old_layout_opens_with_every_agent_where_it_belongs() {
+    use crate::store::codec::encode_agent;
+    use holarchy_supervision::Preset;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let public = agent("lead");
+    let mut child = agent("helper");
+    child.name = None;
+    child.profile = Preset::PrivateChild.profile();
+    child.supervisor_agent_id = Some(public.id);
+    // Written as a store of the old layout held them: every record in
+    // `agents`, public ids in the `public` index.
+    {
+        let db = sled::Config::new().path(dir.path()).open().expect("sled");
+        let records = db.open_tree(AGENTS).expect("tree");
+        for record in [&public, &child] {
+            let value = encode_agent(AGENTS, record).expect("encodes");
+            records.insert(record.id.to_bytes(), value).expect("insert");
+        }
+        db.open_tree("public")
+            .expect("tree")
+            .insert(public.id.to_bytes(), &[] as &[u8])
+            .expect("insert");
+        db.open_tree(NAMES)
+            .expect("tree")
+            .insert("lead", &public.id.to_bytes())
+            .expect("insert");
+        db.flush().expect("flush");
+    }
+
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    assert_eq!(store.agent(public.id).expect("reads"), Some(public.clone()));
+    assert_eq!(store.agent(child.id).expect("reads"), Some(child.clone()));
+    let listed: Vec<_> = store
+        .list_agents(None, 10, false)
+        .expect("page")
+        .into_iter()
+        .map(|a| a.id)
+        .collect();
+    assert_eq!(listed, [public.id]);
+    let mut recovered: Vec<_> = store
+        .recovery_input()
+        .expect("reads")
+        .agents
+        .into_iter()
+        .map(|a| a.id)
+        .collect();
+    recovered.sort();
+    assert_eq!(recovered, [public.id, child.id]);
+    // A name the old store held is still taken.
+    assert!(matches!(
+        store.commit(created(&agent("lead"))),
+        Err(StoreError::NameTaken(_))
+    ));
+    // And the moved agent takes new writes in its new tree.
+    let ended = AgentRecord {
+        state: holarchy_supervision::LifecycleState::Archived,
+        ..public.clone()
+    };
+    store
+        .commit(Batch::new().write(Write::PutAgent(ended.clone())))
+        .expect("put");
+    assert_eq!(store.agent(public.id).expect("reads"), Some(ended));
+    store.close().await;
+}
