@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::http::read_request;
 use common::{data_dir, eventually, send, Daemon};
 use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 /// What the stub answers: a status, a JSON body, and a delay before it.
@@ -70,35 +71,9 @@ async fn stub(handler: Handler) -> Stub {
             let recorded = recorded.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
-                loop {
-                    // Read one request: headers, then Content-Length bytes.
-                    let header_end = loop {
-                        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                            break at + 4;
-                        }
-                        let mut chunk = [0u8; 8192];
-                        match socket.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    };
-                    let head = String::from_utf8_lossy(&buf[..header_end]).to_lowercase();
-                    let length: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("content-length:"))
-                        .and_then(|v| v.trim().parse().ok())
-                        .unwrap_or(0);
-                    while buf.len() < header_end + length {
-                        let mut chunk = [0u8; 8192];
-                        match socket.read(&mut chunk).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                        }
-                    }
-                    let body: Value = serde_json::from_slice(&buf[header_end..header_end + length])
-                        .unwrap_or(Value::Null);
-                    buf.drain(..header_end + length);
-                    let answer = if head.contains("authorization: bearer test-key") {
+                while let Some(request) = read_request(&mut socket, &mut buf).await {
+                    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+                    let answer = if request.has("authorization", "bearer test-key") {
                         recorded.lock().expect("requests").push(body.clone());
                         handler(&body, calls.fetch_add(1, Ordering::SeqCst))
                     } else {

@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
+use super::common::http::read_request;
 use super::KEY;
 
 /// What the stub answers: a status, extra headers, and a body (JSON, or
@@ -110,49 +111,6 @@ impl Stub {
     }
 }
 
-/// Reads one HTTP/1.1 request off `socket` (headers, then Content-Length
-/// bytes): its lowercased headers, its path and its body.
-async fn read_request(
-    socket: &mut tokio::net::TcpStream,
-    buf: &mut Vec<u8>,
-) -> Option<(String, HashMap<String, String>, Vec<u8>)> {
-    let header_end = loop {
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let mut chunk = [0u8; 8192];
-        match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
-    let mut lines = head.lines();
-    let path = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or_default()
-        .to_owned();
-    let headers: HashMap<String, String> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .get("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    while buf.len() < header_end + length {
-        let mut chunk = [0u8; 8192];
-        match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let body = buf[header_end..header_end + length].to_vec();
-    buf.drain(..header_end + length);
-    Some((path, headers, body))
-}
-
 /// A minimal Messages API server.
 pub async fn stub(handler: Handler) -> Stub {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -167,13 +125,13 @@ pub async fn stub(handler: Handler) -> Stub {
             let recorded = recorded.clone();
             tokio::spawn(async move {
                 let mut buf = Vec::new();
-                while let Some((path, headers, body)) = read_request(&mut socket, &mut buf).await {
-                    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    let answer = if path != "/v1/messages" {
+                while let Some(request) = read_request(&mut socket, &mut buf).await {
+                    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+                    let answer = if request.path != "/v1/messages" {
                         error(404, "not_found_error", "no such path")
-                    } else if headers.get("x-api-key").map(String::as_str) == Some(KEY) {
+                    } else if request.headers.get("x-api-key").map(String::as_str) == Some(KEY) {
                         recorded.lock().expect("requests").push(Received {
-                            headers,
+                            headers: request.headers,
                             body: body.clone(),
                             at: Instant::now(),
                         });

@@ -15,6 +15,7 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest};
 
 pub mod contract;
+pub mod http;
 pub mod workspaces;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);

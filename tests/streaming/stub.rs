@@ -12,9 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
+
+use super::common::http::read_request;
 
 /// What the stub answers one request with.
 pub enum Answer {
@@ -98,12 +100,12 @@ async fn serve(
 ) {
     let mut buf = Vec::new();
     loop {
-        let Some((headers, body)) = read_request(&mut socket, &mut buf).await else {
+        let Some(request) = read_request(&mut socket, &mut buf).await else {
             return;
         };
-        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         recorded.lock().expect("requests").push(Received {
-            headers,
+            headers: request.headers,
             body: body.clone(),
         });
         let answer = handler(&body, count.fetch_add(1, Ordering::SeqCst));
@@ -159,44 +161,6 @@ async fn write_stream(socket: &mut TcpStream, stream: Stream) -> bool {
         tokio::time::sleep(stream.delay).await;
     }
     socket.write_all(b"0\r\n\r\n").await.is_ok()
-}
-
-/// One request: its lowercased headers and its body.
-async fn read_request(
-    socket: &mut TcpStream,
-    buf: &mut Vec<u8>,
-) -> Option<(HashMap<String, String>, Vec<u8>)> {
-    let header_end = loop {
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break at + 4;
-        }
-        let mut chunk = [0u8; 8192];
-        match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
-    let headers: HashMap<String, String> = head
-        .lines()
-        .skip(1)
-        .filter_map(|line| line.split_once(':'))
-        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_owned()))
-        .collect();
-    let length: usize = headers
-        .get("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    while buf.len() < header_end + length {
-        let mut chunk = [0u8; 8192];
-        match socket.read(&mut chunk).await {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let body = buf[header_end..header_end + length].to_vec();
-    buf.drain(..header_end + length);
-    Some((headers, body))
 }
 
 /// Tokens a stubbed answer reports: prompt, completion, cached.

@@ -1,0 +1,71 @@
+//! The HTTP/1.1 side of the model-API stubs that end-to-end tests start on
+//! 127.0.0.1: requests read one at a time off a kept-alive connection.
+
+use std::collections::HashMap;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+/// One request as a stub sees it.
+pub struct Request {
+    pub path: String,
+    /// Names lowercased.
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// Whether header `name` (lowercase) holds `value`, in any case.
+    pub fn has(&self, name: &str, value: &str) -> bool {
+        self.headers
+            .get(name)
+            .is_some_and(|v| v.eq_ignore_ascii_case(value))
+    }
+}
+
+/// Reads the next request off `socket` (headers, then Content-Length
+/// bytes), keeping what follows it in `buf`; `None` once the peer is gone.
+pub async fn read_request(socket: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Request> {
+    let header_end = loop {
+        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        read_more(socket, buf).await?;
+    };
+    let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
+    let mut lines = head.lines();
+    let path = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_default()
+        .to_owned();
+    let headers: HashMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .get("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    while buf.len() < header_end + length {
+        read_more(socket, buf).await?;
+    }
+    let body = buf[header_end..header_end + length].to_vec();
+    buf.drain(..header_end + length);
+    Some(Request {
+        path,
+        headers,
+        body,
+    })
+}
+
+async fn read_more(socket: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
+    let mut chunk = [0u8; 8192];
+    match socket.read(&mut chunk).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            Some(())
+        }
+    }
+}
