@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::http::read_request;
+use common::http::{read_request, write_json};
 use common::{data_dir, eventually, send, Daemon};
 use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
 /// What the stub answers: a status, a JSON body, and a delay before it.
@@ -85,12 +84,7 @@ async fn stub(handler: Handler) -> Stub {
                     };
                     tokio::time::sleep(answer.delay).await;
                     let text = answer.body.to_string();
-                    let response = format!(
-                        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{text}",
-                        answer.status,
-                        text.len()
-                    );
-                    if socket.write_all(response.as_bytes()).await.is_err() {
+                    if !write_json(&mut socket, answer.status, &[], &text).await {
                         return;
                     }
                 }

@@ -9,10 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 
-use super::common::http::read_request;
+use super::common::http::{read_request, write_json};
 use super::KEY;
 
 /// What the stub answers: a status, extra headers, and a body (JSON, or
@@ -142,17 +141,7 @@ pub async fn stub(handler: Handler) -> Stub {
                     let text = answer
                         .raw
                         .map_or_else(|| answer.body.to_string(), str::to_owned);
-                    let extra: String = answer
-                        .headers
-                        .iter()
-                        .map(|(k, v)| format!("{k}: {v}\r\n"))
-                        .collect();
-                    let response = format!(
-                        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{text}",
-                        answer.status,
-                        text.len()
-                    );
-                    if socket.write_all(response.as_bytes()).await.is_err() {
+                    if !write_json(&mut socket, answer.status, &answer.headers, &text).await {
                         return;
                     }
                 }

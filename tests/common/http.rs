@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// One request as a stub sees it.
@@ -68,4 +68,23 @@ async fn read_more(socket: &mut TcpStream, buf: &mut Vec<u8>) -> Option<()> {
             Some(())
         }
     }
+}
+
+/// Writes one JSON response with `headers` beside the content type;
+/// whether the connection still stands.
+pub async fn write_json(
+    socket: &mut TcpStream,
+    status: u16,
+    headers: &[(&str, String)],
+    text: &str,
+) -> bool {
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    let response = format!(
+        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{text}",
+        text.len()
+    );
+    socket.write_all(response.as_bytes()).await.is_ok()
 }

@@ -16,7 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
-use super::common::http::read_request;
+use super::common::http::{read_request, write_json};
 
 /// What the stub answers one request with.
 pub enum Answer {
@@ -111,12 +111,7 @@ async fn serve(
         let answer = handler(&body, count.fetch_add(1, Ordering::SeqCst));
         let keep = match answer {
             Answer::Status(status, body) => {
-                let text = body.to_string();
-                let head = format!(
-                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{text}",
-                    text.len()
-                );
-                socket.write_all(head.as_bytes()).await.is_ok()
+                write_json(&mut socket, status, &[], &body.to_string()).await
             }
             Answer::Stream(stream) => write_stream(&mut socket, stream).await,
         };
