@@ -75,18 +75,19 @@ impl AgentTrees {
         }
     }
 
-    /// An agent's encoded record, wherever it lives.
-    pub fn get(&self, key: &[u8]) -> Result<Option<IVec>, StoreError> {
-        match self.public.get(key).map_err(backend)? {
-            Some(bytes) => Ok(Some(bytes)),
-            None => self.private.get(key).map_err(backend),
+    /// An agent's encoded record, wherever it lives, with the name of
+    /// its tree (for an error about it).
+    pub fn get(&self, key: &[u8]) -> Result<Option<(&'static str, IVec)>, StoreError> {
+        if let Some(bytes) = self.public.get(key).map_err(backend)? {
+            return Ok(Some((PUBLIC_AGENTS, bytes)));
         }
+        Ok(self.private.get(key).map_err(backend)?.map(|b| (AGENTS, b)))
     }
 
     /// An agent's record, wherever it lives.
     pub fn record(&self, key: &[u8]) -> Result<Option<AgentRecord>, StoreError> {
         self.get(key)?
-            .map(|bytes| decode_agent(AGENTS, &bytes))
+            .map(|(tree, bytes)| decode_agent(tree, &bytes))
             .transpose()
     }
 
@@ -139,11 +140,11 @@ pub fn get_in(
     public: &TransactionalTree,
     private: &TransactionalTree,
     key: &[u8],
-) -> Result<Option<IVec>, UnabortableTransactionError> {
-    match public.get(key)? {
-        Some(bytes) => Ok(Some(bytes)),
-        None => private.get(key),
+) -> Result<Option<(&'static str, IVec)>, UnabortableTransactionError> {
+    if let Some(bytes) = public.get(key)? {
+        return Ok(Some((PUBLIC_AGENTS, bytes)));
     }
+    Ok(private.get(key)?.map(|b| (AGENTS, b)))
 }
 
 #[cfg(test)]
@@ -236,6 +237,25 @@ mod tests {
                 trees.record(&record.id.to_bytes()).expect("reads").as_ref(),
                 Some(record)
             );
+        }
+    }
+
+    #[test]
+    fn a_corrupt_record_is_reported_in_the_tree_that_holds_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = sled::Config::new().path(dir.path()).open().expect("opens");
+        let trees = AgentTrees::open(&db).expect("opens");
+        let (public, private) = (AgentId::generate(), AgentId::generate());
+        // The current version byte, then a body that is not a record.
+        let garbage = [crate::store::codec::AGENT_VERSION, 0xff, 0xff];
+        for (tree, id) in [(&trees.public, public), (&trees.private, private)] {
+            tree.insert(id.to_bytes(), &garbage[..]).expect("insert");
+        }
+        for (id, tree) in [(public, PUBLIC_AGENTS), (private, AGENTS)] {
+            match trees.record(&id.to_bytes()) {
+                Err(StoreError::Corrupt { tree: named, .. }) => assert_eq!(named, tree),
+                other => panic!("{tree}: {other:?}"),
+            }
         }
     }
 }

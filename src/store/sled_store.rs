@@ -317,7 +317,7 @@ impl SledStore {
         let mut public = self.agents.public.range(from..).peekable();
         if !include_private {
             for entry in public.take(limit) {
-                page.push(decode_agent(AGENTS, &entry.map_err(backend)?.1)?);
+                page.push(decode_agent(PUBLIC_AGENTS, &entry.map_err(backend)?.1)?);
             }
             return Ok(page);
         }
@@ -330,13 +330,13 @@ impl SledStore {
                 (None, Some(_)) => false,
                 (None, None) => break,
             };
-            let next = if take_public {
-                public.next()
+            let (tree, next) = if take_public {
+                (PUBLIC_AGENTS, public.next())
             } else {
-                private.next()
+                (AGENTS, private.next())
             };
             if let Some(entry) = next {
-                page.push(decode_agent(AGENTS, &entry.map_err(backend)?.1)?);
+                page.push(decode_agent(tree, &entry.map_err(backend)?.1)?);
             }
         }
         Ok(page)

@@ -9,7 +9,7 @@ use holarchy_supervision::{
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
 use super::encoded::Encoded;
-use super::{pair_key, AGENTS, MESSAGES, TASKS, USAGE, WAITS};
+use super::{pair_key, MESSAGES, TASKS, USAGE, WAITS};
 use crate::store::agent_trees;
 use crate::store::codec::{decode, decode_agent, decode_task, encode};
 use crate::store::event_log::EncodedRun;
@@ -32,7 +32,7 @@ fn agent_is_live(
     sup: AgentId,
 ) -> Result<bool, ConflictableTransactionError<Abort>> {
     match agent_trees::get_in(public, private, &sup.to_bytes())? {
-        Some(bytes) => decode_agent(AGENTS, &bytes)
+        Some((tree, bytes)) => decode_agent(tree, &bytes)
             .map(|r| r.state.is_live())
             .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e))),
         None => Ok(false),

@@ -15,7 +15,7 @@ use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::{Transactional, Tree};
 use tokio::sync::watch;
 
-use super::{backend, pair_key, SledStore, AGENTS, EVENTS, MESSAGES};
+use super::{backend, pair_key, SledStore, EVENTS, MESSAGES};
 use crate::store::agent_trees::{self, AgentTrees};
 use crate::store::codec::{decode, decode_agent, encode};
 use crate::store::event_log;
@@ -133,7 +133,7 @@ impl MemoryStore for SledStore {
         );
         let stored = trees.transaction(|(notes, keys, queue, counts, public, private)| {
             let live = match agent_trees::get_in(public, private, &agent.to_bytes())? {
-                Some(bytes) => decode_agent(AGENTS, &bytes)
+                Some((tree, bytes)) => decode_agent(tree, &bytes)
                     .map_err(|e| abort(Abort::Store(e)))?
                     .state
                     .is_live(),

@@ -13,9 +13,9 @@ use holarchy_supervision::{
 
 use super::writer::Prepared;
 use super::{
-    backend, grouped, id_from_key, output_key, pair_key, recovery, SledStore, CHILDREN, CLEANUPS,
-    DEDUPE, MESSAGES, NAMES, OUTPUT, OWNED, OWNED_WAITS, OWNED_WORK, TASKS, TRIGGERS, WAITS, WORK,
-    WORKSPACES, WORKTREES,
+    backend, grouped, id_from_key, output_key, pair_key, recovery, SledStore, AGENTS, CHILDREN,
+    CLEANUPS, DEDUPE, MESSAGES, NAMES, OUTPUT, OWNED, OWNED_WAITS, OWNED_WORK, PUBLIC_AGENTS,
+    TASKS, TRIGGERS, WAITS, WORK, WORKSPACES, WORKTREES,
 };
 use crate::store::codec::{decode, decode_task};
 
@@ -139,8 +139,8 @@ impl Store for SledStore {
             .iter()
             .map(|entry| decode_task(TASKS, &entry.map_err(backend)?.1))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut agents = recovery::all_agents(&self.agents.public)?;
-        agents.extend(recovery::all_agents(&self.agents.private)?);
+        let mut agents = recovery::all_agents(&self.agents.public, PUBLIC_AGENTS)?;
+        agents.extend(recovery::all_agents(&self.agents.private, AGENTS)?);
         Ok(RecoveryInput {
             agents,
             pending,

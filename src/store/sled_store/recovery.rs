@@ -8,7 +8,7 @@ use holarchy_actors::StoreError;
 use holarchy_supervision::AgentRecord;
 use sled::Tree;
 
-use super::{backend, AGENTS};
+use super::backend;
 use crate::store::codec::decode_agent;
 
 /// Every record of `agents`, in id order. The id space between the first
@@ -16,21 +16,24 @@ use crate::store::codec::decode_agent;
 /// thread of its own. Ids begin with their creation time, so a daemon's
 /// agents spread over that range; a lopsided cut costs time, never
 /// records.
-pub(super) fn all_agents(agents: &Tree) -> Result<Vec<AgentRecord>, StoreError> {
+pub(super) fn all_agents(
+    agents: &Tree,
+    name: &'static str,
+) -> Result<Vec<AgentRecord>, StoreError> {
     let first = agents.first().map_err(backend)?;
     let last = agents.last().map_err(backend)?;
     let (Some(first), Some(last)) = (first.and_then(id_key), last.and_then(id_key)) else {
-        return read(agents, (Bound::Unbounded, Bound::Unbounded));
+        return read(agents, name, (Bound::Unbounded, Bound::Unbounded));
     };
     let middle = (first / 2 + last / 2).to_be_bytes();
     std::thread::scope(|scope| {
         let upper = std::thread::Builder::new()
             .name("recovery-read".into())
             .spawn_scoped(scope, || {
-                read(agents, (Bound::Included(middle), Bound::Unbounded))
+                read(agents, name, (Bound::Included(middle), Bound::Unbounded))
             })
             .map_err(|err| StoreError::Backend(format!("cannot start a reading thread: {err}")))?;
-        let lower = read(agents, (Bound::Unbounded, Bound::Excluded(middle)));
+        let lower = read(agents, name, (Bound::Unbounded, Bound::Excluded(middle)));
         // Joined before either result is looked at: a scope whose thread
         // panicked and was never joined would panic itself.
         let upper = upper.join();
@@ -50,11 +53,12 @@ fn id_key((key, _): (sled::IVec, sled::IVec)) -> Option<u128> {
 
 fn read(
     agents: &Tree,
+    name: &'static str,
     range: (Bound<[u8; 16]>, Bound<[u8; 16]>),
 ) -> Result<Vec<AgentRecord>, StoreError> {
     agents
         .range(range)
-        .map(|entry| decode_agent(AGENTS, &entry.map_err(backend)?.1))
+        .map(|entry| decode_agent(name, &entry.map_err(backend)?.1))
         .collect()
 }
 
