@@ -9,6 +9,16 @@ pub(super) fn agent(name: &str) -> AgentRecord {
     AgentRecord::public(name, 1)
 }
 
+/// An unnamed private child under `parent`.
+fn private_child(parent: AgentId) -> AgentRecord {
+    AgentRecord {
+        name: None,
+        profile: holarchy_supervision::Preset::PrivateChild.profile(),
+        supervisor_agent_id: Some(parent),
+        ..AgentRecord::public("child", 1)
+    }
+}
+
 pub(super) fn message(
     agent_id: AgentId,
     status: MessageStatus,
@@ -220,7 +230,6 @@ async fn output_reads_start_exactly_at_the_offset_asked_for() {
 
 #[tokio::test]
 async fn public_listings_skip_private_agents_and_full_ones_merge_both_in_id_order() {
-    use holarchy_supervision::Preset;
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
     let parent = agent("parent");
@@ -228,10 +237,7 @@ async fn public_listings_skip_private_agents_and_full_ones_merge_both_in_id_orde
     let mut public = vec![parent.id];
     let mut every = vec![parent.id];
     for i in 0..5 {
-        let mut child = agent(&format!("child-{i}"));
-        child.name = None;
-        child.profile = Preset::PrivateChild.profile();
-        child.supervisor_agent_id = Some(parent.id);
+        let child = private_child(parent.id);
         store.commit(created(&child)).expect("private child");
         every.push(child.id);
         let other = agent(&format!("public-{i}"));
@@ -536,14 +542,10 @@ fn the_turn_usage_event_is_the_last_variant_so_older_logs_still_decode() {
 #[tokio::test]
 async fn a_store_of_the_old_layout_opens_with_every_agent_where_it_belongs() {
     use crate::store::codec::encode_agent;
-    use holarchy_supervision::Preset;
 
     let dir = tempfile::tempdir().expect("tempdir");
     let public = agent("lead");
-    let mut child = agent("helper");
-    child.name = None;
-    child.profile = Preset::PrivateChild.profile();
-    child.supervisor_agent_id = Some(public.id);
+    let child = private_child(public.id);
     // Written as a store of the old layout held them: every record in
     // `agents`, public ids in the `public` index.
     {
