@@ -510,12 +510,7 @@ impl AgentService for AgentApi {
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
         let record = self.record(agent_id)?;
-        let catalog = holarchy_actors::tools::catalog(
-            self.runtime.ctx(),
-            record.profile,
-            &record.mcp_servers,
-        )
-        .await;
+        let catalog = self.runtime.tool_catalog(&record).await;
         let tools = catalog
             .tools
             .into_iter()

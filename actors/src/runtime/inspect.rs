@@ -1,6 +1,7 @@
 //! What operators read of an agent's mind: its memory (and the notes they
-//! write into it) and the context its brain would see now. Searches score
-//! and contexts tokenize on the CPU, so each runs off the async workers.
+//! write into it), the context its brain would see now and the tools it
+//! would be offered. Searches score and contexts tokenize on the CPU, so
+//! each runs off the async workers.
 
 use holarchy_supervision::{AgentId, AgentRecord, NoteId};
 
@@ -10,6 +11,7 @@ use crate::context::{self, Assembled};
 use crate::store::{
     ContextRecord, MemoryHit, MemoryKind, MemoryNote, MemorySize, NoteDraft, StoreError,
 };
+use crate::tools::{self, Catalog};
 
 /// The context an agent's brain would see beside its next message.
 #[derive(Debug)]
@@ -88,5 +90,12 @@ impl Runtime {
             })
         })
         .await
+    }
+
+    /// The tools `record`'s brain would be offered now, its MCP servers'
+    /// included. A server that cannot be reached is listed as unavailable;
+    /// each start is bounded by that server's own timeout.
+    pub async fn tool_catalog(&self, record: &AgentRecord) -> Catalog {
+        tools::catalog(self.ctx(), record.profile, &record.mcp_servers).await
     }
 }
