@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::compose::RoleView;
 use crate::plane::work;
 use crate::step::MessageView;
-use crate::store::{Recalled, RecalledToolCall};
+use crate::store::{Recalled, RecalledToolCall, StoreError};
 use crate::views::work_json;
 use crate::Ctx;
 use assemble::Assembler;
@@ -37,9 +37,9 @@ const FRAME_TOKENS: usize = 64;
 /// Required items of the context (work item, waits, skills, inherited,
 /// summary): each keeps a marker's reserve.
 const REQUIRED_SLOTS: usize = 5;
-/// How many of the newest messages are read to find the turns that fit,
-/// widening only while all read so far fit: a turn start reads no more
-/// than the last of these (each message at most 64 KiB).
+/// How many of the newest settled messages are read to find the turns
+/// that fit, widening only while all read so far fit: a turn start reads no
+/// more than the last of these (each message at most 64 KiB).
 const TURN_WINDOWS: [usize; 3] = [32, 128, 512];
 /// Longest running summary kept per agent, in characters (the oldest part
 /// goes first).
@@ -49,10 +49,9 @@ pub const MAX_RUNNING_SUMMARY_CHARS: usize = 8000;
 /// with the child, so kept short whatever the budget).
 const RECENT_TURNS: usize = 5;
 const RECENT_CHARS: usize = 500;
-/// The newest messages read to find them: a turn start reads no more than
-/// this many (each at most a message's 64 KiB), however long the agent's
-/// history. Messages queued behind the current one are newer and take
-/// room in it, so an agent with a deep queue may see fewer earlier turns.
+/// The newest settled messages read to find them: a fork reads no more
+/// than this many (each at most a message's 64 KiB), however long the
+/// parent's history or deep its queue.
 const RECENT_WINDOW: usize = 32;
 
 fn cut(text: &str) -> String {
@@ -91,12 +90,9 @@ fn recent_turns(
     ctx: &Ctx,
     agent_id: AgentId,
     except: Option<MessageId>,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, StoreError> {
     // The newest messages only: an agent's history grows without bound.
-    let messages = ctx
-        .store
-        .last_messages(agent_id, RECENT_WINDOW)
-        .map_err(|e| e.to_string())?;
+    let messages = ctx.store.last_settled_messages(agent_id, RECENT_WINDOW)?;
     let handled: Vec<&MessageRecord> = messages
         .iter()
         .filter(|m| Some(m.id) != except && matches!(m.status, MessageStatus::Handled { .. }))
@@ -110,8 +106,8 @@ fn recent_turns(
 /// What a child spawned with `context: "fork"` inherits from its parent:
 /// the parent's work focus with its plan, and its recent turns. The handoff
 /// itself is the child's initial message.
-pub fn inherited_view(ctx: &Ctx, parent: AgentId) -> Result<Value, String> {
-    let focus = work::focus(ctx, parent).map_err(|e| e.to_string())?;
+pub fn inherited_view(ctx: &Ctx, parent: AgentId) -> Result<Value, StoreError> {
+    let focus = work::focus(ctx, parent)?;
     Ok(json!({
         "from_agent_id": parent.to_string(),
         "work_item": focus.map(|w| work_json(&w)),
@@ -151,7 +147,7 @@ pub fn bounded(
     record: &AgentRecord,
     current: Option<&MessageRecord>,
     role: Option<&mut RoleView>,
-) -> Result<Assembled, String> {
+) -> Result<Assembled, StoreError> {
     let agent_id = record.id;
     let (tokenizer, budget) = budget_of(ctx, record);
     let mut fit = Assembler::new(tokenizer, budget / CONTEXT_SHARE, REQUIRED_SLOTS);
@@ -168,11 +164,10 @@ pub fn bounded(
         }
         let _ = fit.charge_text(&role.prompt);
     }
-    let focus = work::focus(ctx, agent_id).map_err(|e| e.to_string())?;
+    let focus = work::focus(ctx, agent_id)?;
     let waits: Vec<String> = ctx
         .store
-        .waits_of(agent_id)
-        .map_err(|e| e.to_string())?
+        .waits_of(agent_id)?
         .into_iter()
         .filter(|w| w.status == WaitStatus::Armed)
         .map(|w| w.describe())
@@ -188,10 +183,7 @@ pub fn bounded(
         .as_deref()
         .map(|composition| fit.required(skills(ctx, &composition.skills)));
     let inherited = fit.required(inherited.unwrap_or(Value::Null));
-    let stored = ctx
-        .store
-        .context_record(agent_id)
-        .map_err(|e| e.to_string())?;
+    let stored = ctx.store.context_record(agent_id)?;
     let summary = match stored.as_ref().filter(|r| !r.summary.is_empty()) {
         Some(stored) => fit.required_text(&stored.summary),
         None => fit.required(Value::Null),
@@ -273,14 +265,11 @@ fn turn_candidates(
     agent_id: AgentId,
     except: Option<MessageId>,
     fit: &Assembler,
-) -> Result<Vec<Value>, String> {
+) -> Result<Vec<Value>, StoreError> {
     let tokenizer = fit.tokenizer();
     let mut turns = Vec::new();
     for window in TURN_WINDOWS {
-        let messages = ctx
-            .store
-            .last_messages(agent_id, window)
-            .map_err(|e| e.to_string())?;
+        let messages = ctx.store.last_settled_messages(agent_id, window)?;
         turns = messages
             .iter()
             .rev()

@@ -247,13 +247,22 @@ pub enum WaitMsg {
     Snapshot(RpcReplyPort<WaitSnapshot>),
 }
 
+/// Why a command's stdin did not take a piece of input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdinRefused {
+    /// The command ended, or closed its stdin.
+    Ended,
+    /// Input sent before is still unread: the pipe's buffer is full.
+    Full,
+}
+
 #[derive(Debug)]
 pub enum CommandMsg {
     /// A piece of output; the reply says it is stored (backpressure).
     Output(Stream, Vec<u8>, RpcReplyPort<()>),
     Eof(Stream),
     Exited(ExitInfo),
-    Input(Vec<u8>, RpcReplyPort<Result<(), String>>),
+    Input(Vec<u8>, RpcReplyPort<Result<(), StdinRefused>>),
     /// SIGTERM to the unit (passed on to the command), and SIGHUP after
     /// `grace` (the unit kills the whole tree at once).
     Stop {

@@ -227,8 +227,11 @@ pub trait Store:
         after: Option<MessageId>,
         limit: usize,
     ) -> Result<Vec<MessageRecord>, StoreError>;
-    /// The agent's newest `limit` messages, oldest of them first.
-    fn last_messages(
+    /// The agent's newest `limit` settled messages (no longer queued or
+    /// being handled), oldest of them first. Pending messages are passed
+    /// over by key, unread: however deep the queue, the newest turns are
+    /// found, and the queue's bound bounds what is passed over.
+    fn last_settled_messages(
         &self,
         agent_id: AgentId,
         limit: usize,

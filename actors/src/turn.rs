@@ -189,7 +189,7 @@ async fn run_on(
         };
         let assembled = match context::bounded(&ctx, &record, Some(&message), role.as_mut()) {
             Ok(assembled) => assembled,
-            Err(err) => return TurnOutcome::BrainFailed(err),
+            Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
         };
         let catalog: Vec<Value> = tools::catalog(&ctx, profile, &record.mcp_servers)
             .await

@@ -16,7 +16,7 @@ use ractor::Actor;
 use tokio::sync::watch;
 
 use crate::process::kill_group_if_ours;
-use crate::protocol::CommandMsg;
+use crate::protocol::{CommandMsg, StdinRefused};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
 
@@ -45,8 +45,8 @@ pub enum CommandError {
     Start(String),
     #[error("the command has ended")]
     Ended,
-    #[error("{0}")]
-    Input(String),
+    #[error("the command has not read the input sent before; try again")]
+    StdinFull,
     #[error(transparent)]
     Limit(#[from] crate::limits::LimitError),
     #[error(transparent)]
@@ -218,7 +218,10 @@ pub async fn input(ctx: &Ctx, task_id: TaskId, bytes: Vec<u8>) -> Result<(), Com
         )
         .await;
     match answer {
-        Ok(CallResult::Success(sent)) => sent.map_err(CommandError::Input),
+        Ok(CallResult::Success(sent)) => sent.map_err(|refused| match refused {
+            StdinRefused::Ended => CommandError::Ended,
+            StdinRefused::Full => CommandError::StdinFull,
+        }),
         _ => Err(CommandError::Ended),
     }
 }

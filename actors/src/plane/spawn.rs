@@ -183,11 +183,7 @@ async fn spawn_to_completion(
         // A child thinks the way its creator does.
         brain: caller_record.brain.clone(),
         forked_context: if fork {
-            Some(
-                crate::context::inherited_view(ctx, caller)
-                    .map_err(SpawnError::Spawn)?
-                    .to_string(),
-            )
+            Some(crate::context::inherited_view(ctx, caller)?.to_string())
         } else {
             None
         },
@@ -244,7 +240,7 @@ async fn spawn_to_completion(
     };
     let started = match made {
         Ok(()) => start(ctx, caller, record, queue, task.as_ref(), &mut agent_slot).await,
-        Err(err) => Err(err.to_string()),
+        Err(err) => Err(SpawnError::Worktree(err)),
     };
     drop(agent_slot);
     if let Err(err) = started {
@@ -264,7 +260,7 @@ async fn spawn_to_completion(
                 tracing::warn!(task_id = %task_id, error = %err, "worktree of a child that did not start not removed");
             }
         }
-        return Err(SpawnError::Spawn(err));
+        return Err(err);
     }
     ctx.store.durable().await?;
     Ok(Spawned { agent_id, task })
@@ -281,16 +277,12 @@ async fn start(
     queue: Vec<holarchy_supervision::MessageId>,
     task: Option<&TaskRecord>,
     slot: &mut AgentSlots,
-) -> Result<(), String> {
+) -> Result<(), SpawnError> {
     let _structure = ctx.structure.lock(caller).await;
     let child = record.id;
-    let live = ctx
-        .store
-        .agent(child)
-        .map_err(|err| err.to_string())?
-        .is_some_and(|r| r.state.is_live());
-    if !live {
-        return Err("its supervisor was cleaned up while it was made".into());
+    // Its supervisor's cleanup ends it: the caller is going away.
+    if !ctx.store.agent(child)?.is_some_and(|r| r.state.is_live()) {
+        return Err(SpawnError::CallerGone);
     }
     if ctx.directory.get(child).is_some() {
         return Ok(());
@@ -305,7 +297,7 @@ async fn start(
         None => ctx
             .topology
             .partition_for(child)
-            .ok_or("the runtime is stopping")?,
+            .ok_or_else(|| SpawnError::Spawn("the runtime is stopping".into()))?,
     };
     supervisor::spawn_agent(
         ctx,
@@ -316,11 +308,11 @@ async fn start(
         Some(slot),
     )
     .await
-    .map_err(|err| err.to_string())?;
+    .map_err(|err| SpawnError::Spawn(err.to_string()))?;
     if let Some(task) = task {
         supervisor::spawn_task(ctx, task, supervisor_cell)
             .await
-            .map_err(|err| err.to_string())?;
+            .map_err(|err| SpawnError::Spawn(err.to_string()))?;
     }
     Ok(())
 }

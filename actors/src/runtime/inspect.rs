@@ -3,9 +3,12 @@
 //! would be offered. Searches score and contexts tokenize on the CPU, so
 //! each runs off the async workers.
 
+use std::time::Duration;
+
 use holarchy_supervision::{AgentId, AgentRecord, NoteId};
 
 use super::handle::Runtime;
+use super::operator::Bounded;
 use crate::compose::{self, RoleView};
 use crate::context::{self, Assembled};
 use crate::store::{
@@ -22,25 +25,37 @@ pub struct ContextPreview {
     pub stored: ContextRecord,
 }
 
-/// Runs `work` on the blocking pool.
+/// Runs `work` on the blocking pool; the caller waits up to `limit` (a
+/// read left behind finishes on its own, and a write is never cut short).
 async fn blocking<T: Send + 'static>(
+    limit: Duration,
     work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|err| StoreError::Backend(format!("the read failed: {err}")))?
+) -> Result<T, Bounded<StoreError>> {
+    match tokio::time::timeout(limit, tokio::task::spawn_blocking(work)).await {
+        Ok(Ok(done)) => done.map_err(Bounded::Failed),
+        Ok(Err(join)) => Err(Bounded::Panicked(join.to_string())),
+        Err(_) => Err(Bounded::TimedOut(limit)),
+    }
 }
 
 impl Runtime {
+    /// How long an operator's read of an agent's mind may take.
+    fn read_deadline(&self) -> Duration {
+        self.ctx().config.call_timeout
+    }
+
     pub async fn search_memory(
         &self,
         agent: AgentId,
         query: String,
         kinds: Vec<MemoryKind>,
         limit: usize,
-    ) -> Result<Vec<MemoryHit>, StoreError> {
+    ) -> Result<Vec<MemoryHit>, Bounded<StoreError>> {
         let store = self.ctx().store.clone();
-        blocking(move || store.search_memory(agent, &query, &kinds, limit)).await
+        blocking(self.read_deadline(), move || {
+            store.search_memory(agent, &query, &kinds, limit)
+        })
+        .await
     }
 
     /// How much the agent's memory holds. On the caller's worker: two
@@ -56,32 +71,41 @@ impl Runtime {
         agent: AgentId,
         after: Option<NoteId>,
         limit: usize,
-    ) -> Result<(Vec<MemoryNote>, u64), StoreError> {
+    ) -> Result<(Vec<MemoryNote>, u64), Bounded<StoreError>> {
         let store = self.ctx().store.clone();
-        blocking(move || Ok((store.notes(agent, after, limit)?, store.note_count(agent)?))).await
+        blocking(self.read_deadline(), move || {
+            Ok((store.notes(agent, after, limit)?, store.note_count(agent)?))
+        })
+        .await
     }
 
     /// Writes an operator's note; returns once it is on disk.
-    pub async fn write_note(&self, draft: NoteDraft) -> Result<MemoryNote, StoreError> {
+    pub async fn write_note(&self, draft: NoteDraft) -> Result<MemoryNote, Bounded<StoreError>> {
         let store = self.ctx().store.clone();
-        let note = blocking(move || store.put_note(&draft, crate::now_ms())).await?;
-        self.ctx().store.durable().await?;
+        let limit = self.read_deadline();
+        let note = blocking(limit, move || store.put_note(&draft, crate::now_ms())).await?;
+        match tokio::time::timeout(limit, self.ctx().store.durable()).await {
+            Ok(flushed) => flushed.map_err(Bounded::Failed)?,
+            Err(_) => return Err(Bounded::TimedOut(limit)),
+        }
         Ok(note)
     }
 
     /// What `record`'s brain would see now, assembled as a turn assembles
     /// it.
-    pub async fn context_preview(&self, record: AgentRecord) -> Result<ContextPreview, StoreError> {
+    pub async fn context_preview(
+        &self,
+        record: AgentRecord,
+    ) -> Result<ContextPreview, Bounded<StoreError>> {
         let ctx = self.ctx().clone();
-        blocking(move || {
+        blocking(self.read_deadline(), move || {
             let mut role = record
                 .composition
                 .as_deref()
                 .map(|stored| compose::current(ctx.store.as_ref(), stored))
                 .as_ref()
                 .and_then(compose::role);
-            let assembled = context::bounded(&ctx, &record, None, role.as_mut())
-                .map_err(StoreError::Backend)?;
+            let assembled = context::bounded(&ctx, &record, None, role.as_mut())?;
             let stored = ctx.store.context_record(record.id)?.unwrap_or_default();
             Ok(ContextPreview {
                 role,

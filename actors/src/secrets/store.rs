@@ -256,12 +256,12 @@ impl Store for RedactingStore {
         self.inner.list_messages(agent_id, after, limit)
     }
 
-    fn last_messages(
+    fn last_settled_messages(
         &self,
         agent_id: AgentId,
         limit: usize,
     ) -> Result<Vec<MessageRecord>, StoreError> {
-        self.inner.last_messages(agent_id, limit)
+        self.inner.last_settled_messages(agent_id, limit)
     }
 
     fn last_run_starts(&self, agent_id: AgentId, scan: usize) -> Result<Vec<u64>, StoreError> {

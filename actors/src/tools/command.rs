@@ -95,8 +95,8 @@ impl Classify for CommandError {
             }
             CommandError::Ended => ErrorKind::Refused,
             // The owner is restarting or stopping, the process would not
-            // start, or its stdin would not take the input.
-            CommandError::OwnerGone | CommandError::Start(_) | CommandError::Input(_) => {
+            // start, or its stdin is full for now.
+            CommandError::OwnerGone | CommandError::Start(_) | CommandError::StdinFull => {
                 ErrorKind::Failed
             }
             CommandError::Limit(e) => e.kind(),

@@ -251,9 +251,10 @@ impl From<CommandError> for ApiError {
             CommandError::BadCommand | CommandError::BadYield | CommandError::BadEnv => {
                 ApiError::InvalidArgument(err.to_string())
             }
-            CommandError::OwnerGone | CommandError::Ended | CommandError::Input(_) => {
+            CommandError::OwnerGone | CommandError::Ended => {
                 ApiError::FailedPrecondition(err.to_string())
             }
+            CommandError::StdinFull => ApiError::Unavailable(err.to_string()),
             CommandError::Start(_) => ApiError::Internal(err.to_string()),
             CommandError::Limit(_) => ApiError::ResourceExhausted(err.to_string()),
             CommandError::Store(e) => e.into(),

@@ -80,21 +80,23 @@ impl Store for SledStore {
             .collect()
     }
 
-    fn last_messages(
+    fn last_settled_messages(
         &self,
         agent_id: AgentId,
         limit: usize,
     ) -> Result<Vec<MessageRecord>, StoreError> {
-        let mut newest: Vec<MessageRecord> = self
-            .messages
-            .scan_prefix(agent_id.to_bytes())
-            .rev()
-            .take(limit)
-            .map(|entry| {
-                let (_, value) = entry.map_err(backend)?;
-                decode(MESSAGES, &value)
-            })
-            .collect::<Result<_, _>>()?;
+        let mut newest = Vec::with_capacity(limit.min(1024));
+        for entry in self.messages.scan_prefix(agent_id.to_bytes()).rev() {
+            if newest.len() == limit {
+                break;
+            }
+            let (key, value) = entry.map_err(backend)?;
+            // A pending message's key is in `pending` too.
+            if self.pending.contains_key(&key).map_err(backend)? {
+                continue;
+            }
+            newest.push(decode(MESSAGES, &value)?);
+        }
         newest.reverse();
         Ok(newest)
     }
@@ -303,3 +305,6 @@ impl Store for SledStore {
         self.agent_ends.load(Ordering::SeqCst)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -20,13 +20,14 @@ use holarchy_supervision::{
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
 use super::pipe::{spawn_reader, Helper, Pace, READ_SIZE};
 use super::unit::{script_text, write_private, ScriptFile, UnitGuard};
 use crate::process::start_ticks;
-use crate::protocol::CommandMsg;
+use crate::protocol::{CommandMsg, StdinRefused};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
 
@@ -417,10 +418,11 @@ impl Actor for CommandActor {
             }
             CommandMsg::Input(bytes, reply) => {
                 let sent = match &state.stdin {
-                    Some(stdin) => stdin
-                        .try_send(bytes)
-                        .map_err(|e| format!("stdin is not taking input: {e}")),
-                    None => Err("the command has ended".to_owned()),
+                    Some(stdin) => stdin.try_send(bytes).map_err(|e| match e {
+                        TrySendError::Full(_) => StdinRefused::Full,
+                        TrySendError::Closed(_) => StdinRefused::Ended,
+                    }),
+                    None => Err(StdinRefused::Ended),
                 };
                 let _ = reply.send(sent);
             }
