@@ -14,7 +14,7 @@ use holarchy_supervision::cleanup::CleanupReason;
 use holarchy_supervision::restart::{RestartBudgets, RestartDecision};
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, MessageId, MessageRecord, Provenance, TaskId, TaskKind,
-    TaskRecord, TaskStatus, WaitId, WaitStatus,
+    TaskRecord, TaskStatus, WaitId, WaitRecord, WaitStatus,
 };
 use ractor::{ActorCell, ActorProcessingErr, ActorStatus, SupervisionEvent};
 use tracing::{error, warn};
@@ -141,8 +141,10 @@ pub async fn on_child_exit(
     let result = match ctx.directory.remove_actor(child.get_id()) {
         // Forgotten on purpose already (a cleanup).
         None => Ok(()),
-        Some(Member::Task(task_id)) => restart_task(ctx, task_id, supervisor).await,
-        Some(Member::Wait(wait_id)) => restart_wait(ctx, wait_id, supervisor).await,
+        Some(member @ (Member::Task(_) | Member::Wait(_))) => {
+            relaunch(ctx, member, supervisor);
+            Ok(())
+        }
         // A process cannot be restarted: the task ends interrupted (its
         // group died with the actor) and its owner is told.
         Some(Member::Command(task_id)) => interrupt_command(ctx, task_id, &reason),
@@ -204,20 +206,62 @@ fn decide(
     Ok(Some(budgets.on_failure(agent_id, policy, now_ms())))
 }
 
+/// Starts a task's or a wait's actor again, in a task of its own under the
+/// owner's structure lock (so never beside a cleanup of the owner, which
+/// takes that lock), once that lock is free: the owner's `handle`, which
+/// a cleanup may be waiting on, returns at once.
+fn relaunch(ctx: &Arc<Ctx>, member: Member, owner: ActorCell) {
+    let ctx = ctx.clone();
+    tokio::spawn(async move {
+        let restarted = match member {
+            Member::Task(task_id) => restart_task(&ctx, task_id, owner).await,
+            Member::Wait(wait_id) => restart_wait(&ctx, wait_id, owner).await,
+            Member::Agent(_) | Member::Command(_) => Ok(()),
+        };
+        if let Err(err) = restarted {
+            error!(error = %err, "restarting a task or wait actor failed");
+        }
+    });
+}
+
+/// Whether `owner` may take a restarted child: live in the store, its
+/// actor not going down. Read under the owner's structure lock.
+fn owner_takes_children(
+    ctx: &Ctx,
+    owner_id: AgentId,
+    owner: &ActorCell,
+) -> Result<bool, StoreError> {
+    Ok(owner.get_status() < ActorStatus::Draining
+        && ctx
+            .store
+            .agent(owner_id)?
+            .is_some_and(|a| a.state.is_live()))
+}
+
 async fn restart_task(
     ctx: &Arc<Ctx>,
     task_id: TaskId,
     owner: ActorCell,
 ) -> Result<(), ActorProcessingErr> {
-    if let Some(task) = ctx
-        .store
-        .task(task_id)?
-        .filter(|t| t.status == TaskStatus::Running)
-    {
-        warn!(task_id = %task_id, "task actor exited; restarting it");
-        spawn_task(ctx, &task, owner).await?;
+    let running = |ctx: &Ctx| -> Result<Option<TaskRecord>, StoreError> {
+        Ok(ctx
+            .store
+            .task(task_id)?
+            .filter(|t| t.status == TaskStatus::Running))
+    };
+    let Some(task) = running(ctx)? else {
+        return Ok(());
+    };
+    let _structure = ctx.structure.lock(task.owner_agent_id).await;
+    // Read again under the lock: the task or its owner may have ended.
+    let Some(task) = running(ctx)? else {
+        return Ok(());
+    };
+    if !owner_takes_children(ctx, task.owner_agent_id, &owner)? {
+        return Ok(());
     }
-    Ok(())
+    warn!(task_id = %task_id, "task actor exited; restarting it");
+    spawn_task(ctx, &task, owner).await
 }
 
 fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), ActorProcessingErr> {
@@ -241,15 +285,24 @@ async fn restart_wait(
     wait_id: WaitId,
     owner: ActorCell,
 ) -> Result<(), ActorProcessingErr> {
-    if let Some(wait) = ctx
-        .store
-        .wait(wait_id)?
-        .filter(|w| w.status == WaitStatus::Armed)
-    {
-        warn!(wait_id = %wait_id, "wait actor exited while armed; restarting it");
-        spawn_wait(ctx, &wait, owner).await?;
+    let armed = |ctx: &Ctx| -> Result<Option<WaitRecord>, StoreError> {
+        Ok(ctx
+            .store
+            .wait(wait_id)?
+            .filter(|w| w.status == WaitStatus::Armed))
+    };
+    let Some(wait) = armed(ctx)? else {
+        return Ok(());
+    };
+    let _structure = ctx.structure.lock(wait.owner_agent_id).await;
+    let Some(wait) = armed(ctx)? else {
+        return Ok(());
+    };
+    if !owner_takes_children(ctx, wait.owner_agent_id, &owner)? {
+        return Ok(());
     }
-    Ok(())
+    warn!(wait_id = %wait_id, "wait actor exited while armed; restarting it");
+    spawn_wait(ctx, &wait, owner).await
 }
 
 async fn restart_agent(

@@ -143,7 +143,17 @@ pub async fn spawn_task(
         owner_agent_id: task.owner_agent_id,
     };
     let actor = ctx.factory.task(ctx, snapshot, owner).await?;
-    ctx.directory.insert_task(task.id, actor);
+    ctx.directory.insert_task(task.id, actor.clone());
+    // A task that ended while its actor started has nothing to supervise;
+    // what ended it found no actor to stop.
+    if !ctx
+        .store
+        .task(task.id)?
+        .is_some_and(|t| t.status == TaskStatus::Running)
+    {
+        ctx.directory.remove_task(task.id);
+        actor.stop(Some("ended while starting".into()));
+    }
     Ok(())
 }
 
