@@ -9,7 +9,6 @@
 //! families, visibilities and the API's own method names.
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -36,7 +35,7 @@ pub struct Metrics {
 impl Metrics {
     pub fn new(runtime: Arc<Runtime>, store: Arc<SledStore>, grpc: &GrpcMetrics) -> Self {
         let mut registry = Registry::with_prefix("holarchy");
-        runtime.ctx().stats.metrics.register(&mut registry);
+        runtime.register_metrics(&mut registry);
         store.register_metrics(&mut registry);
         grpc.register(&mut registry);
         registry.register_collector(Box::new(Levels { runtime, store }));
@@ -116,8 +115,8 @@ fn count(n: usize) -> i64 {
 
 impl Collector for Levels {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let ctx = self.runtime.ctx();
-        let counts = ctx.directory.counts();
+        let levels = self.runtime.levels();
+        let counts = &levels.counts;
         let (public, private) = (counts.public, counts.private);
         let (paused_public, paused_private) = (counts.paused_public, counts.paused_private);
         let state = |visibility, state| vec![("visibility", visibility), ("state", state)];
@@ -175,19 +174,19 @@ impl Collector for Levels {
             "turns_in_flight",
             "Turns running now, across agents",
             None,
-            count(ctx.stats.busy.load(Ordering::Relaxed)),
+            count(levels.turns_in_flight),
         )?;
         counter(
             &mut encoder,
             "agent_restarts",
             "Agents restarted by their supervisor after a failure",
-            ctx.stats.restarts.load(Ordering::Relaxed),
+            levels.restarts,
         )?;
         counter(
             &mut encoder,
             "agent_give_ups",
             "Agents whose supervisor gave up restarting them",
-            ctx.stats.given_up.load(Ordering::Relaxed),
+            levels.given_up,
         )?;
         counter(
             &mut encoder,

@@ -15,6 +15,7 @@ use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::{NewAgent, Runtime, RuntimeConfig, ScriptedBrain, Store};
+use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{AgentId, MessageStatus, Preset};
 
 /// Whether `agent` runs, linked under the partition the runtime names for it.
@@ -228,4 +229,44 @@ async fn a_creation_while_another_starts_its_agents_counts_none_twice_against_th
         .await
         .expect_err("past the limit");
     assert!(refused.to_string().contains("--max-agents"), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_that_keeps_dying_stops_the_runtime_instead_of_looping() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let config = RuntimeConfig {
+        partitions: 2,
+        restart_policy: RestartPolicy {
+            max_restarts: 2,
+            period_ms: 60_000,
+        },
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::start(store, Arc::new(ScriptedBrain), config)
+        .await
+        .expect("runtime starts");
+    let agent = runtime
+        .create_agent("steady".into(), None)
+        .await
+        .expect("created");
+    let ctx = runtime.ctx().clone();
+    // Within its budget a partition comes back each time.
+    for _ in 0..2 {
+        let victim = ctx.topology.partition_for(agent).expect("partition");
+        victim.kill();
+        until("the partition to come back", || {
+            ctx.topology
+                .partition_for(agent)
+                .is_some_and(|p| p.get_id() != victim.get_id())
+                && under_its_partition(&runtime, agent)
+        })
+        .await;
+    }
+    // One death past it: the root gives up and stops, and the daemon
+    // built on it shuts down rather than answer with a dead partition.
+    ctx.topology.partition_for(agent).expect("partition").kill();
+    tokio::time::timeout(Duration::from_secs(10), runtime.stopped())
+        .await
+        .expect("the runtime stopped");
 }

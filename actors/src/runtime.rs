@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use holarchy_supervision::limits::InvalidInput;
+use holarchy_supervision::restart::{RestartBudgets, RestartDecision};
 use holarchy_supervision::{AgentId, BrainConfig, EventKind, LifecycleState};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
@@ -29,6 +30,7 @@ pub mod factory;
 mod handle;
 pub mod inspect;
 pub mod instance;
+pub mod levels;
 mod operator;
 pub mod partition;
 mod recovery;
@@ -135,6 +137,14 @@ pub enum RuntimeMsg {
     Snapshot(RpcReplyPort<RuntimeSnapshot>),
 }
 
+/// The root's own children, as its restart budgets know them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum RootChild {
+    Gateway,
+    Scheduler,
+    Partition(usize),
+}
+
 #[derive(Debug)]
 pub struct RuntimeState {
     gateway: ActorRef<GatewayMsg>,
@@ -142,6 +152,10 @@ pub struct RuntimeState {
     scheduler: ActorRef<SchedulerMsg>,
     /// What the start recovered, for status.
     recovered: RuntimeSnapshot,
+    /// Restarts of the gateway, the scheduler and each partition: one that
+    /// keeps dying past the policy stops the root (and the daemon), as an
+    /// OTP supervisor escalates, rather than restart it forever.
+    budgets: RestartBudgets<RootChild>,
 }
 
 #[derive(Debug, Clone)]
@@ -262,6 +276,7 @@ impl Actor for RuntimeActor {
             gateway,
             scheduler,
             recovered,
+            budgets: RestartBudgets::default(),
         })
     }
 
@@ -304,28 +319,48 @@ impl Actor for RuntimeActor {
         if self.ctx.shutting_down.load(Ordering::Acquire) {
             return Ok(());
         }
-        if child.get_id() == state.gateway.get_id() {
-            warn!(reason = %reason, "gateway exited; restarting it");
-            match self.spawn_gateway(&myself).await {
-                Ok(gateway) => state.gateway = gateway,
-                Err(err) => error!(error = %err, "could not restart the gateway"),
+        let which = if child.get_id() == state.gateway.get_id() {
+            RootChild::Gateway
+        } else if child.get_id() == state.scheduler.get_id() {
+            RootChild::Scheduler
+        } else if let Some(index) = self.ctx.topology.partition_index(child.get_id()) {
+            RootChild::Partition(index)
+        } else {
+            // Only the gateway, the scheduler and the partitions are linked here.
+            warn!(reason = %reason, "an unexpected child of the root exited");
+            return Ok(());
+        };
+        let policy = self.ctx.config.restart_policy;
+        if state.budgets.on_failure(which, policy, now_ms()) == RestartDecision::GiveUp {
+            error!(
+                child = ?which,
+                reason = %reason,
+                max_restarts = policy.max_restarts,
+                period_ms = policy.period_ms,
+                "a child of the root keeps failing; the runtime stops"
+            );
+            myself.stop(Some(format!("{which:?} failed too often: {reason}")));
+            return Ok(());
+        }
+        match which {
+            RootChild::Gateway => {
+                warn!(reason = %reason, "gateway exited; restarting it");
+                match self.spawn_gateway(&myself).await {
+                    Ok(gateway) => state.gateway = gateway,
+                    Err(err) => error!(error = %err, "could not restart the gateway"),
+                }
             }
-            return Ok(());
-        }
-        if child.get_id() == state.scheduler.get_id() {
-            warn!(reason = %reason, "scheduler exited; restarting it");
-            match self.spawn_scheduler(&myself).await {
-                Ok(scheduler) => state.scheduler = scheduler,
-                Err(err) => error!(error = %err, "could not restart the scheduler"),
+            RootChild::Scheduler => {
+                warn!(reason = %reason, "scheduler exited; restarting it");
+                match self.spawn_scheduler(&myself).await {
+                    Ok(scheduler) => state.scheduler = scheduler,
+                    Err(err) => error!(error = %err, "could not restart the scheduler"),
+                }
             }
-            return Ok(());
+            RootChild::Partition(index) => {
+                partition::restart(&self.ctx, index, myself.get_cell(), reason);
+            }
         }
-        if let Some(index) = self.ctx.topology.partition_index(child.get_id()) {
-            partition::restart(&self.ctx, index, myself.get_cell(), reason);
-            return Ok(());
-        }
-        // Only the gateway, the scheduler and the partitions are linked here.
-        warn!(reason = %reason, "an unexpected child of the root exited");
         Ok(())
     }
 }

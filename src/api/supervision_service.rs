@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use holarchy_actors::topology::partition_of;
 use holarchy_actors::tree::{Node, NodeKind};
 use holarchy_actors::Runtime;
 use holarchy_supervision::{AgentId, AgentRecord, TaskKind, Visibility};
@@ -87,9 +86,9 @@ impl SupervisionApi {
 /// Nodes per page of the tree, at most and by default.
 pub const MAX_TREE_NODES: usize = 5000;
 
-/// A node of the flat tree, bounded in bytes; `partitions` is how many
-/// root partitions the runtime has.
-fn node(node: &Node, partitions: usize) -> pb::TreeNode {
+/// A node of the flat tree, bounded in bytes; `partition_of` says which
+/// root partition supervises a public agent.
+fn node(node: &Node, partition_of: impl Fn(AgentId) -> usize) -> pb::TreeNode {
     let mut out = match &node.kind {
         NodeKind::Agent {
             record,
@@ -114,7 +113,7 @@ fn node(node: &Node, partitions: usize) -> pb::TreeNode {
             active_workspace_id: place.workspace_id.clone(),
             active_dir: place.dir.display().to_string(),
             partition: (record.profile.visibility == Visibility::Public)
-                .then(|| u32::try_from(partition_of(record.id, partitions)).unwrap_or(u32::MAX)),
+                .then(|| u32::try_from(partition_of(record.id)).unwrap_or(u32::MAX)),
             ..Default::default()
         },
         NodeKind::Wait {
@@ -217,7 +216,7 @@ fn tree_page(
         let Some(next) = walk.next_node()? else {
             break;
         };
-        let next = node(&next, runtime.partition_count());
+        let next = node(&next, |agent| runtime.partition_of(agent));
         let found = walk.take_mismatches();
         let size = next.encoded_len() + 8 + found.iter().map(|m| m.len() + 8).sum::<usize>();
         if size > room && !page.nodes.is_empty() {

@@ -79,12 +79,7 @@ pub async fn handle(runtime: &Runtime, max_body: usize, request: Request<Incomin
         Err(_) => return error(StatusCode::BAD_REQUEST, "the body could not be read"),
     };
     // Read at each delivery, so a rotated secret takes effect at once.
-    let secret = runtime
-        .ctx()
-        .config
-        .secrets
-        .var(&secret_env)
-        .unwrap_or_default();
+    let secret = runtime.secret_var(&secret_env).unwrap_or_default();
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let signature = match provider {
         Provider::Github => GITHUB_SIGNATURE,

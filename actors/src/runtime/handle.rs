@@ -18,6 +18,7 @@ use holarchy_supervision::{
 };
 
 use super::factory::ActorFactory;
+use super::operator::{bounded, Bounded};
 use super::{
     CreateError, NewAgent, Outgoing, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot,
 };
@@ -291,23 +292,34 @@ impl Runtime {
     }
 
     /// Operator archive of a public agent: it and its whole private subtree
-    /// end, durably, then their actors stop.
-    pub async fn archive_agent(&self, agent_id: AgentId) -> Result<CleanupOutcome, ArchiveError> {
+    /// end, durably, then their actors stop. The caller waits under the
+    /// deadline of an operator's change; the cleanup, once begun, goes on
+    /// to its end whether the caller waits or not.
+    pub async fn archive_agent(
+        &self,
+        agent_id: AgentId,
+    ) -> Result<CleanupOutcome, Bounded<ArchiveError>> {
         let record = self
             .ctx
             .store
-            .agent(agent_id)?
+            .agent(agent_id)
+            .map_err(ArchiveError::from)?
             .ok_or(ArchiveError::NotFound(agent_id))?;
         if record.profile.visibility == Visibility::Private {
-            return Err(ArchiveError::Private(agent_id));
+            return Err(ArchiveError::Private(agent_id).into());
         }
         if !record.state.is_live() {
             return Err(ArchiveError::NotLive {
                 agent_id,
                 state: record.state,
-            });
+            }
+            .into());
         }
-        Ok(cleanup::run(&self.ctx, agent_id, CleanupReason::Archived, Batch::new()).await?)
+        let ctx = self.ctx.clone();
+        bounded(self.change_deadline(), async move {
+            Ok(cleanup::run(&ctx, agent_id, CleanupReason::Archived, Batch::new()).await?)
+        })
+        .await
     }
 
     /// Operator control of a public agent's run: pause, resume, abort.

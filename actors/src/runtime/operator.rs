@@ -43,7 +43,7 @@ pub enum Bounded<E: std::error::Error + 'static> {
 
 /// Runs `change` in a task of its own and waits up to `limit` for it. On
 /// a timeout the change goes on to its end: it is never dropped half-way.
-async fn bounded<T, E>(
+pub(super) async fn bounded<T, E>(
     limit: Duration,
     change: impl Future<Output = Result<T, E>> + Send + 'static,
 ) -> Result<T, Bounded<E>>
@@ -62,7 +62,7 @@ where
 impl Runtime {
     /// How long an operator's change may take: it may wait for an actor,
     /// for a process to stop after its grace, and for git.
-    fn change_deadline(&self) -> Duration {
+    pub(super) fn change_deadline(&self) -> Duration {
         let config = &self.ctx().config;
         config.call_timeout * 3 + config.stop_grace
     }
@@ -309,6 +309,11 @@ impl Runtime {
     /// How many root partitions supervise the public agents.
     pub fn partition_count(&self) -> usize {
         self.ctx().topology.partition_count()
+    }
+
+    /// Which root partition supervises the public agent `agent_id`.
+    pub fn partition_of(&self, agent_id: AgentId) -> usize {
+        crate::topology::partition_of(agent_id, self.partition_count())
     }
 }
 

@@ -4,25 +4,17 @@
 //! through one actor, and a partition that dies takes only its share down
 //! (the root brings the partition and its agents back).
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use holarchy_supervision::restart::RestartBudgets;
 use holarchy_supervision::AgentId;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::task::JoinSet;
 use tracing::{error, warn};
 
+use crate::topology::partition_of;
 use crate::{supervisor, Ctx};
-
-/// Which of `count` partitions supervises the public agent `agent`. The
-/// same for the life of the data directory's agents as long as `count`
-/// stays the same; a different count only moves agents at the next start.
-pub fn partition_of(agent: AgentId, count: usize) -> usize {
-    let mut hasher = DefaultHasher::new();
-    agent.hash(&mut hasher);
-    (hasher.finish() % count.max(1) as u64) as usize
-}
 
 /// One partition: the supervisor of its share of the public agents. It
 /// takes no messages; it exists to be their linked parent.
@@ -99,7 +91,7 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
         };
         ctx.topology.set_partition(index, partition.clone());
         let count = ctx.topology.partition_count();
-        let agents = ctx
+        let agents: Vec<AgentId> = ctx
             .directory
             .agents()
             .into_iter()
@@ -107,18 +99,33 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
                 entry.visibility == holarchy_supervision::Visibility::Public
                     && partition_of(*id, count) == index
             })
-            .map(|(id, _)| id);
-        for agent_id in agents {
-            let respawned = supervisor::respawn_subtree(
-                &ctx,
-                agent_id,
-                partition.clone(),
-                "its partition died",
-            )
-            .await;
-            if let Err(err) = respawned {
-                error!(agent_id = %agent_id, error = %err, "could not respawn an agent of a restarted partition");
-            }
+            .map(|(id, _)| id)
+            .collect();
+        // Its agents' subtrees are independent: a few tasks bring them back
+        // side by side, so a large partition is not respawned one by one.
+        let workers = std::thread::available_parallelism()
+            .map(usize::from)
+            .unwrap_or(2)
+            .min(agents.len().max(1));
+        let share = agents.len().div_ceil(workers).max(1);
+        let mut respawning = JoinSet::new();
+        for chunk in agents.chunks(share) {
+            let (ctx, partition, chunk) = (ctx.clone(), partition.clone(), chunk.to_vec());
+            respawning.spawn(async move {
+                for agent_id in chunk {
+                    let respawned = supervisor::respawn_subtree(
+                        &ctx,
+                        agent_id,
+                        partition.clone(),
+                        "its partition died",
+                    )
+                    .await;
+                    if let Err(err) = respawned {
+                        error!(agent_id = %agent_id, error = %err, "could not respawn an agent of a restarted partition");
+                    }
+                }
+            });
         }
+        while respawning.join_next().await.is_some() {}
     });
 }
