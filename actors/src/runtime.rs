@@ -12,19 +12,19 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use holarchy_supervision::limits::InvalidInput;
 use holarchy_supervision::restart::{RestartBudgets, RestartDecision};
-use holarchy_supervision::{AgentId, BrainConfig, EventKind, LifecycleState};
+use holarchy_supervision::AgentId;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tracing::{error, info, warn};
 
 use crate::gateway::GatewayActor;
 use crate::ingress::scheduler::SchedulerActor;
 use crate::protocol::{GatewayMsg, SchedulerMsg};
-use crate::store::{Batch, StoreError, Write};
+use crate::store::StoreError;
 use crate::{now_ms, supervisor, Ctx};
 
 pub mod activity;
+mod bounded;
 mod create;
 pub mod factory;
 mod handle;
@@ -35,8 +35,9 @@ mod operator;
 pub mod partition;
 mod recovery;
 
+pub use bounded::Bounded;
+pub use create::{CreateError, NewAgent, MAX_CREATE_BATCH};
 pub use handle::{ArchiveError, BrainError, Runtime};
-pub use operator::Bounded;
 
 /// One message of a [`Runtime::send_messages`] batch.
 #[derive(Debug, Clone)]
@@ -44,59 +45,6 @@ pub struct Outgoing {
     pub agent_id: AgentId,
     pub body: String,
     pub dedupe_key: Option<String>,
-}
-
-/// Most agents one `CreateAgents` call may create.
-pub const MAX_CREATE_BATCH: usize = 10_000;
-
-/// An agent an operator asks for.
-#[derive(Debug, Clone)]
-pub struct NewAgent {
-    pub name: String,
-    pub initial_message: Option<String>,
-    /// The daemon's default when `None`.
-    pub brain: Option<BrainConfig>,
-    /// Its own context budget (checked by
-    /// [`holarchy_supervision::limits::check_context_tokens`]); `None`: the
-    /// daemon's or its brain kind's.
-    pub context_tokens: Option<u32>,
-    /// The daemon's MCP servers (by name) whose tools it may call; each
-    /// must be in the daemon's MCP configuration.
-    pub mcp_servers: Vec<String>,
-}
-
-/// Why an agent was not created.
-#[derive(Debug, thiserror::Error)]
-pub enum CreateError {
-    #[error(transparent)]
-    Invalid(#[from] InvalidInput),
-    #[error(transparent)]
-    InvalidBrain(#[from] holarchy_supervision::brain::BrainConfigError),
-    #[error("an agent named `{0}` already exists")]
-    NameTaken(String),
-    #[error("no MCP server named `{0}` in the daemon's MCP configuration (serve --mcp-config)")]
-    UnknownMcpServer(String),
-    #[error("mcp_servers names `{0}` more than once")]
-    DuplicateMcpServer(String),
-    #[error("at most {max} agents per call")]
-    TooMany { max: usize },
-    #[error(transparent)]
-    Limit(#[from] crate::limits::LimitError),
-    #[error(transparent)]
-    Store(StoreError),
-    #[error("could not start the agent's actor: {0}")]
-    Spawn(String),
-    #[error("the runtime did not answer: {0}")]
-    Unavailable(String),
-}
-
-impl From<StoreError> for CreateError {
-    fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::NameTaken(name) => CreateError::NameTaken(name),
-            other => CreateError::Store(other),
-        }
-    }
 }
 
 /// Why the runtime could not start or answer.
@@ -161,24 +109,6 @@ pub struct RuntimeState {
 #[derive(Debug, Clone)]
 pub struct RuntimeActor {
     ctx: Arc<Ctx>,
-}
-
-/// Marks an agent failed, with the reason, when its actor could not start.
-fn mark_failed(ctx: &Ctx, agent_id: AgentId, reason: String) -> Result<(), StoreError> {
-    let Some(mut record) = ctx.store.agent(agent_id)? else {
-        return Ok(());
-    };
-    record.state = LifecycleState::Failed;
-    record.updated_at_ms = now_ms();
-    warn!(agent_id = %agent_id, reason = %reason, "agent marked failed");
-    ctx.store
-        .commit(Batch::new().write(Write::PutAgent(record)).event(
-            agent_id,
-            EventKind::AgentStateChanged {
-                state: LifecycleState::Failed,
-                reason,
-            },
-        ))
 }
 
 impl RuntimeActor {

@@ -17,8 +17,8 @@ use holarchy_supervision::{
     AgentRecord, BrainConfig, EventKind, LifecycleState, RunOutcome, Visibility,
 };
 
+use super::bounded::{bounded, Bounded};
 use super::factory::ActorFactory;
-use super::operator::{bounded, Bounded};
 use super::{
     CreateError, NewAgent, Outgoing, RuntimeActor, RuntimeError, RuntimeMsg, RuntimeSnapshot,
 };

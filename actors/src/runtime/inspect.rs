@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use holarchy_supervision::{AgentId, AgentRecord, NoteId};
 
+use super::bounded::{bounded_blocking, Bounded};
 use super::handle::Runtime;
-use super::operator::Bounded;
 use crate::compose::{self, RoleView};
 use crate::context::{self, Assembled};
 use crate::store::{
@@ -25,19 +25,6 @@ pub struct ContextPreview {
     pub stored: ContextRecord,
 }
 
-/// Runs `work` on the blocking pool; the caller waits up to `limit` (a
-/// read left behind finishes on its own, and a write is never cut short).
-async fn blocking<T: Send + 'static>(
-    limit: Duration,
-    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, Bounded<StoreError>> {
-    match tokio::time::timeout(limit, tokio::task::spawn_blocking(work)).await {
-        Ok(Ok(done)) => done.map_err(Bounded::Failed),
-        Ok(Err(join)) => Err(Bounded::Panicked(join.to_string())),
-        Err(_) => Err(Bounded::TimedOut(limit)),
-    }
-}
-
 impl Runtime {
     /// How long an operator's read of an agent's mind may take.
     fn read_deadline(&self) -> Duration {
@@ -52,7 +39,7 @@ impl Runtime {
         limit: usize,
     ) -> Result<Vec<MemoryHit>, Bounded<StoreError>> {
         let store = self.ctx().store.clone();
-        blocking(self.read_deadline(), move || {
+        bounded_blocking(self.read_deadline(), move || {
             store.search_memory(agent, &query, &kinds, limit)
         })
         .await
@@ -73,7 +60,7 @@ impl Runtime {
         limit: usize,
     ) -> Result<(Vec<MemoryNote>, u64), Bounded<StoreError>> {
         let store = self.ctx().store.clone();
-        blocking(self.read_deadline(), move || {
+        bounded_blocking(self.read_deadline(), move || {
             Ok((store.notes(agent, after, limit)?, store.note_count(agent)?))
         })
         .await
@@ -83,7 +70,7 @@ impl Runtime {
     pub async fn write_note(&self, draft: NoteDraft) -> Result<MemoryNote, Bounded<StoreError>> {
         let store = self.ctx().store.clone();
         let limit = self.read_deadline();
-        let note = blocking(limit, move || store.put_note(&draft, crate::now_ms())).await?;
+        let note = bounded_blocking(limit, move || store.put_note(&draft, crate::now_ms())).await?;
         match tokio::time::timeout(limit, self.ctx().store.durable()).await {
             Ok(flushed) => flushed.map_err(Bounded::Failed)?,
             Err(_) => return Err(Bounded::TimedOut(limit)),
@@ -98,7 +85,7 @@ impl Runtime {
         record: AgentRecord,
     ) -> Result<ContextPreview, Bounded<StoreError>> {
         let ctx = self.ctx().clone();
-        blocking(self.read_deadline(), move || {
+        bounded_blocking(self.read_deadline(), move || {
             let mut role = record
                 .composition
                 .as_deref()

@@ -13,7 +13,7 @@ use holarchy_composition::manifest::{self, InstanceSpec, ManifestError};
 use holarchy_supervision::cleanup::CleanupReason;
 use holarchy_supervision::{AgentId, AgentRecord, EventKind, Visibility};
 
-use super::{create, CreateError, NewAgent};
+use super::create::{self, CreateError, NewAgent};
 use crate::protocol::AgentMsg;
 use crate::store::{Batch, DurableFuture, StoreError, Write};
 use crate::supervisor::cleanup;

@@ -6,7 +6,6 @@
 //! caller that gives up (or times out) leaves the change to finish whole,
 //! never cut off half-way, and no gRPC handler waits without bound.
 
-use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use tokio::sync::broadcast;
 
 use holarchy_composition::event::InboundEvent;
 
+use super::bounded::{bounded, Bounded};
 use super::handle::Runtime;
 use super::instance::{self, Change, InstanceError, InstanceView};
 use crate::approval::{self, ApprovalError};
@@ -29,35 +29,6 @@ use crate::replies::ReplyEvent;
 use crate::store::{DurableFuture, StoreError};
 use crate::tree::Walk;
 use holarchy_composition::approval::ApprovalRecord;
-
-/// An operator's change that failed, or did not finish in time.
-#[derive(Debug, thiserror::Error)]
-pub enum Bounded<E: std::error::Error + 'static> {
-    #[error("the runtime did not finish within {0:?}; the change goes on and may still complete")]
-    TimedOut(Duration),
-    #[error("the change failed inside the runtime: {0}")]
-    Panicked(String),
-    #[error(transparent)]
-    Failed(#[from] E),
-}
-
-/// Runs `change` in a task of its own and waits up to `limit` for it. On
-/// a timeout the change goes on to its end: it is never dropped half-way.
-pub(super) async fn bounded<T, E>(
-    limit: Duration,
-    change: impl Future<Output = Result<T, E>> + Send + 'static,
-) -> Result<T, Bounded<E>>
-where
-    T: Send + 'static,
-    E: std::error::Error + Send + 'static,
-{
-    let running = tokio::spawn(change);
-    match tokio::time::timeout(limit, running).await {
-        Ok(Ok(done)) => done.map_err(Bounded::Failed),
-        Ok(Err(join)) => Err(Bounded::Panicked(join.to_string())),
-        Err(_) => Err(Bounded::TimedOut(limit)),
-    }
-}
 
 impl Runtime {
     /// How long an operator's change may take: it may wait for an actor,
