@@ -34,29 +34,29 @@ const REFUSED_INPUT_BYTES: usize = 1024;
 
 /// The brain for a configuration. `scripted` is the runtime's built-in
 /// brain (tests may give their own).
-pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, String> {
+pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Arc<dyn Brain> {
     match config {
-        BrainConfig::Scripted => Ok(ctx.brain.clone()),
+        BrainConfig::Scripted => ctx.brain.clone(),
         BrainConfig::Command {
             program,
             args,
             env,
             timeout_ms,
-        } => Ok(Arc::new(CommandBrain {
+        } => Arc::new(CommandBrain {
             program: program.clone(),
             args: args.clone(),
             env: env.clone(),
             timeout: std::time::Duration::from_millis(*timeout_ms),
             sandbox: ctx.config.sandbox.clone(),
             slots: ctx.brain_processes.clone(),
-        })),
+        }),
         BrainConfig::OpenAi {
             base_url,
             model,
             api_key_env,
             temperature,
             ..
-        } => Ok(Arc::new(OpenAiBrain {
+        } => Arc::new(OpenAiBrain {
             client: ctx.http.clone(),
             base_url: base_url.clone(),
             model: model.clone(),
@@ -64,7 +64,7 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, Stri
             temperature: *temperature,
             retry: ctx.config.model_retry,
             secrets: ctx.config.secrets.clone(),
-        })),
+        }),
         BrainConfig::Anthropic {
             base_url,
             model,
@@ -72,7 +72,7 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, Stri
             max_tokens,
             temperature,
             ..
-        } => Ok(Arc::new(AnthropicBrain {
+        } => Arc::new(AnthropicBrain {
             client: ctx.http.clone(),
             base_url: base_url.clone(),
             model: model.clone(),
@@ -81,7 +81,7 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Result<Arc<dyn Brain>, Stri
             temperature: *temperature,
             retry: ctx.config.model_retry,
             secrets: ctx.config.secrets.clone(),
-        })),
+        }),
     }
 }
 
@@ -165,10 +165,7 @@ async fn run_on(
     record: AgentRecord,
     usage: UsageMeter,
 ) -> TurnOutcome {
-    let brain = match brain_for(&ctx, &record.brain) {
-        Ok(brain) => brain,
-        Err(err) => return TurnOutcome::BrainFailed(err),
-    };
+    let brain = brain_for(&ctx, &record.brain);
     let limits = &ctx.config.limits;
     let max_steps = record
         .brain
