@@ -82,13 +82,21 @@ async fn a_worktree_spawn_stuck_in_git_stalls_no_other_agent() {
     // Meanwhile the other agent's structural changes go through at once.
     let scratch = root.path().join("scratch");
     std::fs::create_dir_all(&scratch).expect("mkdir");
+    // A hundred, so the 99th percentile is a sample of its own. Each
+    // finishes while the checkout cannot (it waits to be let go): none
+    // waits for the git call.
     let mut latencies = Vec::new();
-    for i in 0..20 {
+    let log_before = common::events(&mut c, 0)
+        .await
+        .last()
+        .map_or(0, |e| e.cursor);
+    for i in 0..100 {
         let sent = Instant::now();
         let out = exec(&mut c, &other, &format!("echo run-{i}"), 5_000).await;
         latencies.push(sent.elapsed());
         assert_eq!(out["exit"], "exit code 0", "{out}");
     }
+    let turns = turn_durations(&common::events(&mut c, log_before).await, &other);
     run(
         &mut c,
         &other,
@@ -107,11 +115,18 @@ async fn a_worktree_spawn_stuck_in_git_stalls_no_other_agent() {
         !checkout.finished.exists(),
         "the checkout ended before it was let go"
     );
-    latencies.sort();
-    let p50 = latencies[latencies.len() / 2];
-    let worst = latencies[latencies.len() - 1];
+    // The figures are printed, not asserted: timing is the benchmarks'
+    // to judge (docs/benchmarks.md has the runs). The round trip counts
+    // this test's polling; the turn, from the daemon's own log, is the
+    // command's start, run and end inside the daemon.
+    assert_eq!(turns.len(), 100, "every command's turn is in the log");
     eprintln!(
-        "ExecCommand echo round trips while a spawn was stuck in git: p50 {p50:?}, max {worst:?}"
+        "ExecCommand echo while a spawn was stuck in git: turn p50 {} ms, p99 {} ms, max {} ms; round trip with polling p50 {:?}, p99 {:?}",
+        percentile(&turns, 50),
+        percentile(&turns, 99),
+        turns.iter().max().copied().unwrap_or(0),
+        percentile(&latencies, 50),
+        percentile(&latencies, 99),
     );
 
     // The stuck spawn itself finishes once git does.
@@ -142,4 +157,33 @@ async fn a_worktree_spawn_stuck_in_git_stalls_no_other_agent() {
         child["task_handle"]["worktree"]["path"].is_string(),
         "{child}"
     );
+}
+
+/// The `q`th percentile of `samples` (sorted here).
+fn percentile<T: Ord + Copy + Default>(samples: &[T], q: usize) -> T {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    let at = (sorted.len() * q / 100).min(sorted.len().saturating_sub(1));
+    sorted.get(at).copied().unwrap_or_default()
+}
+
+/// How long each of `agent`'s turns took, in milliseconds, from its
+/// `run_started` to its `run_finished` in the event log.
+fn turn_durations(events: &[holarchy::api::pb::Event], agent: &str) -> Vec<i64> {
+    let mut started = std::collections::HashMap::new();
+    let mut took = Vec::new();
+    for event in events.iter().filter(|e| e.agent_id == agent) {
+        match event.kind.as_str() {
+            "run_started" => {
+                started.insert(event.run_id.clone(), event.at_ms);
+            }
+            "run_finished" => {
+                if let Some(at) = started.remove(&event.run_id) {
+                    took.push(event.at_ms - at);
+                }
+            }
+            _ => {}
+        }
+    }
+    took
 }
