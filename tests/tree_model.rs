@@ -20,7 +20,7 @@ use holarchy::store::SledStore;
 use holarchy_actors::{tree, Runtime, RuntimeConfig, ScriptedBrain, Store};
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
-    AgentRecord, Ownership, Preset, TaskId, TaskStatus, ToolFamily, Visibility,
+    AgentId, AgentRecord, Ownership, Preset, TaskId, TaskStatus, ToolFamily, Visibility,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestRunner};
@@ -191,9 +191,17 @@ impl World {
             }
             Step::Together(first, second) => {
                 let (first, second) = (self.target(first), self.target(second));
+                let roots = (self.root_of(&first), self.root_of(&second));
                 let runtime = self.runtime();
                 let (first, second) =
                     tokio::join!(perform(runtime, first), perform(runtime, second));
+                if let ((Some(a), Some(b)), Some((_, first_done)), Some((_, second_done))) =
+                    (roots, first.count, second.count)
+                {
+                    if a != b {
+                        self.tally.apart.record(first_done && second_done);
+                    }
+                }
                 for outcome in [first, second] {
                     // Two changes at once may meet (a spawn under an agent
                     // being archived): either may be refused, so both only
@@ -264,6 +272,25 @@ impl World {
             }
             Step::CreatePublic | Step::Restart | Step::Together(..) => Action::Nothing,
         }
+    }
+
+    /// The public agent at the top of the subtree `action` changes.
+    fn root_of(&self, action: &Action) -> Option<AgentId> {
+        let store = self.store();
+        let mut agent = match action {
+            Action::Nothing | Action::Send(_) => return None,
+            Action::Spawn { parent, .. } => parent.id,
+            Action::Stop(task) => store.task(*task).ok()??.owner_agent_id,
+            Action::Archive(id) | Action::Kill(id) | Action::Wait(id, _) | Action::Exec(id) => *id,
+        };
+        // Bounded: a tree deeper than this is a bug the checks report.
+        for _ in 0..64 {
+            match store.agent(agent).ok()??.supervisor_agent_id {
+                Some(supervisor) => agent = supervisor,
+                None => return Some(agent),
+            }
+        }
+        None
     }
 
     /// Waits for the tree to settle, then checks every invariant.
@@ -389,6 +416,9 @@ async fn run_case(steps: &[Step]) -> Result<Tally, String> {
         commands: Vec::new(),
         tally: Tally::default(),
     };
+    // Two public agents from the start, so steps run together often land
+    // on different subtrees.
+    world.apply(&Step::CreatePublic).await;
     world.apply(&Step::CreatePublic).await;
     for step in steps {
         if std::env::var("MODEL_TRACE").is_ok() {
@@ -463,6 +493,12 @@ fn the_actor_tree_always_mirrors_the_stored_tree() {
         total.together.done >= 20 && total.together.done * 2 >= total.together.tried,
         "too few concurrent structural steps went through: {:?}",
         total.together
+    );
+    // Pairs on different subtrees are independent: both go through.
+    assert!(
+        total.apart.done >= 20 && total.apart.done * 10 >= total.apart.tried * 9,
+        "too few structural changes on different subtrees went through together: {:?}",
+        total.apart
     );
     assert!(
         total.processes_gone >= 10,

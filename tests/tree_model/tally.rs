@@ -46,6 +46,10 @@ pub struct Tally {
     pub restarts: Count,
     /// Structural steps run two at once.
     pub together: Count,
+    /// Pairs of them whose targets were in different public agents'
+    /// subtrees, each counted done only if both went through: changes to
+    /// different subtrees never wait for or refuse each other.
+    pub apart: Count,
     /// Commands seen running, then checked gone once no longer running.
     pub processes_gone: u32,
 }
@@ -57,6 +61,7 @@ impl Tally {
         }
         self.processes_gone += other.processes_gone;
         self.together.add(other.together);
+        self.apart.add(other.apart);
     }
 
     pub fn count_mut(&mut self, kind: Kind) -> &mut Count {
