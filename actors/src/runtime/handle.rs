@@ -113,6 +113,10 @@ impl Runtime {
         })
     }
 
+    /// The runtime's shared context, for in-process tests and benchmarks
+    /// that drive a plane directly (a tool's spawn, a wait, a command).
+    /// The daemon's edges (`src/api`, metrics, webhooks) go through the
+    /// methods instead, which bound their waits.
     pub fn ctx(&self) -> &Arc<Ctx> {
         &self.ctx
     }
