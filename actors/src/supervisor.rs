@@ -213,55 +213,66 @@ fn decide(
 fn relaunch(ctx: &Arc<Ctx>, member: Member, owner: ActorCell) {
     let ctx = ctx.clone();
     tokio::spawn(async move {
-        let restarted = match member {
-            Member::Task(task_id) => restart_task(&ctx, task_id, owner).await,
-            Member::Wait(wait_id) => restart_wait(&ctx, wait_id, owner).await,
-            Member::Agent(_) | Member::Command(_) => Ok(()),
-        };
-        if let Err(err) = restarted {
+        if let Err(err) = restart_member(&ctx, member, owner).await {
             error!(error = %err, "restarting a task or wait actor failed");
         }
     });
 }
 
-/// Whether `owner` may take a restarted child: live in the store, its
-/// actor not going down. Read under the owner's structure lock.
-fn owner_takes_children(
-    ctx: &Ctx,
-    owner_id: AgentId,
-    owner: &ActorCell,
-) -> Result<bool, StoreError> {
-    Ok(owner.get_status() < ActorStatus::Draining
-        && ctx
-            .store
-            .agent(owner_id)?
-            .is_some_and(|a| a.state.is_live()))
+fn running_task(ctx: &Ctx, task_id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
+    Ok(ctx
+        .store
+        .task(task_id)?
+        .filter(|t| t.status == TaskStatus::Running))
 }
 
-async fn restart_task(
+fn armed_wait(ctx: &Ctx, wait_id: WaitId) -> Result<Option<WaitRecord>, StoreError> {
+    Ok(ctx
+        .store
+        .wait(wait_id)?
+        .filter(|w| w.status == WaitStatus::Armed))
+}
+
+/// The restart itself: nothing to do unless the task still runs (or the
+/// wait is still armed) and its owner is live with its actor not going
+/// down, all read again under the owner's lock.
+async fn restart_member(
     ctx: &Arc<Ctx>,
-    task_id: TaskId,
+    member: Member,
     owner: ActorCell,
 ) -> Result<(), ActorProcessingErr> {
-    let running = |ctx: &Ctx| -> Result<Option<TaskRecord>, StoreError> {
-        Ok(ctx
-            .store
-            .task(task_id)?
-            .filter(|t| t.status == TaskStatus::Running))
+    let owner_id = match member {
+        Member::Task(id) => running_task(ctx, id)?.map(|t| t.owner_agent_id),
+        Member::Wait(id) => armed_wait(ctx, id)?.map(|w| w.owner_agent_id),
+        Member::Agent(_) | Member::Command(_) => None,
     };
-    let Some(task) = running(ctx)? else {
+    let Some(owner_id) = owner_id else {
         return Ok(());
     };
-    let _structure = ctx.structure.lock(task.owner_agent_id).await;
-    // Read again under the lock: the task or its owner may have ended.
-    let Some(task) = running(ctx)? else {
-        return Ok(());
-    };
-    if !owner_takes_children(ctx, task.owner_agent_id, &owner)? {
+    let _structure = ctx.structure.lock(owner_id).await;
+    let owner_live = ctx
+        .store
+        .agent(owner_id)?
+        .is_some_and(|a| a.state.is_live());
+    if !owner_live || owner.get_status() >= ActorStatus::Draining {
         return Ok(());
     }
-    warn!(task_id = %task_id, "task actor exited; restarting it");
-    spawn_task(ctx, &task, owner).await
+    match member {
+        Member::Task(id) => {
+            if let Some(task) = running_task(ctx, id)? {
+                warn!(task_id = %id, "task actor exited; restarting it");
+                spawn_task(ctx, &task, owner).await?;
+            }
+        }
+        Member::Wait(id) => {
+            if let Some(wait) = armed_wait(ctx, id)? {
+                warn!(wait_id = %id, "wait actor exited while armed; restarting it");
+                spawn_wait(ctx, &wait, owner).await?;
+            }
+        }
+        Member::Agent(_) | Member::Command(_) => {}
+    }
+    Ok(())
 }
 
 fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), ActorProcessingErr> {
@@ -278,31 +289,6 @@ fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), Act
         }
     }
     Ok(())
-}
-
-async fn restart_wait(
-    ctx: &Arc<Ctx>,
-    wait_id: WaitId,
-    owner: ActorCell,
-) -> Result<(), ActorProcessingErr> {
-    let armed = |ctx: &Ctx| -> Result<Option<WaitRecord>, StoreError> {
-        Ok(ctx
-            .store
-            .wait(wait_id)?
-            .filter(|w| w.status == WaitStatus::Armed))
-    };
-    let Some(wait) = armed(ctx)? else {
-        return Ok(());
-    };
-    let _structure = ctx.structure.lock(wait.owner_agent_id).await;
-    let Some(wait) = armed(ctx)? else {
-        return Ok(());
-    };
-    if !owner_takes_children(ctx, wait.owner_agent_id, &owner)? {
-        return Ok(());
-    }
-    warn!(wait_id = %wait_id, "wait actor exited while armed; restarting it");
-    spawn_wait(ctx, &wait, owner).await
 }
 
 async fn restart_agent(

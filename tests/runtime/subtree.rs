@@ -8,7 +8,7 @@ use std::time::Duration;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
-use holarchy_actors::{Runtime, Store};
+use holarchy_actors::{Batch, Runtime, Store, Write};
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
     AgentId, LifecycleState, MessageStatus, Preset, Provenance, TaskStatus,
@@ -189,4 +189,69 @@ async fn a_restarted_parent_brings_back_its_whole_subtree() {
     assert_eq!((report.agents, report.tasks), (3, 2));
     runtime.shutdown(Duration::from_secs(5)).await;
     store.close().await;
+}
+
+/// Whether the actor `child` runs linked under `owner`'s actor.
+fn actor_under(runtime: &Runtime, owner: AgentId, child: ractor::ActorId) -> bool {
+    runtime
+        .ctx()
+        .directory
+        .get(owner)
+        .is_some_and(|e| e.actor.get_children().iter().any(|c| c.get_id() == child))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_task_or_wait_actor_comes_back_under_its_owner_and_not_after_it_ended() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let runtime = start(store.clone(), RestartPolicy::default()).await;
+    let ctx = runtime.ctx().clone();
+    let owner = runtime
+        .create_agent("keeper".into(), None)
+        .await
+        .expect("created");
+    let (_child, task_id) = spawn_child(&runtime, owner, Preset::PrivateChild).await;
+    let wait = holarchy_actors::plane::wait::sleep(&ctx, owner, 3_600_000, "later".into(), None)
+        .await
+        .expect("armed");
+
+    // Killed while its task runs (its wait armed): back, linked under the
+    // owner, with a new actor.
+    let old_task = ctx.directory.task(task_id).expect("task actor").get_id();
+    let old_wait = ctx.directory.wait(wait.id).expect("wait actor").get_id();
+    ctx.directory.task(task_id).expect("task actor").kill();
+    ctx.directory.wait(wait.id).expect("wait actor").kill();
+    until("the task's and the wait's actors to come back", || {
+        let task = ctx.directory.task(task_id).map(|a| a.get_id());
+        let waiting = ctx.directory.wait(wait.id).map(|a| a.get_id());
+        matches!((task, waiting), (Some(t), Some(w))
+            if t != old_task && w != old_wait
+                && actor_under(&runtime, owner, t)
+                && actor_under(&runtime, owner, w))
+    })
+    .await;
+
+    // A cleanup commits its end before it stops the actors: an actor that
+    // exits in between must not come back under an owner that has ended.
+    let mut record = store.agent(owner).expect("read").expect("owner");
+    record.state = LifecycleState::Archived;
+    store
+        .commit(Batch::new().write(Write::PutAgent(record)))
+        .expect("owner ended");
+    ctx.directory.wait(wait.id).expect("wait actor").kill();
+    ctx.directory.task(task_id).expect("task actor").kill();
+    until("the killed actors to be forgotten", || {
+        ctx.directory.wait(wait.id).is_none() && ctx.directory.task(task_id).is_none()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        ctx.directory.wait(wait.id).is_none(),
+        "a wait actor came back under an ended owner"
+    );
+    assert!(
+        ctx.directory.task(task_id).is_none(),
+        "a task actor came back under an ended owner"
+    );
+    runtime.shutdown(Duration::from_secs(5)).await;
 }
