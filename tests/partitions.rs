@@ -270,3 +270,51 @@ async fn a_partition_that_keeps_dying_stops_the_runtime_instead_of_looping() {
         .await
         .expect("the runtime stopped");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_killed_again_while_it_respawns_brings_every_agent_back_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let config = RuntimeConfig {
+        partitions: 2,
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::start(store, Arc::new(ScriptedBrain), config)
+        .await
+        .expect("runtime starts");
+    let agents = runtime
+        .create_agents(specs("agent", 400))
+        .await
+        .expect("created");
+    let ctx = runtime.ctx().clone();
+    let first = ctx.topology.partition_for(agents[0]).expect("partition");
+    let doomed: Vec<AgentId> = agents
+        .iter()
+        .copied()
+        .filter(|a| ctx.topology.partition_for(*a).map(|p| p.get_id()) == Some(first.get_id()))
+        .collect();
+
+    // The second death lands while the first restart is bringing the
+    // partition's agents back.
+    first.kill();
+    until("the partition's first restart", || {
+        ctx.topology
+            .partition_for(agents[0])
+            .is_some_and(|p| p.get_id() != first.get_id())
+    })
+    .await;
+    let second = ctx.topology.partition_for(agents[0]).expect("partition");
+    second.kill();
+    until("every agent back under the partition's third actor", || {
+        ctx.topology
+            .partition_for(agents[0])
+            .is_some_and(|p| p.get_id() != first.get_id() && p.get_id() != second.get_id())
+            && doomed.iter().all(|a| under_its_partition(&runtime, *a))
+    })
+    .await;
+    // Once each: the partition links exactly its agents, no stray copies.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let partition = ctx.topology.partition_for(agents[0]).expect("partition");
+    assert_eq!(partition.get_children().len(), doomed.len());
+    runtime.shutdown(Duration::from_secs(5)).await;
+}

@@ -255,6 +255,9 @@ pub trait Store:
     fn tasks_of(&self, owner: AgentId) -> Result<Vec<TaskRecord>, StoreError>;
     /// The live agents this agent supervises.
     fn children_of(&self, supervisor: AgentId) -> Result<Vec<AgentId>, StoreError>;
+    /// Every public agent's id, live or ended, in id order: keys only, no
+    /// record decoded. What a restarted root partition walks for its share.
+    fn public_agent_ids(&self) -> Result<Vec<AgentId>, StoreError>;
     fn wait(&self, id: WaitId) -> Result<Option<WaitRecord>, StoreError>;
     /// Every wait the agent owns, oldest first.
     fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError>;

@@ -82,6 +82,25 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
     warn!(partition = index, reason = %reason, "partition exited; restarting it and its agents");
     let ctx = ctx.clone();
     tokio::spawn(async move {
+        // Its share of the public agents, from the store (the directory
+        // may lack one whose respawn a death of the partition cut short),
+        // listed before the new partition is in place: one created under
+        // the new partition is never respawned a second time. An ended
+        // agent is passed over by its respawn.
+        let count = ctx.topology.partition_count();
+        let agents: Vec<AgentId> = match ctx.store.public_agent_ids() {
+            Ok(ids) => ids
+                .into_iter()
+                .filter(|id| partition_of(*id, count) == index)
+                .collect(),
+            Err(err) => {
+                error!(partition = index, error = %err, "could not list a restarted partition's agents");
+                return;
+            }
+        };
+        if ctx.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
         let partition = match PartitionActor::spawn(&ctx, index, root).await {
             Ok(partition) => partition,
             Err(err) => {
@@ -90,17 +109,6 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
             }
         };
         ctx.topology.set_partition(index, partition.clone());
-        let count = ctx.topology.partition_count();
-        let agents: Vec<AgentId> = ctx
-            .directory
-            .agents()
-            .into_iter()
-            .filter(|(id, entry)| {
-                entry.visibility == holarchy_supervision::Visibility::Public
-                    && partition_of(*id, count) == index
-            })
-            .map(|(id, _)| id)
-            .collect();
         // Its agents' subtrees are independent: a few tasks bring them back
         // side by side, so a large partition is not respawned one by one.
         let workers = std::thread::available_parallelism()

@@ -296,6 +296,10 @@ impl Store for RedactingStore {
         self.inner.children_of(supervisor)
     }
 
+    fn public_agent_ids(&self) -> Result<Vec<AgentId>, StoreError> {
+        self.inner.public_agent_ids()
+    }
+
     fn wait(&self, id: WaitId) -> Result<Option<WaitRecord>, StoreError> {
         self.inner.wait(id)
     }

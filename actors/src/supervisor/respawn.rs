@@ -4,13 +4,14 @@
 //! so this names no actor kind.
 
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, MessageEvent, MessageId, MessageStatus, RunOutcome, TaskKind,
     TaskRecord, TaskStatus, WaitRecord, WaitStatus,
 };
-use ractor::{ActorCell, ActorProcessingErr, ActorRef};
+use ractor::{ActorCell, ActorProcessingErr, ActorRef, ActorStatus};
 use tracing::warn;
 
 use crate::directory::DirectoryEntry;
@@ -305,6 +306,12 @@ pub async fn respawn_subtree(
     let Some(record) = store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
         return Ok(0);
     };
+    // A supervisor that died again meanwhile has a later respawn coming:
+    // forgetting now would drop the actors that one may have started.
+    if supervisor.get_status() >= ActorStatus::Draining || ctx.shutting_down.load(Ordering::Acquire)
+    {
+        return Ok(0);
+    }
     forget_subtree(ctx, agent_id)?;
     spawn_tree(ctx, record, supervisor, reason).await
 }

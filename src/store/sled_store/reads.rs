@@ -278,6 +278,20 @@ impl Store for SledStore {
             .collect()
     }
 
+    fn public_agent_ids(&self) -> Result<Vec<AgentId>, StoreError> {
+        self.agents
+            .public
+            .iter()
+            .keys()
+            .map(|key| {
+                Ok(AgentId::from_bytes(id_from_key(
+                    PUBLIC_AGENTS,
+                    &key.map_err(backend)?,
+                )?))
+            })
+            .collect()
+    }
+
     fn commit(&self, batch: Batch) -> Result<(), StoreError> {
         self.count_an_end(&batch);
         let batch = Prepared::new(batch)?;
