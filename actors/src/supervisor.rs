@@ -250,6 +250,9 @@ async fn restart_member(
         return Ok(());
     };
     let _structure = ctx.structure.lock(owner_id).await;
+    if ctx.shutting_down.load(Ordering::Acquire) {
+        return Ok(());
+    }
     let owner_live = ctx
         .store
         .agent(owner_id)?

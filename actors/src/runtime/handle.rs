@@ -398,13 +398,15 @@ impl Runtime {
         let asked = !*self.stopped.borrow();
         self.ctx.shutting_down.store(true, Ordering::Release);
         let cut_short = self.ctx.in_flight.close();
-        if let Err(err) = self
-            .root
-            .stop_and_wait(Some("shutdown".into()), Some(timeout))
-            .await
-        {
-            warn!(error = %err, "runtime did not stop in time; killing it");
-            self.root.kill();
+        if asked {
+            if let Err(err) = self
+                .root
+                .stop_and_wait(Some("shutdown".into()), Some(timeout))
+                .await
+            {
+                warn!(error = %err, "runtime did not stop in time; killing it");
+                self.root.kill();
+            }
         }
         let _ = tokio::time::timeout(timeout, self.stopped()).await;
         // No turn runs any more: the MCP servers go too.

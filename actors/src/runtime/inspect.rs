@@ -69,7 +69,8 @@ impl Runtime {
     /// Writes an operator's note; returns once it is on disk.
     pub async fn write_note(&self, draft: NoteDraft) -> Result<MemoryNote, Bounded<StoreError>> {
         let store = self.ctx().store.clone();
-        let limit = self.read_deadline();
+        // A write waits as long as any operator's change may.
+        let limit = self.change_deadline();
         let note = bounded_blocking(limit, move || store.put_note(&draft, crate::now_ms())).await?;
         match tokio::time::timeout(limit, self.ctx().store.durable()).await {
             Ok(flushed) => flushed.map_err(Bounded::Failed)?,
