@@ -13,15 +13,16 @@
 //! Prints a table and one JSON line and writes the JSON to
 //! `target/bench-results/console.json`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use holarchy::api::pb;
-use holarchy::client::{self, Clients, Target};
 use serde_json::{json, Value};
 
-const HOLARCHY: &str = env!("CARGO_BIN_EXE_holarchy");
+#[path = "support/daemon.rs"]
+mod daemon;
+use daemon::Daemon;
+
 /// Spawns one scripted turn makes (one message of at most 64 KiB).
 const PER_TURN: usize = 400;
 
@@ -44,22 +45,25 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
     let addr = free_addr();
-    let daemon = Command::new(HOLARCHY)
-        .args(["serve", "--data-dir"])
-        .arg(&data_dir)
-        .args(["--http-listen", &addr])
-        .args(["--max-children", &children.to_string()])
-        .args(["--max-tool-calls-per-step", &PER_TURN.to_string()])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("daemon.log")).expect("daemon log"))
-        .spawn()
-        .expect("the daemon starts");
-    let mut daemon = Stop(daemon);
+    let max_children = children.to_string();
+    let per_turn = PER_TURN.to_string();
+    let mut daemon = Daemon::start(
+        &data_dir,
+        &[
+            "--http-listen",
+            &addr,
+            "--max-children",
+            &max_children,
+            "--max-tool-calls-per-step",
+            &per_turn,
+        ],
+        &dir.path().join("daemon.log"),
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio");
-    let report = runtime.block_on(measure(&data_dir, &addr, children, samples));
+    let report = runtime.block_on(measure(&daemon, &addr, children, samples));
     daemon.stop();
     print_table(&report);
     println!("{report}");
@@ -70,46 +74,6 @@ fn main() {
     match std::fs::write(&out, report.to_string()) {
         Ok(()) => println!("wrote {}", out.display()),
         Err(err) => eprintln!("could not write {}: {err}", out.display()),
-    }
-}
-
-/// The daemon, stopped with SIGTERM (and waited for) however the bench
-/// ends.
-struct Stop(Child);
-
-impl Stop {
-    fn stop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Stop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn connect(data_dir: &Path) -> Clients {
-    let socket = data_dir.join("holarchy.sock");
-    let started = Instant::now();
-    loop {
-        if let Ok(mut clients) = client::connect(&Target::Unix(socket.clone())).await {
-            if clients
-                .runtime
-                .get_status(pb::GetStatusRequest {})
-                .await
-                .is_ok()
-            {
-                return clients;
-            }
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the daemon never answered"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -131,8 +95,8 @@ async fn timed(http: &reqwest::Client, url: &str, samples: usize) -> (f64, f64) 
     (times[times.len() / 2], times[times.len() - 1])
 }
 
-async fn measure(data_dir: &Path, addr: &str, children: usize, samples: usize) -> Value {
-    let mut c = connect(data_dir).await;
+async fn measure(daemon: &Daemon, addr: &str, children: usize, samples: usize) -> Value {
+    let mut c = daemon.clients().await;
     let wide = c
         .agents
         .create_agent(pb::CreateAgentRequest {
