@@ -101,10 +101,13 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
         if ctx.shutting_down.load(Ordering::Acquire) {
             return;
         }
-        let partition = match PartitionActor::spawn(&ctx, index, root).await {
+        let partition = match PartitionActor::spawn(&ctx, index, root.clone()).await {
             Ok(partition) => partition,
             Err(err) => {
-                error!(partition = index, error = %err, "could not restart a partition");
+                // Without it a share of the agents has no supervisor: the
+                // runtime stops, as when a partition dies too often.
+                error!(partition = index, error = %err, "could not restart a partition; the runtime stops");
+                root.stop(Some(format!("partition {index} could not restart: {err}")));
                 return;
             }
         };
