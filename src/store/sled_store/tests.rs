@@ -37,6 +37,23 @@ pub(super) fn message(
     }
 }
 
+/// Opens the store at `dir` once a raw sled handle just dropped there has
+/// let go of the directory's lock: sled's own threads release it a moment
+/// after the handle goes.
+pub(super) fn open_after_raw(dir: &std::path::Path) -> SledStore {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match SledStore::open(dir, &StoreConfig::default()) {
+            Ok(store) => return store,
+            Err(err) if std::time::Instant::now() < deadline => {
+                assert!(err.to_string().contains("lock"), "opens: {err}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(err) => panic!("the store stayed locked: {err}"),
+        }
+    }
+}
+
 pub(super) fn created(record: &AgentRecord) -> Batch {
     Batch::new()
         .write(Write::CreateAgent(record.clone()))
@@ -566,7 +583,7 @@ async fn a_store_of_the_old_layout_opens_with_every_agent_where_it_belongs() {
         db.flush().expect("flush");
     }
 
-    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let store = open_after_raw(dir.path());
     assert_eq!(store.agent(public.id).expect("reads"), Some(public.clone()));
     assert_eq!(store.agent(child.id).expect("reads"), Some(child.clone()));
     let listed: Vec<_> = store

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use holarchy_actors::Write;
 use holarchy_supervision::{EventKind, RunId, RunOutcome};
 
-use super::super::tests::{agent, created, message};
+use super::super::tests::{agent, created, message, open_after_raw};
 use super::super::StoreConfig;
 use super::*;
 
@@ -190,7 +190,7 @@ async fn an_unreadable_run_of_events_is_left_out_of_the_index() {
         db.flush().expect("flushed");
     }
     std::fs::remove_dir_all(index_dir(dir.path())).expect("index removed");
-    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+    let store = open_after_raw(dir.path());
     assert_eq!(found(&store, alice, "gulls", &[], 1).len(), 1);
     assert!(found(&store, alice, "pelicans", &[], 0).is_empty());
     // The index has moved past the spoiled run, to the log's end.
