@@ -11,7 +11,6 @@
 //! Prints a table and one JSON line and writes the JSON to
 //! `target/bench-results/activity.json`.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use holarchy::api::pb;
@@ -20,22 +19,17 @@ use serde_json::{json, Value};
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/report.rs"]
+mod report;
 use daemon::Daemon;
 
 /// Agents created in one `CreateAgents` call while the idle ones are made.
 const BATCH: usize = 10_000;
 
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map_or(default, |n| n.parse().expect("a number"))
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let idle = arg(&args, "--idle", 100_000);
-    let calls = arg(&args, "--calls", 300).max(1);
+    let idle = report::number(&args, "--idle", 100_000);
+    let calls = report::number(&args, "--calls", 300).max(1);
     let dir = tempfile::tempdir().expect("temp dir");
     let mut daemon = Daemon::start(
         &dir.path().join("data"),
@@ -50,14 +44,7 @@ fn main() {
     daemon.stop();
     print_table(&report);
     println!("{report}");
-    let out = PathBuf::from("target/bench-results/activity.json");
-    if let Some(parent) = out.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    match std::fs::write(&out, report.to_string()) {
-        Ok(()) => println!("wrote {}", out.display()),
-        Err(err) => eprintln!("could not write {}: {err}", out.display()),
-    }
+    report::write(&report::default_path("activity"), &report);
 }
 
 async fn create(c: &mut Clients, name: &str) -> String {

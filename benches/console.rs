@@ -13,7 +13,6 @@
 //! Prints a table and one JSON line and writes the JSON to
 //! `target/bench-results/console.json`.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use holarchy::api::pb;
@@ -21,17 +20,12 @@ use serde_json::{json, Value};
 
 #[path = "support/daemon.rs"]
 mod daemon;
+#[path = "support/report.rs"]
+mod report;
 use daemon::Daemon;
 
 /// Spawns one scripted turn makes (one message of at most 64 KiB).
 const PER_TURN: usize = 400;
-
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map_or(default, |n| n.parse().expect("a number"))
-}
 
 fn free_addr() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
@@ -40,8 +34,8 @@ fn free_addr() -> String {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let children = arg(&args, "--children", 10_000);
-    let samples = arg(&args, "--samples", 20).max(1);
+    let children = report::number(&args, "--children", 10_000);
+    let samples = report::number(&args, "--samples", 20).max(1);
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
     let addr = free_addr();
@@ -67,14 +61,7 @@ fn main() {
     daemon.stop();
     print_table(&report);
     println!("{report}");
-    let out = PathBuf::from("target/bench-results/console.json");
-    if let Some(parent) = out.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    match std::fs::write(&out, report.to_string()) {
-        Ok(()) => println!("wrote {}", out.display()),
-        Err(err) => eprintln!("could not write {}: {err}", out.display()),
-    }
+    report::write(&report::default_path("console"), &report);
 }
 
 async fn get(http: &reqwest::Client, url: &str) -> (Duration, Value) {

@@ -13,7 +13,6 @@
 //! as they are. Prints a table and one JSON line and writes the JSON to
 //! `target/bench-results/daemon_idle.json`.
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -25,6 +24,8 @@ mod alloc;
 mod bare;
 #[path = "support/figure.rs"]
 mod figure;
+#[path = "support/report.rs"]
+mod report;
 
 const HOLARCHY: &str = env!("CARGO_BIN_EXE_holarchy");
 
@@ -121,14 +122,7 @@ fn main() {
         json!({ "daemon_rss_per_agent_vs_bare": figure::ratio(per_agent, bare_bytes) });
     print_table(&report);
     println!("{report}");
-    let out = PathBuf::from("target/bench-results/daemon_idle.json");
-    if let Some(parent) = out.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    match std::fs::write(&out, report.to_string()) {
-        Ok(()) => println!("wrote {}", out.display()),
-        Err(err) => eprintln!("could not write {}: {err}", out.display()),
-    }
+    report::write(&report::default_path("daemon_idle"), &report);
 }
 
 fn print_table(r: &Value) {

@@ -38,6 +38,8 @@ mod alloc;
 mod bare;
 #[path = "support/figure.rs"]
 mod figure;
+#[path = "support/report.rs"]
+mod report;
 use bare::{phase_bare, settle};
 
 struct Options {
@@ -61,7 +63,7 @@ fn options() -> Options {
         publics: 1_000,
         batch: 0,
         archive: 0,
-        json_out: PathBuf::from("target/bench-results/idle_agents.json"),
+        json_out: report::default_path("idle_agents"),
         phase: None,
         dir: None,
     };
@@ -495,9 +497,5 @@ fn main() {
         },
     });
     println!("{report}");
-    if let Some(parent) = opts.json_out.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    std::fs::write(&opts.json_out, format!("{report}\n")).expect("JSON written");
-    eprintln!("wrote {}", opts.json_out.display());
+    report::write(&opts.json_out, &report);
 }

@@ -35,6 +35,8 @@ use serde_json::json;
 mod alloc;
 #[path = "support/figure.rs"]
 mod figure;
+#[path = "support/report.rs"]
+mod report;
 
 struct Options {
     agents: usize,
@@ -54,7 +56,7 @@ fn options() -> Options {
         searches: 2_000,
         words: 24,
         vocabulary: 5_000,
-        json_out: PathBuf::from("target/bench-results/memory.json"),
+        json_out: report::default_path("memory"),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -378,8 +380,5 @@ fn main() {
         .expect("tokio");
     let report = runtime.block_on(run(&opts));
     println!("{report}");
-    if let Some(parent) = opts.json_out.parent() {
-        std::fs::create_dir_all(parent).expect("results directory");
-    }
-    std::fs::write(&opts.json_out, format!("{report}\n")).expect("JSON written");
+    report::write(&opts.json_out, &report);
 }

@@ -25,6 +25,8 @@ use serde_json::{json, Value};
 
 #[path = "support/figure.rs"]
 mod figure;
+#[path = "support/report.rs"]
+mod report;
 
 const HOLARCHY: &str = env!("CARGO_BIN_EXE_holarchy");
 
@@ -375,12 +377,5 @@ fn main() {
         "runs": runs,
     });
     println!("{report}");
-    let out = PathBuf::from("target/bench-results/metrics_overhead.json");
-    if let Some(parent) = out.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    match std::fs::write(&out, report.to_string()) {
-        Ok(()) => println!("wrote {}", out.display()),
-        Err(err) => eprintln!("could not write {}: {err}", out.display()),
-    }
+    report::write(&report::default_path("metrics_overhead"), &report);
 }

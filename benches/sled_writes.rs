@@ -31,6 +31,8 @@ use sled::transaction::{ConflictableTransactionError, Transactional};
 
 #[path = "support/alloc.rs"]
 mod alloc;
+#[path = "support/report.rs"]
+mod report;
 
 const BATCH: usize = 1_000;
 
@@ -233,7 +235,7 @@ fn measure(shape: Shape, rows: &[Row], dir: &std::path::Path) -> (f64, f64) {
 fn main() {
     let mut agents = 100_000;
     let mut rounds = 2;
-    let mut json_out = PathBuf::from("target/bench-results/sled_writes.json");
+    let mut json_out = report::default_path("sled_writes");
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().unwrap_or_else(|| panic!("{arg} needs a value"));
@@ -286,11 +288,7 @@ fn main() {
     }
     let line = Value::to_string(&report);
     println!("{line}");
-    if let Some(parent) = json_out.parent() {
-        std::fs::create_dir_all(parent).expect("results dir");
-    }
-    std::fs::write(&json_out, line).expect("results written");
-    println!("wrote {}", json_out.display());
+    report::write(&json_out, &line);
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> f64 {

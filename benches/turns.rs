@@ -24,6 +24,8 @@ use serde_json::{json, Value};
 mod alloc;
 #[path = "support/figure.rs"]
 mod figure;
+#[path = "support/report.rs"]
+mod report;
 
 struct Options {
     agents: usize,
@@ -39,7 +41,7 @@ fn options() -> Options {
         messages: 30_000,
         concurrency: 512,
         tool_calls: 0,
-        json_out: PathBuf::from("target/bench-results/turns.json"),
+        json_out: report::default_path("turns"),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -264,8 +266,5 @@ fn main() {
         "handled_vs_bare": figure::ratio(handled, bare),
     });
     println!("{report}");
-    if let Some(parent) = opts.json_out.parent() {
-        std::fs::create_dir_all(parent).expect("results directory");
-    }
-    std::fs::write(&opts.json_out, format!("{report}\n")).expect("JSON written");
+    report::write(&opts.json_out, &report);
 }
