@@ -305,7 +305,8 @@ async fn restart_agent(
     let Some(record) = ctx.store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
         return Ok(());
     };
-    if supervisor.get_status() >= ActorStatus::Draining {
+    if supervisor.get_status() >= ActorStatus::Draining || ctx.shutting_down.load(Ordering::Acquire)
+    {
         return Ok(());
     }
     forget_subtree(ctx, agent_id)?;
