@@ -85,14 +85,22 @@ impl Store for SledStore {
         agent_id: AgentId,
         limit: usize,
     ) -> Result<Vec<MessageRecord>, StoreError> {
+        // A pending message's key is in `pending` too. The agent's pending
+        // keys are read once, in one range (the queue's bound bounds them),
+        // rather than looked up one by one for every newer message.
+        let pending: std::collections::HashSet<sled::IVec> = self
+            .pending
+            .scan_prefix(agent_id.to_bytes())
+            .keys()
+            .collect::<Result<_, _>>()
+            .map_err(backend)?;
         let mut newest = Vec::with_capacity(limit.min(1024));
         for entry in self.messages.scan_prefix(agent_id.to_bytes()).rev() {
             if newest.len() == limit {
                 break;
             }
             let (key, value) = entry.map_err(backend)?;
-            // A pending message's key is in `pending` too.
-            if self.pending.contains_key(&key).map_err(backend)? {
+            if pending.contains(&key) {
                 continue;
             }
             newest.push(decode(MESSAGES, &value)?);
