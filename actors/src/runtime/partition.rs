@@ -13,6 +13,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::task::JoinSet;
 use tracing::{error, warn};
 
+use crate::store::StoreError;
 use crate::topology::partition_of;
 use crate::{supervisor, Ctx};
 
@@ -88,7 +89,12 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
         // the new partition is never respawned a second time. An ended
         // agent is passed over by its respawn.
         let count = ctx.topology.partition_count();
-        let agents: Vec<AgentId> = match ctx.store.public_agent_ids() {
+        // A scan of every public id: on the blocking pool, not a worker.
+        let store = ctx.store.clone();
+        let listed = tokio::task::spawn_blocking(move || store.public_agent_ids())
+            .await
+            .unwrap_or_else(|join| Err(StoreError::Backend(join.to_string())));
+        let agents: Vec<AgentId> = match listed {
             Ok(ids) => ids
                 .into_iter()
                 .filter(|id| partition_of(*id, count) == index)

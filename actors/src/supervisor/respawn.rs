@@ -299,10 +299,16 @@ pub async fn respawn_subtree(
     reason: &str,
 ) -> Result<usize, ActorProcessingErr> {
     let store = &ctx.store;
+    // Most ids a restarted partition walks may be agents that ended long
+    // ago: those cost one read here, not a walk of their subtree's locks.
+    if !store.agent(agent_id)?.is_some_and(|r| r.state.is_live()) {
+        return Ok(0);
+    }
     let _structure = ctx
         .structure
         .lock_subtree(agent_id, |agent| store.children_of(agent))
         .await?;
+    // Read again under the locks: a cleanup may have ended it since.
     let Some(record) = store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
         return Ok(0);
     };
