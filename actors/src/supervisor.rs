@@ -141,8 +141,12 @@ pub async fn on_child_exit(
     let result = match ctx.directory.remove_actor(child.get_id()) {
         // Forgotten on purpose already (a cleanup).
         None => Ok(()),
-        Some(member @ (Member::Task(_) | Member::Wait(_))) => {
-            relaunch(ctx, member, supervisor);
+        Some(Member::Task(task_id)) => {
+            relaunch(ctx, Relaunch::Task(task_id), supervisor);
+            Ok(())
+        }
+        Some(Member::Wait(wait_id)) => {
+            relaunch(ctx, Relaunch::Wait(wait_id), supervisor);
             Ok(())
         }
         // A process cannot be restarted: the task ends interrupted (its
@@ -206,11 +210,18 @@ fn decide(
     Ok(Some(budgets.on_failure(agent_id, policy, now_ms())))
 }
 
+/// A child actor restarted from its record: a task's handle or a wait.
+#[derive(Debug, Clone, Copy)]
+enum Relaunch {
+    Task(TaskId),
+    Wait(WaitId),
+}
+
 /// Starts a task's or a wait's actor again, in a task of its own under the
 /// owner's structure lock (so never beside a cleanup of the owner, which
 /// takes that lock), once that lock is free: the owner's `handle`, which
 /// a cleanup may be waiting on, returns at once.
-fn relaunch(ctx: &Arc<Ctx>, member: Member, owner: ActorCell) {
+fn relaunch(ctx: &Arc<Ctx>, member: Relaunch, owner: ActorCell) {
     let ctx = ctx.clone();
     tokio::spawn(async move {
         if let Err(err) = restart_member(&ctx, member, owner).await {
@@ -238,13 +249,12 @@ fn armed_wait(ctx: &Ctx, wait_id: WaitId) -> Result<Option<WaitRecord>, StoreErr
 /// down, all read again under the owner's lock.
 async fn restart_member(
     ctx: &Arc<Ctx>,
-    member: Member,
+    member: Relaunch,
     owner: ActorCell,
 ) -> Result<(), ActorProcessingErr> {
     let owner_id = match member {
-        Member::Task(id) => running_task(ctx, id)?.map(|t| t.owner_agent_id),
-        Member::Wait(id) => armed_wait(ctx, id)?.map(|w| w.owner_agent_id),
-        Member::Agent(_) | Member::Command(_) => None,
+        Relaunch::Task(id) => running_task(ctx, id)?.map(|t| t.owner_agent_id),
+        Relaunch::Wait(id) => armed_wait(ctx, id)?.map(|w| w.owner_agent_id),
     };
     let Some(owner_id) = owner_id else {
         return Ok(());
@@ -261,19 +271,18 @@ async fn restart_member(
         return Ok(());
     }
     match member {
-        Member::Task(id) => {
+        Relaunch::Task(id) => {
             if let Some(task) = running_task(ctx, id)? {
                 warn!(task_id = %id, "task actor exited; restarting it");
                 spawn_task(ctx, &task, owner).await?;
             }
         }
-        Member::Wait(id) => {
+        Relaunch::Wait(id) => {
             if let Some(wait) = armed_wait(ctx, id)? {
                 warn!(wait_id = %id, "wait actor exited while armed; restarting it");
                 spawn_wait(ctx, &wait, owner).await?;
             }
         }
-        Member::Agent(_) | Member::Command(_) => {}
     }
     Ok(())
 }
