@@ -17,10 +17,10 @@ use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::{json, Value};
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/daemon.rs"]
 mod daemon;
-#[path = "support/report.rs"]
-mod report;
 use daemon::Daemon;
 
 /// Agents created in one `CreateAgents` call while the idle ones are made.
@@ -28,8 +28,8 @@ const BATCH: usize = 10_000;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let idle = report::number(&args, "--idle", 100_000);
-    let calls = report::number(&args, "--calls", 300).max(1);
+    let idle = cli::number(&args, "--idle", 100_000);
+    let calls = cli::number(&args, "--calls", 300).max(1);
     let dir = tempfile::tempdir().expect("temp dir");
     let mut daemon = Daemon::start(
         &dir.path().join("data"),
@@ -44,7 +44,7 @@ fn main() {
     daemon.stop();
     print_table(&report);
     println!("{report}");
-    report::write(&report::default_path("activity"), &report);
+    cli::write_report(&cli::report_path("activity"), &report);
 }
 
 async fn create(c: &mut Clients, name: &str) -> String {

@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use holarchy::api::pb;
 use serde_json::{json, Value};
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/daemon.rs"]
 mod daemon;
-#[path = "support/report.rs"]
-mod report;
 use daemon::Daemon;
 
 /// Spawns one scripted turn makes (one message of at most 64 KiB).
@@ -34,8 +34,8 @@ fn free_addr() -> String {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let children = report::number(&args, "--children", 10_000);
-    let samples = report::number(&args, "--samples", 20).max(1);
+    let children = cli::number(&args, "--children", 10_000);
+    let samples = cli::number(&args, "--samples", 20).max(1);
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
     let addr = free_addr();
@@ -61,7 +61,7 @@ fn main() {
     daemon.stop();
     print_table(&report);
     println!("{report}");
-    report::write(&report::default_path("console"), &report);
+    cli::write_report(&cli::report_path("console"), &report);
 }
 
 async fn get(http: &reqwest::Client, url: &str) -> (Duration, Value) {

@@ -22,10 +22,10 @@ use serde_json::{json, Value};
 mod alloc;
 #[path = "support/bare.rs"]
 mod bare;
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/figure.rs"]
 mod figure;
-#[path = "support/report.rs"]
-mod report;
 
 const HOLARCHY: &str = env!("CARGO_BIN_EXE_holarchy");
 
@@ -122,7 +122,7 @@ fn main() {
         json!({ "daemon_rss_per_agent_vs_bare": figure::ratio(per_agent, bare_bytes) });
     print_table(&report);
     println!("{report}");
-    report::write(&report::default_path("daemon_idle"), &report);
+    cli::write_report(&cli::report_path("daemon_idle"), &report);
 }
 
 fn print_table(r: &Value) {

@@ -36,10 +36,10 @@ use serde_json::{json, Value};
 mod alloc;
 #[path = "support/bare.rs"]
 mod bare;
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/figure.rs"]
 mod figure;
-#[path = "support/report.rs"]
-mod report;
 use bare::{phase_bare, settle};
 
 struct Options {
@@ -63,7 +63,7 @@ fn options() -> Options {
         publics: 1_000,
         batch: 0,
         archive: 0,
-        json_out: report::default_path("idle_agents"),
+        json_out: cli::report_path("idle_agents"),
         phase: None,
         dir: None,
     };
@@ -497,5 +497,5 @@ fn main() {
         },
     });
     println!("{report}");
-    report::write(&opts.json_out, &report);
+    cli::write_report(&opts.json_out, &report);
 }

@@ -33,10 +33,10 @@ use serde_json::json;
 
 #[path = "support/alloc.rs"]
 mod alloc;
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/figure.rs"]
 mod figure;
-#[path = "support/report.rs"]
-mod report;
 
 struct Options {
     agents: usize,
@@ -56,7 +56,7 @@ fn options() -> Options {
         searches: 2_000,
         words: 24,
         vocabulary: 5_000,
-        json_out: report::default_path("memory"),
+        json_out: cli::report_path("memory"),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -380,5 +380,5 @@ fn main() {
         .expect("tokio");
     let report = runtime.block_on(run(&opts));
     println!("{report}");
-    report::write(&opts.json_out, &report);
+    cli::write_report(&opts.json_out, &report);
 }

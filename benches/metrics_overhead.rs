@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/figure.rs"]
 mod figure;
-#[path = "support/report.rs"]
-mod report;
 
 const HOLARCHY: &str = env!("CARGO_BIN_EXE_holarchy");
 
@@ -377,5 +377,5 @@ fn main() {
         "runs": runs,
     });
     println!("{report}");
-    report::write(&report::default_path("metrics_overhead"), &report);
+    cli::write_report(&cli::report_path("metrics_overhead"), &report);
 }

@@ -31,8 +31,8 @@ use sled::transaction::{ConflictableTransactionError, Transactional};
 
 #[path = "support/alloc.rs"]
 mod alloc;
-#[path = "support/report.rs"]
-mod report;
+#[path = "support/cli.rs"]
+mod cli;
 
 const BATCH: usize = 1_000;
 
@@ -235,7 +235,7 @@ fn measure(shape: Shape, rows: &[Row], dir: &std::path::Path) -> (f64, f64) {
 fn main() {
     let mut agents = 100_000;
     let mut rounds = 2;
-    let mut json_out = report::default_path("sled_writes");
+    let mut json_out = cli::report_path("sled_writes");
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().unwrap_or_else(|| panic!("{arg} needs a value"));
@@ -288,7 +288,7 @@ fn main() {
     }
     let line = Value::to_string(&report);
     println!("{line}");
-    report::write(&json_out, &line);
+    cli::write_report(&json_out, &line);
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> f64 {

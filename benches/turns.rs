@@ -22,10 +22,10 @@ use serde_json::{json, Value};
 
 #[path = "support/alloc.rs"]
 mod alloc;
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/figure.rs"]
 mod figure;
-#[path = "support/report.rs"]
-mod report;
 
 struct Options {
     agents: usize,
@@ -41,7 +41,7 @@ fn options() -> Options {
         messages: 30_000,
         concurrency: 512,
         tool_calls: 0,
-        json_out: report::default_path("turns"),
+        json_out: cli::report_path("turns"),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -266,5 +266,5 @@ fn main() {
         "handled_vs_bare": figure::ratio(handled, bare),
     });
     println!("{report}");
-    report::write(&opts.json_out, &report);
+    cli::write_report(&opts.json_out, &report);
 }

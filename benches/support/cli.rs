@@ -1,5 +1,5 @@
-//! Where a benchmark's JSON report goes, and reading the numeric flags
-//! the benches that take no other options share.
+//! What every bench binary does at its edges: reading its numeric flags
+//! and writing its JSON report.
 
 #![allow(dead_code)]
 
@@ -7,13 +7,13 @@ use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
 /// `target/bench-results/NAME.json`, where every bench writes by default.
-pub fn default_path(name: &str) -> PathBuf {
+pub fn report_path(name: &str) -> PathBuf {
     PathBuf::from(format!("target/bench-results/{name}.json"))
 }
 
 /// Writes `report` as one line to `path`, making its directory; says
 /// where on stderr, so stdout keeps only the table and the JSON line.
-pub fn write(path: &Path, report: &impl Display) {
+pub fn write_report(path: &Path, report: &impl Display) {
     if let Some(parent) = path.parent() {
         let _ = std::fs::create_dir_all(parent);
     }
