@@ -504,7 +504,7 @@ async fn an_agent_ended_between_its_creation_and_its_start_keeps_no_actor() {
         .expect("paused");
     assert_eq!(store.agent_ends(), ends_before);
     let partition = ctx.topology.partition_for(kept.id).expect("a partition");
-    let (mut slots, _) = ctx.usage.reserve_agents(1);
+    let (mut slots, _) = ctx.stats.usage.reserve_agents(1);
     let started = holarchy_actors::supervisor::spawn_created(
         ctx,
         kept.clone(),
@@ -539,7 +539,7 @@ async fn an_agent_ended_between_its_creation_and_its_start_keeps_no_actor() {
         Vec::new(),
         partition,
         ends_before,
-        &mut ctx.usage.reserve_agents(1).0,
+        &mut ctx.stats.usage.reserve_agents(1).0,
     )
     .await
     .expect("started");

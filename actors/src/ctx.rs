@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,16 +13,16 @@ use ractor::{ActorCell, ActorProcessingErr, ActorRef};
 use crate::brain::Brain;
 use crate::config::RuntimeConfig;
 use crate::directory::Directory;
-use crate::in_flight::InFlight;
+use crate::lifecycle::Lifecycle;
 use crate::protocol::{AgentArgs, AgentMsg, TaskMsg, TaskSnapshot, WaitMsg};
 use crate::store::Store;
 use crate::topology::Topology;
-use crate::turn_gate::TurnGate;
 use crate::{limits, secrets, structure};
 
-/// What every actor of one runtime shares: read-only services, the
-/// statistics (atomics), the locks that order structural changes, and
-/// where the runtime's fixed actors are. What changes with one actor's
+/// What every actor of one runtime shares: read-only services at the top,
+/// then, each in a struct of its own, the locks that order structural
+/// changes, the statistics (atomics), where the runtime is in its life, and
+/// where its fixed actors are. What changes with one actor's
 /// work (queues, restart budgets, runs) lives in that actor's state.
 pub struct Ctx {
     // Services, read-only after construction.
@@ -46,33 +46,12 @@ pub struct Ctx {
     /// Task ids whose command output grew or ended, for followers.
     output_events: tokio::sync::broadcast::Sender<holarchy_supervision::TaskId>,
 
-    // Locks that order structural changes; never held across a flush, git
-    // or a process stop.
-    /// One lock per agent on its structure (children, tasks, waits,
-    /// workspaces), so a child is never created under a supervisor being
-    /// cleaned up. Never taken inside an actor's `handle`.
-    pub structure: structure::StructureLocks,
-    /// Serialises worktree removals per repository (its git directory): a
-    /// stop and a sweep may race for one worktree, and git locks a
-    /// repository's worktree list and refs.
-    pub worktrees: structure::KeyedLocks<std::path::PathBuf>,
-    /// Serialises the writes of applies of one instance (by name): the
-    /// agent's record and the instance's are two writes, and a second
-    /// apply must see both of the first. Let go before their flush; other
-    /// instances never wait.
-    pub instances: structure::KeyedLocks<String>,
-
-    // Counters.
+    /// The locks that order structural changes.
+    pub locks: structure::Locks,
+    /// Counters, all atomics.
     pub stats: Stats,
-    /// Daemon-wide counts behind [`limits::Limits`].
-    pub usage: limits::Usage,
-    /// Which messages turns in flight hold, for a graceful shutdown.
-    pub in_flight: Arc<InFlight>,
-    /// Set before the runtime stops its children, so their exits are not
-    /// taken for failures.
-    pub shutting_down: AtomicBool,
-    /// Holds turns back until recovery has every agent running again.
-    pub turns: TurnGate,
+    /// Recovering, running or shutting down.
+    pub lifecycle: Lifecycle,
 
     /// The root, the gateway and the root partitions, once started.
     pub topology: Topology,
@@ -89,6 +68,8 @@ pub struct Stats {
     pub given_up: AtomicU64,
     /// Turns, tool calls and queues, for `GET /metrics`.
     pub metrics: crate::metrics::RuntimeMetrics,
+    /// Daemon-wide counts behind [`limits::Limits`].
+    pub usage: limits::Usage,
 }
 
 /// A future that starts one actor.
@@ -213,14 +194,9 @@ impl Ctx {
                 metrics,
                 ..Stats::default()
             },
-            in_flight: Arc::default(),
-            shutting_down: AtomicBool::new(false),
-            turns: TurnGate::default(),
-            structure: structure::StructureLocks::default(),
-            worktrees: structure::KeyedLocks::default(),
-            instances: structure::KeyedLocks::default(),
+            lifecycle: Lifecycle::default(),
+            locks: structure::Locks::default(),
             topology: Topology::default(),
-            usage: limits::Usage::default(),
             brain_processes,
             output_events: tokio::sync::broadcast::channel(1024).0,
             replies: Arc::default(),

@@ -44,6 +44,7 @@ pub mod directory;
 pub mod gateway;
 pub mod in_flight;
 pub mod ingress;
+pub mod lifecycle;
 pub mod limits;
 pub mod live;
 pub mod mcp;

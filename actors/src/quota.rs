@@ -17,8 +17,8 @@ pub fn reserve_agents(ctx: &Ctx, count: usize) -> Result<AgentSlots, LimitError>
     // Reserve first, then read the directory and the reservations together
     // under its lock: a slot is given back under that lock as its agent is
     // registered, so every agent is seen once, reserved or registered.
-    let (slots, _) = ctx.usage.reserve_agents(count);
-    let (counts, creating) = ctx.directory.counts_with(|| ctx.usage.creating());
+    let (slots, _) = ctx.stats.usage.reserve_agents(count);
+    let (counts, creating) = ctx.directory.counts_with(|| ctx.stats.usage.creating());
     if counts.public + counts.private + creating > limit {
         return Err(LimitError::Agents { limit });
     }
@@ -36,7 +36,7 @@ pub fn command_slot(ctx: &Ctx, owner: AgentId) -> Result<CommandSlot, LimitError
             limit: limits.max_commands_per_agent,
         });
     }
-    ctx.usage.take_command(limits.max_commands)
+    ctx.stats.usage.take_command(limits.max_commands)
 }
 
 /// What runs linked under one agent's actor, by kind.

@@ -246,7 +246,7 @@ impl Actor for RuntimeActor {
         let Some((child, reason)) = supervisor::exit_of(event) else {
             return Ok(());
         };
-        if self.ctx.shutting_down.load(Ordering::Acquire) {
+        if self.ctx.lifecycle.is_shutting_down() {
             return Ok(());
         }
         let which = if child.get_id() == state.gateway.get_id() {

@@ -25,6 +25,25 @@ use std::sync::{Arc, Mutex, PoisonError};
 use holarchy_supervision::AgentId;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
+/// The locks that order structural changes, none daemon-wide; never held
+/// across a flush, git or a process stop.
+#[derive(Debug, Default)]
+pub struct Locks {
+    /// One lock per agent on its structure (children, tasks, waits,
+    /// workspaces), so a child is never created under a supervisor being
+    /// cleaned up. Never taken inside an actor's `handle`.
+    pub structure: StructureLocks,
+    /// Serialises worktree removals per repository (its git directory): a
+    /// stop and a sweep may race for one worktree, and git locks a
+    /// repository's worktree list and refs.
+    pub worktrees: KeyedLocks<std::path::PathBuf>,
+    /// Serialises the writes of applies of one instance (by name): the
+    /// agent's record and the instance's are two writes, and a second
+    /// apply must see both of the first. Let go before their flush; other
+    /// instances never wait.
+    pub instances: KeyedLocks<String>,
+}
+
 /// Shards of the lock table; a shard's mutex is held only to find or drop
 /// an entry, never while a structure lock is waited for.
 const SHARDS: usize = 64;

@@ -135,7 +135,7 @@ pub async fn on_child_exit(
     child: ActorCell,
     reason: String,
 ) {
-    if ctx.shutting_down.load(Ordering::Acquire) {
+    if ctx.lifecycle.is_shutting_down() {
         return;
     }
     let result = match ctx.directory.remove_actor(child.get_id()) {
@@ -162,6 +162,7 @@ pub async fn on_child_exit(
                 tokio::spawn(async move {
                     let store = &ctx.store;
                     let locked = ctx
+                        .locks
                         .structure
                         .lock_subtree(agent_id, |agent| store.children_of(agent))
                         .await;
@@ -259,8 +260,8 @@ async fn restart_member(
     let Some(owner_id) = owner_id else {
         return Ok(());
     };
-    let _structure = ctx.structure.lock(owner_id).await;
-    if ctx.shutting_down.load(Ordering::Acquire) {
+    let _structure = ctx.locks.structure.lock(owner_id).await;
+    if ctx.lifecycle.is_shutting_down() {
         return Ok(());
     }
     let owner_live = ctx
@@ -314,8 +315,7 @@ async fn restart_agent(
     let Some(record) = ctx.store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
         return Ok(());
     };
-    if supervisor.get_status() >= ActorStatus::Draining || ctx.shutting_down.load(Ordering::Acquire)
-    {
+    if supervisor.get_status() >= ActorStatus::Draining || ctx.lifecycle.is_shutting_down() {
         return Ok(());
     }
     forget_subtree(ctx, agent_id)?;

@@ -181,7 +181,10 @@ impl AgentActor {
     /// is held until the gate's [`AgentMsg::Release`]. Asked only with work
     /// queued, so idle agents never park.
     fn held(&self, myself: &ActorRef<AgentMsg>, state: &mut AgentState) -> bool {
-        if !state.held && !self.ctx.turns.is_open() && self.ctx.turns.park(myself) {
+        if !state.held
+            && !self.ctx.lifecycle.turns.is_open()
+            && self.ctx.lifecycle.turns.park(myself)
+        {
             state.held = true;
         }
         state.held
@@ -313,7 +316,7 @@ impl AgentActor {
                 message_id,
                 run_id,
             };
-            let Some(in_flight) = self.ctx.in_flight.begin(turn) else {
+            let Some(in_flight) = self.ctx.lifecycle.in_flight.begin(turn) else {
                 state.queue.push_front(message_id);
                 return Ok(None);
             };

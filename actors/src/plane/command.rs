@@ -103,7 +103,7 @@ pub async fn exec(
     }
     // Under the owner's structure lock: no restart or cleanup of the owner
     // interleaves with starting the command.
-    let structure = ctx.structure.lock(owner).await;
+    let structure = ctx.locks.structure.lock(owner).await;
     if !ctx.store.agent(owner)?.is_some_and(|a| a.state.is_live()) {
         return Err(CommandError::OwnerGone);
     }

@@ -147,7 +147,7 @@ async fn spawn_to_completion(
     // The child is committed under the caller's structure lock, so no
     // cleanup of the caller runs between its liveness check and the commit;
     // the slow part (flush, git) runs outside it.
-    let structure = ctx.structure.lock(caller).await;
+    let structure = ctx.locks.structure.lock(caller).await;
     let Some(caller_record) = ctx.store.agent(caller)?.filter(|r| r.state.is_live()) else {
         return Err(SpawnError::CallerGone);
     };
@@ -278,7 +278,7 @@ async fn start(
     task: Option<&TaskRecord>,
     slot: &mut AgentSlots,
 ) -> Result<(), SpawnError> {
-    let _structure = ctx.structure.lock(caller).await;
+    let _structure = ctx.locks.structure.lock(caller).await;
     let child = record.id;
     // Its supervisor's cleanup ends it: the caller is going away.
     if !ctx.store.agent(child)?.is_some_and(|r| r.state.is_live()) {

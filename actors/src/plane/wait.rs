@@ -76,7 +76,7 @@ fn check_anchor(ctx: &Ctx, owner: AgentId, work_item: Option<WorkItemId>) -> Res
 /// owner's structure lock: its restart or cleanup either happened before
 /// (then the owner is checked here) or happens after (and sees the record).
 async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> {
-    let structure = ctx.structure.lock(wait.owner_agent_id).await;
+    let structure = ctx.locks.structure.lock(wait.owner_agent_id).await;
     if !ctx
         .store
         .agent(wait.owner_agent_id)?

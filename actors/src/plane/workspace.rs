@@ -161,7 +161,7 @@ async fn change<T>(
     agent_id: AgentId,
     change: impl FnOnce(&mut View) -> Result<Changed<T>, WorkspaceError>,
 ) -> Result<(View, T), WorkspaceError> {
-    let guard = ctx.structure.lock(agent_id).await;
+    let guard = ctx.locks.structure.lock(agent_id).await;
     let record = ctx
         .store
         .agent(agent_id)?

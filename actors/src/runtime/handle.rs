@@ -1,7 +1,6 @@
 //! [`Runtime`]: the handle the daemon, benchmarks and tests drive a running
 //! runtime through. Every call has a timeout; none blocks an actor.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -100,7 +99,7 @@ impl Runtime {
         let watched = ctx.clone();
         tokio::spawn(async move {
             let _ = join.await;
-            if !watched.shutting_down.load(Ordering::Acquire) {
+            if !watched.lifecycle.is_shutting_down() {
                 error!("runtime root actor stopped unexpectedly");
             }
             let _ = mark_stopped.send(true);
@@ -396,8 +395,7 @@ impl Runtime {
         // A root that stopped on its own took its turns down with it; that
         // is a failure, not a stop we asked for, so those attempts count.
         let asked = !*self.stopped.borrow();
-        self.ctx.shutting_down.store(true, Ordering::Release);
-        let cut_short = self.ctx.in_flight.close();
+        let cut_short = self.ctx.lifecycle.begin_shutdown();
         if asked {
             if let Err(err) = self
                 .root
@@ -425,7 +423,7 @@ async fn give_back(ctx: &Ctx, turns: Vec<InFlightTurn>, timeout: Duration) {
     let deadline = Instant::now() + timeout;
     // The agents were killed with their subtrees; their states (and the
     // turns' registrations) drop as tokio cancels their tasks.
-    while !ctx.in_flight.is_empty() && Instant::now() < deadline {
+    while !ctx.lifecycle.in_flight.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut batch = Batch::new();

@@ -83,7 +83,7 @@ pub async fn apply(
     // Orders this apply's two writes (the agent, then the instance) against
     // another apply of the same instance. Held for the writes only, never
     // across their flush, which comes after it is let go.
-    let one_at_a_time = ctx.instances.lock(spec.name.clone()).await;
+    let one_at_a_time = ctx.locks.instances.lock(spec.name.clone()).await;
     let previous = ctx.store.instance(&spec.name)?;
     let record = InstanceRecord {
         digest: spec.digest(),

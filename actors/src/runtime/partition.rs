@@ -4,7 +4,6 @@
 //! through one actor, and a partition that dies takes only its share down
 //! (the root brings the partition and its agents back).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use holarchy_supervision::restart::RestartBudgets;
@@ -68,7 +67,7 @@ impl Actor for PartitionActor {
         let Some((child, reason)) = supervisor::exit_of(event) else {
             return Ok(());
         };
-        if self.ctx.shutting_down.load(Ordering::Acquire) {
+        if self.ctx.lifecycle.is_shutting_down() {
             return Ok(());
         }
         supervisor::on_child_exit(&self.ctx, myself.get_cell(), budgets, child, reason).await;
@@ -104,7 +103,7 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
                 return;
             }
         };
-        if ctx.shutting_down.load(Ordering::Acquire) {
+        if ctx.lifecycle.is_shutting_down() {
             return;
         }
         let partition = match PartitionActor::spawn(&ctx, index, root.clone()).await {

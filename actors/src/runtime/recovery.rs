@@ -193,7 +193,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     report.rearmed_waits = waits_to_arm.len();
     // Nothing else writes while the daemon recovers: the queues read
     // above are complete. Only agents with work parked at the gate.
-    for actor in ctx.turns.open() {
+    for actor in ctx.lifecycle.turns.open() {
         let _ = actor.cast(AgentMsg::Release {
             pending: Vec::new(),
         });

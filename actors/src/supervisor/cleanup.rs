@@ -67,6 +67,7 @@ async fn run_to_completion(
     // wait can be added anywhere in it unseen until the batch below marks
     // it all ended. Let go before the slow part (stopping actors).
     let structure = ctx
+        .locks
         .structure
         .lock_subtree(root, |agent| store.children_of(agent))
         .await?;

@@ -4,7 +4,6 @@
 //! so this names no actor kind.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use holarchy_supervision::{
@@ -305,6 +304,7 @@ pub async fn respawn_subtree(
         return Ok(0);
     }
     let _structure = ctx
+        .locks
         .structure
         .lock_subtree(agent_id, |agent| store.children_of(agent))
         .await?;
@@ -314,8 +314,7 @@ pub async fn respawn_subtree(
     };
     // A supervisor that died again meanwhile has a later respawn coming:
     // forgetting now would drop the actors that one may have started.
-    if supervisor.get_status() >= ActorStatus::Draining || ctx.shutting_down.load(Ordering::Acquire)
-    {
+    if supervisor.get_status() >= ActorStatus::Draining || ctx.lifecycle.is_shutting_down() {
         return Ok(0);
     }
     forget_subtree(ctx, agent_id)?;

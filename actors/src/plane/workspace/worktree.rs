@@ -356,7 +356,7 @@ pub async fn release(ctx: &Arc<Ctx>, task_id: TaskId) -> Result<(), WorktreeErro
     // refs), each on the record as it stands under the lock: a stop and a
     // sweep may both reach for the same worktree. Other repositories'
     // removals do not wait.
-    let _one_per_repository = ctx.worktrees.lock(repo).await;
+    let _one_per_repository = ctx.locks.worktrees.lock(repo).await;
     let Some(mut task) = ctx.store.task(task_id)? else {
         return Ok(());
     };
