@@ -9,7 +9,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use holarchy_supervision::restart::RestartBudgets;
 use holarchy_supervision::{AgentId, MessageId, Profile, RunId, Target, TaskStatus};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::task::AbortHandle;
@@ -75,7 +74,7 @@ pub struct AgentState {
     /// against it, read back from the store after a restart.
     hourly: Option<Box<Hourly>>,
     /// Restart budgets of its private children: a pointer until one fails.
-    budgets: RestartBudgets<AgentId>,
+    budgets: supervisor::Budgets,
 }
 
 impl AgentState {
@@ -234,7 +233,7 @@ impl Actor for AgentActor {
                     .as_deref()
                     .and_then(|c| c.limits.max_turns_per_hour),
             ),
-            budgets: RestartBudgets::default(),
+            budgets: supervisor::Budgets::default(),
         })
     }
 

@@ -14,7 +14,7 @@ use holarchy_supervision::cleanup::CleanupReason;
 use holarchy_supervision::restart::{RestartBudgets, RestartDecision};
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, MessageId, MessageRecord, Provenance, TaskId, TaskKind,
-    TaskRecord, TaskStatus, WaitId, WaitRecord, WaitStatus,
+    TaskRecord, TaskStatus, WaitId,
 };
 use ractor::{ActorCell, ActorProcessingErr, ActorStatus, SupervisionEvent};
 use tracing::{error, warn};
@@ -25,13 +25,28 @@ use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
 
 pub mod cleanup;
+mod relaunch;
 mod respawn;
+
+use relaunch::Relaunch;
 
 use respawn::forget_subtree;
 pub use respawn::{
     requeue_interrupted, respawn_subtree, spawn_agent, spawn_created, spawn_recovered, spawn_task,
     spawn_tree, spawn_wait,
 };
+
+/// What a supervisor keeps restart budgets for: its child agents, and the
+/// actors of its tasks and waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Supervised {
+    Agent(AgentId),
+    Task(TaskId),
+    Wait(WaitId),
+}
+
+/// One supervisor's restart budgets: a pointer until a child first fails.
+pub type Budgets = RestartBudgets<Supervised>;
 
 /// The task through which `child`'s supervisor holds it, if any.
 pub fn handle_task_of(ctx: &Ctx, child: &AgentRecord) -> Result<Option<TaskRecord>, StoreError> {
@@ -131,7 +146,7 @@ pub fn exit_of(event: SupervisionEvent) -> Option<(ActorCell, String)> {
 pub async fn on_child_exit(
     ctx: &Arc<Ctx>,
     supervisor: ActorCell,
-    budgets: &mut RestartBudgets<AgentId>,
+    budgets: &mut Budgets,
     child: ActorCell,
     reason: String,
 ) {
@@ -142,11 +157,11 @@ pub async fn on_child_exit(
         // Forgotten on purpose already (a cleanup).
         None => Ok(()),
         Some(Member::Task(task_id)) => {
-            relaunch(ctx, Relaunch::Task(task_id), supervisor);
+            relaunch::on_exit(ctx, budgets, Relaunch::Task(task_id), supervisor, reason);
             Ok(())
         }
         Some(Member::Wait(wait_id)) => {
-            relaunch(ctx, Relaunch::Wait(wait_id), supervisor);
+            relaunch::on_exit(ctx, budgets, Relaunch::Wait(wait_id), supervisor, reason);
             Ok(())
         }
         // A process cannot be restarted: the task ends interrupted (its
@@ -193,7 +208,7 @@ pub async fn on_child_exit(
 /// (the supervisor's own supervisor brings the whole subtree back).
 fn decide(
     ctx: &Ctx,
-    budgets: &mut RestartBudgets<AgentId>,
+    budgets: &mut Budgets,
     agent_id: AgentId,
     supervisor: &ActorCell,
 ) -> Result<Option<RestartDecision>, StoreError> {
@@ -208,84 +223,11 @@ fn decide(
         return Ok(None);
     }
     let policy = ctx.config.restart_policy;
-    Ok(Some(budgets.on_failure(agent_id, policy, now_ms())))
-}
-
-/// A child actor restarted from its record: a task's handle or a wait.
-#[derive(Debug, Clone, Copy)]
-enum Relaunch {
-    Task(TaskId),
-    Wait(WaitId),
-}
-
-/// Starts a task's or a wait's actor again, in a task of its own under the
-/// owner's structure lock (so never beside a cleanup of the owner, which
-/// takes that lock), once that lock is free: the owner's `handle`, which
-/// a cleanup may be waiting on, returns at once.
-fn relaunch(ctx: &Arc<Ctx>, member: Relaunch, owner: ActorCell) {
-    let ctx = ctx.clone();
-    tokio::spawn(async move {
-        if let Err(err) = restart_member(&ctx, member, owner).await {
-            error!(error = %err, "restarting a task or wait actor failed");
-        }
-    });
-}
-
-fn running_task(ctx: &Ctx, task_id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
-    Ok(ctx
-        .store
-        .task(task_id)?
-        .filter(|t| t.status == TaskStatus::Running))
-}
-
-fn armed_wait(ctx: &Ctx, wait_id: WaitId) -> Result<Option<WaitRecord>, StoreError> {
-    Ok(ctx
-        .store
-        .wait(wait_id)?
-        .filter(|w| w.status == WaitStatus::Armed))
-}
-
-/// The restart itself: nothing to do unless the task still runs (or the
-/// wait is still armed) and its owner is live with its actor not going
-/// down, all read again under the owner's lock.
-async fn restart_member(
-    ctx: &Arc<Ctx>,
-    member: Relaunch,
-    owner: ActorCell,
-) -> Result<(), ActorProcessingErr> {
-    let owner_id = match member {
-        Relaunch::Task(id) => running_task(ctx, id)?.map(|t| t.owner_agent_id),
-        Relaunch::Wait(id) => armed_wait(ctx, id)?.map(|w| w.owner_agent_id),
-    };
-    let Some(owner_id) = owner_id else {
-        return Ok(());
-    };
-    let _structure = ctx.locks.structure.lock(owner_id).await;
-    if ctx.lifecycle.is_shutting_down() {
-        return Ok(());
-    }
-    let owner_live = ctx
-        .store
-        .agent(owner_id)?
-        .is_some_and(|a| a.state.is_live());
-    if !owner_live || owner.get_status() >= ActorStatus::Draining {
-        return Ok(());
-    }
-    match member {
-        Relaunch::Task(id) => {
-            if let Some(task) = running_task(ctx, id)? {
-                warn!(task_id = %id, "task actor exited; restarting it");
-                spawn_task(ctx, &task, owner).await?;
-            }
-        }
-        Relaunch::Wait(id) => {
-            if let Some(wait) = armed_wait(ctx, id)? {
-                warn!(wait_id = %id, "wait actor exited while armed; restarting it");
-                spawn_wait(ctx, &wait, owner).await?;
-            }
-        }
-    }
-    Ok(())
+    Ok(Some(budgets.on_failure(
+        Supervised::Agent(agent_id),
+        policy,
+        now_ms(),
+    )))
 }
 
 fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), ActorProcessingErr> {
@@ -350,7 +292,7 @@ async fn restart_agent(
 
 /// Marks the agent failed and cleans up its subtree, in a task of its own
 /// (a cleanup never runs inside a `handle`).
-fn give_up(ctx: &Arc<Ctx>, agent_id: AgentId, why: String) {
+pub(super) fn give_up(ctx: &Arc<Ctx>, agent_id: AgentId, why: String) {
     ctx.stats.given_up.fetch_add(1, Ordering::Relaxed);
     warn!(agent_id = %agent_id, reason = %why, "giving up on agent");
     let ctx = ctx.clone();

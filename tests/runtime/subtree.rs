@@ -257,3 +257,95 @@ async fn a_killed_task_or_wait_actor_comes_back_under_its_owner_and_not_after_it
     );
     runtime.shutdown(Duration::from_secs(5)).await;
 }
+
+/// Kills the actor `find` names, then waits for a new one unless `last`.
+async fn kill_and_see_back(what: &str, find: impl Fn() -> Option<ractor::ActorCell>, last: bool) {
+    let actor = find().unwrap_or_else(|| panic!("{what} running"));
+    actor.kill();
+    if !last {
+        until(what, || {
+            find().is_some_and(|a| a.get_id() != actor.get_id())
+        })
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_and_wait_actors_that_keep_dying_are_given_up_past_the_budget() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let runtime = start(
+        store.clone(),
+        RestartPolicy {
+            max_restarts: 2,
+            period_ms: 60_000,
+        },
+    )
+    .await;
+    let ctx = runtime.ctx().clone();
+    let owner = runtime
+        .create_agent("keeper".into(), None)
+        .await
+        .expect("created");
+    let (child, task_id) = spawn_child(&runtime, owner, Preset::PrivateChild).await;
+    let wait = holarchy_actors::plane::wait::sleep(&ctx, owner, 3_600_000, "later".into(), None)
+        .await
+        .expect("armed");
+
+    // Two restarts each, then the third death is one too many.
+    for round in 0..3 {
+        let last = round == 2;
+        kill_and_see_back(
+            "the wait actor back",
+            || ctx.directory.wait(wait.id).map(|a| a.get_cell()),
+            last,
+        )
+        .await;
+        kill_and_see_back(
+            "the task actor back",
+            || ctx.directory.task(task_id).map(|a| a.get_cell()),
+            last,
+        )
+        .await;
+    }
+
+    until("the wait cancelled", || {
+        store
+            .wait(wait.id)
+            .ok()
+            .flatten()
+            .is_some_and(|w| w.status == holarchy_supervision::WaitStatus::Cancelled)
+    })
+    .await;
+    until("the owner told its wait is gone", || {
+        store
+            .list_messages(owner, None, 20)
+            .expect("messages")
+            .iter()
+            .any(|m| {
+                m.provenance == Provenance::Runtime
+                    && m.body.contains(&wait.id.to_string())
+                    && m.body.contains("cancelled")
+            })
+    })
+    .await;
+    // A handle that cannot live fails its child, as the child's own
+    // failures past the budget would.
+    until("the child failed", || {
+        store
+            .task(task_id)
+            .ok()
+            .flatten()
+            .is_some_and(|t| t.status == TaskStatus::Failed)
+    })
+    .await;
+    assert_eq!(
+        store.agent(child).expect("read").expect("child").state,
+        LifecycleState::Failed
+    );
+    assert!(ctx.directory.wait(wait.id).is_none());
+    assert!(ctx.directory.task(task_id).is_none());
+    assert!(ctx.directory.get(owner).is_some(), "the owner lives on");
+    runtime.shutdown(Duration::from_secs(5)).await;
+    store.close().await;
+}

@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use holarchy_supervision::restart::RestartBudgets;
 use holarchy_supervision::AgentId;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::task::JoinSet;
@@ -43,7 +42,7 @@ impl PartitionActor {
 impl Actor for PartitionActor {
     type Msg = ();
     /// Restart budgets of its agents.
-    type State = RestartBudgets<AgentId>;
+    type State = supervisor::Budgets;
     type Arguments = ();
 
     async fn pre_start(
@@ -52,7 +51,7 @@ impl Actor for PartitionActor {
         _args: (),
     ) -> Result<Self::State, ActorProcessingErr> {
         tracing::debug!(partition = self.index, "partition started");
-        Ok(RestartBudgets::default())
+        Ok(supervisor::Budgets::default())
     }
 
     /// Replaces ractor's default (stop on any child exit): agents go
