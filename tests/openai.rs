@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::http::{read_request, write_json};
+use common::http::{listen, Reply};
 use common::{data_dir, eventually, send, Daemon};
 use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
 
 /// What the stub answers: a status, a JSON body, and a delay before it.
 struct Answer {
@@ -58,39 +57,31 @@ impl Stub {
 
 /// A minimal HTTP/1.1 chat-completions server.
 async fn stub(handler: Handler) -> Stub {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
     let calls = Arc::new(AtomicUsize::new(0));
     let requests: Arc<Mutex<Vec<Value>>> = Arc::default();
     let recorded = requests.clone();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let handler = handler.clone();
-            let calls = calls.clone();
-            let recorded = recorded.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                while let Some(request) = read_request(&mut socket, &mut buf).await {
-                    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-                    let answer = if request.has("authorization", "bearer test-key") {
-                        recorded.lock().expect("requests").push(body.clone());
-                        handler(&body, calls.fetch_add(1, Ordering::SeqCst))
-                    } else {
-                        Answer {
-                            status: 401,
-                            body: json!({ "error": { "message": "bad key" } }),
-                            delay: Duration::ZERO,
-                        }
-                    };
-                    tokio::time::sleep(answer.delay).await;
-                    let text = answer.body.to_string();
-                    if !write_json(&mut socket, answer.status, &[], &text).await {
-                        return;
-                    }
-                }
-            });
+    let addr = listen(move |request| {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let answer = if request.has("authorization", "bearer test-key") {
+            recorded.lock().expect("requests").push(body.clone());
+            handler(&body, calls.fetch_add(1, Ordering::SeqCst))
+        } else {
+            Answer {
+                status: 401,
+                body: json!({ "error": { "message": "bad key" } }),
+                delay: Duration::ZERO,
+            }
+        };
+        async move {
+            tokio::time::sleep(answer.delay).await;
+            Reply {
+                status: answer.status,
+                headers: Vec::new(),
+                body: answer.body.to_string(),
+            }
         }
-    });
+    })
+    .await;
     Stub {
         base: format!("http://{addr}/v1"),
         requests,

@@ -9,9 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
 
-use super::common::http::{read_request, write_json};
+use super::common::http::{listen, Reply};
 use super::KEY;
 
 /// What the stub answers: a status, extra headers, and a body (JSON, or
@@ -112,42 +111,33 @@ impl Stub {
 
 /// A minimal Messages API server.
 pub async fn stub(handler: Handler) -> Stub {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
     let calls = Arc::new(AtomicUsize::new(0));
     let requests: Arc<Mutex<Vec<Received>>> = Arc::default();
     let recorded = requests.clone();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let handler = handler.clone();
-            let calls = calls.clone();
-            let recorded = recorded.clone();
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                while let Some(request) = read_request(&mut socket, &mut buf).await {
-                    let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-                    let answer = if request.path != "/v1/messages" {
-                        error(404, "not_found_error", "no such path")
-                    } else if request.headers.get("x-api-key").map(String::as_str) == Some(KEY) {
-                        recorded.lock().expect("requests").push(Received {
-                            headers: request.headers,
-                            body: body.clone(),
-                            at: Instant::now(),
-                        });
-                        handler(&body, calls.fetch_add(1, Ordering::SeqCst))
-                    } else {
-                        error(401, "authentication_error", "invalid x-api-key")
-                    };
-                    let text = answer
-                        .raw
-                        .map_or_else(|| answer.body.to_string(), str::to_owned);
-                    if !write_json(&mut socket, answer.status, &answer.headers, &text).await {
-                        return;
-                    }
-                }
+    let addr = listen(move |request| {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let answer = if request.path != "/v1/messages" {
+            error(404, "not_found_error", "no such path")
+        } else if request.headers.get("x-api-key").map(String::as_str) == Some(KEY) {
+            recorded.lock().expect("requests").push(Received {
+                headers: request.headers,
+                body: body.clone(),
+                at: Instant::now(),
             });
-        }
-    });
+            handler(&body, calls.fetch_add(1, Ordering::SeqCst))
+        } else {
+            error(401, "authentication_error", "invalid x-api-key")
+        };
+        let body = answer
+            .raw
+            .map_or_else(|| answer.body.to_string(), str::to_owned);
+        std::future::ready(Reply {
+            status: answer.status,
+            headers: answer.headers,
+            body,
+        })
+    })
+    .await;
     Stub {
         base: format!("http://{addr}"),
         requests,

@@ -2,9 +2,12 @@
 //! 127.0.0.1: requests read one at a time off a kept-alive connection.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
 
 /// One request as a stub sees it.
 pub struct Request {
@@ -87,4 +90,40 @@ pub async fn write_json(
         text.len()
     );
     socket.write_all(response.as_bytes()).await.is_ok()
+}
+
+/// What a stub answers one request with: a status, headers beside the
+/// content type, and a JSON (or raw) body.
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: String,
+}
+
+/// Serves on a fresh port of 127.0.0.1 until the test ends: every request
+/// of every (kept-alive) connection is answered with what `answer` makes
+/// of it.
+pub async fn listen<F, Fut>(answer: F) -> SocketAddr
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Reply> + Send,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                while let Some(request) = read_request(&mut socket, &mut buf).await {
+                    let reply = answer(request).await;
+                    if !write_json(&mut socket, reply.status, &reply.headers, &reply.body).await {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
 }
