@@ -9,7 +9,8 @@
 //! `--tree F` adds a tree shape: 1,000 public agents (`--publics`) with F
 //! private children each, and its recovery. `--archive N` adds the time to
 //! archive one public agent with N private descendants (100 delegators,
-//! each with N/100 - 1 children).
+//! each with N/100 - 1 children). `--partition-restart` adds the time to
+//! bring back one root partition, killed with every agent recovered.
 //!
 //! Each measurement runs in a fresh child process (this binary, re-run with
 //! `--phase`), so memory freed by one phase cannot flatter the next within
@@ -28,6 +29,7 @@ use std::time::{Duration, Instant};
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
+use holarchy_actors::topology::partition_of;
 use holarchy_actors::{NewAgent, Runtime, RuntimeConfig, ScriptedBrain};
 use holarchy_supervision::{AgentId, Preset};
 use serde_json::{json, Value};
@@ -50,6 +52,8 @@ struct Options {
     /// Create through `CreateAgents` batches of this size (0: one by one).
     batch: usize,
     archive: usize,
+    /// Also time a root partition's restart with every agent recovered.
+    partition_restart: bool,
     json_out: PathBuf,
     phase: Option<String>,
     dir: Option<PathBuf>,
@@ -63,6 +67,7 @@ fn options() -> Options {
         publics: 1_000,
         batch: 0,
         archive: 0,
+        partition_restart: false,
         json_out: cli::report_path("idle_agents"),
         phase: None,
         dir: None,
@@ -79,6 +84,7 @@ fn options() -> Options {
             "--batch" => opts.batch = value().parse().expect("--batch takes a number"),
             "--publics" => opts.publics = value().parse().expect("--publics takes a number"),
             "--archive" => opts.archive = value().parse().expect("--archive takes a number"),
+            "--partition-restart" => opts.partition_restart = true,
             "--json" => opts.json_out = PathBuf::from(value()),
             "--phase" => opts.phase = Some(value()),
             "--dir" => opts.dir = Some(PathBuf::from(value())),
@@ -168,6 +174,50 @@ async fn phase_recover(n: usize, dir: &Path) -> Value {
     json!({
         "recover_s": elapsed.as_secs_f64(),
         "bytes_per_agent_after_recovery": figure::per_item(before, after, n),
+    })
+}
+
+/// Kills one root partition of the recovered store and times until its
+/// replacement supervises every agent of its share again: the share listed
+/// from the store, then each agent's subtree respawned.
+async fn phase_partition(n: usize, dir: &Path) -> Value {
+    let (store, runtime) = open(dir).await;
+    let ctx = runtime.ctx().clone();
+    let count = ctx.topology.partition_count();
+    let ids = ctx.store.public_agent_ids().expect("public ids");
+    assert_eq!(ids.len(), n, "every agent recovered");
+    let first = *ids.first().expect("an agent");
+    let index = partition_of(first, count);
+    let share = ids
+        .iter()
+        .filter(|id| partition_of(**id, count) == index)
+        .count();
+    drop(ids);
+    let victim = ctx.topology.partition_for(first).expect("partition");
+    let started = Instant::now();
+    victim.kill();
+    loop {
+        let back = ctx
+            .topology
+            .partition_for(first)
+            .filter(|p| p.get_id() != victim.get_id())
+            .is_some_and(|p| p.get_children().len() == share);
+        if back {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "the partition's agents did not come back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed();
+    runtime.shutdown(Duration::from_secs(30)).await;
+    store.close().await;
+    json!({
+        "partitions": count,
+        "share": share,
+        "restart_s": elapsed.as_secs_f64(),
     })
 }
 
@@ -352,6 +402,7 @@ fn main() {
                 "bare" => phase_bare(opts.agents).await,
                 "create" => phase_create(opts.agents, opts.concurrency, opts.batch, &dir).await,
                 "recover" => phase_recover(opts.agents, &dir).await,
+                "partition" => phase_partition(opts.agents, &dir).await,
                 "tree" => phase_tree(opts.publics, opts.tree, opts.concurrency, &dir).await,
                 "tree-recover" => phase_recover(opts.publics * (1 + opts.tree), &dir).await,
                 "archive" => phase_archive(opts.archive, opts.concurrency, &dir).await,
@@ -446,6 +497,19 @@ fn main() {
         "flushes during creation", create["flushes"]
     );
 
+    let mut partition = Value::Null;
+    if opts.partition_restart {
+        partition = run_phase("partition", &opts, &dir);
+        println!(
+            "{:<40} {} s",
+            format!(
+                "partition restart, {} of {} agents",
+                partition["share"], opts.agents
+            ),
+            figure::show(figure::get(&partition["restart_s"]), 11, 3)
+        );
+    }
+
     let mut tree = Value::Null;
     if opts.tree > 0 {
         let tree_dir = tmp.path().join("tree");
@@ -486,7 +550,13 @@ fn main() {
         "agents": opts.agents,
         "concurrency": opts.concurrency,
         "batch": opts.batch,
-        "holarchy": { "create": create, "recover": recover, "tree": tree, "archive": archive },
+        "holarchy": {
+            "create": create,
+            "recover": recover,
+            "partition_restart": partition,
+            "tree": tree,
+            "archive": archive,
+        },
         "bare_ractor": bare,
         "bare_ractor_again": bare_again,
         "ratios": {

@@ -5,11 +5,12 @@
 //! (the root brings the partition and its agents back).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use holarchy_supervision::AgentId;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::task::JoinSet;
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use crate::store::StoreError;
 use crate::topology::partition_of;
@@ -81,6 +82,7 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
     warn!(partition = index, reason = %reason, "partition exited; restarting it and its agents");
     let ctx = ctx.clone();
     tokio::spawn(async move {
+        let started = Instant::now();
         // Its share of the public agents, from the store (the directory
         // may lack one whose respawn a death of the partition cut short),
         // listed before the new partition is in place: one created under
@@ -116,6 +118,7 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
             }
         };
         ctx.topology.set_partition(index, partition.clone());
+        let listed_in = started.elapsed();
         // Its agents' subtrees are independent: a few tasks bring them back
         // side by side, so a large partition is not respawned one by one.
         let workers = std::thread::available_parallelism()
@@ -142,5 +145,12 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
             });
         }
         while respawning.join_next().await.is_some() {}
+        info!(
+            partition = index,
+            agents = agents.len(),
+            listed_ms = listed_in.as_millis() as u64,
+            total_ms = started.elapsed().as_millis() as u64,
+            "partition restarted with its agents"
+        );
     });
 }
