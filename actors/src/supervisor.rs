@@ -292,7 +292,7 @@ async fn restart_agent(
 
 /// Marks the agent failed and cleans up its subtree, in a task of its own
 /// (a cleanup never runs inside a `handle`).
-pub(super) fn give_up(ctx: &Arc<Ctx>, agent_id: AgentId, why: String) {
+fn give_up(ctx: &Arc<Ctx>, agent_id: AgentId, why: String) {
     ctx.stats.given_up.fetch_add(1, Ordering::Relaxed);
     warn!(agent_id = %agent_id, reason = %why, "giving up on agent");
     let ctx = ctx.clone();

@@ -343,6 +343,14 @@ async fn task_and_wait_actors_that_keep_dying_are_given_up_past_the_budget() {
         store.agent(child).expect("read").expect("child").state,
         LifecycleState::Failed
     );
+    let handle = store.task(task_id).expect("read").expect("task");
+    assert!(
+        handle
+            .output
+            .as_deref()
+            .is_some_and(|o| o.contains("kept failing")),
+        "{handle:?}"
+    );
     assert!(ctx.directory.wait(wait.id).is_none());
     assert!(ctx.directory.task(task_id).is_none());
     assert!(ctx.directory.get(owner).is_some(), "the owner lives on");

@@ -1,22 +1,23 @@
 //! The actors of an agent's tasks and waits, restarted from their records
 //! when they exit while the task still runs or the wait is still armed,
-//! within their owner's restart budgets. Past the budget the owner gives
-//! up on them: a child's handle fails the child; a wait is cancelled and
-//! its owner told, so an actor that dies at every start costs a few
-//! restarts, not a loop.
+//! within their owner's restart budgets. Past the budget, or when the
+//! actor cannot be started again, the owner gives up on them: a child's
+//! handle fails the child; a wait is cancelled and its owner told. So an
+//! actor that dies at every start costs a few restarts, not a loop.
 
 use std::sync::Arc;
 
 use holarchy_supervision::restart::RestartDecision;
 use holarchy_supervision::{
-    EventKind, MessageRecord, Provenance, TaskId, TaskKind, TaskRecord, TaskStatus, WaitId,
-    WaitRecord, WaitStatus,
+    AgentId, EventKind, MessageRecord, Provenance, TaskId, TaskKind, TaskRecord, TaskStatus,
+    WaitId, WaitRecord, WaitStatus,
 };
 use ractor::{ActorCell, ActorProcessingErr, ActorStatus};
 use tracing::{error, warn};
 
 use super::{give_up, spawn_task, spawn_wait, Budgets, Supervised};
 use crate::store::{Batch, StoreError, Write};
+use crate::structure::StructureGuard;
 use crate::{now_ms, Ctx};
 
 /// A child actor restarted from its record: a task's handle or a wait.
@@ -35,7 +36,7 @@ impl Relaunch {
     }
 
     /// The owner, if the task still runs or the wait is still armed.
-    fn live_owner(self, ctx: &Ctx) -> Result<Option<holarchy_supervision::AgentId>, StoreError> {
+    fn live_owner(self, ctx: &Ctx) -> Result<Option<AgentId>, StoreError> {
         Ok(match self {
             Relaunch::Task(id) => running_task(ctx, id)?.map(|t| t.owner_agent_id),
             Relaunch::Wait(id) => armed_wait(ctx, id)?.map(|w| w.owner_agent_id),
@@ -57,31 +58,28 @@ pub(super) fn on_exit(
     if owner.get_status() >= ActorStatus::Draining {
         return;
     }
-    match member.live_owner(ctx) {
-        Ok(Some(_)) => {}
+    let owner_id = match member.live_owner(ctx) {
+        Ok(Some(owner_id)) => owner_id,
         Ok(None) => return,
         Err(err) => {
-            error!(error = %err, "reading an exited task or wait failed");
+            error!(?member, error = %err, "reading an exited task or wait failed");
             return;
         }
-    }
+    };
     let ctx = ctx.clone();
-    match budgets.on_failure(member.key(), ctx.config.restart_policy, now_ms()) {
-        RestartDecision::Restart => {
-            tokio::spawn(async move {
-                if let Err(err) = restart(&ctx, member, owner).await {
-                    error!(error = %err, "restarting a task or wait actor failed");
-                }
-            });
+    let decision = budgets.on_failure(member.key(), ctx.config.restart_policy, now_ms());
+    tokio::spawn(async move {
+        let done = match decision {
+            RestartDecision::Restart => restart(&ctx, member, owner, &reason).await,
+            RestartDecision::GiveUp => {
+                let why = format!("its actor kept failing past the restart intensity: {reason}");
+                abandon(&ctx, member, owner, &why).await.map_err(Into::into)
+            }
+        };
+        if let Err(err) = done {
+            error!(?member, agent_id = %owner_id, error = %err, "supervising a task or wait actor failed");
         }
-        RestartDecision::GiveUp => {
-            tokio::spawn(async move {
-                if let Err(err) = abandon(&ctx, member, &reason).await {
-                    error!(error = %err, "giving up on a task or wait actor failed");
-                }
-            });
-        }
-    }
+    });
 }
 
 fn running_task(ctx: &Ctx, task_id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
@@ -98,59 +96,88 @@ fn armed_wait(ctx: &Ctx, wait_id: WaitId) -> Result<Option<WaitRecord>, StoreErr
         .filter(|w| w.status == WaitStatus::Armed))
 }
 
-/// The restart itself, under the owner's structure lock (so never beside a
-/// cleanup of the owner, which takes that lock): nothing to do unless the
-/// task still runs (or the wait is still armed) and its owner is live with
-/// its actor not going down, all read again under the lock.
-async fn restart(
-    ctx: &Arc<Ctx>,
+/// Takes the owner's structure lock (so nothing here runs beside a cleanup
+/// of the owner, which takes it) and reads again, under it, that the task
+/// still runs (or the wait is still armed), that the runtime is not
+/// stopping, and that the owner is live with its actor not going down.
+/// `None`: nothing is left to do.
+async fn lock_live_owner<'a>(
+    ctx: &'a Ctx,
     member: Relaunch,
-    owner: ActorCell,
-) -> Result<(), ActorProcessingErr> {
+    owner: &ActorCell,
+) -> Result<Option<(AgentId, StructureGuard<'a>)>, StoreError> {
     let Some(owner_id) = member.live_owner(ctx)? else {
-        return Ok(());
+        return Ok(None);
     };
-    let _structure = ctx.locks.structure.lock(owner_id).await;
-    if ctx.lifecycle.is_shutting_down() {
-        return Ok(());
+    let structure = ctx.locks.structure.lock(owner_id).await;
+    if ctx.lifecycle.is_shutting_down() || owner.get_status() >= ActorStatus::Draining {
+        return Ok(None);
     }
     let owner_live = ctx
         .store
         .agent(owner_id)?
         .is_some_and(|a| a.state.is_live());
-    if !owner_live || owner.get_status() >= ActorStatus::Draining {
-        return Ok(());
+    if !owner_live || member.live_owner(ctx)?.is_none() {
+        return Ok(None);
     }
-    match member {
-        Relaunch::Task(id) => {
-            if let Some(task) = running_task(ctx, id)? {
-                warn!(task_id = %id, agent_id = %owner_id, "task actor exited; restarting it");
-                spawn_task(ctx, &task, owner).await?;
-            }
-        }
-        Relaunch::Wait(id) => {
-            if let Some(wait) = armed_wait(ctx, id)? {
-                warn!(wait_id = %id, agent_id = %owner_id, "wait actor exited while armed; restarting it");
-                spawn_wait(ctx, &wait, owner).await?;
-            }
-        }
+    Ok(Some((owner_id, structure)))
+}
+
+/// The restart itself. An actor that cannot be started again is given up
+/// on at once: retrying would only fail the same way, unseen.
+async fn restart(
+    ctx: &Arc<Ctx>,
+    member: Relaunch,
+    owner: ActorCell,
+    reason: &str,
+) -> Result<(), ActorProcessingErr> {
+    let Some((owner_id, structure)) = lock_live_owner(ctx, member, &owner).await? else {
+        return Ok(());
+    };
+    warn!(?member, agent_id = %owner_id, reason, "task or wait actor exited; restarting it");
+    let started = match member {
+        Relaunch::Task(id) => match running_task(ctx, id)? {
+            Some(task) => spawn_task(ctx, &task, owner.clone()).await,
+            None => Ok(()),
+        },
+        Relaunch::Wait(id) => match armed_wait(ctx, id)? {
+            Some(wait) => spawn_wait(ctx, &wait, owner.clone()).await,
+            None => Ok(()),
+        },
+    };
+    drop(structure);
+    if let Err(err) = started {
+        let why = format!("its actor could not be started again: {err}");
+        abandon(ctx, member, owner, &why).await?;
     }
     Ok(())
 }
 
-/// Past the budget: a child's handle that keeps dying fails the child (as
-/// its own failures would); a wait is cancelled and its owner gets a
-/// message saying so, since the wake it waits for will not come.
-async fn abandon(ctx: &Arc<Ctx>, member: Relaunch, reason: &str) -> Result<(), StoreError> {
-    let why = format!("its actor kept failing past the restart intensity: {reason}");
+/// Gives up on a task's or wait's actor: a child's handle that cannot live
+/// fails the child (as its own failures would); a wait is cancelled and
+/// its owner gets a message saying so, since the wake it waits for will
+/// not come. Checked again under the owner's lock first, as a restart is.
+async fn abandon(
+    ctx: &Arc<Ctx>,
+    member: Relaunch,
+    owner: ActorCell,
+    why: &str,
+) -> Result<(), StoreError> {
+    let Some((owner_id, structure)) = lock_live_owner(ctx, member, &owner).await? else {
+        return Ok(());
+    };
     match member {
         Relaunch::Task(id) => {
             let Some(task) = running_task(ctx, id)? else {
                 return Ok(());
             };
-            warn!(task_id = %id, agent_id = %task.owner_agent_id, "giving up on a task actor");
+            warn!(task_id = %id, agent_id = %owner_id, reason = why, "giving up on a task actor");
+            // The child's cleanup takes its own locks, in a task of its own.
+            drop(structure);
             match task.kind {
-                TaskKind::ChildAgent { child_agent_id } => give_up(ctx, child_agent_id, why),
+                TaskKind::ChildAgent { child_agent_id } => {
+                    give_up(ctx, child_agent_id, why.to_owned());
+                }
                 // A command's actor is never relaunched: its exit
                 // interrupts the task instead.
                 TaskKind::Command => {}
@@ -158,17 +185,14 @@ async fn abandon(ctx: &Arc<Ctx>, member: Relaunch, reason: &str) -> Result<(), S
             Ok(())
         }
         Relaunch::Wait(id) => {
-            let Some(wait) = armed_wait(ctx, id)? else {
+            let Some(mut wait) = armed_wait(ctx, id)? else {
                 return Ok(());
             };
-            let owner = wait.owner_agent_id;
-            let _structure = ctx.locks.structure.lock(owner).await;
-            warn!(wait_id = %id, agent_id = %owner, "giving up on a wait actor; cancelling the wait");
-            let mut ended = wait;
-            ended.status = WaitStatus::Cancelled;
-            ended.updated_at_ms = now_ms();
+            warn!(wait_id = %id, agent_id = %owner_id, reason = why, "giving up on a wait actor; cancelling the wait");
+            wait.status = WaitStatus::Cancelled;
+            wait.updated_at_ms = now_ms();
             let message = MessageRecord::queued(
-                owner,
+                owner_id,
                 Provenance::Runtime,
                 format!("wait {id} was cancelled: {why}"),
                 None,
@@ -177,22 +201,15 @@ async fn abandon(ctx: &Arc<Ctx>, member: Relaunch, reason: &str) -> Result<(), S
             let message_id = message.id;
             let batch = Batch::new()
                 .event(
-                    owner,
+                    owner_id,
                     EventKind::WaitUpdated {
                         wait_id: id,
-                        kind: ended.kind.name().into(),
-                        status: ended.status,
+                        kind: wait.kind.name().into(),
+                        status: wait.status,
                     },
                 )
-                .event(
-                    owner,
-                    EventKind::MessageQueued {
-                        message_id,
-                        provenance: message.provenance,
-                    },
-                )
-                .write(Write::EndWait(ended))
-                .write(Write::PutMessage(message));
+                .write(Write::EndWait(wait))
+                .put_queued(message);
             match ctx.store.commit(batch) {
                 // It fired or was cancelled meanwhile: nothing to give up.
                 Err(StoreError::Precondition(_)) => return Ok(()),
@@ -201,7 +218,8 @@ async fn abandon(ctx: &Arc<Ctx>, member: Relaunch, reason: &str) -> Result<(), S
             if let Some(actor) = ctx.directory.remove_wait(id) {
                 actor.stop(Some("given up".into()));
             }
-            ctx.directory.wake(owner, message_id);
+            drop(structure);
+            ctx.directory.wake(owner_id, message_id);
             Ok(())
         }
     }

@@ -144,6 +144,7 @@ pub async fn spawn_task(
     };
     let actor = ctx.factory.task(ctx, snapshot, owner).await?;
     ctx.directory.insert_task(task.id, actor.clone());
+    exited_while_starting(ctx, &actor.get_cell())?;
     // A task that ended while its actor started has nothing to supervise;
     // what ended it found no actor to stop.
     if !ctx
@@ -166,6 +167,7 @@ pub async fn spawn_wait(
     let actor = ctx.factory.wait(ctx, wait.clone(), owner).await?;
     let timer = matches!(wait.kind, holarchy_supervision::WaitKind::Timer { .. });
     ctx.directory.insert_wait(wait.id, actor.clone(), timer);
+    exited_while_starting(ctx, &actor.get_cell())?;
     if !ctx
         .store
         .wait(wait.id)?
@@ -173,6 +175,18 @@ pub async fn spawn_wait(
     {
         ctx.directory.remove_wait(wait.id);
         actor.stop(Some("ended while starting".into()));
+    }
+    Ok(())
+}
+
+/// An actor that exited before it was registered had its exit passed over
+/// by its owner (nothing was registered yet to forget): it is taken back
+/// out and its start reported failed, for the caller to decide.
+fn exited_while_starting(ctx: &Ctx, actor: &ActorCell) -> Result<(), ActorProcessingErr> {
+    if actor.get_status() >= ActorStatus::Stopping
+        && ctx.directory.remove_actor(actor.get_id()).is_some()
+    {
+        return Err("its actor exited while starting".into());
     }
     Ok(())
 }

@@ -117,7 +117,9 @@ impl Actor for WaitActor {
             WaitMsg::Fire => {
                 match self.fire(wait) {
                     Ok(_) => myself.stop(Some("fired".into())),
-                    // Stay armed; the supervisor's restart retries the fire.
+                    // Stay armed: the owner restarts this actor, which
+                    // retries the fire, within its restart budget; past it
+                    // the wait is cancelled and the owner told.
                     Err(err) => return Err(err.into()),
                 }
             }
