@@ -48,7 +48,8 @@ pub struct Ctx {
 
     /// The locks that order structural changes.
     pub locks: structure::Locks,
-    /// Counters, all atomics.
+    /// Counters: statistics for status and metrics, and the daemon-wide
+    /// counts the limits admit against.
     pub stats: Stats,
     /// Recovering, running or shutting down.
     pub lifecycle: Lifecycle,
@@ -57,7 +58,8 @@ pub struct Ctx {
     pub topology: Topology,
 }
 
-/// Daemon-wide statistics: plain counters, read by status.
+/// Daemon-wide counters: atomics read by status, the metrics registry,
+/// and the usage counts behind the limits.
 #[derive(Debug, Default)]
 pub struct Stats {
     /// Turns in flight, across all agents.

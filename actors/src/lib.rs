@@ -5,7 +5,8 @@
 //! 1. Data and leaf services: [`protocol`] (the messages actors exchange,
 //!    data only), [`store`] (the storage trait), [`structure`] (per-agent
 //!    locks), [`limits`], [`process`], [`sandbox`], [`secrets`],
-//!    [`in_flight`], [`topology`], [`views`] (records as JSON), [`replies`]
+//!    [`in_flight`], [`lifecycle`] (recovering, running, shutting down),
+//!    [`topology`], [`views`] (records as JSON), [`replies`]
 //!    (replies as they are written, for watchers), [`live`] (what a running
 //!    agent publishes for reads that do not ask it), [`mcp`] (MCP servers and
 //!    their connections), [`step`] (a turn's message, calls and results

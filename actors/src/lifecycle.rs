@@ -1,7 +1,8 @@
 //! Where one runtime is in its life: recovering (turns held at the
 //! [`TurnGate`] until every agent runs again), running, and shutting down
 //! (no restart starts, turns in flight are drained). Every actor reads it;
-//! only the runtime's handle moves it on.
+//! recovery opens the turn gate, and the runtime's handle begins the
+//! shutdown.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

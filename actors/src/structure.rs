@@ -25,8 +25,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use holarchy_supervision::AgentId;
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
-/// The locks that order structural changes, none daemon-wide; never held
-/// across a flush, git or a process stop.
+/// The locks that order structural changes, none daemon-wide. None is held
+/// across a flush or a process stop; only a repository's worktree lock is
+/// held across git, and only across that repository's own removal.
 #[derive(Debug, Default)]
 pub struct Locks {
     /// One lock per agent on its structure (children, tasks, waits,
