@@ -118,7 +118,8 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
             }
         };
         ctx.topology.set_partition(index, partition.clone());
-        let listed_in = started.elapsed();
+        // The listing and the new partition's start.
+        let ready_in = started.elapsed();
         // Its agents' subtrees are independent: a few tasks bring them back
         // side by side, so a large partition is not respawned one by one.
         let workers = std::thread::available_parallelism()
@@ -130,27 +131,36 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
         for chunk in agents.chunks(share) {
             let (ctx, partition, chunk) = (ctx.clone(), partition.clone(), chunk.to_vec());
             respawning.spawn(async move {
+                let mut respawned = 0;
                 for agent_id in chunk {
-                    let respawned = supervisor::respawn_subtree(
+                    match supervisor::respawn_subtree(
                         &ctx,
                         agent_id,
                         partition.clone(),
                         "its partition died",
                     )
-                    .await;
-                    if let Err(err) = respawned {
-                        error!(agent_id = %agent_id, error = %err, "could not respawn an agent of a restarted partition");
+                    .await
+                    {
+                        Ok(agents) => respawned += agents,
+                        Err(err) => {
+                            error!(agent_id = %agent_id, error = %err, "could not respawn an agent of a restarted partition");
+                        }
                     }
                 }
+                respawned
             });
         }
-        while respawning.join_next().await.is_some() {}
+        let mut respawned = 0;
+        while let Some(done) = respawning.join_next().await {
+            respawned += done.unwrap_or(0);
+        }
         info!(
             partition = index,
-            agents = agents.len(),
-            listed_ms = listed_in.as_millis() as u64,
+            listed = agents.len(),
+            respawned,
+            ready_ms = ready_in.as_millis() as u64,
             total_ms = started.elapsed().as_millis() as u64,
-            "partition restarted with its agents"
+            "partition restarted; its agents and their subtrees respawned"
         );
     });
 }
