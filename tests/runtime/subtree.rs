@@ -17,6 +17,19 @@ use holarchy_supervision::{
 use super::common::until;
 use super::start;
 
+/// A runtime on a fresh store whose supervisors restart a child twice a
+/// minute at most: the third failure is given up on.
+async fn start_allowing_two_restarts() -> (tempfile::TempDir, Arc<SledStore>, Runtime) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let policy = RestartPolicy {
+        max_restarts: 2,
+        period_ms: 60_000,
+    };
+    let runtime = start(store.clone(), policy).await;
+    (dir, store, runtime)
+}
+
 async fn spawn_child(
     runtime: &Runtime,
     parent: AgentId,
@@ -63,16 +76,7 @@ fn linked_under(runtime: &Runtime, child: AgentId, parent: AgentId) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_private_child_is_restarted_under_its_parent_then_given_up_and_reported() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
-    let runtime = start(
-        store.clone(),
-        RestartPolicy {
-            max_restarts: 2,
-            period_ms: 60_000,
-        },
-    )
-    .await;
+    let (_dir, store, runtime) = start_allowing_two_restarts().await;
     let parent = runtime
         .create_agent("parent".into(), None)
         .await
@@ -272,16 +276,7 @@ async fn kill_and_see_back(what: &str, find: impl Fn() -> Option<ractor::ActorCe
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_and_wait_actors_that_keep_dying_are_given_up_past_the_budget() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
-    let runtime = start(
-        store.clone(),
-        RestartPolicy {
-            max_restarts: 2,
-            period_ms: 60_000,
-        },
-    )
-    .await;
+    let (_dir, store, runtime) = start_allowing_two_restarts().await;
     let ctx = runtime.ctx().clone();
     let owner = runtime
         .create_agent("keeper".into(), None)
