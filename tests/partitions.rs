@@ -318,3 +318,101 @@ async fn a_partition_killed_again_while_it_respawns_brings_every_agent_back_once
     assert_eq!(partition.get_children().len(), doomed.len());
     runtime.shutdown(Duration::from_secs(5)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_created_while_their_partition_restarts_get_one_actor_each() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    // Room for the eight deaths below within the root's budget.
+    let config = RuntimeConfig {
+        partitions: 2,
+        restart_policy: RestartPolicy {
+            max_restarts: 20,
+            period_ms: 60_000,
+        },
+        ..RuntimeConfig::default()
+    };
+    let runtime = Arc::new(
+        Runtime::start(store.clone(), Arc::new(ScriptedBrain), config)
+            .await
+            .expect("runtime starts"),
+    );
+    let base = runtime
+        .create_agents(specs("base", 200))
+        .await
+        .expect("created");
+    let ctx = runtime.ctx().clone();
+
+    // Creators keep committing and starting agents, one by one, while the
+    // partition of `base[0]` is killed again and again: some creations
+    // commit before a restart lists its share and start after.
+    let mut creators = tokio::task::JoinSet::new();
+    for worker in 0..16 {
+        let runtime = runtime.clone();
+        creators.spawn(async move {
+            for i in 0..100 {
+                // A creation that met its partition dead fails, recorded
+                // failed: allowed, and checked below like every other.
+                let _ = runtime
+                    .create_agent(format!("new-{worker}-{i}"), None)
+                    .await;
+            }
+        });
+    }
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(15)).await;
+        let victim = ctx.topology.partition_for(base[0]).expect("partition");
+        victim.kill();
+        until("the partition restarted", || {
+            ctx.topology
+                .partition_for(base[0])
+                .is_some_and(|p| p.get_id() != victim.get_id())
+        })
+        .await;
+    }
+    while creators.join_next().await.is_some() {}
+
+    let live: Vec<AgentId> = store
+        .public_agent_ids()
+        .expect("ids")
+        .into_iter()
+        .filter(|id| {
+            store
+                .agent(*id)
+                .ok()
+                .flatten()
+                .is_some_and(|r| r.state.is_live())
+        })
+        .collect();
+    assert!(live.len() > 200, "creations went through");
+    until("every live agent runs under its partition", || {
+        live.iter().all(|a| under_its_partition(&runtime, *a))
+    })
+    .await;
+    // One actor each: a partition links exactly its share of live agents,
+    // no copy a respawn started beside its creator's.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut partitions: Vec<ractor::ActorCell> = Vec::new();
+    for agent in &live {
+        let partition = ctx.topology.partition_for(*agent).expect("partition");
+        if !partitions.iter().any(|p| p.get_id() == partition.get_id()) {
+            partitions.push(partition);
+        }
+    }
+    for partition in partitions {
+        let share = live
+            .iter()
+            .filter(|a| {
+                ctx.topology
+                    .partition_for(**a)
+                    .is_some_and(|p| p.get_id() == partition.get_id())
+            })
+            .count();
+        assert_eq!(
+            partition.get_children().len(),
+            share,
+            "a partition links a stray actor"
+        );
+    }
+    runtime.shutdown(Duration::from_secs(5)).await;
+}

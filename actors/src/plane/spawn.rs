@@ -14,6 +14,7 @@ use holarchy_supervision::{
     AgentId, AgentRecord, Composition, EventKind, LifecycleState, MessageRecord, Preset, Profile,
     Provenance, TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
 };
+use ractor::ActorStatus;
 
 use crate::limits::AgentSlots;
 use crate::plane::workspace::path::Roots;
@@ -280,6 +281,13 @@ async fn start(
 ) -> Result<(), SpawnError> {
     let _structure = ctx.locks.structure.lock(caller).await;
     let child = record.id;
+    // A public child is no child of the caller's in the tree: a restarted
+    // partition's respawn of it takes its own lock instead, so it is taken
+    // too (after the caller's; the respawn takes no other).
+    let _own = match record.supervisor_agent_id {
+        None => Some(ctx.locks.structure.lock(child).await),
+        Some(_) => None,
+    };
     // Its supervisor's cleanup ends it: the caller is going away.
     if !ctx.store.agent(child)?.is_some_and(|r| r.state.is_live()) {
         return Err(SpawnError::CallerGone);
@@ -289,10 +297,13 @@ async fn start(
     }
     let supervisor_cell = match record.supervisor_agent_id {
         Some(_) => match ctx.directory.get(caller) {
-            Some(entry) => entry.actor.get_cell(),
-            // The caller's actor died after the commit: its restart brings
-            // the child back from the store with the rest of its subtree.
-            None => return Ok(()),
+            Some(entry) if entry.actor.get_status() < ActorStatus::Draining => {
+                entry.actor.get_cell()
+            }
+            // The caller's actor died after the commit (its entry may not
+            // be forgotten yet): its restart brings the child back from the
+            // store with the rest of its subtree.
+            _ => return Ok(()),
         },
         None => ctx
             .topology

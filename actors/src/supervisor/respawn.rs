@@ -55,6 +55,13 @@ pub async fn spawn_created(
     slots: &mut AgentSlots,
 ) -> Result<Option<ActorRef<AgentMsg>>, ActorProcessingErr> {
     let agent_id = record.id;
+    // Under its own lock, which a restarted partition's respawn of it takes
+    // too: a partition that died after the commit may have listed it and
+    // started it already; it never gets two actors.
+    let _own = ctx.locks.structure.lock(agent_id).await;
+    if ctx.directory.get(agent_id).is_some() {
+        return Ok(None);
+    }
     let actor = start_agent(ctx, record, queue, supervisor, false, Some(slots)).await?;
     if ctx.store.agent_ends() == ends_before {
         return Ok(Some(actor));
@@ -144,7 +151,6 @@ pub async fn spawn_task(
     };
     let actor = ctx.factory.task(ctx, snapshot, owner).await?;
     ctx.directory.insert_task(task.id, actor.clone());
-    exited_while_starting(ctx, &actor.get_cell())?;
     // A task that ended while its actor started has nothing to supervise;
     // what ended it found no actor to stop.
     if !ctx
@@ -154,8 +160,9 @@ pub async fn spawn_task(
     {
         ctx.directory.remove_task(task.id);
         actor.stop(Some("ended while starting".into()));
+        return Ok(());
     }
-    Ok(())
+    exited_while_starting(ctx, &actor.get_cell())
 }
 
 /// Spawns the wait actor of an armed wait under its owner's actor.
@@ -167,7 +174,6 @@ pub async fn spawn_wait(
     let actor = ctx.factory.wait(ctx, wait.clone(), owner).await?;
     let timer = matches!(wait.kind, holarchy_supervision::WaitKind::Timer { .. });
     ctx.directory.insert_wait(wait.id, actor.clone(), timer);
-    exited_while_starting(ctx, &actor.get_cell())?;
     if !ctx
         .store
         .wait(wait.id)?
@@ -175,13 +181,15 @@ pub async fn spawn_wait(
     {
         ctx.directory.remove_wait(wait.id);
         actor.stop(Some("ended while starting".into()));
+        return Ok(());
     }
-    Ok(())
+    exited_while_starting(ctx, &actor.get_cell())
 }
 
 /// An actor that exited before it was registered had its exit passed over
 /// by its owner (nothing was registered yet to forget): it is taken back
-/// out and its start reported failed, for the caller to decide.
+/// out and its start reported failed, for the caller to decide. Checked
+/// after the record's own end, so a timer that fired at once is no failure.
 fn exited_while_starting(ctx: &Ctx, actor: &ActorCell) -> Result<(), ActorProcessingErr> {
     if actor.get_status() >= ActorStatus::Stopping
         && ctx.directory.remove_actor(actor.get_id()).is_some()
@@ -329,6 +337,19 @@ pub async fn respawn_subtree(
     // A supervisor that died again meanwhile has a later respawn coming:
     // forgetting now would drop the actors that one may have started.
     if supervisor.get_status() >= ActorStatus::Draining || ctx.lifecycle.is_shutting_down() {
+        return Ok(0);
+    }
+    // An agent created just before the share was listed may have been
+    // started by its creator under the new partition since: forgetting it
+    // would leave that actor running unseen beside a second one.
+    let started_since = ctx.directory.get(agent_id).is_some_and(|entry| {
+        entry.actor.get_status() < ActorStatus::Draining
+            && entry
+                .actor
+                .try_get_supervisor()
+                .is_some_and(|s| s.get_id() == supervisor.get_id())
+    });
+    if started_since {
         return Ok(0);
     }
     forget_subtree(ctx, agent_id)?;
