@@ -378,7 +378,12 @@ impl Runtime {
         record.updated_at_ms = crate::now_ms();
         self.ctx
             .store
-            .commit(Batch::new().write(crate::store::Write::PutAgent(record.clone())))?;
+            .commit(Batch::new().write(crate::store::Write::PutLiveAgent(record.clone())))
+            .map_err(|err| match err {
+                // A cleanup ended it since it was read: never revived.
+                StoreError::Precondition(_) => BrainError::NotLive(agent_id),
+                other => other.into(),
+            })?;
         self.ctx.store.durable().await?;
         Ok(record)
     }

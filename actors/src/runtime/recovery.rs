@@ -180,14 +180,19 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     drop(dealer);
     for task in &tasks_to_spawn {
         if let Some(owner) = ctx.directory.get(task.owner_agent_id) {
-            supervisor::spawn_task(ctx, task, owner.actor.get_cell()).await?;
+            // One handle that cannot start must not fail the whole start.
+            if let Err(err) = supervisor::spawn_task(ctx, task, owner.actor.get_cell()).await {
+                tracing::warn!(task_id = %task.id, agent_id = %task.owner_agent_id, error = %err, "a task handle did not start");
+            }
         }
     }
     // Timers re-arm from the store; one whose deadline passed while the
     // daemon was down fires at once, and only once.
     for wait in &waits_to_arm {
         if let Some(owner) = ctx.directory.get(wait.owner_agent_id) {
-            supervisor::spawn_wait(ctx, wait, owner.actor.get_cell()).await?;
+            if let Err(err) = supervisor::spawn_wait(ctx, wait, owner.actor.get_cell()).await {
+                tracing::warn!(wait_id = %wait.id, agent_id = %wait.owner_agent_id, error = %err, "a wait did not re-arm");
+            }
         }
     }
     report.rearmed_waits = waits_to_arm.len();
