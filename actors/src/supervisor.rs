@@ -238,7 +238,11 @@ fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), Act
     {
         let (batch, message) =
             command::interrupt(&task, &format!("its actor stopped: {reason}"), true);
-        ctx.store.commit(batch)?;
+        match ctx.store.commit(batch) {
+            // A cleanup ended the task first: its word stands.
+            Err(StoreError::Precondition(_)) => return Ok(()),
+            other => other?,
+        }
         if let Some(message_id) = message {
             ctx.directory.wake(task.owner_agent_id, message_id);
         }

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use holarchy_supervision::task::task_label;
 use holarchy_supervision::{
-    AgentId, MessageRecord, OutputChunk, Provenance, TaskId, TaskKind, TaskRecord, TaskStatus,
+    AgentId, EventKind, MessageRecord, OutputChunk, Provenance, TaskId, TaskKind, TaskRecord,
+    TaskStatus,
 };
 use ractor::rpc::CallResult;
 use ractor::Actor;
@@ -294,7 +295,19 @@ pub fn interrupt(
     ended.output = Some(format!("interrupted: {why}"));
     ended.updated_at_ms = now_ms();
     let owner = task.owner_agent_id;
-    let mut batch = Batch::new().put_task(ended, why.into());
+    // An ending write: a cleanup's `stopped` committed first stands, and
+    // the batch (with its message to an owner that may have ended) fails.
+    let mut batch = Batch::new()
+        .event(
+            owner,
+            EventKind::TaskUpdated {
+                task_id: task.id,
+                kind: task.kind.name().into(),
+                status: ended.status,
+                detail: why.into(),
+            },
+        )
+        .write(Write::EndTask(ended));
     if !tell_owner {
         return (batch, None);
     }

@@ -50,6 +50,15 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
         .iter()
         .filter(|t| t.kind == TaskKind::Command)
     {
+        // A cleanup finished just above may have stopped it since it was
+        // read; its end is an ending write, so only running ones go in.
+        if !ctx
+            .store
+            .task(task.id)?
+            .is_some_and(|t| t.status == TaskStatus::Running)
+        {
+            continue;
+        }
         let owner_live = ctx
             .store
             .agent(task.owner_agent_id)?

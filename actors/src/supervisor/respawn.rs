@@ -279,7 +279,11 @@ pub async fn spawn_tree(
                 // of it once released.
                 TaskKind::Command => {
                     let (batch, _) = command::interrupt(&task, "its agent restarted", true);
-                    ctx.store.commit(batch)?;
+                    match ctx.store.commit(batch) {
+                        // Its actor ended it on its way down: that stands.
+                        Err(StoreError::Precondition(_)) => {}
+                        other => other?,
+                    }
                 }
             }
         }
