@@ -50,15 +50,9 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
         .iter()
         .filter(|t| t.kind == TaskKind::Command)
     {
-        // A cleanup finished just above may have stopped it since it was
-        // read; its end is an ending write, so only running ones go in.
-        if !ctx
-            .store
-            .task(task.id)?
-            .is_some_and(|t| t.status == TaskStatus::Running)
-        {
-            continue;
-        }
+        // Still running as read: a cleanup stops its tasks in the batch
+        // that records its intent, and nothing else writes while the
+        // daemon recovers, so the ending write below cannot be refused.
         let owner_live = ctx
             .store
             .agent(task.owner_agent_id)?
