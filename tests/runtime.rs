@@ -36,6 +36,19 @@ async fn start(store: Arc<SledStore>, policy: RestartPolicy) -> Runtime {
         .expect("runtime starts")
 }
 
+/// A runtime on a fresh store whose supervisors restart a child twice a
+/// minute at most: the third failure is given up on.
+async fn start_allowing_two_restarts() -> (tempfile::TempDir, Arc<SledStore>, Runtime) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
+    let policy = RestartPolicy {
+        max_restarts: 2,
+        period_ms: 60_000,
+    };
+    let runtime = start(store.clone(), policy).await;
+    (dir, store, runtime)
+}
+
 /// Opens a store the previous runtime of this process just let go of; its
 /// last handles (aborted turn tasks) drop a moment after its shutdown.
 async fn reopen(dir: &std::path::Path) -> Arc<SledStore> {
@@ -95,13 +108,7 @@ async fn a_killed_agent_actor_is_restarted_and_keeps_working() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_failing_past_the_restart_intensity_is_marked_failed() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
-    let policy = RestartPolicy {
-        max_restarts: 2,
-        period_ms: 60_000,
-    };
-    let runtime = start(store.clone(), policy).await;
+    let (_dir, store, runtime) = start_allowing_two_restarts().await;
     let id = runtime
         .create_agent("fragile".into(), None)
         .await

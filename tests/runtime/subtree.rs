@@ -15,20 +15,7 @@ use holarchy_supervision::{
 };
 
 use super::common::until;
-use super::start;
-
-/// A runtime on a fresh store whose supervisors restart a child twice a
-/// minute at most: the third failure is given up on.
-async fn start_allowing_two_restarts() -> (tempfile::TempDir, Arc<SledStore>, Runtime) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = Arc::new(SledStore::open(dir.path(), &StoreConfig::default()).expect("store"));
-    let policy = RestartPolicy {
-        max_restarts: 2,
-        period_ms: 60_000,
-    };
-    let runtime = start(store.clone(), policy).await;
-    (dir, store, runtime)
-}
+use super::{start, start_allowing_two_restarts};
 
 async fn spawn_child(
     runtime: &Runtime,
