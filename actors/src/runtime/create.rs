@@ -10,6 +10,7 @@ use holarchy_supervision::{
     AgentId, AgentRecord, BrainConfig, Composition, EventKind, LifecycleState, MessageId,
     MessageRecord, Preset, Provenance,
 };
+use ractor::ActorStatus;
 use tokio::task::JoinSet;
 use tracing::warn;
 
@@ -71,22 +72,39 @@ impl From<StoreError> for CreateError {
     }
 }
 
-/// Marks an agent failed, with the reason, when its actor could not start.
-fn mark_failed(ctx: &Ctx, agent_id: AgentId, reason: String) -> Result<(), StoreError> {
-    let Some(mut record) = ctx.store.agent(agent_id)? else {
-        return Ok(());
+/// Marks an agent failed, with the reason, when its actor could not start,
+/// unless it runs after all: a restarted partition's respawn may have
+/// started it meanwhile (checked under the agent's own lock, which that
+/// respawn takes). Returns whether it runs.
+async fn mark_failed(ctx: &Ctx, agent_id: AgentId, reason: String) -> Result<bool, StoreError> {
+    let _own = ctx.locks.structure.lock(agent_id).await;
+    let runs = ctx
+        .directory
+        .get(agent_id)
+        .is_some_and(|entry| entry.actor.get_status() < ActorStatus::Draining);
+    if runs {
+        return Ok(true);
+    }
+    let Some(mut record) = ctx.store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
+        return Ok(false);
     };
     record.state = LifecycleState::Failed;
     record.updated_at_ms = now_ms();
     warn!(agent_id = %agent_id, reason = %reason, "agent marked failed");
-    ctx.store
-        .commit(Batch::new().write(Write::PutAgent(record)).event(
+    let marked = ctx
+        .store
+        .commit(Batch::new().write(Write::PutLiveAgent(record)).event(
             agent_id,
             EventKind::AgentStateChanged {
                 state: LifecycleState::Failed,
                 reason,
             },
-        ))
+        ));
+    match marked {
+        // Ended meanwhile (a cleanup): its end stands.
+        Err(StoreError::Precondition(_)) => Ok(false),
+        other => other.map(|()| false),
+    }
 }
 
 /// Creates the agents and waits until they are on disk and running. Runs
@@ -302,8 +320,12 @@ async fn start_share(
             // The record is committed; leave it failed rather than live
             // with no actor, so status, listings and a retry all tell
             // the truth.
-            if let Err(store) = mark_failed(ctx, agent_id, format!("could not start: {err}")) {
-                outcome.store.get_or_insert(store);
+            match mark_failed(ctx, agent_id, format!("could not start: {err}")).await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(store) => {
+                    outcome.store.get_or_insert(store);
+                }
             }
             outcome.failed += 1;
             outcome.failure.get_or_insert(err);
