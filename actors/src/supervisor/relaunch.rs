@@ -96,16 +96,31 @@ fn armed_wait(ctx: &Ctx, wait_id: WaitId) -> Result<Option<WaitRecord>, StoreErr
         .filter(|w| w.status == WaitStatus::Armed))
 }
 
+/// The record of a task that still runs or a wait still armed.
+enum Live {
+    Task(TaskRecord),
+    Wait(WaitRecord),
+}
+
+impl Live {
+    fn read(ctx: &Ctx, member: Relaunch) -> Result<Option<Live>, StoreError> {
+        Ok(match member {
+            Relaunch::Task(id) => running_task(ctx, id)?.map(Live::Task),
+            Relaunch::Wait(id) => armed_wait(ctx, id)?.map(Live::Wait),
+        })
+    }
+}
+
 /// Takes the owner's structure lock (so nothing here runs beside a cleanup
-/// of the owner, which takes it) and reads again, under it, that the task
-/// still runs (or the wait is still armed), that the runtime is not
-/// stopping, and that the owner is live with its actor not going down.
+/// of the owner, which takes it) and reads, under it, the task that still
+/// runs (or the wait still armed), after checking that the runtime is not
+/// stopping and that the owner is live with its actor not going down.
 /// `None`: nothing is left to do.
 async fn lock_live_owner<'a>(
     ctx: &'a Ctx,
     member: Relaunch,
     owner: &ActorCell,
-) -> Result<Option<(AgentId, StructureGuard<'a>)>, StoreError> {
+) -> Result<Option<(AgentId, Live, StructureGuard<'a>)>, StoreError> {
     let Some(owner_id) = member.live_owner(ctx)? else {
         return Ok(None);
     };
@@ -117,10 +132,10 @@ async fn lock_live_owner<'a>(
         .store
         .agent(owner_id)?
         .is_some_and(|a| a.state.is_live());
-    if !owner_live || member.live_owner(ctx)?.is_none() {
+    if !owner_live {
         return Ok(None);
     }
-    Ok(Some((owner_id, structure)))
+    Ok(Live::read(ctx, member)?.map(|live| (owner_id, live, structure)))
 }
 
 /// The restart itself. An actor that cannot be started again is given up
@@ -131,19 +146,13 @@ async fn restart(
     owner: ActorCell,
     reason: &str,
 ) -> Result<(), ActorProcessingErr> {
-    let Some((owner_id, structure)) = lock_live_owner(ctx, member, &owner).await? else {
+    let Some((owner_id, live, structure)) = lock_live_owner(ctx, member, &owner).await? else {
         return Ok(());
     };
     warn!(?member, agent_id = %owner_id, reason, "task or wait actor exited; restarting it");
-    let started = match member {
-        Relaunch::Task(id) => match running_task(ctx, id)? {
-            Some(task) => spawn_task(ctx, &task, owner.clone()).await,
-            None => Ok(()),
-        },
-        Relaunch::Wait(id) => match armed_wait(ctx, id)? {
-            Some(wait) => spawn_wait(ctx, &wait, owner.clone()).await,
-            None => Ok(()),
-        },
+    let started = match live {
+        Live::Task(task) => spawn_task(ctx, &task, owner.clone()).await,
+        Live::Wait(wait) => spawn_wait(ctx, &wait, owner.clone()).await,
     };
     drop(structure);
     if let Err(err) = started {
@@ -163,15 +172,12 @@ async fn abandon(
     owner: ActorCell,
     why: &str,
 ) -> Result<(), StoreError> {
-    let Some((owner_id, structure)) = lock_live_owner(ctx, member, &owner).await? else {
+    let Some((owner_id, live, structure)) = lock_live_owner(ctx, member, &owner).await? else {
         return Ok(());
     };
-    match member {
-        Relaunch::Task(id) => {
-            let Some(task) = running_task(ctx, id)? else {
-                return Ok(());
-            };
-            warn!(task_id = %id, agent_id = %owner_id, reason = why, "giving up on a task actor");
+    match live {
+        Live::Task(task) => {
+            warn!(task_id = %task.id, agent_id = %owner_id, reason = why, "giving up on a task actor");
             // The child's cleanup takes its own locks, in a task of its own.
             drop(structure);
             match task.kind {
@@ -184,10 +190,8 @@ async fn abandon(
             }
             Ok(())
         }
-        Relaunch::Wait(id) => {
-            let Some(mut wait) = armed_wait(ctx, id)? else {
-                return Ok(());
-            };
+        Live::Wait(mut wait) => {
+            let id = wait.id;
             warn!(wait_id = %id, agent_id = %owner_id, reason = why, "giving up on a wait actor; cancelling the wait");
             wait.status = WaitStatus::Cancelled;
             wait.updated_at_ms = now_ms();
