@@ -152,7 +152,13 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
         }
         let mut respawned = 0;
         while let Some(done) = respawning.join_next().await {
-            respawned += done.unwrap_or(0);
+            match done {
+                Ok(agents) => respawned += agents,
+                // Its share's remaining agents stay down until a restart.
+                Err(err) => {
+                    error!(partition = index, error = %err, "a respawning task of a restarted partition failed")
+                }
+            }
         }
         info!(
             partition = index,
