@@ -59,6 +59,10 @@ pub enum StoreError {
     /// The store was closed: the daemon is shutting down.
     #[error("the store is closed")]
     Closed,
+    /// A read stopped past its budget of CPU (a search of too many common
+    /// words); the caller asks again for less.
+    #[error("{0}")]
+    OverBudget(String),
 }
 
 /// A future that resolves once everything committed before it was created

@@ -12,12 +12,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use holarchy_actors::store::memory::{MemoryKind, Recalled};
 use holarchy_actors::{MemoryHit, StoreError};
 use holarchy_supervision::AgentId;
-use tantivy::collector::{Count, TopDocs};
-use tantivy::query::{BooleanQuery, Occur, Query, QueryParser, TermQuery};
+use tantivy::collector::Count;
+use tantivy::query::{BooleanQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING, TEXT,
 };
@@ -27,7 +28,11 @@ use tracing::{info, warn};
 
 pub use indexer::IndexSource;
 
+mod budgeted;
 mod indexer;
+mod query;
+
+pub use query::{MAX_PHRASE_WORDS, MAX_QUERY_WORDS};
 
 /// Tree names, shared with the sled side.
 pub const MEMORY: &str = "memory";
@@ -36,6 +41,9 @@ pub const MEMORY_META: &str = "memory_meta";
 
 /// The writer's memory budget: tantivy's least for one thread.
 const WRITER_BUDGET: usize = 15_000_000;
+/// CPU one search may take on its thread before it is stopped: a search
+/// of bounded words takes well under a millisecond per thousand entries.
+pub const SEARCH_CPU_BUDGET: Duration = Duration::from_millis(250);
 /// Characters in a hit's snippet, at most.
 const SNIPPET_CHARS: usize = 240;
 
@@ -200,7 +208,9 @@ impl MemoryIndex {
     }
 
     /// The agent's best hits for `query` among `kinds` (empty: all), each
-    /// read back by its id through `recall` (`None`: gone, left out).
+    /// read back by its id through `recall` (`None`: gone, left out). The
+    /// query is read by [`query::build`], never tantivy's parser, and the
+    /// search stops past [`SEARCH_CPU_BUDGET`] of this thread's CPU.
     pub(crate) fn search(
         &self,
         agent: AgentId,
@@ -209,11 +219,31 @@ impl MemoryIndex {
         limit: usize,
         recall: &dyn Fn(&str) -> Result<Option<Recalled>, StoreError>,
     ) -> Result<Vec<MemoryHit>, StoreError> {
+        self.search_within(agent, query, kinds, limit, recall, SEARCH_CPU_BUDGET)
+    }
+
+    pub(crate) fn search_within(
+        &self,
+        agent: AgentId,
+        query: &str,
+        kinds: &[MemoryKind],
+        limit: usize,
+        recall: &dyn Fn(&str) -> Result<Option<Recalled>, StoreError>,
+        budget: Duration,
+    ) -> Result<Vec<MemoryHit>, StoreError> {
         let fields = self.fields;
-        let parser =
-            QueryParser::for_index(&self.index, vec![fields.text, fields.key, fields.tags]);
-        // Lenient: an agent's query is text, not syntax to get right.
-        let (matched, _) = parser.parse_query_lenient(query);
+        let analyzer = |field| -> Result<query::Searched, StoreError> {
+            Ok(query::Searched {
+                field,
+                analyzer: self.index.tokenizer_for_field(field).map_err(failed)?,
+            })
+        };
+        let mut searched = [
+            analyzer(fields.text)?,
+            analyzer(fields.key)?,
+            analyzer(fields.tags)?,
+        ];
+        let matched = query::build(query, &mut searched);
         let term = |field, text: &str| -> Box<dyn Query> {
             Box::new(TermQuery::new(
                 Term::from_field_text(field, text),
@@ -237,9 +267,7 @@ impl MemoryIndex {
             clauses.push((Occur::Must, Box::new(BooleanQuery::new(any_kind))));
         }
         let searcher = self.reader.searcher();
-        let top = searcher
-            .search(&BooleanQuery::new(clauses), &TopDocs::with_limit(limit))
-            .map_err(failed)?;
+        let top = budgeted::top_docs(&searcher, &BooleanQuery::new(clauses), limit, budget)?;
         let mut snippets =
             SnippetGenerator::create(&searcher, &*matched, fields.text).map_err(failed)?;
         snippets.set_max_num_chars(SNIPPET_CHARS);

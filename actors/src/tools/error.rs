@@ -143,6 +143,8 @@ impl Classify for StoreError {
             StoreError::NameTaken(_) => ErrorKind::Refused,
             // A guarded write found the record moved on (a timer fired).
             StoreError::Precondition(_) => ErrorKind::Refused,
+            // A search too costly: ask for less.
+            StoreError::OverBudget(_) => ErrorKind::InvalidInput,
             StoreError::SupervisorGone(_)
             | StoreError::UnsupportedVersion { .. }
             | StoreError::Corrupt { .. }

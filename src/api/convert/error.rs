@@ -104,6 +104,7 @@ impl From<StoreError> for ApiError {
                 ApiError::AlreadyExists(format!("an agent named `{}` already exists", quote(&name)))
             }
             StoreError::Closed => ApiError::Unavailable("the daemon is shutting down".into()),
+            StoreError::OverBudget(why) => ApiError::InvalidArgument(why),
             StoreError::SupervisorGone(_) | StoreError::Precondition(_) => {
                 ApiError::FailedPrecondition(err.to_string())
             }
