@@ -176,6 +176,20 @@ async fn bad_inputs_are_refused_and_change_nothing() {
         assert!(failed, "{tool} {output}");
         assert_eq!(output["kind"], "invalid_input", "{tool}: {output}");
     }
+    // A refused call is recorded with a hint of its input, not all of it:
+    // failing calls must not grow the event log or the index.
+    let recorded = common::events(&mut c, 0)
+        .await
+        .into_iter()
+        .filter(|e| e.kind == "tool_called" && e.agent_id == alice)
+        .map(|e| serde_json::from_str::<Value>(&e.detail_json).expect("detail is JSON"))
+        .map(|detail| detail["input"].as_str().unwrap_or_default().len())
+        .max()
+        .expect("calls recorded");
+    assert!(
+        recorded <= 1200,
+        "a refused call kept {recorded} bytes of input"
+    );
 
     let refused = |request: pb::SearchMemoryRequest| {
         let mut c = c.clone();

@@ -23,9 +23,11 @@ pub const MAX_NOTE_KEY: usize = 128;
 pub const MAX_NOTE_TAGS: usize = 8;
 /// Bytes of one tag, at most.
 pub const MAX_NOTE_TAG: usize = 32;
-/// Notes one agent keeps, at most: 10,000 notes of at most 16 KiB bound an
-/// agent's memory to 160 MiB of text.
-pub const MAX_NOTES_PER_AGENT: u64 = 10_000;
+/// Notes one tree of agents keeps, at most: the agent an operator (or an
+/// instance) created and every agent spawned from it, public or private,
+/// at any depth. 10,000 notes of at most 16 KiB bound what a brain can make
+/// its agents keep to 160 MiB of text, however many agents it spawns.
+pub const MAX_NOTES_PER_TREE: u64 = 10_000;
 /// Bytes of a search query, at most.
 pub const MAX_QUERY: usize = 1024;
 /// Hits one search returns, at most.
@@ -258,8 +260,8 @@ pub struct MemoryHit {
 pub trait MemoryStore {
     /// Stores a checked draft at `now_ms`: a new note, or, when the agent
     /// already has a note with the draft's key, that note replaced.
-    /// [`StoreError::Precondition`] when the agent already keeps
-    /// [`MAX_NOTES_PER_AGENT`] notes.
+    /// [`StoreError::Precondition`] when the agents of its tree already keep
+    /// [`MAX_NOTES_PER_TREE`] notes.
     fn put_note(&self, draft: &NoteDraft, now_ms: u64) -> Result<MemoryNote, StoreError>;
     /// One of the agent's notes; `None` if it has no such note.
     fn note(&self, agent: AgentId, id: NoteId) -> Result<Option<MemoryNote>, StoreError>;

@@ -5,13 +5,15 @@
 
 use std::path::Path;
 
-use holarchy_actors::store::memory::MAX_NOTES_PER_AGENT;
+use holarchy_actors::store::memory::MAX_NOTES_PER_TREE;
 use holarchy_actors::{
     MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Recalled,
     RecalledToolCall, Store, StoreError,
 };
-use holarchy_supervision::{AgentId, EventCursor, EventKind, MessageId, MessageStatus, NoteId};
-use sled::transaction::{ConflictableTransactionError, TransactionError};
+use holarchy_supervision::{
+    AgentId, AgentRecord, EventCursor, EventKind, MessageId, MessageStatus, NoteId,
+};
+use sled::transaction::{ConflictableTransactionError, TransactionError, TransactionalTree};
 use sled::{Transactional, Tree};
 use tokio::sync::watch;
 
@@ -25,8 +27,17 @@ use crate::store::memory_index::{
 
 /// `memory_keys`: agent id ++ key (UTF-8) -> note id.
 const MEMORY_KEYS: &str = "memory_keys";
-/// `memory_counts`: agent id -> notes kept (u64 BE).
+/// `memory_counts`: agent id -> notes kept (u64 BE) ++ the id of the tree
+/// they count against (16 bytes; absent in entries written before trees
+/// were counted, which join their tree's count at their next note).
 const MEMORY_COUNTS: &str = "memory_counts";
+/// `memory_tree_counts`: a tree's root agent id -> notes its agents keep
+/// (u64 BE), against [`MAX_NOTES_PER_TREE`].
+const MEMORY_TREE_COUNTS: &str = "memory_tree_counts";
+/// Lineage steps looked up to find a tree's root: past it, the agent
+/// reached stands for the root (a chain that deep is already bounded by
+/// the daemon's agent count).
+const MAX_LINEAGE_WALK: usize = 1024;
 
 /// The memory trees and the index over them.
 #[derive(Debug)]
@@ -38,6 +49,7 @@ pub(super) struct Memory {
     /// agent id alone -> stamp: an agent's whole memory to unindex.
     queue: Tree,
     counts: Tree,
+    tree_counts: Tree,
     index: MemoryIndex,
 }
 
@@ -77,6 +89,7 @@ impl Memory {
             keys: tree(MEMORY_KEYS)?,
             queue,
             counts: tree(MEMORY_COUNTS)?,
+            tree_counts: tree(MEMORY_TREE_COUNTS)?,
         })
     }
 
@@ -101,9 +114,73 @@ fn count_of(bytes: Option<sled::IVec>) -> u64 {
         .unwrap_or(0)
 }
 
+/// An agent's entry in `memory_counts`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Kept {
+    notes: u64,
+    /// The root of the tree the notes count against; `None` in an entry
+    /// written before trees were counted.
+    tree: Option<AgentId>,
+}
+
+impl Kept {
+    fn read(bytes: Option<&[u8]>) -> Self {
+        let Some(bytes) = bytes else {
+            return Self::default();
+        };
+        let notes = bytes
+            .get(..8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map_or(0, u64::from_be_bytes);
+        let tree = bytes
+            .get(8..24)
+            .and_then(|b| <[u8; 16]>::try_from(b).ok())
+            .map(AgentId::from_bytes);
+        Self { notes, tree }
+    }
+
+    fn bytes(self, tree: AgentId) -> [u8; 24] {
+        let mut out = [0u8; 24];
+        out[..8].copy_from_slice(&self.notes.to_be_bytes());
+        out[8..].copy_from_slice(&tree.to_bytes());
+        out
+    }
+}
+
+/// The root of `record`'s tree: its lineage followed up to the agent an
+/// operator (or an instance) created, or to the nearest ancestor whose
+/// notes already name their tree.
+fn tree_of(
+    record: &AgentRecord,
+    counts: &TransactionalTree,
+    public: &TransactionalTree,
+    private: &TransactionalTree,
+) -> Result<AgentId, ConflictableTransactionError<Abort>> {
+    let mut root = record.id;
+    let mut parent = record.lineage_parent_agent_id;
+    for _ in 0..MAX_LINEAGE_WALK {
+        let Some(at) = parent else {
+            break;
+        };
+        if let Some(tree) = Kept::read(counts.get(at.to_bytes())?.as_deref()).tree {
+            return Ok(tree);
+        }
+        root = at;
+        parent = match agent_trees::get_in(public, private, &at.to_bytes())? {
+            Some((tree, bytes)) => {
+                decode_agent(tree, &bytes)
+                    .map_err(|e| abort(Abort::Store(e)))?
+                    .lineage_parent_agent_id
+            }
+            None => None,
+        };
+    }
+    Ok(root)
+}
+
 /// Why a transaction gave up.
 enum Abort {
-    Full,
+    Full(AgentId),
     /// The agent is archived (or was never created): no note outlives it.
     Ended,
     Store(StoreError),
@@ -128,76 +205,91 @@ impl MemoryStore for SledStore {
             &memory.keys,
             &memory.queue,
             &memory.counts,
+            &memory.tree_counts,
             &self.agents.public,
             &self.agents.private,
         );
-        let stored = trees.transaction(|(notes, keys, queue, counts, public, private)| {
-            let live = match agent_trees::get_in(public, private, &agent.to_bytes())? {
-                Some((tree, bytes)) => decode_agent(tree, &bytes)
-                    .map_err(|e| abort(Abort::Store(e)))?
-                    .state
-                    .is_live(),
-                None => false,
-            };
-            if !live {
-                return Err(abort(Abort::Ended));
-            }
-            let existing = match &key_entry {
-                Some(entry) => match keys.get(entry)? {
-                    Some(id) => {
-                        let note_key = pair_key(agent, &id);
-                        match notes.get(&note_key)? {
-                            Some(bytes) => Some(
-                                decode::<MemoryNote>(MEMORY, &bytes)
-                                    .map_err(|e| abort(Abort::Store(e)))?,
-                            ),
-                            None => None,
-                        }
+        let stored = trees.transaction(
+            |(notes, keys, queue, counts, tree_counts, public, private)| {
+                let record = match agent_trees::get_in(public, private, &agent.to_bytes())? {
+                    Some((tree, bytes)) => {
+                        Some(decode_agent(tree, &bytes).map_err(|e| abort(Abort::Store(e)))?)
                     }
                     None => None,
-                },
-                None => None,
-            };
-            let note = match existing {
-                Some(old) => MemoryNote {
-                    text: draft.text.clone(),
-                    tags: draft.tags.clone(),
-                    updated_at_ms: now_ms,
-                    ..old
-                },
-                None => {
-                    let count = count_of(counts.get(agent.to_bytes())?);
-                    if count >= MAX_NOTES_PER_AGENT {
-                        return Err(abort(Abort::Full));
-                    }
-                    counts.insert(&agent.to_bytes(), &(count + 1).to_be_bytes())?;
-                    MemoryNote {
-                        id: NoteId::generate(),
-                        agent_id: agent,
-                        key: draft.key.clone(),
+                };
+                let Some(record) = record.filter(|r| r.state.is_live()) else {
+                    return Err(abort(Abort::Ended));
+                };
+                let existing = match &key_entry {
+                    Some(entry) => match keys.get(entry)? {
+                        Some(id) => {
+                            let note_key = pair_key(agent, &id);
+                            match notes.get(&note_key)? {
+                                Some(bytes) => Some(
+                                    decode::<MemoryNote>(MEMORY, &bytes)
+                                        .map_err(|e| abort(Abort::Store(e)))?,
+                                ),
+                                None => None,
+                            }
+                        }
+                        None => None,
+                    },
+                    None => None,
+                };
+                let note = match existing {
+                    Some(old) => MemoryNote {
                         text: draft.text.clone(),
                         tags: draft.tags.clone(),
-                        created_at_ms: now_ms,
                         updated_at_ms: now_ms,
+                        ..old
+                    },
+                    None => {
+                        let kept = Kept::read(counts.get(agent.to_bytes())?.as_deref());
+                        let tree = match kept.tree {
+                            Some(tree) => tree,
+                            None => tree_of(&record, counts, public, private)?,
+                        };
+                        // An entry from before trees were counted brings its
+                        // notes into its tree's count now.
+                        let joining = if kept.tree.is_none() { kept.notes } else { 0 };
+                        let in_tree = count_of(tree_counts.get(tree.to_bytes())?) + joining;
+                        if in_tree >= MAX_NOTES_PER_TREE {
+                            return Err(abort(Abort::Full(tree)));
+                        }
+                        let kept = Kept {
+                            notes: kept.notes + 1,
+                            tree: Some(tree),
+                        };
+                        counts.insert(&agent.to_bytes(), &kept.bytes(tree))?;
+                        tree_counts.insert(&tree.to_bytes(), &(in_tree + 1).to_be_bytes())?;
+                        MemoryNote {
+                            id: NoteId::generate(),
+                            agent_id: agent,
+                            key: draft.key.clone(),
+                            text: draft.text.clone(),
+                            tags: draft.tags.clone(),
+                            created_at_ms: now_ms,
+                            updated_at_ms: now_ms,
+                        }
                     }
+                };
+                let note_key = pair_key(agent, &note.id.to_bytes());
+                let value = encode(MEMORY, &note).map_err(|e| abort(Abort::Store(e)))?;
+                notes.insert(note_key.as_slice(), value)?;
+                if let Some(entry) = &key_entry {
+                    keys.insert(entry.as_slice(), &note.id.to_bytes())?;
                 }
-            };
-            let note_key = pair_key(agent, &note.id.to_bytes());
-            let value = encode(MEMORY, &note).map_err(|e| abort(Abort::Store(e)))?;
-            notes.insert(note_key.as_slice(), value)?;
-            if let Some(entry) = &key_entry {
-                keys.insert(entry.as_slice(), &note.id.to_bytes())?;
-            }
-            // A fresh stamp, so the indexer removes only the entry it
-            // indexed, not one queued again since.
-            let stamp = queue.generate_id()?;
-            queue.insert(note_key, &stamp.to_be_bytes())?;
-            Ok(note)
-        });
+                // A fresh stamp, so the indexer removes only the entry it
+                // indexed, not one queued again since.
+                let stamp = queue.generate_id()?;
+                queue.insert(note_key, &stamp.to_be_bytes())?;
+                Ok(note)
+            },
+        );
         self.group.end_write();
         let note = stored.map_err(|err| match err {
-            TransactionError::Abort(Abort::Full) => StoreError::Precondition(format!(
-                "the agent keeps {MAX_NOTES_PER_AGENT} notes, the most it may; replace one by its key"
+            TransactionError::Abort(Abort::Full(tree)) => StoreError::Precondition(format!(
+                "the agents of tree {tree} (the agent an operator created and every agent spawned from it) keep {MAX_NOTES_PER_TREE} notes, the most they may; replace one by its key"
             )),
             TransactionError::Abort(Abort::Ended) => {
                 StoreError::Precondition(format!("agent {agent} has ended: its memory is gone"))
@@ -234,9 +326,8 @@ impl MemoryStore for SledStore {
     }
 
     fn note_count(&self, agent: AgentId) -> Result<u64, StoreError> {
-        Ok(count_of(
-            self.memory.counts.get(agent.to_bytes()).map_err(backend)?,
-        ))
+        let entry = self.memory.counts.get(agent.to_bytes()).map_err(backend)?;
+        Ok(Kept::read(entry.as_deref()).notes)
     }
 
     fn recall(&self, agent: AgentId, id: &str) -> Result<Option<Recalled>, StoreError> {
@@ -328,7 +419,7 @@ impl MemoryStore for SledStore {
                 .queue
                 .insert(agent.to_bytes(), &stamp.to_be_bytes())
                 .map_err(backend)?;
-            memory.counts.remove(agent.to_bytes()).map_err(backend)?;
+            forget_count(memory, agent)?;
             Ok::<_, StoreError>(())
         })();
         self.group.end_write();
@@ -336,6 +427,30 @@ impl MemoryStore for SledStore {
         memory.index.wake();
         Ok(deleted)
     }
+}
+
+/// Takes the agent's count out, and its notes out of its tree's count, in
+/// one transaction: a cleanup repeated after a crash takes them out once.
+fn forget_count(memory: &Memory, agent: AgentId) -> Result<(), StoreError> {
+    (&memory.counts, &memory.tree_counts)
+        .transaction(|(counts, tree_counts)| {
+            let Some(entry) = counts.remove(&agent.to_bytes())? else {
+                return Ok(());
+            };
+            let kept = Kept::read(Some(&entry));
+            if let Some(tree) = kept.tree {
+                let left = count_of(tree_counts.get(tree.to_bytes())?).saturating_sub(kept.notes);
+                match left {
+                    0 => tree_counts.remove(&tree.to_bytes())?,
+                    n => tree_counts.insert(&tree.to_bytes(), &n.to_be_bytes())?,
+                };
+            }
+            Ok(())
+        })
+        .map_err(|err: TransactionError<()>| match err {
+            TransactionError::Abort(()) => StoreError::Backend("memory counts: aborted".into()),
+            TransactionError::Storage(err) => backend(err),
+        })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use holarchy_actors::Write;
-use holarchy_supervision::{EventKind, RunId, RunOutcome};
+use holarchy_supervision::{AgentRecord, EventKind, RunId, RunOutcome};
 
 use super::super::tests::{agent, created, message, open_after_raw};
 use super::super::StoreConfig;
@@ -237,15 +237,159 @@ async fn a_lost_index_is_rebuilt_from_the_notes() {
 async fn an_agent_keeps_a_bounded_number_of_notes() {
     let dir = tempfile::tempdir().expect("tmp");
     let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
-    let agent = AgentId::generate();
+    let agent = live(&store, "full").await;
     // Cheaper than writing them all: the count is what is checked.
     store
         .memory
-        .counts
-        .insert(agent.to_bytes(), &MAX_NOTES_PER_AGENT.to_be_bytes())
+        .tree_counts
+        .insert(agent.to_bytes(), &MAX_NOTES_PER_TREE.to_be_bytes())
         .expect("count set");
     assert!(matches!(
         store.put_note(&draft(agent, None, "one too many"), 1),
         Err(StoreError::Precondition(_))
     ));
+}
+
+/// An agent spawned by another (public or private, at any depth) keeps
+/// notes against its tree's bound: a brain that spawns many agents gets no
+/// more room than one.
+#[tokio::test(flavor = "multi_thread")]
+async fn spawned_agents_share_their_trees_bound_on_notes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let root = live(&store, "root").await;
+    let spawned = |name: &str, lineage: AgentId, supervisor: Option<AgentId>| {
+        let record = AgentRecord {
+            name: supervisor.is_none().then(|| name.to_owned()),
+            lineage_parent_agent_id: Some(lineage),
+            supervisor_agent_id: supervisor,
+            ..agent(name)
+        };
+        store.commit(created(&record)).expect("created");
+        record.id
+    };
+    let public = spawned("public-child", root, None);
+    let private = spawned("private-grandchild", public, Some(public));
+    let other = live(&store, "other").await;
+    store
+        .put_note(&draft(private, None, "the first note of the tree"), 1)
+        .expect("stored");
+    assert_eq!(store.note_count(private).expect("count"), 1);
+    // Room for one more note in the whole tree.
+    store
+        .memory
+        .tree_counts
+        .insert(root.to_bytes(), &(MAX_NOTES_PER_TREE - 1).to_be_bytes())
+        .expect("count set");
+    store
+        .put_note(&draft(public, None, "the last note the tree may keep"), 2)
+        .expect("stored");
+    for writer in [root, public, private] {
+        assert!(
+            matches!(
+                store.put_note(&draft(writer, None, "one too many"), 3),
+                Err(StoreError::Precondition(why)) if why.contains(&root.to_string())
+            ),
+            "{writer} wrote past its tree's bound"
+        );
+    }
+    // Another tree has its own room; a replaced note needs none.
+    store
+        .put_note(&draft(other, None, "another tree"), 4)
+        .expect("stored");
+    store
+        .put_note(&draft(private, Some("k"), "keyed"), 5)
+        .expect_err("a new key is a new note");
+    // An agent's memory deleted gives its notes back to its tree, once.
+    store.delete_memory(private).expect("deleted");
+    store.delete_memory(private).expect("again");
+    assert_eq!(
+        count_of(
+            store
+                .memory
+                .tree_counts
+                .get(root.to_bytes())
+                .expect("reads")
+        ),
+        MAX_NOTES_PER_TREE - 1
+    );
+    store
+        .put_note(&draft(root, None, "room again"), 6)
+        .expect("stored");
+}
+
+/// The store's query syntax is words, phrases and `+`/`-` only: what
+/// tantivy's parser reads as a range (which walks the whole term
+/// dictionary, seconds of CPU for a kilobyte of them) is plain words here,
+/// and only the first words of a long query count.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_query_is_words_not_ranges_and_its_words_are_bounded() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let agent = live(&store, "searcher").await;
+    store
+        .put_note(&draft(agent, None, "hello world"), 1)
+        .expect("stored");
+    store
+        .put_note(
+            &draft(agent, Some("shift"), "the night shift is on call"),
+            2,
+        )
+        .expect("stored");
+    assert_eq!(found(&store, agent, "hello", &[], 1).len(), 1, "indexed");
+    let search = |query: &str| {
+        store
+            .search_memory(agent, query, &[], 10)
+            .expect("searches")
+    };
+
+    assert!(search("text:[a TO z]").is_empty(), "a range matched");
+    assert!(search("text:[* TO *] key:{a TO zzzz}").is_empty());
+    assert!(
+        search("hel* wrld~2").is_empty(),
+        "a prefix or fuzzy term matched"
+    );
+    assert_eq!(search(r#""night shift" +call -hello"#).len(), 1);
+    assert!(
+        search(r#""shift night""#).is_empty(),
+        "a phrase's words come in order"
+    );
+
+    let filler = vec!["nothing"; crate::store::memory_index::MAX_QUERY_WORDS].join(" ");
+    assert!(
+        search(&format!("{filler} hello")).is_empty(),
+        "words past the bound are ignored"
+    );
+    assert_eq!(search(&format!("hello {filler}")).len(), 1);
+}
+
+/// A search stops, with an error that says what to do, once it has used
+/// its budget of CPU.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_search_past_its_cpu_budget_is_stopped() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let agent = live(&store, "busy").await;
+    for i in 0..3000 {
+        store
+            .put_note(&draft(agent, None, &format!("common word {i}")), i)
+            .expect("stored");
+    }
+    assert_eq!(found(&store, agent, "common", &[], 10).len(), 10, "indexed");
+    let recall = |id: &str| store.recall(agent, id);
+    let stopped =
+        store
+            .memory
+            .index
+            .search_within(agent, "common", &[], 10, &recall, Duration::ZERO);
+    match stopped {
+        Err(StoreError::OverBudget(why)) => assert!(why.contains("fewer or rarer words"), "{why}"),
+        other => panic!("not stopped: {other:?}"),
+    }
+    let within = store
+        .memory
+        .index
+        .search_within(agent, "common", &[], 10, &recall, Duration::from_secs(5))
+        .expect("within its budget");
+    assert_eq!(within.len(), 10);
 }
