@@ -44,6 +44,7 @@ pub use crate::views::{task_json, wait_json, work_json};
 pub use agent::agent_view;
 pub use cap::cap_output;
 pub use catalog::{family_name, tool_surface, ToolSpec, CATALOG};
+pub use command::ENV_NOT_STORED;
 pub use error::{error_json, Classify, ErrorKind, ToolError};
 pub use input::InputError;
 pub use mcp::{catalog, Catalog, CatalogEntry};
@@ -51,6 +52,16 @@ pub use placeholder::{escaped_len, fill_placeholders, InputTooLarge};
 pub use tool::{Caller, Plane, Spec, Tool};
 
 pub use crate::protocol::ToolResult;
+
+/// A call's input as it may be stored (events, decisions, approvals once
+/// decided, memory, exports): what a tool passes on without keeping (an
+/// `ExecCommand`'s `env` values) left out. `None`: store it as it is.
+pub fn recorded_input(tool: &str, input: &serde_json::Value) -> Option<serde_json::Value> {
+    match tool {
+        "ExecCommand" => command::without_env_values(input),
+        _ => None,
+    }
+}
 
 /// A call of a tool the caller's profile does not have.
 #[derive(Debug, thiserror::Error)]

@@ -375,7 +375,7 @@ async fn run_calls(
         if let Err(spent) = budget.check() {
             let refused = ToolResult {
                 tool: call.name.clone(),
-                input: written(&call.input, REFUSED_INPUT_BYTES),
+                input: written(call, REFUSED_INPUT_BYTES),
                 output: ToolError::from(spent).to_json().to_string(),
                 is_error: true,
             };
@@ -391,7 +391,7 @@ async fn run_calls(
         if let compose::Check::Refuse(reason) = &check {
             let refused = ToolResult {
                 tool: call.name.clone(),
-                input: written(&call.input, limit),
+                input: written(call, REFUSED_INPUT_BYTES),
                 output: tools::error_json(ErrorKind::Refused, reason).to_string(),
                 is_error: true,
             };
@@ -434,8 +434,15 @@ async fn run_calls(
             },
         };
         // The record keeps the call as written, not as filled in, and no
-        // more of it than the bound allows.
-        result.input = written(&call.input, limit);
+        // more of it than the bound allows; a call that failed (refused,
+        // over a bound, a memory already full) had no effect worth its
+        // whole input, so a brain cannot grow the store by failing.
+        let kept = if result.is_error {
+            REFUSED_INPUT_BYTES
+        } else {
+            limit
+        };
+        result.input = written(call, kept);
         budget.charge(&mut result);
         all_results.push(result.clone());
         results.push(result);
@@ -463,9 +470,13 @@ async fn parked(
     }
 }
 
-/// A call's input as written, cut to `limit` bytes if it is longer.
-fn written(input: &Value, limit: usize) -> String {
-    let text = input.to_string();
+/// A call's input as written, what is never stored left out (see
+/// [`tools::recorded_input`]), cut to `limit` bytes if it is longer.
+fn written(call: &ToolCall, limit: usize) -> String {
+    let text = match tools::recorded_input(&call.name, &call.input) {
+        Some(kept) => kept.to_string(),
+        None => call.input.to_string(),
+    };
     if text.len() <= limit {
         return text;
     }

@@ -58,12 +58,33 @@ fn env_vars<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<(String, S
     Ok(vars.into_iter().collect())
 }
 
+/// Stands for an `env` value in every record of a call: the value reaches
+/// the process only.
+pub const ENV_NOT_STORED: &str = "<not stored>";
+
+/// `input` as records keep it: each `env` value replaced by
+/// [`ENV_NOT_STORED`], the names kept, so a record says which variables a
+/// command had without holding what they were (often a credential).
+pub(super) fn without_env_values(input: &Value) -> Option<Value> {
+    let env = input.get("env")?.as_object()?;
+    if env.values().all(|v| v.as_str() == Some(ENV_NOT_STORED)) {
+        return None;
+    }
+    let mut kept = input.clone();
+    kept["env"] = env
+        .keys()
+        .map(|name| (name.clone(), Value::from(ENV_NOT_STORED)))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    Some(kept)
+}
+
 impl Tool for ExecCommand {
     const SPEC: Spec = Spec {
         name: "ExecCommand",
         family: ToolFamily::LocalEnvironment,
         plane: Plane::Task,
-        description: "Runs a shell command in this agent's active workspace directory, in its own process group. A command done within `yield_ms` (default 3000) returns its output; a longer one returns a task handle and reports back when it ends. `env` is passed to the process and never stored.",
+        description: "Runs a shell command in this agent's active workspace directory, in its own process group. A command done within `yield_ms` (default 3000) returns its output; a longer one returns a task handle and reports back when it ends. `env` is passed to the process; records keep only its names (a call waiting for an operator's approval keeps the values until it is decided).",
     };
     type Input = ExecInput;
     type Error = CommandError;
