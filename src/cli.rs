@@ -27,6 +27,7 @@ pub use brain_args::BrainArgs;
 pub use connection_args::ConnectionArgs;
 pub use instances::InstanceCommand;
 pub use memory::MemoryCommand;
+pub use output::escape;
 pub use serve::ServeArgs;
 use tasks::task_command;
 pub use work::WorkCommand;
@@ -135,7 +136,10 @@ pub enum Command {
     Instance(InstanceCommand),
     /// Tool calls waiting for an operator's approval (an instance's
     /// `require_approval`).
+    #[command(args_conflicts_with_subcommands = true)]
     Approvals {
+        #[command(subcommand)]
+        command: Option<ApprovalsCommand>,
         /// Only this agent's (id or name).
         #[arg(long)]
         agent: Option<String>,
@@ -172,6 +176,13 @@ impl Command {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// One approval, whole: where its call runs and its entire input,
+    /// escaped (the listing shows only the input's start).
+    Show { approval_id: String },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Create idle agents and measure memory, creation rate and latencies.
     Idle(bench::IdleArgs),
@@ -195,6 +206,12 @@ pub enum TaskCommand {
         /// Keep printing a running command's output until it ends.
         #[arg(long, short)]
         follow: bool,
+        /// Print the output's bytes as the command wrote them, terminal
+        /// control sequences included (colours, but also whatever a
+        /// hostile program writes): only for output you trust. By default
+        /// control characters are shown escaped (`\u001b`).
+        #[arg(long)]
+        raw: bool,
     },
     /// Follow-up input to the supervised child.
     Input { task_id: String, text: String },
@@ -357,7 +374,18 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             let clients = client::connect(&cli.target()).await?;
             instances::instance_command(clients, command, &out).await
         }
-        Command::Approvals { agent, all } => {
+        Command::Approvals {
+            command: Some(ApprovalsCommand::Show { approval_id }),
+            ..
+        } => {
+            let clients = client::connect(&cli.target()).await?;
+            approvals::show(clients, approval_id, &out).await
+        }
+        Command::Approvals {
+            command: None,
+            agent,
+            all,
+        } => {
             let clients = client::connect(&cli.target()).await?;
             approvals::list(clients, agent.as_deref(), *all, &out).await
         }

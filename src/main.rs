@@ -106,14 +106,12 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             // A refusal from the daemon reads best as its code and message.
-            match err.downcast_ref::<tonic::Status>() {
-                Some(status) => eprintln!(
-                    "holarchy: {}: {}",
-                    code_name(status.code()),
-                    status.message()
-                ),
-                None => eprintln!("holarchy: {err:#}"),
-            }
+            // Messages may quote what an agent wrote: escaped like stdout.
+            let shown = match err.downcast_ref::<tonic::Status>() {
+                Some(status) => format!("{}: {}", code_name(status.code()), status.message()),
+                None => format!("{err:#}"),
+            };
+            eprintln!("holarchy: {}", cli::escape::block(&shown));
             std::process::ExitCode::FAILURE
         }
     }

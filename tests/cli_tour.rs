@@ -20,6 +20,8 @@ mod connect;
 mod events;
 #[path = "cli_tour/export.rs"]
 mod export;
+#[path = "cli_tour/hostile_text.rs"]
+mod hostile_text;
 #[path = "cli_tour/instances.rs"]
 mod instances;
 #[path = "cli_tour/memory.rs"]

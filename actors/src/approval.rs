@@ -87,6 +87,8 @@ pub async fn park(
         .agent(agent_id)
         .map_err(failed)?
         .and_then(|r| r.composition.and_then(|c| c.instance));
+    // Where the call would run now: it runs there once approved.
+    let place = crate::plane::workspace::place(ctx, agent_id).map_err(failed)?;
     let record = ApprovalRecord {
         id: ApprovalId::generate(),
         agent_id,
@@ -99,6 +101,7 @@ pub async fn park(
         delivered: false,
         created_at_ms: now_ms(),
         decided_at_ms: None,
+        place: Some(place),
     };
     ctx.store.insert_approval(&record).map_err(failed)?;
     ctx.store.durable().await.map_err(failed)?;
@@ -154,6 +157,18 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
             "approval {id}'s input held a secret, which is not stored: it cannot run; deny it"
         )));
     }
+    // It runs where it was parked, as the operator was shown; if that
+    // workspace is gone, running it elsewhere is not what was approved.
+    if let Some(place) = &pending.place {
+        let view = crate::plane::workspace::view(ctx, agent.id)?;
+        if !view.projection.holds(&view.home, place) {
+            return Err(ApprovalError::Precondition(format!(
+                "approval {id} was parked in workspace `{}` ({}), which the agent no longer has attached: it cannot run there; deny it",
+                place.workspace_id,
+                place.dir.display()
+            )));
+        }
+    }
     let running = ApprovalRecord {
         status: ApprovalStatus::Running,
         decided_at_ms: Some(now_ms()),
@@ -181,18 +196,33 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
             true,
         ),
         None => {
-            let result = tools::call(ctx, agent.id, agent.profile, &call).await;
+            let run = tools::call(ctx, agent.id, agent.profile, &call);
+            let result = match pending.place.clone() {
+                Some(place) => crate::plane::workspace::pinned(place, run).await,
+                None => run.await,
+            };
             (result.output, result.is_error)
         }
     };
     let done = ApprovalRecord {
         status: ApprovalStatus::Approved { output, is_error },
+        input: kept_input(&running),
         ..running.clone()
     };
     ctx.store.swap_approval(&ApprovalStatus::Running, &done)?;
     ctx.store.durable().await?;
     info!(agent_id = %agent.id, approval_id = %id, is_error, "approved call ran");
     Ok(tell(ctx, stored(ctx, done)).await)
+}
+
+/// A decided call's input as it stays stored: what the tool never keeps
+/// (an `ExecCommand`'s `env` values) was kept only while the operator had
+/// to see it and the call might still run.
+fn kept_input(record: &ApprovalRecord) -> String {
+    serde_json::from_str::<Value>(&record.input)
+        .ok()
+        .and_then(|input| tools::recorded_input(&record.tool, &input))
+        .map_or_else(|| record.input.clone(), |kept| kept.to_string())
 }
 
 /// The record as the store keeps it (redacted): what the agent is told and
@@ -220,6 +250,7 @@ pub async fn deny(
     let denied = ApprovalRecord {
         status: ApprovalStatus::Denied { reason },
         decided_at_ms: Some(now_ms()),
+        input: kept_input(&pending),
         ..pending
     };
     ctx.store.swap_approval(&ApprovalStatus::Pending, &denied)?;
@@ -244,6 +275,7 @@ pub fn close_interrupted(ctx: &Ctx) -> Result<Vec<ApprovalRecord>, StoreError> {
                     output: output.to_string(),
                     is_error: true,
                 },
+                input: kept_input(&record),
                 ..record
             };
             ctx.store.swap_approval(&ApprovalStatus::Running, &ended)?;

@@ -3,6 +3,7 @@
 //! operator approves it (it runs once, then its result goes to the agent
 //! as a message) or denies it (the agent gets the reason as a tool error).
 
+use holarchy_supervision::workspace::Place;
 use holarchy_supervision::{AgentId, ApprovalId, RunId};
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +67,11 @@ pub struct ApprovalRecord {
     pub delivered: bool,
     pub created_at_ms: u64,
     pub decided_at_ms: Option<u64>,
+    /// Where the agent worked when the call was parked: the call runs
+    /// there once approved, whatever workspace the agent moved to since,
+    /// so the operator approves what they were shown. `None` in records
+    /// written before it was kept.
+    pub place: Option<Place>,
 }
 
 impl ApprovalRecord {
@@ -142,6 +148,7 @@ mod tests {
             delivered: false,
             created_at_ms: 1,
             decided_at_ms: None,
+            place: None,
         }
     }
 

@@ -83,6 +83,15 @@ impl ApprovalService for ApprovalApi {
         Ok(Response::new(pb::ListApprovalsResponse { approvals, more }))
     }
 
+    async fn get_approval(
+        &self,
+        request: Request<pb::GetApprovalRequest>,
+    ) -> Result<Response<pb::Approval>, Status> {
+        let id = parse_id(&request.into_inner().approval_id)?;
+        let record = self.runtime.approval(id).map_err(ApiError::from)?;
+        Ok(Response::new(approval(&record)))
+    }
+
     async fn approve(
         &self,
         request: Request<pb::ApproveRequest>,
@@ -128,5 +137,15 @@ pub fn approval(record: &ApprovalRecord) -> pb::Approval {
         delivered: record.delivered,
         created_at_ms: record.created_at_ms as i64,
         decided_at_ms: record.decided_at_ms.unwrap_or(0) as i64,
+        workspace_id: record
+            .place
+            .as_ref()
+            .map(|p| p.workspace_id.clone())
+            .unwrap_or_default(),
+        dir: record
+            .place
+            .as_ref()
+            .map(|p| p.dir.display().to_string())
+            .unwrap_or_default(),
     }
 }

@@ -146,7 +146,10 @@ impl Follow {
                     );
                 } else if event.step == self.step && !self.printed.is_empty() {
                     raw("\n");
-                    eprintln!("holarchy: the reply so far was thrown away ({why}); it starts over");
+                    eprintln!(
+                        "holarchy: the reply so far was thrown away ({}); it starts over",
+                        super::output::escape::one_line(&why)
+                    );
                     self.printed.clear();
                 }
                 None
@@ -233,12 +236,13 @@ async fn message(
         .with_context(|| format!("message {message_id} not found"))
 }
 
-/// Writes text as it comes, without a line end. A closed pipe ends the
-/// program quietly, as [`emit`] does.
+/// Writes text as it comes, without a line end, its control characters
+/// escaped as [`emit`] does (a reply is the brain's text). A closed pipe
+/// ends the program quietly.
 fn raw(text: &str) {
     let mut stdout = std::io::stdout().lock();
     if let Err(err) = stdout
-        .write_all(text.as_bytes())
+        .write_all(super::output::escape::block(text).as_bytes())
         .and_then(|()| stdout.flush())
     {
         if err.kind() == std::io::ErrorKind::BrokenPipe {

@@ -8,11 +8,14 @@ use serde_json::{json, Value};
 
 use crate::api::pb;
 
-/// Prints one line to stdout. A closed pipe (`holarchy events | head`)
-/// ends the program quietly instead of panicking like `println!`.
+/// Prints one line to stdout, its control characters (but for line
+/// breaks and tabs) escaped: see [`escape`]. A closed pipe (`holarchy
+/// events | head`) ends the program quietly instead of panicking like
+/// `println!`.
 pub(super) fn emit(line: impl Display) {
+    let line = line.to_string();
     let mut stdout = std::io::stdout().lock();
-    if let Err(err) = writeln!(stdout, "{line}") {
+    if let Err(err) = writeln!(stdout, "{}", escape::block(&line)) {
         if err.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
@@ -26,7 +29,12 @@ macro_rules! say {
 }
 
 // After the macro, so the printers there can `say!` too.
+pub mod escape;
 mod planes;
+
+pub use planes::OutputStream;
+
+use escape::{indented, one_line};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Output {
@@ -152,7 +160,7 @@ impl Output {
             say!(
                 "{:<30}  {:<20}  {:<17}  {:<8}  {:<8}  {:>5}",
                 a.agent_id,
-                or_dash(&a.name),
+                one_line(or_dash(&a.name)),
                 or_dash(preset),
                 lifecycle(a.state),
                 activity(a.activity),
@@ -184,7 +192,7 @@ impl Output {
             .unwrap_or_default();
         let preset = a.profile.as_ref().map(|p| p.preset.as_str()).unwrap_or("");
         say!("agent        {}", a.agent_id);
-        say!("name         {}", or_dash(&a.name));
+        say!("name         {}", one_line(or_dash(&a.name)));
         say!(
             "profile      {} ({}, {})",
             or_dash(preset),
@@ -215,25 +223,29 @@ impl Output {
                     format!("anthropic: {} at {}", a.model, a.base_url)
                 }
             };
-            say!("brain        {brain}");
+            say!("brain        {}", one_line(&brain));
         }
         if !a.instance.is_empty() {
-            say!("instance     {}", a.instance);
+            say!("instance     {}", one_line(&a.instance));
         }
         if !a.role_version.is_empty() {
             say!("role         {}", a.role_version);
         }
         if !a.skills.is_empty() {
-            say!("skills       {}", a.skills.join(", "));
+            say!("skills       {}", one_line(&a.skills.join(", ")));
         }
         if !a.mcp_servers.is_empty() {
-            say!("mcp servers  {}", a.mcp_servers.join(", "));
+            say!("mcp servers  {}", one_line(&a.mcp_servers.join(", ")));
         }
         if let Some(work) = &a.current_work_item {
-            say!("working on   {} ({})", work.objective, work.work_item_id);
+            say!(
+                "working on   {} ({})",
+                one_line(&work.objective),
+                work.work_item_id
+            );
         }
         for wait in &a.waiting_on {
-            say!("waiting on   {wait}");
+            say!("waiting on   {}", one_line(wait));
         }
         if let Some(u) = usage.filter(|u| u.turns > 0) {
             say!(
@@ -279,15 +291,17 @@ impl Output {
                 })
             );
         } else {
+            // What an agent wrote stays indented inside its entry: a line
+            // of it cannot pass for the next message.
             say!(
                 "{}  [{}] {}: {}",
                 m.message_id,
                 message_status(m.status),
-                m.provenance,
-                m.text
+                one_line(&m.provenance),
+                indented(&m.text, 34)
             );
             if !m.reply.is_empty() {
-                say!("{:<30}  -> {}", "", m.reply);
+                say!("{:<30}  -> {}", "", indented(&m.reply, 35));
             }
         }
     }
@@ -305,7 +319,7 @@ impl Output {
                 e.cursor,
                 or_dash(&e.agent_id),
                 e.kind,
-                e.text
+                one_line(&e.text)
             );
         }
     }
@@ -366,7 +380,7 @@ impl Output {
                 s.store_bytes as f64 / 1048576.0
             );
             say!("events     {}", s.event_cursor);
-            say!("data       {}", s.data_dir);
+            say!("data       {}", one_line(&s.data_dir));
             say!("sandbox    {}", s.sandbox);
         }
     }

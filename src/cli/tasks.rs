@@ -2,7 +2,7 @@
 
 use tokio_stream::StreamExt;
 
-use super::output::Output;
+use super::output::{Output, OutputStream};
 use super::{resolve, TaskCommand};
 use crate::api::pb;
 use crate::client::Clients;
@@ -49,18 +49,20 @@ pub(super) async fn task_command(
             task_id,
             offset,
             follow: false,
+            raw,
         } => {
             let request = pb::ReadTaskOutputRequest {
                 task_id: task_id.clone(),
                 offset: *offset,
             };
             let output = clients.tasks.read_task_output(request).await?.into_inner();
-            out.task_output(&output);
+            out.task_output(&output, *raw);
         }
         TaskCommand::Output {
             task_id,
             offset,
             follow: true,
+            raw,
         } => {
             let request = pb::ReadTaskOutputRequest {
                 task_id: task_id.clone(),
@@ -71,9 +73,11 @@ pub(super) async fn task_command(
                 .follow_task_output(request)
                 .await?
                 .into_inner();
+            let mut stream = OutputStream::new(*raw);
             while let Some(chunk) = chunks.next().await {
-                out.chunk(&chunk?);
+                out.chunk(&chunk?, &mut stream);
             }
+            out.chunk_end(&mut stream);
         }
         TaskCommand::Input { task_id, text } => {
             let sent = clients

@@ -55,8 +55,13 @@ fn last_of_siblings(nodes: &[pb::TreeNode]) -> Vec<bool> {
     last
 }
 
-/// One node's text, without indentation.
+/// One node's text, without indentation, on one line whatever the names
+/// and labels an agent chose hold.
 pub fn label(n: &pb::TreeNode) -> String {
+    super::output::escape::one_line(&text(n)).into_owned()
+}
+
+fn text(n: &pb::TreeNode) -> String {
     let dead = if n.actor_alive { "" } else { "  [actor down]" };
     let cut = if n.truncated_from_bytes > 0 {
         format!("  [cut from {} bytes]", n.truncated_from_bytes)

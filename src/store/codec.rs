@@ -6,6 +6,7 @@ use holarchy_actors::StoreError;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use holarchy_composition::approval::ApprovalRecord;
 use holarchy_composition::instance::InstanceRecord;
 use holarchy_composition::manifest::InstanceSpec;
 use holarchy_supervision::{AgentRecord, TaskRecord};
@@ -112,6 +113,64 @@ impl From<TaskRecordV1> for TaskRecord {
             updated_at_ms: v1.updated_at_ms,
             place: None,
             worktree: None,
+        }
+    }
+}
+
+/// Approvals gained the place their call runs in with version 2;
+/// approvals written before read back without one (they run where their
+/// agent works when approved, as before).
+pub const APPROVAL_VERSION: u8 = 2;
+
+pub fn encode_approval(
+    tree: &'static str,
+    approval: &ApprovalRecord,
+) -> Result<Vec<u8>, StoreError> {
+    encode_as(APPROVAL_VERSION, tree, approval)
+}
+
+pub fn decode_approval(tree: &'static str, bytes: &[u8]) -> Result<ApprovalRecord, StoreError> {
+    match split_version(tree, bytes)? {
+        (APPROVAL_VERSION, body) => decode_body(tree, body),
+        (FORMAT_VERSION, body) => {
+            decode_body::<ApprovalRecordV1>(tree, body).map(ApprovalRecord::from)
+        }
+        (version, _) => Err(StoreError::UnsupportedVersion { tree, version }),
+    }
+}
+
+/// An approval as version 1 wrote it: the layout must never change.
+#[derive(serde::Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct ApprovalRecordV1 {
+    id: holarchy_supervision::ApprovalId,
+    agent_id: holarchy_supervision::AgentId,
+    instance: Option<String>,
+    run_id: holarchy_supervision::RunId,
+    tool: String,
+    input: String,
+    layer: String,
+    status: holarchy_composition::approval::ApprovalStatus,
+    delivered: bool,
+    created_at_ms: u64,
+    decided_at_ms: Option<u64>,
+}
+
+impl From<ApprovalRecordV1> for ApprovalRecord {
+    fn from(v1: ApprovalRecordV1) -> Self {
+        ApprovalRecord {
+            id: v1.id,
+            agent_id: v1.agent_id,
+            instance: v1.instance,
+            run_id: v1.run_id,
+            tool: v1.tool,
+            input: v1.input,
+            layer: v1.layer,
+            status: v1.status,
+            delivered: v1.delivered,
+            created_at_ms: v1.created_at_ms,
+            decided_at_ms: v1.decided_at_ms,
+            place: None,
         }
     }
 }
@@ -396,6 +455,38 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode_agent("agents", &bytes);
         }
+    }
+
+    #[test]
+    fn version_1_approvals_read_back_with_no_place() {
+        let v1 = ApprovalRecordV1 {
+            id: holarchy_supervision::ApprovalId::generate(),
+            agent_id: holarchy_supervision::AgentId::generate(),
+            instance: Some("ops".into()),
+            run_id: holarchy_supervision::RunId::generate(),
+            tool: "ExecCommand".into(),
+            input: r#"{"command":"make"}"#.into(),
+            layer: "config".into(),
+            status: holarchy_composition::approval::ApprovalStatus::Pending,
+            delivered: false,
+            created_at_ms: 3,
+            decided_at_ms: None,
+        };
+        let bytes = encode("approvals", &v1).expect("encodes");
+        let read = decode_approval("approvals", &bytes).expect("decodes");
+        assert_eq!((read.id, read.place), (v1.id, None));
+        let placed = ApprovalRecord {
+            place: Some(holarchy_supervision::workspace::Place {
+                workspace_id: "repo".into(),
+                dir: "/srv/repo".into(),
+            }),
+            ..read
+        };
+        let bytes = encode_approval("approvals", &placed).expect("encodes");
+        assert_eq!(
+            decode_approval("approvals", &bytes).expect("decodes"),
+            placed
+        );
     }
 
     #[test]

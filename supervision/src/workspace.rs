@@ -179,6 +179,13 @@ impl Projection {
         self.binding(workspace_id).map(|b| b.root.clone())
     }
 
+    /// Whether `place` still lies in the workspace it names (attached,
+    /// under the same root), so work recorded there can go on there.
+    pub fn holds(&self, home: &Path, place: &Place) -> bool {
+        self.root_of(home, &place.workspace_id)
+            .is_some_and(|root| place.dir.starts_with(root))
+    }
+
     /// Every attached root, `agent_home` first.
     pub fn roots(&self, home: &Path) -> Vec<PathBuf> {
         std::iter::once(home.to_owned())

@@ -94,6 +94,22 @@ pub fn ensure_home(ctx: &Ctx, agent_id: AgentId) -> Result<(), WorkspaceError> {
 /// path is canonical without existing (the runtime canonicalises its
 /// root), so listing a million agents makes no directory.
 pub fn view(ctx: &Ctx, agent_id: AgentId) -> Result<View, StoreError> {
+    let mut view = stored_view(ctx, agent_id)?;
+    // Inside an approved call's run: where it was parked, if that still holds.
+    let _ = PINNED.try_with(|place| {
+        if view.projection.holds(&view.home, place) {
+            view.projection.active = Some(holarchy_supervision::workspace::Active {
+                workspace_id: place.workspace_id.clone(),
+                dir: place.dir.clone(),
+            });
+        }
+    });
+    Ok(view)
+}
+
+/// The agent's workspaces as stored, never pinned: what a change reads,
+/// modifies and writes back, so a pin never outlives its call.
+fn stored_view(ctx: &Ctx, agent_id: AgentId) -> Result<View, StoreError> {
     let projection = ctx
         .store
         .workspaces(agent_id)?
@@ -102,6 +118,21 @@ pub fn view(ctx: &Ctx, agent_id: AgentId) -> Result<View, StoreError> {
         projection,
         home: ctx.workspace(agent_id),
     })
+}
+
+tokio::task_local! {
+    /// The place an approved call was parked in, while it runs: the
+    /// operator approved it as shown there, so for that call every plane
+    /// reads it as the agent's active place, wherever the agent moved
+    /// since. A task-local rather than a parameter because every plane a
+    /// tool reaches reads the place through [`view`].
+    static PINNED: Place;
+}
+
+/// Runs `work` with `place` as the agent's active place (see [`PINNED`]).
+/// Callers check first that the agent's workspaces still hold it.
+pub async fn pinned<F: std::future::Future>(place: Place, work: F) -> F::Output {
+    PINNED.scope(place, work).await
 }
 
 /// Where the agent's commands run now.
@@ -170,7 +201,7 @@ async fn change<T>(
         return Err(WorkspaceError::AgentNotLive(agent_id));
     }
     ensure_home(ctx, agent_id)?;
-    let mut view = view(ctx, agent_id)?;
+    let mut view = stored_view(ctx, agent_id)?;
     let changed = change(&mut view)?;
     view.projection.updated_at_ms = now_ms();
     ctx.store.commit(

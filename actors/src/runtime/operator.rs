@@ -249,6 +249,14 @@ impl Runtime {
         approval::list(self.ctx(), agent, history)
     }
 
+    /// One approval, whole.
+    pub fn approval(&self, id: ApprovalId) -> Result<ApprovalRecord, ApprovalError> {
+        self.ctx()
+            .store
+            .approval(id)?
+            .ok_or(ApprovalError::NotFound(id))
+    }
+
     /// Runs a parked call once, as its agent, and tells the agent.
     pub async fn approve(&self, id: ApprovalId) -> Result<ApprovalRecord, Bounded<ApprovalError>> {
         let ctx = self.ctx().clone();

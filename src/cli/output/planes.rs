@@ -5,7 +5,7 @@ use std::io::Write as _;
 
 use serde_json::{json, Value};
 
-use super::{emit, Output};
+use super::{emit, escape, one_line, Output};
 use crate::api::pb;
 
 impl Output {
@@ -37,22 +37,32 @@ impl Output {
                 t.task_kind,
                 t.status,
                 t.child_agent_id,
-                t.label
+                one_line(&t.label)
             );
             if !t.output.is_empty() {
-                say!("{:<30}  -> {}", "", t.output);
+                say!("{:<30}  -> {}", "", escape::indented(&t.output, 35));
             }
             if !t.workdir.is_empty() {
-                say!("{:<30}  ran in {} ({})", "", t.workdir, t.workspace_id);
+                say!(
+                    "{:<30}  ran in {} ({})",
+                    "",
+                    one_line(&t.workdir),
+                    t.workspace_id
+                );
             }
             if let Some(w) = &t.worktree {
                 let gone = if w.removed { " (removed)" } else { "" };
-                say!("{:<30}  worktree {} on {}{gone}", "", w.path, w.branch);
+                say!(
+                    "{:<30}  worktree {} on {}{gone}",
+                    "",
+                    one_line(&w.path),
+                    one_line(&w.branch)
+                );
             }
         }
     }
 
-    pub fn task_output(&self, o: &pb::ReadTaskOutputResponse) {
+    pub fn task_output(&self, o: &pb::ReadTaskOutputResponse, raw: bool) {
         if self.json {
             say!(
                 "{}",
@@ -68,27 +78,36 @@ impl Output {
             if o.dropped_bytes > 0 {
                 eprintln!("({} bytes dropped by the output buffer)", o.dropped_bytes);
             }
-            say!("{}", o.output);
+            if raw {
+                write_raw(o.output.as_bytes());
+                write_raw(b"\n");
+            } else {
+                say!("{}", o.output);
+            }
         }
     }
 
-    /// A piece of a followed command's output: raw to stdout, or a JSON
-    /// line with its stream.
-    pub fn chunk(&self, c: &pb::OutputChunk) {
+    /// A piece of a followed command's output: to stdout as it comes
+    /// (escaped unless `--raw`), or a JSON line with its stream.
+    pub fn chunk(&self, c: &pb::OutputChunk, stream: &mut OutputStream) {
         if self.json {
             say!(
                 "{}",
                 json!({ "offset": c.offset, "stream": c.stream, "data": String::from_utf8_lossy(&c.data) })
             );
+        } else if stream.raw {
+            write_raw(&c.data);
         } else {
-            let mut stdout = std::io::stdout().lock();
-            if stdout
-                .write_all(&c.data)
-                .and_then(|()| stdout.flush())
-                .is_err()
-            {
-                std::process::exit(0);
-            }
+            let text = stream.decode(&c.data);
+            write_raw(escape::block(&text).as_bytes());
+        }
+    }
+
+    /// The end of a followed output: what an unfinished character left.
+    pub fn chunk_end(&self, stream: &mut OutputStream) {
+        if !self.json && !stream.pending.is_empty() {
+            let rest = String::from_utf8_lossy(&std::mem::take(&mut stream.pending)).into_owned();
+            write_raw(escape::block(&rest).as_bytes());
         }
     }
 
@@ -168,9 +187,13 @@ impl Output {
         }
         for b in &w.workspaces {
             let mark = if b.active { "*" } else { " " };
-            say!("{mark} {:<24}  {}", b.workspace_id, b.root);
+            say!("{mark} {:<24}  {}", b.workspace_id, one_line(&b.root));
         }
-        say!("active: {} ({})", w.active_dir, w.active_workspace_id);
+        say!(
+            "active: {} ({})",
+            one_line(&w.active_dir),
+            w.active_workspace_id
+        );
     }
 
     pub fn work_item(&self, w: &pb::WorkItem) {
@@ -188,12 +211,17 @@ impl Output {
             );
             return;
         }
-        say!("{}  [{}] {}", w.work_item_id, w.status, w.objective);
+        say!(
+            "{}  [{}] {}",
+            w.work_item_id,
+            w.status,
+            one_line(&w.objective)
+        );
         for step in &w.plan {
-            say!("    - [{}] {}", step.status, step.title);
+            say!("    - [{}] {}", step.status, one_line(&step.title));
         }
         for wait in &w.waiting_on {
-            say!("    waiting on {wait}");
+            say!("    waiting on {}", one_line(wait));
         }
     }
 
@@ -207,10 +235,10 @@ impl Output {
         } else {
             say!(
                 "{:<24} {:<20} {:<8} {}",
-                t.name,
+                one_line(&t.name),
                 t.family,
                 t.plane,
-                t.description
+                one_line(&t.description)
             );
         }
     }
@@ -221,8 +249,52 @@ impl Output {
         if self.json {
             say!("{}", json!({ "unavailable": note }));
         } else {
-            eprintln!("unavailable: {note}");
+            eprintln!("unavailable: {}", one_line(note));
         }
+    }
+}
+
+/// A followed output's bytes turned into text: a character split between
+/// two chunks waits for the rest, so it is escaped (or not) whole.
+#[derive(Debug, Default)]
+pub struct OutputStream {
+    raw: bool,
+    pending: Vec<u8>,
+}
+
+impl OutputStream {
+    pub fn new(raw: bool) -> Self {
+        Self {
+            raw,
+            pending: Vec::new(),
+        }
+    }
+
+    fn decode(&mut self, data: &[u8]) -> String {
+        self.pending.extend_from_slice(data);
+        let bytes = std::mem::take(&mut self.pending);
+        match std::str::from_utf8(&bytes) {
+            Ok(text) => text.to_owned(),
+            // An incomplete character at the end: kept for the next chunk.
+            Err(err) if err.error_len().is_none() => {
+                let (done, rest) = bytes.split_at(err.valid_up_to());
+                self.pending = rest.to_vec();
+                String::from_utf8_lossy(done).into_owned()
+            }
+            Err(_) => String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+}
+
+/// Writes bytes to stdout as they are; a closed pipe ends the program.
+fn write_raw(bytes: &[u8]) {
+    let mut stdout = std::io::stdout().lock();
+    if stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        std::process::exit(0);
     }
 }
 

@@ -8,7 +8,7 @@ use holarchy_composition::approval::{ApprovalRecord, ApprovalStatus};
 use holarchy_supervision::{AgentId, ApprovalId};
 
 use super::{backend, pair_key, SledStore, APPROVALS};
-use crate::store::codec::{decode, encode};
+use crate::store::codec::{decode_approval as decode, encode_approval};
 
 impl ApprovalStore for SledStore {
     fn approval(&self, id: ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
@@ -68,7 +68,7 @@ impl ApprovalStore for SledStore {
     }
 
     fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
-        let value = encode(APPROVALS, record)?;
+        let value = encode_approval(APPROVALS, record)?;
         let id = record.id.to_bytes();
         self.group.begin_write();
         let inserted = self
@@ -104,13 +104,13 @@ impl ApprovalStore for SledStore {
         let id = new.id.to_bytes();
         let old = self.approvals.get(id).map_err(backend)?;
         let stored = match &old {
-            Some(bytes) => decode::<ApprovalRecord>(APPROVALS, bytes)?.status,
+            Some(bytes) => decode(APPROVALS, bytes)?.status,
             None => return Err(StoreError::Precondition(format!("no approval {}", new.id))),
         };
         if &stored != expect {
             return Err(decided(new.id, &stored));
         }
-        let value = encode(APPROVALS, new)?;
+        let value = encode_approval(APPROVALS, new)?;
         self.group.begin_write();
         let swapped = self
             .approvals
@@ -140,6 +140,7 @@ fn decided(id: ApprovalId, status: &ApprovalStatus) -> StoreError {
 
 #[cfg(test)]
 mod tests {
+    use holarchy_supervision::workspace::Place;
     use holarchy_supervision::RunId;
 
     use super::super::{SledStore, StoreConfig};
@@ -158,6 +159,10 @@ mod tests {
             delivered: false,
             created_at_ms: 1,
             decided_at_ms: None,
+            place: Some(Place {
+                workspace_id: "agent_home".into(),
+                dir: "/parked/here".into(),
+            }),
         }
     }
 
