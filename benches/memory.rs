@@ -13,6 +13,9 @@
 //! - **search**: `--searches` two-word queries, each for a random agent,
 //!   through the store's `search_memory` (what the `MemorySearch` tool and
 //!   `SearchMemory` call), latency percentiles;
+//! - **costly queries**: `--costly` searches of a kilobyte of range,
+//!   prefix and field clauses through the store, and (in the same run,
+//!   on the same index) as tantivy's own query parser reads them;
 //! - **rebuild**: the store closed, its index directory deleted, the store
 //!   opened again; the time until the index holds every note once more,
 //!   and one search answered while it is being rebuilt.
@@ -35,6 +38,8 @@ use serde_json::json;
 mod alloc;
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "memory/costly.rs"]
+mod costly;
 #[path = "support/figure.rs"]
 mod figure;
 
@@ -43,6 +48,7 @@ struct Options {
     entries: usize,
     writers: usize,
     searches: usize,
+    costly: usize,
     words: usize,
     vocabulary: usize,
     json_out: PathBuf,
@@ -54,6 +60,7 @@ fn options() -> Options {
         entries: 1_000_000,
         writers: 2,
         searches: 2_000,
+        costly: 5,
         words: 24,
         vocabulary: 5_000,
         json_out: cli::report_path("memory"),
@@ -71,6 +78,7 @@ fn options() -> Options {
             "--entries" => opts.entries = number("--entries"),
             "--writers" => opts.writers = number("--writers").max(1),
             "--searches" => opts.searches = number("--searches"),
+            "--costly" => opts.costly = number("--costly"),
             "--words" => opts.words = number("--words").max(1),
             "--vocabulary" => opts.vocabulary = number("--vocabulary").clamp(10, 20_000),
             "--json" => opts.json_out = PathBuf::from(value()),
@@ -279,6 +287,22 @@ async fn run(opts: &Options) -> serde_json::Value {
             .await
             .expect("searches")
     };
+    eprintln!(
+        "{} costly queries, through the store and the parser",
+        opts.costly
+    );
+    let (costly_store, costly_parser) = {
+        let (store, agents) = (store.clone(), agents.clone());
+        let (count, index) = (opts.costly, tmp.path().join("db").join("memory_index"));
+        tokio::task::spawn_blocking(move || {
+            (
+                costly::through_store(&store, &agents, count),
+                costly::through_parser(&index, count),
+            )
+        })
+        .await
+        .expect("costly queries")
+    };
     let disk = store.size_on_disk();
     store.close().await;
     drop(store);
@@ -317,6 +341,9 @@ async fn run(opts: &Options) -> serde_json::Value {
 
     let p50 = percentile(&latencies, 0.5);
     let p99 = percentile(&latencies, 0.99);
+    let costly_p50 = percentile(&costly_store, 0.5);
+    let costly_max = costly_store.last().copied();
+    let parser_p50 = percentile(&costly_parser, 0.5);
     println!(
         "memory: {} notes over {} agents, {} writers, {} words each of {}",
         opts.entries, opts.agents, opts.writers, opts.words, opts.vocabulary
@@ -340,6 +367,14 @@ async fn run(opts: &Options) -> serde_json::Value {
             "hits per search (limit 10)",
             Some(found as f64 / opts.searches.max(1) as f64),
             2,
+        ),
+        ("costly 1 KiB query via the store p50, us", costly_p50, 0),
+        ("costly 1 KiB query via the store max, us", costly_max, 0),
+        ("same query via tantivy's parser p50, us", parser_p50, 0),
+        (
+            "parser / store, same query (x)",
+            figure::ratio(parser_p50, costly_p50),
+            0,
         ),
         ("search during rebuild, us", Some(during.0), 0),
         (
@@ -365,6 +400,10 @@ async fn run(opts: &Options) -> serde_json::Value {
         "search_p50_us": p50,
         "search_p99_us": p99,
         "hits_per_search": found as f64 / opts.searches.max(1) as f64,
+        "costly_query_bytes": costly::query().len(),
+        "costly_store_p50_us": costly_p50,
+        "costly_store_max_us": costly_max,
+        "costly_parser_p50_us": parser_p50,
         "search_during_rebuild_us": during.0,
         "hits_during_rebuild": during.1,
         "indexed_when_searched_during_rebuild": during.2,

@@ -152,6 +152,10 @@ const COVERED: &[(&str, &str)] = &[
         "approvals::an_operator_lists_approves_and_denies_parked_calls",
     ),
     (
+        "approvals show",
+        "approvals::a_padded_call_is_shown_whole_and_runs_where_it_was_parked",
+    ),
+    (
         "approve",
         "approvals::an_operator_lists_approves_and_denies_parked_calls",
     ),
