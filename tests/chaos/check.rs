@@ -1,0 +1,273 @@
+//! The promises checked after every restart, against the ledger: nothing
+//! acknowledged is lost, a dedupe key names one message, archives and
+//! pauses that were acknowledged hold, no agent is stuck, and the live
+//! actor tree equals the stored one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use holarchy::api::pb;
+use holarchy::client::Clients;
+use tonic::Code;
+
+use crate::ledger::{Ledger, Tracked};
+
+/// How long every queued message of an unpaused agent may take to be
+/// handled after a restart (the promise is a turn within 5 s;
+/// this also covers the turns themselves, a command's up to 2 s).
+const DRAINED: Duration = Duration::from_secs(20);
+
+#[derive(Debug, Default)]
+pub struct Checks {
+    /// Individual promises checked (one per agent, message, key, tree).
+    pub run: u64,
+    pub violations: Vec<String>,
+    /// The longest wait, over all restarts, until no message was queued.
+    pub longest_drain: Duration,
+}
+
+impl Checks {
+    fn fail(&mut self, kill: usize, what: String) {
+        self.violations.push(format!("after kill {kill}: {what}"));
+    }
+}
+
+fn snapshot(ledger: &Mutex<Ledger>) -> BTreeMap<String, Tracked> {
+    ledger
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .agents
+        .clone()
+}
+
+async fn all_messages(c: &mut Clients, agent: &str) -> Result<Vec<pb::Message>, tonic::Status> {
+    let mut out = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = c
+            .agents
+            .list_messages(pb::ListMessagesRequest {
+                agent_id: agent.to_owned(),
+                page_size: 0,
+                page_token,
+            })
+            .await?
+            .into_inner();
+        out.extend(page.messages);
+        if page.next_page_token.is_empty() {
+            return Ok(out);
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+/// Every check, after the `kill`-th restart. The load is stopped.
+pub async fn after_restart(
+    c: &mut Clients,
+    ledger: &Mutex<Ledger>,
+    kill: usize,
+    checks: &mut Checks,
+) {
+    agents_hold(c, ledger, kill, checks).await;
+    messages_kept(c, ledger, kill, checks).await;
+    none_stuck(c, ledger, kill, checks).await;
+    tree_matches(c, kill, checks).await;
+}
+
+/// Each acknowledged agent exists, in the state its acknowledged archive
+/// or pause left it; an uncertain one is settled from what is there.
+async fn agents_hold(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, checks: &mut Checks) {
+    for (id, tracked) in snapshot(ledger) {
+        checks.run += 1;
+        let got = c
+            .agents
+            .get_agent(pb::GetAgentRequest {
+                agent: Some(pb::get_agent_request::Agent::AgentId(id.clone())),
+            })
+            .await;
+        let state = match got {
+            Ok(found) => found.into_inner().agent.map_or(0, |a| a.state),
+            Err(status) if status.code() == Code::NotFound => {
+                checks.fail(
+                    kill,
+                    format!("acknowledged agent {} ({id}) is gone", tracked.name),
+                );
+                continue;
+            }
+            Err(status) => {
+                checks.fail(kill, format!("GetAgent {id}: {status}"));
+                continue;
+            }
+        };
+        let archived = state == pb::LifecycleState::Archived as i32;
+        let paused = state == pb::LifecycleState::Paused as i32;
+        if state == pb::LifecycleState::Failed as i32 {
+            checks.fail(kill, format!("agent {} ({id}) failed", tracked.name));
+        }
+        match tracked.archived {
+            Some(want) if want != archived => checks.fail(
+                kill,
+                format!(
+                    "agent {} ({id}): archived {archived}, acknowledged {want}",
+                    tracked.name
+                ),
+            ),
+            _ => {}
+        }
+        if !archived {
+            match tracked.paused {
+                Some(want) if want != paused => checks.fail(
+                    kill,
+                    format!(
+                        "agent {} ({id}): paused {paused}, acknowledged {want}",
+                        tracked.name
+                    ),
+                ),
+                _ => {}
+            }
+        }
+        let mut ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(entry) = ledger.agents.get_mut(&id) {
+            entry.archived = Some(archived);
+            entry.paused = Some(paused);
+        }
+    }
+}
+
+/// Every acknowledged message of a live agent is there, and each dedupe
+/// key names exactly one message.
+async fn messages_kept(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, checks: &mut Checks) {
+    let keys: Vec<((String, String), String)> = ledger
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .dedupe
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut by_agent: BTreeMap<String, Vec<pb::Message>> = BTreeMap::new();
+    for (id, tracked) in snapshot(ledger).into_iter().filter(|(_, t)| t.live()) {
+        let messages = match all_messages(c, &id).await {
+            Ok(messages) => messages,
+            Err(status) => {
+                checks.fail(kill, format!("ListMessages {id}: {status}"));
+                continue;
+            }
+        };
+        let ids: BTreeSet<&str> = messages.iter().map(|m| m.message_id.as_str()).collect();
+        for acked in &tracked.messages {
+            checks.run += 1;
+            if !ids.contains(acked.as_str()) {
+                checks.fail(
+                    kill,
+                    format!("acknowledged message {acked} of {id} is lost"),
+                );
+            }
+        }
+        by_agent.insert(id, messages);
+    }
+    for ((agent, key), id) in keys {
+        let Some(messages) = by_agent.get(&agent) else {
+            continue;
+        };
+        checks.run += 1;
+        let named: Vec<&str> = messages
+            .iter()
+            .filter(|m| m.dedupe_key == key)
+            .map(|m| m.message_id.as_str())
+            .collect();
+        if named != [id.as_str()] {
+            checks.fail(
+                kill,
+                format!("dedupe key {key} of {agent} names {named:?}, acknowledged {id}"),
+            );
+        }
+    }
+}
+
+/// Every unpaused live agent handles what it was sent: none is left with
+/// queued work after a restart.
+async fn none_stuck(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, checks: &mut Checks) {
+    let started = Instant::now();
+    let watched: Vec<String> = snapshot(ledger)
+        .into_iter()
+        .filter(|(_, t)| t.live() && t.paused == Some(false))
+        .map(|(id, _)| id)
+        .collect();
+    let pending = [
+        pb::MessageStatus::Queued as i32,
+        pb::MessageStatus::Handling as i32,
+    ];
+    let mut waiting = watched;
+    while !waiting.is_empty() {
+        let mut still = Vec::new();
+        for id in waiting {
+            match all_messages(c, &id).await {
+                Ok(messages) if messages.iter().any(|m| pending.contains(&m.status)) => {
+                    still.push(id)
+                }
+                Ok(_) => {}
+                Err(status) => checks.fail(kill, format!("ListMessages {id}: {status}")),
+            }
+        }
+        waiting = still;
+        if started.elapsed() > DRAINED {
+            checks.fail(
+                kill,
+                format!(
+                    "agents still have queued messages {DRAINED:?} after the restart: {waiting:?}"
+                ),
+            );
+            break;
+        }
+        if !waiting.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    checks.run += 1;
+    checks.longest_drain = checks.longest_drain.max(started.elapsed());
+}
+
+/// The live actor tree equals the stored one (children restarted, none
+/// stray), once the restarted actors are up.
+async fn tree_matches(c: &mut Clients, kill: usize, checks: &mut Checks) {
+    checks.run += 1;
+    let started = Instant::now();
+    loop {
+        let mismatches = match whole_tree(c).await {
+            Ok(mismatches) => mismatches,
+            Err(status) => vec![format!("GetTree: {status}")],
+        };
+        if mismatches.is_empty() {
+            return;
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            checks.fail(
+                kill,
+                format!("the live tree differs from the store: {mismatches:?}"),
+            );
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn whole_tree(c: &mut Clients) -> Result<Vec<String>, tonic::Status> {
+    let mut mismatches = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = c
+            .supervision
+            .get_tree(pb::GetTreeRequest {
+                page_token,
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        mismatches.extend(page.mismatches);
+        if page.next_page_token.is_empty() {
+            return Ok(mismatches);
+        }
+        page_token = page.next_page_token;
+    }
+}

@@ -1,0 +1,99 @@
+//! What the daemon acknowledged, as the chaos run's clients saw it: the
+//! ground truth every check after a restart is held against. A call that
+//! failed (the daemon died under it) acknowledged nothing, so its effect
+//! may or may not be there: the ledger marks what it touched uncertain
+//! rather than guessing.
+
+use std::collections::BTreeMap;
+
+/// One agent a client created and was told so.
+#[derive(Debug, Clone, Default)]
+pub struct Tracked {
+    pub name: String,
+    /// `Some(true)`: an archive was acknowledged; `None`: one was tried
+    /// and its answer lost, so either state is right.
+    pub archived: Option<bool>,
+    /// As `archived`, for pause and resume.
+    pub paused: Option<bool>,
+    /// Acknowledged message ids, oldest first.
+    pub messages: Vec<String>,
+}
+
+impl Tracked {
+    fn new(name: String) -> Self {
+        Self {
+            name,
+            archived: Some(false),
+            paused: Some(false),
+            messages: Vec::new(),
+        }
+    }
+
+    /// Surely live and not archived: messages may be sent to it.
+    pub fn live(&self) -> bool {
+        self.archived == Some(false)
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Ledger {
+    pub agents: BTreeMap<String, Tracked>,
+    /// (agent id, dedupe key) -> the one message id the key names.
+    pub dedupe: BTreeMap<(String, String), String>,
+    /// Acknowledged operations by kind.
+    pub acked: BTreeMap<&'static str, u64>,
+    /// Operations whose answer was lost, by kind.
+    pub lost: BTreeMap<&'static str, u64>,
+    /// Broken promises seen by a client as they happened (a dedupe key
+    /// answered with two ids, say).
+    pub violations: Vec<String>,
+}
+
+impl Ledger {
+    pub fn ack(&mut self, kind: &'static str) {
+        *self.acked.entry(kind).or_default() += 1;
+    }
+
+    pub fn unknown(&mut self, kind: &'static str) {
+        *self.lost.entry(kind).or_default() += 1;
+    }
+
+    pub fn created(&mut self, agent_id: String, name: String) {
+        self.agents.insert(agent_id, Tracked::new(name));
+    }
+
+    pub fn sent(&mut self, agent_id: &str, message_id: String) {
+        if let Some(agent) = self.agents.get_mut(agent_id) {
+            agent.messages.push(message_id);
+        }
+    }
+
+    /// A dedupe-keyed send acknowledged: the first fixes the key's id, a
+    /// later one must name the same id.
+    pub fn sent_once(&mut self, agent_id: &str, key: &str, message_id: String) {
+        match self.dedupe.get(&(agent_id.to_owned(), key.to_owned())) {
+            Some(first) if *first != message_id => self.violations.push(format!(
+                "dedupe key {key} of {agent_id} answered {message_id} after {first}"
+            )),
+            Some(_) => {}
+            None => {
+                self.dedupe
+                    .insert((agent_id.to_owned(), key.to_owned()), message_id.clone());
+                self.sent(agent_id, message_id);
+            }
+        }
+    }
+
+    /// Live agents' ids, for the load to pick from.
+    pub fn live_ids(&self) -> Vec<String> {
+        self.agents
+            .iter()
+            .filter(|(_, a)| a.live())
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    pub fn total(map: &BTreeMap<&'static str, u64>) -> u64 {
+        map.values().sum()
+    }
+}
