@@ -190,7 +190,8 @@ impl AgentActor {
         E: From<StoreError> + Send + 'static,
     {
         let durable = self.ctx.store.durable();
-        tokio::spawn(async move {
+        let tasks = self.ctx.lifecycle.tasks.clone();
+        tasks.spawn(async move {
             let _ = reply.send(durable.await.map(|()| answer).map_err(E::from));
         });
     }
@@ -199,7 +200,8 @@ impl AgentActor {
     /// in a task of its own (a cleanup never runs inside a `handle`).
     fn hand_over(&self, agent_id: AgentId, output: String) {
         let ctx = self.ctx.clone();
-        tokio::spawn(async move {
+        let tasks = ctx.lifecycle.tasks.clone();
+        tasks.spawn(async move {
             let ended = supervisor::end_child(&ctx, agent_id, TaskStatus::Completed, output, true);
             if let Err(err) = ended.await {
                 warn!(agent_id = %agent_id, error = %err, "could not hand the result to the parent");

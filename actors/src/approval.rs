@@ -324,7 +324,8 @@ async fn tell(ctx: &Arc<Ctx>, record: ApprovalRecord) -> ApprovalRecord {
             warn!(approval_id = %record.id, error = %err, "approval outcome not delivered yet; retrying");
             let ctx = ctx.clone();
             let pending = record.clone();
-            tokio::spawn(async move {
+            let tasks = ctx.lifecycle.tasks.clone();
+            tasks.spawn(async move {
                 for attempt in 1..=RETELLS {
                     tokio::time::sleep(RETELL_EVERY * attempt).await;
                     if tell_once(&ctx, &pending).await.is_ok() {

@@ -2,10 +2,13 @@
 //! [`TurnGate`] until every agent runs again), running, and shutting down
 //! (no restart starts, turns in flight are drained). Every actor reads it;
 //! recovery opens the turn gate, and the runtime's handle begins the
-//! shutdown.
+//! shutdown. It also tracks every task the runtime starts, for the
+//! shutdown to wait for.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+use tokio_util::task::TaskTracker;
 
 use crate::in_flight::{InFlight, InFlightTurn};
 use crate::turn_gate::TurnGate;
@@ -19,6 +22,10 @@ pub struct Lifecycle {
     pub turns: TurnGate,
     /// Which messages turns in flight hold, for a graceful shutdown.
     pub in_flight: Arc<InFlight>,
+    /// Every task the runtime starts beside its actors (turns, cleanups,
+    /// restarts, creations, acknowledgements after a flush): a shutdown
+    /// closes it and waits for them, so none is left detached.
+    pub tasks: TaskTracker,
 }
 
 impl Lifecycle {

@@ -178,7 +178,8 @@ impl Actor for RuntimeActor {
         // Worktrees whose tasks ended while the daemon was down, or whose
         // removal a crash cut short, go now, beside the serving daemon.
         let ctx = self.ctx.clone();
-        tokio::spawn(async move {
+        let tasks = ctx.lifecycle.tasks.clone();
+        tasks.spawn(async move {
             match crate::plane::workspace::worktree::sweep(&ctx).await {
                 Ok(0) => {}
                 Ok(removed) => info!(removed, "stale worktrees removed"),
@@ -192,7 +193,8 @@ impl Actor for RuntimeActor {
         // can race it; the telling goes on beside the serving daemon.
         let untold = crate::approval::close_interrupted(&self.ctx)?;
         let ctx = self.ctx.clone();
-        tokio::spawn(async move {
+        let tasks = ctx.lifecycle.tasks.clone();
+        tasks.spawn(async move {
             match crate::approval::tell_untold(&ctx, untold).await {
                 Ok(0) => {}
                 Ok(told) => info!(told, "approval outcomes delivered after a restart"),

@@ -174,7 +174,8 @@ pub async fn on_child_exit(
                 // interleaves with a spawn, a wait being armed or a cleanup
                 // in it, and the supervisor's `handle` returns at once.
                 let ctx = ctx.clone();
-                tokio::spawn(async move {
+                let tasks = ctx.lifecycle.tasks.clone();
+                tasks.spawn(async move {
                     let store = &ctx.store;
                     let locked = ctx
                         .locks
@@ -300,7 +301,8 @@ fn give_up(ctx: &Arc<Ctx>, agent_id: AgentId, why: String) {
     ctx.stats.given_up.fetch_add(1, Ordering::Relaxed);
     warn!(agent_id = %agent_id, reason = %why, "giving up on agent");
     let ctx = ctx.clone();
-    tokio::spawn(async move {
+    let tasks = ctx.lifecycle.tasks.clone();
+    tasks.spawn(async move {
         let output = format!("failed: {why}");
         if let Err(err) = end_child(&ctx, agent_id, TaskStatus::Failed, output, true).await {
             error!(agent_id = %agent_id, error = %err, "could not record a failed agent");

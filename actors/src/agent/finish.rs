@@ -328,7 +328,8 @@ impl AgentActor {
             },
         };
         let replies = self.ctx.replies.clone();
-        tokio::spawn(async move {
+        let tasks = self.ctx.lifecycle.tasks.clone();
+        tasks.spawn(async move {
             if let Some(flushed) = flushed {
                 // A flush that failed leaves nothing to tell: the daemon
                 // is going down.

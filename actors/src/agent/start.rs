@@ -101,7 +101,8 @@ impl AgentActor {
             return;
         }
         let durable = flushed.unwrap_or_else(|| self.ctx.store.durable());
-        tokio::spawn(async move {
+        let tasks = self.ctx.lifecycle.tasks.clone();
+        tasks.spawn(async move {
             let _ = reply.send(
                 durable
                     .await
@@ -350,7 +351,8 @@ impl AgentActor {
             // Published before the turn can run, so the turn's own view of
             // its agent already shows it.
             state.queue.live().turn_started(run_id);
-            let task = tokio::spawn(
+            let tasks = self.ctx.lifecycle.tasks.clone();
+            let task = tasks.spawn(
                 run_turn(
                     self.ctx.clone(),
                     state.profile,

@@ -159,7 +159,8 @@ impl SchedulerActor {
     fn fire(&self, myself: &ActorRef<SchedulerMsg>, firing: Firing, payload: String) {
         let ctx = self.ctx.clone();
         let myself = myself.clone();
-        tokio::spawn(async move {
+        let tasks = ctx.lifecycle.tasks.clone();
+        tasks.spawn(async move {
             let (instance, index, slot) = &firing;
             let fired = fire_slot(&ctx, instance, index, *slot, &payload).await;
             let retry = match &fired {

@@ -161,7 +161,8 @@ pub async fn exec(
     // The slot is given back when the command ends, or its actor dies
     // (its end signal dropped), whatever becomes of this call.
     let mut ends = finished.clone();
-    tokio::spawn(async move {
+    let tasks = ctx.lifecycle.tasks.clone();
+    tasks.spawn(async move {
         let _ = ends.wait_for(|done| *done).await;
         drop(slot);
     });

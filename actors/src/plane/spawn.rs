@@ -108,7 +108,9 @@ pub async fn spawn_agent(
     request: SpawnRequest,
 ) -> Result<Spawned, SpawnError> {
     let ctx = ctx.clone();
-    tokio::spawn(async move { spawn_to_completion(&ctx, caller, caller_profile, request).await })
+    let tasks = ctx.lifecycle.tasks.clone();
+    tasks
+        .spawn(async move { spawn_to_completion(&ctx, caller, caller_profile, request).await })
         .await
         .map_err(|join| SpawnError::Spawn(format!("spawn task failed: {join}")))?
 }

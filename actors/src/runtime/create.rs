@@ -125,14 +125,16 @@ pub(super) async fn create_composed(
     specs: Vec<(NewAgent, Option<Box<Composition>>)>,
 ) -> Result<Vec<AgentId>, CreateError> {
     let ctx = ctx.clone();
-    tokio::spawn(async move {
-        let (ids, flushed) = create_to_completion(&ctx, specs).await?;
-        // Never answer before the flush that covers the commit has ended.
-        flushed.await.map_err(CreateError::Store)?;
-        Ok(ids)
-    })
-    .await
-    .map_err(|join| CreateError::Spawn(format!("the create task failed: {join}")))?
+    let tasks = ctx.lifecycle.tasks.clone();
+    tasks
+        .spawn(async move {
+            let (ids, flushed) = create_to_completion(&ctx, specs).await?;
+            // Never answer before the flush that covers the commit has ended.
+            flushed.await.map_err(CreateError::Store)?;
+            Ok(ids)
+        })
+        .await
+        .map_err(|join| CreateError::Spawn(format!("the create task failed: {join}")))?
 }
 
 /// Like [`create_composed`], without waiting for the flush: the caller

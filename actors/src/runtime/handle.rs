@@ -417,6 +417,22 @@ impl Runtime {
         if asked && !cut_short.is_empty() {
             give_back(&self.ctx, cut_short, timeout).await;
         }
+        // The tasks started beside the actors end with them: each finds
+        // its actors gone or the runtime stopping.
+        let tasks = &self.ctx.lifecycle.tasks;
+        tasks.close();
+        if tokio::time::timeout(timeout, tasks.wait()).await.is_err() {
+            warn!(
+                running = tasks.len(),
+                "background tasks still running after the shutdown's timeout; they end with the process"
+            );
+        }
+    }
+
+    /// Tasks the runtime started beside its actors that are still running
+    /// (none once a shutdown has returned).
+    pub fn background_tasks(&self) -> usize {
+        self.ctx.lifecycle.tasks.len()
     }
 }
 

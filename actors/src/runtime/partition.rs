@@ -81,7 +81,8 @@ impl Actor for PartitionActor {
 pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
     warn!(partition = index, reason = %reason, "partition exited; restarting it and its agents");
     let ctx = ctx.clone();
-    tokio::spawn(async move {
+    let tasks = ctx.lifecycle.tasks.clone();
+    tasks.spawn(async move {
         let started = Instant::now();
         // Its share of the public agents, from the store (the directory
         // may lack one whose respawn a death of the partition cut short),

@@ -51,7 +51,9 @@ pub async fn run(
     extra: Batch,
 ) -> Result<CleanupOutcome, StoreError> {
     let ctx = ctx.clone();
-    tokio::spawn(async move { run_to_completion(&ctx, root, reason, extra).await })
+    let tasks = ctx.lifecycle.tasks.clone();
+    tasks
+        .spawn(async move { run_to_completion(&ctx, root, reason, extra).await })
         .await
         .map_err(|join| StoreError::Backend(format!("cleanup task failed: {join}")))?
 }

@@ -68,7 +68,8 @@ pub(super) fn on_exit(
     };
     let ctx = ctx.clone();
     let decision = budgets.on_failure(member.key(), ctx.config.restart_policy, now_ms());
-    tokio::spawn(async move {
+    let tasks = ctx.lifecycle.tasks.clone();
+    tasks.spawn(async move {
         let done = match decision {
             RestartDecision::Restart => restart(&ctx, member, owner, &reason).await,
             RestartDecision::GiveUp => {
