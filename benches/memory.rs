@@ -2,7 +2,8 @@
 //! indexed, how long a search takes over a large index, and how a lost
 //! index is rebuilt while searches go on answering.
 //!
-//! `cargo bench --bench memory -- --agents 10000 --entries 1000000 [--searches 2000]`
+//! `cargo bench --bench memory -- --agents 10000 --entries 1000000 [--searches 2000]
+//! [--costly 5] [--unique]`
 //!
 //! Phases, in one run:
 //! - **write**: `--entries` notes spread evenly over `--agents` live
@@ -49,6 +50,9 @@ struct Options {
     writers: usize,
     searches: usize,
     costly: usize,
+    /// Each note also holds a word of its own (`n<index>`), as ids and
+    /// numbers make real text's term dictionary large.
+    unique: bool,
     words: usize,
     vocabulary: usize,
     json_out: PathBuf,
@@ -61,6 +65,7 @@ fn options() -> Options {
         writers: 2,
         searches: 2_000,
         costly: 5,
+        unique: false,
         words: 24,
         vocabulary: 5_000,
         json_out: cli::report_path("memory"),
@@ -79,6 +84,7 @@ fn options() -> Options {
             "--writers" => opts.writers = number("--writers").max(1),
             "--searches" => opts.searches = number("--searches"),
             "--costly" => opts.costly = number("--costly"),
+            "--unique" => opts.unique = true,
             "--words" => opts.words = number("--words").max(1),
             "--vocabulary" => opts.vocabulary = number("--vocabulary").clamp(10, 20_000),
             "--json" => opts.json_out = PathBuf::from(value()),
@@ -185,6 +191,7 @@ fn write_notes(
         .map(|writer| {
             let (store, agents, vocabulary) = (store.clone(), agents.clone(), vocabulary.clone());
             let (entries, writers, words) = (opts.entries, opts.writers, opts.words);
+            let unique = opts.unique;
             std::thread::spawn(move || {
                 let mut rng = Rng(0x1234 + writer as u64);
                 let mut i = writer;
@@ -192,7 +199,11 @@ fn write_notes(
                     let draft = NoteDraft {
                         agent_id: agents[i % agents.len()],
                         key: None,
-                        text: sentence(&mut rng, &vocabulary, words),
+                        text: if unique {
+                            format!("{} n{i}", sentence(&mut rng, &vocabulary, words))
+                        } else {
+                            sentence(&mut rng, &vocabulary, words)
+                        },
                         tags: Vec::new(),
                     };
                     store.put_note(&draft, i as u64).expect("note written");
@@ -400,6 +411,7 @@ async fn run(opts: &Options) -> serde_json::Value {
         "search_p50_us": p50,
         "search_p99_us": p99,
         "hits_per_search": found as f64 / opts.searches.max(1) as f64,
+        "unique_word_per_note": opts.unique,
         "costly_query_bytes": costly::query().len(),
         "costly_store_p50_us": costly_p50,
         "costly_store_max_us": costly_max,

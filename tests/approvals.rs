@@ -286,3 +286,71 @@ async fn a_brain_that_asks_for_approval_has_its_calls_parked() {
         ("AgentGet", "prompt")
     );
 }
+
+/// Two operators deciding one call at the same moment: exactly one wins,
+/// for approve against approve and approve against deny, every time, and
+/// an approved call runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_decisions_of_one_call_take_effect_once() {
+    const CALLS: usize = 12;
+    let root = tempfile::tempdir().expect("tmp");
+    let daemon = Daemon::start(&common::data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let agent = common::apply_instance(&mut c, GUARDED).await;
+    let mut ids = Vec::new();
+    for n in 0..CALLS {
+        ids.push(park(&mut c, &agent, &format!("echo once-{n}"), n + 1).await);
+    }
+    let mut approved_runs = 0;
+    for (n, id) in ids.iter().enumerate() {
+        let approve = |c: &Clients| {
+            let (mut c, id) = (c.clone(), id.clone());
+            async move {
+                c.approvals
+                    .approve(pb::ApproveRequest { approval_id: id })
+                    .await
+                    .map(|a| a.into_inner().status)
+            }
+        };
+        let other = {
+            let (mut c, id) = (c.clone(), id.clone());
+            async move {
+                if n % 2 == 0 {
+                    c.approvals
+                        .approve(pb::ApproveRequest { approval_id: id })
+                        .await
+                        .map(|a| a.into_inner().status)
+                } else {
+                    c.approvals
+                        .deny(pb::DenyRequest {
+                            approval_id: id,
+                            reason: "the other operator said no".into(),
+                        })
+                        .await
+                        .map(|a| a.into_inner().status)
+                }
+            }
+        };
+        let (first, second) = tokio::join!(approve(&c), other);
+        let won: Vec<&String> = [&first, &second].into_iter().flatten().collect();
+        assert_eq!(won.len(), 1, "call {n}: {first:?} and {second:?}");
+        for lost in [&first, &second]
+            .into_iter()
+            .filter_map(|r| r.as_ref().err())
+        {
+            assert_eq!(lost.code(), Code::FailedPrecondition, "call {n}: {lost}");
+        }
+        if won[0] == "approved" {
+            approved_runs += 1;
+        }
+    }
+    assert!(
+        approved_runs >= CALLS / 2,
+        "every approve/approve pair runs one"
+    );
+    assert_eq!(
+        command_tasks(&mut c, &agent).await,
+        approved_runs,
+        "an approved call ran other than once"
+    );
+}
