@@ -239,3 +239,72 @@ async fn an_unsigned_delivery_cannot_tell_a_missing_instance_from_one_that_exist
     }
     assert!(received(&mut c).await.is_empty());
 }
+
+const ANY_EVENT: &str = r#"
+name = "watcher"
+
+[[ingress]]
+source = "webhook"
+provider = "github"
+secret_env = "GH_WEBHOOK_SECRET"
+"#;
+
+/// Neither `X-GitHub-Delivery` nor `X-GitHub-Event` is signed: a captured
+/// body sent again under a new delivery id, or another event name, is
+/// the first event again (200, its id), not a new one; the instance
+/// remembers it across a `kill -9`. `replay_window = "0"` turns that off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_body_sent_again_under_new_headers_is_a_replay() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let http = free_addr();
+    let env = [("GH_WEBHOOK_SECRET", SECRET)];
+    let mut daemon =
+        Daemon::start_with_env(&data_dir(&root), &["--http-listen", &http], &env).await;
+    let mut c = daemon.clients().await;
+    let agent = apply(&mut c, ANY_EVENT).await;
+    let path = "/ingress/github/watcher";
+    let body = br#"{"action":"opened","issue":{"number":5},"repository":{"full_name":"acme/app"}}"#;
+
+    let (status, first) = post(&http, path, &github("issues", "d-1", body, SECRET), body).await;
+    assert_eq!(status, 202, "{first}");
+    let event_id = first["event_id"].as_str().expect("an id").to_owned();
+    for (event, delivery) in [("issues", "d-2"), ("issue_comment", "d-3")] {
+        let headers = github(event, delivery, body, SECRET);
+        let (status, replay) = post(&http, path, &headers, body).await;
+        assert_eq!(status, 200, "{event} {delivery}: {replay}");
+        assert_eq!(replay["duplicate"], true);
+        assert_eq!(replay["event_id"], event_id.as_str());
+    }
+    handled(&c, &agent, 1).await;
+
+    drop(c);
+    daemon.kill9();
+    let daemon = Daemon::start_with_env(&data_dir(&root), &["--http-listen", &http], &env).await;
+    let mut c = daemon.clients().await;
+    let (status, replay) = post(&http, path, &github("issues", "d-4", body, SECRET), body).await;
+    assert_eq!(status, 200, "{replay}");
+    assert_eq!(replay["event_id"], event_id.as_str());
+    // A different body is a different event.
+    let other = br#"{"action":"closed","issue":{"number":5}}"#;
+    let (status, _) = post(&http, path, &github("issues", "d-5", other, SECRET), other).await;
+    assert_eq!(status, 202);
+    handled(&c, &agent, 2).await;
+    let events = event_messages(&mut c, &agent).await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(received(&mut c).await.len(), 2);
+
+    // With the window off, the delivery id alone names an event.
+    let open = apply(
+        &mut c,
+        &format!(
+            "{}replay_window = \"0\"\n",
+            ANY_EVENT.replace("watcher", "open")
+        ),
+    )
+    .await;
+    let path = "/ingress/github/open";
+    let (first, _) = post(&http, path, &github("issues", "d-1", body, SECRET), body).await;
+    let (second, _) = post(&http, path, &github("issues", "d-2", body, SECRET), body).await;
+    assert_eq!((first, second), (202, 202));
+    handled(&c, &open, 2).await;
+}
