@@ -71,7 +71,7 @@ impl AllowedHosts {
             return true;
         }
         let name = normalise(host);
-        name == "localhost" || self.names.iter().any(|allowed| *allowed == name)
+        name == "localhost" || self.names.contains(&name)
     }
 }
 
