@@ -46,6 +46,7 @@ fn main() {
         &[
             "--http-listen",
             &addr,
+            "--console-public-read",
             "--max-children",
             &max_children,
             "--max-tool-calls-per-step",

@@ -351,7 +351,9 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         },
     ));
 
-    let console_private = config.http.as_ref().is_some_and(|h| h.console_private);
+    let (public_read, allowed_hosts) = config.http.as_ref().map_or_else(Default::default, |h| {
+        (h.console_public_read, h.allowed_hosts.clone())
+    });
     let console = tcp_token.clone().map(|token| {
         Arc::new(
             crate::ingress::console::Console::new(
@@ -360,7 +362,8 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
                 token,
                 stop_rx.clone(),
             )
-            .private(console_private),
+            .public_read(public_read)
+            .allowed_hosts(allowed_hosts),
         )
     });
     let tcp_server = match (tcp_listener, tcp_token) {

@@ -58,7 +58,11 @@ fn toggle(id: &str) -> String {
 async fn the_console_in_a_browser(binary: PathBuf, chromedriver: PathBuf) {
     let root = tempfile::tempdir().expect("tempdir");
     let addr = free_addr();
-    let daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &addr]).await;
+    let daemon = Daemon::start_with(
+        &data_dir(&root),
+        &["--http-listen", &addr, "--console-public-read"],
+    )
+    .await;
     let token = daemon.token();
     let mut c = daemon.clients().await;
     let tree = private_subtree(&mut c, "lead").await;

@@ -1,7 +1,8 @@
 //! The web console's JSON API end to end, against the real daemon over its
-//! HTTP listener: structure without the token, contents and writes with
-//! it, private agents refused like gRPC refuses them, every input bounded,
-//! the tree one level and one page at a time.
+//! HTTP listener: nothing without the token unless the read-only view is
+//! opened (then structure), contents and writes with it, private agents
+//! refused like gRPC refuses them, every input bounded, the tree one level
+//! and one page at a time, and only under the names it was given.
 
 mod common;
 #[path = "console/support.rs"]
@@ -29,7 +30,11 @@ fn ids(nodes: &Value) -> Vec<String> {
 async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator() {
     let root = tempfile::tempdir().expect("tempdir");
     let addr = free_addr();
-    let daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &addr]).await;
+    let daemon = Daemon::start_with(
+        &data_dir(&root),
+        &["--http-listen", &addr, "--console-public-read"],
+    )
+    .await;
     let token = daemon.token();
     let op = Some(token.as_str());
     let mut c = daemon.clients().await;
@@ -340,6 +345,7 @@ async fn a_wide_level_of_the_tree_comes_a_page_at_a_time() {
         &[
             "--http-listen",
             &addr,
+            "--console-public-read",
             "--max-children",
             "1000",
             "--max-tool-calls-per-step",
@@ -402,15 +408,13 @@ async fn a_wide_level_of_the_tree_comes_a_page_at_a_time() {
     eprintln!("first page of {CHILDREN} private children (debug build): {took:?}");
 }
 
+/// Without `--console-public-read`, nothing but the page and its login
+/// check answers without the token: no local program reads the tree.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_private_console_shows_nothing_without_the_token() {
+async fn the_console_shows_nothing_without_the_token_by_default() {
     let root = tempfile::tempdir().expect("tempdir");
     let addr = free_addr();
-    let daemon = Daemon::start_with(
-        &data_dir(&root),
-        &["--http-listen", &addr, "--console-private"],
-    )
-    .await;
+    let daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &addr]).await;
     let mut c = daemon.clients().await;
     let lead = create(&mut c, "lead", None).await;
     let token = daemon.token();
@@ -427,9 +431,105 @@ async fn a_private_console_shows_nothing_without_the_token() {
     ] {
         let refused = http(&addr, "GET", &path, None).await;
         assert_eq!(refused.status, 401, "{path}: {}", refused.body);
-        assert!(refused.body.contains("console-private"), "{}", refused.body);
+        assert!(
+            refused.body.contains("console-public-read"),
+            "{}",
+            refused.body
+        );
+        assert!(!refused.body.contains(&lead), "{}", refused.body);
     }
     let tree = http(&addr, "GET", "/api/tree", Some(&token)).await;
     assert_eq!(tree.status, 200, "{}", tree.body);
     assert_eq!(ids(&tree.json()["nodes"]), vec![lead]);
+}
+
+/// `--console-private`, what older command lines say, is still taken: it
+/// is what the console does anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_private_flag_still_starts_a_private_console() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let addr = free_addr();
+    let _daemon = Daemon::start_with(
+        &data_dir(&root),
+        &["--http-listen", &addr, "--console-private"],
+    )
+    .await;
+    assert_eq!(http(&addr, "GET", "/api/tree", None).await.status, 401);
+}
+
+/// One request on a fresh connection naming `host`; the status and body.
+async fn under_host(addr: &str, path: &str, host: &str, token: Option<&str>) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connects");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.expect("sent");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer))
+        .await
+        .expect("answered in time")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("a status line in {answer:?}"));
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_owned())
+}
+
+/// A page that re-points its own DNS name at the listener (DNS
+/// rebinding) sends that name as `Host`: the console answers it nothing,
+/// not even the page, and not even with the token. Addresses and
+/// `localhost` are answered; the health route is not checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_request_under_a_name_it_was_not_given_is_refused() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let addr = free_addr();
+    let daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &addr]).await;
+    let token = daemon.token();
+    let port = addr.rsplit(':').next().expect("a port");
+    let rebound = format!("attacker.example:{port}");
+    for path in ["/", "/console/console.js", "/api/session", "/api/tree"] {
+        let (status, body) = under_host(&addr, path, &rebound, Some(&token)).await;
+        assert_eq!(status, 421, "{path}: {body}");
+    }
+    let (status, body) = under_host(&addr, "/api/tree", &rebound, None).await;
+    assert_eq!(status, 421, "{body}");
+    for host in [
+        addr.clone(),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let (status, body) = under_host(&addr, "/api/tree", &host, Some(&token)).await;
+        assert_eq!(status, 200, "{host}: {body}");
+    }
+    assert_eq!(under_host(&addr, "/healthz", &rebound, None).await.0, 200);
+}
+
+/// A name given to `--http-allowed-host` (the one a reverse proxy or a
+/// browser uses) is answered; others still are not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_given_to_http_allowed_host_is_answered() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let addr = free_addr();
+    let daemon = Daemon::start_with(
+        &data_dir(&root),
+        &[
+            "--http-listen",
+            &addr,
+            "--http-allowed-host",
+            "console.example",
+        ],
+    )
+    .await;
+    let token = daemon.token();
+    let (status, body) = under_host(&addr, "/api/tree", "Console.Example:443", Some(&token)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = under_host(&addr, "/api/tree", "other.example", Some(&token)).await;
+    assert_eq!(status, 421, "{body}");
 }

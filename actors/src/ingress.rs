@@ -14,6 +14,15 @@
 //!   log shows an event exactly when its message is queued;
 //! - the answer waits until both are on disk.
 //!
+//! A GitHub delivery's dedupe key is its `X-GitHub-Delivery`, a header its
+//! signature does not cover (nor `X-GitHub-Event`): whoever captured a
+//! signed body could send it again under new headers. So an instance's
+//! GitHub webhook also remembers each body it took (its SHA-256, with the
+//! event it came with) for its replay window
+//! ([`InstanceSpec::replay_window_s`]): the same body again within it, under
+//! whatever headers, is that first event again, answered and routed as a
+//! duplicate of it.
+//!
 //! The agent reads the event's contract JSON ([`InboundEvent::to_json`]).
 //! Its messages are at most [`MAX_MESSAGE_LEN`] bytes, and a payload may be
 //! up to 1 MiB: a larger event is not refused (the sender did nothing
@@ -36,7 +45,7 @@ use sha2::{Digest, Sha256};
 use crate::directory;
 use crate::protocol::{DeliverError, NewMessage};
 use crate::runtime::instance::{self, InstanceError};
-use crate::store::StoreError;
+use crate::store::{ReplayGuard, StoreError};
 use crate::Ctx;
 
 pub mod scheduler;
@@ -151,7 +160,18 @@ pub async fn publish(
         .ok_or_else(|| {
             IngressError::NoAgent(format!("instance `{instance_name}` has no live agent"))
         })?;
-    let stored = ctx.store.put_inbound(instance_name, &event)?;
+    let stored = match replay_window_ms(&view.record.spec, &event) {
+        Some(window_ms) => {
+            let digest = body_digest(&event);
+            let guard = ReplayGuard {
+                digest: &digest,
+                window_ms,
+            };
+            ctx.store
+                .put_inbound_unless_replayed(instance_name, &event, guard)?
+        }
+        None => ctx.store.put_inbound(instance_name, &event)?,
+    };
     let event = stored.event;
     let event_id: InboundId = event.id.parse().map_err(|_| StoreError::Corrupt {
         tree: "inbound",
@@ -191,6 +211,26 @@ pub async fn publish(
         event_id: event.id,
         duplicate: stored.duplicate,
     })
+}
+
+/// The replay window of the webhook `event` came through, in
+/// milliseconds; `None` when there is none (not a GitHub event, or its
+/// window is off).
+fn replay_window_ms(spec: &InstanceSpec, event: &InboundEvent) -> Option<u64> {
+    if event.source != SOURCE_GITHUB {
+        return None;
+    }
+    spec.replay_window_s(Provider::Github)
+        .map(|seconds| seconds.saturating_mul(1000))
+}
+
+/// What names a webhook body: the SHA-256 of the bytes its signature
+/// covers (the payload is kept as those bytes).
+fn body_digest(event: &InboundEvent) -> String {
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(event.payload.as_bytes()))
+    )
 }
 
 /// The agent's message dedupe key for an event: `event:<dedupe_key>`, or,

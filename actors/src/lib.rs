@@ -82,7 +82,7 @@ pub use runtime::{
 pub use store::{
     ApprovalStore, Batch, CommitFuture, ContextRecord, ContextStore, DurableFuture, InboundStore,
     InstanceStore, MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Recalled,
-    RecalledToolCall, RecoveryInput, Store, StoreError, StoredEvent, Write,
+    RecalledToolCall, RecoveryInput, ReplayGuard, Store, StoreError, StoredEvent, Write,
 };
 
 /// Wall-clock milliseconds since the Unix epoch, for record timestamps.

@@ -13,7 +13,7 @@ use std::pin::Pin;
 
 pub use approval::ApprovalStore;
 pub use context::{ContextRecord, ContextStore};
-pub use inbound::{InboundStore, StoredEvent};
+pub use inbound::{InboundStore, ReplayGuard, StoredEvent};
 pub use instance::InstanceStore;
 pub use memory::{
     check_search, MemoryHit, MemoryInputError, MemoryKind, MemoryNote, MemorySize, MemoryStore,

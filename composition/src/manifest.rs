@@ -18,6 +18,7 @@
 //! provider = "github"
 //! secret_env = "GH_WEBHOOK_SECRET"
 //! events = ["issues", "pull_request"]
+//! replay_window = "7d"                  # optional, github only: the default; "0" turns it off
 //!
 //! [constraints]
 //! deny_tools = ["DetachWorkspace"]
@@ -52,6 +53,12 @@ pub const MAX_TURNS_PER_HOUR: u32 = 3600;
 /// How long a command brain's step may take when the manifest does not
 /// say: the same as `--brain-timeout`'s default.
 const COMMAND_TIMEOUT_MS: u64 = 60_000;
+/// How long a GitHub webhook remembers a body it took when its manifest
+/// gives no `replay_window`: a week, past GitHub's own three days of
+/// redeliveries.
+pub const DEFAULT_REPLAY_WINDOW_S: u64 = 7 * 24 * 3600;
+/// The longest `replay_window`: a year.
+pub const MAX_REPLAY_WINDOW_S: u64 = 365 * 24 * 3600;
 
 /// An instance as the store keeps it: everything resolved, nothing that
 /// needs the manifest's folder.
@@ -80,6 +87,12 @@ pub enum Ingress {
         provider: Provider,
         secret_env: String,
         events: Vec<String>,
+        /// Seconds a body taken is remembered, so the same signed body
+        /// sent again under a new `X-GitHub-Delivery` is a replay (see
+        /// [`InstanceSpec::replay_window_s`]). `None`: the manifest gave
+        /// none, so [`DEFAULT_REPLAY_WINDOW_S`]; `Some(0)`: off. GitHub
+        /// only: a generic webhook's dedupe key is signed content already.
+        replay_window_s: Option<u64>,
     },
     /// A cron schedule (5 fields), in `timezone` (UTC when `None`); each
     /// firing carries `payload` (JSON text).
@@ -164,7 +177,7 @@ impl InstanceSpec {
             role: &self.role,
             brain: &self.brain,
             skills: &self.skills,
-            ingress: &self.ingress,
+            ingress: self.ingress.iter().map(IngressView::of).collect(),
             limits: &self.limits,
             context_tokens: self.context_tokens,
             mcp_servers: &self.mcp_servers,
@@ -179,7 +192,26 @@ impl InstanceSpec {
                 provider: p,
                 secret_env,
                 events,
+                ..
             } if *p == provider => Some((secret_env.as_str(), events.as_slice())),
+            _ => None,
+        })
+    }
+
+    /// How long, in seconds, this instance's webhook of `provider`
+    /// remembers the bodies it took: a body (the bytes its signature
+    /// covers) taken again within it is a replay, whatever its delivery
+    /// header says. `None`: no such webhook, a generic one (its dedupe key
+    /// is made of signed content already), or the window is off.
+    pub fn replay_window_s(&self, provider: Provider) -> Option<u64> {
+        self.ingress.iter().find_map(|ingress| match ingress {
+            Ingress::Webhook {
+                provider: Provider::Github,
+                replay_window_s,
+                ..
+            } if provider == Provider::Github => {
+                Some(replay_window_s.unwrap_or(DEFAULT_REPLAY_WINDOW_S)).filter(|s| *s > 0)
+            }
             _ => None,
         })
     }
@@ -196,12 +228,62 @@ struct DigestView<'a> {
     role: &'a Option<Role>,
     brain: &'a Option<BrainConfig>,
     skills: &'a [String],
-    ingress: &'a [Ingress],
+    ingress: Vec<IngressView<'a>>,
     limits: &'a ToolLimits,
     #[serde(skip_serializing_if = "Option::is_none")]
     context_tokens: Option<u32>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     mcp_servers: &'a [String],
+}
+
+/// An ingress as the digest covers it: as the first release wrote it
+/// (variant and field names, order), with the fields added since left out
+/// while unset.
+#[derive(Serialize)]
+enum IngressView<'a> {
+    Webhook {
+        provider: Provider,
+        secret_env: &'a str,
+        events: &'a [String],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        replay_window_s: Option<u64>,
+    },
+    Schedule {
+        cron: &'a str,
+        timezone: &'a Option<String>,
+        payload: &'a str,
+    },
+    Trigger,
+    Publish,
+}
+
+impl<'a> IngressView<'a> {
+    fn of(ingress: &'a Ingress) -> Self {
+        match ingress {
+            Ingress::Webhook {
+                provider,
+                secret_env,
+                events,
+                replay_window_s,
+            } => IngressView::Webhook {
+                provider: *provider,
+                secret_env,
+                events,
+                replay_window_s: *replay_window_s,
+            },
+            Ingress::Schedule {
+                cron,
+                timezone,
+                payload,
+            } => IngressView::Schedule {
+                cron,
+                timezone,
+                payload,
+            },
+            Ingress::Trigger => IngressView::Trigger,
+            Ingress::Publish => IngressView::Publish,
+        }
+    }
 }
 
 /// Why a manifest was refused; shown to the operator as it is.
@@ -237,6 +319,8 @@ pub enum ManifestError {
     PayloadTooLarge { len: usize },
     #[error("ingress: {0}")]
     Schedule(String),
+    #[error("ingress: replay_window: {0}")]
+    ReplayWindow(String),
     #[error("constraints: max_turns_per_hour is 1 to {MAX_TURNS_PER_HOUR}")]
     BadRate,
     #[error("skills: no skill `{0}` in the daemon's skill folders")]

@@ -263,6 +263,7 @@ fn ingress(ingress: &Ingress) -> pb::IngressSource {
             provider,
             secret_env,
             events,
+            ..
         } => {
             out.provider = provider.name().to_owned();
             out.secret_env = secret_env.clone();

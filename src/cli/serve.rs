@@ -101,11 +101,29 @@ pub struct ServeArgs {
     /// `POST /ingress/<provider>/<instance>` (off unless given).
     #[arg(long, value_name = "ADDR")]
     pub http_listen: Option<SocketAddr>,
-    /// The web console on the HTTP listener takes the daemon's token for
-    /// reads too: without it, no one who can reach the listener (a
-    /// webhook sender, say) sees even the tree's names and states.
+    /// Let anyone who can reach the HTTP listener read the web console's
+    /// read-only view (agents' ids, names, states, lineage and counts)
+    /// without the daemon's token. Off: every console read takes the
+    /// token, so no local program or webhook sender sees even the tree.
     #[arg(long)]
+    pub console_public_read: bool,
+    /// What the console's reads have always been without
+    /// `--console-public-read`; accepted so older command lines still
+    /// start.
+    #[arg(long, hide = true, conflicts_with = "console_public_read")]
     pub console_private: bool,
+    /// A name the console answers under (its `Host`), beside IP addresses
+    /// and `localhost` (repeatable): the name a reverse proxy or a browser
+    /// uses. Any other name is answered 421, so a page that re-points its
+    /// own DNS name at the listener (DNS rebinding) reads nothing.
+    #[arg(long = "http-allowed-host", value_name = "NAME")]
+    pub http_allowed_hosts: Vec<String>,
+    /// Connections of the HTTP listener one peer (an IPv4 address, an IPv6
+    /// /64) may hold at once; 0 for no bound (behind a reverse proxy, every
+    /// connection comes from the proxy). `/healthz` and `/readyz` keep a
+    /// reserve of their own either way.
+    #[arg(long, default_value_t = crate::ingress::DEFAULT_MAX_PER_PEER)]
+    pub http_max_connections_per_peer: usize,
     /// MCP servers agents may be allowed (`agent create --mcp-server`): a
     /// JSON file with an `mcpServers` map (see docs/mcp.md). Checked at
     /// start; the servers themselves start on first use.
@@ -169,8 +187,11 @@ pub(super) async fn serve(
         let mcp = holarchy_actors::mcp::McpConfig::load(path)?;
         config.runtime.mcp = Arc::new(mcp);
     }
+    let allowed_hosts = crate::ingress::host::AllowedHosts::new(&args.http_allowed_hosts)?;
     config.http = args.http_listen.map(|addr| crate::ingress::HttpConfig {
-        console_private: args.console_private,
+        console_public_read: args.console_public_read,
+        allowed_hosts,
+        max_connections_per_peer: args.http_max_connections_per_peer,
         ..crate::ingress::HttpConfig::new(addr, args.max_webhook_bytes)
     });
     config.runtime.restart_policy = RestartPolicy {

@@ -9,10 +9,13 @@
 //! same read model, and each name found is then read with `GetAgent`.
 //!
 //! Authorisation: the daemon's bearer token, sent by the page as
-//! `Authorization: Bearer ...`. Without it the console shows structure
-//! only (the tree, states, counts); the contents of agents (messages,
-//! outputs, events, brains) and every write need it. A wrong token is
-//! refused outright (401), so a page never mistakes a typo for a login.
+//! `Authorization: Bearer ...`. Without it the console serves the page and
+//! its login check only; with `serve --console-public-read` it also shows
+//! structure (the tree, states, counts) to anyone. The contents of agents
+//! (messages, outputs, events, brains) and every write always need it. A
+//! wrong token is refused outright (401), so a page never mistakes a typo
+//! for a login. Every console request must name an allowed `Host` (see
+//! [`super::host`]), or is answered 421.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -20,7 +23,7 @@ use std::sync::Arc;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::header::{HeaderValue, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HOST};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::{watch, Semaphore};
@@ -34,6 +37,8 @@ use crate::api::supervision_service::SupervisionApi;
 use crate::api::task_service::TaskApi;
 use crate::api::workspace_service::WorkspaceApi;
 use crate::daemon::token::Token;
+
+use super::host::AllowedHosts;
 
 mod assets;
 mod query;
@@ -65,8 +70,9 @@ pub struct Console {
     token: Token,
     streams: Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
-    /// Reads take the token too (`serve --console-private`).
-    private: bool,
+    /// Reads of structure need no token (`serve --console-public-read`).
+    public_read: bool,
+    hosts: AllowedHosts,
 }
 
 /// Who asks: a request with the right token is the operator's; one with
@@ -94,14 +100,25 @@ impl Console {
             token,
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
             shutdown,
-            private: false,
+            public_read: false,
+            hosts: AllowedHosts::default(),
         }
     }
 
-    /// With `private`, every API route but `/api/session` (the page's
-    /// login check) takes the token, reads included.
-    pub fn private(self, private: bool) -> Self {
-        Self { private, ..self }
+    /// With `public_read`, the read-only routes answer without the token
+    /// (structure only); without it, every API route but `/api/session`
+    /// (the page's login check) takes the token.
+    pub fn public_read(self, public_read: bool) -> Self {
+        Self {
+            public_read,
+            ..self
+        }
+    }
+
+    /// The names a request's `Host` may carry beside IP addresses and
+    /// `localhost`.
+    pub fn allowed_hosts(self, hosts: AllowedHosts) -> Self {
+        Self { hosts, ..self }
     }
 
     /// Whether `path` is the console's: the page, its assets or its API.
@@ -113,6 +130,12 @@ impl Console {
     /// (every failure is an HTTP status). The body is never read: no
     /// route takes one.
     pub async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        if !self.hosts.admits(request.headers().get(HOST)) {
+            return error(
+                StatusCode::MISDIRECTED_REQUEST,
+                "the console answers under its address, localhost, or a name given to serve --http-allowed-host",
+            );
+        }
         let path = request.uri().path();
         let query = request.uri().query().unwrap_or_default();
         if path.len() > MAX_PATH {
@@ -132,10 +155,10 @@ impl Console {
             Some(given) if self.token.admits(Some(given.as_bytes())) => Caller::Operator,
             Some(_) => return error(StatusCode::UNAUTHORIZED, "wrong token"),
         };
-        if self.private && caller == Caller::Anonymous && path != "/api/session" {
+        if !self.public_read && caller == Caller::Anonymous && path != "/api/session" {
             return error(
                 StatusCode::UNAUTHORIZED,
-                "this console takes the daemon's token for reads too (serve --console-private)",
+                "this console takes the daemon's token for reads too (serve --console-public-read opens its read-only view)",
             );
         }
         let query = match query::parse(query) {

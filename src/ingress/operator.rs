@@ -2,13 +2,15 @@
 //! `GET /healthz` (the process answers), `GET /readyz` (the runtime is
 //! recovered and not shutting down) for load balancers, and
 //! `GET /metrics` (see [`crate::metrics`]). None takes a token: they say
-//! how much and how fast, never what an agent holds.
+//! how much and how fast, never what an agent holds. A connection of the
+//! listener's reserve (see [`super::admission`]) gets the first two only.
 
-use http_body_util::Full;
+use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
-use hyper::header::CONTENT_TYPE;
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Method, Response, StatusCode};
 
+use super::console::Body;
 use super::webhook::Answer;
 use crate::metrics::Metrics;
 
@@ -59,4 +61,26 @@ pub fn answer(method: &Method, path: &str, metrics: &Metrics, stopping: bool) ->
             ),
         },
     })
+}
+
+/// The answer on a connection of the reserve: `/healthz` and `/readyz` as
+/// ever (`operator` is what [`answer`] made of the request), anything else
+/// 503 with the connection closed, so a sender retries on a connection of
+/// the general pool.
+pub fn health_or_busy(path: &str, operator: Option<Answer>) -> hyper::Response<Body> {
+    let answer = match operator {
+        Some(answer) if matches!(path, "/healthz" | "/readyz") => answer,
+        _ => {
+            let mut busy = text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                "the listener is busy; try again\n".into(),
+            );
+            let headers = busy.headers_mut();
+            headers.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            headers.insert(CONNECTION, HeaderValue::from_static("close"));
+            busy
+        }
+    };
+    answer.map(|body| body.boxed_unsync())
 }

@@ -1,13 +1,16 @@
 //! One webhook delivery, `POST /ingress/<provider>/<instance>`, from the
 //! request to its answer:
-//! - 404: no such route, provider, instance, or the instance declares no
-//!   webhook of this provider;
+//! - 404: no such route or provider;
 //! - 413: the body is over the limit (by `Content-Length`, unread, or
 //!   while reading);
 //! - 401: the signature is missing or wrong (`X-Hub-Signature-256` for
 //!   `github`, `X-Holarchy-Signature-256` for `generic`, HMAC-SHA256 of
 //!   the body with the secret in the daemon's variable `secret_env`, read
-//!   at each delivery); nothing is recorded;
+//!   at each delivery), or there is no such instance, or it declares no
+//!   webhook of this provider: an unsigned request cannot tell an instance
+//!   that exists from one that does not, so it cannot list them. The
+//!   missing instance's body is checked against a random key of the
+//!   process, so both take the same steps. Nothing is recorded;
 //! - 400: a verified body or header the event contract refuses;
 //! - 202 `{"event_id", "duplicate": false}`: stored and queued for the
 //!   instance's agent, on disk;
@@ -28,11 +31,14 @@ use holarchy_actors::{now_ms, Runtime};
 use holarchy_composition::event::{self, EventError};
 use holarchy_composition::manifest::Provider;
 use holarchy_composition::webhook;
+use holarchy_supervision::InboundId;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::json;
+use std::sync::OnceLock;
+
 use tracing::{info, warn};
 
 pub const GITHUB_SIGNATURE: &str = "x-hub-signature-256";
@@ -66,9 +72,6 @@ pub async fn handle(runtime: &Runtime, max_body: usize, request: Request<Incomin
             return error(StatusCode::SERVICE_UNAVAILABLE, "try again later");
         }
     };
-    let Some(secret_env) = declared else {
-        return error(StatusCode::NOT_FOUND, "no such instance webhook");
-    };
     if declared_length(&request).is_some_and(|len| len > max_body as u64) {
         return too_large(max_body);
     }
@@ -79,15 +82,28 @@ pub async fn handle(runtime: &Runtime, max_body: usize, request: Request<Incomin
         Err(_) => return error(StatusCode::BAD_REQUEST, "the body could not be read"),
     };
     // Read at each delivery, so a rotated secret takes effect at once.
-    let secret = runtime.secret_var(&secret_env).unwrap_or_default();
+    let secret = match &declared {
+        Some(secret_env) => runtime.secret_var(secret_env).unwrap_or_default(),
+        None => decoy_secret(),
+    };
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
     let signature = match provider {
         Provider::Github => GITHUB_SIGNATURE,
         Provider::Generic => GENERIC_SIGNATURE,
     };
-    if let Err(err) = webhook::verify(secret.as_bytes(), &body, header(signature)) {
+    let verified = webhook::verify(secret.as_bytes(), &body, header(signature));
+    if let Err(err) = verified {
         info!(instance, provider = provider.name(), error = %err, "webhook refused");
-        return error(StatusCode::UNAUTHORIZED, "missing or wrong signature");
+        return unauthenticated();
+    }
+    if declared.is_none() {
+        // Only a sender holding the process's random key gets here.
+        info!(
+            instance,
+            provider = provider.name(),
+            "webhook refused: no such instance webhook"
+        );
+        return unauthenticated();
     }
     let normalised = match provider {
         Provider::Github => match (header(GITHUB_EVENT), header(GITHUB_DELIVERY)) {
@@ -126,6 +142,33 @@ pub async fn handle(runtime: &Runtime, max_body: usize, request: Request<Incomin
             error(StatusCode::SERVICE_UNAVAILABLE, "try again later")
         }
     }
+}
+
+/// The one answer to a delivery that is not proven to be the instance's:
+/// the same whether the instance exists or not.
+fn unauthenticated() -> Answer {
+    error(StatusCode::UNAUTHORIZED, "missing or wrong signature")
+}
+
+/// The key a delivery to a missing instance is checked against: random,
+/// drawn once per process, never shown, so no signature matches it but
+/// checking one costs what checking a real one costs.
+fn decoy_secret() -> String {
+    use std::io::Read as _;
+    static DECOY: OnceLock<String> = OnceLock::new();
+    DECOY
+        .get_or_init(|| {
+            let mut key = [0u8; 32];
+            let read = std::fs::File::open("/dev/urandom")
+                .and_then(|mut random| random.read_exact(&mut key));
+            match read {
+                Ok(()) => key.iter().map(|b| format!("{b:02x}")).collect(),
+                // ULIDs carry 80 random bits each: still unknowable, and a
+                // match would only answer 401 anyway (see `handle`).
+                Err(_) => format!("{}{}", InboundId::generate(), InboundId::generate()),
+            }
+        })
+        .clone()
 }
 
 /// The answer to a verified event the runtime did not take.

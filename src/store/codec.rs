@@ -7,8 +7,6 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use holarchy_composition::approval::ApprovalRecord;
-use holarchy_composition::instance::InstanceRecord;
-use holarchy_composition::manifest::InstanceSpec;
 use holarchy_supervision::{AgentRecord, TaskRecord};
 
 /// The version this build writes and reads.
@@ -267,65 +265,8 @@ impl From<AgentRecordV1> for AgentRecord {
     }
 }
 
-/// Instances gained their agent's context budget and MCP servers in
-/// version 2; instances applied before read back with neither.
-pub const INSTANCE_VERSION: u8 = 2;
-
-pub fn encode_instance(tree: &'static str, record: &InstanceRecord) -> Result<Vec<u8>, StoreError> {
-    encode_as(INSTANCE_VERSION, tree, record)
-}
-
-pub fn decode_instance(tree: &'static str, bytes: &[u8]) -> Result<InstanceRecord, StoreError> {
-    match split_version(tree, bytes)? {
-        (INSTANCE_VERSION, body) => decode_body(tree, body),
-        (FORMAT_VERSION, body) => {
-            decode_body::<InstanceRecordV1>(tree, body).map(InstanceRecord::from)
-        }
-        (version, _) => Err(StoreError::UnsupportedVersion { tree, version }),
-    }
-}
-
-/// An instance as version 1 wrote it: the layout must never change.
-#[derive(serde::Deserialize)]
-#[cfg_attr(test, derive(Serialize))]
-struct InstanceRecordV1 {
-    spec: InstanceSpecV1,
-    digest: String,
-    created_at_ms: u64,
-    updated_at_ms: u64,
-}
-
-#[derive(serde::Deserialize)]
-#[cfg_attr(test, derive(Serialize))]
-struct InstanceSpecV1 {
-    name: String,
-    role: Option<holarchy_supervision::Role>,
-    brain: Option<holarchy_supervision::BrainConfig>,
-    skills: Vec<String>,
-    ingress: Vec<holarchy_composition::manifest::Ingress>,
-    limits: holarchy_supervision::ToolLimits,
-}
-
-impl From<InstanceRecordV1> for InstanceRecord {
-    fn from(v1: InstanceRecordV1) -> Self {
-        let spec = v1.spec;
-        InstanceRecord {
-            spec: InstanceSpec {
-                name: spec.name,
-                role: spec.role,
-                brain: spec.brain,
-                skills: spec.skills,
-                ingress: spec.ingress,
-                limits: spec.limits,
-                context_tokens: None,
-                mcp_servers: Vec::new(),
-            },
-            digest: v1.digest,
-            created_at_ms: v1.created_at_ms,
-            updated_at_ms: v1.updated_at_ms,
-        }
-    }
-}
+mod instance;
+pub use instance::{decode_instance, encode_instance};
 
 /// The event log keeps a commit's events in runs (see `event_log`):
 /// version 2 holds consecutive events back to back, each in bincode;
@@ -566,40 +507,6 @@ mod tests {
         let again = encode_task("tasks", &task).expect("encodes");
         assert_eq!(again[0], TASK_VERSION);
         assert_eq!(decode_task("tasks", &again).expect("decodes"), task);
-    }
-
-    #[test]
-    fn version_1_instances_read_back_with_no_budget_and_no_mcp_servers() {
-        let files = std::collections::BTreeMap::new();
-        let text = "name = \"lead\"\nskills = [\"triage\"]\n[[ingress]]\nsource = \"publish\"";
-        let mut spec = holarchy_composition::manifest::parse(text, &files).expect("parses");
-        let v1 = InstanceRecordV1 {
-            spec: InstanceSpecV1 {
-                name: spec.name.clone(),
-                role: spec.role.clone(),
-                brain: spec.brain.clone(),
-                skills: spec.skills.clone(),
-                ingress: spec.ingress.clone(),
-                limits: spec.limits.clone(),
-            },
-            digest: spec.digest(),
-            created_at_ms: 3,
-            updated_at_ms: 4,
-        };
-        let bytes = encode("instances", &v1).expect("encodes");
-        let read = decode_instance("instances", &bytes).expect("decodes");
-        assert_eq!(read.spec, spec);
-        // Its digest is still the one a new apply of the same manifest gets.
-        assert_eq!(read.digest, spec.digest());
-        spec.context_tokens = Some(8_000);
-        spec.mcp_servers = vec!["files".into()];
-        let record = InstanceRecord { spec, ..read };
-        let again = encode_instance("instances", &record).expect("encodes");
-        assert_eq!(again[0], INSTANCE_VERSION);
-        assert_eq!(
-            decode_instance("instances", &again).expect("decodes"),
-            record
-        );
     }
 
     #[test]

@@ -23,6 +23,8 @@
 //! - `worktrees`: task id                 -> (empty): tasks whose worktree is not yet removed
 //! - `instances`: instance name          -> InstanceRecord (written by compare-and-swap, not in batches)
 //! - `inbound`: instance \0 dedupe key     -> InboundEvent (insert-if-absent, not in batches)
+//! - `replays`: instance \0 body digest    -> the dedupe key and time of the event a webhook
+//!   body first came with (written with that event, not in batches)
 //! - `schedules`: instance \0 index (u64 BE) -> ScheduleState (not in batches)
 //! - `approvals`: approval id             -> ApprovalRecord (compare-and-swap on its status, not in batches)
 //! - `agent_approvals`: agent id ++ approval id -> (empty): an agent's approvals, oldest first
@@ -78,6 +80,8 @@ const USAGE: &str = "usage";
 const INSTANCES: &str = "instances";
 /// Outside the batch path: see `inbound`.
 const INBOUND: &str = "inbound";
+/// Outside the batch path: see `replays`.
+const REPLAYS: &str = "replays";
 const SCHEDULES: &str = "schedules";
 /// Outside the batch path: see `approvals`.
 const APPROVALS: &str = "approvals";
@@ -181,6 +185,7 @@ pub struct SledStore {
     worktrees: Tree,
     instances: Tree,
     inbound: Tree,
+    replays: Tree,
     schedules: Tree,
     approvals: Tree,
     agent_approvals: Tree,
@@ -251,6 +256,7 @@ impl SledStore {
             worktrees: tree(WORKTREES)?,
             instances: tree(INSTANCES)?,
             inbound: tree(INBOUND)?,
+            replays: tree(REPLAYS)?,
             schedules: tree(SCHEDULES)?,
             approvals: tree(APPROVALS)?,
             agent_approvals: tree(AGENT_APPROVALS)?,

@@ -1,12 +1,13 @@
 //! The operators' routes on the same HTTP listener: `/healthz` and
-//! `/readyz` answer without a token, and `/metrics` is OpenMetrics text
-//! that counts turns, tool calls and gRPC calls by fixed labels only,
-//! never naming an agent.
+//! `/readyz` answer without a token, even while one peer holds all the
+//! connections it may, and `/metrics` is OpenMetrics text that counts
+//! turns, tool calls and gRPC calls by fixed labels only, never naming an
+//! agent.
 
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 use crate::common::{
     command_brain, create, create_on, data_dir, eventually, free_addr, get_agent, handled, script,
@@ -216,4 +217,50 @@ async fn a_daemon_without_metrics_answers_404_and_still_serves() {
         (404, "metrics are off (serve --no-metrics)\n")
     );
     assert_eq!(fetch(&http, "GET", "/healthz").await.0, 200);
+}
+
+/// One peer (here 127.0.0.2) opening more idle connections than the whole
+/// listener has places for holds only its share: the rest are closed at
+/// once, and a health probe from another address is answered right away
+/// instead of waiting in the backlog behind them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_peer_cannot_hold_the_listener_and_health_still_answers() {
+    const IDLE: usize = 300;
+    // The default share of a peer, and of the health routes' reserve.
+    const SHARE: usize = 32 + 2;
+    let root = tempfile::tempdir().expect("tempdir");
+    let http = free_addr();
+    let _daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &http]).await;
+    let addr = http.parse().expect("an address");
+    let mut idle = Vec::with_capacity(IDLE);
+    for _ in 0..IDLE {
+        let socket = TcpSocket::new_v4().expect("a socket");
+        socket
+            .bind("127.0.0.2:0".parse().expect("an address"))
+            .expect("bound to 127.0.0.2");
+        idle.push(socket.connect(addr).await.expect("connects"));
+    }
+
+    // The whole pool is 256: before the per-peer share, this probe waited
+    // until the idle connections' header timeout (10 s) freed places.
+    let probe = tokio::time::timeout(Duration::from_secs(5), fetch(&http, "GET", "/healthz")).await;
+    let (status, _, body) = probe.expect("/healthz answered while one peer holds connections");
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+
+    // Past its share, the peer's connections were closed without a word.
+    let closed = futures::future::join_all(idle.iter_mut().map(|stream| async move {
+        let mut byte = [0u8; 1];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(5), stream.read(&mut byte)).await,
+            Ok(Ok(0) | Err(_))
+        )
+    }))
+    .await
+    .into_iter()
+    .filter(|closed| *closed)
+    .count();
+    assert!(
+        closed >= IDLE - SHARE,
+        "{closed} of {IDLE} idle connections closed"
+    );
 }

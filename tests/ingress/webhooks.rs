@@ -1,7 +1,8 @@
 //! `POST /ingress/<provider>/<instance>`: a signed delivery is one turn of
 //! the instance's agent; a bad signature, an oversized body, an unknown
-//! instance or provider record nothing; a replay is answered as one and
-//! not delivered again; an event the instance does not list is ignored.
+//! instance or provider record nothing, and an unknown instance answers as
+//! a bad signature does; a replay is answered as one and not delivered
+//! again; an event the instance does not list is ignored.
 
 use std::time::Duration;
 
@@ -119,16 +120,18 @@ async fn a_signed_delivery_is_one_turn_and_nothing_else_is_recorded() {
     let big = vec![b' '; 5000];
     let (status, _) = post(&http, path, &github("issues", "d-big", &big, SECRET), &big).await;
     assert_eq!(status, 413);
+    // No instance, or no webhook of that provider: the answer of a bad
+    // signature (see the enumeration test below).
     let signed = github("issues", "d-1", body, SECRET);
     assert_eq!(
         post(&http, "/ingress/github/nobody", &signed, body).await.0,
-        404
+        401
     );
     assert_eq!(
         post(&http, "/ingress/generic/triage", &signed, body)
             .await
             .0,
-        404
+        401
     );
     assert_eq!(
         post(&http, "/ingress/gitlab/triage", &signed, body).await.0,
@@ -187,4 +190,121 @@ async fn a_signed_delivery_is_one_turn_and_nothing_else_is_recorded() {
     assert_eq!(logged[0]["instance"], "triage");
     assert_eq!(logged[0]["type"], "issues.opened");
     assert_eq!(logged[0]["subject"], "issue#12");
+}
+
+/// Without the secret, a sender learns nothing of which instances exist:
+/// a missing instance, an instance without a webhook of that provider and
+/// one with it answer a bad or missing signature alike, body included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unsigned_delivery_cannot_tell_a_missing_instance_from_one_that_exists() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let http = free_addr();
+    let daemon = Daemon::start_with_env(
+        &data_dir(&root),
+        &["--http-listen", &http],
+        &[("GH_WEBHOOK_SECRET", SECRET)],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    apply(&mut c, TRIAGE).await;
+    apply(
+        &mut c,
+        "name = \"quiet\"\n[[ingress]]\nsource = \"publish\"\n",
+    )
+    .await;
+    let body = br#"{"action":"opened","issue":{"number":1}}"#;
+    let wrong = github("issues", "d-1", body, "a-guess");
+    let mut unsigned = wrong.clone();
+    unsigned.retain(|(name, _)| *name != "X-Hub-Signature-256");
+    // Signed with a secret of another instance: still no proof for these.
+    let other = github("issues", "d-1", body, SECRET);
+    let mut answers = Vec::new();
+    for path in [
+        "/ingress/github/triage",
+        "/ingress/github/nobody",
+        "/ingress/github/quiet",
+        "/ingress/generic/triage",
+    ] {
+        for headers in [&wrong, &unsigned] {
+            answers.push((path, post(&http, path, headers, body).await));
+        }
+        if path != "/ingress/github/triage" {
+            answers.push((path, post(&http, path, &other, body).await));
+        }
+    }
+    let first = answers[0].1.clone();
+    assert_eq!(first.0, 401, "{first:?}");
+    for (path, answer) in &answers {
+        assert_eq!(answer, &first, "{path}");
+    }
+    assert!(received(&mut c).await.is_empty());
+}
+
+const ANY_EVENT: &str = r#"
+name = "watcher"
+
+[[ingress]]
+source = "webhook"
+provider = "github"
+secret_env = "GH_WEBHOOK_SECRET"
+"#;
+
+/// Neither `X-GitHub-Delivery` nor `X-GitHub-Event` is signed: a captured
+/// body sent again under a new delivery id, or another event name, is
+/// the first event again (200, its id), not a new one; the instance
+/// remembers it across a `kill -9`. `replay_window = "0"` turns that off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_body_sent_again_under_new_headers_is_a_replay() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let http = free_addr();
+    let env = [("GH_WEBHOOK_SECRET", SECRET)];
+    let mut daemon =
+        Daemon::start_with_env(&data_dir(&root), &["--http-listen", &http], &env).await;
+    let mut c = daemon.clients().await;
+    let agent = apply(&mut c, ANY_EVENT).await;
+    let path = "/ingress/github/watcher";
+    let body = br#"{"action":"opened","issue":{"number":5},"repository":{"full_name":"acme/app"}}"#;
+
+    let (status, first) = post(&http, path, &github("issues", "d-1", body, SECRET), body).await;
+    assert_eq!(status, 202, "{first}");
+    let event_id = first["event_id"].as_str().expect("an id").to_owned();
+    for (event, delivery) in [("issues", "d-2"), ("issue_comment", "d-3")] {
+        let headers = github(event, delivery, body, SECRET);
+        let (status, replay) = post(&http, path, &headers, body).await;
+        assert_eq!(status, 200, "{event} {delivery}: {replay}");
+        assert_eq!(replay["duplicate"], true);
+        assert_eq!(replay["event_id"], event_id.as_str());
+    }
+    handled(&c, &agent, 1).await;
+
+    drop(c);
+    daemon.kill9();
+    let daemon = Daemon::start_with_env(&data_dir(&root), &["--http-listen", &http], &env).await;
+    let mut c = daemon.clients().await;
+    let (status, replay) = post(&http, path, &github("issues", "d-4", body, SECRET), body).await;
+    assert_eq!(status, 200, "{replay}");
+    assert_eq!(replay["event_id"], event_id.as_str());
+    // A different body is a different event.
+    let other = br#"{"action":"closed","issue":{"number":5}}"#;
+    let (status, _) = post(&http, path, &github("issues", "d-5", other, SECRET), other).await;
+    assert_eq!(status, 202);
+    handled(&c, &agent, 2).await;
+    let events = event_messages(&mut c, &agent).await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(received(&mut c).await.len(), 2);
+
+    // With the window off, the delivery id alone names an event.
+    let open = apply(
+        &mut c,
+        &format!(
+            "{}replay_window = \"0\"\n",
+            ANY_EVENT.replace("watcher", "open")
+        ),
+    )
+    .await;
+    let path = "/ingress/github/open";
+    let (first, _) = post(&http, path, &github("issues", "d-1", body, SECRET), body).await;
+    let (second, _) = post(&http, path, &github("issues", "d-2", body, SECRET), body).await;
+    assert_eq!((first, second), (202, 202));
+    handled(&c, &open, 2).await;
 }

@@ -22,6 +22,7 @@ fn github(events: &[&str]) -> Ingress {
         provider: Provider::Github,
         secret_env: "GH_WEBHOOK_SECRET".into(),
         events: events.iter().map(|e| e.to_string()).collect(),
+        replay_window_s: None,
     }
 }
 
@@ -47,6 +48,7 @@ fn a_webhook_event_routes_by_provider_and_event_name() {
         provider: Provider::Generic,
         secret_env: "HOOK_SECRET".into(),
         events: Vec::new(),
+        replay_window_s: None,
     }]);
     assert_eq!(route(&generic_only, &event), Route::Undeclared);
     let generic = from_generic(br#"{"type":"deploy"}"#, 1 << 20, 1).expect("event");

@@ -18,7 +18,7 @@ use super::Secrets;
 use crate::store::{
     ApprovalStore, Batch, ContextRecord, ContextStore, DurableFuture, InboundStore, InstanceStore,
     MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Recalled, RecoveryInput,
-    Store, StoreError, StoredEvent,
+    ReplayGuard, Store, StoreError, StoredEvent,
 };
 
 /// Wraps the runtime's store; reads pass through unchanged.
@@ -194,6 +194,16 @@ impl MemoryStore for RedactingStore {
 impl InboundStore for RedactingStore {
     fn put_inbound(&self, instance: &str, event: &InboundEvent) -> Result<StoredEvent, StoreError> {
         self.inner.put_inbound(instance, event)
+    }
+
+    fn put_inbound_unless_replayed(
+        &self,
+        instance: &str,
+        event: &InboundEvent,
+        guard: ReplayGuard<'_>,
+    ) -> Result<StoredEvent, StoreError> {
+        self.inner
+            .put_inbound_unless_replayed(instance, event, guard)
     }
 
     fn inbound(

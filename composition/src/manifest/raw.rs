@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use super::{
     check_words, env_name_ok, Ingress, InstanceSpec, ManifestError, Provider, COMMAND_TIMEOUT_MS,
-    MAX_INGRESS, MAX_LIST, MAX_PAYLOAD_BYTES, MAX_SKILLS, MAX_TURNS_PER_HOUR,
+    MAX_INGRESS, MAX_LIST, MAX_PAYLOAD_BYTES, MAX_REPLAY_WINDOW_S, MAX_SKILLS, MAX_TURNS_PER_HOUR,
 };
 use crate::role;
 use crate::schedule::Schedule;
@@ -78,6 +78,7 @@ enum IngressEntry {
         secret_env: String,
         #[serde(default)]
         events: Vec<String>,
+        replay_window: Option<String>,
     },
     Schedule {
         cron: String,
@@ -227,6 +228,7 @@ impl IngressEntry {
                 provider,
                 secret_env,
                 events,
+                replay_window,
             } => {
                 if !env_name_ok(&secret_env) {
                     return Err(ManifestError::BadSecretEnv(
@@ -234,10 +236,20 @@ impl IngressEntry {
                     ));
                 }
                 check_words("ingress.events", &events, MAX_LIST)?;
+                let replay_window_s = match (provider, replay_window) {
+                    (_, None) => None,
+                    (Provider::Github, Some(text)) => Some(window_seconds(&text)?),
+                    (Provider::Generic, Some(_)) => {
+                        return Err(ManifestError::ReplayWindow(
+                            "only for provider \"github\": a generic webhook's dedupe key is its signed body's already".into(),
+                        ))
+                    }
+                };
                 Ingress::Webhook {
                     provider,
                     secret_env,
                     events,
+                    replay_window_s,
                 }
             }
             IngressEntry::Schedule {
@@ -267,6 +279,38 @@ impl IngressEntry {
             IngressEntry::Publish {} => Ingress::Publish,
         })
     }
+}
+
+/// `"0"`, or a whole number with a unit: `s`, `m`, `h` or `d`; at most
+/// [`MAX_REPLAY_WINDOW_S`].
+fn window_seconds(text: &str) -> Result<u64, ManifestError> {
+    let bad = || {
+        ManifestError::ReplayWindow(format!(
+            "`{}` is not a duration like \"7d\", \"12h\", \"30m\" or \"0\" (off), at most 365d",
+            text.chars().take(32).collect::<String>()
+        ))
+    };
+    if text == "0" {
+        return Ok(0);
+    }
+    let split = text.len().saturating_sub(1);
+    let (digits, unit) = (text.get(..split).ok_or_else(bad)?, text.get(split..));
+    let unit = match unit {
+        Some("s") => 1,
+        Some("m") => 60,
+        Some("h") => 3600,
+        Some("d") => 24 * 3600,
+        _ => return Err(bad()),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|seconds| *seconds <= MAX_REPLAY_WINDOW_S)
+        .ok_or_else(bad)
 }
 
 impl Constraints {

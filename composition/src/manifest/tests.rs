@@ -289,8 +289,51 @@ struct FirstSpec<'a> {
     role: &'a Option<holarchy_supervision::Role>,
     brain: &'a Option<BrainConfig>,
     skills: &'a [String],
-    ingress: &'a [Ingress],
+    ingress: Vec<FirstIngress<'a>>,
     limits: &'a holarchy_supervision::ToolLimits,
+}
+
+/// An ingress as the first release kept it.
+#[derive(serde::Serialize)]
+enum FirstIngress<'a> {
+    Webhook {
+        provider: Provider,
+        secret_env: &'a str,
+        events: &'a [String],
+    },
+    Schedule {
+        cron: &'a str,
+        timezone: &'a Option<String>,
+        payload: &'a str,
+    },
+    Trigger,
+    Publish,
+}
+
+fn first_ingress(ingress: &Ingress) -> FirstIngress<'_> {
+    match ingress {
+        Ingress::Webhook {
+            provider,
+            secret_env,
+            events,
+            ..
+        } => FirstIngress::Webhook {
+            provider: *provider,
+            secret_env,
+            events,
+        },
+        Ingress::Schedule {
+            cron,
+            timezone,
+            payload,
+        } => FirstIngress::Schedule {
+            cron,
+            timezone,
+            payload,
+        },
+        Ingress::Trigger => FirstIngress::Trigger,
+        Ingress::Publish => FirstIngress::Publish,
+    }
 }
 
 #[test]
@@ -301,7 +344,7 @@ fn a_spec_without_the_newer_fields_keeps_its_first_digest() {
         role: &spec.role,
         brain: &spec.brain,
         skills: &spec.skills,
-        ingress: &spec.ingress,
+        ingress: spec.ingress.iter().map(first_ingress).collect(),
         limits: &spec.limits,
     };
     let json = serde_json::to_vec(&first).expect("json");
@@ -311,6 +354,59 @@ fn a_spec_without_the_newer_fields_keeps_its_first_digest() {
     let with_mcp = parse(&format!("mcp_servers = [\"github\"]\n{FULL}"), &files()).expect("parses");
     assert_ne!(with_mcp.digest(), spec.digest());
     assert_ne!(with_mcp.digest(), budgeted.digest());
+    let windowed = FULL.replace(
+        "events = [\"issues\", \"pull_request\"]",
+        "events = [\"issues\", \"pull_request\"]\nreplay_window = \"7d\"",
+    );
+    let windowed = parse(&windowed, &files()).expect("parses");
+    assert_ne!(windowed.digest(), spec.digest());
+}
+
+fn github_webhook(extra: &str) -> String {
+    format!(
+        "name = \"hook\"\n[[ingress]]\nsource = \"webhook\"\nprovider = \"github\"\nsecret_env = \"S\"\n{extra}"
+    )
+}
+
+#[test]
+fn a_github_webhook_bounds_replays_for_a_week_unless_told_otherwise() {
+    let plain = parse(&github_webhook(""), &files()).expect("parses");
+    assert_eq!(
+        plain.replay_window_s(Provider::Github),
+        Some(DEFAULT_REPLAY_WINDOW_S)
+    );
+    assert_eq!(plain.replay_window_s(Provider::Generic), None);
+    for (given, seconds) in [
+        ("\"90s\"", Some(90)),
+        ("\"30m\"", Some(1800)),
+        ("\"12h\"", Some(43_200)),
+        ("\"365d\"", Some(MAX_REPLAY_WINDOW_S)),
+        ("\"0\"", None),
+    ] {
+        let spec = parse(
+            &github_webhook(&format!("replay_window = {given}")),
+            &files(),
+        )
+        .unwrap_or_else(|err| panic!("{given}: {err}"));
+        assert_eq!(spec.replay_window_s(Provider::Github), seconds, "{given}");
+    }
+    for bad in [
+        "\"\"",
+        "\"7\"",
+        "\"d\"",
+        "\"-1d\"",
+        "\"1w\"",
+        "\"366d\"",
+        "\"1.5h\"",
+        "\"99999999999999999999d\"",
+        "7",
+    ] {
+        let text = github_webhook(&format!("replay_window = {bad}"));
+        assert!(parse(&text, &files()).is_err(), "{bad}");
+    }
+    let generic = "name = \"hook\"\n[[ingress]]\nsource = \"webhook\"\nprovider = \"generic\"\nsecret_env = \"S\"\nreplay_window = \"1h\"";
+    let err = parse(generic, &files()).expect_err("generic").to_string();
+    assert!(err.contains("replay_window"), "{err}");
 }
 
 proptest! {

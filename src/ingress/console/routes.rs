@@ -15,6 +15,10 @@
 //! | `GET /api/agents/ID/workspaces` | `ListWorkspaces` | yes |
 //! | `GET /api/agents/ID/events?after=` | `WatchEvents`, followed, as server-sent events | yes |
 //! | `POST /api/agents/ID/{pause,resume,abort,archive}` | `PauseAgent`, ... | yes |
+//!
+//! A "no" holds only with `serve --console-public-read`: without it, the
+//! console refuses every route but `/api/session` to a caller without the
+//! token before it gets here.
 
 use hyper::{Method, Response, StatusCode};
 use serde_json::{json, Value};
