@@ -65,8 +65,14 @@ fn write_config(dir: &Path, url: Option<&str>) -> String {
 }
 
 async fn start(root: &tempfile::TempDir, url: Option<&str>) -> Daemon {
+    start_under(&[], root, url).await
+}
+
+/// As [`start`], the daemon started by `wrapper` (see `Daemon::start_under`).
+async fn start_under(wrapper: &[&str], root: &tempfile::TempDir, url: Option<&str>) -> Daemon {
     let config = write_config(root.path(), url);
-    Daemon::start_with_env(
+    Daemon::start_under(
+        wrapper,
         &data_dir(root),
         &["--mcp-config", &config],
         &[
@@ -384,6 +390,20 @@ async fn the_http_servers_header_is_sent_and_never_recorded() {
     assert!(!daemon.log().contains(HEADER_VALUE));
 }
 
+/// A stdio server starts with no signal blocked or ignored, though its
+/// unit blocks the ones it waits for and the daemon runs under `nohup`
+/// (SIGHUP ignored): `kill -TERM` and `timeout(1)` work in it.
+async fn a_stdio_server_starts_with_its_signals_reset() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = start_under(&["nohup"], &root, None).await;
+    let mut c = daemon.clients().await;
+    let ops = create_with(&mut c, "ops", &["tools"])
+        .await
+        .expect("created");
+    let (failed, out) = call(&mut c, &ops, "mcp__tools__signals", json!({})).await;
+    common::assert_signals_reset("the MCP server", &text(failed, &out));
+}
+
 // -------------------------------------------------------------- runner
 
 type Test = fn() -> Pin<Box<dyn Future<Output = ()>>>;
@@ -395,6 +415,9 @@ const TESTS: &[(&str, Test)] = &[
     ),
     ("servers_restart_time_out_and_stop_with_the_daemon", || {
         Box::pin(servers_restart_time_out_and_stop_with_the_daemon())
+    }),
+    ("a_stdio_server_starts_with_its_signals_reset", || {
+        Box::pin(a_stdio_server_starts_with_its_signals_reset())
     }),
     ("the_http_servers_header_is_sent_and_never_recorded", || {
         Box::pin(the_http_servers_header_is_sent_and_never_recorded())
