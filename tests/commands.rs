@@ -314,3 +314,25 @@ async fn commands_never_see_the_daemons_secrets() {
         "{text}"
     );
 }
+
+/// A command starts with no signal blocked or ignored, though its unit
+/// blocks the ones it waits for and the daemon runs under `nohup` (SIGHUP
+/// ignored): `kill -TERM` and `timeout(1)` work in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_starts_with_its_signals_reset_even_under_nohup() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_under(&["nohup"], &data_dir(&root), &[], &[]).await;
+    let mut c = daemon.clients().await;
+    let id = create(&mut c, "runner", None).await;
+    let out = exec(
+        &mut c,
+        &id,
+        "grep -E '^Sig(Blk|Ign):' /proc/self/status",
+        10_000,
+    )
+    .await;
+    let text = out["task_handle"]["initial_output"]
+        .as_str()
+        .expect("output");
+    common::assert_signals_reset("the command", text);
+}

@@ -6,6 +6,8 @@
 //! tests otherwise, printing a libtest-like summary.
 
 mod common;
+#[path = "mcp/hostile.rs"]
+mod hostile;
 #[path = "mcp/in_process.rs"]
 mod in_process;
 #[path = "mcp/instances.rs"]
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 use common::{create, data_dir, events, eventually, handled, messages, send, tool_call, Daemon};
 use holarchy::api::pb;
 use holarchy::client::Clients;
+use hostile::{a_hostile_server_cannot_forge_or_flood_the_daemons_log, serve_hostile};
 use in_process::constraints_and_approvals_apply_to_mcp_tools;
 use instances::an_instance_gives_its_agent_mcp_servers_and_a_context_budget;
 use serde_json::{json, Value};
@@ -30,6 +33,8 @@ use server::{serve_http, serve_stdio, text_schema};
 
 /// The first argument that makes this binary the stdio MCP server.
 const SERVE_STDIO: &str = "--serve-mcp-stdio";
+/// The first argument that makes this binary a hostile stdio MCP server.
+const SERVE_HOSTILE: &str = "--serve-mcp-hostile";
 /// A variable only the daemon has: no server may see it.
 const DAEMON_ONLY: &str = "MCP_TEST_DAEMON_ONLY";
 /// A variable the configuration gives the stdio server.
@@ -42,14 +47,18 @@ const HEADER_NAME: &str = "x-test-key";
 // ------------------------------------------------------------- helpers
 
 /// The daemon's MCP configuration: this binary as stdio servers `tools`
-/// and `slow` (a 1 s call timeout), a program that does not exist as
-/// `broken`, and `web` at `url` when given.
+/// and `slow` (a 1 s call timeout) and as the hostile server `hostile`, a
+/// program that does not exist as `broken`, a shell that prints a forged
+/// log line on its stderr and exits as `liar`, and `web` at `url` when
+/// given.
 fn write_config(dir: &Path, url: Option<&str>) -> String {
     let me = std::env::current_exe().expect("this binary");
     let me = me.to_str().expect("a UTF-8 path");
     let mut servers = json!({
         "tools": {"command": me, "args": [SERVE_STDIO], "env": {GIVEN: "yes"}},
         "slow": {"command": me, "args": [SERVE_STDIO], "timeout_ms": 1000},
+        "hostile": {"command": me, "args": [SERVE_HOSTILE]},
+        "liar": {"command": "/bin/sh", "args": ["-c", hostile::LIAR]},
         "broken": {"command": "/nonexistent/mcp-server"},
     });
     if let Some(url) = url {
@@ -65,8 +74,14 @@ fn write_config(dir: &Path, url: Option<&str>) -> String {
 }
 
 async fn start(root: &tempfile::TempDir, url: Option<&str>) -> Daemon {
+    start_under(&[], root, url).await
+}
+
+/// As [`start`], the daemon started by `wrapper` (see `Daemon::start_under`).
+async fn start_under(wrapper: &[&str], root: &tempfile::TempDir, url: Option<&str>) -> Daemon {
     let config = write_config(root.path(), url);
-    Daemon::start_with_env(
+    Daemon::start_under(
+        wrapper,
         &data_dir(root),
         &["--mcp-config", &config],
         &[
@@ -384,6 +399,20 @@ async fn the_http_servers_header_is_sent_and_never_recorded() {
     assert!(!daemon.log().contains(HEADER_VALUE));
 }
 
+/// A stdio server starts with no signal blocked or ignored, though its
+/// unit blocks the ones it waits for and the daemon runs under `nohup`
+/// (SIGHUP ignored): `kill -TERM` and `timeout(1)` work in it.
+async fn a_stdio_server_starts_with_its_signals_reset() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = start_under(&["nohup"], &root, None).await;
+    let mut c = daemon.clients().await;
+    let ops = create_with(&mut c, "ops", &["tools"])
+        .await
+        .expect("created");
+    let (failed, out) = call(&mut c, &ops, "mcp__tools__signals", json!({})).await;
+    common::assert_signals_reset("the MCP server", &text(failed, &out));
+}
+
 // -------------------------------------------------------------- runner
 
 type Test = fn() -> Pin<Box<dyn Future<Output = ()>>>;
@@ -396,6 +425,13 @@ const TESTS: &[(&str, Test)] = &[
     ("servers_restart_time_out_and_stop_with_the_daemon", || {
         Box::pin(servers_restart_time_out_and_stop_with_the_daemon())
     }),
+    ("a_stdio_server_starts_with_its_signals_reset", || {
+        Box::pin(a_stdio_server_starts_with_its_signals_reset())
+    }),
+    (
+        "a_hostile_server_cannot_forge_or_flood_the_daemons_log",
+        || Box::pin(a_hostile_server_cannot_forge_or_flood_the_daemons_log()),
+    ),
     ("the_http_servers_header_is_sent_and_never_recorded", || {
         Box::pin(the_http_servers_header_is_sent_and_never_recorded())
     }),
@@ -410,8 +446,10 @@ const TESTS: &[(&str, Test)] = &[
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some(SERVE_STDIO) {
-        return serve_stdio();
+    match args.first().map(String::as_str) {
+        Some(SERVE_STDIO) => return serve_stdio(),
+        Some(SERVE_HOSTILE) => return serve_hostile(),
+        _ => {}
     }
     // Like libtest: words are name filters, `--skip NAME` leaves tests
     // out; other flags (and their values) are taken and ignored.

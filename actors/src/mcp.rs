@@ -20,6 +20,10 @@
 //! - `config`: the configuration file and its bounds.
 //! - `connection`: one live connection (stdio or streamable HTTP).
 //! - `stdio`: a stdio server's confined process and its bounded transport.
+//! - `guard`: the transport layer that answers servers' requests itself
+//!   and drops their notifications, before the SDK sees them.
+//! - `peer_log`: servers' text in the daemon's log, escaped, cut and
+//!   limited per server.
 //! - `listing`: servers' tool lists and results, bounded for brains.
 
 use std::collections::BTreeMap;
@@ -36,12 +40,15 @@ use crate::secrets::Secrets;
 
 pub mod config;
 mod connection;
+mod guard;
 pub mod listing;
+mod peer_log;
 mod stdio;
 
 pub use config::{McpConfig, McpConfigError, ServerConfig};
 pub use connection::{CallError, Connection};
 pub use listing::{Listing, McpTool, PREFIX};
+use peer_log::{shown, LogLimit, MAX_REASON};
 
 /// The wait before the second start in a row of a failing server; it
 /// doubles with each further failure.
@@ -114,6 +121,9 @@ struct Slot {
     /// Failures (failed starts, deaths of short-lived connections) since
     /// the last healthy run or successful call.
     failures: AtomicU32,
+    /// Log lines about what the server sends, limited across its
+    /// connections.
+    log: Arc<LogLimit>,
 }
 
 #[derive(Default)]
@@ -152,6 +162,7 @@ impl McpServers {
                     config: server.clone(),
                     state: tokio::sync::Mutex::default(),
                     failures: AtomicU32::new(0),
+                    log: Arc::new(LogLimit::new(&server.name)),
                 };
                 (server.name.clone(), slot)
             })
@@ -190,7 +201,8 @@ impl McpServers {
             } else {
                 slot.failures.fetch_add(1, Ordering::AcqRel) + 1
             };
-            warn!(server, reason = %reason, failures, "MCP server stopped");
+            slot.log.flush();
+            warn!(server, reason = %shown(&reason, MAX_REASON), failures, "MCP server stopped");
             state.retry_at = Some(Instant::now() + backoff(failures));
             state.last_error = Some(format!("it stopped: {reason}"));
             // The last holder of the connection ends what is left of it.
@@ -210,7 +222,7 @@ impl McpServers {
         let start_time = config.timeout.max(MIN_START_TIME);
         let opened = tokio::time::timeout(
             start_time,
-            Connection::open(config, &self.sandbox, &self.secrets),
+            Connection::open(config, &self.sandbox, &self.secrets, slot.log.clone()),
         )
         .await
         .unwrap_or_else(|_| {
@@ -233,7 +245,7 @@ impl McpServers {
                     "MCP server started"
                 );
                 for note in &live.tools.left_out {
-                    warn!(server, note = %note, "MCP tool left out of catalogs");
+                    warn!(server, note = %shown(note, MAX_REASON), "MCP tool left out of catalogs");
                 }
                 state.retry_at = None;
                 state.last_error = None;
@@ -242,7 +254,7 @@ impl McpServers {
             }
             Err(reason) => {
                 let failures = slot.failures.fetch_add(1, Ordering::AcqRel) + 1;
-                warn!(server, reason = %reason, failures, "MCP server could not start");
+                warn!(server, reason = %shown(&reason, MAX_REASON), failures, "MCP server could not start");
                 state.retry_at = Some(Instant::now() + backoff(failures));
                 state.last_error = Some(format!("it could not start: {reason}"));
                 Err(McpError::Start {
@@ -316,6 +328,7 @@ impl McpServers {
                 live.shut(within).await;
                 info!(server = %name, "MCP server stopped");
             }
+            slot.log.flush();
         }
     }
 }

@@ -24,6 +24,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub mod confine;
+pub mod signals;
 pub mod unit;
 
 /// The first argument that makes this binary a unit.

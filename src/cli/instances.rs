@@ -1,17 +1,22 @@
 //! `holarchy instance ...`: operators apply, list, read and delete
-//! instances. `apply` reads the manifest and the files it names (relative
-//! to the manifest) here, on the operator's side, and sends their text.
+//! instances. `apply` reads the manifest and the files it names (inside
+//! the manifest's folder, bounded: see [`beside`]) here, on the operator's
+//! side, and sends their text.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Subcommand;
+use holarchy_composition::manifest::MAX_MANIFEST_BYTES;
+use holarchy_composition::role::MAX_ROLE_BYTES;
 use serde_json::{json, Value};
 
 use super::output::{agent_json, brain_json, emit, Output};
 use crate::api::pb;
 use crate::client::Clients;
+
+mod beside;
 
 #[derive(Debug, Subcommand)]
 pub enum InstanceCommand {
@@ -161,22 +166,30 @@ pub(super) async fn instance_command(
 }
 
 /// The request for `file`: its text and the text of the role file it
-/// names, read relative to the manifest's folder.
+/// names, read from the manifest's folder (see [`beside`]).
 fn read_manifest(file: &Path) -> anyhow::Result<pb::ApplyInstanceRequest> {
-    let manifest =
-        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let opened =
+        std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let manifest = beside::read_at_most(opened, MAX_MANIFEST_BYTES)
+        .with_context(|| format!("cannot read {}", file.display()))?
+        .with_context(|| {
+            format!(
+                "{} is over {MAX_MANIFEST_BYTES} bytes, the limit for a manifest",
+                file.display()
+            )
+        })?;
+    let manifest = String::from_utf8(manifest)
+        .with_context(|| format!("{} is not UTF-8 text", file.display()))?;
     let parsed: toml::Table = toml::from_str(&manifest)
         .with_context(|| format!("{} is not valid TOML", file.display()))?;
+    let folder = file.parent().unwrap_or(Path::new("."));
     let mut files = BTreeMap::new();
     let prompt_file = parsed
         .get("role")
         .and_then(|role| role.get("prompt_file"))
         .and_then(toml::Value::as_str);
     if let Some(path) = prompt_file {
-        let base = file.parent().unwrap_or(Path::new("."));
-        let full = base.join(path);
-        let text = std::fs::read_to_string(&full)
-            .with_context(|| format!("cannot read the role's prompt_file {}", full.display()))?;
+        let text = beside::read_beside(folder, "role.prompt_file", path, MAX_ROLE_BYTES)?;
         files.insert(path.to_owned(), text);
     } else if parsed
         .get("role")
@@ -184,7 +197,7 @@ fn read_manifest(file: &Path) -> anyhow::Result<pb::ApplyInstanceRequest> {
     {
         bail!("role.prompt_file must be a path");
     }
-    let manifest = with_program_beside(manifest, parsed, file.parent().unwrap_or(Path::new(".")))?;
+    let manifest = with_program_beside(manifest, parsed, folder)?;
     Ok(pb::ApplyInstanceRequest {
         manifest,
         files: files.into_iter().collect(),

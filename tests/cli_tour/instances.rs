@@ -56,3 +56,64 @@ async fn an_operator_applies_lists_reads_and_deletes_an_instance() {
     let gone = cli.fails(&["instance", "get", "triage"]);
     assert!(gone.contains("no instance named"), "{gone}");
 }
+
+/// A manifest may come from anyone, and its role goes to the model
+/// provider: the CLI reads only a regular file inside the manifest's
+/// folder, never past the role's limit, and says what to do otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_reads_only_a_bounded_regular_file_inside_the_manifests_folder() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let cli = Holarchy::data_dir(&daemon.data_dir);
+    let folder = root.path().join("manifests");
+    std::fs::create_dir_all(folder.join("roles")).expect("mkdir");
+    std::fs::write(folder.join("roles/triage.md"), "You sort new issues.").expect("role");
+    std::fs::write(root.path().join("outside.md"), "not for the model").expect("outside");
+    std::os::unix::fs::symlink("../outside.md", folder.join("link.md")).expect("link");
+    std::os::unix::fs::symlink("/dev/zero", folder.join("zero.md")).expect("link");
+    let fifo = folder.join("pipe.md");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    std::fs::write(folder.join("big.md"), "x".repeat(32 * 1024 + 1)).expect("big");
+    let manifest = folder.join("triage.toml");
+    let file = manifest.to_str().expect("utf-8 path");
+    let with_role = |path: &str| {
+        let text =
+            format!("name = \"triage\"\n\n[role]\nprompt_file = \"{path}\"\n\n[brain.scripted]\n");
+        std::fs::write(&manifest, text).expect("manifest");
+    };
+
+    let refusals = [
+        (
+            "/etc/passwd",
+            "must be a relative path inside the manifest's folder",
+        ),
+        (
+            "../outside.md",
+            "must be a relative path inside the manifest's folder",
+        ),
+        ("link.md", "outside the manifest's folder"),
+        ("zero.md", "outside the manifest's folder"),
+        ("pipe.md", "is not a regular file"),
+        ("big.md", "is over 32768 bytes, the limit"),
+    ];
+    for (path, why) in refusals {
+        with_role(path);
+        let said = cli.fails(&["instance", "apply", file]);
+        assert!(
+            said.contains(&format!("role.prompt_file `{path}`")) && said.contains(why),
+            "{path}: {said}"
+        );
+    }
+    assert!(
+        cli.json(&["instance", "list"]).is_empty(),
+        "nothing applied"
+    );
+
+    with_role("roles/triage.md");
+    let created = cli.ok(&["instance", "apply", file]);
+    assert!(created.starts_with("created triage"), "{created}");
+}

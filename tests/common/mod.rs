@@ -35,12 +35,33 @@ impl Daemon {
 
     /// As `start_with`, with extra environment variables for the daemon.
     pub async fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Self::start_under(&[], data_dir, extra, env).await
+    }
+
+    /// As `start_with_env`, started by `wrapper` (a program and its
+    /// arguments that `exec`s the rest of its command line, as `nohup`
+    /// does), so the daemon inherits what the wrapper sets up.
+    pub async fn start_under(
+        wrapper: &[&str],
+        data_dir: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Daemon {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(data_dir.with_extension("log"))
             .expect("daemon log opens");
-        let child = Command::new(env!("CARGO_BIN_EXE_holarchy"))
+        let holarchy = env!("CARGO_BIN_EXE_holarchy");
+        let mut command = match wrapper.split_first() {
+            None => Command::new(holarchy),
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(holarchy);
+                command
+            }
+        };
+        let child = command
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
@@ -446,4 +467,41 @@ pub async fn apply_instance(c: &mut Clients, manifest: &str) -> String {
         .and_then(|i| i.agent)
         .expect("the instance's agent")
         .agent_id
+}
+
+/// Checks the `SigBlk:` and `SigIgn:` lines of a program's
+/// `/proc/self/status` (as `what` reported them): nothing blocked, and
+/// none of the signals that stop or end a program ignored, so `kill` and
+/// `timeout(1)` work inside it.
+pub fn assert_signals_reset(what: &str, lines: &str) {
+    let mask = |name: &str| {
+        let line = lines
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(name))
+            .unwrap_or_else(|| panic!("{what}: no `{name}` line in {lines:?}"));
+        u64::from_str_radix(line.trim(), 16)
+            .unwrap_or_else(|_| panic!("{what}: `{name}` is not hex in {lines:?}"))
+    };
+    assert_eq!(
+        mask("SigBlk:"),
+        0,
+        "{what} starts with signals blocked: {lines}"
+    );
+    // Bit n - 1 stands for signal n.
+    let ending = [
+        signal_bit(1),
+        signal_bit(2),
+        signal_bit(3),
+        signal_bit(15),
+        signal_bit(17),
+    ];
+    let ignored = mask("SigIgn:");
+    assert!(
+        ending.iter().all(|bit| ignored & bit == 0),
+        "{what} starts with HUP, INT, QUIT, TERM or CHLD ignored: {lines}"
+    );
+}
+
+fn signal_bit(signal: u32) -> u64 {
+    1 << (signal - 1)
 }

@@ -67,6 +67,11 @@ impl ServerHandler for TestServer {
                 json!({"type": "object", "properties": {"ms": {"type": "integer"}}}),
             ),
             tool("whoami", "The header the server was sent.", object.clone()),
+            tool(
+                "signals",
+                "This server's blocked and ignored signals (/proc/self/status).",
+                object.clone(),
+            ),
             tool("bad name", "A name no catalog takes.", object),
         ]))
     }
@@ -100,6 +105,7 @@ impl ServerHandler for TestServer {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 "slept".to_owned()
             }
+            "signals" => signal_lines(),
             "whoami" => self
                 .header
                 .lock()
@@ -110,6 +116,16 @@ impl ServerHandler for TestServer {
         };
         Ok(CallToolResult::success(vec![Content::text(text)]))
     }
+}
+
+/// The `SigBlk:` and `SigIgn:` lines of this process's status, one a line.
+fn signal_lines() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .filter(|l| l.starts_with("SigBlk:") || l.starts_with("SigIgn:"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// This binary as a stdio server, until its client goes away.

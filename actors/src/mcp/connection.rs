@@ -4,7 +4,7 @@
 //! (see [`super::McpServers`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -17,7 +17,9 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceError, ServiceExt};
 
 use super::config::{HttpConfig, ServerConfig, Transport};
+use super::guard::Guarded;
 use super::listing::{self, Listing, MAX_PAGES};
+use super::peer_log::LogLimit;
 use super::stdio::{self, ClosedWhy, Process};
 use crate::sandbox::SandboxConfig;
 use crate::secrets::Secrets;
@@ -80,16 +82,22 @@ fn client_info() -> ClientInfo {
 impl Connection {
     /// Starts server `config` and lists its tools. The caller bounds the
     /// time it takes (dropping the future ends whatever was started).
+    /// `log` limits the log lines about what the server sends.
     pub async fn open(
         config: &ServerConfig,
         sandbox: &SandboxConfig,
         secrets: &Secrets,
+        log: Arc<LogLimit>,
     ) -> Result<Self, String> {
+        let name = &config.name;
         match &config.transport {
             Transport::Stdio(stdio) => {
-                let (process, transport) = stdio::spawn(&config.name, stdio, sandbox)?;
+                let (process, transport) = stdio::spawn(name, stdio, sandbox, log.clone())?;
                 let closed_why = transport.closed_why();
-                match client_info().serve(transport).await {
+                match client_info()
+                    .serve(Guarded::new(transport, name, log))
+                    .await
+                {
                     Ok(service) => {
                         Self::listed(&config.name, service, Some(process), closed_why).await
                     }
@@ -106,7 +114,7 @@ impl Connection {
                 }
             }
             Transport::Http(http) => {
-                let transport = http_transport(http, secrets)?;
+                let transport = Guarded::new(http_transport(http, secrets)?, name, log);
                 let service = client_info()
                     .serve(transport)
                     .await

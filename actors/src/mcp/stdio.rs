@@ -27,6 +27,7 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
 use super::config::StdioConfig;
+use super::peer_log::{shown, LogLimit, MAX_SHOWN};
 use crate::sandbox::SandboxConfig;
 
 /// Longest JSON-RPC message a server may send on one line.
@@ -93,11 +94,13 @@ impl Process {
 }
 
 /// Starts `config`'s program as server `name`. The caller holds the
-/// process for as long as it talks to it over the transport.
+/// process for as long as it talks to it over the transport; `log` limits
+/// the log lines about what it prints.
 pub fn spawn(
     name: &str,
     config: &StdioConfig,
     sandbox: &SandboxConfig,
+    log: Arc<LogLimit>,
 ) -> Result<(Process, StdioTransport), String> {
     let private = sandbox
         .tmp_dir(format!("mcp-{name}"))
@@ -151,6 +154,8 @@ pub fn spawn(
         lines: FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE_BYTES)),
         stdin: Arc::new(tokio::sync::Mutex::new(Some(stdin))),
         closed,
+        server: name.to_owned(),
+        log,
     };
     let process = Process {
         stop: Mutex::new(Some(stop)),
@@ -225,6 +230,8 @@ pub struct StdioTransport {
     lines: FramedRead<ChildStdout, LinesCodec>,
     stdin: Arc<tokio::sync::Mutex<Option<ChildStdin>>>,
     closed: ClosedWhy,
+    server: String,
+    log: Arc<LogLimit>,
 }
 
 impl std::fmt::Debug for StdioTransport {
@@ -283,7 +290,14 @@ impl rmcp::transport::Transport<RoleClient> for StdioTransport {
                     match serde_json::from_str(&line) {
                         Ok(message) => return Some(message),
                         Err(err) => {
-                            tracing::debug!(error = %err, "an MCP server printed a line that is not a message");
+                            // Only a line that is logged spends the budget.
+                            if tracing::enabled!(tracing::Level::DEBUG) && self.log.allow() {
+                                tracing::debug!(
+                                    server = %self.server,
+                                    error = %shown(&err.to_string(), MAX_SHOWN),
+                                    "an MCP server printed a line that is not a message"
+                                );
+                            }
                         }
                     }
                 }

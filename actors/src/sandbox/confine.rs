@@ -1,7 +1,9 @@
 //! The second stage of a unit: a run of this binary that sets the task's
 //! resource limits, confines itself with Landlock to the paths its spec
-//! allows, and then becomes the program (`exec`). The confinement is
-//! inherited by everything the program starts and cannot be undone.
+//! allows, clears the signal state the unit left it (see
+//! [`super::signals`]), and then becomes the program (`exec`). The
+//! confinement is inherited by everything the program starts and cannot
+//! be undone.
 
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
@@ -54,6 +56,12 @@ pub fn main(args: &[OsString]) -> i32 {
     }
     if let Err(err) = restrict(&spec) {
         eprintln!("holarchy: cannot confine the command: {err}");
+        return 126;
+    }
+    // Last, so the unit's stop signals stay held until the program can
+    // take them: one sent meanwhile is delivered by this unblocking.
+    if let Err(err) = super::signals::reset_for_exec() {
+        eprintln!("holarchy: cannot reset the command's signals: {err}");
         return 126;
     }
     let err = std::process::Command::new(program)

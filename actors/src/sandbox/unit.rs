@@ -33,6 +33,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{getppid, Pid};
 
+use super::signals::{self, UNIT_SIGNALS};
 use super::{UnitSpec, CONFINE_ARG};
 
 /// The exit code of a unit that ended its program for a reason of its own.
@@ -75,14 +76,11 @@ fn run(spec: &UnitSpec, args: &[OsString]) -> Result<i32, String> {
     // alike); it must not dump core into the agent's workspace doing so.
     nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0)
         .map_err(|e| format!("core limit: {e}"))?;
+    // Whatever the daemon was started with: an ignored SIGCHLD would have
+    // the kernel reap the program before the unit learns how it ended.
+    signals::default_actions(UNIT_SIGNALS).map_err(|e| format!("signal actions: {e}"))?;
     let mut mask = SigSet::empty();
-    for signal in [
-        Signal::SIGCHLD,
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-    ] {
+    for signal in UNIT_SIGNALS {
         mask.add(signal);
     }
     mask.thread_block()
@@ -91,8 +89,8 @@ fn run(spec: &UnitSpec, args: &[OsString]) -> Result<i32, String> {
         SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC).map_err(|e| format!("signalfd: {e}"))?;
 
     let exe = std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?;
-    // std resets the signal mask in the child, so the program starts with
-    // none of ours blocked.
+    // The second stage inherits this mask; it clears it (and every
+    // ignored signal) just before it becomes the program.
     let child = std::process::Command::new(exe)
         .arg(CONFINE_ARG)
         .args(args)
