@@ -210,19 +210,9 @@ impl MemoryIndex {
     /// The agent's best hits for `query` among `kinds` (empty: all), each
     /// read back by its id through `recall` (`None`: gone, left out). The
     /// query is read by [`query::build`], never tantivy's parser, and the
-    /// search stops past [`SEARCH_CPU_BUDGET`] of this thread's CPU.
+    /// search stops past `budget` of this thread's CPU (the store gives
+    /// [`SEARCH_CPU_BUDGET`]).
     pub(crate) fn search(
-        &self,
-        agent: AgentId,
-        query: &str,
-        kinds: &[MemoryKind],
-        limit: usize,
-        recall: &dyn Fn(&str) -> Result<Option<Recalled>, StoreError>,
-    ) -> Result<Vec<MemoryHit>, StoreError> {
-        self.search_within(agent, query, kinds, limit, recall, SEARCH_CPU_BUDGET)
-    }
-
-    pub(crate) fn search_within(
         &self,
         agent: AgentId,
         query: &str,

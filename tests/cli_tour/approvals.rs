@@ -7,8 +7,9 @@ use std::path::Path;
 use crate::cli::{handled, text, until, Holarchy};
 use crate::common::{data_dir, Daemon};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_operator_lists_approves_and_denies_parked_calls() {
+/// A daemon with the instance `release`, whose commands wait for an
+/// operator's approval; its data directory's root, the daemon, a client.
+async fn release_instance() -> (tempfile::TempDir, Daemon, Holarchy) {
     let root = tempfile::tempdir().expect("tempdir");
     let daemon = Daemon::start(&data_dir(&root)).await;
     let cli = Holarchy::data_dir(&daemon.data_dir);
@@ -19,6 +20,12 @@ async fn an_operator_lists_approves_and_denies_parked_calls() {
     )
     .expect("manifest");
     cli.ok(&["instance", "apply", manifest.to_str().expect("utf-8")]);
+    (root, daemon, cli)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_lists_approves_and_denies_parked_calls() {
+    let (_root, _daemon, cli) = release_instance().await;
     let exec = |command: &str| {
         format!(
             r#"{{"tool_calls":[{{"name":"ExecCommand","input":{{"command":"{command}","yield_ms":5000}}}}]}}"#
@@ -73,16 +80,7 @@ async fn an_operator_lists_approves_and_denies_parked_calls() {
 /// `env` value is nowhere in the records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_padded_call_is_shown_whole_and_runs_where_it_was_parked() {
-    let root = tempfile::tempdir().expect("tempdir");
-    let daemon = Daemon::start(&data_dir(&root)).await;
-    let cli = Holarchy::data_dir(&daemon.data_dir);
-    let manifest = root.path().join("release.toml");
-    std::fs::write(
-        &manifest,
-        "name = \"release\"\n[brain.scripted]\n[constraints]\nrequire_approval = [\"ExecCommand\"]\n",
-    )
-    .expect("manifest");
-    cli.ok(&["instance", "apply", manifest.to_str().expect("utf-8")]);
+    let (root, _daemon, cli) = release_instance().await;
     let elsewhere = root.path().join("elsewhere");
     std::fs::create_dir(&elsewhere).expect("dir");
     let elsewhere = elsewhere.canonicalize().expect("canonical");

@@ -22,7 +22,7 @@ use crate::store::agent_trees::{self, AgentTrees};
 use crate::store::codec::{decode, decode_agent, encode};
 use crate::store::event_log;
 use crate::store::memory_index::{
-    index_dir, IndexSource, MemoryIndex, MEMORY, MEMORY_META, MEMORY_QUEUE,
+    index_dir, IndexSource, MemoryIndex, MEMORY, MEMORY_META, MEMORY_QUEUE, SEARCH_CPU_BUDGET,
 };
 
 /// `memory_keys`: agent id ++ key (UTF-8) -> note id.
@@ -389,7 +389,7 @@ impl MemoryStore for SledStore {
         let recall = |id: &str| self.recall(agent, id);
         self.memory
             .index
-            .search(agent, query, kinds, limit, &recall)
+            .search(agent, query, kinds, limit, &recall, SEARCH_CPU_BUDGET)
     }
 
     fn delete_memory(&self, agent: AgentId) -> Result<usize, StoreError> {

@@ -377,11 +377,10 @@ async fn a_search_past_its_cpu_budget_is_stopped() {
     }
     assert_eq!(found(&store, agent, "common", &[], 10).len(), 10, "indexed");
     let recall = |id: &str| store.recall(agent, id);
-    let stopped =
-        store
-            .memory
-            .index
-            .search_within(agent, "common", &[], 10, &recall, Duration::ZERO);
+    let stopped = store
+        .memory
+        .index
+        .search(agent, "common", &[], 10, &recall, Duration::ZERO);
     match stopped {
         Err(StoreError::OverBudget(why)) => assert!(why.contains("fewer or rarer words"), "{why}"),
         other => panic!("not stopped: {other:?}"),
@@ -389,7 +388,7 @@ async fn a_search_past_its_cpu_budget_is_stopped() {
     let within = store
         .memory
         .index
-        .search_within(agent, "common", &[], 10, &recall, Duration::from_secs(5))
+        .search(agent, "common", &[], 10, &recall, Duration::from_secs(5))
         .expect("within its budget");
     assert_eq!(within.len(), 10);
 }
