@@ -4,6 +4,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use tokio_util::task::TaskTracker;
+
 /// An operator's change that failed, or did not finish in time.
 #[derive(Debug, thiserror::Error)]
 pub enum Bounded<E: std::error::Error + 'static> {
@@ -15,9 +17,11 @@ pub enum Bounded<E: std::error::Error + 'static> {
     Failed(#[from] E),
 }
 
-/// Runs `change` in a task of its own and waits up to `limit` for it. On
-/// a timeout the change goes on to its end: it is never dropped half-way.
+/// Runs `change` in a task of its own (held by `tasks`, so a shutdown
+/// waits for it) and waits up to `limit` for it. On a timeout the change
+/// goes on to its end: it is never dropped half-way.
 pub async fn bounded<T, E>(
+    tasks: &TaskTracker,
     limit: Duration,
     change: impl Future<Output = Result<T, E>> + Send + 'static,
 ) -> Result<T, Bounded<E>>
@@ -25,7 +29,7 @@ where
     T: Send + 'static,
     E: std::error::Error + Send + 'static,
 {
-    let running = tokio::spawn(change);
+    let running = tasks.spawn(change);
     match tokio::time::timeout(limit, running).await {
         Ok(Ok(done)) => done.map_err(Bounded::Failed),
         Ok(Err(join)) => Err(Bounded::Panicked(join.to_string())),

@@ -319,9 +319,13 @@ impl Runtime {
             .into());
         }
         let ctx = self.ctx.clone();
-        bounded(self.change_deadline(), async move {
-            Ok(cleanup::run(&ctx, agent_id, CleanupReason::Archived, Batch::new()).await?)
-        })
+        bounded(
+            &self.ctx().lifecycle.tasks,
+            self.change_deadline(),
+            async move {
+                Ok(cleanup::run(&ctx, agent_id, CleanupReason::Archived, Batch::new()).await?)
+            },
+        )
         .await
     }
 

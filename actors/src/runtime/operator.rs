@@ -89,7 +89,7 @@ impl Runtime {
     ) -> Result<Option<Delivered>, Bounded<TaskError>> {
         let ctx = self.ctx().clone();
         let limit = self.ctx().config.call_timeout;
-        bounded(limit, async move {
+        bounded(&self.ctx().lifecycle.tasks, limit, async move {
             task::input(&ctx, task_id, None, text).await
         })
         .await
@@ -102,9 +102,11 @@ impl Runtime {
         why: &'static str,
     ) -> Result<TaskRecord, Bounded<TaskError>> {
         let ctx = self.ctx().clone();
-        bounded(self.change_deadline(), async move {
-            task::stop(&ctx, task_id, None, why).await
-        })
+        bounded(
+            &self.ctx().lifecycle.tasks,
+            self.change_deadline(),
+            async move { task::stop(&ctx, task_id, None, why).await },
+        )
         .await
     }
 
@@ -121,9 +123,11 @@ impl Runtime {
     ) -> Result<(View, Binding), Bounded<WorkspaceError>> {
         let ctx = self.ctx().clone();
         let path = path.to_owned();
-        bounded(self.change_deadline(), async move {
-            workspace::attach(&ctx, agent_id, &path, workspace_id).await
-        })
+        bounded(
+            &self.ctx().lifecycle.tasks,
+            self.change_deadline(),
+            async move { workspace::attach(&ctx, agent_id, &path, workspace_id).await },
+        )
         .await
     }
 
@@ -133,9 +137,11 @@ impl Runtime {
         workspace_id: String,
     ) -> Result<(View, Binding), Bounded<WorkspaceError>> {
         let ctx = self.ctx().clone();
-        bounded(self.change_deadline(), async move {
-            workspace::detach(&ctx, agent_id, &workspace_id).await
-        })
+        bounded(
+            &self.ctx().lifecycle.tasks,
+            self.change_deadline(),
+            async move { workspace::detach(&ctx, agent_id, &workspace_id).await },
+        )
         .await
     }
 
@@ -148,7 +154,7 @@ impl Runtime {
     ) -> Result<Delivered, Bounded<WaitError>> {
         let ctx = self.ctx().clone();
         let limit = self.ctx().config.call_timeout;
-        bounded(limit, async move {
+        bounded(&self.ctx().lifecycle.tasks, limit, async move {
             wait::deliver(&ctx, &token, payload, dedupe_key).await
         })
         .await
@@ -162,9 +168,11 @@ impl Runtime {
         files: std::collections::BTreeMap<String, String>,
     ) -> Result<(InstanceView, Change), Bounded<InstanceError>> {
         let ctx = self.ctx().clone();
-        bounded(self.change_deadline(), async move {
-            instance::apply(&ctx, &manifest, &files).await
-        })
+        bounded(
+            &self.ctx().lifecycle.tasks,
+            self.change_deadline(),
+            async move { instance::apply(&ctx, &manifest, &files).await },
+        )
         .await
     }
 
@@ -182,9 +190,11 @@ impl Runtime {
         name: String,
     ) -> Result<InstanceView, Bounded<InstanceError>> {
         let ctx = self.ctx().clone();
-        bounded(self.change_deadline(), async move {
-            instance::delete(&ctx, &name).await
-        })
+        bounded(
+            &self.ctx().lifecycle.tasks,
+            self.change_deadline(),
+            async move { instance::delete(&ctx, &name).await },
+        )
         .await
     }
 
@@ -196,9 +206,11 @@ impl Runtime {
         event: InboundEvent,
     ) -> Result<Published, Bounded<IngressError>> {
         let ctx = self.ctx().clone();
-        bounded(self.ctx().config.call_timeout * 2, async move {
-            ingress::publish(&ctx, &instance, event).await
-        })
+        bounded(
+            &self.ctx().lifecycle.tasks,
+            self.ctx().config.call_timeout * 2,
+            async move { ingress::publish(&ctx, &instance, event).await },
+        )
         .await
     }
 
@@ -260,9 +272,11 @@ impl Runtime {
     /// Runs a parked call once, as its agent, and tells the agent.
     pub async fn approve(&self, id: ApprovalId) -> Result<ApprovalRecord, Bounded<ApprovalError>> {
         let ctx = self.ctx().clone();
-        bounded(self.change_deadline(), async move {
-            approval::approve(&ctx, id).await
-        })
+        bounded(
+            &self.ctx().lifecycle.tasks,
+            self.change_deadline(),
+            async move { approval::approve(&ctx, id).await },
+        )
         .await
     }
 
@@ -273,9 +287,11 @@ impl Runtime {
         reason: String,
     ) -> Result<ApprovalRecord, Bounded<ApprovalError>> {
         let ctx = self.ctx().clone();
-        bounded(self.change_deadline(), async move {
-            approval::deny(&ctx, id, reason).await
-        })
+        bounded(
+            &self.ctx().lifecycle.tasks,
+            self.change_deadline(),
+            async move { approval::deny(&ctx, id, reason).await },
+        )
         .await
     }
 
@@ -301,6 +317,8 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
+    use tokio_util::task::TaskTracker;
+
     use super::*;
 
     #[derive(Debug, thiserror::Error)]
@@ -316,29 +334,36 @@ mod tests {
             done.store(true, Ordering::SeqCst);
             Ok::<_, Refused>(())
         };
-        let answer = bounded(Duration::from_millis(10), slow).await;
+        let tasks = TaskTracker::new();
+        let answer = bounded(&tasks, Duration::from_millis(10), slow).await;
         assert!(matches!(answer, Err(Bounded::TimedOut(_))), "{answer:?}");
         assert!(!finished.load(Ordering::SeqCst));
-        tokio::time::timeout(Duration::from_secs(5), async {
-            while !finished.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await
-        .expect("the change went on after its caller stopped waiting");
+        // Held, not detached: a shutdown's wait sees it to its end.
+        assert_eq!(tasks.len(), 1);
+        tasks.close();
+        tokio::time::timeout(Duration::from_secs(5), tasks.wait())
+            .await
+            .expect("the change went on after its caller stopped waiting");
+        assert!(finished.load(Ordering::SeqCst));
     }
 
     #[tokio::test]
     async fn a_change_in_time_keeps_its_answer_and_its_error() {
-        let ok = bounded(Duration::from_secs(5), async { Ok::<_, Refused>(7) }).await;
+        let ok = bounded(&TaskTracker::new(), Duration::from_secs(5), async {
+            Ok::<_, Refused>(7)
+        })
+        .await;
         assert_eq!(ok.expect("in time"), 7);
-        let refused = bounded(Duration::from_secs(5), async { Err::<(), _>(Refused) }).await;
+        let refused = bounded(&TaskTracker::new(), Duration::from_secs(5), async {
+            Err::<(), _>(Refused)
+        })
+        .await;
         assert!(matches!(refused, Err(Bounded::Failed(Refused))));
     }
 
     #[tokio::test]
     async fn a_change_that_panics_says_so_rather_than_timing_out() {
-        let broken = bounded(Duration::from_secs(5), async {
+        let broken = bounded(&TaskTracker::new(), Duration::from_secs(5), async {
             if Duration::ZERO.is_zero() {
                 panic!("broken change");
             }
