@@ -83,6 +83,13 @@ pub async fn run(data_dir: &Path, opts: &Options) -> Report {
         daemon = Daemon::start_with(data_dir, SERVE).await;
         let mut c = daemon.clients().await;
         check::after_restart(&mut c, &ledger, kill, &mut checks).await;
+        if kill % 10 == 0 {
+            eprintln!(
+                "chaos: {kill} kills, {} s, {} violations so far",
+                started.elapsed().as_secs(),
+                checks.violations.len()
+            );
+        }
     }
     // A graceful stop loses nothing either.
     daemon.terminate(Duration::from_secs(30)).await;
