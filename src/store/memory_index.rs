@@ -89,12 +89,14 @@ fn schema() -> (Schema, Fields) {
 
 /// The daemon's memory index: searches here, writes on the indexer thread.
 pub struct MemoryIndex {
-    index: Index,
     reader: IndexReader,
     fields: Fields,
     wake: mpsc::SyncSender<()>,
     stopping: Arc<AtomicBool>,
     indexer: Mutex<Option<JoinHandle<()>>>,
+    /// The searched fields (text, key, tags) with their analyzers, looked
+    /// up once: each search clones them (an analyzer is `&mut` to use).
+    searched: Vec<query::Searched>,
 }
 
 impl std::fmt::Debug for MemoryIndex {
@@ -141,8 +143,17 @@ impl MemoryIndex {
             .name("memory-indexer".into())
             .spawn(move || indexer.run(woken, &stop))
             .map_err(failed)?;
+        let searched = [fields.text, fields.key, fields.tags]
+            .into_iter()
+            .map(|field| {
+                Ok(query::Searched {
+                    field,
+                    analyzer: index.tokenizer_for_field(field).map_err(failed)?,
+                })
+            })
+            .collect::<Result<_, StoreError>>()?;
         Ok(Self {
-            index,
+            searched,
             reader,
             fields,
             wake,
@@ -222,17 +233,7 @@ impl MemoryIndex {
         budget: Duration,
     ) -> Result<Vec<MemoryHit>, StoreError> {
         let fields = self.fields;
-        let analyzer = |field| -> Result<query::Searched, StoreError> {
-            Ok(query::Searched {
-                field,
-                analyzer: self.index.tokenizer_for_field(field).map_err(failed)?,
-            })
-        };
-        let mut searched = [
-            analyzer(fields.text)?,
-            analyzer(fields.key)?,
-            analyzer(fields.tags)?,
-        ];
+        let mut searched = self.searched.clone();
         let matched = query::build(query, &mut searched);
         let term = |field, text: &str| -> Box<dyn Query> {
             Box::new(TermQuery::new(

@@ -67,6 +67,7 @@ pub(super) fn clauses(query: &str) -> Vec<Clause<'_>> {
 }
 
 /// A searched field and the analyzer its documents were indexed with.
+#[derive(Clone)]
 pub(super) struct Searched {
     pub field: Field,
     pub analyzer: TextAnalyzer,
