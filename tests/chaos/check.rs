@@ -194,20 +194,22 @@ async fn none_stuck(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, checks
         .filter(|(_, t)| t.live() && t.paused == Some(false))
         .map(|(id, _)| id)
         .collect();
-    let pending = [
-        pb::MessageStatus::Queued as i32,
-        pb::MessageStatus::Handling as i32,
-    ];
     let mut waiting = watched;
     while !waiting.is_empty() {
         let mut still = Vec::new();
         for id in waiting {
-            match all_messages(c, &id).await {
-                Ok(messages) if messages.iter().any(|m| pending.contains(&m.status)) => {
-                    still.push(id)
-                }
+            // The summary's queue and run, not a listing of every message:
+            // one read an agent, whatever its history.
+            let got = c
+                .agents
+                .get_agent(pb::GetAgentRequest {
+                    agent: Some(pb::get_agent_request::Agent::AgentId(id.clone())),
+                })
+                .await;
+            match got.map(|r| r.into_inner().agent) {
+                Ok(Some(a)) if a.queue_length > 0 || !a.current_run_id.is_empty() => still.push(id),
                 Ok(_) => {}
-                Err(status) => checks.fail(kill, format!("ListMessages {id}: {status}")),
+                Err(status) => checks.fail(kill, format!("GetAgent {id}: {status}")),
             }
         }
         waiting = still;
