@@ -2,6 +2,8 @@
 //! writes, start it again, and find everything that was acknowledged.
 
 mod common;
+#[path = "restart/damaged.rs"]
+mod damaged;
 
 use std::collections::{HashMap, HashSet};
 

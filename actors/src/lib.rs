@@ -80,9 +80,10 @@ pub use runtime::{
     RuntimeSnapshot,
 };
 pub use store::{
-    ApprovalStore, Batch, CommitFuture, ContextRecord, ContextStore, DurableFuture, InboundStore,
-    InstanceStore, MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Recalled,
-    RecalledToolCall, RecoveryInput, ReplayGuard, Store, StoreError, StoredEvent, Write,
+    ApprovalStore, Batch, CommitFuture, ContextRecord, ContextStore, DamagedRecord, DurableFuture,
+    InboundStore, InstanceStore, MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore,
+    NoteDraft, Recalled, RecalledToolCall, RecoveryInput, ReplayGuard, Store, StoreError,
+    StoredEvent, Write,
 };
 
 /// Wall-clock milliseconds since the Unix epoch, for record timestamps.

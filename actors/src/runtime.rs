@@ -26,6 +26,7 @@ use crate::{now_ms, supervisor, Ctx};
 pub mod activity;
 mod bounded;
 mod create;
+mod damage;
 pub mod factory;
 mod handle;
 pub mod inspect;
@@ -78,6 +79,11 @@ pub struct RuntimeSnapshot {
     pub rearmed_waits: usize,
     pub interrupted_commands: usize,
     pub armed_waits: usize,
+    /// Records the start could not read (see `damage`).
+    pub damaged: Vec<crate::store::DamagedRecord>,
+    /// Agents not started because a record of theirs, or of a
+    /// supervisor above them, is damaged.
+    pub held_agents: usize,
 }
 
 #[derive(Debug)]

@@ -206,6 +206,24 @@ pub struct RecoveryInput {
     pub intents: Vec<CleanupIntent>,
     /// Waits still armed.
     pub armed_waits: Vec<WaitRecord>,
+    /// Records that could not be read: left where they are, kept out of
+    /// the tree's recovery and named to the operator.
+    pub damaged: Vec<DamagedRecord>,
+}
+
+/// A record a daemon start could not read (bytes flipped or cut on disk,
+/// or written by a format this build does not know). One damaged record
+/// must not keep a daemon of healthy agents from starting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedRecord {
+    /// The tree (table) it lies in.
+    pub tree: &'static str,
+    /// Its key, in hex, for an operator restoring it from a backup.
+    pub key: String,
+    /// The agent it belongs to, when its key or an index says so.
+    pub agent_id: Option<AgentId>,
+    /// Why it could not be read.
+    pub reason: String,
 }
 
 /// Everything the actors read and write.

@@ -60,6 +60,9 @@ pub fn rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
+/// Damaged records a status lists; the rest are counted.
+const MAX_DAMAGED_LISTED: usize = 100;
+
 #[tonic::async_trait]
 impl RuntimeService for RuntimeApi {
     async fn get_status(
@@ -98,6 +101,19 @@ impl RuntimeService for RuntimeApi {
             pid: std::process::id(),
             heap_allocated_bytes: heap.allocated,
             heap_resident_bytes: heap.resident,
+            damaged_records: snapshot
+                .damaged
+                .iter()
+                .take(MAX_DAMAGED_LISTED)
+                .map(|d| pb::DamagedRecord {
+                    tree: d.tree.to_owned(),
+                    key: d.key.clone(),
+                    agent_id: d.agent_id.map(|id| id.to_string()).unwrap_or_default(),
+                    reason: d.reason.clone(),
+                })
+                .collect(),
+            damaged_count: snapshot.damaged.len() as u64,
+            held_agents: snapshot.held_agents as u64,
         }))
     }
 

@@ -350,6 +350,14 @@ impl Output {
                     "heap_resident_bytes": s.heap_resident_bytes,
                     "sandbox_landlock_abi": s.sandbox_landlock_abi,
                     "sandbox": s.sandbox,
+                    "damaged_count": s.damaged_count,
+                    "held_agents": s.held_agents,
+                    "damaged_records": s.damaged_records.iter().map(|d| json!({
+                        "tree": d.tree,
+                        "key": d.key,
+                        "agent_id": d.agent_id,
+                        "reason": d.reason,
+                    })).collect::<Vec<_>>(),
                 })
             );
         } else {
@@ -382,6 +390,22 @@ impl Output {
             say!("events     {}", s.event_cursor);
             say!("data       {}", one_line(&s.data_dir));
             say!("sandbox    {}", s.sandbox);
+            if s.damaged_count > 0 {
+                say!(
+                    "damaged    {} records could not be read at start; {} agents held down with them (restore them from a backup, or archive their agents)",
+                    s.damaged_count,
+                    s.held_agents
+                );
+                for d in &s.damaged_records {
+                    say!(
+                        "  {} {} agent {}: {}",
+                        d.tree,
+                        d.key,
+                        or_dash(&d.agent_id),
+                        one_line(&d.reason)
+                    );
+                }
+            }
         }
     }
 

@@ -118,6 +118,23 @@ fn backend(err: sled::Error) -> StoreError {
     StoreError::Backend(err.to_string())
 }
 
+/// An agent record of a listing, or `None` for one that cannot be read:
+/// the start named it to the operator (`holarchy status`), and one damaged
+/// record must not hide every other agent.
+fn readable(
+    tree: &'static str,
+    (key, value): (sled::IVec, sled::IVec),
+) -> Result<Option<AgentRecord>, StoreError> {
+    match decode_agent(tree, &value) {
+        Ok(record) => Ok(Some(record)),
+        Err(StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. }) => {
+            tracing::debug!(tree, key = %hex::encode(key), "a damaged agent record left out of a listing");
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
 fn output_key(task_id: TaskId, offset: u64) -> Vec<u8> {
     let mut key = Vec::with_capacity(24);
     key.extend_from_slice(&task_id.to_bytes());
@@ -323,7 +340,7 @@ impl SledStore {
         let mut public = self.agents.public.range(from..).peekable();
         if !include_private {
             for entry in public.take(limit) {
-                page.push(decode_agent(PUBLIC_AGENTS, &entry.map_err(backend)?.1)?);
+                page.extend(readable(PUBLIC_AGENTS, entry.map_err(backend)?)?);
             }
             return Ok(page);
         }
@@ -342,7 +359,7 @@ impl SledStore {
                 (AGENTS, private.next())
             };
             if let Some(entry) = next {
-                page.push(decode_agent(tree, &entry.map_err(backend)?.1)?);
+                page.extend(readable(tree, entry.map_err(backend)?)?);
             }
         }
         Ok(page)
@@ -417,18 +434,6 @@ impl SledStore {
     ) -> impl Iterator<Item = Result<sled::IVec, StoreError>> {
         tree.scan_prefix(prefix.to_bytes())
             .map(|entry| entry.map(|(key, _)| key).map_err(backend))
-    }
-
-    fn decode_all<T: serde::de::DeserializeOwned>(
-        tree: &Tree,
-        name: &'static str,
-    ) -> Result<Vec<T>, StoreError> {
-        tree.iter()
-            .map(|entry| {
-                let (_, value) = entry.map_err(backend)?;
-                decode(name, &value)
-            })
-            .collect()
     }
 
     /// Moves [`Store::agent_ends`] for a batch that may end an agent,

@@ -197,6 +197,35 @@ impl RecoveryPlan {
     }
 }
 
+/// Takes out of `agents` every descendant of the agents in `held`, and
+/// returns their ids, in no particular order.
+///
+/// An agent whose record (or one of its records) cannot be read is not
+/// started; its descendants are held with it, neither started without
+/// their supervisor nor archived as orphans: archiving is for good, and
+/// the damage may yet be repaired from a backup.
+pub fn hold_subtrees(agents: &mut Vec<AgentRecord>, held: &HashSet<AgentId>) -> Vec<AgentId> {
+    let mut children: HashMap<AgentId, Vec<AgentId>> = HashMap::new();
+    for agent in agents.iter() {
+        if let Some(sup) = agent.supervisor_agent_id {
+            children.entry(sup).or_default().push(agent.id);
+        }
+    }
+    let mut out: HashSet<AgentId> = HashSet::new();
+    let mut queue: Vec<AgentId> = held.iter().copied().collect();
+    while let Some(parent) = queue.pop() {
+        for kid in children.remove(&parent).unwrap_or_default() {
+            if !held.contains(&kid) && out.insert(kid) {
+                queue.push(kid);
+            }
+        }
+    }
+    if !out.is_empty() {
+        agents.retain(|a| !out.contains(&a.id));
+    }
+    out.into_iter().collect()
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -448,5 +477,34 @@ mod tests {
         assert!(plan.spawn.is_empty());
         assert_eq!(plan.orphans.len(), 1);
         assert_eq!(plan.stranded_messages, 1);
+    }
+
+    #[test]
+    fn held_subtrees_leave_the_tree_whole_and_the_rest_alone() {
+        use LifecycleState::Active;
+        // 1 -> 2 -> 3 -> 4, 1 -> 5; 6 -> 7. Hold 2 (its record damaged).
+        let mut agents = vec![
+            agent(1, None, Active),
+            agent(2, Some(1), Active),
+            agent(3, Some(2), Active),
+            agent(4, Some(3), Active),
+            agent(5, Some(1), Active),
+            agent(6, None, Active),
+            agent(7, Some(6), Active),
+        ];
+        let held = HashSet::from([AgentId::from_u128(2)]);
+        let mut out = hold_subtrees(&mut agents, &held);
+        out.sort();
+        assert_eq!(out, vec![AgentId::from_u128(3), AgentId::from_u128(4)]);
+        let left: Vec<u128> = agents.iter().map(|a| a.id.as_u128()).collect();
+        assert_eq!(left, vec![1, 2, 5, 6, 7]);
+        // What is left plans as before: nothing orphaned by the hold.
+        let plan = recover(agents, Vec::new());
+        assert!(plan.orphans.is_empty());
+        // A held agent whose record could not be read at all.
+        let mut agents = vec![agent(8, Some(9), Active), agent(10, Some(8), Active)];
+        let held = HashSet::from([AgentId::from_u128(9)]);
+        assert_eq!(hold_subtrees(&mut agents, &held).len(), 2);
+        assert!(agents.is_empty());
     }
 }

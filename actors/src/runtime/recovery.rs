@@ -17,10 +17,10 @@ use ractor::ActorProcessingErr;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
-use super::RuntimeSnapshot;
+use super::{damage, RuntimeSnapshot};
 use crate::plane::command;
 use crate::protocol::AgentMsg;
-use crate::store::{Batch, Write};
+use crate::store::{Batch, DamagedRecord, StoreError, Write};
 use crate::supervisor::cleanup;
 use crate::{now_ms, supervisor, Ctx};
 
@@ -36,10 +36,25 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     let began = Instant::now();
     let input = ctx.store.recovery_input()?;
     let read = began.elapsed();
+    let mut unfinished = Vec::new();
     for intent in &input.intents {
-        let finished = cleanup::finish(ctx, intent)?;
-        info!(agent_id = %intent.root_agent_id, finished, "finished an interrupted cleanup");
-        report.cleanups_finished += 1;
+        match cleanup::finish(ctx, intent) {
+            Ok(finished) => {
+                info!(agent_id = %intent.root_agent_id, finished, "finished an interrupted cleanup");
+                report.cleanups_finished += 1;
+            }
+            // A record the cleanup needs is damaged: the cleanup stays cut,
+            // for the next start, and its agent is held down meanwhile.
+            Err(err @ (StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. })) => {
+                unfinished.push(DamagedRecord {
+                    tree: "cleanups",
+                    key: intent.id.to_string(),
+                    agent_id: Some(intent.root_agent_id),
+                    reason: format!("the cleanup it records cannot finish: {err}"),
+                });
+            }
+            Err(err) => return Err(err.into()),
+        }
     }
     // Commands that ran when the daemon died are interrupted, never
     // silently erased: their groups are killed if still there, and
@@ -53,10 +68,12 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
         // Still running as read: a cleanup stops its tasks in the batch
         // that records its intent, and nothing else writes while the
         // daemon recovers, so the ending write below cannot be refused.
-        let owner_live = ctx
-            .store
-            .agent(task.owner_agent_id)?
-            .is_some_and(|a| a.state.is_live());
+        // An owner whose record is damaged is not coming back this start.
+        let owner_live = match ctx.store.agent(task.owner_agent_id) {
+            Ok(owner) => owner.is_some_and(|a| a.state.is_live()),
+            Err(StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. }) => false,
+            Err(err) => return Err(err.into()),
+        };
         let (batch, _) = command::interrupt(task, "the daemon restarted while it ran", owner_live);
         interrupted_commands.writes.extend(batch.writes);
         interrupted_commands.events.extend(batch.events);
@@ -66,11 +83,18 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
         ctx.store.commit(interrupted_commands)?;
     }
     // Those steps changed records; read again if there were any.
-    let input = if input.intents.is_empty() && report.interrupted_commands == 0 {
+    let mut input = if input.intents.is_empty() && report.interrupted_commands == 0 {
         input
     } else {
         ctx.store.recovery_input()?
     };
+    input.damaged.extend(unfinished);
+    let (failed, held) = damage::set_aside(&mut input);
+    if !failed.is_empty() {
+        ctx.store.commit(failed)?;
+    }
+    report.held_agents = held.len();
+    report.damaged = std::mem::take(&mut input.damaged);
     let mut plan = plan_recovery(input.agents, input.pending);
     let poison = plan.set_aside_poison(ctx.config.limits.max_message_attempts);
     let planned = began.elapsed();

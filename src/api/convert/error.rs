@@ -34,6 +34,9 @@ pub enum ApiError {
     Unavailable(String),
     #[error("{0}")]
     Internal(String),
+    /// A record on disk that cannot be read.
+    #[error("{0}")]
+    DataLoss(String),
     /// A change that did not finish in time; it may still complete.
     #[error("{0}")]
     DeadlineExceeded(String),
@@ -80,6 +83,7 @@ impl From<ApiError> for Status {
             ApiError::ResourceExhausted(m) => Status::resource_exhausted(cut(m)),
             ApiError::Unavailable(m) => Status::unavailable(cut(m)),
             ApiError::Internal(m) => Status::internal(cut(m)),
+            ApiError::DataLoss(m) => Status::data_loss(cut(m)),
             ApiError::DeadlineExceeded(m) => Status::deadline_exceeded(cut(m)),
         }
     }
@@ -108,9 +112,14 @@ impl From<StoreError> for ApiError {
             StoreError::SupervisorGone(_) | StoreError::Precondition(_) => {
                 ApiError::FailedPrecondition(err.to_string())
             }
-            StoreError::UnsupportedVersion { .. }
-            | StoreError::Corrupt { .. }
-            | StoreError::Backend(_) => ApiError::Internal(err.to_string()),
+            // The start named it (`holarchy status`); a restore from a
+            // backup is the way back.
+            StoreError::UnsupportedVersion { .. } | StoreError::Corrupt { .. } => {
+                ApiError::DataLoss(format!(
+                    "{err}; `holarchy status` lists the damaged records: restore them from a backup"
+                ))
+            }
+            StoreError::Backend(_) => ApiError::Internal(err.to_string()),
         }
     }
 }

@@ -4,18 +4,17 @@
 use std::sync::atomic::Ordering;
 
 use holarchy_actors::{Batch, CommitFuture, DurableFuture, RecoveryInput, Store, StoreError};
-use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
-    AgentId, AgentRecord, MessageId, MessageRecord, OutputChunk, TaskId, TaskRecord, TaskStatus,
-    WaitId, WaitRecord, WaitStatus, WorkItemId, WorkItemRecord,
+    AgentId, AgentRecord, MessageId, MessageRecord, OutputChunk, TaskId, TaskRecord, WaitId,
+    WaitRecord, WorkItemId, WorkItemRecord,
 };
 
 use super::writer::Prepared;
 use super::{
-    backend, grouped, id_from_key, output_key, pair_key, recovery, SledStore, AGENTS, CHILDREN,
-    CLEANUPS, DEDUPE, MESSAGES, NAMES, OUTPUT, OWNED, OWNED_WAITS, OWNED_WORK, PUBLIC_AGENTS,
-    TASKS, TRIGGERS, WAITS, WORK, WORKSPACES, WORKTREES,
+    backend, grouped, id_from_key, output_key, pair_key, recovery, SledStore, CHILDREN, DEDUPE,
+    MESSAGES, NAMES, OUTPUT, OWNED, OWNED_WAITS, OWNED_WORK, PUBLIC_AGENTS, TASKS, TRIGGERS, WAITS,
+    WORK, WORKSPACES, WORKTREES,
 };
 use crate::store::codec::{decode, decode_task};
 
@@ -137,33 +136,7 @@ impl Store for SledStore {
     }
 
     fn recovery_input(&self) -> Result<RecoveryInput, StoreError> {
-        let mut pending = Vec::new();
-        for entry in self.pending.iter() {
-            let (key, _) = entry.map_err(backend)?;
-            if let Some(bytes) = self.messages.get(&key).map_err(backend)? {
-                pending.push(decode(MESSAGES, &bytes)?);
-            }
-        }
-        let tasks = self
-            .tasks
-            .iter()
-            .map(|entry| decode_task(TASKS, &entry.map_err(backend)?.1))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut agents = recovery::all_agents(&self.agents.public, PUBLIC_AGENTS)?;
-        agents.extend(recovery::all_agents(&self.agents.private, AGENTS)?);
-        Ok(RecoveryInput {
-            agents,
-            pending,
-            running_tasks: tasks
-                .into_iter()
-                .filter(|t| t.status == TaskStatus::Running)
-                .collect(),
-            intents: Self::decode_all::<CleanupIntent>(&self.cleanups, CLEANUPS)?,
-            armed_waits: Self::decode_all::<WaitRecord>(&self.waits, WAITS)?
-                .into_iter()
-                .filter(|w| w.status == WaitStatus::Armed)
-                .collect(),
-        })
+        recovery::input(self)
     }
 
     fn task(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
