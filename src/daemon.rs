@@ -5,52 +5,31 @@
 //! Shutdown order: stop accepting gRPC (open watches end), stop the actors
 //! top-down, then flush and close the store.
 
+mod disk;
+mod incarnation;
 mod listen;
 pub mod process;
 mod safe_dirs;
 pub mod token;
 
+pub use disk::DiskLow;
 pub use listen::ConnectionLimits;
 pub use token::{GivenToken, Token, MIN_TOKEN_LEN};
 
-use std::fs::{File, OpenOptions, Permissions};
+use std::fs::{File, OpenOptions};
 use std::future::Future;
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use holarchy_actors::sandbox::SandboxReport;
-use holarchy_actors::{Runtime, RuntimeConfig, ScriptedBrain};
-use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::watch;
-use tonic::service::InterceptorLayer;
+use holarchy_actors::RuntimeConfig;
 use tracing::{info, warn};
 
-use crate::api::agent_service::AgentApi;
-use crate::api::approval_service::ApprovalApi;
-use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
-use crate::api::instance_service::InstanceApi;
-use crate::api::memory_service::MemoryApi;
-use crate::api::pb;
-use crate::api::pb::agent_service_server::AgentServiceServer;
-use crate::api::pb::approval_service_server::ApprovalServiceServer;
-use crate::api::pb::instance_service_server::InstanceServiceServer;
-use crate::api::pb::memory_service_server::MemoryServiceServer;
-use crate::api::pb::runtime_service_server::RuntimeServiceServer;
-use crate::api::pb::supervision_service_server::SupervisionServiceServer;
-use crate::api::pb::task_service_server::TaskServiceServer;
-use crate::api::pb::trigger_service_server::TriggerServiceServer;
-use crate::api::pb::work_service_server::WorkServiceServer;
-use crate::api::pb::workspace_service_server::WorkspaceServiceServer;
-use crate::api::plane_service::PlaneApi;
-use crate::api::runtime_service::RuntimeApi;
-use crate::api::supervision_service::SupervisionApi;
-use crate::api::task_service::TaskApi;
-use crate::api::workspace_service::WorkspaceApi;
 use crate::store::sled_store::StoreConfig;
 use crate::store::SledStore;
 
@@ -83,7 +62,14 @@ pub struct ServeConfig {
     pub require_sandbox: bool,
     /// Serve webhooks over HTTP (see `ingress`); off when `None`.
     pub http: Option<crate::ingress::HttpConfig>,
+    /// Below this many free bytes under the data directory, new work is
+    /// refused until space returns (see `disk`).
+    pub min_free_disk: u64,
 }
+
+/// The default of [`ServeConfig::min_free_disk`]: room for what is
+/// already running to finish.
+pub const DEFAULT_MIN_FREE_DISK: u64 = 128 << 20;
 
 impl ServeConfig {
     pub fn new(data_dir: PathBuf) -> Self {
@@ -97,6 +83,7 @@ impl ServeConfig {
             runtime: RuntimeConfig::default(),
             require_sandbox: false,
             http: None,
+            min_free_disk: DEFAULT_MIN_FREE_DISK,
         }
     }
 }
@@ -177,8 +164,6 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     if let Some(token) = &tcp_token {
         config.runtime.secrets.add(token.as_str());
     }
-    let limits = &config.connections;
-
     let sandbox = SandboxReport::probe();
     if sandbox.complete() {
         info!(sandbox = %sandbox.describe(), "agents' programs are confined");
@@ -199,269 +184,74 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         .sandbox
         .protected
         .push(config.data_dir.clone());
-    let store = Arc::new(
-        SledStore::open(&config.data_dir.join(DB_DIR), &config.store)
-            .context("cannot open the store")?,
-    );
-    let started = std::time::Instant::now();
-    let runtime = Arc::new(
-        Runtime::start(store.clone(), Arc::new(ScriptedBrain), runtime_config)
-            .await
-            .context("cannot start the runtime")?,
-    );
-    info!(
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "runtime recovered"
-    );
-
-    let trimmer = tokio::spawn(crate::memory::trim_after_drops(runtime.clone()));
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<AgentServiceServer<AgentApi>>().await;
-    health
-        .set_serving::<RuntimeServiceServer<RuntimeApi>>()
-        .await;
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
-    // Every service decodes and encodes at most MAX_GRPC_MESSAGE_BYTES,
-    // set here rather than left to tonic's defaults (which do not bound
-    // what the server sends); responses stay far below it (api::budget).
-    let agents = AgentServiceServer::new(AgentApi::new(
-        runtime.clone(),
-        store.clone(),
-        stop_rx.clone(),
-    ))
-    .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-    .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let status = RuntimeServiceServer::new(RuntimeApi::new(
-        runtime.clone(),
-        store.clone(),
-        config.data_dir.clone(),
+    let setup = incarnation::Setup {
+        config: &config,
+        runtime_config,
+        tcp_token,
         sandbox,
-    ))
-    .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-    .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-
-    let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone(), stop_rx.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let work = WorkServiceServer::new(PlaneApi::new(runtime.clone(), store.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let triggers = TriggerServiceServer::new(PlaneApi::new(runtime.clone(), store.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health.set_serving::<WorkServiceServer<PlaneApi>>().await;
-    health.set_serving::<TriggerServiceServer<PlaneApi>>().await;
-    let workspaces = WorkspaceServiceServer::new(WorkspaceApi::new(runtime.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health
-        .set_serving::<WorkspaceServiceServer<WorkspaceApi>>()
-        .await;
-    let instances = InstanceServiceServer::new(InstanceApi::new(runtime.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health
-        .set_serving::<InstanceServiceServer<InstanceApi>>()
-        .await;
-    let approvals = ApprovalServiceServer::new(ApprovalApi::new(runtime.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health
-        .set_serving::<ApprovalServiceServer<ApprovalApi>>()
-        .await;
-    let memory = MemoryServiceServer::new(MemoryApi::new(runtime.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health.set_serving::<MemoryServiceServer<MemoryApi>>().await;
-    let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health.set_serving::<TaskServiceServer<TaskApi>>().await;
-    health
-        .set_serving::<SupervisionServiceServer<SupervisionApi>>()
-        .await;
-
-    let socket = config.data_dir.join(SOCKET_FILE);
-    // We hold the lock, so a socket file left here is a dead daemon's.
-    let _ = std::fs::remove_file(&socket);
-    let unix =
-        UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
-    std::fs::set_permissions(&socket, Permissions::from_mode(0o600))?;
-    // Bound before either server answers: a client that saw SERVING on the
-    // socket finds TCP listening too.
-    let tcp_listener = match config.listen {
-        Some(addr) => Some(
-            TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr}"))?,
-        ),
-        None => None,
     };
-    let http_listener = match &config.http {
-        Some(http) => Some(
-            TcpListener::bind(http.listen)
-                .await
-                .with_context(|| format!("cannot listen for webhooks on {}", http.listen))?,
-        ),
-        None => None,
-    };
-
-    let mut grpc_metrics = crate::metrics::GrpcMetrics::new(&[
-        pb::FILE_DESCRIPTOR_SET,
-        tonic_health::pb::FILE_DESCRIPTOR_SET,
-    ]);
-    if !config.runtime.metrics {
-        grpc_metrics = grpc_metrics.off();
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut after_failure = None;
+    loop {
+        let Some(store) = open_store(&config, after_failure.as_deref(), shutdown.as_mut()).await?
+        else {
+            info!("stopped while waiting for the disk");
+            return Ok(());
+        };
+        match incarnation::serve(&setup, store, shutdown.as_mut()).await? {
+            incarnation::Ended::Shutdown => return Ok(()),
+            // Nothing acknowledged is lost: every answer waited for a
+            // flush, and the store and runtime come back as from a crash,
+            // without the process exiting (no agent is given up on for a
+            // disk's fault).
+            incarnation::Ended::StoreFailed(why) => {
+                warn!(reason = %why, "the store failed: opening it again once the disk takes writes");
+                after_failure = Some(why);
+            }
+        }
     }
-    let metrics = Arc::new(if config.runtime.metrics {
-        crate::metrics::Metrics::new(runtime.clone(), store.clone(), &grpc_metrics)
-    } else {
-        crate::metrics::Metrics::off()
-    });
-    let router = limits
-        .server()
-        .layer(crate::metrics::GrpcLayer(grpc_metrics.clone()))
-        .add_service(health_service.clone())
-        .add_service(reflection_v1.clone())
-        .add_service(reflection_v1alpha.clone())
-        .add_service(agents.clone())
-        .add_service(status.clone())
-        .add_service(tasks.clone())
-        .add_service(tree.clone())
-        .add_service(work.clone())
-        .add_service(triggers.clone())
-        .add_service(workspaces.clone())
-        .add_service(instances.clone())
-        .add_service(approvals.clone())
-        .add_service(memory.clone());
-    let mut unix_stop = stop_rx.clone();
-    let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
-        listen::unix(unix, limits),
-        async move {
-            let _ = unix_stop.wait_for(|s| *s).await;
-        },
-    ));
+}
 
-    let (public_read, allowed_hosts) = config.http.as_ref().map_or_else(Default::default, |h| {
-        (h.console_public_read, h.allowed_hosts.clone())
-    });
-    let console = tcp_token.clone().map(|token| {
-        Arc::new(
-            crate::ingress::console::Console::new(
-                runtime.clone(),
-                store.clone(),
-                token,
-                stop_rx.clone(),
-            )
-            .public_read(public_read)
-            .allowed_hosts(allowed_hosts),
-        )
-    });
-    let tcp_server = match (tcp_listener, tcp_token) {
-        (Some(listener), Some(token)) => {
-            // A right token also lifts the connection's authentication
-            // deadline (see `listen`).
-            let check = move |request: tonic::Request<()>| {
-                let authorization = request.metadata().get("authorization");
-                if !token.admits(authorization.map(|v| v.as_bytes())) {
-                    return Err(tonic::Status::unauthenticated(
-                        "missing or wrong bearer token",
-                    ));
+/// How long a store that cannot be opened is waited for between attempts.
+const REOPEN_EVERY: Duration = Duration::from_millis(500);
+/// Free bytes below which a store that will not open is waited for, not
+/// given up on, at the first start.
+const LOW_DISK_BYTES: u64 = 16 << 20;
+
+/// Opens the store. After a failure (`after`), or on a disk nearly full,
+/// it waits for the disk to take writes again, trying every
+/// [`REOPEN_EVERY`], instead of giving up; `None` if told to stop meanwhile.
+async fn open_store(
+    config: &ServeConfig,
+    after: Option<&str>,
+    mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> anyhow::Result<Option<Arc<SledStore>>> {
+    let path = config.data_dir.join(DB_DIR);
+    let mut attempts: u64 = 0;
+    loop {
+        let err = match SledStore::open(&path, &config.store) {
+            Ok(store) => {
+                if attempts > 0 {
+                    info!(attempts, "the store opened again");
                 }
-                if let Some(conn) = request.extensions().get::<listen::Conn>() {
-                    conn.authenticate();
-                }
-                Ok(request)
-            };
-            info!(
-                addr = %listener.local_addr()?,
-                max_connections = limits.max_tcp,
-                auth_timeout_s = limits.auth_timeout.as_secs_f64(),
-                idle_timeout_s = limits.idle_timeout.as_secs_f64(),
-                "listening on tcp"
-            );
-            let mut tcp_stop = stop_rx.clone();
-            let router = limits
-                .server()
-                .layer(crate::metrics::GrpcLayer(grpc_metrics))
-                .layer(InterceptorLayer::new(check))
-                .layer(listen::TrackStreamsLayer)
-                .add_service(health_service)
-                .add_service(reflection_v1)
-                .add_service(reflection_v1alpha)
-                .add_service(agents)
-                .add_service(status)
-                .add_service(tasks)
-                .add_service(tree)
-                .add_service(work)
-                .add_service(triggers)
-                .add_service(workspaces)
-                .add_service(instances)
-                .add_service(approvals)
-                .add_service(memory);
-            Some(tokio::spawn(router.serve_with_incoming_shutdown(
-                listen::tcp(listener, limits),
-                async move {
-                    let _ = tcp_stop.wait_for(|s| *s).await;
-                },
-            )))
+                return Ok(Some(Arc::new(store)));
+            }
+            Err(err) => err,
+        };
+        if after.is_none()
+            && disk::free_bytes(&config.data_dir).is_none_or(|free| free >= LOW_DISK_BYTES)
+        {
+            return Err(err).context("cannot open the store");
         }
-        _ => None,
-    };
-    let http_server = match (http_listener, config.http.clone(), console) {
-        (Some(listener), Some(http), Some(console)) => Some(tokio::spawn(crate::ingress::serve(
-            listener,
-            http,
-            runtime.clone(),
-            metrics,
-            console,
-            stop_rx.clone(),
-        ))),
-        _ => None,
-    };
-    info!(socket = %socket.display(), "serving");
-
-    // The root supervisor stopping on its own would leave a daemon that
-    // answers SERVING but can do nothing: shut down and report it instead.
-    let root_died = tokio::select! {
-        () = shutdown => false,
-        () = runtime.stopped() => true,
-    };
-    info!("shutting down");
-    let _ = stop_tx.send(true);
-    health
-        .set_not_serving::<AgentServiceServer<AgentApi>>()
-        .await;
-    let timeout = config.shutdown_timeout;
-    for server in [Some(unix_server), tcp_server].into_iter().flatten() {
-        match tokio::time::timeout(timeout, server).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(err))) => warn!(error = %err, "grpc server ended with an error"),
-            Ok(Err(join)) => warn!(error = %join, "grpc server task failed"),
-            Err(_) => warn!("grpc server did not drain in time"),
+        // Once at first, then every 10 s or so: the log says why the
+        // daemon is not serving.
+        if attempts.is_multiple_of(20) {
+            warn!(error = %err, free_bytes = disk::free_bytes(&config.data_dir), "the store cannot open yet: waiting for the disk to take writes (free space under the data directory)");
+        }
+        attempts += 1;
+        tokio::select! {
+            () = shutdown.as_mut() => return Ok(None),
+            () = tokio::time::sleep(REOPEN_EVERY) => {}
         }
     }
-    if let Some(server) = http_server {
-        if tokio::time::timeout(timeout, server).await.is_err() {
-            warn!("webhook server did not drain in time");
-        }
-    }
-    runtime.shutdown(timeout).await;
-    trimmer.abort();
-    store.close().await;
-    let _ = std::fs::remove_file(&socket);
-    info!("stopped");
-    if root_died {
-        bail!("the runtime's root supervisor stopped unexpectedly; see the log above");
-    }
-    Ok(())
 }

@@ -97,6 +97,7 @@ struct Shared {
     runtime: Arc<Runtime>,
     metrics: Arc<crate::metrics::Metrics>,
     console: Arc<Console>,
+    disk_low: crate::daemon::DiskLow,
 }
 
 /// Serves webhooks, the operators' routes and the console on `listener`
@@ -107,6 +108,7 @@ pub async fn serve(
     runtime: Arc<Runtime>,
     metrics: Arc<crate::metrics::Metrics>,
     console: Arc<Console>,
+    disk_low: crate::daemon::DiskLow,
     mut stop: watch::Receiver<bool>,
 ) {
     info!(
@@ -122,6 +124,7 @@ pub async fn serve(
         runtime,
         metrics,
         console,
+        disk_low,
     });
     let mut connections = JoinSet::new();
     loop {
@@ -185,12 +188,18 @@ async fn connection(
     let stopping = stop.clone();
     let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
         let shared = shared.clone();
-        let operator = operator::answer(
-            request.method(),
-            request.uri().path(),
-            &shared.metrics,
-            *stopping.borrow(),
-        );
+        let disk_low = shared.disk_low.borrow().clone();
+        let operator = match disk_low {
+            Some(why) if request.uri().path() == "/readyz" && !*stopping.borrow() => {
+                Some(operator::not_ready(&why))
+            }
+            _ => operator::answer(
+                request.method(),
+                request.uri().path(),
+                &shared.metrics,
+                *stopping.borrow(),
+            ),
+        };
         async move {
             if health_only {
                 return Ok::<_, Infallible>(operator::health_or_busy(

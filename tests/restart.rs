@@ -4,6 +4,8 @@
 mod common;
 #[path = "restart/damaged.rs"]
 mod damaged;
+#[path = "restart/disk_full.rs"]
+mod disk_full;
 
 use std::collections::{HashMap, HashSet};
 

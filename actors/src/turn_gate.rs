@@ -1,6 +1,6 @@
 //! The daemon-wide gate that holds turns back while recovery rebuilds the
-//! tree: a turn may reshape the tree (spawn, archive), so none starts until
-//! every live agent runs again.
+//! tree (a turn may reshape the tree: spawn, archive, so none starts until
+//! every live agent runs again), and while the disk is nearly full.
 //!
 //! Only agents with work to do ever wait at the gate. An agent that finds it
 //! closed parks itself and is woken when it opens; the other agents never
@@ -15,7 +15,7 @@ use ractor::ActorRef;
 use crate::protocol::AgentMsg;
 
 /// Closed from the runtime's start until its recovery has spawned every
-/// agent, then open for good.
+/// agent; closed again only while the disk is nearly full.
 #[derive(Debug)]
 pub struct TurnGate {
     /// Read on every turn start; the mutex is never taken once this is set.
@@ -57,6 +57,15 @@ impl TurnGate {
             }
             None => false,
         }
+    }
+
+    /// Closes the gate again, while the disk is nearly full (see the
+    /// daemon's disk guard): agents with work park at their next turn
+    /// start until it opens. Turns already running finish.
+    pub fn close(&self) {
+        let mut parked = self.parked.lock().unwrap_or_else(|p| p.into_inner());
+        parked.get_or_insert_with(Vec::new);
+        self.open.store(false, Ordering::Release);
     }
 
     /// Opens the gate; returns the agents parked at it, for the caller to

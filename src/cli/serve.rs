@@ -74,6 +74,12 @@ pub struct ServeArgs {
     /// fully (Landlock ABI 6 or later).
     #[arg(long)]
     pub require_sandbox: bool,
+    /// MiB that must stay free under the data directory. Below it, calls
+    /// that write answer UNAVAILABLE, no turn starts and `/readyz` says not
+    /// ready; above 1.25 times it, everything resumes by itself. What is
+    /// already running finishes in that room.
+    #[arg(long, value_name = "MIB", default_value_t = crate::daemon::DEFAULT_MIN_FREE_DISK >> 20)]
+    pub min_free_disk: u64,
     /// Processes one command (or brain step) may run at once, beyond what
     /// the daemon's user runs (RLIMIT_NPROC; not applied to root).
     #[arg(long, default_value_t = TaskLimits::default().max_processes)]
@@ -163,6 +169,7 @@ pub(super) async fn serve(
     config.runtime.model_retry.base = Duration::from_millis(args.model_retry_base_ms);
     config.runtime.secrets = secrets;
     config.require_sandbox = args.require_sandbox;
+    config.min_free_disk = args.min_free_disk.saturating_mul(1 << 20);
     config
         .runtime
         .sandbox

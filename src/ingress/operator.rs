@@ -26,6 +26,15 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Answer 
     answer
 }
 
+/// `/readyz` while the disk guard refuses new work (see `daemon::disk`).
+pub fn not_ready(why: &str) -> Answer {
+    text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "text/plain",
+        format!("not ready: {why}\n"),
+    )
+}
+
 /// The answer to an operator's route, or `None` for any other request.
 pub fn answer(method: &Method, path: &str, metrics: &Metrics, stopping: bool) -> Option<Answer> {
     let route = matches!(path, "/healthz" | "/readyz" | "/metrics");

@@ -180,6 +180,7 @@ pub struct GroupCommit<J> {
     requests: mpsc::Sender<Request<J>>,
     writes: Arc<WriteCounters>,
     watermark: watch::Receiver<u64>,
+    failure: Arc<Failure>,
     /// Resolves when the writer thread has stopped (after `close`).
     stopped: std::sync::Mutex<Option<oneshot::Receiver<()>>>,
 }
@@ -201,7 +202,38 @@ pub struct Unstarted<J> {
     counters: Arc<WriteCounters>,
     publish: watch::Sender<u64>,
     stats: Arc<StoreStats>,
+    failure: Arc<Failure>,
     done: oneshot::Sender<()>,
+}
+
+/// The first write or flush the disk refused. sled 0.34 keeps such an
+/// error for good (every later write and flush fails with it until the
+/// database is opened again), so it is published once, for the daemon to
+/// restart its store (see `daemon`).
+#[derive(Debug)]
+pub struct Failure(watch::Sender<Option<String>>);
+
+impl Failure {
+    fn new() -> Self {
+        Self(watch::channel(None).0)
+    }
+
+    /// Records `why`, unless a failure is already recorded.
+    pub fn set(&self, why: String) {
+        self.0.send_if_modified(|current| {
+            if current.is_some() {
+                return false;
+            }
+            error!(reason = %why, "the disk refused a write: the store can take no more until it is opened again");
+            *current = Some(why);
+            true
+        });
+    }
+
+    /// The failure, once there is one.
+    pub fn watch(&self) -> watch::Receiver<Option<String>> {
+        self.0.subscribe()
+    }
 }
 
 impl<J: Send + 'static> GroupCommit<J> {
@@ -213,10 +245,12 @@ impl<J: Send + 'static> GroupCommit<J> {
         let (publish, watermark) = watch::channel(committed.load(Ordering::Acquire));
         let writes = Arc::new(WriteCounters::default());
         let (done, stopped) = oneshot::channel();
+        let failure = Arc::new(Failure::new());
         let handle = Self {
             requests,
             writes: writes.clone(),
             watermark,
+            failure: failure.clone(),
             stopped: std::sync::Mutex::new(Some(stopped)),
         };
         let unstarted = Unstarted {
@@ -225,9 +259,15 @@ impl<J: Send + 'static> GroupCommit<J> {
             counters: writes,
             publish,
             stats,
+            failure,
             done,
         };
         (handle, unstarted)
+    }
+
+    /// Where a refused write or flush is recorded.
+    pub fn failure(&self) -> &Arc<Failure> {
+        &self.failure
     }
 
     /// Queues a grouped commit for the writer thread; false when it has
@@ -327,6 +367,7 @@ impl<J: Send + 'static> Unstarted<J> {
             counters,
             publish,
             stats,
+            failure,
             done,
         } = self;
         let writer = WriterThread {
@@ -336,6 +377,7 @@ impl<J: Send + 'static> Unstarted<J> {
             counters,
             publish,
             stats,
+            failure,
             apply,
         };
         std::thread::Builder::new()
@@ -359,6 +401,7 @@ struct WriterThread<J, A> {
     counters: Arc<WriteCounters>,
     publish: watch::Sender<u64>,
     stats: Arc<StoreStats>,
+    failure: Arc<Failure>,
     apply: A,
 }
 
@@ -574,6 +617,7 @@ impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
             }
             Err(err) => {
                 error!(error = %err, "flush failed");
+                self.failure.set(format!("flush failed: {err}"));
                 Err(err.to_string())
             }
         }

@@ -304,6 +304,21 @@ impl SledStore {
         self.stats.register(registry);
     }
 
+    /// Resolves with the reason once the disk refuses a write or a flush:
+    /// from then on the store takes nothing more until it is opened again.
+    pub async fn failed(&self) -> String {
+        let mut failure = self.group.failure().watch();
+        let why = match failure.wait_for(Option::is_some).await {
+            Ok(why) => why.clone(),
+            Err(_) => None,
+        };
+        match why {
+            Some(why) => why,
+            // The store is gone for good: nothing is failing.
+            None => std::future::pending().await,
+        }
+    }
+
     /// Batches committed so far.
     pub fn commits(&self) -> u64 {
         self.stats.commits()

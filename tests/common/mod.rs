@@ -141,6 +141,18 @@ impl Daemon {
             .expect("connects")
     }
 
+    /// Clients, or `None` while the daemon does not listen.
+    pub async fn clients_now(&self) -> Option<Clients> {
+        client::connect(&Target::Unix(self.socket())).await.ok()
+    }
+
+    /// Whether the process is still alive.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+    }
+
     /// `kill -9`: no shutdown code runs.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -392,6 +392,21 @@ impl Runtime {
         Ok(record)
     }
 
+    /// Starts no more turns (the disk is nearly full): agents with work
+    /// wait, their queues kept, until [`Runtime::release_turns`].
+    pub fn hold_turns(&self) {
+        self.ctx.lifecycle.turns.close();
+    }
+
+    /// Lets turns start again, and wakes the agents that waited.
+    pub fn release_turns(&self) {
+        for actor in self.ctx.lifecycle.turns.open() {
+            let _ = actor.cast(crate::protocol::AgentMsg::Release {
+                pending: Vec::new(),
+            });
+        }
+    }
+
     /// Stops every actor, top-down, within `timeout`. Pending work stays in
     /// the store and resumes on the next start. The turns this cuts short
     /// go back on their queues with their attempts given back, durably

@@ -119,7 +119,12 @@ impl From<StoreError> for ApiError {
                     "{err}; `holarchy status` lists the damaged records: restore them from a backup"
                 ))
             }
-            StoreError::Backend(_) => ApiError::Internal(err.to_string()),
+            // The disk refused a write (full, or failing): the daemon opens
+            // its store again once it takes writes (see `daemon`), so the
+            // call is worth retrying, with the same dedupe key.
+            StoreError::Backend(_) => ApiError::Unavailable(format!(
+                "{err}; the daemon reopens its store once the disk takes writes again: retry later"
+            )),
         }
     }
 }

@@ -228,7 +228,10 @@ impl Writer {
             }
             // The cursors this commit took are skipped: the log has a gap
             // after a storage failure, never a reused cursor.
-            Err(TransactionError::Storage(err)) => Err(GroupError::Store(backend(err))),
+            Err(TransactionError::Storage(err)) => {
+                self.group.failure().set(format!("a write failed: {err}"));
+                Err(GroupError::Store(backend(err)))
+            }
         }
     }
 }

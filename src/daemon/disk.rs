@@ -1,0 +1,153 @@
+//! The disk guard: keeps the store from ever meeting a full disk.
+//!
+//! sled 0.34 keeps a refused write for good, and can then hang a flush
+//! that holds its lock (the flush waits for a log buffer its failed write
+//! never wakes), which freezes every reader in the daemon. So the daemon
+//! watches the free space under its data directory and, below
+//! `--min-free-disk`, stops taking new work before sled fills the disk:
+//! gRPC calls that write answer UNAVAILABLE, no turn starts (agents keep
+//! their queues, none is failed), and `/readyz` says not ready. What is
+//! already running (a turn's end, a command's output, a timer) writes into
+//! that reserve. Above the mark plus a margin, everything resumes by
+//! itself.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use holarchy_actors::Runtime;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+/// How often the free space is read (one `statvfs`).
+const POLL: Duration = Duration::from_millis(100);
+
+/// Whether new work is refused for lack of disk, and why.
+pub type DiskLow = watch::Receiver<Option<String>>;
+
+/// Watches `dir` until `stop`; holds and releases the runtime's turns as
+/// the free space crosses `min_free` (resuming at 1.25 x `min_free`, so a
+/// disk on the edge does not flap).
+pub async fn guard(
+    dir: PathBuf,
+    min_free: u64,
+    runtime: Arc<Runtime>,
+    low: watch::Sender<Option<String>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let resume_at = min_free.saturating_add(min_free / 4);
+    loop {
+        if let Some(free) = free_bytes(&dir) {
+            let is_low = low.borrow().is_some();
+            if !is_low && free < min_free {
+                let why = format!(
+                    "the disk under {} has {} MiB free, under --min-free-disk ({} MiB): writes are refused and turns held until space returns",
+                    dir.display(),
+                    free >> 20,
+                    min_free >> 20
+                );
+                warn!(free_bytes = free, min_free, "{why}");
+                runtime.hold_turns();
+                low.send_replace(Some(why));
+            } else if is_low && free >= resume_at {
+                info!(
+                    free_bytes = free,
+                    "disk space returned: taking writes and turns again"
+                );
+                low.send_replace(None);
+                runtime.release_turns();
+            }
+        }
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+/// Bytes free for an unprivileged writer on the file system of `dir`.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let stat = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some(stat.blocks_available().saturating_mul(stat.fragment_size()))
+}
+
+/// Whether a gRPC method only reads: those are served on a full disk.
+fn reads_only(path: &str) -> bool {
+    let method = path.rsplit('/').next().unwrap_or_default();
+    [
+        "Get",
+        "List",
+        "Watch",
+        "Search",
+        "Check",
+        "Follow",
+        "ServerReflectionInfo",
+    ]
+    .iter()
+    .any(|prefix| method.starts_with(prefix))
+}
+
+/// Refuses gRPC calls that write while the disk is low.
+#[derive(Debug, Clone)]
+pub struct GuardLayer(pub DiskLow);
+
+impl<S> tower::Layer<S> for GuardLayer {
+    type Service = Guarded<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Guarded {
+            inner,
+            low: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Guarded<S> {
+    inner: S,
+    low: DiskLow,
+}
+
+impl<S, B, R> tower::Service<http::Request<B>> for Guarded<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+    R: Default + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future =
+        futures::future::Either<S::Future, std::future::Ready<Result<http::Response<R>, S::Error>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let refused = match &*self.low.borrow() {
+            Some(why) if !reads_only(request.uri().path()) => Some(why.clone()),
+            _ => None,
+        };
+        match refused {
+            None => futures::future::Either::Left(self.inner.call(request)),
+            Some(why) => futures::future::Either::Right(std::future::ready(Ok(
+                tonic::Status::unavailable(format!("{why}; retry later")).into_http(),
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reads_only;
+
+    #[test]
+    fn reads_pass_and_writes_are_held() {
+        assert!(reads_only("/holarchy.v1.AgentService/GetAgent"));
+        assert!(reads_only("/holarchy.v1.AgentService/ListMessages"));
+        assert!(reads_only("/grpc.health.v1.Health/Check"));
+        assert!(!reads_only("/holarchy.v1.AgentService/SendMessage"));
+        assert!(!reads_only("/holarchy.v1.AgentService/CreateAgent"));
+    }
+}

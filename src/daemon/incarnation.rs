@@ -1,0 +1,376 @@
+//! One incarnation of the daemon's store and runtime: opened store in,
+//! recovered runtime, gRPC (and HTTP) servers, until a shutdown or until
+//! the disk refuses a write. sled keeps such a failure for good, so the
+//! incarnation ends as a crash would (nothing acknowledged is lost: every
+//! answer waited for its flush), and `daemon::run` starts the next one
+//! once the disk takes writes.
+
+use std::fs::Permissions;
+use std::future::Future;
+use std::os::unix::fs::PermissionsExt;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use holarchy_actors::sandbox::SandboxReport;
+use holarchy_actors::{Runtime, RuntimeConfig, ScriptedBrain};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+use tonic::service::InterceptorLayer;
+use tracing::{info, warn};
+
+use super::{disk, listen, ServeConfig, Token, SOCKET_FILE};
+use crate::api::agent_service::AgentApi;
+use crate::api::approval_service::ApprovalApi;
+use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
+use crate::api::instance_service::InstanceApi;
+use crate::api::memory_service::MemoryApi;
+use crate::api::pb;
+use crate::api::pb::agent_service_server::AgentServiceServer;
+use crate::api::pb::approval_service_server::ApprovalServiceServer;
+use crate::api::pb::instance_service_server::InstanceServiceServer;
+use crate::api::pb::memory_service_server::MemoryServiceServer;
+use crate::api::pb::runtime_service_server::RuntimeServiceServer;
+use crate::api::pb::supervision_service_server::SupervisionServiceServer;
+use crate::api::pb::task_service_server::TaskServiceServer;
+use crate::api::pb::trigger_service_server::TriggerServiceServer;
+use crate::api::pb::work_service_server::WorkServiceServer;
+use crate::api::pb::workspace_service_server::WorkspaceServiceServer;
+use crate::api::plane_service::PlaneApi;
+use crate::api::runtime_service::RuntimeApi;
+use crate::api::supervision_service::SupervisionApi;
+use crate::api::task_service::TaskApi;
+use crate::api::workspace_service::WorkspaceApi;
+use crate::store::SledStore;
+
+/// What every incarnation starts from, settled once per process.
+pub(super) struct Setup<'a> {
+    pub config: &'a ServeConfig,
+    pub runtime_config: RuntimeConfig,
+    pub tcp_token: Option<Token>,
+    pub sandbox: SandboxReport,
+}
+
+/// How an incarnation ended.
+pub(super) enum Ended {
+    /// Told to stop: the process exits.
+    Shutdown,
+    /// The disk refused a write or a flush; the reason.
+    StoreFailed(String),
+}
+
+/// Recovers the runtime from `store` and serves until a shutdown or a
+/// store failure.
+pub(super) async fn serve(
+    setup: &Setup<'_>,
+    store: Arc<SledStore>,
+    mut shutdown: Pin<&mut impl Future<Output = ()>>,
+) -> anyhow::Result<Ended> {
+    let Setup {
+        config,
+        runtime_config,
+        tcp_token,
+        sandbox,
+    } = setup;
+    let (config, runtime_config, tcp_token, sandbox) =
+        (*config, runtime_config.clone(), tcp_token.clone(), *sandbox);
+    let limits = &config.connections;
+    let started = std::time::Instant::now();
+    let runtime = Arc::new(
+        Runtime::start(store.clone(), Arc::new(ScriptedBrain), runtime_config)
+            .await
+            .context("cannot start the runtime")?,
+    );
+    info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "runtime recovered"
+    );
+
+    let trimmer = tokio::spawn(crate::memory::trim_after_drops(runtime.clone()));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (disk_low_tx, disk_low) = watch::channel(None);
+    let disk_guard = tokio::spawn(disk::guard(
+        config.data_dir.clone(),
+        config.min_free_disk,
+        runtime.clone(),
+        disk_low_tx,
+        stop_rx.clone(),
+    ));
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<AgentServiceServer<AgentApi>>().await;
+    health
+        .set_serving::<RuntimeServiceServer<RuntimeApi>>()
+        .await;
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+    // Every service decodes and encodes at most MAX_GRPC_MESSAGE_BYTES,
+    // set here rather than left to tonic's defaults (which do not bound
+    // what the server sends); responses stay far below it (api::budget).
+    let agents = AgentServiceServer::new(AgentApi::new(
+        runtime.clone(),
+        store.clone(),
+        stop_rx.clone(),
+    ))
+    .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let status = RuntimeServiceServer::new(RuntimeApi::new(
+        runtime.clone(),
+        store.clone(),
+        config.data_dir.clone(),
+        sandbox,
+    ))
+    .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+
+    let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone(), stop_rx.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let work = WorkServiceServer::new(PlaneApi::new(runtime.clone(), store.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    let triggers = TriggerServiceServer::new(PlaneApi::new(runtime.clone(), store.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    health.set_serving::<WorkServiceServer<PlaneApi>>().await;
+    health.set_serving::<TriggerServiceServer<PlaneApi>>().await;
+    let workspaces = WorkspaceServiceServer::new(WorkspaceApi::new(runtime.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    health
+        .set_serving::<WorkspaceServiceServer<WorkspaceApi>>()
+        .await;
+    let instances = InstanceServiceServer::new(InstanceApi::new(runtime.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    health
+        .set_serving::<InstanceServiceServer<InstanceApi>>()
+        .await;
+    let approvals = ApprovalServiceServer::new(ApprovalApi::new(runtime.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    health
+        .set_serving::<ApprovalServiceServer<ApprovalApi>>()
+        .await;
+    let memory = MemoryServiceServer::new(MemoryApi::new(runtime.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    health.set_serving::<MemoryServiceServer<MemoryApi>>().await;
+    let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()))
+        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
+    health.set_serving::<TaskServiceServer<TaskApi>>().await;
+    health
+        .set_serving::<SupervisionServiceServer<SupervisionApi>>()
+        .await;
+
+    let socket = config.data_dir.join(SOCKET_FILE);
+    // We hold the lock, so a socket file left here is a dead daemon's.
+    let _ = std::fs::remove_file(&socket);
+    let unix =
+        UnixListener::bind(&socket).with_context(|| format!("cannot bind {}", socket.display()))?;
+    std::fs::set_permissions(&socket, Permissions::from_mode(0o600))?;
+    // Bound before either server answers: a client that saw SERVING on the
+    // socket finds TCP listening too.
+    let tcp_listener = match config.listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?,
+        ),
+        None => None,
+    };
+    let http_listener = match &config.http {
+        Some(http) => Some(
+            TcpListener::bind(http.listen)
+                .await
+                .with_context(|| format!("cannot listen for webhooks on {}", http.listen))?,
+        ),
+        None => None,
+    };
+
+    let mut grpc_metrics = crate::metrics::GrpcMetrics::new(&[
+        pb::FILE_DESCRIPTOR_SET,
+        tonic_health::pb::FILE_DESCRIPTOR_SET,
+    ]);
+    if !config.runtime.metrics {
+        grpc_metrics = grpc_metrics.off();
+    }
+    let metrics = Arc::new(if config.runtime.metrics {
+        crate::metrics::Metrics::new(runtime.clone(), store.clone(), &grpc_metrics)
+    } else {
+        crate::metrics::Metrics::off()
+    });
+    let router = limits
+        .server()
+        .layer(crate::metrics::GrpcLayer(grpc_metrics.clone()))
+        .layer(disk::GuardLayer(disk_low.clone()))
+        .add_service(health_service.clone())
+        .add_service(reflection_v1.clone())
+        .add_service(reflection_v1alpha.clone())
+        .add_service(agents.clone())
+        .add_service(status.clone())
+        .add_service(tasks.clone())
+        .add_service(tree.clone())
+        .add_service(work.clone())
+        .add_service(triggers.clone())
+        .add_service(workspaces.clone())
+        .add_service(instances.clone())
+        .add_service(approvals.clone())
+        .add_service(memory.clone());
+    let mut unix_stop = stop_rx.clone();
+    let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
+        listen::unix(unix, limits),
+        async move {
+            let _ = unix_stop.wait_for(|s| *s).await;
+        },
+    ));
+
+    let (public_read, allowed_hosts) = config.http.as_ref().map_or_else(Default::default, |h| {
+        (h.console_public_read, h.allowed_hosts.clone())
+    });
+    let console = tcp_token.clone().map(|token| {
+        Arc::new(
+            crate::ingress::console::Console::new(
+                runtime.clone(),
+                store.clone(),
+                token,
+                stop_rx.clone(),
+            )
+            .public_read(public_read)
+            .allowed_hosts(allowed_hosts),
+        )
+    });
+    let tcp_server = match (tcp_listener, tcp_token) {
+        (Some(listener), Some(token)) => {
+            // A right token also lifts the connection's authentication
+            // deadline (see `listen`).
+            let check = move |request: tonic::Request<()>| {
+                let authorization = request.metadata().get("authorization");
+                if !token.admits(authorization.map(|v| v.as_bytes())) {
+                    return Err(tonic::Status::unauthenticated(
+                        "missing or wrong bearer token",
+                    ));
+                }
+                if let Some(conn) = request.extensions().get::<listen::Conn>() {
+                    conn.authenticate();
+                }
+                Ok(request)
+            };
+            info!(
+                addr = %listener.local_addr()?,
+                max_connections = limits.max_tcp,
+                auth_timeout_s = limits.auth_timeout.as_secs_f64(),
+                idle_timeout_s = limits.idle_timeout.as_secs_f64(),
+                "listening on tcp"
+            );
+            let mut tcp_stop = stop_rx.clone();
+            let router = limits
+                .server()
+                .layer(crate::metrics::GrpcLayer(grpc_metrics))
+                .layer(InterceptorLayer::new(check))
+                .layer(listen::TrackStreamsLayer)
+                .layer(disk::GuardLayer(disk_low.clone()))
+                .add_service(health_service)
+                .add_service(reflection_v1)
+                .add_service(reflection_v1alpha)
+                .add_service(agents)
+                .add_service(status)
+                .add_service(tasks)
+                .add_service(tree)
+                .add_service(work)
+                .add_service(triggers)
+                .add_service(workspaces)
+                .add_service(instances)
+                .add_service(approvals)
+                .add_service(memory);
+            Some(tokio::spawn(router.serve_with_incoming_shutdown(
+                listen::tcp(listener, limits),
+                async move {
+                    let _ = tcp_stop.wait_for(|s| *s).await;
+                },
+            )))
+        }
+        _ => None,
+    };
+    let http_server = match (http_listener, config.http.clone(), console) {
+        (Some(listener), Some(http), Some(console)) => Some(tokio::spawn(crate::ingress::serve(
+            listener,
+            http,
+            runtime.clone(),
+            metrics,
+            console,
+            disk_low.clone(),
+            stop_rx.clone(),
+        ))),
+        _ => None,
+    };
+    info!(socket = %socket.display(), "serving");
+
+    // The root supervisor stopping on its own would leave a daemon that
+    // answers SERVING but can do nothing: shut down and report it instead.
+    let (root_died, failed) = tokio::select! {
+        () = shutdown.as_mut() => (false, None),
+        () = runtime.stopped() => (true, None),
+        why = store.failed() => (false, Some(why)),
+    };
+    // sled can hang a flush after a refused write while holding its lock
+    // (see `disk`), freezing every thread that reads: then no timeout
+    // below can fire. A plain thread ends the process instead, leaving
+    // the store as a crash would (nothing acknowledged is lost), for a
+    // service manager to start again.
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if failed.is_some() {
+        let stopped = stopped.clone();
+        let limit = config.shutdown_timeout.saturating_mul(3);
+        let _ = std::thread::Builder::new()
+            .name("store-watchdog".into())
+            .spawn(move || {
+                std::thread::sleep(limit);
+                if !stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    tracing::error!("the store hung after the disk refused a write: exiting so the daemon can be started again");
+                    std::process::exit(75);
+                }
+            });
+    }
+    info!("shutting down");
+    let _ = stop_tx.send(true);
+    health
+        .set_not_serving::<AgentServiceServer<AgentApi>>()
+        .await;
+    let timeout = config.shutdown_timeout;
+    for server in [Some(unix_server), tcp_server].into_iter().flatten() {
+        match tokio::time::timeout(timeout, server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(err))) => warn!(error = %err, "grpc server ended with an error"),
+            Ok(Err(join)) => warn!(error = %join, "grpc server task failed"),
+            Err(_) => warn!("grpc server did not drain in time"),
+        }
+    }
+    if let Some(server) = http_server {
+        if tokio::time::timeout(timeout, server).await.is_err() {
+            warn!("webhook server did not drain in time");
+        }
+    }
+    runtime.shutdown(timeout).await;
+    trimmer.abort();
+    let _ = disk_guard.await;
+    store.close().await;
+    let _ = std::fs::remove_file(&socket);
+    stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Some(why) = failed {
+        info!("store and runtime stopped after a store failure");
+        return Ok(Ended::StoreFailed(why));
+    }
+    info!("stopped");
+    if root_died {
+        bail!("the runtime's root supervisor stopped unexpectedly; see the log above");
+    }
+    Ok(Ended::Shutdown)
+}
