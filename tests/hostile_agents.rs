@@ -8,6 +8,8 @@ mod common;
 mod amplification;
 #[path = "hostile_agents/bounds.rs"]
 mod bounds;
+#[path = "hostile_agents/confinement.rs"]
+mod confinement;
 #[path = "hostile_agents/connections.rs"]
 mod connections;
 #[path = "hostile_agents/depth.rs"]
