@@ -14,6 +14,8 @@ mod confinement;
 mod connections;
 #[path = "hostile_agents/depth.rs"]
 mod depth;
+#[path = "hostile_agents/http2.rs"]
+mod http2;
 #[path = "hostile_agents/output.rs"]
 mod output;
 #[path = "hostile_agents/paging.rs"]
