@@ -10,9 +10,10 @@
 //! keeps the health routes answering; see [`admission`]), the time to send
 //! the headers (shorter while the pool is nearly full), the body's size
 //! (checked against `Content-Length` before a byte of it is read, then
-//! while reading), and the time one request may take. On shutdown it stops
-//! accepting, lets requests under way finish within a grace period, and
-//! ends.
+//! while reading), and the time one request may take. On shutdown it
+//! answers probes only (`/readyz` 503), lets requests under way finish
+//! within a grace period, and ends once the runtime has stopped (see
+//! [`Serving`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -25,8 +26,8 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::sync::{oneshot, watch};
+use tokio::task::{JoinHandle, JoinSet};
 use tracing::{debug, info, warn};
 
 pub mod admission;
@@ -93,6 +94,7 @@ impl HttpConfig {
 
 /// What every connection's task shares.
 struct Shared {
+    admission: Admission,
     config: HttpConfig,
     runtime: Arc<Runtime>,
     metrics: Arc<crate::metrics::Metrics>,
@@ -100,17 +102,47 @@ struct Shared {
     disk_low: crate::daemon::DiskLow,
 }
 
+/// The listener as the daemon's shutdown sees it. At the stop, the
+/// listener keeps accepting, but only for probes: `/readyz` answers 503
+/// (`stopping`) and anything else but `/healthz` 503 with `Retry-After`,
+/// so a load balancer takes the daemon out of rotation and a webhook
+/// sender retries, rather than both meeting a closed port while the
+/// daemon drains. The requests under way at the stop finish (within the
+/// grace) before [`Serving::drained`] resolves, so the runtime they need
+/// outlives them; [`Serving::close`] ends the listener once the runtime
+/// has stopped.
+#[derive(Debug)]
+pub struct Serving {
+    drained: oneshot::Receiver<()>,
+    close: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Serving {
+    /// Resolves once the requests under way at the stop have ended.
+    pub async fn drained(&mut self) {
+        // A listener that ended early has nothing under way either.
+        let _ = (&mut self.drained).await;
+    }
+
+    /// Stops accepting, lets the probes under way finish, and ends.
+    pub async fn close(self) -> Result<(), tokio::task::JoinError> {
+        let _ = self.close.send(true);
+        self.task.await
+    }
+}
+
 /// Serves webhooks, the operators' routes and the console on `listener`
-/// until `stop` turns true, then drains.
-pub async fn serve(
+/// until `stop` turns true, then only probes until [`Serving::close`].
+pub fn serve(
     listener: TcpListener,
     config: HttpConfig,
     runtime: Arc<Runtime>,
     metrics: Arc<crate::metrics::Metrics>,
     console: Arc<Console>,
     disk_low: crate::daemon::DiskLow,
-    mut stop: watch::Receiver<bool>,
-) {
+    stop: watch::Receiver<bool>,
+) -> Serving {
     info!(
         addr = %config.listen,
         max_body = config.max_body,
@@ -118,23 +150,56 @@ pub async fn serve(
         max_connections_per_peer = config.max_connections_per_peer,
         "serving webhooks over http"
     );
-    let admission = Admission::new(config.max_connections, config.max_connections_per_peer);
+    let (close, closed) = watch::channel(false);
+    let (drained_tx, drained) = oneshot::channel();
     let shared = Arc::new(Shared {
+        admission: Admission::new(config.max_connections, config.max_connections_per_peer),
         config,
         runtime,
         metrics,
         console,
         disk_low,
     });
-    let mut connections = JoinSet::new();
+    let task = tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        accept(&listener, &shared, &mut connections, &stop, stop.clone()).await;
+        let grace = shared.config.shutdown_grace;
+        let mut probes = JoinSet::new();
+        let under_way = async {
+            drain(connections, grace).await;
+            let _ = drained_tx.send(());
+        };
+        tokio::join!(
+            under_way,
+            accept(&listener, &shared, &mut probes, &stop, closed)
+        );
+        drop(listener);
+        drain(probes, grace).await;
+    });
+    Serving {
+        drained,
+        close,
+        task,
+    }
+}
+
+/// Accepts connections into `connections` until `until` turns true; each
+/// answers as `stop` says (everything, or probes only once it is true).
+async fn accept(
+    listener: &TcpListener,
+    shared: &Arc<Shared>,
+    connections: &mut JoinSet<()>,
+    stop: &watch::Receiver<bool>,
+    mut until: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
-            () = admission.room() => {}
-            () = stopped(&mut stop) => break,
+            () = shared.admission.room() => {}
+            () = stopped(&mut until) => return,
         }
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
-            () = stopped(&mut stop) => break,
+            () = stopped(&mut until) => return,
         };
         let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
@@ -145,7 +210,7 @@ pub async fn serve(
                 continue;
             }
         };
-        let Some(slot) = admission.admit(peer.ip()) else {
+        let Some(slot) = shared.admission.admit(peer.ip()) else {
             // Dropping the stream closes it: the peer holds its share and
             // the reserve's, or the reserve is full.
             debug!(peer = %peer, "http connection refused: the peer holds its share");
@@ -153,10 +218,19 @@ pub async fn serve(
         };
         // Reap finished connections so the set stays small.
         while connections.try_join_next().is_some() {}
-        connections.spawn(connection(stream, peer, slot, shared.clone(), stop.clone()));
+        connections.spawn(connection(
+            stream,
+            peer,
+            slot,
+            shared.clone(),
+            stop.clone(),
+            until.clone(),
+        ));
     }
-    drop(listener);
-    let grace = shared.config.shutdown_grace;
+}
+
+/// Waits for `connections` to end, at most `grace`, then ends the rest.
+async fn drain(mut connections: JoinSet<()>, grace: Duration) {
     if tokio::time::timeout(grace, async {
         while connections.join_next().await.is_some() {}
     })
@@ -168,14 +242,16 @@ pub async fn serve(
     }
 }
 
-/// Serves one connection until it ends, or until `stop` and a grace
-/// period; its `slot` is given back when it ends.
+/// Serves one connection until it ends, or until `end` and a grace
+/// period; its `slot` is given back when it ends. Admitted after the
+/// daemon's `stop`, it answers one probe, as the reserve does.
 async fn connection(
     stream: TcpStream,
     peer: SocketAddr,
     slot: Slot,
     shared: Arc<Shared>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
+    mut end: watch::Receiver<bool>,
 ) {
     let header_timeout = match slot.pool {
         Pool::General { pressed: false } => shared.config.header_timeout,
@@ -184,8 +260,8 @@ async fn connection(
         }
     };
     let grace = shared.config.shutdown_grace;
-    let health_only = slot.pool == Pool::Reserve;
-    let stopping = stop.clone();
+    let health_only = slot.pool == Pool::Reserve || *stop.borrow();
+    let stopping = stop;
     let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
         let shared = shared.clone();
         let disk_low = shared.disk_low.borrow().clone();
@@ -239,7 +315,7 @@ async fn connection(
     tokio::pin!(connection);
     let ended = tokio::select! {
         ended = connection.as_mut() => ended,
-        () = stopped(&mut stop) => {
+        () = stopped(&mut end) => {
             connection.as_mut().graceful_shutdown();
             match tokio::time::timeout(grace, connection).await {
                 Ok(ended) => ended,

@@ -8,10 +8,14 @@ mod common;
 mod amplification;
 #[path = "hostile_agents/bounds.rs"]
 mod bounds;
+#[path = "hostile_agents/confinement.rs"]
+mod confinement;
 #[path = "hostile_agents/connections.rs"]
 mod connections;
 #[path = "hostile_agents/depth.rs"]
 mod depth;
+#[path = "hostile_agents/http2.rs"]
+mod http2;
 #[path = "hostile_agents/output.rs"]
 mod output;
 #[path = "hostile_agents/paging.rs"]

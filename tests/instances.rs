@@ -327,10 +327,23 @@ async fn limited_after_two_turns(c: &mut Clients) -> String {
     agent
 }
 
-/// After waiting `settle` (time for an unlimited agent to have run it),
-/// the third message is still queued.
-async fn third_still_held(c: &mut Clients, agent: &str, settle: std::time::Duration) {
-    tokio::time::sleep(settle).await;
+/// Once the agent shows it put the third message's turn off (so the
+/// limit was consulted and the absence of a third turn means something),
+/// or ran it after all, the third message is still queued.
+async fn third_still_held(c: &mut Clients, agent: &str) {
+    eventually("the third turn deferred or run", || {
+        let mut c = c.clone();
+        let agent = agent.to_owned();
+        async move {
+            let deferred = common::get_agent(&mut c, &agent).await.turn_deferred;
+            let all = common::messages(&mut c, &agent).await;
+            let ran = all
+                .get(2)
+                .is_some_and(|m| m.status != pb::MessageStatus::Queued as i32);
+            (deferred || ran).then_some(())
+        }
+    })
+    .await;
     let all = common::messages(c, agent).await;
     let handled_now = all.iter().filter(|m| is_handled(m)).count();
     assert_eq!(handled_now, 2, "the third waits for the hour: {all:?}");
@@ -343,7 +356,7 @@ async fn an_hourly_turn_limit_defers_turns_until_an_apply_lifts_it() {
     let daemon = Daemon::start(&common::data_dir(&root)).await;
     let mut c = daemon.clients().await;
     let agent = limited_after_two_turns(&mut c).await;
-    third_still_held(&mut c, &agent, std::time::Duration::from_millis(500)).await;
+    third_still_held(&mut c, &agent).await;
 
     // Raised: the deferred turn runs now, without a restart.
     let raised = apply(&mut c, LIFTED, &[]).await.expect("applied");
@@ -364,7 +377,7 @@ async fn an_hourly_turn_limit_holds_across_a_kill_9_restart() {
     let mut c = daemon.clients().await;
     // The restarted actor's window starts empty: what it reads back from
     // the store must still hold the third message for the hour.
-    third_still_held(&mut c, &agent, std::time::Duration::from_secs(1)).await;
+    third_still_held(&mut c, &agent).await;
 
     // The limit still lifts as before.
     apply(&mut c, LIFTED, &[]).await.expect("applied");

@@ -313,7 +313,9 @@ async fn a_partition_killed_again_while_it_respawns_brings_every_agent_back_once
     })
     .await;
     // Once each: the partition links exactly its agents, no stray copies.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // A stray could only come from a restart still respawning: every task
+    // the runtime started (both restarts) has to end first.
+    until("both restarts to end", || ctx.lifecycle.tasks.is_empty()).await;
     let partition = ctx.topology.partition_for(agents[0]).expect("partition");
     assert_eq!(partition.get_children().len(), doomed.len());
     runtime.shutdown(Duration::from_secs(5)).await;
@@ -390,8 +392,13 @@ async fn agents_created_while_their_partition_restarts_get_one_actor_each() {
     })
     .await;
     // One actor each: a partition links exactly its share of live agents,
-    // no copy a respawn started beside its creator's.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // no copy a respawn started beside its creator's. Such a copy could
+    // only come from a restart or a creation still under way: every task
+    // the runtime started has to end first.
+    until("every restart and creation to end", || {
+        ctx.lifecycle.tasks.is_empty()
+    })
+    .await;
     let mut partitions: Vec<ractor::ActorCell> = Vec::new();
     for agent in &live {
         let partition = ctx.topology.partition_for(*agent).expect("partition");

@@ -6,6 +6,10 @@ mod common;
 use common::{create, data_dir, eventually, handled, messages, send, Daemon};
 use holarchy::api::pb;
 use holarchy::client::Clients;
+use holarchy::store::sled_store::StoreConfig;
+use holarchy::store::SledStore;
+use holarchy_actors::Store as _;
+use holarchy_supervision::{AgentId, LifecycleState};
 use serde_json::{json, Value};
 
 /// Asks `agent_id` to spawn a child; returns (child id, task id).
@@ -63,6 +67,29 @@ async fn tree(c: &mut Clients) -> pb::GetTreeResponse {
 /// Nodes of `kind` in the whole (flat) tree.
 fn count(shape: &pb::GetTreeResponse, kind: &str) -> usize {
     shape.nodes.iter().filter(|n| n.node_type == kind).count()
+}
+
+/// Every agent the daemon knows, private ones too, following pages.
+async fn all_agents(c: &mut Clients) -> Vec<pb::AgentSummary> {
+    let mut all = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = c
+            .agents
+            .list_agents(pb::ListAgentsRequest {
+                page_size: 1000,
+                page_token,
+                include_private: true,
+            })
+            .await
+            .expect("list")
+            .into_inner();
+        all.extend(page.agents);
+        page_token = page.next_page_token;
+        if page_token.is_empty() {
+            return all;
+        }
+    }
 }
 
 /// The roots of the walk.
@@ -272,6 +299,12 @@ async fn stop_task_takes_the_subtree_and_kill_9_respawns_the_rest_under_its_supe
     );
 }
 
+/// The end state alone cannot tell a cleanup that archived the whole
+/// subtree from one that skipped part of it: the start-up orphan sweep
+/// archives whatever a skipped supervisor left. So the store is read right
+/// after the kill (every descendant archived by the cleanup's own batch,
+/// the intent naming all of them), each descendant's archive reason is
+/// checked after restart, and no intent may be left once recovery ran.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_restart() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -321,6 +354,13 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
         "{:?}",
         &shape.mismatches[..shape.mismatches.len().min(5)]
     );
+    let descendants: Vec<AgentId> = all_agents(&mut c)
+        .await
+        .iter()
+        .map(|a| a.agent_id.parse().expect("an agent id"))
+        .filter(|id: &AgentId| id.to_string() != ops)
+        .collect();
+    assert_eq!(descendants.len(), 1000);
 
     // Archive, and kill the daemon as soon as the archive is on disk,
     // while the actors may still be going down.
@@ -347,8 +387,66 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
     let _ = archive.await;
     drop(c);
 
-    let daemon = Daemon::start(&dir).await;
+    // What the cleanup left on disk, read before any restart can mend it
+    // (the start-up sweep archives orphans too): the batch that recorded
+    // the intent archived every descendant, and the intent, if the kill
+    // came before it was done, names every one of them.
+    let store = SledStore::open(&dir.join("db"), &StoreConfig::default()).expect("store opens");
+    let live: Vec<&AgentId> = descendants
+        .iter()
+        .filter(|id| {
+            store
+                .agent(**id)
+                .expect("readable")
+                .is_none_or(|a| a.state != LifecycleState::Archived)
+        })
+        .collect();
+    assert!(
+        live.is_empty(),
+        "{} descendants not archived by the cleanup's batch, e.g. {:?}",
+        live.len(),
+        live.first()
+    );
+    let intents = store.recovery_input().expect("readable").intents;
+    assert!(intents.len() <= 1, "{intents:?}");
+    for intent in &intents {
+        assert_eq!(intent.root_agent_id.to_string(), ops);
+        assert_eq!(intent.agents.len(), 1001, "the intent's plan");
+    }
+    store.close().await;
+    drop(store);
+
+    let mut daemon = Daemon::start(&dir).await;
     let mut c = daemon.clients().await;
+    let log = common::events(&mut c, 0).await;
+    let started: Vec<Value> = log
+        .iter()
+        .filter(|e| e.kind == "cleanup_started" && e.agent_id == ops)
+        .map(|e| serde_json::from_str(&e.detail_json).expect("detail"))
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["reason"], "archived");
+    assert_eq!(started[0]["agents"], 1001);
+    // Each descendant was archived once, by the archive's own batch: not
+    // by the intent's finish at start, nor by the orphan sweep.
+    let mut reasons: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for event in log.iter().filter(|e| e.kind == "agent_state_changed") {
+        let detail: Value = serde_json::from_str(&event.detail_json).expect("detail");
+        if detail["state"] == "archived" {
+            reasons
+                .entry(event.agent_id.clone())
+                .or_default()
+                .push(detail["reason"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    for id in &descendants {
+        let got = reasons.get(&id.to_string());
+        assert_eq!(
+            got.map(Vec::as_slice),
+            Some(&["archived".to_owned()][..]),
+            "descendant {id}"
+        );
+    }
     let shape = tree(&mut c).await;
     assert!(shape.nodes.is_empty(), "nothing of the subtree runs again");
     assert!(shape.mismatches.is_empty(), "{:?}", shape.mismatches);
@@ -367,34 +465,22 @@ async fn kill_9_during_the_archive_of_a_thousand_descendants_finishes_it_after_r
             pb::LifecycleState::Archived as i32
         );
     }
-    let listed = c
-        .agents
-        .list_agents(pb::ListAgentsRequest {
-            page_size: 1000,
-            page_token: String::new(),
-            include_private: true,
-        })
-        .await
-        .expect("list")
-        .into_inner();
-    let mut all = listed.agents;
-    let rest = c
-        .agents
-        .list_agents(pb::ListAgentsRequest {
-            page_size: 1000,
-            page_token: listed.next_page_token,
-            include_private: true,
-        })
-        .await
-        .expect("list")
-        .into_inner();
-    all.extend(rest.agents);
+    let all = all_agents(&mut c).await;
     assert_eq!(all.len(), 1001);
     assert!(
         all.iter()
             .all(|a| a.state == pb::LifecycleState::Archived as i32),
         "no live record is left"
     );
+
+    // The intent is finished, and gone from the store.
+    drop(c);
+    daemon.kill9();
+    let store = SledStore::open(&dir.join("db"), &StoreConfig::default()).expect("store opens");
+    let intents = store.recovery_input().expect("readable").intents;
+    assert!(intents.is_empty(), "a cleanup never finished: {intents:?}");
+    store.close().await;
+    drop(store);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -81,6 +81,14 @@ impl AgentState {
     fn id(&self) -> AgentId {
         self.target.id
     }
+
+    /// Sets (a turn was put off by a turn limit) or clears the pace
+    /// wake-up, and publishes which, so readers see a deferral without
+    /// the debug log.
+    fn set_pace_wake(&mut self, wake: Option<AbortOnDrop>) {
+        self.queue.live().turn_deferred(wake.is_some());
+        self.pace_wake = wake;
+    }
 }
 
 /// The actor. Holds only shared, read-only context.
@@ -162,13 +170,13 @@ impl AgentActor {
                 self.maybe_start_turn(myself, state).await?;
             }
             AgentMsg::PaceElapsed => {
-                state.pace_wake = None;
+                state.set_pace_wake(None);
                 self.maybe_start_turn(myself, state).await?;
             }
             AgentMsg::Recomposed { max_turns_per_hour } => {
                 state.hourly = Hourly::recomposed(state.hourly.take(), max_turns_per_hour);
                 // A lifted or raised limit may let a deferred turn start.
-                state.pace_wake = None;
+                state.set_pace_wake(None);
                 self.maybe_start_turn(myself, state).await?;
             }
             AgentMsg::Wake(message_id) => {

@@ -1,7 +1,8 @@
 //! What a running agent publishes about itself for readers that must not
 //! wait on its mailbox (`GetAgent`, listings, instances): the length of
-//! its queue, the turn it runs, and how many turns it has completed since
-//! its actor started. The agent writes it as these change; a reader takes
+//! its queue, the turn it runs, whether a queued turn is held back by a
+//! turn limit, and how many turns it has completed since its actor
+//! started. The agent writes it as these change; a reader takes
 //! one short lock and never wakes the agent.
 
 use std::sync::{Mutex, PoisonError};
@@ -15,6 +16,10 @@ pub struct AgentSnapshot {
     pub state: LifecycleState,
     pub queue_len: usize,
     pub current_run: Option<RunId>,
+    /// A queued message waits for the turn pace or the hourly limit: the
+    /// one sign, short of the debug log, that a turn was considered and
+    /// put off rather than not yet looked at.
+    pub turn_deferred: bool,
     pub turns_completed: u64,
 }
 
@@ -28,6 +33,8 @@ pub struct LiveView {
 #[derive(Debug, Default, Clone, Copy)]
 struct Live {
     queue_len: u32,
+    /// In the padding after `queue_len`: no cost per agent.
+    turn_deferred: bool,
     turns_completed: u64,
     run: Option<RunId>,
 }
@@ -60,6 +67,12 @@ impl LiveView {
         self.update(|live| live.run = Some(run_id));
     }
 
+    /// A queued turn was put off by a turn limit (`true`), or may start
+    /// again (`false`).
+    pub fn turn_deferred(&self, deferred: bool) {
+        self.update(|live| live.turn_deferred = deferred);
+    }
+
     /// The turn left the agent (finished, failed or aborted).
     pub fn turn_ended(&self) {
         self.update(|live| live.run = None);
@@ -79,6 +92,7 @@ impl LiveView {
             state,
             queue_len: live.queue_len as usize,
             current_run: live.run,
+            turn_deferred: live.turn_deferred,
             turns_completed: live.turns_completed,
         }
     }
@@ -105,12 +119,16 @@ mod tests {
         let busy = live.snapshot(LifecycleState::Active);
         assert_eq!((busy.queue_len, busy.current_run), (3, Some(run)));
 
+        live.turn_deferred(true);
+        assert!(live.snapshot(LifecycleState::Active).turn_deferred);
+        live.turn_deferred(false);
         live.turn_completed();
         live.turn_ended();
         live.queue_changed(2);
         let after = live.snapshot(LifecycleState::Paused);
         assert_eq!((after.queue_len, after.current_run), (2, None));
         assert_eq!(after.turns_completed, 1);
+        assert!(!after.turn_deferred);
         assert_eq!(after.state, LifecycleState::Paused);
     }
 }

@@ -84,6 +84,7 @@ pub fn summary(
         queue_length: live.map(|s| s.queue_len as u32).unwrap_or(0),
         current_run_id: opt_id(live.and_then(|s| s.current_run)),
         turns_completed: live.map(|s| s.turns_completed).unwrap_or(0),
+        turn_deferred: live.is_some_and(|s| s.turn_deferred),
         created_at_ms: record.created_at_ms as i64,
         instance: composition
             .and_then(|c| c.instance.clone())

@@ -90,6 +90,7 @@ pub fn agent_json(a: &pb::AgentSummary) -> Value {
         "queue_length": a.queue_length,
         "current_run_id": a.current_run_id,
         "turns_completed": a.turns_completed,
+        "turn_deferred": a.turn_deferred,
         "created_at_ms": a.created_at_ms,
         "waiting_on": a.waiting_on,
         "current_work_item": a.current_work_item.as_ref().map(|w| json!({ "work_item_id": w.work_item_id, "objective": w.objective })),
@@ -207,7 +208,12 @@ impl Output {
             lifecycle(a.state),
             activity(a.activity)
         );
-        say!("queue        {}", a.queue_length);
+        let deferred = if a.turn_deferred {
+            " (next turn deferred by a turn limit)"
+        } else {
+            ""
+        };
+        say!("queue        {}{deferred}", a.queue_length);
         say!("current run  {}", or_dash(&a.current_run_id));
         say!("turns        {}", a.turns_completed);
         if let Some(kind) = a.brain.as_ref().and_then(|b| b.kind.as_ref()) {

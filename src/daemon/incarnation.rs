@@ -299,8 +299,8 @@ pub(super) async fn serve(
         }
         _ => None,
     };
-    let http_server = match (http_listener, config.http.clone(), console) {
-        (Some(listener), Some(http), Some(console)) => Some(tokio::spawn(crate::ingress::serve(
+    let mut http_server = match (http_listener, config.http.clone(), console) {
+        (Some(listener), Some(http), Some(console)) => Some(crate::ingress::serve(
             listener,
             http,
             runtime.clone(),
@@ -308,7 +308,7 @@ pub(super) async fn serve(
             console,
             disk_low.clone(),
             stop_rx.clone(),
-        ))),
+        )),
         _ => None,
     };
     info!(socket = %socket.display(), "serving");
@@ -353,12 +353,24 @@ pub(super) async fn serve(
             Err(_) => warn!("grpc server did not drain in time"),
         }
     }
-    if let Some(server) = http_server {
-        if tokio::time::timeout(timeout, server).await.is_err() {
+    // Webhooks under way need the runtime; probes go on answering
+    // `/readyz` 503 until it has stopped.
+    if let Some(server) = http_server.as_mut() {
+        if tokio::time::timeout(timeout, server.drained())
+            .await
+            .is_err()
+        {
             warn!("webhook server did not drain in time");
         }
     }
     runtime.shutdown(timeout).await;
+    if let Some(server) = http_server {
+        match tokio::time::timeout(timeout, server.close()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(join)) => warn!(error = %join, "webhook server task failed"),
+            Err(_) => warn!("webhook server did not close in time"),
+        }
+    }
     trimmer.abort();
     let _ = disk_guard.await;
     store.close().await;

@@ -163,13 +163,24 @@ impl Daemon {
 
     /// SIGTERM, then waits for the exit (at most `within`).
     pub async fn terminate(&mut self, within: Duration) -> ExitStatus {
-        let mut child = self.child.take().expect("daemon running");
+        self.sigterm();
+        self.wait_exit(within).await
+    }
+
+    /// Sends SIGTERM: a graceful shutdown begins.
+    pub fn sigterm(&self) {
         let sent = Command::new("kill")
             .arg("-TERM")
-            .arg(child.id().to_string())
+            .arg(self.pid().to_string())
             .status()
             .expect("kill runs");
         assert!(sent.success());
+    }
+
+    /// Waits for the daemon to exit (at most `within`); kills it and
+    /// panics past that.
+    pub async fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let mut child = self.child.take().expect("daemon running");
         let started = Instant::now();
         loop {
             if let Some(status) = child.try_wait().expect("waits") {

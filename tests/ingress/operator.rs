@@ -264,3 +264,110 @@ async fn one_peer_cannot_hold_the_listener_and_health_still_answers() {
         "{closed} of {IDLE} idle connections closed"
     );
 }
+
+/// One HTTP/1.1 request, as [`fetch`], where a refused or cut connection
+/// is an answer too: `Err` with what happened.
+async fn try_fetch(addr: &str, method: &str, path: &str) -> Result<(u16, String), String> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let head =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(head.as_bytes())
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .map_err(|_| "no answer in time".to_owned())?
+        .map_err(|e| format!("read: {e}"))?;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("no status in {answer:?}"))?;
+    Ok((status, answer))
+}
+
+/// From the moment shutdown begins until the runtime has stopped, the
+/// listener answers probes rather than closing its port: `/readyz` 503
+/// `stopping` (a load balancer takes the daemon out of rotation),
+/// `/healthz` 200, and a webhook 503 with `Retry-After` (its sender
+/// retries). A webhook under way at the stop, whose body is still coming,
+/// finishes, and holds the drain (and so this window) open until it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_answers_503_from_the_start_of_shutdown_until_the_runtime_stops() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let http = free_addr();
+    let mut daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &http]).await;
+    assert_eq!(fetch(&http, "GET", "/readyz").await.0, 200);
+
+    // A delivery under way: its head is in, and the daemon reads its body
+    // (`100 Continue` comes when the handler first asks for it).
+    let body = br#"{"type":"deploy"}"#;
+    let mut under_way = TcpStream::connect(&http).await.expect("connects");
+    let head = format!(
+        "POST /ingress/generic/nobody HTTP/1.1\r\nHost: {http}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nExpect: 100-continue\r\nX-Holarchy-Signature-256: sha256=00\r\n\r\n",
+        body.len()
+    );
+    under_way
+        .write_all(head.as_bytes())
+        .await
+        .expect("head sent");
+    let mut continued = [0u8; 25];
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        under_way.read_exact(&mut continued),
+    )
+    .await
+    .expect("100 Continue in time")
+    .expect("read");
+    assert!(
+        continued.starts_with(b"HTTP/1.1 100 Continue"),
+        "{:?}",
+        String::from_utf8_lossy(&continued)
+    );
+
+    daemon.sigterm();
+    // Ready until the stop reaches the listener, then stopping; never a
+    // closed port meanwhile.
+    let started = std::time::Instant::now();
+    let answer = loop {
+        let answer = try_fetch(&http, "GET", "/readyz").await;
+        match &answer {
+            Ok((200, _)) => {}
+            Ok((503, _)) => break answer.expect("an answer").1,
+            other => panic!("/readyz during shutdown: {other:?}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "/readyz still ready after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(answer.ends_with("stopping\n"), "{answer}");
+    let (status, _) = try_fetch(&http, "GET", "/healthz")
+        .await
+        .expect("/healthz answers while stopping");
+    assert_eq!(status, 200);
+    let (status, refused) = try_fetch(&http, "POST", "/ingress/generic/nobody")
+        .await
+        .expect("a webhook is answered while stopping");
+    assert_eq!(status, 503, "{refused}");
+    assert!(refused.contains("retry-after: 1"), "{refused}");
+
+    // The delivery under way finishes (unsigned: 401), and only then can
+    // the daemon go on to stop.
+    under_way.write_all(body).await.expect("body sent");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), under_way.read_to_end(&mut answer))
+        .await
+        .expect("answered in time")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    let status = daemon.wait_exit(Duration::from_secs(20)).await;
+    assert!(status.success(), "{status}");
+}

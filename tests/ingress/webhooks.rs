@@ -2,7 +2,9 @@
 //! the instance's agent; a bad signature, an oversized body, an unknown
 //! instance or provider record nothing, and an unknown instance answers as
 //! a bad signature does; a replay is answered as one and not delivered
-//! again; an event the instance does not list is ignored.
+//! again; an event the instance does not list is ignored; the generic
+//! provider's header is checked alike, against the secret current at each
+//! delivery.
 
 use std::time::Duration;
 
@@ -307,4 +309,99 @@ async fn a_signed_body_sent_again_under_new_headers_is_a_replay() {
     let (second, _) = post(&http, path, &github("issues", "d-2", body, SECRET), body).await;
     assert_eq!((first, second), (202, 202));
     handled(&c, &open, 2).await;
+}
+
+/// A generic instance whose secret is in the daemon's variable `env`.
+fn generic_hook(env: &str) -> String {
+    format!(
+        "name = \"deployer\"\n\n[[ingress]]\nsource = \"webhook\"\nprovider = \"generic\"\nsecret_env = \"{env}\"\n"
+    )
+}
+
+/// A generic delivery's headers, signed with `secret`.
+fn generic(body: &[u8], secret: &str) -> Vec<(&'static str, String)> {
+    vec![("X-Holarchy-Signature-256", sign(secret.as_bytes(), body))]
+}
+
+/// The generic provider checks `X-Holarchy-Signature-256` as GitHub's is
+/// checked: missing, wrong, under GitHub's header name, or over another
+/// body, the delivery is refused (401) and nothing is recorded; right, it
+/// is taken. A rotated secret (the instance re-applied with a new
+/// `secret_env`, or the daemon restarted with a new value) is the one the
+/// next delivery is checked against: the old one is refused from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generic_delivery_is_taken_only_with_the_current_secrets_signature() {
+    const OLD: &str = "generic-secret-old-0123456789abcdef";
+    const NEW: &str = "generic-secret-new-0123456789abcdef";
+    const NEWEST: &str = "generic-secret-newest-0123456789abcd";
+    let root = tempfile::tempdir().expect("tempdir");
+    let http = free_addr();
+    let mut daemon = Daemon::start_with_env(
+        &data_dir(&root),
+        &["--http-listen", &http],
+        &[
+            ("DEPLOY_HOOK_SECRET", OLD),
+            ("DEPLOY_HOOK_NEXT_SECRET", NEW),
+        ],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    let agent = apply(&mut c, &generic_hook("DEPLOY_HOOK_SECRET")).await;
+    let path = "/ingress/generic/deployer";
+    let body = br#"{"type":"deploy","dedupe_key":"d-1"}"#;
+
+    let mut refusals = vec![
+        ("unsigned", Vec::new()),
+        ("wrong secret", generic(body, "not-the-secret")),
+        ("another body", generic(b"{}", OLD)),
+    ];
+    let mut misnamed = github("deploy", "d-1", body, OLD);
+    misnamed.retain(|(name, _)| *name == "X-Hub-Signature-256");
+    refusals.push(("GitHub's header", misnamed));
+    for (what, headers) in &refusals {
+        let (status, answer) = post(&http, path, headers, body).await;
+        assert_eq!(status, 401, "{what}: {answer}");
+    }
+    assert!(received(&mut c).await.is_empty());
+
+    let (status, taken) = post(&http, path, &generic(body, OLD), body).await;
+    assert_eq!(status, 202, "{taken}");
+    handled(&c, &agent, 1).await;
+
+    // Rotated live: the instance now names the next secret's variable.
+    apply(&mut c, &generic_hook("DEPLOY_HOOK_NEXT_SECRET")).await;
+    let second = br#"{"type":"deploy","dedupe_key":"d-2"}"#;
+    let (status, answer) = post(&http, path, &generic(second, OLD), second).await;
+    assert_eq!(status, 401, "the old secret still works: {answer}");
+    let (status, answer) = post(&http, path, &generic(second, NEW), second).await;
+    assert_eq!(status, 202, "{answer}");
+    handled(&c, &agent, 2).await;
+
+    // Rotated across a restart: the variable's value changed.
+    drop(c);
+    daemon.kill9();
+    let daemon = Daemon::start_with_env(
+        &data_dir(&root),
+        &["--http-listen", &http],
+        &[("DEPLOY_HOOK_NEXT_SECRET", NEWEST)],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    let third = br#"{"type":"deploy","dedupe_key":"d-3"}"#;
+    let (status, answer) = post(&http, path, &generic(third, NEW), third).await;
+    assert_eq!(status, 401, "the replaced value still works: {answer}");
+    let (status, answer) = post(&http, path, &generic(third, NEWEST), third).await;
+    assert_eq!(status, 202, "{answer}");
+    handled(&c, &agent, 3).await;
+    let keys: Vec<Value> = event_messages(&mut c, &agent)
+        .await
+        .into_iter()
+        .map(|(_, event)| event["dedupe_key"].clone())
+        .collect();
+    assert_eq!(
+        keys,
+        ["generic:d-1", "generic:d-2", "generic:d-3"],
+        "exactly the signed deliveries"
+    );
+    assert_eq!(received(&mut c).await.len(), 3);
 }

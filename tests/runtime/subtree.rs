@@ -8,6 +8,7 @@ use std::time::Duration;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
+use holarchy_actors::protocol::{AgentMsg, Control};
 use holarchy_actors::{Batch, Runtime, Store, Write};
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
@@ -235,9 +236,15 @@ async fn a_killed_task_or_wait_actor_comes_back_under_its_owner_and_not_after_it
         ctx.directory.wait(wait.id).is_none() && ctx.directory.task(task_id).is_none()
     })
     .await;
-    // Several times the restart's latency in the first half of this test:
-    // a restart that was coming would have landed.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The owner forgot them in the `handle` of their exits, which also
+    // starts a restart if it decides on one. A call through its mailbox
+    // comes after those handles, and then every task the runtime started
+    // (a restart among them) has to end before an absence means anything.
+    owner_has_handled_its_exits(&runtime, owner).await;
+    until("every restart the owner started to end", || {
+        ctx.lifecycle.tasks.is_empty()
+    })
+    .await;
     assert!(
         ctx.directory.wait(wait.id).is_none(),
         "a wait actor came back under an ended owner"
@@ -247,6 +254,23 @@ async fn a_killed_task_or_wait_actor_comes_back_under_its_owner_and_not_after_it
         "a task actor came back under an ended owner"
     );
     runtime.shutdown(Duration::from_secs(5)).await;
+}
+
+/// Returns once `owner`'s actor has handled everything queued before this
+/// call, supervision events (which ractor takes before messages) included:
+/// an abort with no run in flight changes nothing and answers at once.
+async fn owner_has_handled_its_exits(runtime: &Runtime, owner: AgentId) {
+    let actor = runtime
+        .ctx()
+        .directory
+        .get(owner)
+        .expect("the owner's actor")
+        .actor;
+    let answered = ractor::call!(actor, |reply| AgentMsg::Control {
+        action: Control::Abort { run_id: None },
+        reply,
+    });
+    assert!(answered.is_ok(), "the owner did not answer: {answered:?}");
 }
 
 /// Kills the actor `find` names, then waits for a new one unless `last`.

@@ -303,7 +303,7 @@ impl AgentActor {
                 if state.pace_wake.is_none() {
                     debug!(agent_id = %agent_id, wait_ms = wait.as_millis() as u64, "turn deferred by the turn pace");
                     let wake = myself.send_after(wait, || AgentMsg::PaceElapsed);
-                    state.pace_wake = Some(AbortOnDrop(wake.abort_handle()));
+                    state.set_pace_wake(Some(AbortOnDrop(wake.abort_handle())));
                 }
                 return Ok(None);
             }
