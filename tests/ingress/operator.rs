@@ -338,6 +338,10 @@ async fn readyz_answers_503_from_the_start_of_shutdown_until_the_runtime_stops()
         let answer = try_fetch(&http, "GET", "/readyz").await;
         match &answer {
             Ok((200, _)) => {}
+            // Accepted just as the stop came, before its request was read:
+            // hyper's graceful close ends such an idle connection without
+            // an answer, and a probe asks again.
+            Err(empty) if empty.ends_with("\"\"") => {}
             Ok((503, _)) => break answer.expect("an answer").1,
             other => panic!("/readyz during shutdown: {other:?}"),
         }
