@@ -6,6 +6,8 @@ mod common;
 mod damaged;
 #[path = "restart/disk_full.rs"]
 mod disk_full;
+#[path = "restart/held_flushes.rs"]
+mod held_flushes;
 
 use std::collections::{HashMap, HashSet};
 

@@ -378,6 +378,7 @@ impl<J: Send + 'static> Unstarted<J> {
             publish,
             stats,
             failure,
+            latch: latch::Latch::from_env(),
             apply,
         };
         std::thread::Builder::new()
@@ -402,6 +403,7 @@ struct WriterThread<J, A> {
     publish: watch::Sender<u64>,
     stats: Arc<StoreStats>,
     failure: Arc<Failure>,
+    latch: Option<latch::Latch>,
     apply: A,
 }
 
@@ -594,6 +596,9 @@ impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
 
     /// One `fsync` for everything applied so far; moves the watermark.
     fn flush(&self) -> Result<(), String> {
+        if let Some(latch) = &self.latch {
+            latch.hold(&self.counters);
+        }
         // Read before flushing: everything up to here was applied before
         // the flush began, so the flush covers it. Finished writes first:
         // a writer moves the cursor before it counts itself finished, so
@@ -624,5 +629,6 @@ impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
     }
 }
 
+pub mod latch;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,119 @@
+//! Nothing is answered before it is on disk. The writer flushes at once,
+//! so a test could not tell "answered after the flush" from "just before
+//! it"; the daemon's flush latch (`HOLARCHY_TEST_HOLD_FLUSHES`) holds every
+//! flush while its file exists and counts the writes it holds. A send
+//! whose write is applied and held must stay unanswered, and a `kill -9`
+//! in that state loses nothing that was answered.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use holarchy::api::pb;
+
+use crate::common::{self, create, messages, send, Daemon};
+
+/// How long a held send is watched after its write was seen applied: an
+/// answer that did not wait for the flush comes within a millisecond or
+/// two of the apply.
+const WATCHED: Duration = Duration::from_millis(300);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_is_not_answered_while_its_flush_is_held_and_a_kill_then_loses_nothing_answered() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = common::data_dir(&root);
+    let latch = root.path().join("hold-flushes");
+    let latch_var = latch.to_str().expect("utf-8 path");
+    let mut daemon =
+        Daemon::start_with_env(&dir, &[], &[("HOLARCHY_TEST_HOLD_FLUSHES", latch_var)]).await;
+    let mut c = daemon.clients().await;
+    let agent = create(&mut c, "held", None).await;
+    // Paused: no turn writes beside the send, so the one write held is
+    // the send's.
+    c.agents
+        .pause_agent(pb::PauseAgentRequest {
+            agent_id: agent.clone(),
+        })
+        .await
+        .expect("paused");
+    let answered = send(&mut c, &agent, "answered before the hold").await;
+
+    std::fs::write(&latch, b"").expect("flushes held");
+    let mut sender = c.clone();
+    let target = agent.clone();
+    let held = tokio::spawn(async move {
+        sender
+            .agents
+            .send_message(pb::SendMessageRequest {
+                agent_id: target,
+                text: "held".into(),
+                dedupe_key: String::new(),
+            })
+            .await
+    });
+    let seen = Instant::now();
+    while held_writes(&latch) == 0 {
+        assert!(
+            !held.is_finished(),
+            "SendMessage answered before its write was flushed: {:?}",
+            held.await
+        );
+        assert!(
+            seen.elapsed() < Duration::from_secs(30),
+            "the send's write never applied"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(WATCHED).await;
+    assert!(
+        !held.is_finished(),
+        "SendMessage answered while its flush was held: {:?}",
+        held.await
+    );
+
+    // A crash now loses nothing that was answered; the held send was not.
+    daemon.kill9();
+    assert!(held.await.expect("sender task").is_err());
+    std::fs::remove_file(&latch).expect("latch removed");
+    drop(c);
+    let daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    let kept = messages(&mut c, &agent).await;
+    assert!(
+        kept.iter().any(|m| m.message_id == answered),
+        "an answered message was lost: {kept:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_send_is_answered_once_the_flush_is_let_go() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = common::data_dir(&root);
+    let latch = root.path().join("hold-flushes");
+    let latch_var = latch.to_str().expect("utf-8 path");
+    let daemon =
+        Daemon::start_with_env(&dir, &[], &[("HOLARCHY_TEST_HOLD_FLUSHES", latch_var)]).await;
+    let mut c = daemon.clients().await;
+    let agent = create(&mut c, "released", None).await;
+    std::fs::write(&latch, b"").expect("flushes held");
+    let mut sender = c.clone();
+    let target = agent.clone();
+    let held = tokio::spawn(async move { send(&mut sender, &target, "let go").await });
+    while held_writes(&latch) == 0 {
+        assert!(!held.is_finished(), "answered before its flush");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    std::fs::remove_file(&latch).expect("flushes let go");
+    let id = held.await.expect("answered once flushed");
+    let found = common::handled(&c, &agent, 1).await;
+    assert!(found.iter().any(|m| m.message_id == id));
+}
+
+/// The writes the latch holds, as the daemon last wrote them.
+fn held_writes(latch: &Path) -> u64 {
+    let mut held = latch.as_os_str().to_owned();
+    held.push(".held");
+    std::fs::read_to_string(held)
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0)
+}
