@@ -65,11 +65,17 @@ pub struct ServeConfig {
     /// Below this many free bytes under the data directory, new work is
     /// refused until space returns (see `disk`).
     pub min_free_disk: u64,
+    /// A flush running this long holds new work back (see `disk`).
+    pub max_flush_stall: Duration,
 }
 
 /// The default of [`ServeConfig::min_free_disk`]: room for what is
 /// already running to finish.
 pub const DEFAULT_MIN_FREE_DISK: u64 = 128 << 20;
+
+/// The default of [`ServeConfig::max_flush_stall`]: a healthy flush takes
+/// milliseconds; seconds mean a disk that stalls.
+pub const DEFAULT_MAX_FLUSH_STALL: Duration = Duration::from_secs(5);
 
 impl ServeConfig {
     pub fn new(data_dir: PathBuf) -> Self {
@@ -84,6 +90,7 @@ impl ServeConfig {
             require_sandbox: false,
             http: None,
             min_free_disk: DEFAULT_MIN_FREE_DISK,
+            max_flush_stall: DEFAULT_MAX_FLUSH_STALL,
         }
     }
 }

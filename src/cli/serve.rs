@@ -80,6 +80,11 @@ pub struct ServeArgs {
     /// already running finishes in that room.
     #[arg(long, value_name = "MIB", default_value_t = crate::daemon::DEFAULT_MIN_FREE_DISK >> 20)]
     pub min_free_disk: u64,
+    /// Milliseconds one flush may run before new work is held back: calls
+    /// that write answer UNAVAILABLE at once instead of queueing behind a
+    /// stalled disk, and everything resumes when the flush ends.
+    #[arg(long, value_name = "MS", default_value_t = crate::daemon::DEFAULT_MAX_FLUSH_STALL.as_millis() as u64)]
+    pub max_flush_stall_ms: u64,
     /// Processes one command (or brain step) may run at once, beyond what
     /// the daemon's user runs (RLIMIT_NPROC; not applied to root).
     #[arg(long, default_value_t = TaskLimits::default().max_processes)]
@@ -170,6 +175,7 @@ pub(super) async fn serve(
     config.runtime.secrets = secrets;
     config.require_sandbox = args.require_sandbox;
     config.min_free_disk = args.min_free_disk.saturating_mul(1 << 20);
+    config.max_flush_stall = std::time::Duration::from_millis(args.max_flush_stall_ms);
     config
         .runtime
         .sandbox

@@ -10,6 +10,10 @@
 //! already running (a turn's end, a command's output, a timer) writes into
 //! that reserve. Above the mark plus a margin, everything resumes by
 //! itself.
+//!
+//! A disk so slow that one flush runs past `--max-flush-stall-ms` is held
+//! the same way: callers would otherwise queue behind it without bound;
+//! they are told UNAVAILABLE at once, and work resumes when it ends.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,44 +24,87 @@ use holarchy_actors::Runtime;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::store::SledStore;
+
 /// How often the free space is read (one `statvfs`).
 const POLL: Duration = Duration::from_millis(100);
 
-/// Whether new work is refused for lack of disk, and why.
+/// Why new work is refused for the disk's sake (full, or so slow a flush
+/// has not ended), if it is.
 pub type DiskLow = watch::Receiver<Option<String>>;
 
-/// Watches `dir` until `stop`; holds and releases the runtime's turns as
-/// the free space crosses `min_free` (resuming at 1.25 x `min_free`, so a
-/// disk on the edge does not flap).
+/// What the guard watches, and the marks it holds work at.
+pub struct Watched {
+    pub dir: PathBuf,
+    pub min_free: u64,
+    /// A flush running this long holds new work back.
+    pub max_flush: Duration,
+    pub store: Arc<SledStore>,
+    pub runtime: Arc<Runtime>,
+}
+
+/// Watches the disk until `stop`; holds and releases the runtime's turns
+/// as it fills (resuming at 1.25 x `min_free`, so a disk on the edge does
+/// not flap) or stalls (a flush running past `max_flush`; resuming when it
+/// ends).
 pub async fn guard(
-    dir: PathBuf,
-    min_free: u64,
-    runtime: Arc<Runtime>,
+    watched: Watched,
     low: watch::Sender<Option<String>>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let Watched {
+        dir,
+        min_free,
+        max_flush,
+        store,
+        runtime,
+    } = watched;
     let resume_at = min_free.saturating_add(min_free / 4);
+    let mut full = false;
     loop {
-        if let Some(free) = free_bytes(&dir) {
-            let is_low = low.borrow().is_some();
-            if !is_low && free < min_free {
-                let why = format!(
-                    "the disk under {} has {} MiB free, under --min-free-disk ({} MiB): writes are refused and turns held until space returns",
-                    dir.display(),
-                    free >> 20,
-                    min_free >> 20
-                );
-                warn!(free_bytes = free, min_free, "{why}");
+        let free = free_bytes(&dir);
+        if let Some(free) = free {
+            full = if full {
+                free < resume_at
+            } else {
+                free < min_free
+            };
+        }
+        let why = if full {
+            Some(format!(
+                "the disk under {} has {} MiB free, under --min-free-disk ({} MiB): writes are refused and turns held until space returns",
+                dir.display(),
+                free.unwrap_or(0) >> 20,
+                min_free >> 20
+            ))
+        } else {
+            store
+                .flush_running_for()
+                .filter(|ran| *ran >= max_flush)
+                .map(|ran| {
+                    format!(
+                        "the disk is slow: a flush has run {} ms (--max-flush-stall-ms {}): writes are refused and turns held until it ends",
+                        ran.as_millis(),
+                        max_flush.as_millis()
+                    )
+                })
+        };
+        let held = low.borrow().is_some();
+        match (&why, held) {
+            (Some(why), false) => {
+                warn!(free_bytes = free, "{why}");
                 runtime.hold_turns();
-                low.send_replace(Some(why));
-            } else if is_low && free >= resume_at {
+                low.send_replace(Some(why.clone()));
+            }
+            (None, true) => {
                 info!(
                     free_bytes = free,
-                    "disk space returned: taking writes and turns again"
+                    "the disk takes writes again: taking writes and turns again"
                 );
                 low.send_replace(None);
                 runtime.release_turns();
             }
+            _ => {}
         }
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return,

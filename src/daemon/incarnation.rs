@@ -91,9 +91,13 @@ pub(super) async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (disk_low_tx, disk_low) = watch::channel(None);
     let disk_guard = tokio::spawn(disk::guard(
-        config.data_dir.clone(),
-        config.min_free_disk,
-        runtime.clone(),
+        disk::Watched {
+            dir: config.data_dir.clone(),
+            min_free: config.min_free_disk,
+            max_flush: config.max_flush_stall,
+            store: store.clone(),
+            runtime: runtime.clone(),
+        },
         disk_low_tx,
         stop_rx.clone(),
     ));

@@ -89,6 +89,9 @@ struct WriteCounters {
     /// Set by the writer thread just before it sleeps with nothing
     /// unflushed; the first commit after that wakes it.
     idle: AtomicBool,
+    /// When the flush under way began (ms since the epoch); 0 when none
+    /// runs. A disk that stalls shows here (see `daemon::disk`).
+    flushing_since_ms: AtomicU64,
 }
 
 impl WriteCounters {
@@ -263,6 +266,16 @@ impl<J: Send + 'static> GroupCommit<J> {
             done,
         };
         (handle, unstarted)
+    }
+
+    /// How long the flush under way has run, if one does.
+    pub fn flush_running_for(&self) -> Option<Duration> {
+        match self.writes.flushing_since_ms.load(Ordering::SeqCst) {
+            0 => None,
+            since => Some(Duration::from_millis(
+                holarchy_actors::now_ms().saturating_sub(since),
+            )),
+        }
     }
 
     /// Where a refused write or flush is recorded.
@@ -596,6 +609,15 @@ impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
 
     /// One `fsync` for everything applied so far; moves the watermark.
     fn flush(&self) -> Result<(), String> {
+        self.counters
+            .flushing_since_ms
+            .store(holarchy_actors::now_ms().max(1), Ordering::SeqCst);
+        let flushed = self.flush_now();
+        self.counters.flushing_since_ms.store(0, Ordering::SeqCst);
+        flushed
+    }
+
+    fn flush_now(&self) -> Result<(), String> {
         if let Some(latch) = &self.latch {
             latch.hold(&self.counters);
         }

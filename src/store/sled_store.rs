@@ -319,6 +319,12 @@ impl SledStore {
         }
     }
 
+    /// How long the flush under way has run, if one does: a disk that
+    /// stalls shows here before any caller times out.
+    pub fn flush_running_for(&self) -> Option<std::time::Duration> {
+        self.group.flush_running_for()
+    }
+
     /// Batches committed so far.
     pub fn commits(&self) -> u64 {
         self.stats.commits()

@@ -528,3 +528,22 @@ pub fn assert_signals_reset(what: &str, lines: &str) {
 fn signal_bit(signal: u32) -> u64 {
     1 << (signal - 1)
 }
+
+/// The status code of `GET /readyz` on the daemon's HTTP listener.
+pub async fn readyz(addr: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connects");
+    stream
+        .write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("asks");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("answer");
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}

@@ -45,7 +45,7 @@ async fn a_full_disk_refuses_writes_loses_nothing_and_the_daemon_recovers_by_its
         &["--min-free-disk", MIN_FREE_MIB, "--http-listen", &http],
     )
     .await;
-    assert_eq!(readyz(&http).await, 200);
+    assert_eq!(common::readyz(&http).await, 200);
     let mut c = daemon.clients().await;
     let mut agents = Vec::new();
     for i in 0..4 {
@@ -90,7 +90,7 @@ async fn a_full_disk_refuses_writes_loses_nothing_and_the_daemon_recovers_by_its
     );
     // The daemon holds: alive, reads served, not ready.
     assert!(daemon.running(), "{}", daemon.log());
-    assert_eq!(readyz(&http).await, 503);
+    assert_eq!(common::readyz(&http).await, 503);
     common::get_agent(&mut c, &agents[0]).await;
 
     std::fs::remove_file(&ballast).expect("space returns");
@@ -136,7 +136,7 @@ async fn a_full_disk_refuses_writes_loses_nothing_and_the_daemon_recovers_by_its
         daemon.log()
     );
     common::eventually("ready again", || async {
-        (readyz(&http).await == 200).then_some(())
+        (common::readyz(&http).await == 200).then_some(())
     })
     .await;
 
@@ -206,23 +206,4 @@ fn fill(path: &Path) {
     let len = file.metadata().expect("ballast size").len();
     file.set_len(len.saturating_sub(HEADROOM))
         .expect("headroom");
-}
-
-/// The status code of `GET /readyz`.
-async fn readyz(addr: &str) -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .expect("connects");
-    stream
-        .write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("asks");
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.expect("answer");
-    answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0)
 }

@@ -3,7 +3,9 @@
 //! it"; the daemon's flush latch (`HOLARCHY_TEST_HOLD_FLUSHES`) holds every
 //! flush while its file exists and counts the writes it holds. A send
 //! whose write is applied and held must stay unanswered, and a `kill -9`
-//! in that state loses nothing that was answered.
+//! in that state loses nothing that was answered. A flush held past
+//! `--max-flush-stall-ms` plays a disk that stalls: new writes are shed
+//! with UNAVAILABLE instead of queueing behind it.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -106,6 +108,77 @@ async fn a_held_send_is_answered_once_the_flush_is_let_go() {
     let id = held.await.expect("answered once flushed");
     let found = common::handled(&c, &agent, 1).await;
     assert!(found.iter().any(|m| m.message_id == id));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_flush_sheds_new_writes_and_work_resumes_when_it_ends() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = common::data_dir(&root);
+    let latch = root.path().join("hold-flushes");
+    let latch_var = latch.to_str().expect("utf-8 path");
+    let http = common::free_addr();
+    let daemon = Daemon::start_with_env(
+        &dir,
+        &["--max-flush-stall-ms", "300", "--http-listen", &http],
+        &[("HOLARCHY_TEST_HOLD_FLUSHES", latch_var)],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    let agent = create(&mut c, "stalled", None).await;
+    std::fs::write(&latch, b"").expect("flushes held");
+    let mut sender = c.clone();
+    let target = agent.clone();
+    let waiting = tokio::spawn(async move { send(&mut sender, &target, "behind the stall").await });
+    while held_writes(&latch) == 0 {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // Past the mark, a new write is told at once, not queued.
+    let refused = common::eventually("a write shed while the flush stalls", || {
+        let mut c = c.clone();
+        let agent = agent.clone();
+        async move {
+            let sent = tokio::time::timeout(
+                Duration::from_secs(2),
+                c.agents.send_message(pb::SendMessageRequest {
+                    agent_id: agent,
+                    text: "shed".into(),
+                    dedupe_key: String::new(),
+                }),
+            )
+            .await;
+            match sent {
+                Ok(Err(status)) => Some(status),
+                // Queued behind the stall: asked again once the guard has
+                // seen it.
+                Err(_) => None,
+                Ok(Ok(answer)) => panic!("answered while the flush stalls: {answer:?}"),
+            }
+        }
+    })
+    .await;
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(refused.message().contains("flush"), "{refused:?}");
+    assert_eq!(common::readyz(&http).await, 503);
+    assert!(!waiting.is_finished());
+
+    std::fs::remove_file(&latch).expect("the disk answers again");
+    waiting.await.expect("the waiting send is answered");
+    common::eventually("writes taken again", || {
+        let mut c = c.clone();
+        let agent = agent.clone();
+        async move {
+            c.agents
+                .send_message(pb::SendMessageRequest {
+                    agent_id: agent,
+                    text: "after the stall".into(),
+                    dedupe_key: String::new(),
+                })
+                .await
+                .ok()
+        }
+    })
+    .await;
+    assert_eq!(common::readyz(&http).await, 200);
 }
 
 /// The writes the latch holds, as the daemon last wrote them.
