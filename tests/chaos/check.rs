@@ -25,6 +25,9 @@ pub struct Checks {
     pub violations: Vec<String>,
     /// The longest wait, over all restarts, until no message was queued.
     pub longest_drain: Duration,
+    /// Notes of the ledger already found: each restart searches for the
+    /// ones acknowledged since, so the checks do not grow with the run.
+    pub notes_found: usize,
 }
 
 impl Checks {
@@ -73,6 +76,64 @@ pub async fn after_restart(
     messages_kept(c, ledger, kill, checks).await;
     none_stuck(c, ledger, kill, checks).await;
     tree_matches(c, kill, checks).await;
+    notes_found(c, ledger, kill, checks).await;
+}
+
+/// How long a note may take to be indexed after a restart: the index
+/// catches up from the store beside the serving daemon.
+const INDEXED: Duration = Duration::from_secs(20);
+
+/// Each note acknowledged since the last restart's checks is found by a
+/// search for its word (notes of agents archived since are not searched).
+async fn notes_found(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, checks: &mut Checks) {
+    let (notes, agents) = {
+        let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        (
+            ledger.notes[checks.notes_found..].to_vec(),
+            ledger.agents.clone(),
+        )
+    };
+    checks.notes_found += notes.len();
+    let started = Instant::now();
+    for note in notes {
+        if !agents.get(&note.agent).is_some_and(Tracked::live) {
+            continue;
+        }
+        checks.run += 1;
+        loop {
+            let found = c
+                .memory
+                .search_memory(pb::SearchMemoryRequest {
+                    agent_id: note.agent.clone(),
+                    query: note.word.clone(),
+                    limit: 5,
+                    kinds: vec!["note".into()],
+                })
+                .await
+                .map(|r| {
+                    r.into_inner()
+                        .hits
+                        .iter()
+                        .any(|h| h.note.as_ref().is_some_and(|n| n.note_id == note.note_id))
+                });
+            match found {
+                Ok(true) => break,
+                Ok(false) if started.elapsed() < INDEXED => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => {
+                    checks.fail(
+                        kill,
+                        format!(
+                            "acknowledged note {} of {} not found by its word: {other:?}",
+                            note.note_id, note.agent
+                        ),
+                    );
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// Each acknowledged agent exists, in the state its acknowledged archive

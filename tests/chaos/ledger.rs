@@ -35,11 +35,22 @@ impl Tracked {
     }
 }
 
+/// An operator's note the daemon acknowledged: a search of its agent's
+/// memory for `word` (in no other note) must find it.
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub agent: String,
+    pub note_id: String,
+    pub word: String,
+}
+
 #[derive(Debug, Default)]
 pub struct Ledger {
     pub agents: BTreeMap<String, Tracked>,
     /// (agent id, dedupe key) -> the one message id the key names.
     pub dedupe: BTreeMap<(String, String), String>,
+    /// Acknowledged notes, in the order they were acknowledged.
+    pub notes: Vec<Note>,
     /// Acknowledged operations by kind.
     pub acked: BTreeMap<&'static str, u64>,
     /// Operations whose answer was lost, by kind.

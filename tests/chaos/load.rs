@@ -11,7 +11,7 @@ use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::json;
 
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, Note};
 
 const CALL: Duration = Duration::from_secs(5);
 
@@ -129,7 +129,9 @@ impl Driver {
         };
         match roll {
             8..=11 => self.create_batch().await,
-            12..=51 => self.send(&agent, None).await,
+            12..=44 => self.send(&agent, None).await,
+            45..=48 => self.note(&agent).await,
+            49..=51 => self.search(&agent).await,
             52..=66 => {
                 let key = format!("key-{}", self.n());
                 self.send(&agent, Some(&key)).await;
@@ -253,6 +255,43 @@ impl Driver {
                 }
             }
             None => self.ledger().unknown("send_batch"),
+        }
+    }
+
+    /// An operator's note, with a word no other note has.
+    async fn note(&mut self, agent: &str) {
+        let word = format!("zq{}note", self.n());
+        let request = pb::WriteMemoryRequest {
+            agent_id: agent.to_owned(),
+            key: String::new(),
+            text: format!("operator note {word}"),
+            tags: Vec::new(),
+        };
+        match answered(self.c.memory.write_memory(request)).await {
+            Some(note) => {
+                let mut ledger = self.ledger();
+                ledger.ack("memory_write");
+                ledger.notes.push(Note {
+                    agent: agent.to_owned(),
+                    note_id: note.into_inner().note_id,
+                    word,
+                });
+            }
+            None => self.ledger().unknown("memory_write"),
+        }
+    }
+
+    /// A search beside the writes (the index's readers under load).
+    async fn search(&mut self, agent: &str) {
+        let request = pb::SearchMemoryRequest {
+            agent_id: agent.to_owned(),
+            query: "operator note".into(),
+            limit: 5,
+            kinds: Vec::new(),
+        };
+        match answered(self.c.memory.search_memory(request)).await {
+            Some(_) => self.ledger().ack("memory_search"),
+            None => self.ledger().unknown("memory_search"),
         }
     }
 
