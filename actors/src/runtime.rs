@@ -84,6 +84,9 @@ pub struct RuntimeSnapshot {
     /// Agents not started because a record of theirs, or of a
     /// supervisor above them, is damaged.
     pub held_agents: usize,
+    /// Timers armed by turns a crash cut short, cancelled: the turns run
+    /// again and arm their own.
+    pub cut_timers_cancelled: usize,
 }
 
 #[derive(Debug)]

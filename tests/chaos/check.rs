@@ -216,6 +216,21 @@ async fn messages_kept(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, che
             }
         };
         let ids: BTreeSet<&str> = messages.iter().map(|m| m.message_id.as_str()).collect();
+        // A timer fires at most once: never more wake-ups than handled
+        // turns that armed one (see `timers_fired` for at least once).
+        checks.run += 1;
+        let (armed, fired) = timers(&messages);
+        if fired > armed {
+            let attempts: Vec<u32> = messages
+                .iter()
+                .filter(|m| m.text.contains("\"Sleep\""))
+                .map(|m| m.attempts)
+                .collect();
+            checks.fail(
+                kill,
+                format!("{id}: {fired} timers fired for {armed} armed (attempts {attempts:?})"),
+            );
+        }
         for acked in &tracked.messages {
             checks.run += 1;
             if !ids.contains(acked.as_str()) {
@@ -242,6 +257,48 @@ async fn messages_kept(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, che
                 kill,
                 format!("dedupe key {key} of {agent} names {named:?}, acknowledged {id}"),
             );
+        }
+    }
+}
+
+/// Turns handled that armed a timer (the load's `Sleep`), and wake-ups
+/// from timers, among `messages`.
+fn timers(messages: &[pb::Message]) -> (usize, usize) {
+    let armed = messages
+        .iter()
+        .filter(|m| m.status == pb::MessageStatus::Handled as i32 && m.text.contains("\"Sleep\""))
+        .count();
+    let fired = messages.iter().filter(|m| m.provenance == "timer").count();
+    (armed, fired)
+}
+
+/// At the end, every timer armed has fired, once: a wake-up lost across a
+/// restart would leave an agent asleep for good. Polled while the last
+/// ones come due (the load's are under a second).
+pub async fn timers_fired(
+    c: &mut Clients,
+    ledger: &Mutex<Ledger>,
+    kill: usize,
+    checks: &mut Checks,
+) {
+    let started = Instant::now();
+    for (id, tracked) in snapshot(ledger) {
+        if !tracked.live() || tracked.paused != Some(false) {
+            continue;
+        }
+        checks.run += 1;
+        loop {
+            let counted = all_messages(c, &id).await.map(|m| timers(&m));
+            match counted {
+                Ok((armed, fired)) if armed == fired => break,
+                Ok(_) if started.elapsed() < DRAINED => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                other => {
+                    checks.fail(kill, format!("{id}: timers armed and fired {other:?}"));
+                    break;
+                }
+            }
         }
     }
 }

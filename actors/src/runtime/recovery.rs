@@ -11,7 +11,7 @@ use std::time::Instant;
 use holarchy_supervision::recovery::recover as plan_recovery;
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, LifecycleState, MessageEvent, MessageId, MessageStatus,
-    RunOutcome, TaskKind, TaskRecord, TaskStatus, WaitRecord, WaitStatus,
+    RunOutcome, TaskKind, TaskRecord, TaskStatus, WaitKind, WaitRecord, WaitStatus,
 };
 use ractor::ActorProcessingErr;
 use tokio::task::JoinSet;
@@ -177,16 +177,46 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
             batch = batch.write(Write::PutTask(task));
         }
     }
+    // A turn cut short runs again from its start, and arms its own timers
+    // again: those its first run armed are cancelled, or the agent would
+    // wake twice for one sleep (found by the chaos run). Ids come from one
+    // monotonic generator, so a wait whose id is above the cut run's was
+    // armed by it (an agent runs one turn at a time). A trigger stays: its
+    // token may already be in other hands.
+    let cut: HashMap<AgentId, u128> = plan
+        .interrupted
+        .iter()
+        .filter_map(|m| match m.status {
+            MessageStatus::Handling { run_id } => Some((m.agent_id, run_id.as_u128())),
+            _ => None,
+        })
+        .collect();
     let mut waits_to_arm = Vec::new();
     for mut wait in input.armed_waits {
-        if spawned.contains(&wait.owner_agent_id) {
+        let armed_by_cut_run = matches!(wait.kind, WaitKind::Timer { .. })
+            && cut
+                .get(&wait.owner_agent_id)
+                .is_some_and(|&run| wait.id.as_u128() > run);
+        if spawned.contains(&wait.owner_agent_id) && !armed_by_cut_run {
             waits_to_arm.push(wait);
-        } else {
-            // Its owner is not coming back: nothing is left to wake.
-            wait.status = WaitStatus::Cancelled;
-            wait.updated_at_ms = now_ms();
-            batch = batch.write(Write::PutWait(wait));
+            continue;
         }
+        // Its owner is not coming back, or its turn runs again: nothing is
+        // left for it to wake.
+        wait.status = WaitStatus::Cancelled;
+        wait.updated_at_ms = now_ms();
+        if armed_by_cut_run {
+            batch = batch.event(
+                wait.owner_agent_id,
+                EventKind::WaitUpdated {
+                    wait_id: wait.id,
+                    kind: wait.kind.name().into(),
+                    status: WaitStatus::Cancelled,
+                },
+            );
+            report.cut_timers_cancelled += 1;
+        }
+        batch = batch.write(Write::PutWait(wait));
     }
     if !batch.is_empty() {
         ctx.store.commit(batch)?;
