@@ -28,6 +28,35 @@ pub struct Checks {
     /// Notes of the ledger already found: each restart searches for the
     /// ones acknowledged since, so the checks do not grow with the run.
     pub notes_found: usize,
+    /// Check every agent, not the touched ones and a sample (the last
+    /// checks of a run).
+    pub full: bool,
+}
+
+/// One agent in this many is checked after a restart beyond those the
+/// last life touched, a different share each time: a long run's checks
+/// stay about as long as its first ones, and every agent is still looked
+/// at every few restarts (and all at the end).
+const SAMPLE: u64 = 8;
+
+/// The agents to check after the `kill`-th restart, with what the ledger
+/// knows of them.
+fn watched(ledger: &Mutex<Ledger>, kill: usize, full: bool) -> BTreeMap<String, Tracked> {
+    let ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+    ledger
+        .agents
+        .iter()
+        .filter(|(id, _)| {
+            full || ledger.touched.contains(*id) || fnv(id) % SAMPLE == kill as u64 % SAMPLE
+        })
+        .map(|(id, t)| (id.clone(), t.clone()))
+        .collect()
+}
+
+fn fnv(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 impl Checks {
@@ -77,6 +106,11 @@ pub async fn after_restart(
     none_stuck(c, ledger, kill, checks).await;
     tree_matches(c, kill, checks).await;
     notes_found(c, ledger, kill, checks).await;
+    ledger
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .touched
+        .clear();
 }
 
 /// How long a note may take to be indexed after a restart: the index
@@ -139,7 +173,7 @@ async fn notes_found(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, check
 /// Each acknowledged agent exists, in the state its acknowledged archive
 /// or pause left it; an uncertain one is settled from what is there.
 async fn agents_hold(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, checks: &mut Checks) {
-    for (id, tracked) in snapshot(ledger) {
+    for (id, tracked) in watched(ledger, kill, checks.full) {
         checks.run += 1;
         let got = c
             .agents
@@ -207,7 +241,10 @@ async fn messages_kept(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, che
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let mut by_agent: BTreeMap<String, Vec<pb::Message>> = BTreeMap::new();
-    for (id, tracked) in snapshot(ledger).into_iter().filter(|(_, t)| t.live()) {
+    for (id, tracked) in watched(ledger, kill, checks.full)
+        .into_iter()
+        .filter(|(_, t)| t.live())
+    {
         let messages = match all_messages(c, &id).await {
             Ok(messages) => messages,
             Err(status) => {
@@ -307,7 +344,7 @@ pub async fn timers_fired(
 /// queued work after a restart.
 async fn none_stuck(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, checks: &mut Checks) {
     let started = Instant::now();
-    let watched: Vec<String> = snapshot(ledger)
+    let watched: Vec<String> = watched(ledger, kill, checks.full)
         .into_iter()
         .filter(|(_, t)| t.live() && t.paused == Some(false))
         .map(|(id, _)| id)

@@ -4,7 +4,7 @@
 //! may or may not be there: the ledger marks what it touched uncertain
 //! rather than guessing.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One agent a client created and was told so.
 #[derive(Debug, Clone, Default)]
@@ -49,6 +49,9 @@ pub struct Ledger {
     pub agents: BTreeMap<String, Tracked>,
     /// (agent id, dedupe key) -> the one message id the key names.
     pub dedupe: BTreeMap<(String, String), String>,
+    /// Agents a call touched (answered or not) since the last checks:
+    /// those are checked after each restart, the rest a sample at a time.
+    pub touched: BTreeSet<String>,
     /// Acknowledged notes, in the order they were acknowledged.
     pub notes: Vec<Note>,
     /// Acknowledged operations by kind.
@@ -70,10 +73,12 @@ impl Ledger {
     }
 
     pub fn created(&mut self, agent_id: String, name: String) {
+        self.touched.insert(agent_id.clone());
         self.agents.insert(agent_id, Tracked::new(name));
     }
 
     pub fn sent(&mut self, agent_id: &str, message_id: String) {
+        self.touched.insert(agent_id.to_owned());
         if let Some(agent) = self.agents.get_mut(agent_id) {
             agent.messages.push(message_id);
         }

@@ -216,6 +216,7 @@ impl Driver {
             dedupe_key: key.unwrap_or_default().to_owned(),
         };
         let kind = if key.is_some() { "send_dedupe" } else { "send" };
+        self.ledger().touched.insert(agent.to_owned());
         match answered(self.c.agents.send_message(request)).await {
             Some(sent) => {
                 let sent = sent.into_inner();
@@ -243,6 +244,7 @@ impl Driver {
             }
         }
         let targets: Vec<String> = messages.iter().map(|m| m.agent_id.clone()).collect();
+        self.ledger().touched.extend(targets.iter().cloned());
         let request = pb::SendMessagesRequest { messages };
         match answered(self.c.agents.send_messages(request)).await {
             Some(done) => {
@@ -309,6 +311,7 @@ impl Driver {
             answered(self.c.agents.resume_agent(request)).await
         };
         let mut ledger = self.ledger();
+        ledger.touched.insert(agent.to_owned());
         let kind = if pause { "pause" } else { "resume" };
         match done {
             Some(_) => ledger.ack(kind),
@@ -325,6 +328,7 @@ impl Driver {
         };
         let done = answered(self.c.agents.archive_agent(request)).await;
         let mut ledger = self.ledger();
+        ledger.touched.insert(agent.to_owned());
         match done {
             Some(_) => ledger.ack("archive"),
             None => ledger.unknown("archive"),

@@ -97,6 +97,7 @@ pub async fn run(data_dir: &Path, opts: &Options) -> Report {
     let mut c = daemon.clients().await;
     // The last checks search for every note, not only the newest.
     checks.notes_found = 0;
+    checks.full = true;
     check::after_restart(&mut c, &ledger, opts.kills + 1, &mut checks).await;
     check::timers_fired(&mut c, &ledger, opts.kills + 1, &mut checks).await;
     let ledger = std::mem::take(&mut *ledger.lock().unwrap_or_else(PoisonError::into_inner));
