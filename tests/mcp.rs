@@ -6,6 +6,8 @@
 //! tests otherwise, printing a libtest-like summary.
 
 mod common;
+#[path = "mcp/faults.rs"]
+mod faults;
 #[path = "mcp/hostile.rs"]
 mod hostile;
 #[path = "mcp/in_process.rs"]
@@ -23,6 +25,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use common::{create, data_dir, events, eventually, handled, messages, send, tool_call, Daemon};
+use faults::servers_that_crash_at_every_call_or_never_answer_cost_only_tool_errors;
 use holarchy::api::pb;
 use holarchy::client::Clients;
 use hostile::{a_hostile_server_cannot_forge_or_flood_the_daemons_log, serve_hostile};
@@ -49,8 +52,8 @@ const HEADER_NAME: &str = "x-test-key";
 /// The daemon's MCP configuration: this binary as stdio servers `tools`
 /// and `slow` (a 1 s call timeout) and as the hostile server `hostile`, a
 /// program that does not exist as `broken`, a shell that prints a forged
-/// log line on its stderr and exits as `liar`, and `web` at `url` when
-/// given.
+/// log line on its stderr and exits as `liar`, a shell loop that never
+/// answers as `mute` (see [`faults`]), and `web` at `url` when given.
 fn write_config(dir: &Path, url: Option<&str>) -> String {
     let me = std::env::current_exe().expect("this binary");
     let me = me.to_str().expect("a UTF-8 path");
@@ -60,6 +63,7 @@ fn write_config(dir: &Path, url: Option<&str>) -> String {
         "hostile": {"command": me, "args": [SERVE_HOSTILE]},
         "liar": {"command": "/bin/sh", "args": ["-c", hostile::LIAR]},
         "broken": {"command": "/nonexistent/mcp-server"},
+        "mute": faults::mute_entry(dir),
     });
     if let Some(url) = url {
         servers["web"] = json!({
@@ -425,6 +429,10 @@ const TESTS: &[(&str, Test)] = &[
     ("servers_restart_time_out_and_stop_with_the_daemon", || {
         Box::pin(servers_restart_time_out_and_stop_with_the_daemon())
     }),
+    (
+        "servers_that_crash_at_every_call_or_never_answer_cost_only_tool_errors",
+        || Box::pin(servers_that_crash_at_every_call_or_never_answer_cost_only_tool_errors()),
+    ),
     ("a_stdio_server_starts_with_its_signals_reset", || {
         Box::pin(a_stdio_server_starts_with_its_signals_reset())
     }),

@@ -54,10 +54,6 @@ use peer_log::{shown, LogLimit, MAX_REASON};
 /// doubles with each further failure.
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
-/// The least time a start (process or session, handshake, tool listing)
-/// is given, whatever the server's call timeout: a program may take a
-/// while to start the first time.
-const MIN_START_TIME: Duration = Duration::from_secs(30);
 /// A connection up this long before it died was healthy: its death starts
 /// a new run of failures.
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
@@ -219,7 +215,7 @@ impl McpServers {
             }
         }
         let config = &slot.config;
-        let start_time = config.timeout.max(MIN_START_TIME);
+        let start_time = config.start_timeout;
         let opened = tokio::time::timeout(
             start_time,
             Connection::open(config, &self.sandbox, &self.secrets, slot.log.clone()),

@@ -70,6 +70,16 @@ pub struct ServeArgs {
     /// The first retry's delay, in milliseconds; it doubles each time.
     #[arg(long, default_value_t = 500)]
     pub model_retry_base_ms: u64,
+    /// The longest wait before a retry of a model request, in
+    /// milliseconds: the backoff stops doubling there, and a server's
+    /// longer `Retry-After` is cut to it.
+    #[arg(long, default_value_t = 8000)]
+    pub model_retry_cap_ms: u64,
+    /// Milliseconds a model request may stay silent (no headers yet, or no
+    /// byte of its answer, not even a keepalive) before the attempt counts
+    /// as broken and is retried.
+    #[arg(long, default_value_t = 180_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub model_idle_timeout_ms: u64,
     /// Refuse to start unless the kernel can confine agents' programs
     /// fully (Landlock ABI 6 or later).
     #[arg(long)]
@@ -172,6 +182,8 @@ pub(super) async fn serve(
     config.runtime.metrics = !args.no_metrics;
     config.runtime.model_retry.max_retries = args.model_retries;
     config.runtime.model_retry.base = Duration::from_millis(args.model_retry_base_ms);
+    config.runtime.model_retry.cap = Duration::from_millis(args.model_retry_cap_ms);
+    config.runtime.model_retry.idle = Duration::from_millis(args.model_idle_timeout_ms);
     config.runtime.secrets = secrets;
     config.require_sandbox = args.require_sandbox;
     config.min_free_disk = args.min_free_disk.saturating_mul(1 << 20);

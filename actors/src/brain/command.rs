@@ -70,10 +70,11 @@ async fn drain(mut pipe: impl AsyncRead + Unpin, head: usize) -> (Vec<u8>, Vec<u
         let room = head.saturating_sub(first.len());
         first.extend_from_slice(&buf[..n.min(room)]);
         overflow |= n > room;
-        last.extend(&buf[..n]);
-        while last.len() > KEPT {
-            last.pop_front();
-        }
+        // Only the tail of the read can matter, and the excess goes in one
+        // cut: byte by byte, a flood cost a step of CPU per byte.
+        last.extend(&buf[n.saturating_sub(KEPT)..n]);
+        let excess = last.len().saturating_sub(KEPT);
+        last.drain(..excess);
     }
     (first, last.into_iter().collect(), overflow)
 }
@@ -148,8 +149,14 @@ impl CommandBrain {
                 unit.disarm();
                 Some(status.map_err(|e| failed(format!("waiting for `{}`: {e}", self.program)))?)
             }
-            // The unit kills the program's tree when `unit` drops.
-            Err(_) => None,
+            Err(_) => {
+                // The program's tree is killed now, before its pipes are
+                // drained: a program still printing (or a child of it
+                // holding the pipes) would keep the drains reading past
+                // their grace, and the failure would lose what it printed.
+                drop(unit);
+                None
+            }
         };
         let (stdout, stdout_tail, too_much) = tokio::time::timeout(DRAIN_GRACE, out)
             .await

@@ -28,6 +28,8 @@ const MAX_URL: usize = 2048;
 const MAX_HEADER_PREFIX: usize = 64;
 /// A call's timeout, unless the server's entry sets `timeout_ms`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The least a start is given unless the entry sets `start_timeout_ms`.
+const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 const MIN_TIMEOUT_MS: u64 = 1_000;
 const MAX_TIMEOUT_MS: u64 = 3_600_000;
 
@@ -42,9 +44,13 @@ pub struct McpConfig {
 pub struct ServerConfig {
     pub name: String,
     pub transport: Transport,
-    /// How long a call may take (a start, up to its tool listing, is given
-    /// this or 30 s, whichever is longer).
+    /// How long a call may take.
     pub timeout: Duration,
+    /// How long a start may take, up to its tool listing: `start_timeout_ms`,
+    /// else the call's timeout or 30 s, whichever is longer (a program may
+    /// take a while to start the first time). A server that never answers
+    /// its handshake holds its slot, and the calls waiting on it, this long.
+    pub start_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -141,6 +147,7 @@ struct ServerEntry {
     url: Option<String>,
     header: Option<HeaderEntry>,
     timeout_ms: Option<u64>,
+    start_timeout_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -249,6 +256,17 @@ impl ServerEntry {
                 "timeout_ms must be {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS}"
             ));
         }
+        let start_timeout = match self.start_timeout_ms {
+            Some(ms) if (MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&ms) => {
+                Duration::from_millis(ms)
+            }
+            Some(_) => {
+                return Err(format!(
+                    "start_timeout_ms must be {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS}"
+                ))
+            }
+            None => Duration::from_millis(timeout_ms).max(DEFAULT_START_TIMEOUT),
+        };
         let transport = match (self.command, self.url) {
             (Some(command), None) => {
                 if self.kind.as_deref().is_some_and(|k| k != "stdio") {
@@ -279,6 +297,7 @@ impl ServerEntry {
             name: name.to_owned(),
             transport,
             timeout: Duration::from_millis(timeout_ms),
+            start_timeout,
         })
     }
 }
@@ -388,6 +407,9 @@ mod tests {
         assert!(matches!(&files.transport, Transport::Stdio(s) if s.args.len() == 2));
         let search = config.server("search").expect("search");
         assert_eq!(search.timeout, Duration::from_secs(5));
+        // A start gets the call's timeout or 30 s, whichever is longer.
+        assert_eq!(files.start_timeout, Duration::from_secs(60));
+        assert_eq!(search.start_timeout, Duration::from_secs(30));
         let Transport::Http(http) = &search.transport else {
             panic!("http");
         };
@@ -426,6 +448,18 @@ mod tests {
         assert!(
             refused(r#"{"mcpServers": {"a": {"command": "x", "timeout_ms": 5}}}"#)
                 .contains("timeout_ms")
+        );
+        assert!(
+            refused(r#"{"mcpServers": {"a": {"command": "x", "start_timeout_ms": 5}}}"#)
+                .contains("start_timeout_ms")
+        );
+        let quick = McpConfig::parse(
+            r#"{"mcpServers": {"a": {"command": "x", "start_timeout_ms": 1000}}}"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            quick.server("a").map(|a| a.start_timeout),
+            Some(Duration::from_secs(1))
         );
         assert!(
             refused(r#"{"mcpServers": {"a": {"command": "x", "read_write": ["rel"]}}}"#)

@@ -22,9 +22,6 @@ use super::transport::{self, read_answer, RetryPolicy, Sent, Unread, MAX_ANSWER,
 /// Bytes of one event read at most: room for the largest tool input (a
 /// 1 MiB patch) escaped twice, as a JSON string inside a JSON event.
 pub(crate) const MAX_EVENT: usize = 2 * 1024 * 1024;
-/// How long a stream may stay silent (no byte, not even a keepalive)
-/// before it counts as broken, and how long the answer's headers may take.
-pub(crate) const IDLE: Duration = Duration::from_secs(180);
 /// How long one streamed request may take in all: a turn's deadline. A
 /// long answer streams for minutes; the idle bound catches a dead one.
 const WHOLE: Duration = Duration::from_secs(600);
@@ -71,11 +68,14 @@ where
 {
     let mut attempt = 0;
     loop {
-        let sent = tokio::time::timeout(IDLE, transport::send(&retry, request().timeout(WHOLE)))
+        // The answer's headers may take as long as a stream may stay
+        // silent (`retry.idle`).
+        let idle = retry.idle;
+        let sent = tokio::time::timeout(idle, transport::send(&retry, request().timeout(WHOLE)))
             .await
-            .unwrap_or_else(|_| Sent::Retry(format!("no answer within {IDLE:?}"), None));
+            .unwrap_or_else(|_| Sent::Retry(format!("no answer within {idle:?}"), None));
         let outcome = match sent {
-            Sent::Answer(response) => read(response, answer).await,
+            Sent::Answer(response) => read(response, idle, answer).await,
             Sent::Retry(why, wait) => Step::Retry(why, wait),
             Sent::Fail(why) => Step::Fail(why),
         };
@@ -102,8 +102,13 @@ enum Step {
     Fail(String),
 }
 
-/// Reads one answer: a stream event by event, or a whole document.
-async fn read<A: Assembler>(mut response: reqwest::Response, answer: &mut A) -> Step {
+/// Reads one answer: a stream event by event, or a whole document; a
+/// silence of `idle` breaks either.
+async fn read<A: Assembler>(
+    mut response: reqwest::Response,
+    idle: Duration,
+    answer: &mut A,
+) -> Step {
     let streamed = response
         .headers()
         .get(CONTENT_TYPE)
@@ -114,7 +119,7 @@ async fn read<A: Assembler>(mut response: reqwest::Response, answer: &mut A) -> 
                 .starts_with("text/event-stream")
         });
     if !streamed {
-        return match read_answer(response).await {
+        return match read_answer(response, idle).await {
             Ok(bytes) => match answer.whole(&bytes) {
                 Ok(()) => Step::Done,
                 Err(why) => Step::Fail(why),
@@ -127,8 +132,8 @@ async fn read<A: Assembler>(mut response: reqwest::Response, answer: &mut A) -> 
     let mut events = Vec::new();
     let mut read = 0usize;
     loop {
-        let chunk = match tokio::time::timeout(IDLE, response.chunk()).await {
-            Err(_) => return Step::Retry(format!("the stream was silent for {IDLE:?}"), None),
+        let chunk = match tokio::time::timeout(idle, response.chunk()).await {
+            Err(_) => return Step::Retry(format!("the stream was silent for {idle:?}"), None),
             Ok(Err(err)) => return Step::Retry(format!("the stream broke off: {err}"), None),
             Ok(Ok(None)) if answer.ended() => return Step::Done,
             Ok(Ok(None)) => {
@@ -240,6 +245,7 @@ mod tests {
             max_retries: 2,
             base: Duration::from_millis(1),
             cap: Duration::from_millis(5),
+            idle: Duration::from_secs(5),
         }
     }
 

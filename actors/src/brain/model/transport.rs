@@ -11,12 +11,19 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// How failed requests are retried.
+/// How failed requests are retried, and when a silent one has failed.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
     pub max_retries: u32,
     pub base: Duration,
+    /// The longest wait before a retry: the backoff's and a server's
+    /// `Retry-After` alike, so no server can park a turn for an hour.
     pub cap: Duration,
+    /// How long an attempt may stay silent (no headers yet, or no byte of
+    /// its body, not even a keepalive) before it counts as broken and is
+    /// asked again: a server that stalls costs a bounded time per attempt,
+    /// never the whole turn's deadline.
+    pub idle: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -25,6 +32,7 @@ impl Default for RetryPolicy {
             max_retries: 4,
             base: Duration::from_millis(500),
             cap: Duration::from_secs(8),
+            idle: Duration::from_secs(180),
         }
     }
 }
@@ -74,8 +82,9 @@ pub(crate) async fn send(retry: &RetryPolicy, request: reqwest::RequestBuilder) 
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(|secs| Duration::from_secs(secs).min(retry.cap));
-            // A body that breaks off still says what it said so far.
-            let body = read_at_most(response, MAX_ERROR_BODY)
+            // A body that breaks off (or stalls) still says what it said
+            // so far.
+            let body = read_at_most(response, MAX_ERROR_BODY, retry.idle)
                 .await
                 .map(|(bytes, _)| bytes)
                 .unwrap_or_default();
@@ -123,15 +132,19 @@ pub(crate) enum Unread {
 /// What a failure says of an answer over the bound.
 pub(crate) const TOO_LARGE: &str = "the answer is too large";
 
-/// A whole answer's body, up to [`MAX_ANSWER`].
-pub(crate) async fn read_answer(response: reqwest::Response) -> Result<Vec<u8>, Unread> {
+/// A whole answer's body, up to [`MAX_ANSWER`], each piece within `idle`
+/// of the one before.
+pub(crate) async fn read_answer(
+    response: reqwest::Response,
+    idle: Duration,
+) -> Result<Vec<u8>, Unread> {
     if response
         .content_length()
         .is_some_and(|n| n > MAX_ANSWER as u64)
     {
         return Err(Unread::TooLarge);
     }
-    match read_at_most(response, MAX_ANSWER).await {
+    match read_at_most(response, MAX_ANSWER, idle).await {
         Ok((bytes, true)) => Ok(bytes),
         Ok((_, false)) => Err(Unread::TooLarge),
         Err(err) => Err(Unread::BrokeOff(format!(
@@ -142,13 +155,22 @@ pub(crate) async fn read_answer(response: reqwest::Response) -> Result<Vec<u8>, 
 
 /// The body, up to `limit` bytes, and whether that was all of it. Read a
 /// chunk at a time: a body without a length (chunked) is held to the
-/// bound as well.
+/// bound as well. A body silent for `idle` is an error: without it a
+/// server that sent its headers and part of its body, then stalled, held
+/// the turn until the request's whole deadline.
 async fn read_at_most(
     mut response: reqwest::Response,
     limit: usize,
-) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    idle: Duration,
+) -> Result<(Vec<u8>, bool), String> {
     let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
+    loop {
+        let chunk = match tokio::time::timeout(idle, response.chunk()).await {
+            Err(_) => return Err(format!("the body was silent for {idle:?}")),
+            Ok(Err(err)) => return Err(err.to_string()),
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(chunk))) => chunk,
+        };
         if bytes.len() + chunk.len() > limit {
             let room = limit - bytes.len();
             bytes.extend_from_slice(&chunk[..room]);
@@ -249,6 +271,7 @@ mod tests {
             max_retries: 2,
             base: Duration::from_millis(1),
             cap: Duration::from_millis(5),
+            idle: Duration::from_secs(5),
         }
     }
 
@@ -330,6 +353,7 @@ mod tests {
             max_retries: 5,
             base: Duration::from_millis(100),
             cap: Duration::from_millis(400),
+            ..RetryPolicy::default()
         };
         let ms = |d: Duration| d.as_millis();
         // Many samples per attempt, so the jitter shows its whole range: a
