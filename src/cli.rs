@@ -9,10 +9,12 @@ mod brain_args;
 mod connection_args;
 mod context;
 mod export;
+pub mod failure;
 mod follow;
 mod instances;
 mod limit_args;
 mod memory;
+mod message_text;
 mod output;
 mod serve;
 mod tasks;
@@ -44,7 +46,8 @@ use tokio_stream::StreamExt;
 
 use crate::api::pb;
 use crate::client::{self, Clients, Target};
-use crate::daemon::{self, GivenToken, SOCKET_FILE};
+use crate::daemon::{self, GivenToken, SOCKET_FILE, TOKEN_FILE};
+use failure::{CliError, Kind, Place, Reporter, TokenOrigin};
 use output::Output;
 
 #[derive(Debug, Parser)]
@@ -60,10 +63,13 @@ pub struct Cli {
     /// Talk to the daemon at this Unix socket instead of <data-dir>/holarchy.sock.
     #[arg(long, global = true, env = "HOLARCHY_SOCKET")]
     pub socket: Option<PathBuf>,
-    /// Talk to the daemon over TCP at this URL, e.g. http://127.0.0.1:7420.
+    /// Talk to the daemon over TCP at HOST:PORT (or http://HOST:PORT), as
+    /// its `serve --listen` gives it. There is no TLS yet: https:// is
+    /// refused rather than sending the token in clear.
     #[arg(long, global = true, env = "HOLARCHY_ADDR")]
     pub addr: Option<String>,
-    /// Bearer token for TCP (see <data-dir>/token). `serve` refuses one
+    /// Bearer token for TCP. Without it, a client given --data-dir reads
+    /// <data-dir>/token (the daemon writes it there). `serve` refuses one
     /// shorter than 16 bytes, and warns when it is given here: other
     /// processes can read the command line, so prefer HOLARCHY_TOKEN or the
     /// token file.
@@ -214,7 +220,12 @@ pub enum TaskCommand {
         raw: bool,
     },
     /// Follow-up input to the supervised child.
-    Input { task_id: String, text: String },
+    Input {
+        task_id: String,
+        /// The input; `-` reads it from standard input, `@FILE` from a
+        /// file (`@@...` sends a leading `@`).
+        text: String,
+    },
     /// Stop it: for a child agent, the child and its whole subtree.
     Stop { task_id: String },
 }
@@ -250,19 +261,84 @@ impl Cli {
             .unwrap_or_else(daemon::default_data_dir)
     }
 
-    fn target(&self) -> Target {
-        if let Some(url) = &self.addr {
-            return Target::Tcp {
-                url: url.clone(),
-                token: self.token.clone(),
-            };
-        }
-        Target::Unix(
-            self.socket
-                .clone()
-                .unwrap_or_else(|| self.data_dir().join(SOCKET_FILE)),
-        )
+    fn socket(&self) -> PathBuf {
+        self.socket
+            .clone()
+            .unwrap_or_else(|| self.data_dir().join(SOCKET_FILE))
     }
+
+    /// Where a TCP client's token comes from: given, else the named data
+    /// directory's token file (the daemon on this host wrote it there).
+    fn token_origin(&self) -> TokenOrigin {
+        if self.token.is_some() {
+            return TokenOrigin::Given;
+        }
+        match &self.data_dir {
+            Some(dir) => {
+                let path = dir.join(TOKEN_FILE);
+                if path.exists() {
+                    TokenOrigin::File(path)
+                } else {
+                    TokenOrigin::Missing(Some(path))
+                }
+            }
+            None => TokenOrigin::Missing(None),
+        }
+    }
+
+    /// Where this client looks for its daemon, for a failure's hint.
+    pub fn reporter(&self) -> Reporter {
+        let place = match &self.addr {
+            Some(addr) => Place::Tcp {
+                addr: addr.clone(),
+                token: self.token_origin(),
+            },
+            None => Place::Unix {
+                data_dir: self.data_dir.clone(),
+                named: self.socket.is_some(),
+            },
+        };
+        Reporter {
+            json: self.json,
+            place,
+        }
+    }
+
+    async fn connect(&self) -> anyhow::Result<Clients> {
+        client::connect(&self.target()?).await
+    }
+
+    fn target(&self) -> anyhow::Result<Target> {
+        let Some(addr) = &self.addr else {
+            return Ok(Target::Unix(self.socket()));
+        };
+        let url = client::tcp_url(addr)?;
+        let token = match self.token_origin() {
+            TokenOrigin::Given => self.token.clone(),
+            TokenOrigin::File(path) => Some(read_token(&path)?),
+            TokenOrigin::Missing(_) => None,
+        };
+        Ok(Target::Tcp { url, token })
+    }
+}
+
+/// The token in a token file, bounded: a real one is 64 bytes.
+fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(4096).read_to_string(&mut text))
+        .map_err(|err| {
+            let kind = match err.kind() {
+                std::io::ErrorKind::PermissionDenied => Kind::Denied,
+                _ => Kind::Failed,
+            };
+            CliError::new(
+                kind,
+                format!("cannot read the token file {}: {err}", path.display()),
+            )
+        })?;
+    Ok(text.trim().to_owned())
 }
 
 /// Runs the parsed command line.
@@ -273,7 +349,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             serve::serve(args, cli.data_dir(), cli.given_token(), secrets).await
         }
         Command::Agent(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             agent_command(clients, command, &out).await
         }
         Command::Events {
@@ -281,7 +357,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             follow,
             agent,
         } => {
-            let mut clients = client::connect(&cli.target()).await?;
+            let mut clients = cli.connect().await?;
             let agent_id = match agent {
                 Some(agent) => resolve(&mut clients, agent).await?,
                 None => String::new(),
@@ -301,7 +377,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Tree { agent, depth } => {
-            let mut clients = client::connect(&cli.target()).await?;
+            let mut clients = cli.connect().await?;
             let agent_id = match agent {
                 Some(agent) => resolve(&mut clients, agent).await?,
                 None => String::new(),
@@ -333,7 +409,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Work(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             work::work_command(clients, command, &out).await
         }
         Command::Trigger {
@@ -341,7 +417,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             payload,
             dedupe_key,
         } => {
-            let mut clients = client::connect(&cli.target()).await?;
+            let mut clients = cli.connect().await?;
             let request = pb::DeliverTriggerRequest {
                 token: token.clone(),
                 payload: payload.clone(),
@@ -359,26 +435,26 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Task(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             task_command(clients, command, &out).await
         }
         Command::Workspace(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             workspaces::workspace_command(clients, command, &out).await
         }
         Command::Export(args) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             export::export(clients, args, &out).await
         }
         Command::Instance(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             instances::instance_command(clients, command, &out).await
         }
         Command::Approvals {
             command: Some(ApprovalsCommand::Show { approval_id }),
             ..
         } => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             approvals::show(clients, approval_id, &out).await
         }
         Command::Approvals {
@@ -386,28 +462,28 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             agent,
             all,
         } => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             approvals::list(clients, agent.as_deref(), *all, &out).await
         }
         Command::Memory(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             memory::memory_command(clients, command, &out).await
         }
         Command::Approve { approval_id } => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             approvals::approve(clients, approval_id, &out).await
         }
         Command::Deny {
             approval_id,
             reason,
         } => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             approvals::deny(clients, approval_id, reason, &out).await
         }
         Command::Bench(BenchCommand::Idle(args)) => bench::idle(&cli, args).await,
         Command::Bench(BenchCommand::Turns(args)) => bench::turns(&cli, args).await,
         Command::Tools { agent } => {
-            let mut clients = client::connect(&cli.target()).await?;
+            let mut clients = cli.connect().await?;
             let agent_id = resolve(&mut clients, agent).await?;
             let tools = clients
                 .agents
@@ -423,11 +499,11 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Top(args) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             top::run(clients, args, cli.json).await
         }
         Command::Status => {
-            let mut clients = client::connect(&cli.target()).await?;
+            let mut clients = cli.connect().await?;
             let status = clients
                 .runtime
                 .get_status(pb::GetStatusRequest {})

@@ -16,6 +16,8 @@ mod builder;
 mod cli;
 #[path = "cli_tour/connect.rs"]
 mod connect;
+#[path = "cli_tour/errors.rs"]
+mod errors;
 #[path = "cli_tour/events.rs"]
 mod events;
 #[path = "cli_tour/export.rs"]

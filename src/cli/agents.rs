@@ -5,7 +5,7 @@ use anyhow::Context as _;
 use clap::Subcommand;
 
 use super::output::Output;
-use super::{context, follow, resolve, BrainArgs};
+use super::{context, follow, message_text, resolve, BrainArgs};
 use crate::api::pb;
 use crate::client::Clients;
 
@@ -52,6 +52,9 @@ pub enum AgentCommand {
     /// Send an operator message (public agents only).
     Send {
         agent: String,
+        /// The message; `-` reads it from standard input, `@FILE` from a
+        /// file (`@@...` sends a leading `@`). A message that starts like
+        /// JSON but does not parse is sent with a warning.
         text: String,
         /// Makes retries safe: the same key sends the message once.
         #[arg(long)]
@@ -140,7 +143,9 @@ pub(super) async fn agent_command(
             all,
         } => {
             let mut page_token = String::new();
-            out.agent_table_header();
+            // Printed once the first page is in: a call that fails leaves
+            // nothing on stdout, not a header over an error.
+            let mut header = true;
             loop {
                 let page = clients
                     .agents
@@ -151,6 +156,9 @@ pub(super) async fn agent_command(
                     })
                     .await?
                     .into_inner();
+                if std::mem::take(&mut header) {
+                    out.agent_table_header();
+                }
                 for agent in &page.agents {
                     out.agent_row(agent);
                 }
@@ -189,10 +197,12 @@ pub(super) async fn agent_command(
             dedupe_key,
             follow,
         } => {
+            let text = message_text::read(text)?;
+            message_text::warn_if_broken_json(&text, out.json);
             let agent_id = resolve(&mut clients, agent).await?;
             let request = pb::SendMessageRequest {
                 agent_id: agent_id.clone(),
-                text: text.clone(),
+                text,
                 dedupe_key: dedupe_key.clone().unwrap_or_default(),
             };
             if *follow {

@@ -211,7 +211,7 @@ pub async fn idle(cli: &Cli, args: &IdleArgs) -> anyhow::Result<()> {
         "agents, batch, concurrency and samples must be positive"
     );
     let quiet = cli.json;
-    let target = cli.target();
+    let target = cli.target()?;
     let first = client::connect(&target).await?;
     let mut transports = transports(cli, args, &target, first).await?;
     let mut figures: Figures = vec![Map::new(); transports.len()];

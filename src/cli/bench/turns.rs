@@ -85,7 +85,7 @@ pub async fn turns(cli: &Cli, args: &TurnsArgs) -> anyhow::Result<()> {
         "agents, messages, concurrency and batch must be positive"
     );
     let quiet = cli.json;
-    let target = cli.target();
+    let target = cli.target()?;
     let mut clients = client::connect(&target).await?;
     let before_create = status(&mut clients).await?;
     let daemon = daemon_process(&target, before_create.pid);
