@@ -16,6 +16,7 @@ mod limit_args;
 mod memory;
 mod message_text;
 mod output;
+mod run_errors;
 mod serve;
 mod tasks;
 mod top;

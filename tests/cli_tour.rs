@@ -22,6 +22,8 @@ mod errors;
 mod events;
 #[path = "cli_tour/export.rs"]
 mod export;
+#[path = "cli_tour/failures.rs"]
+mod failures;
 #[path = "cli_tour/hostile_text.rs"]
 mod hostile_text;
 #[path = "cli_tour/instances.rs"]

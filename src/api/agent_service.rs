@@ -208,6 +208,11 @@ impl AgentService for AgentApi {
             Some(config) => check_brain(convert::brain_from(config)?)?,
             None => None,
         };
+        let warnings = self
+            .runtime
+            .brain_warning(brain.as_ref())
+            .into_iter()
+            .collect();
         let agent_id = self
             .runtime
             .create_one(NewAgent {
@@ -221,6 +226,7 @@ impl AgentService for AgentApi {
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::CreateAgentResponse {
             agent_id: agent_id.to_string(),
+            warnings,
         }))
     }
 

@@ -5,6 +5,7 @@ use anyhow::Context as _;
 use clap::Subcommand;
 
 use super::output::Output;
+use super::run_errors::RunErrors;
 use super::{context, follow, message_text, resolve, BrainArgs};
 use crate::api::pb;
 use crate::client::Clients;
@@ -114,7 +115,7 @@ pub(super) async fn agent_command(
                 .await?
                 .into_inner();
             if let Some(summary) = updated.agent {
-                out.agent_detail(&summary, None);
+                out.agent_detail(&summary, None, None);
             }
         }
         AgentCommand::Create {
@@ -136,6 +137,7 @@ pub(super) async fn agent_command(
                 .await?
                 .into_inner();
             out.created(name, &created.agent_id);
+            created.warnings.iter().for_each(|w| out.warn(w));
         }
         AgentCommand::List {
             include_private,
@@ -188,7 +190,15 @@ pub(super) async fn agent_command(
                 .await?
                 .into_inner();
             if let Some(summary) = found.agent {
-                out.agent_detail(&summary, found.usage.as_ref());
+                // People see the last error here; scripts read events.
+                let last_error = if out.json {
+                    None
+                } else {
+                    RunErrors::recent(&mut clients, &summary.agent_id)
+                        .await?
+                        .last()
+                };
+                out.agent_detail(&summary, found.usage.as_ref(), last_error.as_deref());
             }
         }
         AgentCommand::Send {
@@ -198,7 +208,7 @@ pub(super) async fn agent_command(
             follow,
         } => {
             let text = message_text::read(text)?;
-            message_text::warn_if_broken_json(&text, out.json);
+            message_text::warn_if_broken_json(&text, out);
             let agent_id = resolve(&mut clients, agent).await?;
             let request = pb::SendMessageRequest {
                 agent_id: agent_id.clone(),
@@ -255,6 +265,11 @@ pub(super) async fn agent_command(
         }
         AgentCommand::Messages { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
+            let errors = if out.json {
+                RunErrors::default()
+            } else {
+                RunErrors::collect(&mut clients, &agent_id, 0).await?
+            };
             let mut page_token = String::new();
             loop {
                 let page = clients
@@ -267,7 +282,7 @@ pub(super) async fn agent_command(
                     .await?
                     .into_inner();
                 for message in &page.messages {
-                    out.message(message);
+                    out.message(message, errors.of_run(&message.run_id));
                 }
                 if page.next_page_token.is_empty() {
                     break;

@@ -80,6 +80,7 @@ pub(super) async fn instance_command(
                     short(&instance.digest)
                 ));
             }
+            applied.warnings.iter().for_each(|w| out.warn(w));
         }
         InstanceCommand::List => {
             let list = clients

@@ -7,9 +7,8 @@
 
 use std::io::Read;
 
-use serde_json::json;
-
 use super::failure::{CliError, Kind};
+use super::output::Output;
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 
 /// The most bytes read from stdin or a file: more could not be sent in
@@ -68,20 +67,14 @@ pub fn broken_json(text: &str) -> Option<String> {
         .map(|err| err.to_string())
 }
 
-/// Warns on stderr (as JSON under `--json`) when `text` looks like JSON
-/// but does not parse. The message is still sent: it may be meant as text.
-pub fn warn_if_broken_json(text: &str, json: bool) {
-    let Some(why) = broken_json(text) else {
-        return;
-    };
-    let warning = format!(
-        "the message looks like JSON but does not parse ({why}); it is sent as plain text, \
-         which the scripted brain only acknowledges"
-    );
-    if json {
-        eprintln!("{}", json!({ "warning": warning }));
-    } else {
-        eprintln!("holarchy: warning: {warning}");
+/// Warns on stderr when `text` looks like JSON but does not parse. The
+/// message is still sent: it may be meant as text.
+pub fn warn_if_broken_json(text: &str, out: &Output) {
+    if let Some(why) = broken_json(text) {
+        out.warn(&format!(
+            "the message looks like JSON but does not parse ({why}); it is sent as plain text, \
+             which the scripted brain only acknowledges"
+        ));
     }
 }
 

@@ -130,6 +130,16 @@ pub(super) fn brain_json(kind: &pb::brain_config::Kind) -> Value {
 }
 
 impl Output {
+    /// A warning: the command did its work, but something will not go as
+    /// the user expects. On stderr, as JSON under `--json`.
+    pub fn warn(&self, warning: &str) {
+        if self.json {
+            eprintln!("{}", json!({ "warning": warning }));
+        } else {
+            eprintln!("holarchy: warning: {}", escape::block(warning));
+        }
+    }
+
     pub fn created(&self, name: &str, agent_id: &str) {
         if self.json {
             say!("{}", json!({ "agent_id": agent_id, "name": name }));
@@ -171,7 +181,12 @@ impl Output {
 
     /// One agent, with the tokens its turns spent when the answer has
     /// them (`agent get`).
-    pub fn agent_detail(&self, a: &pb::AgentSummary, usage: Option<&pb::AgentUsage>) {
+    pub fn agent_detail(
+        &self,
+        a: &pb::AgentSummary,
+        usage: Option<&pb::AgentUsage>,
+        last_error: Option<&str>,
+    ) {
         if self.json {
             let mut value = agent_json(a);
             if let Some(u) = usage {
@@ -247,6 +262,9 @@ impl Output {
         for wait in &a.waiting_on {
             say!("waiting on   {}", one_line(wait));
         }
+        if let Some(error) = last_error {
+            say!("last error   ! {error}");
+        }
         if let Some(u) = usage.filter(|u| u.turns > 0) {
             say!(
                 "tokens       {} prompt ({} cached), {} completion, over {} turn(s)",
@@ -271,7 +289,9 @@ impl Output {
         }
     }
 
-    pub fn message(&self, m: &pb::Message) {
+    /// One message; `problems` are its run's failure and tool errors
+    /// (see `run_errors`), shown under it for people.
+    pub fn message(&self, m: &pb::Message, problems: &[String]) {
         if self.json {
             say!(
                 "{}",
@@ -303,6 +323,9 @@ impl Output {
             if !m.reply.is_empty() {
                 say!("{:<30}  -> {}", "", indented(&m.reply, 35));
             }
+            for problem in problems {
+                say!("{:<30}  ! {problem}", "");
+            }
         }
     }
 
@@ -314,12 +337,18 @@ impl Output {
                 json!({ "cursor": e.cursor, "at_ms": e.at_ms, "agent_id": e.agent_id, "kind": e.kind, "detail": detail, "truncated_from_bytes": e.truncated_from_bytes })
             );
         } else {
+            // A failure is marked, with its reason, where the text alone
+            // would say only "failed" or the tool's name.
+            let text = match super::run_errors::problem(e) {
+                Some(problem) => format!("! {problem}"),
+                None => one_line(&e.text).into_owned(),
+            };
             say!(
                 "{:>8}  {}  {:<20}  {}",
                 e.cursor,
                 or_dash(&e.agent_id),
                 e.kind,
-                one_line(&e.text)
+                text
             );
         }
     }

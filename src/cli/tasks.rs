@@ -81,7 +81,7 @@ pub(super) async fn task_command(
         }
         TaskCommand::Input { task_id, text } => {
             let text = message_text::read(text)?;
-            message_text::warn_if_broken_json(&text, out.json);
+            message_text::warn_if_broken_json(&text, out);
             let sent = clients
                 .tasks
                 .send_task_input(pb::SendTaskInputRequest {

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::cli::{handled, text, Holarchy, Run};
+use crate::cli::{handled, text, until, Holarchy, Run};
 use crate::common::{data_dir, Daemon};
 
 /// The exit codes docs/operations.md documents.
@@ -36,13 +36,17 @@ fn json_error(run: &Run) -> Value {
     value["error"].clone()
 }
 
+/// Where the daemon serves TCP, once its log says so (the line may come
+/// just after the socket answers).
 fn tcp_addr(daemon: &Daemon) -> String {
-    let log = daemon.log();
-    log.lines()
-        .filter(|l| l.contains("listening on tcp"))
-        .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("addr=")))
-        .unwrap_or_else(|| panic!("no tcp address in the log:\n{log}"))
-        .to_owned()
+    until("the daemon to log its tcp address", || {
+        daemon
+            .log()
+            .lines()
+            .filter(|l| l.contains("listening on tcp"))
+            .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("addr=")))
+            .map(str::to_owned)
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
