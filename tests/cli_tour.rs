@@ -28,6 +28,8 @@ mod failures;
 mod hostile_text;
 #[path = "cli_tour/instances.rs"]
 mod instances;
+#[path = "cli_tour/lifecycle.rs"]
+mod lifecycle;
 #[path = "cli_tour/memory.rs"]
 mod memory;
 #[path = "cli_tour/ops.rs"]

@@ -4,6 +4,8 @@
 use anyhow::Context as _;
 use clap::Subcommand;
 
+mod list;
+
 use super::output::Output;
 use super::run_errors::RunErrors;
 use super::{context, follow, message_text, resolve, BrainArgs};
@@ -36,16 +38,9 @@ pub enum AgentCommand {
         #[command(flatten)]
         brain: BrainArgs,
     },
-    /// List agents in creation order.
-    List {
-        #[arg(long)]
-        include_private: bool,
-        #[arg(long, default_value_t = 100)]
-        page_size: u32,
-        /// Follow page tokens to the end.
-        #[arg(long)]
-        all: bool,
-    },
+    /// List agents in creation order: live ones, or with --all archived
+    /// ones too.
+    List(list::ListArgs),
     /// Show one agent (id or name).
     Get {
         agent: String,
@@ -139,43 +134,7 @@ pub(super) async fn agent_command(
             out.created(name, &created.agent_id);
             created.warnings.iter().for_each(|w| out.warn(w));
         }
-        AgentCommand::List {
-            include_private,
-            page_size,
-            all,
-        } => {
-            let mut page_token = String::new();
-            // Printed once the first page is in: a call that fails leaves
-            // nothing on stdout, not a header over an error.
-            let mut header = true;
-            loop {
-                let page = clients
-                    .agents
-                    .list_agents(pb::ListAgentsRequest {
-                        page_size: *page_size,
-                        page_token: page_token.clone(),
-                        include_private: *include_private,
-                    })
-                    .await?
-                    .into_inner();
-                if std::mem::take(&mut header) {
-                    out.agent_table_header();
-                }
-                for agent in &page.agents {
-                    out.agent_row(agent);
-                }
-                if !*all || page.next_page_token.is_empty() {
-                    if !page.next_page_token.is_empty() {
-                        eprintln!(
-                            "more agents: use --all, or page token {}",
-                            page.next_page_token
-                        );
-                    }
-                    break;
-                }
-                page_token = page.next_page_token;
-            }
-        }
+        AgentCommand::List(args) => return list::list(clients, args, out).await,
         AgentCommand::Get { agent } => {
             let request = if agent.starts_with("agt_") {
                 pb::get_agent_request::Agent::AgentId(agent.clone())

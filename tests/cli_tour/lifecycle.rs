@@ -1,0 +1,57 @@
+//! `agent list` as `docker ps` lists containers: archived agents hidden
+//! unless `--all` (or `--state archived`), and `--state`, `--name` and
+//! `--instance` narrowing the list.
+
+use crate::cli::{last_word, Holarchy};
+use crate::common::{data_dir, Daemon};
+
+fn names(cli: &Holarchy, args: &[&str]) -> Vec<String> {
+    let mut list = vec!["agent", "list"];
+    list.extend_from_slice(args);
+    cli.json(&list)
+        .iter()
+        .map(|a| a["name"].as_str().expect("a name").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_list_hides_archived_agents_unless_asked_and_filters_by_state_and_name() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let cli = Holarchy::data_dir(&daemon.data_dir);
+    for name in ["build-1", "build-2", "ops"] {
+        cli.ok(&["agent", "create", name]);
+    }
+    let old = last_word(&cli.ok(&["agent", "create", "old"]));
+    cli.ok(&["agent", "archive", "old"]);
+    cli.ok(&["agent", "pause", "build-2"]);
+
+    assert_eq!(names(&cli, &[]), ["build-1", "build-2", "ops"]);
+    assert_eq!(
+        names(&cli, &["--all"]),
+        ["build-1", "build-2", "ops", "old"]
+    );
+    assert_eq!(names(&cli, &["-a"]).len(), 4);
+    assert_eq!(names(&cli, &["--state", "archived"]), ["old"]);
+    assert_eq!(names(&cli, &["--state", "paused"]), ["build-2"]);
+    assert_eq!(
+        names(&cli, &["--state", "active", "--state", "paused"]),
+        ["build-1", "build-2", "ops"]
+    );
+    assert_eq!(names(&cli, &["--name", "build-"]), ["build-1", "build-2"]);
+    assert!(names(&cli, &["--instance", "none-such"]).is_empty());
+
+    // People are told what is hidden, on stderr; stdout stays the table.
+    let human = cli.run(&["agent", "list"]);
+    assert!(human.status.success(), "{}", human.stderr);
+    assert!(!human.stdout.contains(&old), "{}", human.stdout);
+    assert!(
+        human.stderr.contains("1 archived agent(s) not shown"),
+        "{}",
+        human.stderr
+    );
+    // Fewer rows per call than agents: pages are read until a page's
+    // worth is shown, archived ones skipped.
+    let paged = names(&cli, &["--page-size", "1", "--all"]);
+    assert_eq!(paged.len(), 4, "{paged:?}");
+}
