@@ -38,5 +38,7 @@ mod ops;
 mod readme;
 #[path = "cli_tour/signals.rs"]
 mod signals;
+#[path = "cli_tour/tour.rs"]
+mod tour;
 #[path = "cli_tour/workspaces.rs"]
 mod workspaces;

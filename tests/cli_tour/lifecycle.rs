@@ -1,6 +1,7 @@
 //! `agent list` as `docker ps` lists containers: archived agents hidden
 //! unless `--all` (or `--state archived`), and `--state`, `--name` and
-//! `--instance` narrowing the list.
+//! `--instance` narrowing the list; and a load test that cleans up after
+//! itself.
 
 use crate::cli::{last_word, Holarchy};
 use crate::common::{data_dir, Daemon};
@@ -54,4 +55,57 @@ async fn agent_list_hides_archived_agents_unless_asked_and_filters_by_state_and_
     // worth is shown, archived ones skipped.
     let paged = names(&cli, &["--page-size", "1", "--all"]);
     assert_eq!(paged.len(), 4, "{paged:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bench_says_what_it_left_and_cleanup_archives_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let cli = Holarchy::data_dir(&daemon.data_dir);
+    cli.ok(&["agent", "create", "mine"]);
+
+    let left = cli.run(&["bench", "idle", "--agents", "5", "--samples", "5"]);
+    assert!(left.status.success(), "{}", left.stderr);
+    assert!(
+        left.stderr.contains("this run left 5 agent(s)") && left.stderr.contains("--cleanup"),
+        "{}",
+        left.stderr
+    );
+    assert_eq!(names(&cli, &[]).len(), 6);
+
+    let cleaned = cli.run(&[
+        "bench",
+        "idle",
+        "--agents",
+        "5",
+        "--samples",
+        "5",
+        "--tree",
+        "1",
+        "--cleanup",
+    ]);
+    assert!(cleaned.status.success(), "{}", cleaned.stderr);
+    assert!(
+        cleaned.stderr.contains("archived the 5 agent(s)"),
+        "{}",
+        cleaned.stderr
+    );
+    // The first run's five stay; the second's are archived, children too.
+    assert_eq!(names(&cli, &[]).len(), 6);
+    let private = cli.json(&["agent", "list", "--include-private", "--state", "active"]);
+    assert_eq!(private.len(), 6, "no live child left: {private:?}");
+
+    let turns = cli.run(&[
+        "bench",
+        "turns",
+        "--agents",
+        "3",
+        "--messages",
+        "9",
+        "--concurrency",
+        "3",
+        "--cleanup",
+    ]);
+    assert!(turns.status.success(), "{}", turns.stderr);
+    assert_eq!(names(&cli, &[]).len(), 6, "bench turns cleaned up too");
 }
