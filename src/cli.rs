@@ -51,6 +51,10 @@ use crate::daemon::{self, GivenToken, SOCKET_FILE, TOKEN_FILE};
 use failure::{CliError, Kind, Place, Reporter, TokenOrigin};
 use output::Output;
 
+/// The heading of the flags every command takes, so each subcommand's
+/// own flags are not lost among them.
+const GLOBAL: &str = "Global options";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "holarchy",
@@ -59,28 +63,35 @@ use output::Output;
 )]
 pub struct Cli {
     /// Data directory of the daemon (the socket lives there too).
-    #[arg(long, global = true, env = "HOLARCHY_DATA_DIR")]
+    #[arg(long, global = true, env = "HOLARCHY_DATA_DIR", help_heading = GLOBAL)]
     pub data_dir: Option<PathBuf>,
     /// Talk to the daemon at this Unix socket instead of <data-dir>/holarchy.sock.
-    #[arg(long, global = true, env = "HOLARCHY_SOCKET")]
+    #[arg(long, global = true, env = "HOLARCHY_SOCKET", help_heading = GLOBAL)]
     pub socket: Option<PathBuf>,
     /// Talk to the daemon over TCP at HOST:PORT (or http://HOST:PORT), as
     /// its `serve --listen` gives it. There is no TLS yet: https:// is
     /// refused rather than sending the token in clear.
-    #[arg(long, global = true, env = "HOLARCHY_ADDR")]
+    #[arg(long, global = true, env = "HOLARCHY_ADDR", help_heading = GLOBAL)]
     pub addr: Option<String>,
     /// Bearer token for TCP. Without it, a client given --data-dir reads
     /// <data-dir>/token (the daemon writes it there). `serve` refuses one
     /// shorter than 16 bytes, and warns when it is given here: other
     /// processes can read the command line, so prefer HOLARCHY_TOKEN or the
     /// token file.
-    #[arg(long, global = true, env = "HOLARCHY_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "HOLARCHY_TOKEN",
+        hide_env_values = true,
+        help_heading = GLOBAL
+    )]
     pub token: Option<String>,
     /// Whether `token` came from `--token` rather than the environment.
     #[arg(skip)]
     pub token_on_command_line: bool,
-    /// Print JSON, one object per line, for scripts.
-    #[arg(long, global = true)]
+    /// Print JSON, one object per line, for scripts (errors too, on
+    /// stderr).
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
     #[command(subcommand)]
     pub command: Command,
@@ -164,6 +175,16 @@ pub enum Command {
         approval_id: String,
         #[arg(long)]
         reason: String,
+    },
+    /// Print a shell completion script (bash, zsh or fish).
+    ///
+    /// Install it where the shell looks: `holarchy completions bash >
+    /// ~/.local/share/bash-completion/completions/holarchy`, `holarchy
+    /// completions zsh > "${fpath[1]}/_holarchy"`, or `holarchy
+    /// completions fish > ~/.config/fish/completions/holarchy.fish`.
+    Completions {
+        /// The shell that reads the script.
+        shell: clap_complete::Shell,
     },
     /// Deliver an external trigger, as a machine would.
     Trigger {
@@ -502,6 +523,15 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         Command::Top(args) => {
             let clients = cli.connect().await?;
             top::run(clients, args, cli.json).await
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "holarchy",
+                &mut std::io::stdout(),
+            );
+            Ok(())
         }
         Command::Status => {
             let mut clients = cli.connect().await?;

@@ -24,6 +24,8 @@ mod events;
 mod export;
 #[path = "cli_tour/failures.rs"]
 mod failures;
+#[path = "cli_tour/help.rs"]
+mod help;
 #[path = "cli_tour/hostile_text.rs"]
 mod hostile_text;
 #[path = "cli_tour/instances.rs"]

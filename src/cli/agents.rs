@@ -42,9 +42,7 @@ pub enum AgentCommand {
     /// ones too.
     List(list::ListArgs),
     /// Show one agent (id or name).
-    Get {
-        agent: String,
-    },
+    Get { agent: String },
     /// Send an operator message (public agents only).
     Send {
         agent: String,
@@ -60,18 +58,12 @@ pub enum AgentCommand {
         follow: bool,
     },
     /// An agent's messages and replies, oldest first.
-    Messages {
-        agent: String,
-    },
+    Messages { agent: String },
     /// What the agent's brain would see now beside the next message: its
     /// context within its budget, and the running summary.
-    Context {
-        agent: String,
-    },
+    Context { agent: String },
     /// Archive a public agent and clean up its whole private subtree.
-    Archive {
-        agent: String,
-    },
+    Archive { agent: String },
     /// Cancel the agent's current turn and pause it.
     Abort {
         agent: String,
@@ -80,12 +72,9 @@ pub enum AgentCommand {
         run: Option<String>,
     },
     /// Stop starting turns (messages still queue), across restarts.
-    Pause {
-        agent: String,
-    },
-    Resume {
-        agent: String,
-    },
+    Pause { agent: String },
+    /// Start turns again after `pause`.
+    Resume { agent: String },
 }
 
 pub(super) async fn agent_command(

@@ -68,6 +68,10 @@ const COVERED: &[(&str, &str)] = &[
         "turns_under_load::bench_turns_sees_every_turn_handled_and_reports_its_cost",
     ),
     (
+        "completions",
+        "help::completions_are_printed_for_bash_zsh_and_fish",
+    ),
+    (
         "serve --data-dir",
         "tour::the_readme_tour_runs_top_to_bottom_on_one_daemon",
     ),
@@ -210,6 +214,7 @@ const MODULES: &[(&str, &str)] = &[
     ("turns_under_load", include_str!("../turns_under_load.rs")),
     ("top", include_str!("../top.rs")),
     ("tour", include_str!("tour.rs")),
+    ("help", include_str!("help.rs")),
     ("lifecycle", include_str!("lifecycle.rs")),
 ];
 
