@@ -104,7 +104,9 @@ pub enum Command {
     /// Create, list, inspect and message agents.
     #[command(subcommand)]
     Agent(AgentCommand),
-    /// Print the event log; with --follow, keep printing new events.
+    /// Print the event log (cursor, time in UTC, agent, kind, what); with
+    /// --follow, keep printing new events. A failure is marked `!` with
+    /// its reason.
     Events {
         /// Start after this cursor (0: from the beginning).
         #[arg(long, default_value_t = 0)]

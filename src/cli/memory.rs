@@ -100,11 +100,14 @@ pub(super) async fn memory_command(
                         .or(line["message_id"].as_str())
                         .or(line["tool_call_id"].as_str())
                         .unwrap_or_default();
+                    // The daemon marks matches as markdown bold (`**`),
+                    // for pages and JSON; a terminal would show the stars.
+                    let snippet = hit.snippet.replace("**", "");
                     emit(format_args!(
                         "{id:<32} {:<12} {:>7.3} {}",
                         hit.kind,
                         hit.score,
-                        one_line(&hit.snippet)
+                        one_line(&snippet)
                     ));
                 }
             }

@@ -67,6 +67,15 @@ fn message_status(v: i32) -> String {
     enum_name(v, pb::MessageStatus::as_str_name, "MESSAGE_STATUS_")
 }
 
+/// When an event happened, to the second, in UTC (`Z`): the date too, as
+/// a log spans days. The client has no time zone database to say it in
+/// local time.
+fn event_time(at_ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(at_ms)
+        .map(|at| at.format("%m-%d %H:%M:%SZ").to_string())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
 fn or_dash(text: &str) -> &str {
     if text.is_empty() {
         "-"
@@ -344,8 +353,9 @@ impl Output {
                 None => one_line(&e.text).into_owned(),
             };
             say!(
-                "{:>8}  {}  {:<20}  {}",
+                "{:>8}  {}  {}  {:<20}  {}",
                 e.cursor,
+                event_time(e.at_ms),
                 or_dash(&e.agent_id),
                 e.kind,
                 text

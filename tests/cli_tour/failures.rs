@@ -139,3 +139,18 @@ async fn instance_apply_warns_when_its_brains_key_is_not_set_in_the_daemon() {
         "{warning}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_show_when_each_happened() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let cli = Holarchy::data_dir(&daemon.data_dir);
+    cli.ok(&["agent", "create", "timed"]);
+    let event = cli.json(&["events"]).remove(0);
+    let at_ms = event["at_ms"].as_i64().expect("at_ms");
+    let at = chrono::DateTime::from_timestamp_millis(at_ms).expect("a time");
+    let shown = at.format("%m-%d %H:%M:%SZ").to_string();
+    let human = cli.ok(&["events"]);
+    let first = human.lines().next().expect("an event");
+    assert!(first.contains(&shown), "{shown} in {first}");
+}
