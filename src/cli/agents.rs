@@ -4,6 +4,7 @@
 use anyhow::Context as _;
 use clap::Subcommand;
 
+mod archive;
 mod list;
 
 use super::output::Output;
@@ -62,8 +63,10 @@ pub enum AgentCommand {
     /// What the agent's brain would see now beside the next message: its
     /// context within its budget, and the running summary.
     Context { agent: String },
-    /// Archive a public agent and clean up its whole private subtree.
-    Archive { agent: String },
+    /// Archive public agents and clean up each one's whole private
+    /// subtree: the ones named, or every live one --name or --instance
+    /// picks.
+    Archive(archive::ArchiveArgs),
     /// Cancel the agent's current turn and pause it.
     Abort {
         agent: String,
@@ -169,17 +172,7 @@ pub(super) async fn agent_command(
             let sent = clients.agents.send_message(request).await?.into_inner();
             out.sent(&sent);
         }
-        AgentCommand::Archive { agent } => {
-            let agent_id = resolve(&mut clients, agent).await?;
-            let done = clients
-                .agents
-                .archive_agent(pb::ArchiveAgentRequest {
-                    agent_id: agent_id.clone(),
-                })
-                .await?
-                .into_inner();
-            out.archived(&agent_id, &done);
-        }
+        AgentCommand::Archive(args) => return archive::archive(clients, args, out).await,
         AgentCommand::Abort { agent, run } => {
             let agent_id = resolve(&mut clients, agent).await?;
             let request = pb::AbortRunRequest {

@@ -109,3 +109,28 @@ async fn a_bench_says_what_it_left_and_cleanup_archives_it() {
     assert!(turns.status.success(), "{}", turns.stderr);
     assert_eq!(names(&cli, &[]).len(), 6, "bench turns cleaned up too");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_are_archived_in_bulk_by_name_prefix() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let cli = Holarchy::data_dir(&daemon.data_dir);
+    for name in ["build-1", "build-2", "build-3", "ops"] {
+        cli.ok(&["agent", "create", name]);
+    }
+    cli.ok(&["agent", "archive", "build-3"]);
+
+    let archived = cli.json(&["agent", "archive", "--name", "build-"]);
+    assert_eq!(archived.len(), 2, "the live ones only: {archived:?}");
+    assert_eq!(names(&cli, &[]), ["ops"]);
+    assert_eq!(
+        names(&cli, &["--state", "archived"]),
+        ["build-1", "build-2", "build-3"]
+    );
+
+    // Naming nothing, or both names and a selector, is a usage error.
+    assert_eq!(cli.run(&["agent", "archive"]).status.code(), Some(2));
+    let both = cli.run(&["agent", "archive", "ops", "--name", "b"]);
+    assert_eq!(both.status.code(), Some(2), "{}", both.stderr);
+    assert_eq!(names(&cli, &[]), ["ops"]);
+}
