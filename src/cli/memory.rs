@@ -115,9 +115,8 @@ pub(super) async fn memory_command(
         MemoryCommand::List { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
             let mut page_token = String::new();
-            if !out.json {
-                emit(format_args!("{:<32} {:<20} TEXT", "NOTE", "KEY"));
-            }
+            // After the first page: a failed call prints no header.
+            let mut header = !out.json;
             // Pages are joined into one listing.
             loop {
                 let request = pb::ListMemoryRequest {
@@ -126,6 +125,9 @@ pub(super) async fn memory_command(
                     page_token,
                 };
                 let page = clients.memory.list_memory(request).await?.into_inner();
+                if std::mem::take(&mut header) {
+                    emit(format_args!("{:<32} {:<20} TEXT", "NOTE", "KEY"));
+                }
                 for note in &page.notes {
                     if out.json {
                         emit(note_json(note));
