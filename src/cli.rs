@@ -406,8 +406,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                 Some(agent) => resolve(&mut clients, agent).await?,
                 None => String::new(),
             };
-            // Pages are joined into one tree; the counts of the last page
-            // are the whole tree's.
+            // Pages are joined into one tree.
             let mut tree = pb::GetTreeResponse::default();
             loop {
                 let page = clients
@@ -429,6 +428,14 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                     break;
                 }
             }
+            // A page's counts cover only its part of the walk (the last
+            // of 40,005 roots said "5 agents"): the joined tree is counted
+            // from the nodes it holds.
+            let count = |kind: &str| {
+                let n = tree.nodes.iter().filter(|n| n.node_type == kind).count();
+                u32::try_from(n).unwrap_or(u32::MAX)
+            };
+            (tree.agents, tree.tasks, tree.waits) = (count("agent"), count("task"), count("wait"));
             out.tree(&tree);
             Ok(())
         }

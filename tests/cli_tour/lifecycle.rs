@@ -134,3 +134,22 @@ async fn agents_are_archived_in_bulk_by_name_prefix() {
     assert_eq!(both.status.code(), Some(2), "{}", both.stderr);
     assert_eq!(names(&cli, &[]), ["ops"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tree_counts_every_page_it_joins() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let cli = Holarchy::data_dir(&daemon.data_dir);
+    // More roots than one page of the tree holds (5,000 nodes).
+    let agents = "5003";
+    cli.ok(&["bench", "idle", "--agents", agents, "--samples", "2"]);
+    let tree = cli.ok(&["tree", "--depth", "0"]);
+    let summary = tree
+        .lines()
+        .find(|l| l.contains(" agents, "))
+        .unwrap_or_else(|| panic!("no counts in the tree's last lines"));
+    assert!(
+        summary.starts_with(&format!("{agents} agents, 0 tasks")),
+        "{summary}"
+    );
+}
