@@ -111,6 +111,7 @@ pub enum Command {
         /// Start after this cursor (0: from the beginning).
         #[arg(long, default_value_t = 0)]
         after: u64,
+        /// Keep printing new events as they come.
         #[arg(long, short)]
         follow: bool,
         /// Only this agent's events (id or name).
@@ -124,7 +125,10 @@ pub enum Command {
     /// table, up/down select, enter the selected agent's subtree, esc back.
     Top(top::TopArgs),
     /// An agent's tool catalog.
-    Tools { agent: String },
+    Tools {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// Load tools that drive a running daemon.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -171,10 +175,15 @@ pub enum Command {
     #[command(subcommand)]
     Memory(MemoryCommand),
     /// Run a call waiting for approval, once, as its agent.
-    Approve { approval_id: String },
+    Approve {
+        /// The approval's id (`approvals` lists them).
+        approval_id: String,
+    },
     /// Refuse a call waiting for approval; the agent reads the reason.
     Deny {
+        /// The approval's id (`approvals` lists them).
         approval_id: String,
+        /// Why: the agent reads it.
         #[arg(long)]
         reason: String,
     },
@@ -190,7 +199,10 @@ pub enum Command {
     },
     /// Deliver an external trigger, as a machine would.
     Trigger {
+        /// The trigger's token, as `CreateExternalTrigger` gave it to the
+        /// agent.
         token: String,
+        /// What to deliver: the agent gets it as a message.
         payload: String,
         /// Makes retries safe: the same key is delivered once.
         #[arg(long)]
@@ -209,7 +221,10 @@ impl Command {
 pub enum ApprovalsCommand {
     /// One approval, whole: where its call runs and its entire input,
     /// escaped (the listing shows only the input's start).
-    Show { approval_id: String },
+    Show {
+        /// The approval's id (`approvals` lists them).
+        approval_id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -224,11 +239,18 @@ pub enum BenchCommand {
 #[derive(Debug, Subcommand)]
 pub enum TaskCommand {
     /// Tasks an agent owns.
-    List { agent: String },
+    List {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// One task.
-    Get { task_id: String },
+    Get {
+        /// The task's id (`task list AGENT` shows them).
+        task_id: String,
+    },
     /// Its result, or its progress while it runs.
     Output {
+        /// The task's id (`task list AGENT` shows them).
         task_id: String,
         /// Byte offset into a command's output.
         #[arg(long, default_value_t = 0)]
@@ -245,13 +267,17 @@ pub enum TaskCommand {
     },
     /// Follow-up input to the supervised child.
     Input {
+        /// The task's id (`task list AGENT` shows them).
         task_id: String,
         /// The input; `-` reads it from standard input, `@FILE` from a
         /// file (`@@...` sends a leading `@`).
         text: String,
     },
     /// Stop it: for a child agent, the child and its whole subtree.
-    Stop { task_id: String },
+    Stop {
+        /// The task's id (`task list AGENT` shows them).
+        task_id: String,
+    },
 }
 
 impl Cli {

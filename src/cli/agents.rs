@@ -17,6 +17,7 @@ use crate::client::Clients;
 pub enum AgentCommand {
     /// Create a public named agent.
     Create {
+        /// Its name: unique among all agents, archived ones too.
         name: String,
         /// A first message for it.
         #[arg(long, short)]
@@ -35,6 +36,7 @@ pub enum AgentCommand {
     },
     /// Change what decides an agent's turns (from its next turn).
     Brain {
+        /// The agent: its name or id.
         agent: String,
         #[command(flatten)]
         brain: BrainArgs,
@@ -43,9 +45,13 @@ pub enum AgentCommand {
     /// ones too.
     List(list::ListArgs),
     /// Show one agent (id or name).
-    Get { agent: String },
+    Get {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// Send an operator message (public agents only).
     Send {
+        /// The agent: its name or id.
         agent: String,
         /// The message; `-` reads it from standard input, `@FILE` from a
         /// file (`@@...` sends a leading `@`). A message that starts like
@@ -59,25 +65,38 @@ pub enum AgentCommand {
         follow: bool,
     },
     /// An agent's messages and replies, oldest first.
-    Messages { agent: String },
+    Messages {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// What the agent's brain would see now beside the next message: its
     /// context within its budget, and the running summary.
-    Context { agent: String },
+    Context {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// Archive public agents and clean up each one's whole private
     /// subtree: the ones named, or every live one --name or --instance
     /// picks.
     Archive(archive::ArchiveArgs),
     /// Cancel the agent's current turn and pause it.
     Abort {
+        /// The agent: its name or id.
         agent: String,
         /// Only if this is still the current run.
         #[arg(long)]
         run: Option<String>,
     },
     /// Stop starting turns (messages still queue), across restarts.
-    Pause { agent: String },
+    Pause {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// Start turns again after `pause`.
-    Resume { agent: String },
+    Resume {
+        /// The agent: its name or id.
+        agent: String,
+    },
 }
 
 pub(super) async fn agent_command(

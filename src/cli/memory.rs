@@ -18,7 +18,9 @@ pub enum MemoryCommand {
     /// The agent's notes and handled messages best matching QUERY, best
     /// first.
     Search {
+        /// The agent: its name or id.
         agent: String,
+        /// Words to search for, ranked by full-text relevance.
         query: String,
         /// Hits, 1 to 50.
         #[arg(long, default_value_t = 10)]
@@ -29,11 +31,17 @@ pub enum MemoryCommand {
         kinds: Vec<String>,
     },
     /// Every note the agent keeps, oldest first.
-    List { agent: String },
+    List {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// Keep a note in a public agent's memory (same key: replaced).
     Write {
+        /// The agent: its name or id.
         agent: String,
+        /// The note's text.
         text: String,
+        /// The note's key; a note with the same key is replaced.
         #[arg(long)]
         key: Option<String>,
         /// A tag; repeat for more.

@@ -1,6 +1,10 @@
 //! Help that teaches: each command's own flags apart from the global
 //! client flags, `serve`'s flags by topic, and completion scripts for
-//! bash, zsh and fish generated from the same command line.
+//! bash, zsh and fish generated from the same command line; every command
+//! and argument described.
+
+use clap::CommandFactory;
+use holarchy::cli::Cli;
 
 use crate::cli::Holarchy;
 
@@ -57,4 +61,29 @@ async fn completions_are_printed_for_bash_zsh_and_fish() {
     assert!(help.contains(".config/fish/completions"), "{help}");
     let refused = cli.fails(&["completions", "tcsh"]);
     assert!(refused.contains("invalid value"), "{refused}");
+}
+
+/// Every argument and command of `command` and below without a
+/// description, as `holarchy agent send agent`.
+fn undescribed(command: &clap::Command, path: &str, found: &mut Vec<String>) {
+    for arg in command.get_arguments() {
+        let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+        if !arg.is_hide_set() && !builtin && arg.get_help().is_none() {
+            found.push(format!("{path} {}", arg.get_id()));
+        }
+    }
+    for sub in command.get_subcommands() {
+        let path = format!("{path} {}", sub.get_name());
+        if sub.get_about().is_none() && sub.get_name() != "help" {
+            found.push(format!("{path} (the command)"));
+        }
+        undescribed(sub, &path, found);
+    }
+}
+
+#[tokio::test]
+async fn every_command_and_argument_is_described() {
+    let mut found = Vec::new();
+    undescribed(&Cli::command(), "holarchy", &mut found);
+    assert!(found.is_empty(), "no description:\n{}", found.join("\n"));
 }
