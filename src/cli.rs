@@ -51,6 +51,42 @@ use crate::daemon::{self, GivenToken, SOCKET_FILE, TOKEN_FILE};
 use failure::{CliError, Kind, Place, Reporter, TokenOrigin};
 use output::Output;
 
+// Examples under the main commands' help: what a first use looks like,
+// beside the flags (the README's tour runs the same commands).
+const SERVE_EXAMPLES: &str = "Examples:
+  holarchy serve                                    # data in the platform's data directory
+  holarchy serve --data-dir /srv/holarchy --listen 127.0.0.1:7420
+  OPENAI_API_KEY=sk-... holarchy serve --brain-openai-url https://api.openai.com/v1 --brain-model gpt-4o-mini
+  RUST_LOG=debug holarchy serve                     # more of the daemon's log";
+const AGENT_EXAMPLES: &str = "Examples:
+  holarchy agent create ops --message hello
+  holarchy agent send ops \"check the build\"
+  echo '{\"reply\":\"on it\"}' | holarchy agent send ops -
+  holarchy agent messages ops                       # replies, and why a turn failed
+  holarchy agent list --all --state archived
+  holarchy agent archive --name bench-              # every live agent whose name starts so";
+const EVENTS_EXAMPLES: &str = "Examples:
+  holarchy events --follow                          # keep watching
+  holarchy events --agent ops --after 1200
+  holarchy --json events | jq 'select(.kind == \"run_finished\")'";
+const BENCH_EXAMPLES: &str =
+    "Examples (on a scratch daemon: its agents stay, and --restart kills it):
+  holarchy serve --data-dir /tmp/holarchy-bench &
+  holarchy --data-dir /tmp/holarchy-bench bench idle --agents 100000
+  holarchy --data-dir /tmp/holarchy-bench bench turns --agents 1000 --messages 30000 --cleanup";
+const TREE_EXAMPLES: &str = "Examples:
+  holarchy tree                                     # every agent, task and wait
+  holarchy tree ops --depth 2                       # ops's subtree, two levels down";
+const TASK_EXAMPLES: &str = "Examples:
+  holarchy task list ops
+  holarchy task output TASK_ID --follow             # a command's output as it runs
+  holarchy task input TASK_ID '{\"reply\":\"done\",\"done\":true}'
+  holarchy task stop TASK_ID                        # a child and its whole subtree";
+const INSTANCE_EXAMPLES: &str = "Examples:
+  holarchy instance apply triage.toml               # created; again: unchanged; edited: updated
+  holarchy instance get triage
+  holarchy instance delete triage";
+
 /// The heading of the flags every command takes, so each subcommand's
 /// own flags are not lost among them.
 const GLOBAL: &str = "Global options";
@@ -100,13 +136,15 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon in the foreground.
+    #[command(after_help = SERVE_EXAMPLES)]
     Serve(Box<ServeArgs>),
     /// Create, list, inspect and message agents.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = AGENT_EXAMPLES)]
     Agent(AgentCommand),
     /// Print the event log (cursor, time in UTC, agent, kind, what); with
     /// --follow, keep printing new events. A failure is marked `!` with
     /// its reason.
+    #[command(after_help = EVENTS_EXAMPLES)]
     Events {
         /// Start after this cursor (0: from the beginning).
         #[arg(long, default_value_t = 0)]
@@ -130,10 +168,11 @@ pub enum Command {
         agent: String,
     },
     /// Load tools that drive a running daemon.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = BENCH_EXAMPLES)]
     Bench(BenchCommand),
     /// The supervision tree, like pstree: agents, task handles, and whether
     /// each actor is alive; private agents marked.
+    #[command(after_help = TREE_EXAMPLES)]
     Tree {
         /// Only this agent's subtree (id or name).
         agent: Option<String>,
@@ -143,7 +182,7 @@ pub enum Command {
         depth: Option<u32>,
     },
     /// Task handles: how parents supervise their private children.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = TASK_EXAMPLES)]
     Task(TaskCommand),
     /// Work items: what agents are trying to accomplish.
     #[command(subcommand)]
@@ -156,7 +195,7 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Instances: agents composed from a role, ingress, skills and
     /// constraints, applied from a manifest.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = INSTANCE_EXAMPLES)]
     Instance(InstanceCommand),
     /// Tool calls waiting for an operator's approval (an instance's
     /// `require_approval`).

@@ -27,6 +27,16 @@ async fn global_flags_have_their_own_heading_and_serve_groups_its_flags() {
     let global = section(&send, "Global options:");
     assert!(global.iter().any(|l| l.contains("--addr")), "{send}");
 
+    for command in [
+        "serve", "agent", "events", "bench", "tree", "task", "instance",
+    ] {
+        let help = cli.ok(&[command, "--help"]);
+        assert!(
+            help.contains("Examples") && help.contains(&format!("holarchy {command}")),
+            "{command} --help has examples:\n{help}"
+        );
+    }
+
     let serve = cli.ok(&["serve", "--help"]);
     for (heading, flag) in [
         ("Network:", "--listen"),
