@@ -79,6 +79,13 @@ pub enum AgentCommand {
     /// subtree: the ones named, or every live one --name or --instance
     /// picks.
     Archive(archive::ArchiveArgs),
+    /// Purge an archived agent and its private descendants, as `docker
+    /// rm` removes a stopped container: their records go and the name is
+    /// free again; their history stays in the event log.
+    Delete {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// Cancel the agent's current turn and pause it.
     Abort {
         /// The agent: its name or id.
@@ -192,6 +199,17 @@ pub(super) async fn agent_command(
             out.sent(&sent);
         }
         AgentCommand::Archive(args) => return archive::archive(clients, args, out).await,
+        AgentCommand::Delete { agent } => {
+            let agent_id = resolve(&mut clients, agent).await?;
+            let done = clients
+                .agents
+                .delete_agent(pb::DeleteAgentRequest {
+                    agent_id: agent_id.clone(),
+                })
+                .await?
+                .into_inner();
+            out.deleted(&agent_id, done.agents);
+        }
         AgentCommand::Abort { agent, run } => {
             let agent_id = resolve(&mut clients, agent).await?;
             let request = pb::AbortRunRequest {

@@ -220,6 +220,11 @@ impl Reporter {
         let hint = match grpc.as_deref() {
             Some("unauthenticated") => Some(self.token_hint()),
             Some("unavailable") => Some(self.start_hint()),
+            Some("already exists") => Some(
+                "`holarchy agent list --all` shows who holds the name; an archived agent frees \
+                 it with `holarchy agent delete NAME`"
+                    .to_owned(),
+            ),
             _ => None,
         };
         Report {

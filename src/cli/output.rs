@@ -350,6 +350,15 @@ impl Output {
             // would say only "failed" or the tool's name.
             let text = match super::run_errors::problem(e) {
                 Some(problem) => format!("! {problem}"),
+                None if e.kind == "agent_state_changed" => {
+                    // The state alone hides why (archived, failed,
+                    // deleted); the reason is in the detail.
+                    let detail: Value = serde_json::from_str(&e.detail_json).unwrap_or_default();
+                    match detail["reason"].as_str().filter(|r| !r.is_empty()) {
+                        Some(reason) => format!("{} ({})", one_line(&e.text), one_line(reason)),
+                        None => one_line(&e.text).into_owned(),
+                    }
+                }
                 None => one_line(&e.text).into_owned(),
             };
             say!(
@@ -436,6 +445,14 @@ impl Output {
                 done.agents,
                 done.tasks
             );
+        }
+    }
+
+    pub fn deleted(&self, agent_id: &str, agents: u32) {
+        if self.json {
+            say!("{}", json!({ "agent_id": agent_id, "agents": agents }));
+        } else {
+            say!("deleted {agent_id}: {agents} agents");
         }
     }
 

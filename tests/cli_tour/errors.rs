@@ -124,6 +124,10 @@ async fn each_kind_of_refusal_has_its_own_exit_code() {
     cli.ok(&["agent", "create", "twice"]);
     let taken = failed(&cli.run(&["agent", "create", "twice"]), PRECONDITION);
     assert!(taken.contains("already exists"), "{taken}");
+    assert!(
+        taken.contains("holarchy agent delete"),
+        "says what frees it: {taken}"
+    );
 
     failed(&cli.run(&["task", "get", "not-a-task-id"]), INVALID);
 }

@@ -153,3 +153,50 @@ async fn tree_counts_every_page_it_joins() {
         "{summary}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_purges_an_archived_agent_and_its_private_children_and_frees_its_name() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut daemon = Daemon::start(&data_dir(&root)).await;
+    let cli = Holarchy::data_dir(&daemon.data_dir);
+    let ops = last_word(&cli.ok(&["agent", "create", "ops"]));
+    let spawn = r#"{"tool_calls":[{"name":"SpawnAgent","input":{"preset":"private_delegator","initial_message":"lead the audit"}}]}"#;
+    cli.ok(&["agent", "send", "ops", spawn]);
+    let child = crate::cli::until("ops's child", || {
+        cli.json(&["agent", "list", "--include-private"])
+            .iter()
+            .find(|a| a["supervisor_agent_id"] == ops.as_str())
+            .map(|a| a["agent_id"].as_str().expect("an id").to_owned())
+    });
+    cli.ok(&["agent", "create", "bystander"]);
+
+    // Only an archived agent can be deleted.
+    let live = cli.run(&["agent", "delete", "ops"]);
+    assert_eq!(live.status.code(), Some(7), "{}", live.stderr);
+    assert!(live.stderr.contains("archive it first"), "{}", live.stderr);
+
+    cli.ok(&["agent", "archive", "ops"]);
+    let deleted = cli.json_one(&["agent", "delete", "ops"]);
+    assert_eq!(deleted["agent_id"], ops.as_str());
+    assert_eq!(deleted["agents"], 2, "ops and its private child");
+    for gone in [&ops, &child] {
+        assert_eq!(cli.run(&["agent", "get", gone]).status.code(), Some(4));
+    }
+    let everyone = cli.json(&["agent", "list", "--all", "--include-private"]);
+    assert_eq!(everyone.len(), 1, "only the bystander: {everyone:?}");
+
+    // The name is free again, and a restart recovers what is left.
+    let again = last_word(&cli.ok(&["agent", "create", "ops"]));
+    assert_ne!(again, ops);
+    daemon.terminate(std::time::Duration::from_secs(20)).await;
+    let daemon = Daemon::start(&daemon.data_dir.clone()).await;
+    let cli = Holarchy::data_dir(&daemon.data_dir);
+    assert_eq!(names(&cli, &["--all"]), ["bystander", "ops"]);
+    assert_eq!(
+        cli.json_one(&["agent", "get", "ops"])["agent_id"],
+        again.as_str()
+    );
+    assert_eq!(cli.run(&["agent", "get", &ops]).status.code(), Some(4));
+    let events = cli.ok(&["events", "--agent", &ops]);
+    assert!(events.contains("deleted"), "its history stays: {events}");
+}

@@ -76,6 +76,10 @@ const COVERED: &[(&str, &str)] = &[
         "tour::the_readme_tour_runs_top_to_bottom_on_one_daemon",
     ),
     (
+        "agent delete",
+        "lifecycle::delete_purges_an_archived_agent_and_its_private_children_and_frees_its_name",
+    ),
+    (
         "agent list --all",
         "lifecycle::agent_list_hides_archived_agents_unless_asked_and_filters_by_state_and_name",
     ),

@@ -413,6 +413,30 @@ impl Runtime {
         Ok(record)
     }
 
+    /// Purges archived agents (`agent delete`: a public one and its
+    /// private descendants) in one commit, each with an
+    /// `agent_state_changed` event that says so. The store refuses the
+    /// whole commit ([`StoreError::Precondition`]) if any of them is not
+    /// archived. Archived agents have no actors and no live descendants,
+    /// so no supervisor's structure changes and no lock is taken; a
+    /// cleanup still finishing skips a record that is gone.
+    pub async fn delete_archived(&self, records: Vec<AgentRecord>) -> Result<(), StoreError> {
+        let mut batch = Batch::new();
+        for record in records {
+            batch = batch
+                .event(
+                    record.id,
+                    EventKind::AgentStateChanged {
+                        state: LifecycleState::Archived,
+                        reason: "deleted: its record purged and its name freed".into(),
+                    },
+                )
+                .write(Write::DeleteAgent(record));
+        }
+        self.ctx.store.commit(batch)?;
+        self.ctx.store.durable().await
+    }
+
     /// Stops every actor, top-down, within `timeout`. Pending work stays in
     /// the store and resumes on the next start. The turns this cuts short
     /// go back on their queues with their attempts given back, durably
