@@ -6,8 +6,10 @@ mod agents;
 mod approvals;
 mod bench;
 mod brain_args;
+mod connect;
 mod connection_args;
 mod context;
+mod examples;
 mod export;
 pub mod failure;
 mod follow;
@@ -46,46 +48,13 @@ use holarchy_actors::secrets::Secrets;
 use tokio_stream::StreamExt;
 
 use crate::api::pb;
-use crate::client::{self, Clients, Target};
-use crate::daemon::{self, GivenToken, SOCKET_FILE, TOKEN_FILE};
-use failure::{CliError, Kind, Place, Reporter, TokenOrigin};
+use crate::client::Clients;
+use crate::daemon::{self, GivenToken};
+use examples::{
+    AGENT_EXAMPLES, BENCH_EXAMPLES, EVENTS_EXAMPLES, INSTANCE_EXAMPLES, SERVE_EXAMPLES,
+    TASK_EXAMPLES, TREE_EXAMPLES,
+};
 use output::Output;
-
-// Examples under the main commands' help: what a first use looks like,
-// beside the flags (the README's tour runs the same commands).
-const SERVE_EXAMPLES: &str = "Examples:
-  holarchy serve                                    # data in the platform's data directory
-  holarchy serve --data-dir /srv/holarchy --listen 127.0.0.1:7420
-  OPENAI_API_KEY=sk-... holarchy serve --brain-openai-url https://api.openai.com/v1 --brain-model gpt-4o-mini
-  RUST_LOG=debug holarchy serve                     # more of the daemon's log";
-const AGENT_EXAMPLES: &str = "Examples:
-  holarchy agent create ops --message hello
-  holarchy agent send ops \"check the build\"
-  echo '{\"reply\":\"on it\"}' | holarchy agent send ops -
-  holarchy agent messages ops                       # replies, and why a turn failed
-  holarchy agent list --all --state archived
-  holarchy agent archive --name bench-              # every live agent whose name starts so";
-const EVENTS_EXAMPLES: &str = "Examples:
-  holarchy events --follow                          # keep watching
-  holarchy events --agent ops --after 1200
-  holarchy --json events | jq 'select(.kind == \"run_finished\")'";
-const BENCH_EXAMPLES: &str =
-    "Examples (on a scratch daemon: its agents stay, and --restart kills it):
-  holarchy serve --data-dir /tmp/holarchy-bench &
-  holarchy --data-dir /tmp/holarchy-bench bench idle --agents 100000
-  holarchy --data-dir /tmp/holarchy-bench bench turns --agents 1000 --messages 30000 --cleanup";
-const TREE_EXAMPLES: &str = "Examples:
-  holarchy tree                                     # every agent, task and wait
-  holarchy tree ops --depth 2                       # ops's subtree, two levels down";
-const TASK_EXAMPLES: &str = "Examples:
-  holarchy task list ops
-  holarchy task output TASK_ID --follow             # a command's output as it runs
-  holarchy task input TASK_ID '{\"reply\":\"done\",\"done\":true}'
-  holarchy task stop TASK_ID                        # a child and its whole subtree";
-const INSTANCE_EXAMPLES: &str = "Examples:
-  holarchy instance apply triage.toml               # created; again: unchanged; edited: updated
-  holarchy instance get triage
-  holarchy instance delete triage";
 
 /// The heading of the flags every command takes, so each subcommand's
 /// own flags are not lost among them.
@@ -349,85 +318,6 @@ impl Cli {
             .clone()
             .unwrap_or_else(daemon::default_data_dir)
     }
-
-    fn socket(&self) -> PathBuf {
-        self.socket
-            .clone()
-            .unwrap_or_else(|| self.data_dir().join(SOCKET_FILE))
-    }
-
-    /// Where a TCP client's token comes from: given, else the named data
-    /// directory's token file (the daemon on this host wrote it there).
-    fn token_origin(&self) -> TokenOrigin {
-        if self.token.is_some() {
-            return TokenOrigin::Given;
-        }
-        match &self.data_dir {
-            Some(dir) => {
-                let path = dir.join(TOKEN_FILE);
-                if path.exists() {
-                    TokenOrigin::File(path)
-                } else {
-                    TokenOrigin::Missing(Some(path))
-                }
-            }
-            None => TokenOrigin::Missing(None),
-        }
-    }
-
-    /// Where this client looks for its daemon, for a failure's hint.
-    pub fn reporter(&self) -> Reporter {
-        let place = match &self.addr {
-            Some(addr) => Place::Tcp {
-                addr: addr.clone(),
-                token: self.token_origin(),
-            },
-            None => Place::Unix {
-                data_dir: self.data_dir.clone(),
-                named: self.socket.is_some(),
-            },
-        };
-        Reporter {
-            json: self.json,
-            place,
-        }
-    }
-
-    async fn connect(&self) -> anyhow::Result<Clients> {
-        client::connect(&self.target()?).await
-    }
-
-    fn target(&self) -> anyhow::Result<Target> {
-        let Some(addr) = &self.addr else {
-            return Ok(Target::Unix(self.socket()));
-        };
-        let url = client::tcp_url(addr)?;
-        let token = match self.token_origin() {
-            TokenOrigin::Given => self.token.clone(),
-            TokenOrigin::File(path) => Some(read_token(&path)?),
-            TokenOrigin::Missing(_) => None,
-        };
-        Ok(Target::Tcp { url, token })
-    }
-}
-
-/// The token in a token file, bounded: a real one is 64 bytes.
-fn read_token(path: &std::path::Path) -> anyhow::Result<String> {
-    use std::io::Read as _;
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(4096).read_to_string(&mut text))
-        .map_err(|err| {
-            let kind = match err.kind() {
-                std::io::ErrorKind::PermissionDenied => Kind::Denied,
-                _ => Kind::Failed,
-            };
-            CliError::new(
-                kind,
-                format!("cannot read the token file {}: {err}", path.display()),
-            )
-        })?;
-    Ok(text.trim().to_owned())
 }
 
 /// Runs the parsed command line.
