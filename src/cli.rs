@@ -6,14 +6,19 @@ mod agents;
 mod approvals;
 mod bench;
 mod brain_args;
+mod connect;
 mod connection_args;
 mod context;
+mod examples;
 mod export;
+pub mod failure;
 mod follow;
 mod instances;
 mod limit_args;
 mod memory;
+mod message_text;
 mod output;
+mod run_errors;
 mod serve;
 mod tasks;
 mod top;
@@ -43,9 +48,17 @@ use holarchy_actors::secrets::Secrets;
 use tokio_stream::StreamExt;
 
 use crate::api::pb;
-use crate::client::{self, Clients, Target};
-use crate::daemon::{self, GivenToken, SOCKET_FILE};
+use crate::client::Clients;
+use crate::daemon::{self, GivenToken};
+use examples::{
+    AGENT_EXAMPLES, BENCH_EXAMPLES, EVENTS_EXAMPLES, INSTANCE_EXAMPLES, SERVE_EXAMPLES,
+    TASK_EXAMPLES, TREE_EXAMPLES,
+};
 use output::Output;
+
+/// The heading of the flags every command takes, so each subcommand's
+/// own flags are not lost among them.
+const GLOBAL: &str = "Global options";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -55,25 +68,35 @@ use output::Output;
 )]
 pub struct Cli {
     /// Data directory of the daemon (the socket lives there too).
-    #[arg(long, global = true, env = "HOLARCHY_DATA_DIR")]
+    #[arg(long, global = true, env = "HOLARCHY_DATA_DIR", help_heading = GLOBAL)]
     pub data_dir: Option<PathBuf>,
     /// Talk to the daemon at this Unix socket instead of <data-dir>/holarchy.sock.
-    #[arg(long, global = true, env = "HOLARCHY_SOCKET")]
+    #[arg(long, global = true, env = "HOLARCHY_SOCKET", help_heading = GLOBAL)]
     pub socket: Option<PathBuf>,
-    /// Talk to the daemon over TCP at this URL, e.g. http://127.0.0.1:7420.
-    #[arg(long, global = true, env = "HOLARCHY_ADDR")]
+    /// Talk to the daemon over TCP at HOST:PORT (or http://HOST:PORT), as
+    /// its `serve --listen` gives it. There is no TLS yet: https:// is
+    /// refused rather than sending the token in clear.
+    #[arg(long, global = true, env = "HOLARCHY_ADDR", help_heading = GLOBAL)]
     pub addr: Option<String>,
-    /// Bearer token for TCP (see <data-dir>/token). `serve` refuses one
+    /// Bearer token for TCP. Without it, a client given --data-dir reads
+    /// <data-dir>/token (the daemon writes it there). `serve` refuses one
     /// shorter than 16 bytes, and warns when it is given here: other
     /// processes can read the command line, so prefer HOLARCHY_TOKEN or the
     /// token file.
-    #[arg(long, global = true, env = "HOLARCHY_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "HOLARCHY_TOKEN",
+        hide_env_values = true,
+        help_heading = GLOBAL
+    )]
     pub token: Option<String>,
     /// Whether `token` came from `--token` rather than the environment.
     #[arg(skip)]
     pub token_on_command_line: bool,
-    /// Print JSON, one object per line, for scripts.
-    #[arg(long, global = true)]
+    /// Print JSON, one object per line, for scripts (errors too, on
+    /// stderr).
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
     #[command(subcommand)]
     pub command: Command,
@@ -82,15 +105,20 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the daemon in the foreground.
+    #[command(after_help = SERVE_EXAMPLES)]
     Serve(Box<ServeArgs>),
     /// Create, list, inspect and message agents.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = AGENT_EXAMPLES)]
     Agent(AgentCommand),
-    /// Print the event log; with --follow, keep printing new events.
+    /// Print the event log (cursor, time in UTC, agent, kind, what); with
+    /// --follow, keep printing new events. A failure is marked `!` with
+    /// its reason.
+    #[command(after_help = EVENTS_EXAMPLES)]
     Events {
         /// Start after this cursor (0: from the beginning).
         #[arg(long, default_value_t = 0)]
         after: u64,
+        /// Keep printing new events as they come.
         #[arg(long, short)]
         follow: bool,
         /// Only this agent's events (id or name).
@@ -104,12 +132,16 @@ pub enum Command {
     /// table, up/down select, enter the selected agent's subtree, esc back.
     Top(top::TopArgs),
     /// An agent's tool catalog.
-    Tools { agent: String },
+    Tools {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// Load tools that drive a running daemon.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = BENCH_EXAMPLES)]
     Bench(BenchCommand),
     /// The supervision tree, like pstree: agents, task handles, and whether
     /// each actor is alive; private agents marked.
+    #[command(after_help = TREE_EXAMPLES)]
     Tree {
         /// Only this agent's subtree (id or name).
         agent: Option<String>,
@@ -119,7 +151,7 @@ pub enum Command {
         depth: Option<u32>,
     },
     /// Task handles: how parents supervise their private children.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = TASK_EXAMPLES)]
     Task(TaskCommand),
     /// Work items: what agents are trying to accomplish.
     #[command(subcommand)]
@@ -132,7 +164,7 @@ pub enum Command {
     Export(export::ExportArgs),
     /// Instances: agents composed from a role, ingress, skills and
     /// constraints, applied from a manifest.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = INSTANCE_EXAMPLES)]
     Instance(InstanceCommand),
     /// Tool calls waiting for an operator's approval (an instance's
     /// `require_approval`).
@@ -151,16 +183,34 @@ pub enum Command {
     #[command(subcommand)]
     Memory(MemoryCommand),
     /// Run a call waiting for approval, once, as its agent.
-    Approve { approval_id: String },
+    Approve {
+        /// The approval's id (`approvals` lists them).
+        approval_id: String,
+    },
     /// Refuse a call waiting for approval; the agent reads the reason.
     Deny {
+        /// The approval's id (`approvals` lists them).
         approval_id: String,
+        /// Why: the agent reads it.
         #[arg(long)]
         reason: String,
     },
+    /// Print a shell completion script (bash, zsh or fish).
+    ///
+    /// Install it where the shell looks: `holarchy completions bash >
+    /// ~/.local/share/bash-completion/completions/holarchy`, `holarchy
+    /// completions zsh > "${fpath[1]}/_holarchy"`, or `holarchy
+    /// completions fish > ~/.config/fish/completions/holarchy.fish`.
+    Completions {
+        /// The shell that reads the script.
+        shell: clap_complete::Shell,
+    },
     /// Deliver an external trigger, as a machine would.
     Trigger {
+        /// The trigger's token, as `CreateExternalTrigger` gave it to the
+        /// agent.
         token: String,
+        /// What to deliver: the agent gets it as a message.
         payload: String,
         /// Makes retries safe: the same key is delivered once.
         #[arg(long)]
@@ -179,7 +229,10 @@ impl Command {
 pub enum ApprovalsCommand {
     /// One approval, whole: where its call runs and its entire input,
     /// escaped (the listing shows only the input's start).
-    Show { approval_id: String },
+    Show {
+        /// The approval's id (`approvals` lists them).
+        approval_id: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -194,11 +247,18 @@ pub enum BenchCommand {
 #[derive(Debug, Subcommand)]
 pub enum TaskCommand {
     /// Tasks an agent owns.
-    List { agent: String },
+    List {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// One task.
-    Get { task_id: String },
+    Get {
+        /// The task's id (`task list AGENT` shows them).
+        task_id: String,
+    },
     /// Its result, or its progress while it runs.
     Output {
+        /// The task's id (`task list AGENT` shows them).
         task_id: String,
         /// Byte offset into a command's output.
         #[arg(long, default_value_t = 0)]
@@ -214,9 +274,18 @@ pub enum TaskCommand {
         raw: bool,
     },
     /// Follow-up input to the supervised child.
-    Input { task_id: String, text: String },
+    Input {
+        /// The task's id (`task list AGENT` shows them).
+        task_id: String,
+        /// The input; `-` reads it from standard input, `@FILE` from a
+        /// file (`@@...` sends a leading `@`).
+        text: String,
+    },
     /// Stop it: for a child agent, the child and its whole subtree.
-    Stop { task_id: String },
+    Stop {
+        /// The task's id (`task list AGENT` shows them).
+        task_id: String,
+    },
 }
 
 impl Cli {
@@ -249,20 +318,6 @@ impl Cli {
             .clone()
             .unwrap_or_else(daemon::default_data_dir)
     }
-
-    fn target(&self) -> Target {
-        if let Some(url) = &self.addr {
-            return Target::Tcp {
-                url: url.clone(),
-                token: self.token.clone(),
-            };
-        }
-        Target::Unix(
-            self.socket
-                .clone()
-                .unwrap_or_else(|| self.data_dir().join(SOCKET_FILE)),
-        )
-    }
 }
 
 /// Runs the parsed command line.
@@ -273,7 +328,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             serve::serve(args, cli.data_dir(), cli.given_token(), secrets).await
         }
         Command::Agent(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             agent_command(clients, command, &out).await
         }
         Command::Events {
@@ -281,7 +336,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             follow,
             agent,
         } => {
-            let mut clients = client::connect(&cli.target()).await?;
+            let mut clients = cli.connect().await?;
             let agent_id = match agent {
                 Some(agent) => resolve(&mut clients, agent).await?,
                 None => String::new(),
@@ -301,13 +356,12 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Tree { agent, depth } => {
-            let mut clients = client::connect(&cli.target()).await?;
+            let mut clients = cli.connect().await?;
             let agent_id = match agent {
                 Some(agent) => resolve(&mut clients, agent).await?,
                 None => String::new(),
             };
-            // Pages are joined into one tree; the counts of the last page
-            // are the whole tree's.
+            // Pages are joined into one tree.
             let mut tree = pb::GetTreeResponse::default();
             loop {
                 let page = clients
@@ -329,11 +383,19 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                     break;
                 }
             }
+            // A page's counts cover only its part of the walk (the last
+            // of 40,005 roots said "5 agents"): the joined tree is counted
+            // from the nodes it holds.
+            let count = |kind: &str| {
+                let n = tree.nodes.iter().filter(|n| n.node_type == kind).count();
+                u32::try_from(n).unwrap_or(u32::MAX)
+            };
+            (tree.agents, tree.tasks, tree.waits) = (count("agent"), count("task"), count("wait"));
             out.tree(&tree);
             Ok(())
         }
         Command::Work(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             work::work_command(clients, command, &out).await
         }
         Command::Trigger {
@@ -341,7 +403,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             payload,
             dedupe_key,
         } => {
-            let mut clients = client::connect(&cli.target()).await?;
+            let mut clients = cli.connect().await?;
             let request = pb::DeliverTriggerRequest {
                 token: token.clone(),
                 payload: payload.clone(),
@@ -359,26 +421,26 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Task(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             task_command(clients, command, &out).await
         }
         Command::Workspace(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             workspaces::workspace_command(clients, command, &out).await
         }
         Command::Export(args) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             export::export(clients, args, &out).await
         }
         Command::Instance(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             instances::instance_command(clients, command, &out).await
         }
         Command::Approvals {
             command: Some(ApprovalsCommand::Show { approval_id }),
             ..
         } => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             approvals::show(clients, approval_id, &out).await
         }
         Command::Approvals {
@@ -386,28 +448,28 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             agent,
             all,
         } => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             approvals::list(clients, agent.as_deref(), *all, &out).await
         }
         Command::Memory(command) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             memory::memory_command(clients, command, &out).await
         }
         Command::Approve { approval_id } => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             approvals::approve(clients, approval_id, &out).await
         }
         Command::Deny {
             approval_id,
             reason,
         } => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             approvals::deny(clients, approval_id, reason, &out).await
         }
         Command::Bench(BenchCommand::Idle(args)) => bench::idle(&cli, args).await,
         Command::Bench(BenchCommand::Turns(args)) => bench::turns(&cli, args).await,
         Command::Tools { agent } => {
-            let mut clients = client::connect(&cli.target()).await?;
+            let mut clients = cli.connect().await?;
             let agent_id = resolve(&mut clients, agent).await?;
             let tools = clients
                 .agents
@@ -423,11 +485,20 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Top(args) => {
-            let clients = client::connect(&cli.target()).await?;
+            let clients = cli.connect().await?;
             top::run(clients, args, cli.json).await
         }
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                *shell,
+                &mut Cli::command(),
+                "holarchy",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
         Command::Status => {
-            let mut clients = client::connect(&cli.target()).await?;
+            let mut clients = cli.connect().await?;
             let status = clients
                 .runtime
                 .get_status(pb::GetStatusRequest {})

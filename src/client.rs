@@ -105,8 +105,62 @@ fn endpoint(uri: String) -> anyhow::Result<Endpoint> {
         .keep_alive_while_idle(false))
 }
 
+/// The daemon could not be reached at all: no call was made. Kept apart
+/// from a refusal so the CLI can say what to do (start the daemon, check
+/// the address) rather than quote the transport's layers.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot reach the daemon at {at}")]
+pub struct Unreachable {
+    /// The socket path or URL, as the user would type it.
+    pub at: String,
+    #[source]
+    pub source: tonic::transport::Error,
+}
+
+/// Why an `--addr` is refused before any connection.
+#[derive(Debug, thiserror::Error)]
+pub enum AddrError {
+    /// TLS is not implemented: speaking plain text to an `https://` URL
+    /// would send the bearer token in clear to whatever answers there.
+    #[error(
+        "--addr {0}: TLS is not supported yet, and the token must not go in clear to an \
+         https:// address; use http://HOST:PORT on a network you trust, or an SSH tunnel \
+         to the daemon's Unix socket"
+    )]
+    Tls(String),
+    #[error("--addr {0}: only http://HOST:PORT (or HOST:PORT) is understood")]
+    Scheme(String),
+    #[error("--addr is empty: give HOST:PORT, e.g. 127.0.0.1:7420")]
+    Empty,
+}
+
+/// The URL to dial for `--addr`: `HOST:PORT` means plain HTTP/2, as the
+/// daemon's `--listen` serves it; `http://` passes through; anything else
+/// is refused.
+pub fn tcp_url(addr: &str) -> Result<String, AddrError> {
+    let addr = addr.trim();
+    if addr.is_empty() {
+        return Err(AddrError::Empty);
+    }
+    let lower = addr.to_ascii_lowercase();
+    if lower.starts_with("https://") {
+        return Err(AddrError::Tls(addr.to_owned()));
+    }
+    if lower.starts_with("http://") {
+        return Ok(addr.to_owned());
+    }
+    if addr.contains("://") {
+        return Err(AddrError::Scheme(addr.to_owned()));
+    }
+    Ok(format!("http://{addr}"))
+}
+
 /// Opens a channel to the daemon.
 pub async fn channel(target: &Target) -> anyhow::Result<Channel> {
+    let unreachable = |source| Unreachable {
+        at: target_display(target),
+        source,
+    };
     match target {
         Target::Unix(path) => {
             let path = path.clone();
@@ -120,7 +174,7 @@ pub async fn channel(target: &Target) -> anyhow::Result<Channel> {
                     }
                 }))
                 .await
-                .with_context(|| format!("cannot reach the daemon at {}", target_display(target)))
+                .map_err(|err| unreachable(err).into())
         }
         // tonic sets TCP_NODELAY by default; said here because a response
         // held back by Nagle's algorithm waits for the peer's delayed
@@ -131,7 +185,7 @@ pub async fn channel(target: &Target) -> anyhow::Result<Channel> {
             .tcp_keepalive(Some(TCP_KEEPALIVE))
             .connect()
             .await
-            .with_context(|| format!("cannot reach the daemon at {url}")),
+            .map_err(|err| unreachable(err).into()),
     }
 }
 
@@ -190,4 +244,27 @@ pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
             .max_encoding_message_size(max),
         health: GrpcHealthClient::with_interceptor(channel, auth),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_without_a_scheme_is_plain_http() {
+        assert_eq!(
+            tcp_url("127.0.0.1:7420").expect("accepted"),
+            "http://127.0.0.1:7420"
+        );
+        assert_eq!(tcp_url("http://host:1").expect("accepted"), "http://host:1");
+    }
+
+    #[test]
+    fn an_https_address_is_refused_rather_than_spoken_to_in_clear() {
+        let err = tcp_url("HTTPS://host:443").expect_err("refused");
+        assert!(matches!(err, AddrError::Tls(_)), "{err}");
+        assert!(err.to_string().contains("TLS is not supported"), "{err}");
+        assert!(matches!(tcp_url("unix:///x"), Err(AddrError::Scheme(_))));
+        assert!(matches!(tcp_url(" "), Err(AddrError::Empty)));
+    }
 }

@@ -95,6 +95,9 @@ fn main() -> std::process::ExitCode {
     if let Err(err) = scrubbed {
         tracing::warn!(error = %err, "cannot scrub secrets from the process's initial environment");
     }
+    // Taken before `run` consumes the command line: a failure's hint says
+    // where the client looked.
+    let reporter = cli.reporter();
     let ran = runtime.block_on(cli::run(cli, secrets));
     if let Some(provider) = traces {
         // What is still batched goes out before the process ends.
@@ -104,28 +107,8 @@ fn main() -> std::process::ExitCode {
     }
     match ran {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(err) => {
-            // A refusal from the daemon reads best as its code and message.
-            // Messages may quote what an agent wrote: escaped like stdout.
-            let shown = match err.downcast_ref::<tonic::Status>() {
-                Some(status) => format!("{}: {}", code_name(status.code()), status.message()),
-                None => format!("{err:#}"),
-            };
-            eprintln!("holarchy: {}", cli::escape::block(&shown));
-            std::process::ExitCode::FAILURE
-        }
+        Err(err) => reporter.report(&err),
     }
-}
-
-fn code_name(code: tonic::Code) -> String {
-    format!("{code:?}")
-        .chars()
-        .enumerate()
-        .flat_map(|(i, c)| {
-            let sep = (i > 0 && c.is_uppercase()).then_some(' ');
-            sep.into_iter().chain(c.to_lowercase())
-        })
-        .collect()
 }
 
 /// ractor wraps each actor's whole life in an INFO span `Actor{id=..}`.

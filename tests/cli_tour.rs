@@ -16,14 +16,22 @@ mod builder;
 mod cli;
 #[path = "cli_tour/connect.rs"]
 mod connect;
+#[path = "cli_tour/errors.rs"]
+mod errors;
 #[path = "cli_tour/events.rs"]
 mod events;
 #[path = "cli_tour/export.rs"]
 mod export;
+#[path = "cli_tour/failures.rs"]
+mod failures;
+#[path = "cli_tour/help.rs"]
+mod help;
 #[path = "cli_tour/hostile_text.rs"]
 mod hostile_text;
 #[path = "cli_tour/instances.rs"]
 mod instances;
+#[path = "cli_tour/lifecycle.rs"]
+mod lifecycle;
 #[path = "cli_tour/memory.rs"]
 mod memory;
 #[path = "cli_tour/ops.rs"]
@@ -32,5 +40,7 @@ mod ops;
 mod readme;
 #[path = "cli_tour/signals.rs"]
 mod signals;
+#[path = "cli_tour/tour.rs"]
+mod tour;
 #[path = "cli_tour/workspaces.rs"]
 mod workspaces;

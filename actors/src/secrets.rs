@@ -289,7 +289,8 @@ impl Secrets {
                 | Write::PutIntent(_)
                 | Write::DeleteIntent(_)
                 | Write::PutWorkspaces(_)
-                | Write::AddUsage { .. } => {}
+                | Write::AddUsage { .. }
+                | Write::DeleteAgent(_) => {}
             }
         }
     }

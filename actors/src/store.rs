@@ -125,6 +125,14 @@ pub enum Write {
         agent_id: AgentId,
         usage: TokenUsage,
     },
+    /// Purges an archived agent (`agent delete`): its record, its name
+    /// (free again), its usage totals and its workspaces. Fails the whole
+    /// batch with [`StoreError::Precondition`] unless the stored agent is
+    /// archived, so nothing live or still being cleaned up as live is
+    /// ever removed. Its messages, tasks, waits and work items stay, no
+    /// longer reachable (every read of them starts from the agent); its
+    /// history stays in the event log.
+    DeleteAgent(AgentRecord),
 }
 
 /// Record writes and events that land together or not at all.

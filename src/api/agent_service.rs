@@ -22,6 +22,7 @@ use super::pb::agent_service_server::AgentService;
 use super::read_model::ReadModel;
 
 mod context_view;
+mod delete;
 mod events;
 mod replies;
 
@@ -208,6 +209,11 @@ impl AgentService for AgentApi {
             Some(config) => check_brain(convert::brain_from(config)?)?,
             None => None,
         };
+        let warnings = self
+            .runtime
+            .brain_warning(brain.as_ref())
+            .into_iter()
+            .collect();
         let agent_id = self
             .runtime
             .create_one(NewAgent {
@@ -221,6 +227,7 @@ impl AgentService for AgentApi {
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::CreateAgentResponse {
             agent_id: agent_id.to_string(),
+            warnings,
         }))
     }
 
@@ -442,6 +449,18 @@ impl AgentService for AgentApi {
         Ok(Response::new(pb::ArchiveAgentResponse {
             agents: outcome.agents as u32,
             tasks: outcome.tasks as u32,
+        }))
+    }
+
+    #[instrument(skip_all, fields(agent_id = %request.get_ref().agent_id))]
+    async fn delete_agent(
+        &self,
+        request: Request<pb::DeleteAgentRequest>,
+    ) -> Result<Response<pb::DeleteAgentResponse>, Status> {
+        let agent_id = parse_agent_id(&request.into_inner().agent_id)?;
+        let agents = delete::delete(self, agent_id).await?;
+        Ok(Response::new(pb::DeleteAgentResponse {
+            agents: agents as u32,
         }))
     }
 

@@ -108,9 +108,17 @@ impl InstanceService for InstanceApi {
             .apply_instance(req.manifest, files)
             .await
             .map_err(ApiError::from)?;
+        // No agent (an apply half-way): nothing to warn about yet.
+        let warnings = view
+            .agent
+            .as_ref()
+            .and_then(|agent| self.runtime.brain_warning(Some(&agent.brain)))
+            .into_iter()
+            .collect();
         Ok(Response::new(pb::ApplyInstanceResponse {
             instance: Some(self.view(&view).await),
             change: change.name().to_owned(),
+            warnings,
         }))
     }
 

@@ -4,8 +4,12 @@
 use anyhow::Context as _;
 use clap::Subcommand;
 
+mod archive;
+mod list;
+
 use super::output::Output;
-use super::{context, follow, resolve, BrainArgs};
+use super::run_errors::RunErrors;
+use super::{context, follow, message_text, resolve, BrainArgs};
 use crate::api::pb;
 use crate::client::Clients;
 
@@ -13,6 +17,7 @@ use crate::client::Clients;
 pub enum AgentCommand {
     /// Create a public named agent.
     Create {
+        /// Its name: unique among all agents, archived ones too.
         name: String,
         /// A first message for it.
         #[arg(long, short)]
@@ -31,27 +36,26 @@ pub enum AgentCommand {
     },
     /// Change what decides an agent's turns (from its next turn).
     Brain {
+        /// The agent: its name or id.
         agent: String,
         #[command(flatten)]
         brain: BrainArgs,
     },
-    /// List agents in creation order.
-    List {
-        #[arg(long)]
-        include_private: bool,
-        #[arg(long, default_value_t = 100)]
-        page_size: u32,
-        /// Follow page tokens to the end.
-        #[arg(long)]
-        all: bool,
-    },
+    /// List agents in creation order: live ones, or with --all archived
+    /// ones too.
+    List(list::ListArgs),
     /// Show one agent (id or name).
     Get {
+        /// The agent: its name or id.
         agent: String,
     },
     /// Send an operator message (public agents only).
     Send {
+        /// The agent: its name or id.
         agent: String,
+        /// The message; `-` reads it from standard input, `@FILE` from a
+        /// file (`@@...` sends a leading `@`). A message that starts like
+        /// JSON but does not parse is sent with a warning.
         text: String,
         /// Makes retries safe: the same key sends the message once.
         #[arg(long)]
@@ -62,19 +66,29 @@ pub enum AgentCommand {
     },
     /// An agent's messages and replies, oldest first.
     Messages {
+        /// The agent: its name or id.
         agent: String,
     },
     /// What the agent's brain would see now beside the next message: its
     /// context within its budget, and the running summary.
     Context {
+        /// The agent: its name or id.
         agent: String,
     },
-    /// Archive a public agent and clean up its whole private subtree.
-    Archive {
+    /// Archive public agents and clean up each one's whole private
+    /// subtree: the ones named, or every live one --name or --instance
+    /// picks.
+    Archive(archive::ArchiveArgs),
+    /// Purge an archived agent and its private descendants, as `docker
+    /// rm` removes a stopped container: their records go and the name is
+    /// free again; their history stays in the event log.
+    Delete {
+        /// The agent: its name or id.
         agent: String,
     },
     /// Cancel the agent's current turn and pause it.
     Abort {
+        /// The agent: its name or id.
         agent: String,
         /// Only if this is still the current run.
         #[arg(long)]
@@ -82,9 +96,12 @@ pub enum AgentCommand {
     },
     /// Stop starting turns (messages still queue), across restarts.
     Pause {
+        /// The agent: its name or id.
         agent: String,
     },
+    /// Start turns again after `pause`.
     Resume {
+        /// The agent: its name or id.
         agent: String,
     },
 }
@@ -111,7 +128,7 @@ pub(super) async fn agent_command(
                 .await?
                 .into_inner();
             if let Some(summary) = updated.agent {
-                out.agent_detail(&summary, None);
+                out.agent_detail(&summary, None, None);
             }
         }
         AgentCommand::Create {
@@ -133,39 +150,9 @@ pub(super) async fn agent_command(
                 .await?
                 .into_inner();
             out.created(name, &created.agent_id);
+            created.warnings.iter().for_each(|w| out.warn(w));
         }
-        AgentCommand::List {
-            include_private,
-            page_size,
-            all,
-        } => {
-            let mut page_token = String::new();
-            out.agent_table_header();
-            loop {
-                let page = clients
-                    .agents
-                    .list_agents(pb::ListAgentsRequest {
-                        page_size: *page_size,
-                        page_token: page_token.clone(),
-                        include_private: *include_private,
-                    })
-                    .await?
-                    .into_inner();
-                for agent in &page.agents {
-                    out.agent_row(agent);
-                }
-                if !*all || page.next_page_token.is_empty() {
-                    if !page.next_page_token.is_empty() {
-                        eprintln!(
-                            "more agents: use --all, or page token {}",
-                            page.next_page_token
-                        );
-                    }
-                    break;
-                }
-                page_token = page.next_page_token;
-            }
-        }
+        AgentCommand::List(args) => return list::list(clients, args, out).await,
         AgentCommand::Get { agent } => {
             let request = if agent.starts_with("agt_") {
                 pb::get_agent_request::Agent::AgentId(agent.clone())
@@ -180,7 +167,15 @@ pub(super) async fn agent_command(
                 .await?
                 .into_inner();
             if let Some(summary) = found.agent {
-                out.agent_detail(&summary, found.usage.as_ref());
+                // People see the last error here; scripts read events.
+                let last_error = if out.json {
+                    None
+                } else {
+                    RunErrors::recent(&mut clients, &summary.agent_id)
+                        .await?
+                        .last()
+                };
+                out.agent_detail(&summary, found.usage.as_ref(), last_error.as_deref());
             }
         }
         AgentCommand::Send {
@@ -189,10 +184,12 @@ pub(super) async fn agent_command(
             dedupe_key,
             follow,
         } => {
+            let text = message_text::read(text)?;
+            message_text::warn_if_broken_json(&text, out);
             let agent_id = resolve(&mut clients, agent).await?;
             let request = pb::SendMessageRequest {
                 agent_id: agent_id.clone(),
-                text: text.clone(),
+                text,
                 dedupe_key: dedupe_key.clone().unwrap_or_default(),
             };
             if *follow {
@@ -201,16 +198,17 @@ pub(super) async fn agent_command(
             let sent = clients.agents.send_message(request).await?.into_inner();
             out.sent(&sent);
         }
-        AgentCommand::Archive { agent } => {
+        AgentCommand::Archive(args) => return archive::archive(clients, args, out).await,
+        AgentCommand::Delete { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
             let done = clients
                 .agents
-                .archive_agent(pb::ArchiveAgentRequest {
+                .delete_agent(pb::DeleteAgentRequest {
                     agent_id: agent_id.clone(),
                 })
                 .await?
                 .into_inner();
-            out.archived(&agent_id, &done);
+            out.deleted(&agent_id, done.agents);
         }
         AgentCommand::Abort { agent, run } => {
             let agent_id = resolve(&mut clients, agent).await?;
@@ -245,6 +243,11 @@ pub(super) async fn agent_command(
         }
         AgentCommand::Messages { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
+            let errors = if out.json {
+                RunErrors::default()
+            } else {
+                RunErrors::collect(&mut clients, &agent_id, 0).await?
+            };
             let mut page_token = String::new();
             loop {
                 let page = clients
@@ -257,7 +260,7 @@ pub(super) async fn agent_command(
                     .await?
                     .into_inner();
                 for message in &page.messages {
-                    out.message(message);
+                    out.message(message, errors.of_run(&message.run_id));
                 }
                 if page.next_page_token.is_empty() {
                     break;

@@ -65,6 +65,38 @@ pub struct IdleArgs {
     /// HOLARCHY_TOKEN, else <data-dir>/token.
     #[arg(long, value_name = "URL")]
     pub compare_tcp: Option<String>,
+    /// At the end, archive the agents this run created (their children
+    /// with them), so `agent list` is as it was. Without it they stay:
+    /// run a bench on a daemon of its own (`serve --data-dir` a scratch
+    /// directory), not on the one you work with.
+    #[arg(long)]
+    pub cleanup: bool,
+}
+
+/// Says on stderr what a run left in the daemon, and archives it with
+/// `--cleanup` (over a new connection: a `--restart` replaced the
+/// daemon the old one spoke to).
+pub(super) async fn leave_or_clean(
+    target: &Target,
+    run: &str,
+    ids: &[String],
+    cleanup: bool,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    if cleanup {
+        let clients = client::connect(target).await?;
+        load::archive(&clients, ids, quiet).await?;
+        eprintln!(
+            "archived the {} agent(s) this run created (bench-{run}-*)",
+            ids.len()
+        );
+    } else {
+        eprintln!(
+            "this run left {} agent(s) in the daemon, named bench-{run}-*: --cleanup archives them at the end",
+            ids.len()
+        );
+    }
+    Ok(())
 }
 
 /// Agent counts at which latencies are sampled (besides N itself), so one
@@ -211,7 +243,7 @@ pub async fn idle(cli: &Cli, args: &IdleArgs) -> anyhow::Result<()> {
         "agents, batch, concurrency and samples must be positive"
     );
     let quiet = cli.json;
-    let target = cli.target();
+    let target = cli.target()?;
     let first = client::connect(&target).await?;
     let mut transports = transports(cli, args, &target, first).await?;
     let mut figures: Figures = vec![Map::new(); transports.len()];
@@ -338,7 +370,8 @@ pub async fn idle(cli: &Cli, args: &IdleArgs) -> anyhow::Result<()> {
         table::print(&report);
     }
     println!("{report}");
-    Ok(())
+    // Those archived above are gone from listings already.
+    leave_or_clean(&target, &run, &ids[args.archive..], args.cleanup, quiet).await
 }
 
 /// Archives `ids` and reads the daemon's memory once it settles, next to

@@ -22,19 +22,29 @@ mod beside;
 pub enum InstanceCommand {
     /// Create or update the instance a manifest (TOML) describes; applying
     /// the same file twice changes nothing.
-    Apply { file: PathBuf },
+    Apply {
+        /// The manifest; files it names are read from beside it.
+        file: PathBuf,
+    },
     /// Every instance.
     List,
     /// One instance: its role, brain, skills, context budget, MCP servers,
     /// ingress, constraints, agent.
-    Get { name: String },
+    Get {
+        /// The instance's name.
+        name: String,
+    },
     /// Archive the instance's agent and its private subtree, and forget
     /// the instance.
-    Delete { name: String },
+    Delete {
+        /// The instance's name.
+        name: String,
+    },
     /// Publish an event to an instance that takes `publish` ingress;
     /// stored once per dedupe key (a retry with the same key is delivered
     /// once) and queued for its agent.
     Publish {
+        /// The instance's name.
         name: String,
         /// The event's type, e.g. `release.cut`.
         #[arg(long = "type", value_name = "TYPE")]
@@ -42,6 +52,7 @@ pub enum InstanceCommand {
         /// Required: the same key again is the same event.
         #[arg(long)]
         dedupe_key: String,
+        /// What the event is about (the contract's `subject`).
         #[arg(long, default_value = "")]
         subject: String,
         /// Empty: the instance.
@@ -80,6 +91,7 @@ pub(super) async fn instance_command(
                     short(&instance.digest)
                 ));
             }
+            applied.warnings.iter().for_each(|w| out.warn(w));
         }
         InstanceCommand::List => {
             let list = clients

@@ -18,7 +18,9 @@ pub enum MemoryCommand {
     /// The agent's notes and handled messages best matching QUERY, best
     /// first.
     Search {
+        /// The agent: its name or id.
         agent: String,
+        /// Words to search for, ranked by full-text relevance.
         query: String,
         /// Hits, 1 to 50.
         #[arg(long, default_value_t = 10)]
@@ -29,11 +31,17 @@ pub enum MemoryCommand {
         kinds: Vec<String>,
     },
     /// Every note the agent keeps, oldest first.
-    List { agent: String },
+    List {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// Keep a note in a public agent's memory (same key: replaced).
     Write {
+        /// The agent: its name or id.
         agent: String,
+        /// The note's text.
         text: String,
+        /// The note's key; a note with the same key is replaced.
         #[arg(long)]
         key: Option<String>,
         /// A tag; repeat for more.
@@ -100,11 +108,14 @@ pub(super) async fn memory_command(
                         .or(line["message_id"].as_str())
                         .or(line["tool_call_id"].as_str())
                         .unwrap_or_default();
+                    // The daemon marks matches as markdown bold (`**`),
+                    // for pages and JSON; a terminal would show the stars.
+                    let snippet = hit.snippet.replace("**", "");
                     emit(format_args!(
                         "{id:<32} {:<12} {:>7.3} {}",
                         hit.kind,
                         hit.score,
-                        one_line(&hit.snippet)
+                        one_line(&snippet)
                     ));
                 }
             }
@@ -112,9 +123,8 @@ pub(super) async fn memory_command(
         MemoryCommand::List { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
             let mut page_token = String::new();
-            if !out.json {
-                emit(format_args!("{:<32} {:<20} TEXT", "NOTE", "KEY"));
-            }
+            // After the first page: a failed call prints no header.
+            let mut header = !out.json;
             // Pages are joined into one listing.
             loop {
                 let request = pb::ListMemoryRequest {
@@ -123,6 +133,9 @@ pub(super) async fn memory_command(
                     page_token,
                 };
                 let page = clients.memory.list_memory(request).await?.into_inner();
+                if std::mem::take(&mut header) {
+                    emit(format_args!("{:<32} {:<20} TEXT", "NOTE", "KEY"));
+                }
                 for note in &page.notes {
                     if out.json {
                         emit(note_json(note));

@@ -67,6 +67,15 @@ fn message_status(v: i32) -> String {
     enum_name(v, pb::MessageStatus::as_str_name, "MESSAGE_STATUS_")
 }
 
+/// When an event happened, to the second, in UTC (`Z`): the date too, as
+/// a log spans days. The client has no time zone database to say it in
+/// local time.
+fn event_time(at_ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(at_ms)
+        .map(|at| at.format("%m-%d %H:%M:%SZ").to_string())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
 fn or_dash(text: &str) -> &str {
     if text.is_empty() {
         "-"
@@ -131,6 +140,16 @@ pub(super) fn brain_json(kind: &pb::brain_config::Kind) -> Value {
 }
 
 impl Output {
+    /// A warning: the command did its work, but something will not go as
+    /// the user expects. On stderr, as JSON under `--json`.
+    pub fn warn(&self, warning: &str) {
+        if self.json {
+            eprintln!("{}", json!({ "warning": warning }));
+        } else {
+            eprintln!("holarchy: warning: {}", escape::block(warning));
+        }
+    }
+
     pub fn created(&self, name: &str, agent_id: &str) {
         if self.json {
             say!("{}", json!({ "agent_id": agent_id, "name": name }));
@@ -172,7 +191,12 @@ impl Output {
 
     /// One agent, with the tokens its turns spent when the answer has
     /// them (`agent get`).
-    pub fn agent_detail(&self, a: &pb::AgentSummary, usage: Option<&pb::AgentUsage>) {
+    pub fn agent_detail(
+        &self,
+        a: &pb::AgentSummary,
+        usage: Option<&pb::AgentUsage>,
+        last_error: Option<&str>,
+    ) {
         if self.json {
             let mut value = agent_json(a);
             if let Some(u) = usage {
@@ -253,6 +277,9 @@ impl Output {
         for wait in &a.waiting_on {
             say!("waiting on   {}", one_line(wait));
         }
+        if let Some(error) = last_error {
+            say!("last error   ! {error}");
+        }
         if let Some(u) = usage.filter(|u| u.turns > 0) {
             say!(
                 "tokens       {} prompt ({} cached), {} completion, over {} turn(s)",
@@ -277,7 +304,9 @@ impl Output {
         }
     }
 
-    pub fn message(&self, m: &pb::Message) {
+    /// One message; `problems` are its run's failure and tool errors
+    /// (see `run_errors`), shown under it for people.
+    pub fn message(&self, m: &pb::Message, problems: &[String]) {
         if self.json {
             say!(
                 "{}",
@@ -309,6 +338,9 @@ impl Output {
             if !m.reply.is_empty() {
                 say!("{:<30}  -> {}", "", indented(&m.reply, 35));
             }
+            for problem in problems {
+                say!("{:<30}  ! {problem}", "");
+            }
         }
     }
 
@@ -320,12 +352,28 @@ impl Output {
                 json!({ "cursor": e.cursor, "at_ms": e.at_ms, "agent_id": e.agent_id, "kind": e.kind, "detail": detail, "truncated_from_bytes": e.truncated_from_bytes })
             );
         } else {
+            // A failure is marked, with its reason, where the text alone
+            // would say only "failed" or the tool's name.
+            let text = match super::run_errors::problem(e) {
+                Some(problem) => format!("! {problem}"),
+                None if e.kind == "agent_state_changed" => {
+                    // The state alone hides why (archived, failed,
+                    // deleted); the reason is in the detail.
+                    let detail: Value = serde_json::from_str(&e.detail_json).unwrap_or_default();
+                    match detail["reason"].as_str().filter(|r| !r.is_empty()) {
+                        Some(reason) => format!("{} ({})", one_line(&e.text), one_line(reason)),
+                        None => one_line(&e.text).into_owned(),
+                    }
+                }
+                None => one_line(&e.text).into_owned(),
+            };
             say!(
-                "{:>8}  {}  {:<20}  {}",
+                "{:>8}  {}  {}  {:<20}  {}",
                 e.cursor,
+                event_time(e.at_ms),
                 or_dash(&e.agent_id),
                 e.kind,
-                one_line(&e.text)
+                text
             );
         }
     }
@@ -427,6 +475,14 @@ impl Output {
                 done.agents,
                 done.tasks
             );
+        }
+    }
+
+    pub fn deleted(&self, agent_id: &str, agents: u32) {
+        if self.json {
+            say!("{}", json!({ "agent_id": agent_id, "agents": agents }));
+        } else {
+            say!("deleted {agent_id}: {agents} agents");
         }
     }
 

@@ -17,58 +17,58 @@ use crate::daemon::{self, GivenToken, ServeConfig};
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Also serve gRPC on TCP at this address (requires the bearer token).
-    #[arg(long)]
+    #[arg(help_heading = "Network", long)]
     pub listen: Option<SocketAddr>,
     /// Seconds each shutdown step may take.
-    #[arg(long, default_value_t = 10)]
+    #[arg(help_heading = "Storage", long, default_value_t = 10)]
     pub shutdown_timeout: u64,
     /// Messages an agent may hold waiting before ingress is refused.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(help_heading = "Limits", long, default_value_t = 1024)]
     pub max_queue: usize,
     /// Restarts a supervisor grants a failing child within the period
     /// before it gives up (OTP's intensity).
-    #[arg(long, default_value_t = 3)]
+    #[arg(help_heading = "Limits", long, default_value_t = 3)]
     pub restart_max: u32,
     /// The restart period, in seconds.
-    #[arg(long, default_value_t = 5)]
+    #[arg(help_heading = "Limits", long, default_value_t = 5)]
     pub restart_period: u64,
     /// Root partitions: supervisor actors the public agents are spread
     /// over (default: one per core; at least 1, at most 1024).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(help_heading = "Limits", long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: Option<u16>,
     /// A folder of skills (one subfolder with a SKILL.md each); repeat for
     /// more. Where two hold a skill of the same name, the first wins.
-    #[arg(long = "skills-dir", value_name = "DIR")]
+    #[arg(help_heading = "Brains", long = "skills-dir", value_name = "DIR")]
     pub skills_dirs: Vec<PathBuf>,
     /// Bytes of output each command task keeps (oldest dropped first).
-    #[arg(long, default_value_t = 1024 * 1024)]
+    #[arg(help_heading = "Sandbox", long, default_value_t = 1024 * 1024)]
     pub output_capacity: u64,
     /// MiB of sled's page cache (it holds hot records in memory; its real
     /// footprint is about three times this).
-    #[arg(long, default_value_t = crate::store::sled_store::DEFAULT_CACHE_MIB)]
+    #[arg(help_heading = "Storage", long, default_value_t = crate::store::sled_store::DEFAULT_CACHE_MIB)]
     pub store_cache_mib: u64,
     /// The brain of agents created without one.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Brains")]
     pub default_brain: BrainArgs,
     /// Every brain's context budget in tokens (500 to 2,000,000); by
     /// default 32,000 for openai and anthropic brains and 16,000 for others.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(500..=2_000_000))]
+    #[arg(help_heading = "Brains", long, value_parser = clap::value_parser!(u64).range(500..=2_000_000))]
     pub context_tokens: Option<u64>,
     /// Send spans (gRPC calls, turns, brain steps, tool calls) to this
     /// OpenTelemetry collector over OTLP/HTTP, e.g. http://127.0.0.1:4318
     /// (its /v1/traces is added to a URL without a path). Off by default.
-    #[arg(long)]
+    #[arg(help_heading = "Observability", long)]
     pub otlp_endpoint: Option<String>,
     /// Count nothing for `GET /metrics` (which then answers 404): no turn,
     /// tool-call or gRPC counters on the hot paths.
-    #[arg(long)]
+    #[arg(help_heading = "Observability", long)]
     pub no_metrics: bool,
     /// Retries of a model request (openai, anthropic) on network errors,
     /// 429 and 5xx.
-    #[arg(long, default_value_t = 4)]
+    #[arg(help_heading = "Brains", long, default_value_t = 4)]
     pub model_retries: u32,
     /// The first retry's delay, in milliseconds; it doubles each time.
-    #[arg(long, default_value_t = 500)]
+    #[arg(help_heading = "Brains", long, default_value_t = 500)]
     pub model_retry_base_ms: u64,
     /// The longest wait before a retry of a model request, in
     /// milliseconds: the backoff stops doubling there, and a server's
@@ -82,7 +82,7 @@ pub struct ServeArgs {
     pub model_idle_timeout_ms: u64,
     /// Refuse to start unless the kernel can confine agents' programs
     /// fully (Landlock ABI 6 or later).
-    #[arg(long)]
+    #[arg(help_heading = "Sandbox", long)]
     pub require_sandbox: bool,
     /// MiB that must stay free under the data directory. Below it, calls
     /// that write answer UNAVAILABLE, no turn starts and `/readyz` says not
@@ -97,67 +97,76 @@ pub struct ServeArgs {
     pub max_flush_stall_ms: u64,
     /// Processes one command (or brain step) may run at once, beyond what
     /// the daemon's user runs (RLIMIT_NPROC; not applied to root).
-    #[arg(long, default_value_t = TaskLimits::default().max_processes)]
+    #[arg(help_heading = "Sandbox", long, default_value_t = TaskLimits::default().max_processes)]
     pub task_max_processes: u64,
     /// Files each process of a command may hold open (RLIMIT_NOFILE).
-    #[arg(long, default_value_t = TaskLimits::default().max_open_files)]
+    #[arg(help_heading = "Sandbox", long, default_value_t = TaskLimits::default().max_open_files)]
     pub task_max_open_files: u64,
     /// Bytes a second of a command's output the daemon takes; past it the
     /// command waits on its full pipe.
-    #[arg(long, default_value_t = TaskLimits::default().output_bytes_per_sec)]
+    #[arg(help_heading = "Sandbox", long, default_value_t = TaskLimits::default().output_bytes_per_sec)]
     pub task_output_rate: u64,
     /// Seconds a command may run before it is killed; 0 for no bound.
-    #[arg(long, default_value_t = 3600)]
+    #[arg(help_heading = "Sandbox", long, default_value_t = 3600)]
     pub task_wall_time: u64,
     /// A path no agent may attach or use as a workspace, nor any path
     /// inside it or above it (repeatable; the data directory always is).
     /// Name the daemon's configuration and secrets here.
-    #[arg(long = "protect", value_name = "PATH")]
+    #[arg(help_heading = "Sandbox", long = "protect", value_name = "PATH")]
     pub protected: Vec<PathBuf>,
     /// Let agents attach workspaces only beneath these directories
     /// (repeatable; none given: anywhere not protected).
-    #[arg(long = "workspace-allow", value_name = "DIR")]
+    #[arg(help_heading = "Sandbox", long = "workspace-allow", value_name = "DIR")]
     pub workspace_allow: Vec<PathBuf>,
     /// Serve webhooks over HTTP at this address:
     /// `POST /ingress/<provider>/<instance>` (off unless given).
-    #[arg(long, value_name = "ADDR")]
+    #[arg(help_heading = "Network", long, value_name = "ADDR")]
     pub http_listen: Option<SocketAddr>,
     /// Let anyone who can reach the HTTP listener read the web console's
     /// read-only view (agents' ids, names, states, lineage and counts)
     /// without the daemon's token. Off: every console read takes the
     /// token, so no local program or webhook sender sees even the tree.
-    #[arg(long)]
+    #[arg(help_heading = "Network", long)]
     pub console_public_read: bool,
     /// What the console's reads have always been without
     /// `--console-public-read`; accepted so older command lines still
     /// start.
-    #[arg(long, hide = true, conflicts_with = "console_public_read")]
+    #[arg(
+        help_heading = "Network",
+        long,
+        hide = true,
+        conflicts_with = "console_public_read"
+    )]
     pub console_private: bool,
     /// A name the console answers under (its `Host`), beside IP addresses
     /// and `localhost` (repeatable): the name a reverse proxy or a browser
     /// uses. Any other name is answered 421, so a page that re-points its
     /// own DNS name at the listener (DNS rebinding) reads nothing.
-    #[arg(long = "http-allowed-host", value_name = "NAME")]
+    #[arg(
+        help_heading = "Network",
+        long = "http-allowed-host",
+        value_name = "NAME"
+    )]
     pub http_allowed_hosts: Vec<String>,
     /// Connections of the HTTP listener one peer (an IPv4 address, an IPv6
     /// /64) may hold at once; 0 for no bound (behind a reverse proxy, every
     /// connection comes from the proxy). `/healthz` and `/readyz` keep a
     /// reserve of their own either way.
-    #[arg(long, default_value_t = crate::ingress::DEFAULT_MAX_PER_PEER)]
+    #[arg(help_heading = "Network", long, default_value_t = crate::ingress::DEFAULT_MAX_PER_PEER)]
     pub http_max_connections_per_peer: usize,
     /// MCP servers agents may be allowed (`agent create --mcp-server`): a
     /// JSON file with an `mcpServers` map (see docs/mcp.md). Checked at
     /// start; the servers themselves start on first use.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Brains", long, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
     /// Largest webhook body, in bytes; a larger one is answered 413.
-    #[arg(long, default_value_t = crate::ingress::DEFAULT_MAX_BODY)]
+    #[arg(help_heading = "Network", long, default_value_t = crate::ingress::DEFAULT_MAX_BODY)]
     pub max_webhook_bytes: usize,
     /// Caps and timeouts on connections.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Network")]
     pub connections: ConnectionArgs,
     /// Bounds on what agents can make the daemon do.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Limits")]
     pub limits: limit_args::LimitArgs,
 }
 

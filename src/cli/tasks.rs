@@ -3,7 +3,7 @@
 use tokio_stream::StreamExt;
 
 use super::output::{Output, OutputStream};
-use super::{resolve, TaskCommand};
+use super::{message_text, resolve, TaskCommand};
 use crate::api::pb;
 use crate::client::Clients;
 
@@ -80,11 +80,13 @@ pub(super) async fn task_command(
             out.chunk_end(&mut stream);
         }
         TaskCommand::Input { task_id, text } => {
+            let text = message_text::read(text)?;
+            message_text::warn_if_broken_json(&text, out);
             let sent = clients
                 .tasks
                 .send_task_input(pb::SendTaskInputRequest {
                     task_id: task_id.clone(),
-                    text: text.clone(),
+                    text,
                 })
                 .await?
                 .into_inner();

@@ -10,9 +10,15 @@ use crate::client::Clients;
 #[derive(Debug, Subcommand)]
 pub enum WorkCommand {
     /// An agent's work items.
-    List { agent: String },
+    List {
+        /// The agent: its name or id.
+        agent: String,
+    },
     /// One work item.
-    Get { work_item_id: String },
+    Get {
+        /// The work item's id (`work list AGENT` shows them).
+        work_item_id: String,
+    },
 }
 
 pub(super) async fn work_command(

@@ -13,16 +13,26 @@ use crate::client::Clients;
 pub enum WorkspaceCommand {
     /// Attach a host directory to a public agent (never made active).
     Attach {
+        /// The agent: its name or id.
         agent: String,
+        /// The directory, on the daemon's host (relative: from here).
         path: std::path::PathBuf,
         /// The workspace's id; by default made from the directory's name.
         #[arg(long)]
         id: Option<String>,
     },
     /// Remove a binding; the directory is left as it is.
-    Detach { agent: String, workspace_id: String },
+    Detach {
+        /// The agent: its name or id.
+        agent: String,
+        /// The workspace's id (`workspace list AGENT` shows them).
+        workspace_id: String,
+    },
     /// An agent's workspaces; `*` marks the active one.
-    List { agent: String },
+    List {
+        /// The agent: its name or id.
+        agent: String,
+    },
 }
 
 pub(super) async fn workspace_command(

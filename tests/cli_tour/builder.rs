@@ -127,7 +127,8 @@ async fn builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort() {
         "paused: now paused"
     );
     watching.line_where("the pause", |l| {
-        l.contains("agent_state_changed") && l.ends_with("paused")
+        // The new state, then why: `paused (paused by an operator)`.
+        l.contains("agent_state_changed") && l.contains("changed   paused (")
     });
     cli.ok(&["agent", "send", "builder", "while paused"]);
     let paused = cli.json_one(&["agent", "get", "builder"]);
@@ -145,7 +146,7 @@ async fn builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort() {
     assert!(
         story
             .iter()
-            .any(|l| l.contains("agent_state_changed") && l.ends_with("active")),
+            .any(|l| l.contains("agent_state_changed") && l.contains("changed   active (")),
         "a turn started while paused: {story:#?}"
     );
 

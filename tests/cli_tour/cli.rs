@@ -106,6 +106,27 @@ impl Holarchy {
         }
     }
 
+    /// Runs `holarchy <args>` with `input` on its standard input.
+    pub fn run_with_stdin(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write as _;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the holarchy binary starts");
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        stdin.write_all(input.as_bytes()).expect("stdin written");
+        drop(stdin);
+        let out = child.wait_with_output().expect("the holarchy binary runs");
+        Run {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
     /// Its stdout; the command must succeed.
     pub fn ok(&self, args: &[&str]) -> String {
         let run = self.run(args);

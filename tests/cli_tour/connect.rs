@@ -3,18 +3,20 @@
 //! `HOLARCHY_ADDR`/`HOLARCHY_TOKEN`, refused without the right token.
 //! `bench idle` too (over the socket only).
 
-use crate::cli::{last_word, Holarchy};
+use crate::cli::{last_word, until, Holarchy};
 use crate::common::{data_dir, Daemon};
 
 /// Where a daemon started with `--listen 127.0.0.1:0` listens, as its log
-/// reports it.
+/// reports it (the line may come just after the socket answers).
 fn tcp_url(daemon: &Daemon) -> String {
-    let log = daemon.log();
-    let addr = log
-        .lines()
-        .filter(|l| l.contains("listening on tcp"))
-        .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("addr=")))
-        .unwrap_or_else(|| panic!("no tcp address in the log:\n{log}"));
+    let addr = until("the daemon to log its tcp address", || {
+        daemon
+            .log()
+            .lines()
+            .filter(|l| l.contains("listening on tcp"))
+            .find_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("addr=")))
+            .map(str::to_owned)
+    });
     format!("http://{addr}")
 }
 

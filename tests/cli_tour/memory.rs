@@ -50,7 +50,9 @@ async fn an_operator_searches_and_lists_what_an_agent_wrote() {
     let table = cli.ok(&["memory", "search", "ops", "tuesdays"]);
     assert!(table.starts_with("ID"), "{table}");
     assert!(table.contains(" note "), "{table}");
-    assert!(table.contains("go out on **tuesdays**"), "{table}");
+    // People see the snippet without the markdown JSON keeps.
+    assert!(table.contains("go out on tuesdays"), "{table}");
+    assert!(!table.contains("**"), "{table}");
 
     let listed = cli.json(&["memory", "list", "ops"]);
     assert_eq!(listed.len(), 2, "{listed:?}");

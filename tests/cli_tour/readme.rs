@@ -56,16 +56,32 @@ const COVERED: &[(&str, &str)] = &[
     ("events", "ops::ops_takes_messages_once_and_reports_them"),
     ("status", "ops::ops_takes_messages_once_and_reports_them"),
     (
-        "bench idle --agents",
+        "bench idle --agents --data-dir",
         "connect::bench_idle_loads_a_running_daemon_and_reports_its_figures",
     ),
     (
-        "bench idle --agents --restart --tree",
+        "bench idle --agents --data-dir --restart --tree",
         "connect::bench_idle_loads_a_running_daemon_and_reports_its_figures",
     ),
     (
-        "bench turns --agents --concurrency --messages",
+        "bench turns --agents --concurrency --data-dir --messages",
         "turns_under_load::bench_turns_sees_every_turn_handled_and_reports_its_cost",
+    ),
+    (
+        "completions",
+        "help::completions_are_printed_for_bash_zsh_and_fish",
+    ),
+    (
+        "serve --data-dir",
+        "tour::the_readme_tour_runs_top_to_bottom_on_one_daemon",
+    ),
+    (
+        "agent delete",
+        "lifecycle::delete_purges_an_archived_agent_and_its_private_children_and_frees_its_name",
+    ),
+    (
+        "agent list --all",
+        "lifecycle::agent_list_hides_archived_agents_unless_asked_and_filters_by_state_and_name",
     ),
     (
         "tree",
@@ -201,6 +217,9 @@ const MODULES: &[(&str, &str)] = &[
     ("instances", include_str!("instances.rs")),
     ("turns_under_load", include_str!("../turns_under_load.rs")),
     ("top", include_str!("../top.rs")),
+    ("tour", include_str!("tour.rs")),
+    ("help", include_str!("help.rs")),
+    ("lifecycle", include_str!("lifecycle.rs")),
 ];
 
 #[test]
@@ -269,6 +288,28 @@ fn shape(words: &[String]) -> String {
     path.join(" ")
 }
 
+/// The commands of the five-minute tour's shell block, in order, as the
+/// shell would split them (`tour` runs them).
+pub fn tour_commands(readme: &str) -> Vec<Vec<String>> {
+    let mut commands = Vec::new();
+    let mut section = "";
+    let mut in_block = false;
+    for line in readme.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            section = heading.trim();
+        }
+        if line.starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if in_block && section == TOUR_SECTIONS[0] {
+            commands.extend(shell_words(line));
+        }
+    }
+    commands.retain(|words| words.first().is_some_and(|w| w == "holarchy"));
+    commands
+}
+
 /// Every `holarchy` command of the tour's shell blocks, and of inline code
 /// anywhere in the README, as the shell would split it into words.
 fn readme_commands(readme: &str) -> Vec<Vec<String>> {
@@ -319,11 +360,13 @@ fn shell_words(line: &str) -> Vec<Vec<String>> {
                 }
             }
             '#' if word.is_none() => break,
-            ';' | ' ' | '\t' => {
+            // `cmd &` runs in the background: for the tour, the same
+            // command.
+            ';' | '&' | ' ' | '\t' => {
                 if let Some(done) = word.take() {
                     commands.last_mut().expect("a command").push(done);
                 }
-                if c == ';' {
+                if c == ';' || c == '&' {
                     commands.push(Vec::new());
                 }
             }
@@ -358,6 +401,10 @@ fn the_tour_reader_splits_lines_as_the_shell_does() {
             vec!["holarchy", "agent", "send", "b", r#"{"a":"x # y"}"#],
             vec!["holarchy", "agent", "resume", "b"]
         ]
+    );
+    assert_eq!(
+        words("holarchy serve --data-dir /tmp/b &"),
+        [["holarchy", "serve", "--data-dir", "/tmp/b"]]
     );
     let parsed = |line: &str| {
         shape(

@@ -178,6 +178,9 @@ impl AgentActor {
             }
             TurnOutcome::BrainFailed(detail) => {
                 let detail = crate::secrets::redact_trigger_tokens(&detail);
+                // The operator's first sign of a missing key or a broken
+                // brain, without reading the event log.
+                warn!(agent_id = %agent_id, run_id = %run_id, reason = %detail, "turn failed");
                 finished.ended = Some(Ended {
                     outcome: RunOutcome::Failed,
                     reply: None,

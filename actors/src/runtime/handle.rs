@@ -124,6 +124,27 @@ impl Runtime {
         self.started.elapsed()
     }
 
+    /// What would stop an agent on `brain` (`None`: the default brain)
+    /// from running any turn, as far as the daemon can tell before one:
+    /// the variable its key is read from is not set here. Said when the
+    /// agent is made, so the operator does not learn it from a failed
+    /// turn.
+    pub fn brain_warning(&self, brain: Option<&BrainConfig>) -> Option<String> {
+        let brain = brain.unwrap_or(&self.ctx.config.default_brain);
+        let env = match brain {
+            BrainConfig::OpenAi { api_key_env, .. }
+            | BrainConfig::Anthropic { api_key_env, .. } => api_key_env,
+            BrainConfig::Scripted | BrainConfig::Command { .. } => return None,
+        };
+        self.ctx.config.secrets.var(env).is_none().then(|| {
+            format!(
+                "{env} is not set in the daemon's environment: this agent's {} brain reads its \
+                 key from it, so its turns fail until the daemon is started with {env} set",
+                brain.kind()
+            )
+        })
+    }
+
     /// Resolves when the root actor has stopped: after [`Runtime::shutdown`],
     /// or on its own, which the daemon treats as fatal.
     pub async fn stopped(&self) {
@@ -405,6 +426,30 @@ impl Runtime {
                 pending: Vec::new(),
             });
         }
+    }
+
+    /// Purges archived agents (`agent delete`: a public one and its
+    /// private descendants) in one commit, each with an
+    /// `agent_state_changed` event that says so. The store refuses the
+    /// whole commit ([`StoreError::Precondition`]) if any of them is not
+    /// archived. Archived agents have no actors and no live descendants,
+    /// so no supervisor's structure changes and no lock is taken; a
+    /// cleanup still finishing skips a record that is gone.
+    pub async fn delete_archived(&self, records: Vec<AgentRecord>) -> Result<(), StoreError> {
+        let mut batch = Batch::new();
+        for record in records {
+            batch = batch
+                .event(
+                    record.id,
+                    EventKind::AgentStateChanged {
+                        state: LifecycleState::Archived,
+                        reason: "deleted: its record purged and its name freed".into(),
+                    },
+                )
+                .write(Write::DeleteAgent(record));
+        }
+        self.ctx.store.commit(batch)?;
+        self.ctx.store.durable().await
     }
 
     /// Stops every actor, top-down, within `timeout`. Pending work stays in

@@ -3,7 +3,7 @@
 //! each optionally told to spawn a fan of private children, with a
 //! progress bar on stderr.
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,12 +58,14 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// Draws nothing when `quiet`, or when stderr is no terminal: each
+    /// frame ends in `\r`, which a log file keeps as one endless line.
     pub fn new(label: &'static str, total: usize, quiet: bool) -> Self {
         Self {
             label,
             total,
             started: Instant::now(),
-            quiet,
+            quiet: quiet || !std::io::stderr().is_terminal(),
             drawn_ms: AtomicU64::new(0),
         }
     }

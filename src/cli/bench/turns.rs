@@ -6,7 +6,7 @@
 //! from send to the turn's end, and what the daemon spent per turn: CPU,
 //! bytes written and context switches from `/proc` (a daemon on this host
 //! only), store growth from its status. Prints a table, one JSON line, and
-//! writes that line under `target/bench-results/`.
+//! with `--out FILE` writes that line there too.
 //!
 //! The daemon's status reports no flush count, so flushes per turn are not
 //! measured (null in the JSON, a note in the table).
@@ -50,9 +50,14 @@ pub struct TurnsArgs {
     /// Agents per CreateAgents call.
     #[arg(long, default_value_t = 1_000)]
     pub batch: usize,
-    /// Where the JSON line is also written.
-    #[arg(long, default_value = "target/bench-results/bench_turns.json")]
-    pub out: PathBuf,
+    /// Also write the JSON line (always printed) to this file. Nothing is
+    /// written under the working directory unless asked.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// At the end, archive the agents this run created, so `agent list`
+    /// is as it was (see `bench idle --cleanup`).
+    #[arg(long)]
+    pub cleanup: bool,
 }
 
 /// Calls in flight per connection: under the daemon's default of 256
@@ -85,7 +90,7 @@ pub async fn turns(cli: &Cli, args: &TurnsArgs) -> anyhow::Result<()> {
         "agents, messages, concurrency and batch must be positive"
     );
     let quiet = cli.json;
-    let target = cli.target();
+    let target = cli.target()?;
     let mut clients = client::connect(&target).await?;
     let before_create = status(&mut clients).await?;
     let daemon = daemon_process(&target, before_create.pid);
@@ -127,6 +132,7 @@ pub async fn turns(cli: &Cli, args: &TurnsArgs) -> anyhow::Result<()> {
     let start = status(&mut clients).await?;
     let stream = watch::open(&mut watcher, start.event_cursor).await?;
     let agents: HashSet<String> = ids.iter().cloned().collect();
+    let created_ids = ids.clone();
     let handled = Arc::new(AtomicUsize::new(0));
     let acknowledged = Arc::new(AtomicUsize::new(0));
     let plan = drive::Plan {
@@ -191,8 +197,10 @@ pub async fn turns(cli: &Cli, args: &TurnsArgs) -> anyhow::Result<()> {
         report::print(&report);
     }
     println!("{report}");
-    write(&args.out, &report);
-    Ok(())
+    if let Some(out) = &args.out {
+        write(out, &report);
+    }
+    super::leave_or_clean(&target, &run, &created_ids, args.cleanup, quiet).await
 }
 
 /// Shows progress until every caller is done and the watch has seen every

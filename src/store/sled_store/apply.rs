@@ -4,7 +4,7 @@
 
 use holarchy_actors::StoreError;
 use holarchy_supervision::{
-    AgentId, MessageRecord, TaskStatus, UsageTotals, WaitRecord, WaitStatus,
+    AgentId, LifecycleState, MessageRecord, TaskStatus, UsageTotals, WaitRecord, WaitStatus,
 };
 use sled::transaction::{ConflictableTransactionError, TransactionalTree};
 
@@ -222,6 +222,34 @@ pub(super) fn apply(t: &[TransactionalTree], writes: &[Encoded]) -> TxResult {
             }
             Encoded::DeleteIntent { id } => {
                 cleanups.remove(id.as_slice())?;
+            }
+            Encoded::DeleteAgent { id, name, public } => {
+                let archived =
+                    match agent_trees::get_in(public_agents, private_agents, id.as_slice())? {
+                        Some((tree, bytes)) => {
+                            decode_agent(tree, &bytes)
+                                .map_err(|e| {
+                                    ConflictableTransactionError::Abort(Abort::Corrupt(e))
+                                })?
+                                .state
+                                == LifecycleState::Archived
+                        }
+                        None => false,
+                    };
+                if !archived {
+                    return Err(ConflictableTransactionError::Abort(Abort::Precondition(
+                        "only an archived agent can be deleted".into(),
+                    )));
+                }
+                records(*public).remove(id.as_slice())?;
+                // The name is freed only if it is still this agent's.
+                if let Some(name) = name {
+                    if names.get(name.as_bytes())?.as_deref() == Some(id.as_slice()) {
+                        names.remove(name.as_bytes())?;
+                    }
+                }
+                usage_totals.remove(id.as_slice())?;
+                workspaces.remove(id.as_slice())?;
             }
             Encoded::AddUsage { id, usage } => {
                 let mut totals: UsageTotals = match usage_totals.get(id.as_slice())? {

@@ -85,10 +85,20 @@ pub(super) enum Encoded {
         id: [u8; 16],
         usage: TokenUsage,
     },
+    DeleteAgent {
+        id: [u8; 16],
+        name: Option<String>,
+        public: bool,
+    },
 }
 
 pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
     Ok(match write {
+        Write::DeleteAgent(record) => Encoded::DeleteAgent {
+            id: record.id.to_bytes(),
+            name: record.name.clone(),
+            public: record.profile.visibility == holarchy_supervision::Visibility::Public,
+        },
         Write::CreateAgent(record) => Encoded::CreateAgent {
             id: record.id.to_bytes(),
             name: record.name.clone(),

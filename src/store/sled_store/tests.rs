@@ -487,3 +487,35 @@ async fn a_store_of_the_old_layout_opens_with_every_agent_where_it_belongs() {
 }
 
 mod grouped;
+
+#[tokio::test]
+async fn only_an_archived_agent_is_deleted_and_its_name_is_free_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+    let delete = |record: &AgentRecord| Batch::new().write(Write::DeleteAgent(record.clone()));
+    let mut ops = agent("ops");
+    store.commit(created(&ops)).expect("create");
+    let refused = store.commit(delete(&ops));
+    assert!(
+        matches!(refused, Err(StoreError::Precondition(_))),
+        "{refused:?}"
+    );
+    assert!(store.agent(ops.id).expect("reads").is_some());
+
+    ops.state = holarchy_supervision::LifecycleState::Archived;
+    store
+        .commit(Batch::new().write(Write::PutAgent(ops.clone())))
+        .expect("archived");
+    store.commit(delete(&ops)).expect("deleted");
+    assert_eq!(store.agent(ops.id).expect("reads"), None);
+    assert_eq!(store.agent_id_by_name("ops").expect("reads"), None);
+    store
+        .commit(created(&agent("ops")))
+        .expect("the name is free");
+    // Gone, so not archived: a second delete changes nothing.
+    assert!(matches!(
+        store.commit(delete(&ops)),
+        Err(StoreError::Precondition(_))
+    ));
+    assert!(store.agent_id_by_name("ops").expect("reads").is_some());
+}

@@ -1,0 +1,92 @@
+//! `holarchy agent archive`: the agents named, or in bulk every live
+//! public agent a selector picks (`--name` prefix, `--instance`), as
+//! `docker rm $(docker ps -q -f ...)` would, without the shell pipeline.
+//! Each is archived with its whole private subtree, one call each, so one
+//! refusal stops the run with the others already done said on stdout.
+
+use clap::Args;
+
+use crate::api::pb;
+use crate::cli::output::Output;
+use crate::cli::resolve;
+use crate::client::Clients;
+
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    /// The agents to archive (ids or names).
+    #[arg(required_unless_present_any = ["name", "instance"], conflicts_with_all = ["name", "instance"])]
+    pub agents: Vec<String>,
+    /// Every live public agent whose name starts with this.
+    #[arg(long, value_name = "PREFIX")]
+    pub name: Option<String>,
+    /// Every live public agent of this instance (use `instance delete` to
+    /// remove the instance itself).
+    #[arg(long)]
+    pub instance: Option<String>,
+}
+
+impl ArchiveArgs {
+    fn picks(&self, agent: &pb::AgentSummary) -> bool {
+        agent.state != pb::LifecycleState::Archived as i32
+            && self
+                .name
+                .as_ref()
+                .is_none_or(|prefix| agent.name.starts_with(prefix.as_str()))
+            && self
+                .instance
+                .as_ref()
+                .is_none_or(|instance| agent.instance == *instance)
+    }
+}
+
+pub async fn archive(mut clients: Clients, args: &ArchiveArgs, out: &Output) -> anyhow::Result<()> {
+    let mut ids = Vec::new();
+    for agent in &args.agents {
+        ids.push(resolve(&mut clients, agent).await?);
+    }
+    if args.agents.is_empty() {
+        ids = selected(&mut clients, args).await?;
+        if !out.json {
+            eprintln!("{} live agent(s) selected", ids.len());
+        }
+    }
+    for agent_id in ids {
+        let done = clients
+            .agents
+            .archive_agent(pb::ArchiveAgentRequest {
+                agent_id: agent_id.clone(),
+            })
+            .await?
+            .into_inner();
+        out.archived(&agent_id, &done);
+    }
+    Ok(())
+}
+
+/// Every live public agent the selectors pick, read whole before any is
+/// archived.
+async fn selected(clients: &mut Clients, args: &ArchiveArgs) -> anyhow::Result<Vec<String>> {
+    let mut ids = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = clients
+            .agents
+            .list_agents(pb::ListAgentsRequest {
+                page_size: 1000,
+                page_token,
+                include_private: false,
+            })
+            .await?
+            .into_inner();
+        ids.extend(
+            page.agents
+                .iter()
+                .filter(|a| args.picks(a))
+                .map(|a| a.agent_id.clone()),
+        );
+        if page.next_page_token.is_empty() {
+            return Ok(ids);
+        }
+        page_token = page.next_page_token;
+    }
+}

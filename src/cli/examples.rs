@@ -1,0 +1,36 @@
+//! Examples under the main commands' help: what a first use looks like,
+//! beside the flags (the README's tour runs the same commands).
+
+pub const SERVE_EXAMPLES: &str = "Examples:
+  holarchy serve                                    # data in the platform's data directory
+  holarchy serve --data-dir /srv/holarchy --listen 127.0.0.1:7420
+  OPENAI_API_KEY=sk-... holarchy serve --brain-openai-url https://api.openai.com/v1 --brain-model gpt-4o-mini
+  RUST_LOG=debug holarchy serve                     # more of the daemon's log";
+pub const AGENT_EXAMPLES: &str = "Examples:
+  holarchy agent create ops --message hello
+  holarchy agent send ops \"check the build\"
+  echo '{\"reply\":\"on it\"}' | holarchy agent send ops -
+  holarchy agent messages ops                       # replies, and why a turn failed
+  holarchy agent list --all --state archived
+  holarchy agent archive --name bench-              # every live agent whose name starts so";
+pub const EVENTS_EXAMPLES: &str = "Examples:
+  holarchy events --follow                          # keep watching
+  holarchy events --agent ops --after 1200
+  holarchy --json events | jq 'select(.kind == \"run_finished\")'";
+pub const BENCH_EXAMPLES: &str =
+    "Examples (on a scratch daemon: its agents stay, and --restart kills it):
+  holarchy serve --data-dir /tmp/holarchy-bench &
+  holarchy --data-dir /tmp/holarchy-bench bench idle --agents 100000
+  holarchy --data-dir /tmp/holarchy-bench bench turns --agents 1000 --messages 30000 --cleanup";
+pub const TREE_EXAMPLES: &str = "Examples:
+  holarchy tree                                     # every agent, task and wait
+  holarchy tree ops --depth 2                       # ops's subtree, two levels down";
+pub const TASK_EXAMPLES: &str = "Examples:
+  holarchy task list ops
+  holarchy task output TASK_ID --follow             # a command's output as it runs
+  holarchy task input TASK_ID '{\"reply\":\"done\",\"done\":true}'
+  holarchy task stop TASK_ID                        # a child and its whole subtree";
+pub const INSTANCE_EXAMPLES: &str = "Examples:
+  holarchy instance apply triage.toml               # created; again: unchanged; edited: updated
+  holarchy instance get triage
+  holarchy instance delete triage";
