@@ -7,7 +7,7 @@
 //! `--max-flush-stall-ms` plays a disk that stalls: new writes are shed
 //! with UNAVAILABLE instead of queueing behind it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use holarchy::api::pb;
@@ -21,12 +21,9 @@ const WATCHED: Duration = Duration::from_millis(300);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_is_not_answered_while_its_flush_is_held_and_a_kill_then_loses_nothing_answered() {
-    let root = tempfile::tempdir().expect("tempdir");
-    let dir = common::data_dir(&root);
-    let latch = root.path().join("hold-flushes");
-    let latch_var = latch.to_str().expect("utf-8 path");
-    let mut daemon =
-        Daemon::start_with_env(&dir, &[], &[("HOLARCHY_TEST_HOLD_FLUSHES", latch_var)]).await;
+    let held_flushes = Latched::new();
+    let (dir, latch) = (held_flushes.dir.clone(), held_flushes.latch.clone());
+    let mut daemon = held_flushes.start(&[]).await;
     let mut c = daemon.clients().await;
     let agent = create(&mut c, "held", None).await;
     // Paused: no turn writes beside the send, so the one write held is
@@ -88,12 +85,9 @@ async fn a_send_is_not_answered_while_its_flush_is_held_and_a_kill_then_loses_no
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_send_is_answered_once_the_flush_is_let_go() {
-    let root = tempfile::tempdir().expect("tempdir");
-    let dir = common::data_dir(&root);
-    let latch = root.path().join("hold-flushes");
-    let latch_var = latch.to_str().expect("utf-8 path");
-    let daemon =
-        Daemon::start_with_env(&dir, &[], &[("HOLARCHY_TEST_HOLD_FLUSHES", latch_var)]).await;
+    let held_flushes = Latched::new();
+    let latch = held_flushes.latch.clone();
+    let daemon = held_flushes.start(&[]).await;
     let mut c = daemon.clients().await;
     let agent = create(&mut c, "released", None).await;
     std::fs::write(&latch, b"").expect("flushes held");
@@ -112,17 +106,12 @@ async fn a_held_send_is_answered_once_the_flush_is_let_go() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_flush_sheds_new_writes_and_work_resumes_when_it_ends() {
-    let root = tempfile::tempdir().expect("tempdir");
-    let dir = common::data_dir(&root);
-    let latch = root.path().join("hold-flushes");
-    let latch_var = latch.to_str().expect("utf-8 path");
+    let held_flushes = Latched::new();
+    let latch = held_flushes.latch.clone();
     let http = common::free_addr();
-    let daemon = Daemon::start_with_env(
-        &dir,
-        &["--max-flush-stall-ms", "300", "--http-listen", &http],
-        &[("HOLARCHY_TEST_HOLD_FLUSHES", latch_var)],
-    )
-    .await;
+    let daemon = held_flushes
+        .start(&["--max-flush-stall-ms", "300", "--http-listen", &http])
+        .await;
     let mut c = daemon.clients().await;
     let agent = create(&mut c, "stalled", None).await;
     std::fs::write(&latch, b"").expect("flushes held");
@@ -179,6 +168,29 @@ async fn a_stalled_flush_sheds_new_writes_and_work_resumes_when_it_ends() {
     })
     .await;
     assert_eq!(common::readyz(&http).await, 200);
+}
+
+/// A data directory and the latch file its daemon's flushes wait on.
+struct Latched {
+    _root: tempfile::TempDir,
+    dir: PathBuf,
+    latch: PathBuf,
+}
+
+impl Latched {
+    fn new() -> Self {
+        let root = tempfile::tempdir().expect("tempdir");
+        Self {
+            dir: common::data_dir(&root),
+            latch: root.path().join("hold-flushes"),
+            _root: root,
+        }
+    }
+
+    async fn start(&self, extra: &[&str]) -> Daemon {
+        let latch = self.latch.to_str().expect("utf-8 path");
+        Daemon::start_with_env(&self.dir, extra, &[("HOLARCHY_TEST_HOLD_FLUSHES", latch)]).await
+    }
 }
 
 /// The writes the latch holds, as the daemon last wrote them.
