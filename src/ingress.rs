@@ -265,6 +265,11 @@ async fn connection(
     let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
         let shared = shared.clone();
         let disk_low = shared.disk_low.borrow().clone();
+        // Anything but a read writes (a webhook's event, a console action):
+        // held back with the gRPC calls that write.
+        let held = disk_low.clone().filter(|_| {
+            request.method() != hyper::Method::GET && request.method() != hyper::Method::HEAD
+        });
         let operator = match disk_low {
             Some(why) if request.uri().path() == "/readyz" && !*stopping.borrow() => {
                 Some(operator::not_ready(&why))
@@ -285,6 +290,9 @@ async fn connection(
             }
             if let Some(answer) = operator {
                 return Ok(answer.map(BodyExt::boxed_unsync));
+            }
+            if let Some(why) = held {
+                return Ok(operator::held(&why).map(BodyExt::boxed_unsync));
             }
             let timeout = shared.config.request_timeout;
             // The timeout bounds the time to the answer's head: a console

@@ -35,6 +35,19 @@ pub fn not_ready(why: &str) -> Answer {
     )
 }
 
+/// A request that would write (a webhook, a console action) while the disk
+/// guard holds new work: 503 with `Retry-After`, so its sender retries.
+pub fn held(why: &str) -> Answer {
+    let mut held = text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "text/plain",
+        format!("not taking writes now: {why}\n"),
+    );
+    held.headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from_static("5"));
+    held
+}
+
 /// The answer to an operator's route, or `None` for any other request.
 pub fn answer(method: &Method, path: &str, metrics: &Metrics, stopping: bool) -> Option<Answer> {
     let route = matches!(path, "/healthz" | "/readyz" | "/metrics");

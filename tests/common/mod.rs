@@ -531,14 +531,20 @@ fn signal_bit(signal: u32) -> u64 {
 
 /// The status code of `GET /readyz` on the daemon's HTTP listener.
 pub async fn readyz(addr: &str) -> u16 {
+    http_status(addr, "GET", "/readyz").await
+}
+
+/// The status code of a bodiless `method path` on the daemon's HTTP
+/// listener.
+pub async fn http_status(addr: &str, method: &str, path: &str) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
         .expect("connects");
-    stream
-        .write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("asks");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.expect("asks");
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.expect("answer");
     answer

@@ -91,6 +91,11 @@ async fn a_full_disk_refuses_writes_loses_nothing_and_the_daemon_recovers_by_its
     // The daemon holds: alive, reads served, not ready.
     assert!(daemon.running(), "{}", daemon.log());
     assert_eq!(common::readyz(&http).await, 503);
+    assert_eq!(
+        common::http_status(&http, "POST", "/ingress/generic/nobody").await,
+        503,
+        "a webhook is held back with the gRPC writes"
+    );
     common::get_agent(&mut c, &agents[0]).await;
 
     std::fs::remove_file(&ballast).expect("space returns");
