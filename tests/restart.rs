@@ -2,6 +2,8 @@
 //! writes, start it again, and find everything that was acknowledged.
 
 mod common;
+#[path = "restart/cut_timers.rs"]
+mod cut_timers;
 #[path = "restart/damaged.rs"]
 mod damaged;
 #[path = "restart/disk_full.rs"]
