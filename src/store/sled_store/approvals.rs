@@ -10,6 +10,20 @@ use holarchy_supervision::{AgentId, ApprovalId};
 use super::{backend, pair_key, SledStore, APPROVALS};
 use crate::store::codec::{decode_approval as decode, encode_approval};
 
+/// An approval of a listing, or `None` for one that cannot be read: a
+/// damaged record must not hide every other approval, nor stop the
+/// daemon's start (which closes and tells them from this listing).
+fn listable(bytes: &[u8]) -> Result<Option<ApprovalRecord>, StoreError> {
+    match decode(APPROVALS, bytes) {
+        Ok(record) => Ok(Some(record)),
+        Err(err @ (StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. })) => {
+            tracing::error!(error = %err, "a damaged approval record left out of a listing");
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
 impl ApprovalStore for SledStore {
     fn approval(&self, id: ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         match self.approvals.get(id.to_bytes()).map_err(backend)? {
@@ -34,13 +48,13 @@ impl ApprovalStore for SledStore {
                     let (key, _) = entry.map_err(backend)?;
                     let Some(id) = key.get(16..) else { continue };
                     if let Some(bytes) = self.approvals.get(id).map_err(backend)? {
-                        out.push(decode(APPROVALS, &bytes)?);
+                        out.extend(listable(&bytes)?);
                     }
                 }
             }
             None => {
                 for entry in self.approvals.iter().take(limit) {
-                    out.push(decode(APPROVALS, &entry.map_err(backend)?.1)?);
+                    out.extend(listable(&entry.map_err(backend)?.1)?);
                 }
             }
         }
@@ -61,7 +75,7 @@ impl ApprovalStore for SledStore {
             let (key, _) = entry.map_err(backend)?;
             let Some(id) = key.get(16..) else { continue };
             if let Some(bytes) = self.approvals.get(id).map_err(backend)? {
-                out.push(decode(APPROVALS, &bytes)?);
+                out.extend(listable(&bytes)?);
             }
         }
         Ok(out)
@@ -213,5 +227,28 @@ mod tests {
             .is_empty());
         assert!(store.open_approvals(None, 10).expect("open").is_empty());
         assert_eq!(store.approvals(Some(agent), 10).expect("history"), [told]);
+    }
+
+    #[tokio::test]
+    async fn a_damaged_approval_is_left_out_of_listings_not_fatal_to_them() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+        let agent = AgentId::generate();
+        let damaged = parked(agent);
+        let whole = parked(agent);
+        store.insert_approval(&damaged).expect("inserted");
+        store.insert_approval(&whole).expect("inserted");
+        // Bytes cut in half, as a disk might leave them.
+        let key = damaged.id.to_bytes();
+        let bytes = store.approvals.get(key).expect("reads").expect("there");
+        store
+            .approvals
+            .insert(key, &bytes[..bytes.len() / 2])
+            .expect("cut");
+        assert_eq!(
+            store.open_approvals(None, 10).expect("open"),
+            std::slice::from_ref(&whole)
+        );
+        assert_eq!(store.approvals(Some(agent), 10).expect("history"), [whole]);
     }
 }

@@ -154,7 +154,16 @@ impl Store for SledStore {
         let mut out = Vec::new();
         for entry in self.worktrees.iter() {
             let (key, _) = entry.map_err(backend)?;
-            out.extend(self.task(TaskId::from_bytes(id_from_key(WORKTREES, &key)?))?);
+            match self.task(TaskId::from_bytes(id_from_key(WORKTREES, &key)?)) {
+                Ok(task) => out.extend(task),
+                // Read at every start: a damaged task record (named by the
+                // start's recovery) must not keep the daemon down; its
+                // worktree stays until the record is restored.
+                Err(err @ (StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. })) => {
+                    tracing::error!(error = %err, "a worktree's task record cannot be read; its worktree is left as it is");
+                }
+                Err(err) => return Err(err),
+            }
         }
         Ok(out)
     }
