@@ -100,17 +100,70 @@ pub async fn after_restart(
     ledger: &Mutex<Ledger>,
     kill: usize,
     checks: &mut Checks,
+    daemon_pid: u32,
 ) {
     agents_hold(c, ledger, kill, checks).await;
     messages_kept(c, ledger, kill, checks).await;
     none_stuck(c, ledger, kill, checks).await;
     tree_matches(c, kill, checks).await;
     notes_found(c, ledger, kill, checks).await;
+    no_orphans(kill, checks, daemon_pid).await;
     ledger
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .touched
         .clear();
+}
+
+/// How long the restarted daemon may take to end the commands its dead
+/// predecessor left running, were any left.
+const REAPED: Duration = Duration::from_secs(5);
+
+/// No command of a dead daemon outlives it: every long command the load
+/// started runs under the daemon now serving (a turn the kill cut short
+/// runs again after the restart, and starts its command again).
+async fn no_orphans(kill: usize, checks: &mut Checks, daemon_pid: u32) {
+    checks.run += 1;
+    let started = Instant::now();
+    loop {
+        let orphans: Vec<String> = crate::common::processes_with(&crate::load::long_marker())
+            .into_iter()
+            .filter(|line| {
+                let pid = line.split(':').next().and_then(|p| p.parse().ok());
+                !pid.is_some_and(|pid| descends_from(pid, daemon_pid))
+            })
+            .collect();
+        if orphans.is_empty() {
+            return;
+        }
+        if started.elapsed() > REAPED {
+            checks.fail(kill, format!("commands outlived their daemon: {orphans:?}"));
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Whether `ancestor` is among `pid`'s ancestors (or gone meanwhile, which
+/// counts as no orphan).
+fn descends_from(mut pid: u32, ancestor: u32) -> bool {
+    for _ in 0..64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return true;
+        };
+        // The command name may hold spaces; the parent follows its ')'.
+        let parent = stat
+            .rfind(')')
+            .and_then(|end| stat.get(end + 2..))
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<u32>().ok());
+        match parent {
+            Some(parent) if parent == ancestor => return true,
+            Some(parent) if parent > 1 => pid = parent,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// How long a note may take to be indexed after a restart: the index

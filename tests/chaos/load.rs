@@ -15,6 +15,13 @@ use crate::ledger::{Ledger, Note};
 
 const CALL: Duration = Duration::from_secs(5);
 
+/// The load's long command (it outlives its turn by far), whose own
+/// argument marks it as this run's, so a check can find any that outlived
+/// their daemon: `sleep` for 20 s and a fraction made of the test's pid.
+pub fn long_marker() -> String {
+    format!("sleep 20.{}", std::process::id())
+}
+
 /// A small deterministic generator: a run is replayed from its seed.
 #[derive(Debug, Clone)]
 pub struct Rng(pub u64);
@@ -197,13 +204,15 @@ impl Driver {
     /// note.
     fn text(&mut self) -> String {
         let n = self.n();
-        let call = match self.rng.below(6) {
+        let call = match self.rng.below(7) {
             0 => json!({ "name": "SpawnAgent", "input": {
                 "preset": "private_delegator", "initial_message": format!("child {n}") } }),
             1 => json!({ "name": "ExecCommand", "input": {
                 "command": format!("echo chaos-{n}"), "yield_ms": 2000 } }),
             2 => json!({ "name": "Sleep", "input": { "duration_ms": 200 + n % 400 } }),
             3 => json!({ "name": "MemoryWrite", "input": { "text": format!("chaos note {n}") } }),
+            4 => json!({ "name": "ExecCommand", "input": {
+                "command": format!("{}; echo long-{n}", long_marker()), "yield_ms": 50 } }),
             _ => return format!("hello {n}"),
         };
         json!({ "tool_calls": [call] }).to_string()

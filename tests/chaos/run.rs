@@ -82,7 +82,7 @@ pub async fn run(data_dir: &Path, opts: &Options) -> Report {
         load.join().await;
         daemon = Daemon::start_with(data_dir, SERVE).await;
         let mut c = daemon.clients().await;
-        check::after_restart(&mut c, &ledger, kill, &mut checks).await;
+        check::after_restart(&mut c, &ledger, kill, &mut checks, daemon.pid()).await;
         if kill % 10 == 0 {
             eprintln!(
                 "chaos: {kill} kills, {} s, {} violations so far",
@@ -98,7 +98,7 @@ pub async fn run(data_dir: &Path, opts: &Options) -> Report {
     // The last checks search for every note, not only the newest.
     checks.notes_found = 0;
     checks.full = true;
-    check::after_restart(&mut c, &ledger, opts.kills + 1, &mut checks).await;
+    check::after_restart(&mut c, &ledger, opts.kills + 1, &mut checks, daemon.pid()).await;
     check::timers_fired(&mut c, &ledger, opts.kills + 1, &mut checks).await;
     let ledger = std::mem::take(&mut *ledger.lock().unwrap_or_else(PoisonError::into_inner));
     checks.violations.extend(ledger.violations);
