@@ -28,14 +28,7 @@ pub struct ArchiveArgs {
 impl ArchiveArgs {
     fn picks(&self, agent: &pb::AgentSummary) -> bool {
         agent.state != pb::LifecycleState::Archived as i32
-            && self
-                .name
-                .as_ref()
-                .is_none_or(|prefix| agent.name.starts_with(prefix.as_str()))
-            && self
-                .instance
-                .as_ref()
-                .is_none_or(|instance| agent.instance == *instance)
+            && super::list::selected(agent, self.name.as_deref(), self.instance.as_deref())
     }
 }
 

@@ -65,16 +65,19 @@ impl ListArgs {
         } else {
             state.is_some_and(|s| self.state.contains(&s))
         };
-        by_state
-            && self
-                .name
-                .as_ref()
-                .is_none_or(|prefix| agent.name.starts_with(prefix.as_str()))
-            && self
-                .instance
-                .as_ref()
-                .is_none_or(|instance| agent.instance == *instance)
+        by_state && selected(agent, self.name.as_deref(), self.instance.as_deref())
     }
+}
+
+/// Whether `agent` has the name prefix and the instance asked for (either
+/// absent: any).
+pub(super) fn selected(
+    agent: &pb::AgentSummary,
+    name: Option<&str>,
+    instance: Option<&str>,
+) -> bool {
+    name.is_none_or(|prefix| agent.name.starts_with(prefix))
+        && instance.is_none_or(|instance| agent.instance == instance)
 }
 
 pub async fn list(mut clients: Clients, args: &ListArgs, out: &Output) -> anyhow::Result<()> {
