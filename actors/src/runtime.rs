@@ -80,7 +80,12 @@ pub struct RuntimeSnapshot {
     pub interrupted_commands: usize,
     pub armed_waits: usize,
     /// Records the start could not read (see `damage`).
+    /// The first 100 of them (`damage::MAX_KEPT`): the snapshot is copied on
+    /// every status call, and a disk that lost thousands of records is
+    /// told by their count.
     pub damaged: Vec<crate::store::DamagedRecord>,
+    /// Every damaged record, listed or not.
+    pub damaged_count: usize,
     /// Agents not started because a record of theirs, or of a
     /// supervisor above them, is damaged.
     pub held_agents: usize,

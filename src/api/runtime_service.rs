@@ -60,9 +60,6 @@ pub fn rss_bytes() -> u64 {
         .unwrap_or(0)
 }
 
-/// Damaged records a status lists; the rest are counted.
-const MAX_DAMAGED_LISTED: usize = 100;
-
 #[tonic::async_trait]
 impl RuntimeService for RuntimeApi {
     async fn get_status(
@@ -104,7 +101,6 @@ impl RuntimeService for RuntimeApi {
             damaged_records: snapshot
                 .damaged
                 .iter()
-                .take(MAX_DAMAGED_LISTED)
                 .map(|d| pb::DamagedRecord {
                     tree: d.tree.to_owned(),
                     key: d.key.clone(),
@@ -112,7 +108,7 @@ impl RuntimeService for RuntimeApi {
                     reason: d.reason.clone(),
                 })
                 .collect(),
-            damaged_count: snapshot.damaged.len() as u64,
+            damaged_count: snapshot.damaged_count as u64,
             held_agents: snapshot.held_agents as u64,
         }))
     }

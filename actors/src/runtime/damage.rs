@@ -18,6 +18,14 @@ use crate::store::{Batch, DamagedRecord, RecoveryInput, Write};
 /// state change's reason.
 pub const DAMAGED_RECORD: &str = "damaged_record";
 
+/// Damaged records the status lists; the rest are counted.
+pub const MAX_KEPT: usize = 100;
+
+/// Damaged records one agent's failure reason names; the rest are counted,
+/// so an agent with thousands of damaged messages gets a reason of a
+/// readable size.
+const NAMED_PER_AGENT: usize = 3;
+
 /// Takes the agents `input.damaged` names (and their descendants) out of
 /// recovery. Returns the batch that marks the live ones failed and every
 /// agent kept down.
@@ -72,11 +80,16 @@ pub(super) fn set_aside(input: &mut RecoveryInput) -> (Batch, HashSet<AgentId>) 
 /// What an operator reads on the failed agent: which record, and why.
 fn reason_for(agent_id: AgentId, damaged: &[DamagedRecord]) -> String {
     let mut reason = String::from(DAMAGED_RECORD);
-    for record in damaged.iter().filter(|r| r.agent_id == Some(agent_id)) {
+    let mut its = damaged.iter().filter(|r| r.agent_id == Some(agent_id));
+    for record in its.by_ref().take(NAMED_PER_AGENT) {
         reason.push_str(&format!(
             ": {} record {} cannot be read ({})",
             record.tree, record.key, record.reason
         ));
+    }
+    let more = its.count();
+    if more > 0 {
+        reason.push_str(&format!(" (and {more} more of its records)"));
     }
     reason.push_str("; restore it from a backup, or archive the agent");
     reason

@@ -94,6 +94,8 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
         ctx.store.commit(failed)?;
     }
     report.held_agents = held.len();
+    report.damaged_count = input.damaged.len();
+    input.damaged.truncate(damage::MAX_KEPT);
     report.damaged = std::mem::take(&mut input.damaged);
     let mut plan = plan_recovery(input.agents, input.pending);
     let poison = plan.set_aside_poison(ctx.config.limits.max_message_attempts);
