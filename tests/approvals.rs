@@ -41,22 +41,6 @@ async fn pending(c: &mut Clients, agent: &str) -> Vec<pb::Approval> {
         .approvals
 }
 
-async fn command_tasks(c: &mut Clients, agent: &str) -> usize {
-    c.tasks
-        .list_tasks(pb::ListTasksRequest {
-            agent_id: agent.into(),
-            page_size: 100,
-            page_token: String::new(),
-        })
-        .await
-        .expect("tasks")
-        .into_inner()
-        .tasks
-        .iter()
-        .filter(|t| t.task_kind == "command")
-        .count()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_call_survives_kill_9_and_runs_once_when_approved() {
     let root = tempfile::tempdir().expect("tmp");
@@ -65,7 +49,11 @@ async fn a_parked_call_survives_kill_9_and_runs_once_when_approved() {
     let mut c = daemon.clients().await;
     let agent = common::apply_instance(&mut c, GUARDED).await;
     let id = park(&mut c, &agent, "echo shipped", 1).await;
-    assert_eq!(command_tasks(&mut c, &agent).await, 0, "parked, not run");
+    assert_eq!(
+        common::command_tasks(&mut c, &agent).await,
+        0,
+        "parked, not run"
+    );
     let summary = common::get_agent(&mut c, &agent).await;
     assert!(
         summary.waiting_on.iter().any(|w| w.contains(&id)),
@@ -116,7 +104,7 @@ async fn a_parked_call_survives_kill_9_and_runs_once_when_approved() {
     assert_eq!(done.status, "approved");
     assert!(!done.is_error, "{}", done.output_json);
     assert!(done.output_json.contains("shipped"), "{}", done.output_json);
-    assert_eq!(command_tasks(&mut c, &agent).await, 1);
+    assert_eq!(common::command_tasks(&mut c, &agent).await, 1);
 
     // The agent hears the outcome as a message of its own.
     let all = handled(&c, &agent, 2).await;
@@ -134,7 +122,7 @@ async fn a_parked_call_survives_kill_9_and_runs_once_when_approved() {
         .await
         .expect_err("already decided");
     assert_eq!(again.code(), Code::FailedPrecondition);
-    assert_eq!(command_tasks(&mut c, &agent).await, 1);
+    assert_eq!(common::command_tasks(&mut c, &agent).await, 1);
     assert!(pending(&mut c, &agent).await.is_empty());
 }
 
@@ -177,7 +165,7 @@ async fn a_denied_call_never_runs_and_the_agent_reads_why() {
         .await
         .expect_err("denied stays denied");
     assert_eq!(late.code(), Code::FailedPrecondition);
-    assert_eq!(command_tasks(&mut c, &agent).await, 0, "never ran");
+    assert_eq!(common::command_tasks(&mut c, &agent).await, 0, "never ran");
 
     let unknown = c
         .approvals
@@ -214,7 +202,7 @@ async fn a_call_cut_short_by_kill_9_is_never_run_again_and_the_agent_is_told() {
     common::eventually("the approved call running", || {
         let mut c = c.clone();
         let agent = agent.clone();
-        async move { (command_tasks(&mut c, &agent).await > 0).then_some(()) }
+        async move { (common::command_tasks(&mut c, &agent).await > 0).then_some(()) }
     })
     .await;
     daemon.kill9();
@@ -349,7 +337,7 @@ async fn concurrent_decisions_of_one_call_take_effect_once() {
         "every approve/approve pair runs one"
     );
     assert_eq!(
-        command_tasks(&mut c, &agent).await,
+        common::command_tasks(&mut c, &agent).await,
         approved_runs,
         "an approved call ran other than once"
     );

@@ -553,3 +553,20 @@ pub async fn http_status(addr: &str, method: &str, path: &str) -> u16 {
         .and_then(|code| code.parse().ok())
         .unwrap_or(0)
 }
+
+/// How many command tasks `agent` has started, running or ended.
+pub async fn command_tasks(c: &mut Clients, agent: &str) -> usize {
+    c.tasks
+        .list_tasks(pb::ListTasksRequest {
+            agent_id: agent.into(),
+            page_size: 100,
+            page_token: String::new(),
+        })
+        .await
+        .expect("tasks")
+        .into_inner()
+        .tasks
+        .iter()
+        .filter(|t| t.task_kind == "command")
+        .count()
+}

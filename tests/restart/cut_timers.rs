@@ -27,19 +27,7 @@ async fn a_timer_armed_by_a_turn_cut_short_is_cancelled_and_the_rerun_wakes_once
         let agent = agent.clone();
         async move {
             let armed = waits(&mut c, &agent, "armed").await >= 1;
-            let running = c
-                .tasks
-                .list_tasks(pb::ListTasksRequest {
-                    agent_id: agent.clone(),
-                    page_size: 10,
-                    page_token: String::new(),
-                })
-                .await
-                .expect("tasks")
-                .into_inner()
-                .tasks
-                .iter()
-                .any(|t| t.task_kind == "command");
+            let running = common::command_tasks(&mut c, &agent).await > 0;
             (armed && running).then_some(())
         }
     })
