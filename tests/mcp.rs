@@ -17,10 +17,7 @@ mod instances;
 #[path = "mcp/server.rs"]
 mod server;
 
-use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::pin::Pin;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -419,9 +416,7 @@ async fn a_stdio_server_starts_with_its_signals_reset() {
 
 // -------------------------------------------------------------- runner
 
-type Test = fn() -> Pin<Box<dyn Future<Output = ()>>>;
-
-const TESTS: &[(&str, Test)] = &[
+const TESTS: &[(&str, common::runner::Test)] = &[
     (
         "allowed_agents_see_and_call_mcp_tools_others_do_not",
         || Box::pin(allowed_agents_see_and_call_mcp_tools_others_do_not()),
@@ -455,68 +450,8 @@ const TESTS: &[(&str, Test)] = &[
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
-        Some(SERVE_STDIO) => return serve_stdio(),
-        Some(SERVE_HOSTILE) => return serve_hostile(),
-        _ => {}
-    }
-    // Like libtest: words are name filters, `--skip NAME` leaves tests
-    // out; other flags (and their values) are taken and ignored.
-    let mut filters: Vec<&str> = Vec::new();
-    let mut skips: Vec<&str> = Vec::new();
-    let mut words = args.iter().map(String::as_str);
-    while let Some(word) = words.next() {
-        match word {
-            "--skip" => skips.extend(words.next()),
-            "--test-threads" | "--color" | "--format" | "--logfile" | "-Z" => {
-                words.next();
-            }
-            flag if flag.starts_with('-') => {}
-            filter => filters.push(filter),
-        }
-    }
-    if args.iter().any(|a| a == "--list") {
-        for (name, _) in TESTS {
-            println!("{name}: test");
-        }
-        return ExitCode::SUCCESS;
-    }
-    let chosen: Vec<&(&str, Test)> = TESTS
-        .iter()
-        .filter(|(name, _)| filters.is_empty() || filters.iter().any(|f| name.contains(f)))
-        .filter(|(name, _)| !skips.iter().any(|s| name.contains(s)))
-        .collect();
-    println!("\nrunning {} tests", chosen.len());
-    let started = Instant::now();
-    let mut failed = Vec::new();
-    for (name, test) in &chosen {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(test())));
-        drop(runtime);
-        if outcome.is_ok() {
-            println!("test {name} ... ok");
-        } else {
-            println!("test {name} ... FAILED");
-            failed.push(*name);
-        }
-    }
-    let passed = chosen.len() - failed.len();
-    let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
-    if !failed.is_empty() {
-        println!("\nfailures:\n    {}", failed.join("\n    "));
-    }
-    println!(
-        "\ntest result: {verdict}. {passed} passed; {} failed; 0 ignored; 0 measured; {} filtered out; finished in {:.2}s\n",
-        failed.len(),
-        TESTS.len() - chosen.len(),
-        started.elapsed().as_secs_f64()
-    );
-    if failed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(101)
+        Some(SERVE_STDIO) => serve_stdio(),
+        Some(SERVE_HOSTILE) => serve_hostile(),
+        _ => common::runner::run(TESTS, &args),
     }
 }

@@ -290,6 +290,49 @@ pub fn close_interrupted(ctx: &Ctx) -> Result<Vec<ApprovalRecord>, StoreError> {
     Ok(untold)
 }
 
+/// At start, before any agent runs: a call still pending whose parking
+/// turn a crash cut short is withdrawn (denied with that reason, and not
+/// told: the turn runs again from its start and parks its call anew).
+/// Left pending, the one call would wait under two approvals, and run
+/// twice if an operator approved both (found by the chaos run). `cut`
+/// maps each agent to the run the crash cut. Returns how many were
+/// withdrawn.
+pub fn withdraw_cut(
+    ctx: &Ctx,
+    cut: &std::collections::HashMap<AgentId, u128>,
+) -> Result<usize, StoreError> {
+    if cut.is_empty() {
+        return Ok(0);
+    }
+    let mut withdrawn = 0;
+    for record in ctx.store.open_approvals(None, MAX_LISTED)? {
+        let parked_by_cut_run = record.status == ApprovalStatus::Pending
+            && cut.get(&record.agent_id) == Some(&record.run_id.as_u128());
+        if !parked_by_cut_run {
+            continue;
+        }
+        let closed = ApprovalRecord {
+            status: ApprovalStatus::Denied {
+                reason: "withdrawn: the turn that parked this call was cut short by a restart; it runs again and asks anew".into(),
+            },
+            decided_at_ms: Some(now_ms()),
+            delivered: true,
+            input: kept_input(&record),
+            ..record
+        };
+        match ctx.store.swap_approval(&ApprovalStatus::Pending, &closed) {
+            Ok(()) => {
+                withdrawn += 1;
+                info!(agent_id = %closed.agent_id, approval_id = %closed.id, "pending call of a cut turn withdrawn");
+            }
+            // Decided already: it stays as it is.
+            Err(StoreError::Precondition(_)) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(withdrawn)
+}
+
 /// Tells agents the outcomes a crash kept from them; how many were told.
 pub async fn tell_untold(ctx: &Arc<Ctx>, untold: Vec<ApprovalRecord>) -> Result<usize, StoreError> {
     ctx.store.durable().await?;

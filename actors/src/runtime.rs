@@ -92,6 +92,9 @@ pub struct RuntimeSnapshot {
     /// Timers armed by turns a crash cut short, cancelled: the turns run
     /// again and arm their own.
     pub cut_timers_cancelled: usize,
+    /// Calls parked by turns a crash cut short, withdrawn: the turns run
+    /// again and park their own.
+    pub cut_approvals_withdrawn: usize,
 }
 
 #[derive(Debug)]

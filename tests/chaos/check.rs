@@ -60,7 +60,7 @@ fn fnv(text: &str) -> u64 {
 }
 
 impl Checks {
-    fn fail(&mut self, kill: usize, what: String) {
+    pub(crate) fn fail(&mut self, kill: usize, what: String) {
         self.violations.push(format!("after kill {kill}: {what}"));
     }
 }
@@ -73,7 +73,10 @@ fn snapshot(ledger: &Mutex<Ledger>) -> BTreeMap<String, Tracked> {
         .clone()
 }
 
-async fn all_messages(c: &mut Clients, agent: &str) -> Result<Vec<pb::Message>, tonic::Status> {
+pub(crate) async fn all_messages(
+    c: &mut Clients,
+    agent: &str,
+) -> Result<Vec<pb::Message>, tonic::Status> {
     let mut out = Vec::new();
     let mut page_token = String::new();
     loop {
@@ -119,15 +122,22 @@ pub async fn after_restart(
 /// predecessor left running, were any left.
 const REAPED: Duration = Duration::from_secs(5);
 
-/// No command of a dead daemon outlives it: every long command the load
-/// started runs under the daemon now serving (a turn the kill cut short
+/// No command or MCP server of a dead daemon outlives it: every long
+/// command the load started, and every server, runs under the daemon now
+/// serving (a turn the kill cut short
 /// runs again after the restart, and starts its command again).
 async fn no_orphans(kill: usize, checks: &mut Checks, daemon_pid: u32) {
     checks.run += 1;
     let started = Instant::now();
     loop {
-        let orphans: Vec<String> = crate::common::processes_with(&crate::load::long_marker())
-            .into_iter()
+        let markers = [
+            crate::load::long_marker(),
+            crate::load::read_marker(),
+            crate::fixtures::mcp_marker(),
+        ];
+        let orphans: Vec<String> = markers
+            .iter()
+            .flat_map(|marker| crate::common::processes_with(marker))
             .filter(|line| {
                 let pid = line.split(':').next().and_then(|p| p.parse().ok());
                 !pid.is_some_and(|pid| descends_from(pid, daemon_pid))

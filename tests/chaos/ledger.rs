@@ -17,6 +17,9 @@ pub struct Tracked {
     pub paused: Option<bool>,
     /// Acknowledged message ids, oldest first.
     pub messages: Vec<String>,
+    /// An instance's agent the run set up: checked as the others are, but
+    /// never picked by the load to pause or archive.
+    pub fixture: bool,
 }
 
 impl Tracked {
@@ -26,6 +29,7 @@ impl Tracked {
             archived: Some(false),
             paused: Some(false),
             messages: Vec::new(),
+            fixture: false,
         }
     }
 
@@ -33,6 +37,16 @@ impl Tracked {
     pub fn live(&self) -> bool {
         self.archived == Some(false)
     }
+}
+
+/// Operators' decisions on one parked call, as acknowledged.
+#[derive(Debug, Clone, Default)]
+pub struct Decided {
+    /// The file the call appends a line to each time it runs, in its
+    /// agent's home.
+    pub file: String,
+    pub approved: u32,
+    pub denied: u32,
 }
 
 /// An operator's note the daemon acknowledged: a search of its agent's
@@ -58,6 +72,18 @@ pub struct Ledger {
     pub acked: BTreeMap<&'static str, u64>,
     /// Operations whose answer was lost, by kind.
     pub lost: BTreeMap<&'static str, u64>,
+    /// Acknowledged inbound events (published or webhook deliveries): the
+    /// dedupe key and the event id it was answered with.
+    pub events: BTreeMap<String, String>,
+    /// Parked calls an operator decided on, by approval id.
+    pub decided: BTreeMap<String, Decided>,
+    /// Files of every parked call asked for: none may hold two lines.
+    pub asked: BTreeSet<String>,
+    /// Command tasks whose stop was acknowledged.
+    pub stopped: BTreeSet<String>,
+    /// The digest of the tools instance's last acknowledged apply; `None`
+    /// when an apply's answer was lost.
+    pub tools_digest: Option<String>,
     /// Broken promises seen by a client as they happened (a dedupe key
     /// answered with two ids, say).
     pub violations: Vec<String>,
@@ -100,11 +126,33 @@ impl Ledger {
         }
     }
 
-    /// Live agents' ids, for the load to pick from.
+    /// An instance's agent set up by the run.
+    pub fn fixture(&mut self, agent_id: &str, name: &str) {
+        let mut tracked = Tracked::new(name.to_owned());
+        tracked.fixture = true;
+        self.agents.insert(agent_id.to_owned(), tracked);
+    }
+
+    /// An inbound event acknowledged under `key`: a second answer for the
+    /// key must name the same event.
+    pub fn event(&mut self, key: String, event_id: String) {
+        match self.events.get(&key) {
+            Some(first) if *first != event_id => self
+                .violations
+                .push(format!("event key {key} answered {event_id} after {first}")),
+            Some(_) => {}
+            None => {
+                self.events.insert(key, event_id);
+            }
+        }
+    }
+
+    /// Live agents' ids, for the load to pick from (the run's fixtures
+    /// are left to their own kinds of work).
     pub fn live_ids(&self) -> Vec<String> {
         self.agents
             .iter()
-            .filter(|(_, a)| a.live())
+            .filter(|(_, a)| a.live() && !a.fixture)
             .map(|(id, _)| id.clone())
             .collect()
     }

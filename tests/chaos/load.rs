@@ -11,15 +11,22 @@ use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::json;
 
+use crate::fixtures::Fixtures;
 use crate::ledger::{Ledger, Note};
 
-const CALL: Duration = Duration::from_secs(5);
+pub(crate) const CALL: Duration = Duration::from_secs(5);
 
 /// The load's long command (it outlives its turn by far), whose own
 /// argument marks it as this run's, so a check can find any that outlived
 /// their daemon: `sleep` for 20 s and a fraction made of the test's pid.
 pub fn long_marker() -> String {
     format!("sleep 20.{}", std::process::id())
+}
+
+/// The command that waits for a line of input (`SendTaskInput`), marked
+/// as [`long_marker`] is.
+pub fn read_marker() -> String {
+    format!("chaos-read-{}", std::process::id())
 }
 
 /// A small deterministic generator: a run is replayed from its seed.
@@ -54,6 +61,7 @@ impl Load {
         drivers: usize,
         rng: &mut Rng,
         seq: &Arc<AtomicU64>,
+        fixtures: &Arc<Fixtures>,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let count = drivers;
@@ -66,6 +74,7 @@ impl Load {
                     ledger: ledger.clone(),
                     rng: Rng(rng.next() | 1),
                     seq: seq.clone(),
+                    fixtures: fixtures.clone(),
                 };
                 let stop = stop.clone();
                 tokio::spawn(async move {
@@ -94,20 +103,23 @@ impl Load {
     }
 }
 
-struct Driver {
+pub(crate) struct Driver {
     /// This client's place among `count`: it alone pauses, resumes and
     /// archives the agents whose ids hash to it, so the ledger knows the
     /// order those took effect in.
-    index: usize,
+    pub(crate) index: usize,
     count: usize,
-    c: Clients,
+    pub(crate) c: Clients,
     ledger: Arc<Mutex<Ledger>>,
-    rng: Rng,
+    pub(crate) rng: Rng,
     seq: Arc<AtomicU64>,
+    pub(crate) fixtures: Arc<Fixtures>,
 }
 
 /// Runs `call` under the call deadline; `None` if it failed or timed out.
-async fn answered<T, E>(call: impl std::future::Future<Output = Result<T, E>>) -> Option<T> {
+pub(crate) async fn answered<T, E>(
+    call: impl std::future::Future<Output = Result<T, E>>,
+) -> Option<T> {
     match tokio::time::timeout(CALL, call).await {
         Ok(Ok(value)) => Some(value),
         Ok(Err(_)) | Err(_) => None,
@@ -115,21 +127,25 @@ async fn answered<T, E>(call: impl std::future::Future<Output = Result<T, E>>) -
 }
 
 impl Driver {
-    fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
+    pub(crate) fn ledger(&self) -> std::sync::MutexGuard<'_, Ledger> {
         self.ledger.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn n(&self) -> u64 {
+    pub(crate) fn n(&self) -> u64 {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }
 
     /// A live agent of the ledger's, at random.
-    fn some_agent(&mut self) -> Option<String> {
+    pub(crate) fn some_agent(&mut self) -> Option<String> {
         let live = self.ledger().live_ids();
         (!live.is_empty()).then(|| live[self.rng.below(live.len())].clone())
     }
 
     async fn step(&mut self) {
+        // One call in four is an operator's or an instance's work.
+        if self.rng.below(4) == 0 {
+            return self.operate().await;
+        }
         let roll = self.rng.below(100);
         let Some(agent) = self.some_agent().filter(|_| roll >= 8) else {
             return self.create().await;
@@ -152,7 +168,7 @@ impl Driver {
         }
     }
 
-    fn owns(&self, agent: &str) -> bool {
+    pub(crate) fn owns(&self, agent: &str) -> bool {
         let hash = agent.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });

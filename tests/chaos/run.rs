@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::check::{self, Checks};
+use crate::check_ops;
 use crate::common::Daemon;
+use crate::fixtures;
 use crate::ledger::Ledger;
 use crate::load::{Load, Rng};
 
@@ -58,7 +60,37 @@ impl Report {
     }
 }
 
-const SERVE: &[&str] = &["--max-turns-per-minute", "100000"];
+/// The daemon as every life of the run starts it: one webhook listener
+/// and MCP configuration throughout, and the desk's secret.
+struct Serve {
+    args: Vec<String>,
+}
+
+impl Serve {
+    fn new(data_dir: &Path) -> Self {
+        let mcp = fixtures::mcp_config(data_dir);
+        let args = [
+            "--max-turns-per-minute",
+            "100000",
+            "--http-listen",
+            &crate::common::free_addr(),
+            "--mcp-config",
+            mcp.to_str().expect("a UTF-8 path"),
+        ];
+        Self {
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+        }
+    }
+
+    fn http(&self) -> &str {
+        &self.args[3]
+    }
+
+    async fn start(&self, data_dir: &Path) -> Daemon {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        Daemon::start_with_env(data_dir, &args, &[(fixtures::SECRET_ENV, fixtures::SECRET)]).await
+    }
+}
 
 pub async fn run(data_dir: &Path, opts: &Options) -> Report {
     eprintln!(
@@ -70,19 +102,30 @@ pub async fn run(data_dir: &Path, opts: &Options) -> Report {
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let seq = Arc::new(AtomicU64::new(0));
     let mut checks = Checks::default();
-    let mut daemon = Daemon::start_with(data_dir, SERVE).await;
+    let serve = Serve::new(data_dir);
+    let mut daemon = serve.start(data_dir).await;
+    let fixtures = {
+        let mut c = daemon.clients().await;
+        let fixtures = fixtures::set_up(&mut c, data_dir, serve.http()).await;
+        let mut ledger = ledger.lock().unwrap_or_else(PoisonError::into_inner);
+        ledger.fixture(&fixtures.desk, fixtures::DESK);
+        ledger.fixture(&fixtures.guard, fixtures::GUARD);
+        ledger.fixture(&fixtures.tools, fixtures::TOOLS);
+        Arc::new(fixtures)
+    };
     for kill in 1..=opts.kills {
         let clients = daemon.clients().await;
-        let load = Load::start(&clients, &ledger, opts.clients, &mut rng, &seq);
+        let load = Load::start(&clients, &ledger, opts.clients, &mut rng, &seq, &fixtures);
         let (low, high) = opts.load_ms;
         let span = high.saturating_sub(low).max(1);
         tokio::time::sleep(Duration::from_millis(low + rng.next() % span)).await;
         load.halt();
         daemon.kill9();
         load.join().await;
-        daemon = Daemon::start_with(data_dir, SERVE).await;
+        daemon = serve.start(data_dir).await;
         let mut c = daemon.clients().await;
         check::after_restart(&mut c, &ledger, kill, &mut checks, daemon.pid()).await;
+        check_ops::after_restart(&mut c, &ledger, &fixtures, kill, &mut checks).await;
         if kill % 10 == 0 {
             eprintln!(
                 "chaos: {kill} kills, {} s, {} violations so far",
@@ -93,13 +136,17 @@ pub async fn run(data_dir: &Path, opts: &Options) -> Report {
     }
     // A graceful stop loses nothing either.
     daemon.terminate(Duration::from_secs(30)).await;
-    let daemon = Daemon::start_with(data_dir, SERVE).await;
+    let mut daemon = serve.start(data_dir).await;
     let mut c = daemon.clients().await;
     // The last checks search for every note, not only the newest.
     checks.notes_found = 0;
     checks.full = true;
     check::after_restart(&mut c, &ledger, opts.kills + 1, &mut checks, daemon.pid()).await;
+    check_ops::after_restart(&mut c, &ledger, &fixtures, opts.kills + 1, &mut checks).await;
     check::timers_fired(&mut c, &ledger, opts.kills + 1, &mut checks).await;
+    drop(c);
+    daemon.terminate(Duration::from_secs(30)).await;
+    check_ops::cleanups_finished(data_dir, opts.kills + 1, &mut checks).await;
     let ledger = std::mem::take(&mut *ledger.lock().unwrap_or_else(PoisonError::into_inner));
     checks.violations.extend(ledger.violations);
     Report {

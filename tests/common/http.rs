@@ -127,3 +127,52 @@ where
     });
     addr
 }
+
+/// The client side: one HTTP/1.1 POST on a fresh connection (closed after
+/// the answer); the status and the body as JSON (null when it is not).
+/// An error when the server cannot be reached or answers no status line
+/// within 30 s.
+pub async fn post(
+    addr: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> std::io::Result<(u16, serde_json::Value)> {
+    use std::io::{Error, ErrorKind};
+    let mut stream = TcpStream::connect(addr).await?;
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await?;
+    // A server that refuses by Content-Length may close before the body is
+    // all sent; the answer is still there to read.
+    let _ = stream.write_all(body).await;
+    let mut answer = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        stream.read_to_end(&mut answer),
+    )
+    .await
+    .map_err(|_| Error::new(ErrorKind::TimedOut, "no answer in 30 s"))??;
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidData,
+                format!("no status line in {answer:?}"),
+            )
+        })?;
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    Ok((
+        status,
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
+    ))
+}

@@ -16,6 +16,7 @@ use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest}
 
 pub mod contract;
 pub mod http;
+pub mod runner;
 pub mod workspaces;
 
 pub const DEADLINE: Duration = Duration::from_secs(30);

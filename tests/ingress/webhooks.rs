@@ -6,12 +6,8 @@
 //! provider's header is checked alike, against the secret current at each
 //! delivery.
 
-use std::time::Duration;
-
 use holarchy_composition::webhook::sign;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::{event_messages, received};
 use crate::common::apply_instance as apply;
@@ -37,32 +33,9 @@ pub(super) async fn post(
     headers: &[(&str, String)],
     body: &[u8],
 ) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).await.expect("connects");
-    let mut head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).await.expect("head sent");
-    // A server that refuses by Content-Length may close before the body is
-    // all sent; the answer is still there to read.
-    let _ = stream.write_all(body).await;
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer))
+    crate::common::http::post(addr, path, headers, body)
         .await
-        .expect("answered in time")
-        .expect("answer read");
-    let answer = String::from_utf8(answer).expect("utf-8 answer");
-    let status = answer
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("a status line in {answer:?}"));
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+        .unwrap_or_else(|err| panic!("POST {path} to {addr}: {err}"))
 }
 
 /// A GitHub delivery's headers, signed with `secret`.

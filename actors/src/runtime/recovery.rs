@@ -193,6 +193,8 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
             _ => None,
         })
         .collect();
+    // Its parked calls likewise: the run parks them again.
+    report.cut_approvals_withdrawn = crate::approval::withdraw_cut(ctx, &cut)?;
     let mut waits_to_arm = Vec::new();
     for mut wait in input.armed_waits {
         let armed_by_cut_run = matches!(wait.kind, WaitKind::Timer { .. })
