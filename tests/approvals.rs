@@ -342,3 +342,97 @@ async fn concurrent_decisions_of_one_call_take_effect_once() {
         "an approved call ran other than once"
     );
 }
+
+/// A kill that cuts the turn which parked a call: the turn runs again
+/// from its start and parks the call anew, so the first parking is
+/// withdrawn at start (denied, saying why) rather than left pending
+/// beside the second; approving runs the call once (found by the chaos
+/// run, where both were approved and the call ran twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_parked_by_a_turn_a_kill_cut_is_withdrawn_and_parked_once_again() {
+    const PATCHES: &str =
+        "name = \"patcher\"\n[brain.scripted]\n[constraints]\nrequire_approval = [\"ApplyPatch\"]\n";
+    let root = tempfile::tempdir().expect("tmp");
+    let data = common::data_dir(&root);
+    let mut daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let agent = common::apply_instance(&mut c, PATCHES).await;
+    // The patch parks; the command after it keeps the turn open, so the
+    // kill cuts it with its call parked.
+    let patch = "--- /dev/null\n+++ b/patched.md\n@@ -0,0 +1 @@\n+once\n";
+    let calls = json!([
+        { "name": "ApplyPatch", "input": { "patch": patch } },
+        { "name": "ExecCommand", "input": { "command": "sleep 30", "yield_ms": 30000 } },
+    ]);
+    send(&mut c, &agent, &common::script(calls)).await;
+    let first = common::eventually("the call parked", || {
+        let mut c = c.clone();
+        let agent = agent.clone();
+        async move { pending(&mut c, &agent).await.pop() }
+    })
+    .await;
+    assert_eq!(common::get_agent(&mut c, &agent).await.queue_length, 0);
+    assert!(
+        !common::get_agent(&mut c, &agent)
+            .await
+            .current_run_id
+            .is_empty(),
+        "the turn is still open"
+    );
+    drop(c);
+    daemon.kill9();
+
+    let daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let second = common::eventually("the call parked again", || {
+        let mut c = c.clone();
+        let agent = agent.clone();
+        let first = first.approval_id.clone();
+        async move {
+            let waiting = pending(&mut c, &agent).await;
+            waiting
+                .iter()
+                .any(|a| a.approval_id != first)
+                .then_some(waiting)
+        }
+    })
+    .await;
+    assert_eq!(second.len(), 1, "one call, one approval: {second:?}");
+    let withdrawn = c
+        .approvals
+        .get_approval(pb::GetApprovalRequest {
+            approval_id: first.approval_id.clone(),
+        })
+        .await
+        .expect("the first parking")
+        .into_inner();
+    assert_eq!(withdrawn.status, "denied");
+    assert!(
+        withdrawn.reason.contains("withdrawn"),
+        "{}",
+        withdrawn.reason
+    );
+    let late = c
+        .approvals
+        .approve(pb::ApproveRequest {
+            approval_id: first.approval_id,
+        })
+        .await
+        .expect_err("withdrawn, not approvable");
+    assert_eq!(late.code(), Code::FailedPrecondition);
+
+    let done = c
+        .approvals
+        .approve(pb::ApproveRequest {
+            approval_id: second[0].approval_id.clone(),
+        })
+        .await
+        .expect("approved")
+        .into_inner();
+    assert!(!done.is_error, "{}", done.output_json);
+    let home = data.join("workspaces").join(&agent);
+    assert_eq!(
+        std::fs::read_to_string(home.join("patched.md")).expect("patched"),
+        "once\n"
+    );
+}

@@ -8,6 +8,8 @@ mod cut_timers;
 mod damaged;
 #[path = "restart/disk_full.rs"]
 mod disk_full;
+#[path = "restart/held_approvals.rs"]
+mod held_approvals;
 #[path = "restart/held_flushes.rs"]
 mod held_flushes;
 

@@ -171,14 +171,14 @@ async fn a_stalled_flush_sheds_new_writes_and_work_resumes_when_it_ends() {
 }
 
 /// A data directory and the latch file its daemon's flushes wait on.
-struct Latched {
+pub(super) struct Latched {
     _root: tempfile::TempDir,
-    dir: PathBuf,
-    latch: PathBuf,
+    pub(super) dir: PathBuf,
+    pub(super) latch: PathBuf,
 }
 
 impl Latched {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let root = tempfile::tempdir().expect("tempdir");
         Self {
             dir: common::data_dir(&root),
@@ -187,14 +187,14 @@ impl Latched {
         }
     }
 
-    async fn start(&self, extra: &[&str]) -> Daemon {
+    pub(super) async fn start(&self, extra: &[&str]) -> Daemon {
         let latch = self.latch.to_str().expect("utf-8 path");
         Daemon::start_with_env(&self.dir, extra, &[("HOLARCHY_TEST_HOLD_FLUSHES", latch)]).await
     }
 }
 
 /// The writes the latch holds, as the daemon last wrote them.
-fn held_writes(latch: &Path) -> u64 {
+pub(super) fn held_writes(latch: &Path) -> u64 {
     let mut held = latch.as_os_str().to_owned();
     held.push(".held");
     std::fs::read_to_string(held)
