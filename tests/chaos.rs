@@ -4,8 +4,9 @@
 //! spawns, commands with input and stops, timers, notes, pauses, resumes,
 //! aborts and archives; published events and signed webhooks, calls
 //! parked for approval and decided by racing operators, a schedule, MCP
-//! tool calls and instance applies), and after every restart each promise
-//! checked against a ledger of what was acknowledged. CI runs 20 kills;
+//! tool calls, instance applies, and worktree children patching their
+//! worktrees), and after every restart each promise checked against a
+//! ledger of what was acknowledged. CI runs 20 kills;
 //! `CHAOS_KILLS=200 cargo test --release --test chaos -- --nocapture` is
 //! the long run (docs/reliability.md).
 //!
@@ -28,6 +29,8 @@ mod load;
 mod operate;
 #[path = "chaos/run.rs"]
 mod run;
+#[path = "chaos/worktrees.rs"]
+mod worktrees;
 // Only its stdio server is used here.
 #[allow(dead_code)]
 #[path = "mcp/server.rs"]

@@ -71,6 +71,9 @@ pub struct Fixtures {
     pub schedule_from_ms: u64,
     /// The agents' home directories' parent.
     pub workspaces: PathBuf,
+    /// An agent working in `repo`, which spawns worktree children.
+    pub lead: String,
+    pub repo: PathBuf,
 }
 
 /// The daemon's MCP configuration: this very binary as the stdio server
@@ -112,10 +115,16 @@ async fn apply(c: &mut Clients, manifest: &str) -> String {
     agent.agent.map(|a| a.agent_id).expect("an agent")
 }
 
-/// Applies the three instances.
+/// Applies the three instances, and makes the lead in a new repository
+/// beside the data directory.
 pub async fn set_up(c: &mut Clients, data_dir: &Path, http: &str) -> Fixtures {
     let schedule_from_ms = crate::check_ops::now_ms();
+    let root = data_dir.parent().expect("the data directory's parent");
+    let repo = crate::common::workspaces::repository(root);
+    let lead = crate::common::workspaces::lead_in(c, &repo).await;
     Fixtures {
+        lead,
+        repo,
         desk: apply(c, DESK_MANIFEST).await,
         guard: apply(c, GUARD_MANIFEST).await,
         tools: apply(c, &tools_manifest(0)).await,

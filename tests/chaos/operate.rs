@@ -48,8 +48,9 @@ impl Driver {
             45..=59 => self.decide().await,
             60..=71 => self.mcp_call().await,
             72..=83 => self.task_control().await,
-            84..=91 => self.abort().await,
-            92.. if self.index == 0 => self.apply_tools().await,
+            84..=89 => self.abort().await,
+            90..=95 => self.worktree_work().await,
+            96.. if self.index == 0 => self.apply_tools().await,
             _ => self.publish().await,
         }
     }

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use crate::check::{self, Checks};
 use crate::check_ops;
 use crate::common::Daemon;
-use crate::fixtures;
 use crate::ledger::Ledger;
 use crate::load::{Load, Rng};
+use crate::{fixtures, worktrees};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -111,6 +111,7 @@ pub async fn run(data_dir: &Path, opts: &Options) -> Report {
         ledger.fixture(&fixtures.desk, fixtures::DESK);
         ledger.fixture(&fixtures.guard, fixtures::GUARD);
         ledger.fixture(&fixtures.tools, fixtures::TOOLS);
+        ledger.fixture(&fixtures.lead, "lead");
         Arc::new(fixtures)
     };
     for kill in 1..=opts.kills {
@@ -126,6 +127,7 @@ pub async fn run(data_dir: &Path, opts: &Options) -> Report {
         let mut c = daemon.clients().await;
         check::after_restart(&mut c, &ledger, kill, &mut checks, daemon.pid()).await;
         check_ops::after_restart(&mut c, &ledger, &fixtures, kill, &mut checks).await;
+        worktrees::none_stray(&mut c, &fixtures, kill, &mut checks).await;
         if kill % 10 == 0 {
             eprintln!(
                 "chaos: {kill} kills, {} s, {} violations so far",
@@ -143,6 +145,7 @@ pub async fn run(data_dir: &Path, opts: &Options) -> Report {
     checks.full = true;
     check::after_restart(&mut c, &ledger, opts.kills + 1, &mut checks, daemon.pid()).await;
     check_ops::after_restart(&mut c, &ledger, &fixtures, opts.kills + 1, &mut checks).await;
+    worktrees::none_stray(&mut c, &fixtures, opts.kills + 1, &mut checks).await;
     check::timers_fired(&mut c, &ledger, opts.kills + 1, &mut checks).await;
     drop(c);
     daemon.terminate(Duration::from_secs(30)).await;
