@@ -349,7 +349,7 @@ async fn messages_kept(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, che
         checks.run += 1;
         let named: Vec<&str> = messages
             .iter()
-            .filter(|m| m.dedupe_key == key)
+            .filter(|m| names_key(&m.dedupe_key, &key))
             .map(|m| m.message_id.as_str())
             .collect();
         if named != [id.as_str()] {
@@ -359,6 +359,17 @@ async fn messages_kept(c: &mut Clients, ledger: &Mutex<Ledger>, kill: usize, che
             );
         }
     }
+}
+
+/// Whether a message's stored dedupe key is `key`: as given, or as a
+/// trigger delivery's (`trigger:<wait id>:<key>`, so keys of different
+/// triggers never meet).
+fn names_key(stored: &str, key: &str) -> bool {
+    stored == key
+        || stored
+            .strip_prefix("trigger:")
+            .and_then(|rest| rest.split_once(':'))
+            .is_some_and(|(_, given)| given == key)
 }
 
 /// Turns handled that armed a timer (the load's `Sleep`), and wake-ups

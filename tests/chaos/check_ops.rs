@@ -36,6 +36,8 @@ struct Taken {
     asked: Vec<String>,
     stopped: Vec<String>,
     tools_digest: Option<String>,
+    attached: Vec<(String, String)>,
+    live: std::collections::BTreeSet<String>,
 }
 
 fn taken(ledger: &Mutex<Ledger>) -> Taken {
@@ -46,6 +48,8 @@ fn taken(ledger: &Mutex<Ledger>) -> Taken {
         asked: ledger.asked.iter().cloned().collect(),
         stopped: ledger.stopped.iter().cloned().collect(),
         tools_digest: ledger.tools_digest.clone(),
+        attached: ledger.attached.clone(),
+        live: ledger.live_ids().into_iter().collect(),
     }
 }
 
@@ -62,6 +66,32 @@ pub async fn after_restart(
     approvals_once(c, &taken, fixtures, kill, checks).await;
     stops_hold(c, &taken, kill, checks).await;
     tools_applied(c, &taken, kill, checks).await;
+    attaches_hold(c, &taken, kill, checks).await;
+}
+
+/// Each acknowledged attach is still there (on agents surely live).
+async fn attaches_hold(c: &mut Clients, taken: &Taken, kill: usize, checks: &mut Checks) {
+    for (agent, id) in taken
+        .attached
+        .iter()
+        .filter(|(a, _)| taken.live.contains(a))
+    {
+        checks.run += 1;
+        let listed = c
+            .workspaces
+            .list_workspaces(pb::ListWorkspacesRequest {
+                agent_id: agent.clone(),
+                ..Default::default()
+            })
+            .await
+            .map(|w| w.into_inner().workspaces);
+        if !matches!(&listed, Ok(all) if all.iter().any(|w| w.workspace_id == *id)) {
+            checks.fail(
+                kill,
+                format!("acknowledged workspace {id} of {agent}: {listed:?}"),
+            );
+        }
+    }
 }
 
 /// The desk's events: each acknowledged one there once, none twice, and

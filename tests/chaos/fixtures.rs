@@ -74,6 +74,11 @@ pub struct Fixtures {
     /// An agent working in `repo`, which spawns worktree children.
     pub lead: String,
     pub repo: PathBuf,
+    /// An agent that armed an external trigger, and the trigger's token.
+    pub waker: String,
+    pub token: String,
+    /// Where directories made for workspace attaches go.
+    pub attachable: PathBuf,
 }
 
 /// The daemon's MCP configuration: this very binary as the stdio server
@@ -122,9 +127,29 @@ pub async fn set_up(c: &mut Clients, data_dir: &Path, http: &str) -> Fixtures {
     let root = data_dir.parent().expect("the data directory's parent");
     let repo = crate::common::workspaces::repository(root);
     let lead = crate::common::workspaces::lead_in(c, &repo).await;
+    let waker = crate::common::create(c, "chaos-waker", None).await;
+    // The token is kept out of every record: the agent hands it over
+    // through a placeholder, as a file in its home.
+    let arm = json!([
+        { "name": "CreateExternalTrigger", "input": {} },
+        { "name": "ExecCommand", "input": {
+            "command": "printf %s \"$TOKEN\" > trigger-token",
+            "env": { "TOKEN": "{{results[0].token}}" } } },
+    ]);
+    crate::common::workspaces::run(c, &waker, arm).await;
+    let token_file = data_dir
+        .join("workspaces")
+        .join(&waker)
+        .join("trigger-token");
+    let token = std::fs::read_to_string(token_file).expect("the trigger's token handed over");
+    let attachable = root.join("attachable");
+    std::fs::create_dir_all(&attachable).expect("attachable directory");
     Fixtures {
         lead,
         repo,
+        waker,
+        token,
+        attachable,
         desk: apply(c, DESK_MANIFEST).await,
         guard: apply(c, GUARD_MANIFEST).await,
         tools: apply(c, &tools_manifest(0)).await,

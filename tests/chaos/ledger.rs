@@ -79,6 +79,8 @@ pub struct Ledger {
     pub decided: BTreeMap<String, Decided>,
     /// Files of every parked call asked for: none may hold two lines.
     pub asked: BTreeSet<String>,
+    /// Workspaces whose attach was acknowledged: (agent, workspace id).
+    pub attached: Vec<(String, String)>,
     /// Command tasks whose stop was acknowledged.
     pub stopped: BTreeSet<String>,
     /// The digest of the tools instance's last acknowledged apply; `None`

@@ -216,13 +216,23 @@ impl Driver {
     }
 
     /// A message of a random kind: plain text, or a scripted turn that
-    /// spawns a private child, runs a command, arms a timer or writes a
-    /// note.
+    /// spawns a private child (which spawns one of its own), runs a
+    /// command, arms a timer or a trigger, writes a note or sets a work
+    /// item.
     fn text(&mut self) -> String {
         let n = self.n();
-        let call = match self.rng.below(7) {
-            0 => json!({ "name": "SpawnAgent", "input": {
-                "preset": "private_delegator", "initial_message": format!("child {n}") } }),
+        let call = match self.rng.below(10) {
+            // A child that spawns a grandchild: three levels.
+            0 => {
+                let grandchild = json!({ "tool_calls": [{ "name": "SpawnAgent", "input": {
+                    "preset": "private_child", "initial_message": format!("grandchild {n}") } }] });
+                json!({ "name": "SpawnAgent", "input": {
+                    "preset": "private_delegator", "initial_message": grandchild.to_string() } })
+            }
+            7 => {
+                json!({ "name": "update_work_item", "input": { "objective": format!("chaos {n}") } })
+            }
+            8 => json!({ "name": "CreateExternalTrigger", "input": {} }),
             1 => json!({ "name": "ExecCommand", "input": {
                 "command": format!("echo chaos-{n}"), "yield_ms": 2000 } }),
             2 => json!({ "name": "Sleep", "input": { "duration_ms": 200 + n % 400 } }),

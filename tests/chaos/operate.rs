@@ -48,9 +48,11 @@ impl Driver {
             45..=59 => self.decide().await,
             60..=71 => self.mcp_call().await,
             72..=83 => self.task_control().await,
-            84..=89 => self.abort().await,
-            90..=95 => self.worktree_work().await,
-            96.. if self.index == 0 => self.apply_tools().await,
+            84..=85 => self.abort().await,
+            86..=88 => self.attach().await,
+            89..=92 => self.worktree_work().await,
+            93..=97 => self.wake().await,
+            98.. if self.index == 0 => self.apply_tools().await,
             _ => self.publish().await,
         }
     }
@@ -341,6 +343,59 @@ impl Driver {
         };
         if let Some(tracked) = ledger.agents.get_mut(&agent) {
             tracked.paused = paused;
+        }
+    }
+
+    /// A delivery to the waker's trigger, then the same again under its
+    /// key: one message.
+    async fn wake(&mut self) {
+        let key = format!("wake-{}", self.n());
+        let waker = self.fixtures.waker.clone();
+        for _ in 0..2 {
+            let request = pb::DeliverTriggerRequest {
+                token: self.fixtures.token.clone(),
+                payload: format!("chaos {key}"),
+                dedupe_key: key.clone(),
+            };
+            let delivered = answered(self.c.triggers.deliver_trigger(request)).await;
+            let mut ledger = self.ledger();
+            ledger.touched.insert(waker.clone());
+            match delivered {
+                Some(done) => {
+                    ledger.ack("trigger");
+                    ledger.sent_once(&waker, &key, done.into_inner().message_id);
+                }
+                None => ledger.unknown("trigger"),
+            }
+        }
+    }
+
+    /// A new directory attached to an agent this client owns.
+    async fn attach(&mut self) {
+        let Some(agent) = self.some_agent().filter(|a| self.owns(a)) else {
+            return;
+        };
+        let id = format!("w{}", self.n());
+        let dir = self.fixtures.attachable.join(&id);
+        if std::fs::create_dir_all(&dir).is_err() {
+            return;
+        }
+        let request = pb::AttachWorkspaceRequest {
+            agent_id: agent.clone(),
+            path: dir.display().to_string(),
+            workspace_id: id.clone(),
+        };
+        let attached = called(self.c.workspaces.attach_workspace(request)).await;
+        let mut ledger = self.ledger();
+        ledger.touched.insert(agent.clone());
+        match attached {
+            Called::Done(_) => {
+                ledger.ack("attach");
+                ledger.attached.push((agent, id));
+            }
+            // Archived by now, or at its bound of workspaces.
+            Called::Refused(_) => {}
+            Called::Lost => ledger.unknown("attach"),
         }
     }
 

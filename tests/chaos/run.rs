@@ -112,6 +112,7 @@ pub async fn run(data_dir: &Path, opts: &Options) -> Report {
         ledger.fixture(&fixtures.guard, fixtures::GUARD);
         ledger.fixture(&fixtures.tools, fixtures::TOOLS);
         ledger.fixture(&fixtures.lead, "lead");
+        ledger.fixture(&fixtures.waker, "chaos-waker");
         Arc::new(fixtures)
     };
     for kill in 1..=opts.kills {
