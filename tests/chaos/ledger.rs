@@ -81,6 +81,9 @@ pub struct Ledger {
     pub asked: BTreeSet<String>,
     /// Workspaces whose attach was acknowledged: (agent, workspace id).
     pub attached: Vec<(String, String)>,
+    /// Agents sent a command that waits for input: where task input and
+    /// stops find running commands.
+    pub readers: Vec<String>,
     /// Command tasks whose stop was acknowledged.
     pub stopped: BTreeSet<String>,
     /// The digest of the tools instance's last acknowledged apply; `None`

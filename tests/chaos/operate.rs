@@ -253,7 +253,14 @@ impl Driver {
     /// A running command of some agent given a line of input or stopped;
     /// when it has none, a command that waits for input is started.
     async fn task_control(&mut self) {
-        let Some(agent) = self.some_agent() else {
+        // Mostly an agent known to have started a command that waits.
+        let readers = self.ledger().readers.clone();
+        let agent = match readers.len() {
+            0 => self.some_agent(),
+            n if self.rng.below(4) > 0 => Some(readers[self.rng.below(n)].clone()),
+            _ => self.some_agent(),
+        };
+        let Some(agent) = agent else {
             return;
         };
         let listed = answered(self.c.tasks.list_tasks(pb::ListTasksRequest {
@@ -283,6 +290,9 @@ impl Driver {
                 Some(sent) => {
                     ledger.ack("send");
                     ledger.sent(&agent, sent.into_inner().message_id);
+                    if !ledger.readers.contains(&agent) {
+                        ledger.readers.push(agent);
+                    }
                 }
                 None => ledger.unknown("send"),
             }
@@ -335,7 +345,8 @@ impl Driver {
                 ledger.ack("abort");
                 Some(true)
             }
-            Called::Refused(_) => return,
+            // No run to abort: nothing changed.
+            Called::Refused(_) => return ledger.ack("abort_idle"),
             Called::Lost => {
                 ledger.unknown("abort");
                 None
