@@ -88,7 +88,7 @@ pub async fn park(
         .map_err(failed)?
         .and_then(|r| r.composition.and_then(|c| c.instance));
     // Where the call would run now: it runs there once approved.
-    let place = crate::plane::workspace::place(ctx, agent_id).map_err(failed)?;
+    let place = crate::workspace::place(ctx, agent_id).map_err(failed)?;
     let record = ApprovalRecord {
         id: ApprovalId::generate(),
         agent_id,
@@ -160,7 +160,7 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
     // It runs where it was parked, as the operator was shown; if that
     // workspace is gone, running it elsewhere is not what was approved.
     if let Some(place) = &pending.place {
-        let view = crate::plane::workspace::view(ctx, agent.id)?;
+        let view = crate::workspace::view(ctx, agent.id)?;
         if !view.projection.holds(&view.home, place) {
             return Err(ApprovalError::Precondition(format!(
                 "approval {id} was parked in workspace `{}` ({}), which the agent no longer has attached: it cannot run there; deny it",
@@ -198,7 +198,7 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
         None => {
             let run = tools::call(ctx, agent.id, agent.profile, &call);
             let result = match pending.place.clone() {
-                Some(place) => crate::plane::workspace::pinned(place, run).await,
+                Some(place) => crate::workspace::pinned(place, run).await,
                 None => run.await,
             };
             (result.output, result.is_error)

@@ -2,6 +2,8 @@
 //! given, and the tool policy its calls are checked against, the layers in
 //! the seed's precedence (system > config > prompt).
 
+pub mod instance;
+
 use std::collections::BTreeSet;
 
 use holarchy_composition::constraint::{Layer, Policy, ToolRules, Verdict};

@@ -16,7 +16,6 @@ use holarchy_supervision::{
 use serde_json::{json, Value};
 
 use crate::compose::RoleView;
-use crate::plane::work;
 use crate::step::MessageView;
 use crate::store::{Recalled, RecalledToolCall, StoreError};
 use crate::views::work_json;
@@ -107,7 +106,7 @@ fn recent_turns(
 /// the parent's work focus with its plan, and its recent turns. The handoff
 /// itself is the child's initial message.
 pub fn inherited_view(ctx: &Ctx, parent: AgentId) -> Result<Value, StoreError> {
-    let focus = work::focus(ctx, parent)?;
+    let focus = ctx.store.work_focus(parent)?;
     Ok(json!({
         "from_agent_id": parent.to_string(),
         "work_item": focus.map(|w| work_json(&w)),
@@ -164,7 +163,7 @@ pub fn bounded(
         }
         let _ = fit.charge_text(&role.prompt);
     }
-    let focus = work::focus(ctx, agent_id)?;
+    let focus = ctx.store.work_focus(agent_id)?;
     let waits: Vec<String> = ctx
         .store
         .waits_of(agent_id)?

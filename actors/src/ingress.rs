@@ -42,9 +42,9 @@ use holarchy_supervision::{EventKind, InboundId, Provenance};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::compose::instance::{self, LookupError};
 use crate::directory;
 use crate::protocol::{DeliverError, NewMessage};
-use crate::runtime::instance::{self, InstanceError};
 use crate::store::{ReplayGuard, StoreError};
 use crate::Ctx;
 
@@ -83,11 +83,11 @@ pub enum IngressError {
     Store(#[from] StoreError),
 }
 
-impl From<InstanceError> for IngressError {
-    fn from(err: InstanceError) -> Self {
+impl From<LookupError> for IngressError {
+    fn from(err: LookupError) -> Self {
         match err {
-            InstanceError::NotFound(name) => IngressError::NotFound(name),
-            InstanceError::Store(err) => IngressError::Store(err),
+            LookupError::NotFound(name) => IngressError::NotFound(name),
+            LookupError::Store(err) => IngressError::Store(err),
             other => IngressError::NoAgent(other.to_string()),
         }
     }
@@ -138,7 +138,7 @@ pub async fn publish(
     instance_name: &str,
     event: InboundEvent,
 ) -> Result<Published, IngressError> {
-    let view = instance::get(ctx, instance_name)?;
+    let view = instance::get(ctx.store.as_ref(), instance_name)?;
     match route(&view.record.spec, &event) {
         Route::Take => {}
         Route::Ignore => {

@@ -15,8 +15,10 @@
 //! 2. [`directory`] (running actors by id), [`config`] and [`ctx`] (what
 //!    every actor shares, and the [`ctx::Factory`] supervisors start
 //!    children through), [`quota`] (counting against the limits).
-//! 3. [`plane`]: what an agent acts on (commands, tasks, waits, work,
-//!    workspaces), each plane its actor and its operations.
+//! 3. [`workspace`] (attached workspaces, paths, worktrees, `ApplyPatch`),
+//!    [`apply`] (the executor of the pure planners' plans), then
+//!    [`plane`]: what an agent acts on (commands, tasks, waits, work),
+//!    each plane its actor and its operations.
 //! 4. [`supervisor`]: what every supervisor does when a child exits, how
 //!    it brings a subtree back, and durable cleanup. Then
 //!    [`plane::spawn`], which creates children through it.
@@ -35,6 +37,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub mod agent;
+pub mod apply;
 pub mod approval;
 pub mod brain;
 pub mod compose;
@@ -69,6 +72,7 @@ pub mod tree;
 pub mod turn;
 pub mod turn_gate;
 pub mod views;
+pub mod workspace;
 
 pub use brain::{Brain, ScriptedBrain};
 pub use config::RuntimeConfig;

@@ -5,13 +5,13 @@
 //! - [`task`]: an agent's tasks (child-agent handles and commands).
 //! - [`wait`]: timers and external triggers, one actor per armed wait.
 //! - [`work`]: work items and the agent's focus.
-//! - [`workspace`]: attached workspaces, paths inside them, git worktrees,
-//!   and `ApplyPatch`.
 //! - [`spawn`]: `SpawnAgent`, which starts children through the supervisor.
+//!
+//! The workspaces the planes act in are a module below them
+//! ([`crate::workspace`]), which cleanups reach too.
 
 pub mod command;
 pub mod spawn;
 pub mod task;
 pub mod wait;
 pub mod work;
-pub mod workspace;

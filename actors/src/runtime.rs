@@ -180,7 +180,7 @@ impl Actor for RuntimeActor {
         self.ctx.topology.set_partitions(partitions);
         // Before any agent runs: none may wake up in a worktree a crash
         // kept git from making.
-        let restored = crate::plane::workspace::worktree::restore_running(&self.ctx).await?;
+        let restored = crate::workspace::worktree::restore_running(&self.ctx).await?;
         if restored > 0 {
             info!(restored, "worktrees made again after a crash");
         }
@@ -197,7 +197,7 @@ impl Actor for RuntimeActor {
         let ctx = self.ctx.clone();
         let tasks = ctx.lifecycle.tasks.clone();
         tasks.spawn(async move {
-            match crate::plane::workspace::worktree::sweep(&ctx).await {
+            match crate::workspace::worktree::sweep(&ctx).await {
                 Ok(0) => {}
                 Ok(removed) => info!(removed, "stale worktrees removed"),
                 Err(err) => warn!(error = %err, "worktree sweep failed"),

@@ -26,11 +26,13 @@ mod inbound;
 mod instance;
 pub mod memory;
 
+pub use holarchy_supervision::effect::{Batch, Write};
+
 use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
-    AgentId, AgentRecord, CleanupId, EventKind, MessageId, MessageRecord, OutputChunk, TaskId,
-    TaskRecord, TokenUsage, WaitId, WaitRecord, WorkItemId, WorkItemRecord,
+    AgentId, AgentRecord, MessageId, MessageRecord, OutputChunk, TaskId, TaskRecord, WaitId,
+    WaitRecord, WorkItemId, WorkItemRecord,
 };
 
 /// Why the store could not do what was asked.
@@ -73,134 +75,6 @@ pub type DurableFuture = Pin<Box<dyn Future<Output = Result<(), StoreError>> + S
 /// [`Store::commit_grouped`] is applied, with the flush that will make it
 /// durable (already asked for).
 pub type CommitFuture = Pin<Box<dyn Future<Output = Result<DurableFuture, StoreError>> + Send>>;
-
-/// One record write inside a [`Batch`].
-#[derive(Debug, Clone)]
-pub enum Write {
-    /// A new agent: claims its name (if any) or fails the whole batch with
-    /// [`StoreError::NameTaken`]; a supervised one also needs its supervisor
-    /// live, or the batch fails with [`StoreError::SupervisorGone`].
-    CreateAgent(AgentRecord),
-    /// An update of an existing agent. The store keeps its supervisor's
-    /// index of live children in step.
-    PutAgent(AgentRecord),
-    /// An update that applies only while the stored agent is live: fails
-    /// the batch with [`StoreError::Precondition`] otherwise, so a change
-    /// made outside the agent's actor never revives an archived agent.
-    PutLiveAgent(AgentRecord),
-    /// A message put back to queued after its turn was cut short, but only
-    /// if it is still being handled and its agent is still live: a cleanup
-    /// that cancelled it meanwhile wins. Skipped silently otherwise.
-    Requeue(MessageRecord),
-    /// A task, new or updated.
-    PutTask(TaskRecord),
-    /// A wait, new or updated; a trigger's token hash is indexed.
-    PutWait(WaitRecord),
-    /// A wait ending (a timer firing, a trigger cancelled): fails the whole
-    /// batch with [`StoreError::Precondition`] unless the stored wait is
-    /// still armed, so a wait ends once.
-    EndWait(WaitRecord),
-    /// A task ending: fails the whole batch with
-    /// [`StoreError::Precondition`] unless the stored task is still
-    /// running, so a cleanup's `stopped` is never overwritten.
-    EndTask(TaskRecord),
-    /// A work item, new or updated.
-    PutWorkItem(WorkItemRecord),
-    /// A piece of a command's output.
-    PutOutput { task_id: TaskId, chunk: OutputChunk },
-    /// Drops the output chunk at `offset` (the ring buffer is full).
-    DropOutput { task_id: TaskId, offset: u64 },
-    /// A cleanup about to stop actors.
-    PutIntent(CleanupIntent),
-    /// A cleanup whose actors are gone.
-    DeleteIntent(CleanupId),
-    /// A message, new or updated. The store keeps the pending index and the
-    /// dedupe index in step with the record.
-    PutMessage(MessageRecord),
-    /// An agent's workspace projection, new or changed.
-    PutWorkspaces(Projection),
-    /// Adds one turn's token usage to the agent's totals (a tree of their
-    /// own, read by `GetAgent`), in the same transaction as the turn's end.
-    AddUsage {
-        agent_id: AgentId,
-        usage: TokenUsage,
-    },
-    /// Purges an archived agent (`agent delete`): its record, its name
-    /// (free again), its usage totals and its workspaces. Fails the whole
-    /// batch with [`StoreError::Precondition`] unless the stored agent is
-    /// archived, so nothing live or still being cleaned up as live is
-    /// ever removed. Its messages, tasks, waits and work items stay, no
-    /// longer reachable (every read of them starts from the agent); its
-    /// history stays in the event log.
-    DeleteAgent(AgentRecord),
-}
-
-/// Record writes and events that land together or not at all.
-#[derive(Debug, Default, Clone)]
-pub struct Batch {
-    pub writes: Vec<Write>,
-    pub events: Vec<(Option<AgentId>, EventKind)>,
-}
-
-impl Batch {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn write(mut self, write: Write) -> Self {
-        self.writes.push(write);
-        self
-    }
-
-    pub fn event(mut self, agent_id: AgentId, kind: EventKind) -> Self {
-        self.events.push((Some(agent_id), kind));
-        self
-    }
-
-    /// Writes `task` with a `task_updated` event for its owner, telling
-    /// its new status and `detail`.
-    pub fn put_task(self, task: TaskRecord, detail: String) -> Self {
-        let kind = EventKind::TaskUpdated {
-            task_id: task.id,
-            kind: task.kind.name().into(),
-            status: task.status,
-            detail,
-        };
-        self.event(task.owner_agent_id, kind)
-            .write(Write::PutTask(task))
-    }
-
-    /// Writes a newly queued `message` with the `message_queued` event
-    /// that tells its agent's followers.
-    pub fn put_queued(self, message: MessageRecord) -> Self {
-        let kind = EventKind::MessageQueued {
-            message_id: message.id,
-            provenance: message.provenance,
-        };
-        self.event(message.agent_id, kind)
-            .write(Write::PutMessage(message))
-    }
-
-    /// Adds `events` for `agent_id`.
-    pub fn events(mut self, agent_id: AgentId, events: Vec<EventKind>) -> Self {
-        self.events
-            .extend(events.into_iter().map(|kind| (Some(agent_id), kind)));
-        self
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.writes.is_empty() && self.events.is_empty()
-    }
-
-    /// Whether applying this batch may end an agent (archive it or fail
-    /// it): what [`Store::agent_ends`] counts.
-    pub fn may_end_an_agent(&self) -> bool {
-        self.writes.iter().any(|write| match write {
-            Write::PutAgent(record) | Write::PutLiveAgent(record) => !record.state.is_live(),
-            _ => false,
-        })
-    }
-}
 
 /// What recovery reads in one pass.
 #[derive(Debug, Default)]
@@ -304,6 +178,13 @@ pub trait Store:
     ) -> Result<Vec<OutputChunk>, StoreError>;
     /// Every work item the agent owns, oldest first.
     fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError>;
+    /// The agent's current work focus: its one active item.
+    fn work_focus(&self, owner: AgentId) -> Result<Option<WorkItemRecord>, StoreError> {
+        Ok(self
+            .work_items_of(owner)?
+            .into_iter()
+            .find(|w| w.status == holarchy_supervision::WorkStatus::Active))
+    }
     /// Applies a batch atomically. Durable only once a later
     /// [`Store::durable`] resolves; the store flushes soon on its own too.
     fn commit(&self, batch: Batch) -> Result<(), StoreError>;

@@ -20,7 +20,6 @@ use ractor::{ActorCell, ActorProcessingErr, ActorStatus, SupervisionEvent};
 use tracing::{error, warn};
 
 use crate::directory::Member;
-use crate::plane::command;
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
 
@@ -238,7 +237,7 @@ fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), Act
         .filter(|t| t.status == TaskStatus::Running)
     {
         let (batch, message) =
-            command::interrupt(&task, &format!("its actor stopped: {reason}"), true);
+            crate::apply::interrupt(&task, &format!("its actor stopped: {reason}"), true);
         match ctx.store.commit(batch) {
             // A cleanup ended the task first: its word stands.
             Err(StoreError::Precondition(_)) => return Ok(()),

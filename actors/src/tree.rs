@@ -17,8 +17,8 @@ use holarchy_supervision::{
 };
 use ractor::{ActorCell, ActorId, ActorStatus};
 
-use crate::plane::workspace;
 use crate::store::StoreError;
+use crate::workspace;
 use crate::Ctx;
 
 /// What a node of the tree is, and whether its actor runs.

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use holarchy_supervision::workspace::{Binding, Place, Projection, WorkspaceRefusal, AGENT_HOME};
 use holarchy_supervision::{AgentId, EventKind};
 
-use crate::plane::workspace::path::{PathError, Roots};
 use crate::store::{Batch, StoreError, Write};
+use crate::workspace::path::{PathError, Roots};
 use crate::{now_ms, Ctx};
 
 pub mod apply_patch;

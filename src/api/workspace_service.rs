@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use holarchy_actors::plane::workspace::{View, WorkspaceError};
+use holarchy_actors::workspace::{View, WorkspaceError};
 use holarchy_actors::Runtime;
 use holarchy_supervision::workspace::WorkspaceRefusal;
 use holarchy_supervision::{AgentId, Visibility};

@@ -7,6 +7,7 @@
 //! - [`profile`]: `Profile {visibility, ownership, tool_families}` and its presets.
 //! - [`record`]: the records the store keeps (agents, messages) and their states.
 //! - [`event`]: the append-only event log entries.
+//! - [`effect`]: record writes and events as data, committed as one batch.
 //! - [`ingress`]: who may put a message on which agent's queue.
 //! - [`restart`]: OTP-style restart intensity for supervisors.
 //! - [`spawn`]: who may spawn which preset, and the relations of a child.
@@ -15,6 +16,7 @@
 //! - [`wait`]: timers and external triggers that wake an agent.
 //! - [`work`]: work items and their plans; one active focus per agent.
 //! - [`recovery`]: what a restarting daemon respawns and requeues.
+//! - [`plan`]: pure planners of structural procedures, returning effects.
 //! - [`brain`]: brain configurations (scripted, command, openai, anthropic).
 //! - [`composed`]: an agent's role, skills and instance limits.
 //! - [`limits`]: input validation shared by the API and the actors.
@@ -25,11 +27,13 @@
 pub mod brain;
 pub mod cleanup;
 pub mod composed;
+pub mod effect;
 pub mod event;
 pub mod ids;
 pub mod ingress;
 pub mod limits;
 pub mod patch;
+pub mod plan;
 pub mod profile;
 pub mod record;
 pub mod recovery;

@@ -8,15 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holarchy_supervision::task::task_label;
-use holarchy_supervision::{
-    AgentId, EventKind, MessageRecord, OutputChunk, Provenance, TaskId, TaskKind, TaskRecord,
-    TaskStatus,
-};
+use holarchy_supervision::{AgentId, OutputChunk, TaskId, TaskKind, TaskRecord, TaskStatus};
 use ractor::rpc::CallResult;
 use ractor::Actor;
 use tokio::sync::watch;
 
-use crate::process::kill_group_if_ours;
 use crate::protocol::{CommandMsg, StdinRefused};
 use crate::store::{Batch, StoreError, Write};
 use crate::{now_ms, Ctx};
@@ -111,7 +107,7 @@ pub async fn exec(
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
     // Counted under the owner's lock, which every command start takes.
     let slot = crate::quota::command_slot(ctx, owner)?;
-    let view = crate::plane::workspace::view(ctx, owner)?;
+    let view = crate::workspace::view(ctx, owner)?;
     let place = view.place();
     let writable = writable_roots(ctx, &view)?;
     // Placeholders may have put a secret (a trigger token) in the line: the
@@ -263,7 +259,7 @@ pub async fn stop(ctx: &Ctx, task_id: TaskId) -> Result<(), CommandError> {
 /// never from the worktree's `.git` file, which the agent may rewrite.
 fn writable_roots(
     ctx: &Ctx,
-    view: &crate::plane::workspace::View,
+    view: &crate::workspace::View,
 ) -> Result<Vec<std::path::PathBuf>, StoreError> {
     let roots: Vec<_> = view.bindings().into_iter().map(|b| b.root).collect();
     let mut writable = roots.clone();
@@ -278,52 +274,4 @@ fn writable_roots(
         }
     }
     Ok(writable)
-}
-
-/// Marks a command task that cannot run on (its agent or the daemon
-/// restarted) as interrupted, makes sure its process group is gone, and
-/// tells its owner. Returns the batch; the caller commits it.
-pub fn interrupt(
-    task: &TaskRecord,
-    why: &str,
-    tell_owner: bool,
-) -> (Batch, Option<holarchy_supervision::MessageId>) {
-    if let Some(process) = task.process {
-        kill_group_if_ours(process);
-    }
-    let mut ended = task.clone();
-    ended.status = TaskStatus::Interrupted;
-    ended.output = Some(format!("interrupted: {why}"));
-    ended.updated_at_ms = now_ms();
-    let owner = task.owner_agent_id;
-    // An ending write: a cleanup's `stopped` committed first stands, and
-    // the batch (with its message to an owner that may have ended) fails.
-    let mut batch = Batch::new()
-        .event(
-            owner,
-            EventKind::TaskUpdated {
-                task_id: task.id,
-                kind: task.kind.name().into(),
-                status: ended.status,
-                detail: why.into(),
-            },
-        )
-        .write(Write::EndTask(ended));
-    if !tell_owner {
-        return (batch, None);
-    }
-    let body = format!(
-        "command `{}` interrupted: {why}",
-        task.command.as_deref().unwrap_or(&task.label)
-    );
-    let message = MessageRecord::queued(
-        owner,
-        Provenance::TaskResult { task_id: task.id },
-        body,
-        None,
-        now_ms(),
-    );
-    let id = message.id;
-    batch = batch.put_queued(message);
-    (batch, Some(id))
 }

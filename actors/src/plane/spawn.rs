@@ -17,11 +17,11 @@ use holarchy_supervision::{
 use ractor::ActorStatus;
 
 use crate::limits::AgentSlots;
-use crate::plane::workspace::path::Roots;
-use crate::plane::workspace::worktree::{self, Planned, WorktreeError};
-use crate::plane::workspace::{self, View, WorkspaceError};
 use crate::quota::{self, SpawnLimitError};
 use crate::store::{Batch, StoreError, Write};
+use crate::workspace::path::Roots;
+use crate::workspace::worktree::{self, Planned, WorktreeError};
+use crate::workspace::{self, View, WorkspaceError};
 use crate::{now_ms, supervisor, Ctx};
 
 /// What the caller asks for.

@@ -10,9 +10,9 @@ use holarchy_supervision::{
 
 use crate::directory::deliver;
 use crate::plane::command::{self, CommandError};
-use crate::plane::workspace::worktree::WorktreeError;
 use crate::protocol::{DeliverError, Delivered, NewMessage, NotRunning};
 use crate::store::StoreError;
+use crate::workspace::worktree::WorktreeError;
 use crate::{supervisor, Ctx};
 
 mod actor;
@@ -177,7 +177,7 @@ pub async fn stop(
         // A completed child's task keeps its worktree until told to let it
         // go: stopping the ended task is that word.
         if task.pending_worktree().is_some() {
-            crate::plane::workspace::worktree::release(ctx, task_id).await?;
+            crate::workspace::worktree::release(ctx, task_id).await?;
             ctx.store.durable().await?;
             return get(ctx, task_id, owner);
         }

@@ -4,9 +4,7 @@
 use std::sync::Arc;
 
 use holarchy_supervision::work::{self, WorkError, WorkUpdate};
-use holarchy_supervision::{
-    AgentId, EventKind, Provenance, WorkItemId, WorkItemRecord, WorkStatus,
-};
+use holarchy_supervision::{AgentId, EventKind, Provenance, WorkItemId, WorkItemRecord};
 
 use crate::directory::deliver;
 use crate::protocol::{DeliverError, Delivered, NewMessage, NotRunning};
@@ -45,15 +43,6 @@ pub async fn update(
     )?;
     ctx.store.durable().await?;
     Ok(item)
-}
-
-/// The agent's current work focus: its one active item.
-pub fn focus(ctx: &Ctx, owner: AgentId) -> Result<Option<WorkItemRecord>, StoreError> {
-    Ok(ctx
-        .store
-        .work_items_of(owner)?
-        .into_iter()
-        .find(|w| w.status == WorkStatus::Active))
 }
 
 /// `Enqueue`: a message from the agent to itself, for a later turn.

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use holarchy_composition::instance::InstanceRecord;
 use holarchy_composition::manifest::{self, InstanceSpec, ManifestError};
 use holarchy_supervision::cleanup::CleanupReason;
-use holarchy_supervision::{AgentId, AgentRecord, EventKind, Visibility};
+use holarchy_supervision::{AgentId, AgentRecord, EventKind};
 
 use super::create::{self, CreateError, NewAgent};
+use crate::compose::instance::{self as lookup, LookupError};
 use crate::protocol::AgentMsg;
 use crate::store::{Batch, DurableFuture, StoreError, Write};
 use crate::supervisor::cleanup;
@@ -38,13 +39,7 @@ impl Change {
     }
 }
 
-/// An instance and its agent, as an operator reads them.
-#[derive(Debug, Clone)]
-pub struct InstanceView {
-    pub record: InstanceRecord,
-    /// `None` while an apply is half-way or after its agent was removed.
-    pub agent: Option<AgentRecord>,
-}
+pub use crate::compose::instance::InstanceView;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstanceError {
@@ -60,6 +55,16 @@ pub enum InstanceError {
     Create(CreateError),
     #[error(transparent)]
     Store(StoreError),
+}
+
+impl From<LookupError> for InstanceError {
+    fn from(err: LookupError) -> Self {
+        match err {
+            LookupError::NotFound(name) => InstanceError::NotFound(name),
+            LookupError::Precondition(why) => InstanceError::Precondition(why),
+            LookupError::Store(err) => InstanceError::Store(err),
+        }
+    }
 }
 
 impl From<StoreError> for InstanceError {
@@ -181,23 +186,11 @@ pub async fn apply(
 
 /// An instance and its agent.
 pub fn get(ctx: &Ctx, name: &str) -> Result<InstanceView, InstanceError> {
-    let record = ctx
-        .store
-        .instance(name)?
-        .ok_or_else(|| InstanceError::NotFound(name.to_owned()))?;
-    let agent = agent_of(ctx, name)?;
-    Ok(InstanceView { record, agent })
+    Ok(lookup::get(ctx.store.as_ref(), name)?)
 }
 
 pub fn list(ctx: &Ctx) -> Result<Vec<InstanceView>, InstanceError> {
-    ctx.store
-        .instances()?
-        .into_iter()
-        .map(|record| {
-            let agent = agent_of(ctx, record.name())?;
-            Ok(InstanceView { record, agent })
-        })
-        .collect()
+    Ok(lookup::list(ctx.store.as_ref())?)
 }
 
 /// Archives the instance's agent (and its private subtree), then forgets
@@ -294,23 +287,7 @@ async fn check(ctx: &Arc<Ctx>, spec: &InstanceSpec) -> Result<(), InstanceError>
 /// The public agent named `name`, if it runs (or ran) instance `name`. A
 /// public agent of that name that is no instance's is a conflict.
 fn agent_of(ctx: &Ctx, name: &str) -> Result<Option<AgentRecord>, InstanceError> {
-    let Some(id) = ctx.store.agent_id_by_name(name)? else {
-        return Ok(None);
-    };
-    let Some(agent) = ctx.store.agent(id)? else {
-        return Ok(None);
-    };
-    let ours = agent.profile.visibility == Visibility::Public
-        && agent
-            .composition
-            .as_ref()
-            .is_some_and(|c| c.instance.as_deref() == Some(name));
-    if !ours {
-        return Err(InstanceError::Precondition(format!(
-            "an agent named `{name}` ({id}) exists and does not run instance `{name}`"
-        )));
-    }
-    Ok(Some(agent))
+    Ok(lookup::agent_of(ctx.store.as_ref(), name)?)
 }
 
 async fn create_agent(

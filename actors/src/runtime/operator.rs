@@ -22,12 +22,12 @@ use crate::approval::{self, ApprovalError};
 use crate::ingress::{self, IngressError, Published};
 use crate::plane::task::{self, TaskError, TaskOutput};
 use crate::plane::wait::{self, WaitError};
-use crate::plane::workspace::{self, View, WorkspaceError};
 use crate::protocol::Delivered;
 use crate::protocol::{SchedulerMsg, SchedulerSnapshot};
 use crate::replies::ReplyEvent;
 use crate::store::{DurableFuture, StoreError};
 use crate::tree::Walk;
+use crate::workspace::{self, View, WorkspaceError};
 use holarchy_composition::approval::ApprovalRecord;
 
 impl Runtime {

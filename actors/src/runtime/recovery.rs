@@ -18,7 +18,6 @@ use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use super::{damage, RuntimeSnapshot};
-use crate::plane::command;
 use crate::protocol::AgentMsg;
 use crate::store::{Batch, DamagedRecord, StoreError, Write};
 use crate::supervisor::cleanup;
@@ -74,7 +73,8 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
             Err(StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. }) => false,
             Err(err) => return Err(err.into()),
         };
-        let (batch, _) = command::interrupt(task, "the daemon restarted while it ran", owner_live);
+        let (batch, _) =
+            crate::apply::interrupt(task, "the daemon restarted while it ran", owner_live);
         interrupted_commands.writes.extend(batch.writes);
         interrupted_commands.events.extend(batch.events);
         report.interrupted_commands += 1;

@@ -189,7 +189,7 @@ async fn run_to_completion(
     // Worktrees owned by the tasks just ended, or by the cleaned agents'
     // completed tasks, go now; a crash before this leaves them indexed for
     // the sweep at the next start.
-    if let Err(err) = crate::plane::workspace::worktree::sweep(ctx).await {
+    if let Err(err) = crate::workspace::worktree::sweep(ctx).await {
         warn!(agent_id = %root, error = %err, "worktree sweep failed");
     }
     info!(

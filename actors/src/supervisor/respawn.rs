@@ -16,7 +16,6 @@ use tracing::warn;
 use crate::directory::DirectoryEntry;
 use crate::limits::AgentSlots;
 use crate::live::LiveView;
-use crate::plane::command;
 use crate::protocol::{AgentArgs, AgentMsg, TaskSnapshot};
 use crate::store::{Batch, StoreError, Write};
 use crate::Ctx;
@@ -278,7 +277,7 @@ pub async fn spawn_tree(
                 // Its process died with the old actor; the owner learns
                 // of it once released.
                 TaskKind::Command => {
-                    let (batch, _) = command::interrupt(&task, "its agent restarted", true);
+                    let (batch, _) = crate::apply::interrupt(&task, "its agent restarted", true);
                     match ctx.store.commit(batch) {
                         // Its actor ended it on its way down: that stands.
                         Err(StoreError::Precondition(_)) => {}

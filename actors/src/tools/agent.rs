@@ -17,9 +17,9 @@ use super::tool::{Caller, Plane, Spec, Tool};
 use super::tool_surface;
 use crate::live::AgentSnapshot;
 use crate::plane::spawn::{self, SpawnError, SpawnRequest};
-use crate::plane::{work as work_plane, workspace as workspace_plane};
 use crate::store::StoreError;
 use crate::views::{place_json, work_json, worktree_json};
+use crate::workspace as workspace_plane;
 use crate::Ctx;
 
 /// `AgentGet`: the calling agent's own summary.
@@ -203,8 +203,10 @@ pub fn agent_view(ctx: &Ctx, record: &AgentRecord) -> Result<Value, StoreError> 
         .filter(|w| w.status == WaitStatus::Armed)
         .map(|w| Value::String(w.describe()))
         .collect();
-    agent["current_work_item"] =
-        work_plane::focus(ctx, agent_id)?.map_or(Value::Null, |w| work_json(&w));
+    agent["current_work_item"] = ctx
+        .store
+        .work_focus(agent_id)?
+        .map_or(Value::Null, |w| work_json(&w));
     agent["active_workspace"] = place_json(&workspace_plane::place(ctx, agent_id)?);
     agent["running_tasks"] = json!(ctx
         .store

@@ -11,9 +11,9 @@ use serde_json::{json, Value};
 use super::input::InputError;
 use super::placeholder::InputTooLarge;
 use crate::limits::LimitError;
-use crate::plane::workspace::worktree::WorktreeError;
 use crate::protocol::{DeliverError, NotRunning};
 use crate::store::StoreError;
+use crate::workspace::worktree::WorktreeError;
 
 /// Any error, kept as the message it prints.
 type Reason = Box<dyn std::error::Error + Send + Sync>;

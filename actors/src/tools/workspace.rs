@@ -16,9 +16,9 @@ use serde_json::{json, Value};
 
 use super::error::{classified, Classify, ErrorKind, ToolError};
 use super::tool::{Caller, Plane, Spec, Tool};
-use crate::plane::workspace::apply_patch::{self, ApplyError};
-use crate::plane::workspace::path::PathError;
-use crate::plane::workspace::{self as workspace_plane, Target, View, WorkspaceError};
+use crate::workspace::apply_patch::{self, ApplyError};
+use crate::workspace::path::PathError;
+use crate::workspace::{self as workspace_plane, Target, View, WorkspaceError};
 use crate::Ctx;
 
 /// `UseWorkspace`: makes a workspace, or a directory in one, active.

@@ -22,8 +22,8 @@ use holarchy_supervision::AgentId;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 
-use crate::plane::workspace::path::{PathError, Roots};
-use crate::plane::workspace::{self, WorkspaceError};
+use crate::workspace::path::{PathError, Roots};
+use crate::workspace::{self, WorkspaceError};
 use crate::Ctx;
 
 use beneath::{How, Root};

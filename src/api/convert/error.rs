@@ -4,9 +4,9 @@
 use holarchy_actors::plane::command::CommandError;
 use holarchy_actors::plane::task::TaskError;
 use holarchy_actors::plane::wait::WaitError;
-use holarchy_actors::plane::workspace::worktree::WorktreeError;
 use holarchy_actors::protocol::{ControlError, NotRunning};
 use holarchy_actors::runtime::Bounded;
+use holarchy_actors::workspace::worktree::WorktreeError;
 use holarchy_actors::{
     ArchiveError, BrainError, CreateError, DeliverError, RuntimeError, StoreError,
 };

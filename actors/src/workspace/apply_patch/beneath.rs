@@ -1,7 +1,7 @@
 //! Files and directories beneath one directory fd, reached without ever
 //! following a symlink: the only way ApplyPatch touches a workspace.
 //!
-//! The path check in `plane::workspace::path` runs on paths, and an agent's own
+//! The path check in `workspace::path` runs on paths, and an agent's own
 //! commands can swap any directory of its workspace for a symlink between
 //! that check and the write. So every operation here starts from the root's
 //! fd, opened once, and resolves the path again at the moment of use: with

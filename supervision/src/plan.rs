@@ -1,0 +1,8 @@
+//! Pure planners: one per structural procedure, each taking what it reads
+//! (records, a request, the time) and returning a [`Plan`] of writes and
+//! directives. Nothing here commits or signals; the runtime's executor
+//! does, so every rule is tested here without a runtime.
+//!
+//! [`Plan`]: crate::effect::Plan
+
+pub mod interrupt;
