@@ -292,10 +292,46 @@ impl Cli {
     /// Parses the process's arguments as `Cli::parse` does, and notes
     /// whether the token was typed on the command line (where other
     /// processes can read it) or came from the environment.
+    ///
+    /// `serve --config FILE` adds the file's values for what the command
+    /// line and the environment leave unset; a file that is refused ends
+    /// the process with exit code 2, as a bad flag does.
     pub fn parse_args() -> Self {
-        let matches = Self::command().get_matches();
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let command = Self::command();
+        let mut matches = command.clone().get_matches_from(&argv);
+        let layered = match serve::config_file::layer(&command, &matches, &argv) {
+            Ok(layered) => layered,
+            Err(err) => {
+                eprintln!("holarchy: {err}");
+                std::process::exit(2);
+            }
+        };
+        if let Some(layered) = &layered {
+            matches = command
+                .clone()
+                .try_get_matches_from(&layered.argv)
+                .unwrap_or_else(|err| {
+                    eprintln!(
+                        "holarchy: a value in the config file {} is refused:",
+                        layered.path.display()
+                    );
+                    err.exit()
+                });
+        }
         let mut cli = Self::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
         cli.token_on_command_line = matches.value_source("token") == Some(ValueSource::CommandLine);
+        let data_dir = cli.data_dir();
+        if let Command::Serve(args) = &mut cli.command {
+            if args.print_config {
+                args.effective_config = Some(serve::config_file::render(
+                    &command,
+                    &matches,
+                    layered.as_ref(),
+                    &data_dir,
+                ));
+            }
+        }
         cli
     }
 
