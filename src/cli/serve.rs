@@ -204,6 +204,7 @@ pub(super) async fn serve(
     }
     let mut config = ServeConfig::new(data_dir);
     config.listen = args.listen;
+    config.notify = daemon::notify::Notifier::from_env();
     config.token = token;
     config.connections = args.connections.limits()?;
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
