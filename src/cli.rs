@@ -15,6 +15,7 @@ pub mod failure;
 mod follow;
 mod instances;
 mod limit_args;
+mod man;
 mod memory;
 mod message_text;
 mod output;
@@ -204,6 +205,16 @@ pub enum Command {
     Completions {
         /// The shell that reads the script.
         shell: clap_complete::Shell,
+    },
+    /// Write the manual pages: holarchy(1) and one page per subcommand
+    /// (holarchy-serve(1), holarchy-agent-create(1), ...).
+    ///
+    /// Install them where `man` looks: `holarchy man --out
+    /// /usr/local/share/man/man1`.
+    Man {
+        /// The folder to write the pages to (made if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
     },
     /// Deliver an external trigger, as a machine would.
     Trigger {
@@ -533,6 +544,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Man { out } => man::write_pages(out),
         Command::Status => {
             let mut clients = cli.connect().await?;
             let status = clients

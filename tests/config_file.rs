@@ -60,8 +60,8 @@ async fn config_file_sets_the_listeners_and_a_flag_overrides_its_key() {
     );
 }
 
-#[test]
-fn print_config_shows_the_merged_settings_and_reads_back_unchanged() {
+#[tokio::test]
+async fn print_config_shows_the_merged_settings_and_reads_back_unchanged() {
     let root = tempfile::tempdir().expect("tempdir");
     let config = write(
         &root.path().join("holarchy.toml"),
