@@ -19,6 +19,7 @@ mod man;
 mod memory;
 mod message_text;
 mod output;
+mod resolve;
 mod run_errors;
 mod serve;
 mod tasks;
@@ -42,20 +43,19 @@ pub use workspaces::WorkspaceCommand;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use holarchy_actors::secrets::Secrets;
 use tokio_stream::StreamExt;
 
 use crate::api::pb;
-use crate::client::Clients;
 use crate::daemon::{self, GivenToken};
 use examples::{
     AGENT_EXAMPLES, BENCH_EXAMPLES, EVENTS_EXAMPLES, INSTANCE_EXAMPLES, SERVE_EXAMPLES,
     TASK_EXAMPLES, TREE_EXAMPLES,
 };
 use output::Output;
+use resolve::resolve;
 
 /// The heading of the flags every command takes, so each subcommand's
 /// own flags are not lost among them.
@@ -556,21 +556,4 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// Turns a name or id into an id (ids pass through unchecked; the daemon
-/// validates them).
-async fn resolve(clients: &mut Clients, agent: &str) -> anyhow::Result<String> {
-    if agent.starts_with("agt_") {
-        return Ok(agent.to_owned());
-    }
-    let found = clients
-        .agents
-        .get_agent(pb::GetAgentRequest {
-            agent: Some(pb::get_agent_request::Agent::Name(agent.to_owned())),
-        })
-        .await
-        .with_context(|| format!("cannot find agent `{agent}`"))?
-        .into_inner();
-    Ok(found.agent.map(|a| a.agent_id).unwrap_or_default())
 }
