@@ -130,7 +130,8 @@ pub enum Command {
     Status,
     /// A live view of the daemon: totals, turns/s, busiest agents, longest
     /// queues, running tasks and armed waits. Keys: q quit, s sort, tab
-    /// table, up/down select, enter the selected agent's subtree, esc back.
+    /// table, / filter, up/down select, enter the selected agent's messages
+    /// and events, t its subtree, p pause, r resume, a abort, esc back.
     Top(top::TopArgs),
     /// An agent's tool catalog.
     Tools {
@@ -533,7 +534,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         }
         Command::Top(args) => {
             let clients = cli.connect().await?;
-            top::run(clients, args, cli.json).await
+            top::run(clients, cli.target()?, args, cli.json).await
         }
         Command::Completions { shell } => {
             clap_complete::generate(
