@@ -524,9 +524,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                 .list_tools(pb::ListToolsRequest { agent_id })
                 .await?
                 .into_inner();
-            for tool in &tools.tools {
-                out.tool(tool);
-            }
+            out.tools(&tools.tools);
             for note in &tools.unavailable {
                 out.tools_unavailable(note);
             }
