@@ -15,9 +15,11 @@ pub mod failure;
 mod follow;
 mod instances;
 mod limit_args;
+mod man;
 mod memory;
 mod message_text;
 mod output;
+mod resolve;
 mod run_errors;
 mod serve;
 mod tasks;
@@ -41,20 +43,19 @@ pub use workspaces::WorkspaceCommand;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use holarchy_actors::secrets::Secrets;
 use tokio_stream::StreamExt;
 
 use crate::api::pb;
-use crate::client::Clients;
 use crate::daemon::{self, GivenToken};
 use examples::{
     AGENT_EXAMPLES, BENCH_EXAMPLES, EVENTS_EXAMPLES, INSTANCE_EXAMPLES, SERVE_EXAMPLES,
     TASK_EXAMPLES, TREE_EXAMPLES,
 };
 use output::Output;
+use resolve::resolve;
 
 /// The heading of the flags every command takes, so each subcommand's
 /// own flags are not lost among them.
@@ -129,7 +130,8 @@ pub enum Command {
     Status,
     /// A live view of the daemon: totals, turns/s, busiest agents, longest
     /// queues, running tasks and armed waits. Keys: q quit, s sort, tab
-    /// table, up/down select, enter the selected agent's subtree, esc back.
+    /// table, / filter, up/down select, enter the selected agent's messages
+    /// and events, t its subtree, p pause, r resume, a abort, esc back.
     Top(top::TopArgs),
     /// An agent's tool catalog.
     Tools {
@@ -204,6 +206,16 @@ pub enum Command {
     Completions {
         /// The shell that reads the script.
         shell: clap_complete::Shell,
+    },
+    /// Write the manual pages: holarchy(1) and one page per subcommand
+    /// (holarchy-serve(1), holarchy-agent-create(1), ...).
+    ///
+    /// Install them where `man` looks: `holarchy man --out
+    /// /usr/local/share/man/man1`.
+    Man {
+        /// The folder to write the pages to (made if missing).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
     },
     /// Deliver an external trigger, as a machine would.
     Trigger {
@@ -292,10 +304,46 @@ impl Cli {
     /// Parses the process's arguments as `Cli::parse` does, and notes
     /// whether the token was typed on the command line (where other
     /// processes can read it) or came from the environment.
+    ///
+    /// `serve --config FILE` adds the file's values for what the command
+    /// line and the environment leave unset; a file that is refused ends
+    /// the process with exit code 2, as a bad flag does.
     pub fn parse_args() -> Self {
-        let matches = Self::command().get_matches();
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let command = Self::command();
+        let mut matches = command.clone().get_matches_from(&argv);
+        let layered = match serve::config_file::layer(&command, &matches, &argv) {
+            Ok(layered) => layered,
+            Err(err) => {
+                eprintln!("holarchy: {err}");
+                std::process::exit(2);
+            }
+        };
+        if let Some(layered) = &layered {
+            matches = command
+                .clone()
+                .try_get_matches_from(&layered.argv)
+                .unwrap_or_else(|err| {
+                    eprintln!(
+                        "holarchy: a value in the config file {} is refused:",
+                        layered.path.display()
+                    );
+                    err.exit()
+                });
+        }
         let mut cli = Self::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
         cli.token_on_command_line = matches.value_source("token") == Some(ValueSource::CommandLine);
+        let data_dir = cli.data_dir();
+        if let Command::Serve(args) = &mut cli.command {
+            if args.print_config {
+                args.effective_config = Some(serve::config_file::render(
+                    &command,
+                    &matches,
+                    layered.as_ref(),
+                    &data_dir,
+                ));
+            }
+        }
         cli
     }
 
@@ -476,9 +524,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
                 .list_tools(pb::ListToolsRequest { agent_id })
                 .await?
                 .into_inner();
-            for tool in &tools.tools {
-                out.tool(tool);
-            }
+            out.tools(&tools.tools);
             for note in &tools.unavailable {
                 out.tools_unavailable(note);
             }
@@ -486,7 +532,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         }
         Command::Top(args) => {
             let clients = cli.connect().await?;
-            top::run(clients, args, cli.json).await
+            top::run(clients, cli.target()?, args, cli.json).await
         }
         Command::Completions { shell } => {
             clap_complete::generate(
@@ -497,6 +543,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Man { out } => man::write_pages(out),
         Command::Status => {
             let mut clients = cli.connect().await?;
             let status = clients
@@ -508,21 +555,4 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             Ok(())
         }
     }
-}
-
-/// Turns a name or id into an id (ids pass through unchecked; the daemon
-/// validates them).
-async fn resolve(clients: &mut Clients, agent: &str) -> anyhow::Result<String> {
-    if agent.starts_with("agt_") {
-        return Ok(agent.to_owned());
-    }
-    let found = clients
-        .agents
-        .get_agent(pb::GetAgentRequest {
-            agent: Some(pb::get_agent_request::Agent::Name(agent.to_owned())),
-        })
-        .await
-        .with_context(|| format!("cannot find agent `{agent}`"))?
-        .into_inner();
-    Ok(found.agent.map(|a| a.agent_id).unwrap_or_default())
 }

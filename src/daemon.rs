@@ -8,6 +8,7 @@
 mod disk;
 mod incarnation;
 mod listen;
+pub mod notify;
 pub mod process;
 mod safe_dirs;
 pub mod token;
@@ -67,6 +68,9 @@ pub struct ServeConfig {
     pub min_free_disk: u64,
     /// A flush running this long holds new work back (see `disk`).
     pub max_flush_stall: Duration,
+    /// Where readiness and the start of shutdown are reported (systemd's
+    /// `NOTIFY_SOCKET`); nowhere by default.
+    pub notify: notify::Notifier,
 }
 
 /// The default of [`ServeConfig::min_free_disk`]: room for what is
@@ -91,6 +95,7 @@ impl ServeConfig {
             http: None,
             min_free_disk: DEFAULT_MIN_FREE_DISK,
             max_flush_stall: DEFAULT_MAX_FLUSH_STALL,
+            notify: notify::Notifier::default(),
         }
     }
 }

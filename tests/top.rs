@@ -286,9 +286,12 @@ impl Drop for Tmux {
     }
 }
 
-/// The interactive view in a real terminal (tmux): tab to the queues,
-/// enter opens the agent's subtree, esc comes back, q quits. Skipped when
-/// tmux is not installed; the keys and frames are unit-tested anyway.
+/// The interactive view in a real terminal (tmux): tab to the queues, `/`
+/// filters the rows, enter opens the agent's messages and events, t its
+/// subtree, esc comes back, r resumes and p pauses the selected agent (as
+/// the daemon then reports), a daemon gone is said to be retried, q quits.
+/// Skipped when tmux is not installed; the keys and frames are
+/// unit-tested anyway.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_interactive_view_answers_keys_in_a_terminal() {
     if Command::new("tmux").arg("-V").output().is_err() {
@@ -296,7 +299,7 @@ async fn the_interactive_view_answers_keys_in_a_terminal() {
         return;
     }
     let root = tempfile::tempdir().expect("tempdir");
-    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut daemon = Daemon::start(&data_dir(&root)).await;
     let mut c = daemon.clients().await;
     let stuck = paused(&mut c, "stuck").await;
     send(&mut c, &stuck, "later").await;
@@ -327,15 +330,83 @@ async fn the_interactive_view_answers_keys_in_a_terminal() {
         s.contains(&selected) && s.contains("QUEUE v")
     })
     .await;
+
+    // `/` filters: a text no row holds empties the table, esc brings it back.
+    tmux.keys("/");
+    tmux.keys("nomatch");
+    tmux.until("the filter being typed", |s| {
+        s.contains("filter: /nomatch_")
+    })
+    .await;
     tmux.keys("Enter");
-    let pane = format!("subtree of {stuck}");
+    tmux.until("the filtered table", |s| {
+        s.contains("longest queues (0)") && !s.contains(&selected)
+    })
+    .await;
+    tmux.keys("Escape");
+    tmux.until("the filter dropped", |s| s.contains(&selected))
+        .await;
+    tmux.keys("/");
+    tmux.keys("STU");
+    tmux.keys("Enter");
+    tmux.until("a filter on the name, in any case", |s| {
+        s.contains("filter: /STU") && s.contains(&selected)
+    })
+    .await;
+    tmux.keys("Escape");
+
+    // enter: the agent's messages and events; t: its subtree.
+    tmux.keys("Enter");
+    let pane = format!("messages and events of {stuck}");
+    tmux.until("the messages pane", |s| {
+        s.contains(&pane) && s.contains("later") && s.contains("agent_created")
+    })
+    .await;
+    tmux.keys("Escape");
+    tmux.keys("t");
+    let subtree = format!("subtree of {stuck}");
     tmux.until("the subtree pane", |s| {
-        s.contains(&pane) && s.contains("agent \"stuck\"")
+        s.contains(&subtree) && s.contains("agent \"stuck\"")
     })
     .await;
     tmux.keys("Escape");
     tmux.until("the tables again", |s| {
-        !s.contains(&pane) && s.contains(&selected)
+        !s.contains(&subtree) && s.contains(&selected)
+    })
+    .await;
+
+    // r resumes the selected agent: it handles what was queued.
+    tmux.keys("r");
+    tmux.until("the resume notice", |s| {
+        s.contains(&format!("resumed {stuck}"))
+    })
+    .await;
+    handled(&c, &stuck, 1).await;
+    assert_eq!(
+        common::get_agent(&mut c, &stuck).await.state,
+        i32::from(pb::LifecycleState::Active)
+    );
+    // Now among the busiest: select it there and pause it with p.
+    tmux.keys("BTab");
+    tmux.until("the busiest table", |s| {
+        s.contains("busiest agents (1)") && s.contains(&selected)
+    })
+    .await;
+    tmux.keys("p");
+    tmux.until("the pause notice", |s| {
+        s.contains(&format!("paused {stuck}"))
+    })
+    .await;
+    assert_eq!(
+        common::get_agent(&mut c, &stuck).await.state,
+        i32::from(pb::LifecycleState::Paused)
+    );
+
+    // The daemon goes away: the view says so and keeps trying.
+    drop(c);
+    daemon.kill9();
+    tmux.until("the disconnected line", |s| {
+        s.contains("disconnected from the daemon, retrying")
     })
     .await;
     tmux.keys("q");

@@ -154,11 +154,8 @@ pub(super) async fn agent_command(
         }
         AgentCommand::List(args) => return list::list(clients, args, out).await,
         AgentCommand::Get { agent } => {
-            let request = if agent.starts_with("agt_") {
-                pb::get_agent_request::Agent::AgentId(agent.clone())
-            } else {
-                pb::get_agent_request::Agent::Name(agent.clone())
-            };
+            let request =
+                pb::get_agent_request::Agent::AgentId(resolve(&mut clients, agent).await?);
             let found = clients
                 .agents
                 .get_agent(pb::GetAgentRequest {

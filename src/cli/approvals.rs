@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use super::output::escape::one_line;
+use super::output::table::{self, Table};
 use super::output::{emit, Output};
 use super::resolve;
 use crate::api::pb;
@@ -34,20 +35,18 @@ pub(super) async fn list(
         list.approvals.iter().for_each(|a| emit(approval_json(a)));
         return Ok(());
     }
-    emit(format_args!(
-        "{:<30} {:<10} {:<16} {:<30} INPUT",
-        "APPROVAL", "STATUS", "TOOL", "AGENT"
-    ));
+    let tail = table::tail_len(list.approvals.iter().map(|a| a.agent_id.as_str()));
+    let mut rows = Table::new(&["APPROVAL", "STATUS", "TOOL", "AGENT", "INPUT"]);
     for a in &list.approvals {
-        emit(format_args!(
-            "{:<30} {:<10} {:<16} {:<30} {}",
-            a.approval_id,
-            a.status,
-            one_line(&a.tool),
-            a.agent_id,
-            preview(a)
-        ));
+        rows.row(vec![
+            a.approval_id.clone(),
+            a.status.clone(),
+            one_line(&a.tool).into_owned(),
+            table::tail(&a.agent_id, tail).to_owned(),
+            preview(a),
+        ]);
     }
+    rows.print();
     if list.more {
         emit("(more: decide these to see the rest)");
     }

@@ -12,6 +12,7 @@ use holarchy_composition::manifest::MAX_MANIFEST_BYTES;
 use holarchy_composition::role::MAX_ROLE_BYTES;
 use serde_json::{json, Value};
 
+use super::output::table::{self, Table};
 use super::output::{agent_json, brain_json, emit, Output};
 use crate::api::pb;
 use crate::client::Clients;
@@ -102,29 +103,29 @@ pub(super) async fn instance_command(
             if out.json {
                 list.instances.iter().for_each(|i| emit(instance_json(i)));
             } else {
-                emit(format_args!(
-                    "{:<24} {:<28} {:<12} {:<19} INGRESS",
-                    "NAME", "AGENT", "STATE", "ROLE"
-                ));
+                let tail = table::tail_len(
+                    list.instances
+                        .iter()
+                        .filter_map(|i| i.agent.as_ref().map(|a| a.agent_id.as_str())),
+                );
+                let mut rows = Table::new(&["NAME", "AGENT", "STATE", "ROLE", "INGRESS"]);
                 for i in &list.instances {
                     let (agent, state) = match &i.agent {
-                        Some(a) => (a.agent_id.as_str(), agent_json(a)["state"].to_string()),
-                        None => ("-", "-".to_owned()),
+                        Some(a) => (
+                            table::tail(&a.agent_id, tail).to_owned(),
+                            agent_json(a)["state"].as_str().unwrap_or("-").to_owned(),
+                        ),
+                        None => ("-".to_owned(), "-".to_owned()),
                     };
                     let sources: Vec<&str> = i.ingress.iter().map(|s| s.source.as_str()).collect();
-                    emit(format_args!(
-                        "{:<24} {:<28} {:<12} {:<19} {}",
-                        i.name,
-                        agent,
-                        state.trim_matches('"'),
-                        if i.role_version.is_empty() {
-                            "-"
-                        } else {
-                            &i.role_version
-                        },
-                        sources.join(",")
-                    ));
+                    let role = if i.role_version.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        i.role_version.clone()
+                    };
+                    rows.row(vec![i.name.clone(), agent, state, role, sources.join(",")]);
                 }
+                rows.print();
             }
         }
         InstanceCommand::Get { name } => {

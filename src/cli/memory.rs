@@ -5,6 +5,7 @@
 use clap::Subcommand;
 use serde_json::{json, Value};
 
+use super::output::table::Table;
 use super::output::{emit, Output};
 use super::resolve;
 use crate::api::pb;
@@ -70,12 +71,7 @@ pub(super) async fn memory_command(
                 kinds: kinds.clone(),
             };
             let found = clients.memory.search_memory(request).await?.into_inner();
-            if !out.json {
-                emit(format_args!(
-                    "{:<32} {:<12} {:>7} SNIPPET",
-                    "ID", "KIND", "SCORE"
-                ));
-            }
+            let mut rows = Table::new(&["ID", "KIND", "SCORE", "SNIPPET"]).numeric(&[2]);
             for hit in &found.hits {
                 let mut line = match (&hit.note, &hit.message, &hit.tool_call) {
                     (Some(note), _, _) => note_json(note),
@@ -111,20 +107,23 @@ pub(super) async fn memory_command(
                     // The daemon marks matches as markdown bold (`**`),
                     // for pages and JSON; a terminal would show the stars.
                     let snippet = hit.snippet.replace("**", "");
-                    emit(format_args!(
-                        "{id:<32} {:<12} {:>7.3} {}",
-                        hit.kind,
-                        hit.score,
-                        one_line(&snippet)
-                    ));
+                    rows.row(vec![
+                        id.to_owned(),
+                        hit.kind.clone(),
+                        format!("{:.3}", hit.score),
+                        one_line(&snippet),
+                    ]);
                 }
+            }
+            if !out.json {
+                rows.print();
             }
         }
         MemoryCommand::List { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
             let mut page_token = String::new();
-            // After the first page: a failed call prints no header.
-            let mut header = !out.json;
+            // Printed once every page is in: a failed call prints nothing.
+            let mut rows = Table::new(&["NOTE", "KEY", "TEXT"]);
             // Pages are joined into one listing.
             loop {
                 let request = pb::ListMemoryRequest {
@@ -133,24 +132,21 @@ pub(super) async fn memory_command(
                     page_token,
                 };
                 let page = clients.memory.list_memory(request).await?.into_inner();
-                if std::mem::take(&mut header) {
-                    emit(format_args!("{:<32} {:<20} TEXT", "NOTE", "KEY"));
-                }
                 for note in &page.notes {
                     if out.json {
                         emit(note_json(note));
                     } else {
                         let preview: String = one_line(&note.text).chars().take(PREVIEW).collect();
-                        emit(format_args!(
-                            "{:<32} {:<20} {preview}",
-                            note.note_id, note.key
-                        ));
+                        rows.row(vec![note.note_id.clone(), note.key.clone(), preview]);
                     }
                 }
                 if page.next_page_token.is_empty() {
                     break;
                 }
                 page_token = page.next_page_token;
+            }
+            if !out.json {
+                rows.print();
             }
         }
         MemoryCommand::Write {

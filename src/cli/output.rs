@@ -31,6 +31,7 @@ macro_rules! say {
 // After the macro, so the printers there can `say!` too.
 pub mod escape;
 mod planes;
+pub mod table;
 
 pub use planes::OutputStream;
 
@@ -158,35 +159,32 @@ impl Output {
         }
     }
 
-    pub fn agent_table_header(&self) {
-        if !self.json {
-            say!(
-                "{:<30}  {:<20}  {:<17}  {:<8}  {:<8}  {:>5}",
-                "AGENT",
-                "NAME",
-                "PROFILE",
-                "STATE",
-                "ACTIVITY",
-                "QUEUE"
-            );
-        }
-    }
-
-    pub fn agent_row(&self, a: &pb::AgentSummary) {
+    /// Agents as a table, names first (`agent list`); under `--json`,
+    /// one object per agent.
+    pub fn agents(&self, agents: &[pb::AgentSummary]) {
         if self.json {
-            say!("{}", agent_json(a));
-        } else {
+            agents.iter().for_each(|a| say!("{}", agent_json(a)));
+            return;
+        }
+        let tail = table::tail_len(agents.iter().map(|a| a.agent_id.as_str()));
+        let now = table::now_ms();
+        let mut rows = table::Table::new(&[
+            "NAME", "ID", "PROFILE", "STATE", "ACTIVITY", "QUEUE", "CREATED",
+        ])
+        .numeric(&[5]);
+        for a in agents {
             let preset = a.profile.as_ref().map(|p| p.preset.as_str()).unwrap_or("");
-            say!(
-                "{:<30}  {:<20}  {:<17}  {:<8}  {:<8}  {:>5}",
-                a.agent_id,
-                one_line(or_dash(&a.name)),
-                or_dash(preset),
+            rows.row(vec![
+                one_line(or_dash(&a.name)).into_owned(),
+                table::tail(&a.agent_id, tail).to_owned(),
+                or_dash(preset).to_owned(),
                 lifecycle(a.state),
                 activity(a.activity),
-                a.queue_length
-            );
+                a.queue_length.to_string(),
+                table::age(a.created_at_ms, now),
+            ]);
         }
+        rows.print();
     }
 
     /// One agent, with the tokens its turns spent when the answer has

@@ -12,10 +12,31 @@ use holarchy_actors::secrets::Secrets;
 use holarchy_supervision::restart::RestartPolicy;
 
 use super::{limit_args, BrainArgs, ConnectionArgs};
+
+pub mod config_file;
 use crate::daemon::{self, GivenToken, ServeConfig};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// Read settings from this TOML file: each key is a long flag of
+    /// `serve` (`max-queue = 2048`, `skills-dir = ["skills"]`) or
+    /// `data-dir`; relative paths are read beside the file. The command
+    /// line and the environment override it.
+    #[arg(
+        help_heading = "Configuration",
+        long,
+        env = "HOLARCHY_CONFIG",
+        value_name = "FILE"
+    )]
+    pub config: Option<PathBuf>,
+    /// Print the settings in effect (from the command line, the
+    /// environment, the config file and the defaults) as TOML, and exit.
+    #[arg(help_heading = "Configuration", long)]
+    pub print_config: bool,
+    /// What `--print-config` prints, rendered while the command line is
+    /// parsed (it needs to know where each value came from).
+    #[arg(skip)]
+    pub effective_config: Option<String>,
     /// Also serve gRPC on TCP at this address (requires the bearer token).
     #[arg(help_heading = "Network", long)]
     pub listen: Option<SocketAddr>,
@@ -73,12 +94,12 @@ pub struct ServeArgs {
     /// The longest wait before a retry of a model request, in
     /// milliseconds: the backoff stops doubling there, and a server's
     /// longer `Retry-After` is cut to it.
-    #[arg(long, default_value_t = 8000)]
+    #[arg(help_heading = "Brains", long, default_value_t = 8000)]
     pub model_retry_cap_ms: u64,
     /// Milliseconds a model request may stay silent (no headers yet, or no
     /// byte of its answer, not even a keepalive) before the attempt counts
     /// as broken and is retried.
-    #[arg(long, default_value_t = 180_000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(help_heading = "Brains", long, default_value_t = 180_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub model_idle_timeout_ms: u64,
     /// Refuse to start unless the kernel can confine agents' programs
     /// fully (Landlock ABI 6 or later).
@@ -88,12 +109,12 @@ pub struct ServeArgs {
     /// that write answer UNAVAILABLE, no turn starts and `/readyz` says not
     /// ready; above 1.25 times it, everything resumes by itself. What is
     /// already running finishes in that room.
-    #[arg(long, value_name = "MIB", default_value_t = crate::daemon::DEFAULT_MIN_FREE_DISK >> 20)]
+    #[arg(help_heading = "Storage", long, value_name = "MIB", default_value_t = crate::daemon::DEFAULT_MIN_FREE_DISK >> 20)]
     pub min_free_disk: u64,
     /// Milliseconds one flush may run before new work is held back: calls
     /// that write answer UNAVAILABLE at once instead of queueing behind a
     /// stalled disk, and everything resumes when the flush ends.
-    #[arg(long, value_name = "MS", default_value_t = crate::daemon::DEFAULT_MAX_FLUSH_STALL.as_millis() as u64)]
+    #[arg(help_heading = "Storage", long, value_name = "MS", default_value_t = crate::daemon::DEFAULT_MAX_FLUSH_STALL.as_millis() as u64)]
     pub max_flush_stall_ms: u64,
     /// Processes one command (or brain step) may run at once, beyond what
     /// the daemon's user runs (RLIMIT_NPROC; not applied to root).
@@ -177,8 +198,13 @@ pub(super) async fn serve(
     token: GivenToken,
     secrets: Arc<Secrets>,
 ) -> anyhow::Result<()> {
+    if let Some(settings) = &args.effective_config {
+        print!("{settings}");
+        return Ok(());
+    }
     let mut config = ServeConfig::new(data_dir);
     config.listen = args.listen;
+    config.notify = daemon::notify::Notifier::from_env();
     config.token = token;
     config.connections = args.connections.limits()?;
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);

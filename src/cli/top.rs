@@ -2,10 +2,15 @@
 //! `RuntimeService.GetActivity` over the CLI's usual connection (the Unix
 //! socket, or TCP with the token). Interactive on a terminal; one plain
 //! frame (`--once`, or stdout not a terminal) or one JSON object
-//! (`--json`) otherwise.
+//! (`--json`) otherwise. Interactive keys act on the selected agent
+//! (k9s-style: p pause, r resume, a abort, enter its messages and events,
+//! t its subtree, / filter); a daemon that goes away is said to be, and
+//! retried at every tick until it answers again.
 
 mod app;
+mod pane;
 mod plain;
+mod rows;
 mod view;
 
 use std::io::IsTerminal;
@@ -19,8 +24,8 @@ use ratatui::DefaultTerminal;
 
 use super::output::emit;
 use crate::api::pb;
-use crate::client::Clients;
-use app::{Action, App, Subtree};
+use crate::client::{self, Clients, Target};
+use app::{Action, App, Pane, PaneKind};
 
 /// Nodes of a subtree the pane shows at most (a page of GetTree holds at
 /// most 5,000): the rest is counted, not drawn.
@@ -40,7 +45,14 @@ pub struct TopArgs {
     pub limit: u32,
 }
 
-pub async fn run(mut clients: Clients, args: &TopArgs, json: bool) -> anyhow::Result<()> {
+/// Runs the view on `clients`; `target` is where a lost connection is
+/// made again.
+pub async fn run(
+    mut clients: Clients,
+    target: Target,
+    args: &TopArgs,
+    json: bool,
+) -> anyhow::Result<()> {
     if !(0.2..=3600.0).contains(&args.interval) {
         anyhow::bail!("--interval must be between 0.2 and 3600 seconds");
     }
@@ -57,7 +69,7 @@ pub async fn run(mut clients: Clients, args: &TopArgs, json: bool) -> anyhow::Re
         return Ok(());
     }
     let mut terminal = ratatui::try_init().context("cannot take over the terminal")?;
-    let result = interactive(&mut terminal, clients, args.limit, interval).await;
+    let result = interactive(&mut terminal, clients, &target, args.limit, interval).await;
     ratatui::restore();
     result
 }
@@ -148,9 +160,36 @@ fn read_terminal(input: tokio::sync::mpsc::Sender<Input>, stop: Arc<AtomicBool>)
     }
 }
 
+/// Whether a failed read means the daemon cannot be reached (gone,
+/// restarting, not answering), rather than that it refused the call.
+fn unreachable(err: &anyhow::Error) -> bool {
+    err.downcast_ref::<tonic::Status>().is_none_or(|status| {
+        matches!(
+            status.code(),
+            tonic::Code::Unavailable
+                | tonic::Code::Unknown
+                | tonic::Code::Cancelled
+                | tonic::Code::DeadlineExceeded
+        )
+    })
+}
+
+/// The lines of `kind`'s pane for `agent_id`.
+async fn pane_lines(
+    clients: &mut Clients,
+    kind: PaneKind,
+    agent_id: &str,
+) -> anyhow::Result<Vec<String>> {
+    match kind {
+        PaneKind::Agent => pane::agent_lines(clients, agent_id).await,
+        PaneKind::Subtree => subtree(clients, agent_id).await,
+    }
+}
+
 async fn interactive(
     terminal: &mut DefaultTerminal,
     mut clients: Clients,
+    target: &Target,
     limit: u32,
     interval: Duration,
 ) -> anyhow::Result<()> {
@@ -163,19 +202,41 @@ async fn interactive(
         .context("cannot start the key reader")?;
 
     let mut app = App::default();
+    let mut down_since: Option<Instant> = None;
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
             _ = tick.tick() => {
                 match read(&mut clients, limit, interval).await {
-                    Ok(activity) => app.update(activity, Instant::now()),
+                    Ok(activity) => {
+                        app.update(activity, Instant::now());
+                        app.disconnected = None;
+                        down_since = None;
+                    }
+                    Err(err) if unreachable(&err) => {
+                        let since = *down_since.get_or_insert_with(Instant::now);
+                        app.disconnected = Some(format!(
+                            "{} (for {}s; every {:.1}s)",
+                            rows::one_line(&format!("{err:#}")),
+                            since.elapsed().as_secs(),
+                            interval.as_secs_f64()
+                        ));
+                        // A new connection for the next tick: the daemon
+                        // may be back, on a new socket.
+                        if let Ok(Ok(fresh)) =
+                            tokio::time::timeout(interval, client::connect(target)).await
+                        {
+                            clients = fresh;
+                        }
+                    }
                     Err(err) => app.error = Some(format!("{err:#}")),
                 }
                 // An open pane is live too: read again, the scroll kept.
-                if let Some(agent_id) = app.subtree.as_ref().map(|p| p.agent_id.clone()) {
-                    match subtree(&mut clients, &agent_id).await {
-                        Ok(lines) => app.refresh_subtree(lines),
+                let open = app.pane.as_ref().map(|p| (p.kind, p.agent_id.clone()));
+                if let (Some((kind, agent_id)), None) = (open, &app.disconnected) {
+                    match pane_lines(&mut clients, kind, &agent_id).await {
+                        Ok(lines) => app.refresh_pane(lines),
                         Err(err) => app.error = Some(format!("{err:#}")),
                     }
                 }
@@ -186,12 +247,20 @@ async fn interactive(
                 Some(Input::Key(key)) => match app.on_key(key) {
                     Action::Quit => break,
                     Action::None => {}
-                    Action::OpenSubtree(agent_id) => match subtree(&mut clients, &agent_id).await {
-                        Ok(lines) => {
-                            app.subtree = Some(Subtree { agent_id, lines, scroll: 0 });
+                    Action::Open(kind, agent_id) => {
+                        match pane_lines(&mut clients, kind, &agent_id).await {
+                            Ok(lines) => {
+                                app.pane = Some(Pane { kind, agent_id, lines, scroll: 0 });
+                            }
+                            Err(err) => app.error = Some(format!("{err:#}")),
                         }
-                        Err(err) => app.error = Some(format!("{err:#}")),
-                    },
+                    }
+                    action @ (Action::Pause(_) | Action::Resume(_) | Action::Abort(_)) => {
+                        match pane::control(&mut clients, &action).await {
+                            Ok(done) => app.notice = Some(done),
+                            Err(err) => app.error = Some(format!("{err:#}")),
+                        }
+                    }
                 },
             },
         }

@@ -316,6 +316,9 @@ pub(super) async fn serve(
         _ => None,
     };
     info!(socket = %socket.display(), "serving");
+    // The socket is bound and its server runs: a client connecting now is
+    // answered, so a unit that waits for this can be used at once.
+    config.notify.send("READY=1\nSTATUS=serving");
 
     // The root supervisor stopping on its own would leave a daemon that
     // answers SERVING but can do nothing: shut down and report it instead.
@@ -344,6 +347,12 @@ pub(super) async fn serve(
             });
     }
     info!("shutting down");
+    match &failed {
+        None => config.notify.send("STOPPING=1\nSTATUS=shutting down"),
+        Some(_) => config
+            .notify
+            .send("STATUS=the store failed: opening it again once the disk takes writes"),
+    }
     let _ = stop_tx.send(true);
     health
         .set_not_serving::<AgentServiceServer<AgentApi>>()

@@ -85,7 +85,7 @@ async fn tcp_takes_host_port_and_the_data_dirs_token_and_refuses_https() {
 
     // HOST:PORT, no scheme, and the token read from <data-dir>/token.
     let local = Holarchy::data_dir(&daemon.data_dir).with_flags(&["--addr", &addr]);
-    assert!(local.ok(&["agent", "list"]).starts_with("AGENT"));
+    assert!(local.ok(&["agent", "list"]).starts_with("NAME"));
     let status = local.json_one(&["status"]);
     assert_eq!(status["pid"], daemon.pid());
 

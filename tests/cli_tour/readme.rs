@@ -196,6 +196,18 @@ const COVERED: &[(&str, &str)] = &[
         "export::export_writes_every_event_decision_and_action_once_and_resumes_from_its_cursor",
     ),
     (
+        "serve --config",
+        "config_file::config_file_sets_the_listeners_and_a_flag_overrides_its_key",
+    ),
+    (
+        "serve --print-config",
+        "config_file::print_config_shows_the_merged_settings_and_reads_back_unchanged",
+    ),
+    (
+        "man --out",
+        "man_pages::man_writes_a_page_per_subcommand_with_its_about_text",
+    ),
+    (
         "top",
         "top::top_shows_busy_agents_long_queues_tasks_and_waits_over_the_socket_and_tcp",
     ),
@@ -217,6 +229,8 @@ const MODULES: &[(&str, &str)] = &[
     ("instances", include_str!("instances.rs")),
     ("turns_under_load", include_str!("../turns_under_load.rs")),
     ("top", include_str!("../top.rs")),
+    ("config_file", include_str!("../config_file.rs")),
+    ("man_pages", include_str!("../man_pages.rs")),
     ("tour", include_str!("tour.rs")),
     ("help", include_str!("help.rs")),
     ("lifecycle", include_str!("lifecycle.rs")),

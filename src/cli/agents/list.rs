@@ -82,10 +82,9 @@ pub(super) fn selected(
 
 pub async fn list(mut clients: Clients, args: &ListArgs, out: &Output) -> anyhow::Result<()> {
     let mut page_token = String::new();
-    // Printed once the first page is in: a call that fails leaves nothing
-    // on stdout, not a header over an error.
-    let mut header = true;
-    let mut shown = 0usize;
+    // Printed once every page is in, as one table sized to its content: a
+    // call that fails leaves nothing on stdout, not a header over an error.
+    let mut shown = Vec::new();
     let mut hidden_archived = 0usize;
     loop {
         let page = clients
@@ -97,24 +96,21 @@ pub async fn list(mut clients: Clients, args: &ListArgs, out: &Output) -> anyhow
             })
             .await?
             .into_inner();
-        if std::mem::take(&mut header) {
-            out.agent_table_header();
-        }
-        for agent in &page.agents {
-            if args.shows(agent) {
-                out.agent_row(agent);
-                shown += 1;
-            } else if State::of(agent) == Some(State::Archived) && args.state.is_empty() {
+        for agent in page.agents {
+            if args.shows(&agent) {
+                shown.push(agent);
+            } else if State::of(&agent) == Some(State::Archived) && args.state.is_empty() {
                 hidden_archived += 1;
             }
         }
         page_token = page.next_page_token;
         // Without --all, pages are read until a page's worth is shown:
         // archived agents filtered out do not leave the list short.
-        if page_token.is_empty() || (!args.all && shown >= args.page_size as usize) {
+        if page_token.is_empty() || (!args.all && shown.len() >= args.page_size as usize) {
             break;
         }
     }
+    out.agents(&shown);
     if !out.json {
         if hidden_archived > 0 {
             eprintln!("({hidden_archived} archived agent(s) not shown: --all lists them)");

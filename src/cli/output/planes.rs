@@ -225,22 +225,30 @@ impl Output {
         }
     }
 
-    pub fn tool(&self, t: &pb::ToolDescriptor) {
+    /// An agent's tool catalog: a table for people, one object per tool
+    /// under `--json`.
+    pub fn tools(&self, tools: &[pb::ToolDescriptor]) {
         if self.json {
-            let schema: Value = serde_json::from_str(&t.input_schema_json).unwrap_or(Value::Null);
-            say!(
-                "{}",
-                json!({ "name": t.name, "family": t.family, "plane": t.plane, "description": t.description, "input_schema": schema })
-            );
-        } else {
-            say!(
-                "{:<24} {:<20} {:<8} {}",
-                one_line(&t.name),
-                t.family,
-                t.plane,
-                one_line(&t.description)
-            );
+            for t in tools {
+                let schema: Value =
+                    serde_json::from_str(&t.input_schema_json).unwrap_or(Value::Null);
+                say!(
+                    "{}",
+                    json!({ "name": t.name, "family": t.family, "plane": t.plane, "description": t.description, "input_schema": schema })
+                );
+            }
+            return;
         }
+        let mut rows = super::table::Table::new(&["TOOL", "FAMILY", "PLANE", "DESCRIPTION"]);
+        for t in tools {
+            rows.row(vec![
+                one_line(&t.name).into_owned(),
+                t.family.clone(),
+                t.plane.clone(),
+                one_line(&t.description).into_owned(),
+            ]);
+        }
+        rows.print();
     }
 
     /// An MCP server of the agent's whose tools could not be listed: on

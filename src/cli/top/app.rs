@@ -1,13 +1,15 @@
 //! The state of `holarchy top` and what each key does to it: the last
 //! activity read, the rates between the last two, which table is shown,
-//! its sort and selection, and the subtree pane. No terminal and no daemon
-//! here, so keys and rows are unit-tested.
+//! its sort, filter and selection, and the pane (an agent's messages and
+//! events, or its subtree). No terminal and no daemon here, so keys and
+//! rows are unit-tested.
 
-use std::cmp::Ordering;
 use std::time::Instant;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+pub use super::rows::duration;
+use super::rows::{agent_rows, task_rows, wait_rows};
 use crate::api::pb;
 
 /// The tables, in the order tab goes through them.
@@ -67,16 +69,40 @@ impl Table {
 pub enum Action {
     None,
     Quit,
-    /// Fetch this agent's subtree and show it.
-    OpenSubtree(String),
+    /// Fetch this pane of the agent and show it.
+    Open(PaneKind, String),
+    /// Pause the agent (k9s-style keys: p, r, a).
+    Pause(String),
+    Resume(String),
+    /// Abort the agent's current turn.
+    Abort(String),
 }
 
-/// An agent's subtree, drawn, in the pane that replaces the tables.
+/// What a pane shows of its agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaneKind {
+    /// Its latest messages and events (enter).
+    Agent,
+    /// Its subtree, as `holarchy tree` draws it (t).
+    Subtree,
+}
+
+/// A pane that replaces the tables: one agent, drawn as lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Subtree {
+pub struct Pane {
+    pub kind: PaneKind,
     pub agent_id: String,
     pub lines: Vec<String>,
     pub scroll: usize,
+}
+
+impl Pane {
+    pub fn title(&self) -> String {
+        match self.kind {
+            PaneKind::Agent => format!("messages and events of {}", self.agent_id),
+            PaneKind::Subtree => format!("subtree of {}", self.agent_id),
+        }
+    }
 }
 
 /// One row of a table: its cells, and the agent enter opens.
@@ -112,9 +138,18 @@ pub struct App {
     /// Per table: the position in its sort columns, and the selected row.
     sort: [usize; 4],
     selected: [usize; 4],
-    pub subtree: Option<Subtree>,
-    /// The last failed read or subtree fetch, shown until the next success.
+    pub pane: Option<Pane>,
+    /// The last failed read or pane fetch, shown until the next success.
     pub error: Option<String>,
+    /// Why the daemon cannot be read, while it cannot: the view goes on
+    /// retrying at every tick and says so.
+    pub disconnected: Option<String>,
+    /// Rows are kept when a cell holds this (any case); `/` edits it.
+    pub filter: String,
+    /// Whether keys are typed into the filter.
+    pub editing_filter: bool,
+    /// What the last action did (`paused agt_...`), until the next key.
+    pub notice: Option<String>,
 }
 
 impl App {
@@ -162,10 +197,10 @@ impl App {
         }
     }
 
-    /// New lines for the open subtree pane; the scroll stays where it was
-    /// while the tree is as long.
-    pub fn refresh_subtree(&mut self, lines: Vec<String>) {
-        if let Some(pane) = &mut self.subtree {
+    /// New lines for the open pane; the scroll stays where it was while
+    /// there are as many.
+    pub fn refresh_pane(&mut self, lines: Vec<String>) {
+        if let Some(pane) = &mut self.pane {
             pane.scroll = pane.scroll.min(lines.len().saturating_sub(1));
             pane.lines = lines;
         }
@@ -175,10 +210,18 @@ impl App {
         if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
             return Action::Quit;
         }
-        if let Some(pane) = &mut self.subtree {
+        self.notice = None;
+        if self.editing_filter {
+            self.edit_filter(key);
+            return Action::None;
+        }
+        if let Some(pane) = &mut self.pane {
             match key.code {
                 KeyCode::Char('q') => return Action::Quit,
-                KeyCode::Esc => self.subtree = None,
+                KeyCode::Char('p') => return Action::Pause(pane.agent_id.clone()),
+                KeyCode::Char('r') => return Action::Resume(pane.agent_id.clone()),
+                KeyCode::Char('a') => return Action::Abort(pane.agent_id.clone()),
+                KeyCode::Esc => self.pane = None,
                 KeyCode::Up | KeyCode::Char('k') => pane.scroll = pane.scroll.saturating_sub(1),
                 KeyCode::Down | KeyCode::Char('j') => {
                     pane.scroll = (pane.scroll + 1).min(pane.lines.len().saturating_sub(1));
@@ -193,6 +236,24 @@ impl App {
         }
         let table = self.table();
         let rows = self.row_count(table);
+        let agent = self
+            .rows(table)
+            .into_iter()
+            .nth(self.selected())
+            .map(|row| row.agent_id);
+        match (key.code, agent) {
+            (KeyCode::Enter, Some(agent)) => return Action::Open(PaneKind::Agent, agent),
+            (KeyCode::Char('t'), Some(agent)) => return Action::Open(PaneKind::Subtree, agent),
+            (KeyCode::Char('p'), Some(agent)) => return Action::Pause(agent),
+            (KeyCode::Char('r'), Some(agent)) => return Action::Resume(agent),
+            (KeyCode::Char('a'), Some(agent)) => return Action::Abort(agent),
+            _ => {}
+        }
+        match key.code {
+            KeyCode::Char('/') => self.editing_filter = true,
+            KeyCode::Esc => self.set_filter(String::new()),
+            _ => {}
+        }
         let selected = &mut self.selected[table.index()];
         match key.code {
             KeyCode::Char('q') => return Action::Quit,
@@ -207,40 +268,58 @@ impl App {
             KeyCode::Down | KeyCode::Char('j') => {
                 *selected = (*selected + 1).min(rows.saturating_sub(1));
             }
-            KeyCode::Enter => {
-                if let Some(row) = self.rows(table).into_iter().nth(self.selected()) {
-                    return Action::OpenSubtree(row.agent_id);
-                }
-            }
             _ => {}
         }
         Action::None
     }
 
-    fn row_count(&self, table: Table) -> usize {
-        let Some(a) = &self.activity else {
-            return 0;
-        };
-        match table {
-            Table::Busiest => a.busiest.len(),
-            Table::Queues => a.longest_queues.len(),
-            Table::Tasks => a.running_tasks.len(),
-            Table::Waits => a.armed_waits.len(),
+    /// A key typed while `/` edits the filter: enter keeps it, esc drops it.
+    fn edit_filter(&mut self, key: KeyEvent) {
+        let mut filter = self.filter.clone();
+        match key.code {
+            KeyCode::Enter => self.editing_filter = false,
+            KeyCode::Esc => {
+                self.editing_filter = false;
+                filter.clear();
+            }
+            KeyCode::Backspace => {
+                filter.pop();
+            }
+            KeyCode::Char(c) if !c.is_control() && filter.len() < 64 => filter.push(c),
+            _ => {}
+        }
+        self.set_filter(filter);
+    }
+
+    /// A new filter; the selections go back to the first row it keeps.
+    fn set_filter(&mut self, filter: String) {
+        if filter != self.filter {
+            self.filter = filter;
+            self.selected = [0; 4];
         }
     }
 
-    /// The rows of `table`, in its current sort.
+    fn row_count(&self, table: Table) -> usize {
+        self.rows(table).len()
+    }
+
+    /// The rows of `table` the filter keeps, in its current sort.
     pub fn rows(&self, table: Table) -> Vec<Row> {
         let Some(a) = &self.activity else {
             return Vec::new();
         };
         let column = table.sort_columns()[self.sort[table.index()]];
-        match table {
+        let mut rows = match table {
             Table::Busiest => agent_rows(&a.busiest, column),
             Table::Queues => agent_rows(&a.longest_queues, column),
             Table::Tasks => task_rows(&a.running_tasks, column, a.now_ms),
             Table::Waits => wait_rows(&a.armed_waits, column, a.now_ms),
+        };
+        if !self.filter.is_empty() {
+            let wanted = self.filter.to_lowercase();
+            rows.retain(|row| row.cells.iter().any(|c| c.to_lowercase().contains(&wanted)));
         }
+        rows
     }
 }
 
@@ -251,133 +330,6 @@ fn since_start(totals: &pb::ActivityTotals) -> Option<Rates> {
         failed: totals.turns_failed as f64 / seconds,
         since_start: true,
     })
-}
-
-fn visibility(v: i32) -> &'static str {
-    match pb::Visibility::try_from(v) {
-        Ok(pb::Visibility::Public) => "public",
-        Ok(pb::Visibility::Private) => "private",
-        _ => "-",
-    }
-}
-
-fn state(v: i32) -> &'static str {
-    match pb::LifecycleState::try_from(v) {
-        Ok(pb::LifecycleState::Active) => "active",
-        Ok(pb::LifecycleState::Paused) => "paused",
-        Ok(pb::LifecycleState::Failed) => "failed",
-        Ok(pb::LifecycleState::Archived) => "archived",
-        _ => "-",
-    }
-}
-
-fn or_dash(text: &str) -> String {
-    if text.is_empty() {
-        "-".to_owned()
-    } else {
-        text.to_owned()
-    }
-}
-
-/// `ms` as a short duration: 950ms, 12s, 3m04s, 2h05m.
-pub fn duration(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0 => format!("{ms}ms"),
-        1..=59 => format!("{s}s"),
-        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-    }
-}
-
-/// Sorts `items` by the chosen column: numbers biggest first, text
-/// alphabetically; ties keep the daemon's order.
-fn sorted<T>(items: &[T], cmp: impl Fn(&T, &T) -> Ordering) -> Vec<&T> {
-    let mut items: Vec<&T> = items.iter().collect();
-    items.sort_by(|a, b| cmp(a, b));
-    items
-}
-
-fn agent_rows(agents: &[pb::ActiveAgent], column: usize) -> Vec<Row> {
-    let items = sorted(agents, |a, b| match column {
-        4 => b.queue_length.cmp(&a.queue_length),
-        5 => b.recent_turns.cmp(&a.recent_turns),
-        1 => a.name.cmp(&b.name),
-        3 => state(a.state).cmp(state(b.state)),
-        _ => Ordering::Equal,
-    });
-    items
-        .into_iter()
-        .map(|a| Row {
-            cells: vec![
-                a.agent_id.clone(),
-                or_dash(&a.name),
-                visibility(a.visibility).to_owned(),
-                state(a.state).to_owned(),
-                a.queue_length.to_string(),
-                a.recent_turns.to_string(),
-                or_dash(&a.current_run_id),
-            ],
-            agent_id: a.agent_id.clone(),
-        })
-        .collect()
-}
-
-fn task_rows(tasks: &[pb::RunningTask], column: usize, now_ms: u64) -> Vec<Row> {
-    let items = sorted(tasks, |a, b| match column {
-        // Oldest (longest running) first.
-        3 => a.started_at_ms.cmp(&b.started_at_ms),
-        1 => a.owner_agent_id.cmp(&b.owner_agent_id),
-        2 => a.kind.cmp(&b.kind),
-        _ => Ordering::Equal,
-    });
-    items
-        .into_iter()
-        .map(|t| Row {
-            cells: vec![
-                t.task_id.clone(),
-                t.owner_agent_id.clone(),
-                t.kind.clone(),
-                duration(now_ms.saturating_sub(t.started_at_ms)),
-                or_dash(&one_line(&t.label)),
-            ],
-            agent_id: t.owner_agent_id.clone(),
-        })
-        .collect()
-}
-
-fn wait_rows(waits: &[pb::ArmedWait], column: usize, now_ms: u64) -> Vec<Row> {
-    let items = sorted(waits, |a, b| match column {
-        // The next to fire first; triggers (no time) last.
-        3 => (a.fires_at_ms == 0, a.fires_at_ms).cmp(&(b.fires_at_ms == 0, b.fires_at_ms)),
-        1 => a.owner_agent_id.cmp(&b.owner_agent_id),
-        2 => a.kind.cmp(&b.kind),
-        _ => Ordering::Equal,
-    });
-    items
-        .into_iter()
-        .map(|w| Row {
-            cells: vec![
-                w.wait_id.clone(),
-                w.owner_agent_id.clone(),
-                w.kind.clone(),
-                match w.fires_at_ms {
-                    0 => "-".to_owned(),
-                    at => duration(at.saturating_sub(now_ms)),
-                },
-                or_dash(&one_line(&w.reason)),
-            ],
-            agent_id: w.owner_agent_id.clone(),
-        })
-        .collect()
-}
-
-/// Agent-written text on one line: control characters (a newline, an
-/// escape sequence) would break the table or the terminal.
-fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }
 
 #[cfg(test)]
@@ -476,14 +428,14 @@ pub(super) mod tests {
         assert_eq!(app.selected(), 1, "the selection stops at the last row");
         assert_eq!(
             app.on_key(key(KeyCode::Enter)),
-            Action::OpenSubtree("agt_b".into())
+            Action::Open(PaneKind::Agent, "agt_b".into())
         );
         app.on_key(key(KeyCode::Tab));
         app.on_key(key(KeyCode::Tab));
         assert_eq!(app.table(), Table::Tasks);
         assert_eq!(
             app.on_key(key(KeyCode::Enter)),
-            Action::OpenSubtree("agt_o".into()),
+            Action::Open(PaneKind::Agent, "agt_o".into()),
             "a task opens its owner"
         );
         app.on_key(key(KeyCode::BackTab));
@@ -496,10 +448,63 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn p_r_and_a_act_on_the_selected_agent_and_slash_filters_the_rows() {
+        let mut app = App::default();
+        app.update(sample(), Instant::now());
+        app.on_key(key(KeyCode::Down));
+        assert_eq!(
+            app.on_key(key(KeyCode::Char('p'))),
+            Action::Pause("agt_a".into())
+        );
+        assert_eq!(
+            app.on_key(key(KeyCode::Char('r'))),
+            Action::Resume("agt_a".into())
+        );
+        assert_eq!(
+            app.on_key(key(KeyCode::Char('a'))),
+            Action::Abort("agt_a".into())
+        );
+        assert_eq!(
+            app.on_key(key(KeyCode::Char('t'))),
+            Action::Open(PaneKind::Subtree, "agt_a".into())
+        );
+        // `/` types into the filter: q is a letter there, not quit.
+        app.on_key(key(KeyCode::Char('/')));
+        for c in "BUSq".chars() {
+            assert_eq!(app.on_key(key(KeyCode::Char(c))), Action::None);
+        }
+        assert!(first_ids(&app).is_empty(), "no row holds `busq`");
+        app.on_key(key(KeyCode::Backspace));
+        app.on_key(key(KeyCode::Enter));
+        assert!(!app.editing_filter);
+        assert_eq!(first_ids(&app), ["agt_b"], "names match in any case");
+        assert_eq!(app.selected(), 0);
+        assert_eq!(
+            app.on_key(key(KeyCode::Char('p'))),
+            Action::Pause("agt_b".into())
+        );
+        // esc drops the filter.
+        app.on_key(key(KeyCode::Esc));
+        assert_eq!(first_ids(&app), ["agt_b", "agt_a"]);
+        // In a pane, the keys act on the pane's agent.
+        app.pane = Some(Pane {
+            kind: PaneKind::Agent,
+            agent_id: "agt_q".into(),
+            lines: Vec::new(),
+            scroll: 0,
+        });
+        assert_eq!(
+            app.on_key(key(KeyCode::Char('r'))),
+            Action::Resume("agt_q".into())
+        );
+    }
+
+    #[test]
     fn the_subtree_pane_scrolls_and_esc_goes_back_to_the_tables() {
         let mut app = App::default();
         app.update(sample(), Instant::now());
-        app.subtree = Some(Subtree {
+        app.pane = Some(Pane {
+            kind: PaneKind::Subtree,
             agent_id: "agt_b".into(),
             lines: vec!["a".into(), "b".into()],
             scroll: 0,
@@ -507,12 +512,12 @@ pub(super) mod tests {
         for _ in 0..5 {
             app.on_key(key(KeyCode::Down));
         }
-        assert_eq!(app.subtree.as_ref().map(|s| s.scroll), Some(1));
+        assert_eq!(app.pane.as_ref().map(|s| s.scroll), Some(1));
         // A refresh that shortens the tree pulls the scroll back.
-        app.refresh_subtree(vec!["a".into()]);
-        assert_eq!(app.subtree.as_ref().map(|s| s.scroll), Some(0));
+        app.refresh_pane(vec!["a".into()]);
+        assert_eq!(app.pane.as_ref().map(|s| s.scroll), Some(0));
         assert_eq!(app.on_key(key(KeyCode::Esc)), Action::None);
-        assert!(app.subtree.is_none());
+        assert!(app.pane.is_none());
         // A second esc does not quit: only q does.
         assert_eq!(app.on_key(key(KeyCode::Esc)), Action::None);
     }

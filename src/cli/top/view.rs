@@ -1,6 +1,7 @@
 //! Drawing `holarchy top` with ratatui: the header of totals and rates, a
-//! tab per table, the shown table with its selection, or the subtree pane,
-//! and a line of keys. Draws from [`App`] only, so a test backend can
+//! tab per table, the shown table with its selection, or a pane (an
+//! agent's messages and events, or its subtree), and a line of keys, or
+//! of what went wrong. Draws from [`App`] only, so a test backend can
 //! check every frame.
 
 use ratatui::layout::{Constraint, Layout};
@@ -12,7 +13,7 @@ use ratatui::Frame;
 use super::app::{App, Table};
 use super::plain;
 
-const KEYS: &str = "q quit  s sort  tab table  up/down select  enter subtree  esc back";
+const KEYS: &str = "q quit  s sort  tab table  / filter  up/down select  enter messages  t subtree  p pause  r resume  a abort  esc back";
 
 pub fn draw(frame: &mut Frame, app: &App) {
     let [header, tabs, body, footer] = Layout::vertical([
@@ -44,7 +45,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
         tabs,
     );
 
-    match &app.subtree {
+    match &app.pane {
         Some(pane) => {
             let text: Vec<Line> = pane
                 .lines
@@ -53,17 +54,29 @@ pub fn draw(frame: &mut Frame, app: &App) {
                 .map(|l| Line::from(l.as_str()))
                 .collect();
             let block = Block::bordered().title(format!(
-                " subtree of {} (esc back, up/down scroll) ",
-                pane.agent_id
+                " {} (esc back, up/down scroll, p/r/a pause/resume/abort) ",
+                pane.title()
             ));
             frame.render_widget(Paragraph::new(text).block(block), body);
         }
         None => draw_table(frame, app, body),
     }
 
-    let footer_line = match &app.error {
-        Some(err) => Line::styled(format!("error: {err}"), Style::new().fg(Color::Red)),
-        None => Line::from(KEYS),
+    let red = Style::new().fg(Color::Red);
+    let footer_line = match (&app.disconnected, &app.error, &app.notice) {
+        (Some(why), _, _) => Line::styled(
+            format!("disconnected from the daemon, retrying: {why}"),
+            red.add_modifier(Modifier::BOLD),
+        ),
+        (None, Some(err), _) => Line::styled(format!("error: {err}"), red),
+        _ if app.editing_filter => {
+            Line::from(format!("filter: /{}_  (enter keep, esc clear)", app.filter))
+        }
+        (None, None, Some(notice)) => Line::from(notice.as_str()),
+        (None, None, None) if !app.filter.is_empty() => {
+            Line::from(format!("filter: /{}  (esc clear)  {KEYS}", app.filter))
+        }
+        (None, None, None) => Line::from(KEYS),
     };
     frame.render_widget(Paragraph::new(footer_line), footer);
 }
@@ -117,7 +130,7 @@ mod tests {
     use ratatui::Terminal;
 
     use super::super::app::tests::{key, sample};
-    use super::super::app::Subtree;
+    use super::super::app::{Pane, PaneKind};
     use super::*;
 
     fn screen(app: &App) -> String {
@@ -154,7 +167,8 @@ mod tests {
     fn the_subtree_pane_replaces_the_table_and_an_error_replaces_the_keys() {
         let mut app = App::default();
         app.update(sample(), Instant::now());
-        app.subtree = Some(Subtree {
+        app.pane = Some(Pane {
+            kind: PaneKind::Subtree,
             agent_id: "agt_b".into(),
             lines: vec!["agent \"busy\" agt_b (public_named, active)".into()],
             scroll: 0,
@@ -165,5 +179,11 @@ mod tests {
         assert!(shown.contains("agent \"busy\" agt_b"), "{shown}");
         assert!(!shown.contains("TURNS/MIN"), "{shown}");
         assert!(shown.contains("error: the daemon went away"), "{shown}");
+        app.disconnected = Some("connection refused".into());
+        let shown = screen(&app);
+        assert!(
+            shown.contains("disconnected from the daemon, retrying: connection refused"),
+            "{shown}"
+        );
     }
 }

@@ -1,0 +1,137 @@
+//! Which agent a command means: a name, a whole id, or, as git and docker
+//! take them, any part of an id that only one agent's has: its start
+//! (`agt_01KQ8Z`, or without `agt_`) or the tail the tables show.
+
+use anyhow::Context;
+
+use crate::api::pb;
+use crate::client::Clients;
+
+/// An agent id's length: `agt_` and a 26-character ULID.
+const ID_LEN: usize = 30;
+/// The shortest part of an id looked for: shorter ones match too much.
+const MIN_PART: usize = 4;
+/// Candidates an ambiguity error names.
+const NAMED: usize = 5;
+
+/// Turns a name, an id or a part of one only one agent's id has into an
+/// id. A whole id passes unchecked (the daemon validates it); a name is
+/// asked of the daemon first; a part of an id is matched against every
+/// agent, private and archived ones too.
+pub(super) async fn resolve(clients: &mut Clients, agent: &str) -> anyhow::Result<String> {
+    if agent.starts_with("agt_") && agent.len() == ID_LEN {
+        return Ok(agent.to_owned());
+    }
+    if !agent.starts_with("agt_") {
+        let by_name = clients
+            .agents
+            .get_agent(pb::GetAgentRequest {
+                agent: Some(pb::get_agent_request::Agent::Name(agent.to_owned())),
+            })
+            .await;
+        match by_name {
+            Ok(found) => {
+                return Ok(found
+                    .into_inner()
+                    .agent
+                    .map(|a| a.agent_id)
+                    .unwrap_or_default())
+            }
+            Err(status) if status.code() == tonic::Code::NotFound && looks_like_id_part(agent) => {}
+            Err(status) => {
+                return Err(status).with_context(|| format!("cannot find agent `{agent}`"));
+            }
+        }
+    }
+    let matching = by_id_part(clients, agent).await?;
+    match matching.as_slice() {
+        [(id, _)] => Ok(id.clone()),
+        [] => Err(tonic::Status::not_found(format!(
+            "no agent is named `{agent}`, and no agent's id starts or ends with it"
+        ))
+        .into()),
+        many => {
+            let named: Vec<String> = many
+                .iter()
+                .take(NAMED)
+                .map(|(id, name)| match name.is_empty() {
+                    true => id.clone(),
+                    false => format!("{id} ({name})"),
+                })
+                .collect();
+            let more = many.len().saturating_sub(NAMED);
+            let more = if more > 0 {
+                format!(", and {more} more")
+            } else {
+                String::new()
+            };
+            Err(tonic::Status::invalid_argument(format!(
+                "`{agent}` is part of {} agents' ids: {}{more}; give more of the id",
+                many.len(),
+                named.join(", ")
+            ))
+            .into())
+        }
+    }
+}
+
+/// Whether `text` could be part of an id: ULID characters (any case),
+/// long enough to mean something.
+fn looks_like_id_part(text: &str) -> bool {
+    text.len() >= MIN_PART && text.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// Whether `id` starts (with or without `agt_`) or ends with `part`.
+fn id_has(id: &str, part: &str) -> bool {
+    let bare = id.strip_prefix("agt_").unwrap_or(id);
+    id.starts_with(part) || bare.starts_with(part) || id.ends_with(part)
+}
+
+/// Every agent (id and name) whose id has `part`, reading all pages.
+async fn by_id_part(clients: &mut Clients, part: &str) -> anyhow::Result<Vec<(String, String)>> {
+    // ULIDs are upper case; people type either.
+    let part = match part.strip_prefix("agt_") {
+        Some(rest) => format!("agt_{}", rest.to_ascii_uppercase()),
+        None => part.to_ascii_uppercase(),
+    };
+    let mut found = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = clients
+            .agents
+            .list_agents(pb::ListAgentsRequest {
+                page_size: 1000,
+                page_token,
+                include_private: true,
+            })
+            .await?
+            .into_inner();
+        found.extend(
+            page.agents
+                .into_iter()
+                .filter(|a| id_has(&a.agent_id, &part))
+                .map(|a| (a.agent_id, a.name)),
+        );
+        if page.next_page_token.is_empty() {
+            return Ok(found);
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_is_matched_by_its_start_or_its_tail() {
+        let id = "agt_01KQ8Z3V5W0000000000ABCDEF";
+        assert!(id_has(id, "agt_01KQ8Z"));
+        assert!(id_has(id, "01KQ8Z"));
+        assert!(id_has(id, "ABCDEF"));
+        assert!(!id_has(id, "KQ8Z3V"), "the middle is not a part people see");
+        assert!(looks_like_id_part("abcdef"));
+        assert!(!looks_like_id_part("ops"));
+        assert!(!looks_like_id_part("build-1"));
+    }
+}
