@@ -11,6 +11,8 @@
 //! archive one public agent with N private descendants (100 delegators,
 //! each with N/100 - 1 children). `--partition-restart` adds the time to
 //! bring back one root partition, killed with every agent recovered.
+//! `--poisoned` adds a recovery with one agent's record damaged on disk,
+//! against the clean one.
 //!
 //! Each measurement runs in a fresh child process (this binary, re-run with
 //! `--phase`), so memory freed by one phase cannot flatter the next within
@@ -42,6 +44,8 @@ mod bare;
 mod cli;
 #[path = "support/figure.rs"]
 mod figure;
+#[path = "idle_agents/poisoned.rs"]
+mod poisoned;
 use bare::{phase_bare, settle};
 
 struct Options {
@@ -54,6 +58,8 @@ struct Options {
     archive: usize,
     /// Also time a root partition's restart with every agent recovered.
     partition_restart: bool,
+    /// Also time a recovery with one agent's record damaged.
+    poisoned: bool,
     json_out: PathBuf,
     phase: Option<String>,
     dir: Option<PathBuf>,
@@ -68,6 +74,7 @@ fn options() -> Options {
         batch: 0,
         archive: 0,
         partition_restart: false,
+        poisoned: false,
         json_out: cli::report_path("idle_agents"),
         phase: None,
         dir: None,
@@ -85,6 +92,7 @@ fn options() -> Options {
             "--publics" => opts.publics = value().parse().expect("--publics takes a number"),
             "--archive" => opts.archive = value().parse().expect("--archive takes a number"),
             "--partition-restart" => opts.partition_restart = true,
+            "--poisoned" => opts.poisoned = true,
             "--json" => opts.json_out = PathBuf::from(value()),
             "--phase" => opts.phase = Some(value()),
             "--dir" => opts.dir = Some(PathBuf::from(value())),
@@ -409,6 +417,8 @@ fn main() {
                 "tree" => phase_tree(opts.publics, opts.tree, opts.concurrency, &dir).await,
                 "tree-recover" => phase_recover(opts.publics * (1 + opts.tree), &dir).await,
                 "archive" => phase_archive(opts.archive, opts.concurrency, &dir).await,
+                "poison" => poisoned::phase_poison(&dir),
+                "poisoned-recover" => poisoned::phase_poisoned_recover(opts.agents, &dir).await,
                 other => panic!("unknown phase {other}"),
             }
         });
@@ -513,6 +523,29 @@ fn main() {
         );
     }
 
+    let mut poisoned = Value::Null;
+    if opts.poisoned {
+        // A clean recovery just before, so both starts find the store as
+        // warm in the page cache.
+        let clean = run_phase("recover", &opts, &dir);
+        let clean_s = figure::get(&clean["recover_s"]);
+        run_phase("poison", &opts, &dir);
+        let damaged = run_phase("poisoned-recover", &opts, &dir);
+        let poisoned_s = figure::get(&damaged["recover_s"]);
+        println!(
+            "{:<40} {} s",
+            "clean recovery again",
+            figure::show(clean_s, 11, 3)
+        );
+        println!(
+            "{:<40} {} s {}x the clean recovery",
+            "recovery with one poisoned record",
+            figure::show(poisoned_s, 11, 3),
+            figure::show(figure::ratio(poisoned_s, clean_s), 7, 2),
+        );
+        poisoned = json!({ "clean": clean, "poisoned": damaged });
+    }
+
     let mut tree = Value::Null;
     if opts.tree > 0 {
         let tree_dir = tmp.path().join("tree");
@@ -557,6 +590,7 @@ fn main() {
             "create": create,
             "recover": recover,
             "partition_restart": partition,
+            "poisoned_recover": poisoned,
             "tree": tree,
             "archive": archive,
         },
