@@ -103,7 +103,10 @@ async fn agents_run_on_the_default_program_their_own_or_the_scripted_brain() {
             .all(|t| t["input_schema"]["type"] == "object" && t["family"].is_string()),
         "{tools:#?}"
     );
-    assert!(catalog.starts_with("TOOL "), "a table with a header: {catalog}");
+    assert!(
+        catalog.starts_with("TOOL "),
+        "a table with a header: {catalog}"
+    );
     assert_eq!(
         catalog.lines().count(),
         tools.len() + 1,
