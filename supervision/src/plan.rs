@@ -6,3 +6,4 @@
 //! [`Plan`]: crate::effect::Plan
 
 pub mod interrupt;
+pub mod repair;

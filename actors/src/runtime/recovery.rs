@@ -4,27 +4,22 @@
 //! time by a few spawning tasks per core, so supervisors are up before their
 //! children and every core is busy.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use holarchy_supervision::plan::repair::repair;
 use holarchy_supervision::recovery::recover as plan_recovery;
-use holarchy_supervision::{
-    AgentId, AgentRecord, EventKind, LifecycleState, MessageEvent, MessageId, MessageStatus,
-    RunOutcome, TaskKind, TaskRecord, TaskStatus, WaitKind, WaitRecord, WaitStatus,
-};
+use holarchy_supervision::{AgentId, AgentRecord, MessageId, TaskKind};
 use ractor::ActorProcessingErr;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
 
 use super::{damage, RuntimeSnapshot};
 use crate::protocol::AgentMsg;
-use crate::store::{Batch, DamagedRecord, StoreError, Write};
+use crate::store::{Batch, DamagedRecord, StoreError};
 use crate::supervisor::cleanup;
 use crate::{now_ms, supervisor, Ctx};
-
-/// The reason a poison message is failed with, first in its run's detail.
-pub const CRASHED_DAEMON: &str = "crashed_daemon";
 
 /// Spawning tasks per core during recovery (see [`spawners_for`]).
 const SPAWNERS_PER_CORE: usize = 2;
@@ -101,127 +96,27 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     let poison = plan.set_aside_poison(ctx.config.limits.max_message_attempts);
     let planned = began.elapsed();
 
-    let mut batch = Batch::new();
-    // Messages whose turns crashed the daemon too often: failed, with the
-    // reason, and the agent goes on with its next message.
-    for mut message in poison {
-        let MessageStatus::Handling { run_id } = message.status else {
-            continue;
-        };
+    for message in &poison {
         warn!(agent_id = %message.agent_id, message_id = %message.id, attempts = message.attempts, "message set aside: its turns crashed the daemon");
-        batch = batch.event(
-            message.agent_id,
-            EventKind::RunFinished {
-                run_id,
-                message_id: message.id,
-                outcome: RunOutcome::Failed,
-                detail: format!(
-                    "{CRASHED_DAEMON}: the daemon stopped during each of this message's {} turns; set aside (--max-message-attempts)",
-                    message.attempts
-                ),
-            },
-        );
-        message.status = message
-            .status
-            .next(MessageEvent::Finish {
-                run_id,
-                handled: false,
-            })
-            .unwrap_or(message.status);
-        batch = batch.write(Write::PutMessage(message));
-        report.poison_messages += 1;
     }
-    for mut message in plan.interrupted.iter().cloned() {
-        if let MessageStatus::Handling { run_id } = message.status {
-            batch = batch.event(
-                message.agent_id,
-                EventKind::RunFinished {
-                    run_id,
-                    message_id: message.id,
-                    outcome: RunOutcome::Interrupted,
-                    detail: "daemon stopped mid-turn; message queued again".into(),
-                },
-            );
-        }
-        message.status = message
-            .status
-            .next(MessageEvent::Requeue)
-            .unwrap_or(message.status);
-        batch = batch.write(Write::PutMessage(message));
+    let repair = repair(
+        &plan,
+        poison,
+        input.running_tasks,
+        input.armed_waits,
+        now_ms(),
+    );
+    for orphan in &repair.orphans {
+        warn!(agent_id = %orphan, "archiving a private agent whose supervisor is gone");
     }
-    // No private agent may live without a live supervisor.
-    for mut orphan in plan.orphans.iter().cloned() {
-        warn!(agent_id = %orphan.id, "archiving a private agent whose supervisor is gone");
-        orphan.state = LifecycleState::Archived;
-        orphan.updated_at_ms = now_ms();
-        batch = batch.event(
-            orphan.id,
-            EventKind::AgentStateChanged {
-                state: LifecycleState::Archived,
-                reason: "orphaned: supervisor not live at restart".into(),
-            },
-        );
-        batch = batch.write(Write::PutAgent(orphan));
-    }
-    let spawned = live_among(&plan.spawn, &input.running_tasks, &input.armed_waits);
-    let mut tasks_to_spawn = Vec::new();
-    for mut task in input.running_tasks {
-        let child_alive = match task.kind {
-            TaskKind::Command => false,
-            TaskKind::ChildAgent { child_agent_id } => spawned.contains(&child_agent_id),
-        };
-        if spawned.contains(&task.owner_agent_id) && child_alive {
-            tasks_to_spawn.push(task);
-        } else {
-            task.status = TaskStatus::Failed;
-            task.output = Some("its child was not live at restart".into());
-            task.updated_at_ms = now_ms();
-            batch = batch.write(Write::PutTask(task));
-        }
-    }
-    // A turn cut short runs again from its start, and arms its own timers
-    // again: those its first run armed are cancelled, or the agent would
-    // wake twice for one sleep (found by the chaos run). Ids come from one
-    // monotonic generator, so a wait whose id is above the cut run's was
-    // armed by it (an agent runs one turn at a time). A trigger stays: its
-    // token may already be in other hands.
-    let cut: HashMap<AgentId, u128> = plan
-        .interrupted
-        .iter()
-        .filter_map(|m| match m.status {
-            MessageStatus::Handling { run_id } => Some((m.agent_id, run_id.as_u128())),
-            _ => None,
-        })
-        .collect();
-    // Its parked calls likewise: the run parks them again.
-    report.cut_approvals_withdrawn = crate::approval::withdraw_cut(ctx, &cut)?;
-    let mut waits_to_arm = Vec::new();
-    for mut wait in input.armed_waits {
-        let armed_by_cut_run = matches!(wait.kind, WaitKind::Timer { .. })
-            && cut
-                .get(&wait.owner_agent_id)
-                .is_some_and(|&run| wait.id.as_u128() > run);
-        if spawned.contains(&wait.owner_agent_id) && !armed_by_cut_run {
-            waits_to_arm.push(wait);
-            continue;
-        }
-        // Its owner is not coming back, or its turn runs again: nothing is
-        // left for it to wake.
-        wait.status = WaitStatus::Cancelled;
-        wait.updated_at_ms = now_ms();
-        if armed_by_cut_run {
-            batch = batch.event(
-                wait.owner_agent_id,
-                EventKind::WaitUpdated {
-                    wait_id: wait.id,
-                    kind: wait.kind.name().into(),
-                    status: WaitStatus::Cancelled,
-                },
-            );
-            report.cut_timers_cancelled += 1;
-        }
-        batch = batch.write(Write::PutWait(wait));
-    }
+    report.poison_messages = repair.poison_messages;
+    report.cut_timers_cancelled = repair.cut_timers_cancelled;
+    // The calls a cut turn parked, like the timers it armed: the turn
+    // parks them again.
+    report.cut_approvals_withdrawn = crate::approval::withdraw_cut(ctx, &repair.cut)?;
+    let tasks_to_spawn = repair.tasks_to_spawn;
+    let waits_to_arm = repair.waits_to_arm;
+    let batch = crate::apply::directives_first(repair.plan);
     if !batch.is_empty() {
         ctx.store.commit(batch)?;
     }
@@ -433,32 +328,6 @@ async fn spawn_one(
         .await
         .map(drop)
         .map_err(|err| err.to_string())
-}
-
-/// Which of the agents that tasks and waits name are coming back: a set as
-/// small as those, where one of every agent spawned cost a noticeable part
-/// of a million-agent recovery.
-fn live_among(
-    spawn: &[AgentRecord],
-    tasks: &[TaskRecord],
-    waits: &[WaitRecord],
-) -> HashSet<AgentId> {
-    let mut named: HashSet<AgentId> = HashSet::new();
-    for task in tasks {
-        named.insert(task.owner_agent_id);
-        if let TaskKind::ChildAgent { child_agent_id } = task.kind {
-            named.insert(child_agent_id);
-        }
-    }
-    named.extend(waits.iter().map(|w| w.owner_agent_id));
-    if named.is_empty() {
-        return named;
-    }
-    spawn
-        .iter()
-        .map(|a| a.id)
-        .filter(|id| named.contains(id))
-        .collect()
 }
 
 #[cfg(test)]
