@@ -94,6 +94,20 @@ async fn by_id_part(clients: &mut Clients, part: &str) -> anyhow::Result<Vec<(St
         Some(rest) => format!("agt_{}", rest.to_ascii_uppercase()),
         None => part.to_ascii_uppercase(),
     };
+    Ok(agents_where(clients, true, |a| id_has(&a.agent_id, &part))
+        .await?
+        .into_iter()
+        .map(|a| (a.agent_id, a.name))
+        .collect())
+}
+
+/// Every agent `keep` picks, reading all pages of `ListAgents` (private
+/// ones too with `include_private`).
+pub async fn agents_where(
+    clients: &mut Clients,
+    include_private: bool,
+    mut keep: impl FnMut(&pb::AgentSummary) -> bool,
+) -> anyhow::Result<Vec<pb::AgentSummary>> {
     let mut found = Vec::new();
     let mut page_token = String::new();
     loop {
@@ -102,16 +116,11 @@ async fn by_id_part(clients: &mut Clients, part: &str) -> anyhow::Result<Vec<(St
             .list_agents(pb::ListAgentsRequest {
                 page_size: 1000,
                 page_token,
-                include_private: true,
+                include_private,
             })
             .await?
             .into_inner();
-        found.extend(
-            page.agents
-                .into_iter()
-                .filter(|a| id_has(&a.agent_id, &part))
-                .map(|a| (a.agent_id, a.name)),
-        );
+        found.extend(page.agents.into_iter().filter(|a| keep(a)));
         if page.next_page_token.is_empty() {
             return Ok(found);
         }

@@ -295,6 +295,35 @@ impl Driver {
         }
     }
 
+    /// Sends `agent` a scripted turn making `calls`, recording the answer
+    /// under `kind`; whether it was acknowledged.
+    pub(crate) async fn send_calls(
+        &mut self,
+        agent: &str,
+        calls: serde_json::Value,
+        kind: &'static str,
+    ) -> bool {
+        let request = pb::SendMessageRequest {
+            agent_id: agent.to_owned(),
+            text: json!({ "tool_calls": calls }).to_string(),
+            dedupe_key: String::new(),
+        };
+        let sent = answered(self.c.agents.send_message(request)).await;
+        let mut ledger = self.ledger();
+        ledger.touched.insert(agent.to_owned());
+        match sent {
+            Some(sent) => {
+                ledger.ack(kind);
+                ledger.sent(agent, sent.into_inner().message_id);
+                true
+            }
+            None => {
+                ledger.unknown(kind);
+                false
+            }
+        }
+    }
+
     /// An operator's note, with a word no other note has.
     async fn note(&mut self, agent: &str) {
         let word = format!("zq{}note", self.n());

@@ -124,22 +124,9 @@ impl Driver {
         let guard = self.fixtures.guard.clone();
         let call = json!({ "name": "ExecCommand", "input": {
             "command": format!("echo ran >> {file}"), "yield_ms": 2000 } });
-        let request = pb::SendMessageRequest {
-            agent_id: guard.clone(),
-            text: json!({ "tool_calls": [call] }).to_string(),
-            dedupe_key: String::new(),
-        };
-        let sent = answered(self.c.agents.send_message(request)).await;
-        let mut ledger = self.ledger();
-        ledger.touched.insert(guard.clone());
-        ledger.asked.insert(file);
-        match sent {
-            Some(sent) => {
-                ledger.ack("ask_approval");
-                ledger.sent(&guard, sent.into_inner().message_id);
-            }
-            None => ledger.unknown("ask_approval"),
-        }
+        // Asked or not, the file is watched: a lost answer may have parked.
+        self.ledger().asked.insert(file);
+        self.send_calls(&guard, json!([call]), "ask_approval").await;
     }
 
     /// Two operators decide one pending call at once (approve and
@@ -233,21 +220,7 @@ impl Driver {
     async fn mcp_call(&mut self) {
         let tools = self.fixtures.tools.clone();
         let call = json!({ "name": "mcp__tools__echo", "input": { "text": format!("chaos-{}", self.n()) } });
-        let request = pb::SendMessageRequest {
-            agent_id: tools.clone(),
-            text: json!({ "tool_calls": [call] }).to_string(),
-            dedupe_key: String::new(),
-        };
-        let sent = answered(self.c.agents.send_message(request)).await;
-        let mut ledger = self.ledger();
-        ledger.touched.insert(tools.clone());
-        match sent {
-            Some(sent) => {
-                ledger.ack("mcp_call");
-                ledger.sent(&tools, sent.into_inner().message_id);
-            }
-            None => ledger.unknown("mcp_call"),
-        }
+        self.send_calls(&tools, json!([call]), "mcp_call").await;
     }
 
     /// A running command of some agent given a line of input or stopped;
@@ -278,23 +251,11 @@ impl Driver {
         if running.is_empty() {
             let call = json!({ "name": "ExecCommand", "input": {
                 "command": format!("read line; echo {} $line", read_marker()), "yield_ms": 50 } });
-            let request = pb::SendMessageRequest {
-                agent_id: agent.clone(),
-                text: json!({ "tool_calls": [call] }).to_string(),
-                dedupe_key: String::new(),
-            };
-            let sent = answered(self.c.agents.send_message(request)).await;
-            let mut ledger = self.ledger();
-            ledger.touched.insert(agent.clone());
-            match sent {
-                Some(sent) => {
-                    ledger.ack("send");
-                    ledger.sent(&agent, sent.into_inner().message_id);
-                    if !ledger.readers.contains(&agent) {
-                        ledger.readers.push(agent);
-                    }
+            if self.send_calls(&agent, json!([call]), "send").await {
+                let mut ledger = self.ledger();
+                if !ledger.readers.contains(&agent) {
+                    ledger.readers.push(agent);
                 }
-                None => ledger.unknown("send"),
             }
             return;
         }

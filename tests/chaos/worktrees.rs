@@ -81,26 +81,12 @@ impl Driver {
         let patch = format!("--- /dev/null\n+++ b/chaos-{n}.md\n@@ -0,0 +1 @@\n+{n}\n");
         let first =
             json!({ "tool_calls": [{ "name": "ApplyPatch", "input": { "patch": patch } }] });
-        let spawn = json!({ "tool_calls": [{ "name": "SpawnAgent", "input": {
+        let spawn = json!([{ "name": "SpawnAgent", "input": {
             "preset": "private_child",
             "workspace_mode": "worktree",
             "initial_message": first.to_string(),
-        } }] });
-        let request = pb::SendMessageRequest {
-            agent_id: lead.clone(),
-            text: spawn.to_string(),
-            dedupe_key: String::new(),
-        };
-        let sent = answered(self.c.agents.send_message(request)).await;
-        let mut ledger = self.ledger();
-        ledger.touched.insert(lead.clone());
-        match sent {
-            Some(sent) => {
-                ledger.ack("worktree_spawn");
-                ledger.sent(&lead, sent.into_inner().message_id);
-            }
-            None => ledger.unknown("worktree_spawn"),
-        }
+        } }]);
+        self.send_calls(&lead, spawn, "worktree_spawn").await;
     }
 }
 

@@ -59,27 +59,11 @@ pub async fn archive(mut clients: Clients, args: &ArchiveArgs, out: &Output) -> 
 /// Every live public agent the selectors pick, read whole before any is
 /// archived.
 async fn selected(clients: &mut Clients, args: &ArchiveArgs) -> anyhow::Result<Vec<String>> {
-    let mut ids = Vec::new();
-    let mut page_token = String::new();
-    loop {
-        let page = clients
-            .agents
-            .list_agents(pb::ListAgentsRequest {
-                page_size: 1000,
-                page_token,
-                include_private: false,
-            })
+    Ok(
+        crate::cli::resolve::agents_where(clients, false, |a| args.picks(a))
             .await?
-            .into_inner();
-        ids.extend(
-            page.agents
-                .iter()
-                .filter(|a| args.picks(a))
-                .map(|a| a.agent_id.clone()),
-        );
-        if page.next_page_token.is_empty() {
-            return Ok(ids);
-        }
-        page_token = page.next_page_token;
-    }
+            .into_iter()
+            .map(|a| a.agent_id)
+            .collect(),
+    )
 }
