@@ -10,17 +10,16 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use holarchy_supervision::cleanup::CleanupReason;
+use holarchy_supervision::plan::finish;
 use holarchy_supervision::restart::{RestartBudgets, RestartDecision};
 use holarchy_supervision::{
-    AgentId, AgentRecord, EventKind, MessageId, MessageRecord, Provenance, TaskId, TaskKind,
-    TaskRecord, TaskStatus, WaitId,
+    AgentId, AgentRecord, EventKind, TaskId, TaskKind, TaskRecord, TaskStatus, WaitId,
 };
 use ractor::{ActorCell, ActorProcessingErr, ActorStatus, SupervisionEvent};
 use tracing::{error, warn};
 
 use crate::directory::Member;
-use crate::store::{Batch, StoreError, Write};
+use crate::store::{Batch, StoreError};
 use crate::{now_ms, Ctx};
 
 pub mod cleanup;
@@ -58,45 +57,6 @@ pub fn handle_task_of(ctx: &Ctx, child: &AgentRecord) -> Result<Option<TaskRecor
     }))
 }
 
-/// A batch ending `task` with `status` and `output`, and telling its owner
-/// with a child-result message. Returns the batch and the message's id.
-pub fn finish_handle(
-    task: &TaskRecord,
-    child: AgentId,
-    status: TaskStatus,
-    output: String,
-    notify_owner: bool,
-) -> (Batch, Option<MessageId>) {
-    let mut task = task.clone();
-    task.status = task.status.end(status).unwrap_or(task.status);
-    task.output = Some(output.clone());
-    task.updated_at_ms = now_ms();
-    let owner = task.owner_agent_id;
-    let mut batch = Batch::new().event(
-        owner,
-        EventKind::TaskUpdated {
-            task_id: task.id,
-            kind: task.kind.name().into(),
-            status,
-            detail: output.clone(),
-        },
-    );
-    batch = batch.write(Write::PutTask(task));
-    if !notify_owner {
-        return (batch, None);
-    }
-    let message = MessageRecord::queued(
-        owner,
-        Provenance::ChildResult { agent_id: child },
-        output,
-        None,
-        now_ms(),
-    );
-    let message_id = message.id;
-    batch = batch.put_queued(message);
-    (batch, Some(message_id))
-}
-
 /// Ends a supervised child's subtree and its handle: completion, a stop,
 /// or a failure. Tells the owner with a child-result message when asked.
 pub async fn end_child(
@@ -112,15 +72,14 @@ pub async fn end_child(
     let handle = handle_task_of(ctx, &record)?;
     let task_id = handle.as_ref().map(|t| t.id);
     let (extra, message) = match &handle {
-        Some(task) => finish_handle(task, child, status, output, notify_owner),
+        Some(task) => {
+            let (plan, told) =
+                finish::finish_handle(task, child, status, output, notify_owner, now_ms());
+            (crate::apply::directives_first(plan), told)
+        }
         None => (Batch::new(), None),
     };
-    let reason = match (status, task_id) {
-        (TaskStatus::Completed, Some(task_id)) => CleanupReason::Completed { task_id },
-        (TaskStatus::Stopped, Some(task_id)) => CleanupReason::TaskStopped { task_id },
-        (TaskStatus::Failed, task_id) => CleanupReason::Failed { task_id },
-        (_, _) => CleanupReason::Archived,
-    };
+    let reason = finish::end_reason(status, task_id);
     cleanup::run(ctx, child, reason, extra).await?;
     if let (Some(owner), Some(message_id)) = (record.supervisor_agent_id, message) {
         ctx.directory.wake(owner, message_id);

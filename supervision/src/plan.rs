@@ -5,5 +5,6 @@
 //!
 //! [`Plan`]: crate::effect::Plan
 
+pub mod finish;
 pub mod interrupt;
 pub mod repair;
