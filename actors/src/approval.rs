@@ -301,16 +301,19 @@ pub fn withdraw_cut(
     ctx: &Ctx,
     cut: &std::collections::HashMap<AgentId, u128>,
 ) -> Result<usize, StoreError> {
-    if cut.is_empty() {
-        return Ok(0);
-    }
     let mut withdrawn = 0;
-    for record in ctx.store.open_approvals(None, MAX_LISTED)? {
-        let parked_by_cut_run = record.status == ApprovalStatus::Pending
-            && cut.get(&record.agent_id) == Some(&record.run_id.as_u128());
-        if !parked_by_cut_run {
-            continue;
-        }
+    // Each cut agent's own open approvals (a few at most): not a listing
+    // of every agent's, which a cap could cut short on a large daemon.
+    let parked = cut.iter().map(|(&agent, &run)| {
+        ctx.store
+            .open_approvals(Some(agent), MAX_LISTED)
+            .map(|open| {
+                open.into_iter().filter(move |record| {
+                    record.status == ApprovalStatus::Pending && record.run_id.as_u128() == run
+                })
+            })
+    });
+    for record in parked.collect::<Result<Vec<_>, _>>()?.into_iter().flatten() {
         let closed = ApprovalRecord {
             status: ApprovalStatus::Denied {
                 reason: "withdrawn: the turn that parked this call was cut short by a restart; it runs again and asks anew".into(),
