@@ -35,12 +35,18 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
-/// The code of a file without its tests and comments.
+/// The code of a file without its test module and comments.
 fn code(text: &str) -> String {
     let mut out = String::new();
-    for line in text.lines() {
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
         let trimmed = line.trim_start();
-        if trimmed.starts_with("#[cfg(test)]") {
+        // A test module ends the code (by convention it comes last); any
+        // other item marked for tests is read like the rest.
+        let test_module = lines
+            .peek()
+            .is_some_and(|next| next.trim_start().starts_with("mod "));
+        if trimmed.starts_with("#[cfg(test)]") && test_module {
             break;
         }
         if trimmed.starts_with("//") {
