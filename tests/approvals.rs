@@ -420,6 +420,7 @@ async fn a_call_parked_by_a_turn_a_kill_cut_is_withdrawn_and_parked_once_again()
         .await
         .expect_err("withdrawn, not approvable");
     assert_eq!(late.code(), Code::FailedPrecondition);
+    assert!(late.message().contains("asks anew"), "{}", late.message());
 
     let done = c
         .approvals

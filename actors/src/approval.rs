@@ -350,11 +350,20 @@ pub async fn tell_untold(ctx: &Arc<Ctx>, untold: Vec<ApprovalRecord>) -> Result<
 
 fn pending(ctx: &Ctx, id: ApprovalId) -> Result<ApprovalRecord, ApprovalError> {
     let record = ctx.store.approval(id)?.ok_or(ApprovalError::NotFound(id))?;
-    if record.status != ApprovalStatus::Pending {
-        return Err(ApprovalError::Precondition(format!(
-            "approval {id} is already {}",
-            record.status.name()
-        )));
+    match &record.status {
+        ApprovalStatus::Pending => {}
+        // A withdrawn call says so, and that its turn asks anew.
+        ApprovalStatus::Denied { reason } => {
+            return Err(ApprovalError::Precondition(format!(
+                "approval {id} is already denied ({reason})"
+            )))
+        }
+        other => {
+            return Err(ApprovalError::Precondition(format!(
+                "approval {id} is already {}",
+                other.name()
+            )))
+        }
     }
     Ok(record)
 }
