@@ -1,33 +1,92 @@
 //! The executor of plans: what the pure planners of
-//! `holarchy_supervision::plan` decide, carried out against the store and
-//! the processes. Planners never commit or signal; this module is where
-//! their directives meet the system.
+//! `holarchy_supervision::plan` decide, carried out against the store, the
+//! directory and the processes. Planners never commit or signal; this
+//! module is the one place where their batches are committed and their
+//! directives meet the system, so a second store implements "commit this
+//! batch" and nothing else.
 
 use holarchy_supervision::effect::{Batch, Directive, Plan};
-use holarchy_supervision::{MessageId, TaskRecord};
+use holarchy_supervision::TaskRecord;
 
-use crate::now_ms;
 use crate::process::kill_group_if_ours;
+use crate::store::{DurableFuture, StoreError};
+use crate::{now_ms, Ctx};
 
 /// Carries out one directive.
-fn direct(directive: Directive) {
+fn direct(ctx: &Ctx, directive: Directive) {
     match directive {
         Directive::KillGroup(process) => kill_group_if_ours(process),
+        Directive::Wake {
+            agent_id,
+            message_id,
+        } => ctx.directory.wake(agent_id, message_id),
+        Directive::NotifyOutput(task_id) => ctx.notify_output(task_id),
+        Directive::ForgetWait(wait_id) => {
+            ctx.directory.remove_wait(wait_id);
+        }
+        Directive::ForgetCommand(task_id) => {
+            ctx.directory.remove_command(task_id);
+        }
     }
 }
 
-/// Carries out the plan's directives, and hands back its batch for the
-/// caller to commit (alone, or in a batch of its own).
-pub fn directives_first(plan: Plan) -> Batch {
-    plan.directives.into_iter().for_each(direct);
-    plan.batch
+/// Splits the plan's directives into those before its commit and those
+/// after it.
+fn split(plan: Plan) -> (Vec<Directive>, Batch, Vec<Directive>) {
+    let (before, after) = plan
+        .directives
+        .into_iter()
+        .partition(Directive::before_commit);
+    (before, plan.batch, after)
+}
+
+/// Carries out `plan`: the directives that come first, the batch, then the
+/// rest. A batch the store refuses (a precondition, a name taken) changes
+/// nothing and runs no later directive; the error says why. Durable once a
+/// later `ctx.store.durable()` resolves.
+pub fn apply(ctx: &Ctx, plan: Plan) -> Result<(), StoreError> {
+    let (before, batch, after) = split(plan);
+    before.into_iter().for_each(|d| direct(ctx, d));
+    if !batch.is_empty() {
+        ctx.store.commit(batch)?;
+    }
+    after.into_iter().for_each(|d| direct(ctx, d));
+    Ok(())
+}
+
+/// [`apply`], then waits until it is on disk.
+pub async fn apply_durable(ctx: &Ctx, plan: Plan) -> Result<(), StoreError> {
+    apply(ctx, plan)?;
+    ctx.store.durable().await
+}
+
+/// [`apply`] through the store's grouped commit: waits without holding the
+/// thread, may share one transaction with other callers' batches, and
+/// resolves to the flush that covers it. What a turn commits goes this way.
+pub async fn apply_grouped(ctx: &Ctx, plan: Plan) -> Result<DurableFuture, StoreError> {
+    let (before, batch, after) = split(plan);
+    before.into_iter().for_each(|d| direct(ctx, d));
+    let flushed = ctx.store.commit_grouped(batch).await?;
+    after.into_iter().for_each(|d| direct(ctx, d));
+    Ok(flushed)
+}
+
+/// Carries out the plan's directives that come before its commit, and
+/// hands back its batch for the caller to fold into a plan of its own.
+pub fn directives_first(ctx: &Ctx, plan: Plan) -> Plan {
+    let (before, batch, after) = split(plan);
+    before.into_iter().for_each(|d| direct(ctx, d));
+    Plan {
+        batch,
+        directives: after,
+    }
 }
 
 /// A command task that cannot run on: its process group ended now, and the
-/// batch that records it interrupted (telling its owner when asked) for
-/// the caller to commit. See `holarchy_supervision::plan::interrupt`.
-pub fn interrupt(task: &TaskRecord, why: &str, tell_owner: bool) -> (Batch, Option<MessageId>) {
-    let (plan, told) =
-        holarchy_supervision::plan::interrupt::interrupt(task, why, tell_owner, now_ms());
-    (directives_first(plan), told)
+/// plan that records it interrupted (telling its owner when asked, and
+/// waking it once that lands) for the caller to apply, alone or folded
+/// into its own. See `holarchy_supervision::plan::interrupt`.
+pub fn interrupt(ctx: &Ctx, task: &TaskRecord, why: &str, tell_owner: bool) -> Plan {
+    let plan = holarchy_supervision::plan::interrupt::interrupt(task, why, tell_owner, now_ms());
+    directives_first(ctx, plan)
 }

@@ -10,6 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use holarchy_supervision::effect::Plan;
 use holarchy_supervision::plan::finish;
 use holarchy_supervision::restart::{RestartBudgets, RestartDecision};
 use holarchy_supervision::{
@@ -71,19 +72,12 @@ pub async fn end_child(
     };
     let handle = handle_task_of(ctx, &record)?;
     let task_id = handle.as_ref().map(|t| t.id);
-    let (extra, message) = match &handle {
-        Some(task) => {
-            let (plan, told) =
-                finish::finish_handle(task, child, status, output, notify_owner, now_ms());
-            (crate::apply::directives_first(plan), told)
-        }
-        None => (Batch::new(), None),
+    let extra = match &handle {
+        Some(task) => finish::finish_handle(task, child, status, output, notify_owner, now_ms()),
+        None => Plan::default(),
     };
     let reason = finish::end_reason(status, task_id);
     cleanup::run(ctx, child, reason, extra).await?;
-    if let (Some(owner), Some(message_id)) = (record.supervisor_agent_id, message) {
-        ctx.directory.wake(owner, message_id);
-    }
     Ok(task_id)
 }
 
@@ -195,15 +189,12 @@ fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), Act
         .task(task_id)?
         .filter(|t| t.status == TaskStatus::Running)
     {
-        let (batch, message) =
-            crate::apply::interrupt(&task, &format!("its actor stopped: {reason}"), true);
-        match ctx.store.commit(batch) {
+        let plan =
+            crate::apply::interrupt(ctx, &task, &format!("its actor stopped: {reason}"), true);
+        match crate::apply::apply(ctx, plan) {
             // A cleanup ended the task first: its word stands.
             Err(StoreError::Precondition(_)) => return Ok(()),
             other => other?,
-        }
-        if let Some(message_id) = message {
-            ctx.directory.wake(task.owner_agent_id, message_id);
         }
     }
     Ok(())
@@ -226,12 +217,10 @@ async fn restart_agent(
     forget_subtree(ctx, agent_id)?;
     match decision {
         RestartDecision::Restart => {
-            ctx.store.commit(Batch::new().event(
-                agent_id,
-                EventKind::AgentRestarted {
-                    reason: reason.clone(),
-                },
-            ))?;
+            let restarted = EventKind::AgentRestarted {
+                reason: reason.clone(),
+            };
+            crate::apply::apply(ctx, Plan::writes(Batch::new().event(agent_id, restarted)))?;
             ctx.stats.restarts.fetch_add(1, Ordering::Relaxed);
             warn!(agent_id = %agent_id, reason = %reason, "restarting failed agent");
             let detail = format!("agent actor failed: {reason}");

@@ -139,7 +139,8 @@ impl Batch {
 }
 
 /// What a decision needs done beyond record writes, carried out by the
-/// runtime's executor (`actors::apply`).
+/// runtime's executor (`actors::apply`), before or after the batch
+/// commits as [`Directive::before_commit`] says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Directive {
     /// End a command's process group, if the group is still the one the
@@ -147,6 +148,34 @@ pub enum Directive {
     /// batch commits: a record saying a command ended while it still runs
     /// would be a lie.
     KillGroup(crate::ProcessRef),
+    /// Hand a message the batch queued to its agent's actor, if it runs.
+    /// After the commit: the actor reads the message from the store.
+    Wake {
+        agent_id: AgentId,
+        message_id: crate::MessageId,
+    },
+    /// Tell the followers of a task's output that it moved (new output,
+    /// or the task ended). After the commit, so they read what changed.
+    NotifyOutput(TaskId),
+    /// Take an ended wait's actor out of the directory: nothing routes to
+    /// it any more, and its exit is not taken for a failure.
+    ForgetWait(crate::WaitId),
+    /// Take an ended command's actor out of the directory.
+    ForgetCommand(TaskId),
+}
+
+impl Directive {
+    /// Whether it is carried out before the batch commits (otherwise
+    /// after, and only if the batch landed).
+    pub const fn before_commit(&self) -> bool {
+        match self {
+            Directive::KillGroup(_) => true,
+            Directive::Wake { .. }
+            | Directive::NotifyOutput(_)
+            | Directive::ForgetWait(_)
+            | Directive::ForgetCommand(_) => false,
+        }
+    }
 }
 
 /// A decision, as data: the writes to commit together, and the directives
@@ -155,4 +184,51 @@ pub enum Directive {
 pub struct Plan {
     pub batch: Batch,
     pub directives: Vec<Directive>,
+}
+
+impl Plan {
+    /// A plan that only writes.
+    pub fn writes(batch: Batch) -> Self {
+        Self {
+            batch,
+            directives: Vec::new(),
+        }
+    }
+
+    /// Folds `other` in after this plan's writes and directives, so both
+    /// land in one batch.
+    pub fn absorb(&mut self, other: Plan) {
+        self.batch.writes.extend(other.batch.writes);
+        self.batch.events.extend(other.batch.events);
+        self.directives.extend(other.directives);
+    }
+
+    /// Adds a directive.
+    pub fn then(mut self, directive: Directive) -> Self {
+        self.directives.push(directive);
+        self
+    }
+
+    /// The message the plan wakes an agent for, if any.
+    pub fn woken(&self) -> Option<crate::MessageId> {
+        self.directives.iter().find_map(|d| match d {
+            Directive::Wake { message_id, .. } => Some(*message_id),
+            Directive::KillGroup(_)
+            | Directive::NotifyOutput(_)
+            | Directive::ForgetWait(_)
+            | Directive::ForgetCommand(_) => None,
+        })
+    }
+
+    /// Wakes `agent_id` for `message_id` once the batch lands, when there
+    /// is a message.
+    pub fn wake(self, agent_id: AgentId, message_id: Option<crate::MessageId>) -> Self {
+        match message_id {
+            Some(message_id) => self.then(Directive::Wake {
+                agent_id,
+                message_id,
+            }),
+            None => self,
+        }
+    }
 }

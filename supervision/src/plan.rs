@@ -5,6 +5,8 @@
 //!
 //! [`Plan`]: crate::effect::Plan
 
+pub mod cleanup;
+pub mod create;
 pub mod finish;
 pub mod interrupt;
 pub mod repair;

@@ -6,16 +6,17 @@
 use std::sync::Arc;
 
 use holarchy_supervision::limits::{self, InvalidInput};
-use holarchy_supervision::{
-    AgentId, AgentRecord, BrainConfig, Composition, EventKind, LifecycleState, MessageId,
-    MessageRecord, Preset, Provenance,
+use holarchy_supervision::plan::{
+    self,
+    create::{Created, PublicAgent},
 };
+use holarchy_supervision::{AgentId, BrainConfig, Composition};
 use ractor::ActorStatus;
 use tokio::task::JoinSet;
 use tracing::warn;
 
 use crate::limits::AgentSlots;
-use crate::store::{Batch, DurableFuture, StoreError, Write};
+use crate::store::{DurableFuture, StoreError};
 use crate::topology::partition_of;
 use crate::{now_ms, supervisor, Ctx};
 
@@ -85,22 +86,14 @@ async fn mark_failed(ctx: &Ctx, agent_id: AgentId, reason: String) -> Result<boo
     if runs {
         return Ok(true);
     }
-    let Some(mut record) = ctx.store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
+    let Some(record) = ctx.store.agent(agent_id)? else {
         return Ok(false);
     };
-    record.state = LifecycleState::Failed;
-    record.updated_at_ms = now_ms();
+    let Some(plan) = plan::create::mark_failed(&record, reason.clone(), now_ms()) else {
+        return Ok(false);
+    };
     warn!(agent_id = %agent_id, reason = %reason, "agent marked failed");
-    let marked = ctx
-        .store
-        .commit(Batch::new().write(Write::PutLiveAgent(record)).event(
-            agent_id,
-            EventKind::AgentStateChanged {
-                state: LifecycleState::Failed,
-                reason,
-            },
-        ));
-    match marked {
+    match crate::apply::apply(ctx, plan) {
         // Ended meanwhile (a cleanup): its end stands.
         Err(StoreError::Precondition(_)) => Ok(false),
         other => other.map(|()| false),
@@ -155,106 +148,31 @@ async fn create_to_completion(
     ctx: &Arc<Ctx>,
     specs: Vec<(NewAgent, Option<Box<Composition>>)>,
 ) -> Result<(Vec<AgentId>, DurableFuture), CreateError> {
-    if specs.len() > MAX_CREATE_BATCH {
-        return Err(CreateError::TooMany {
-            max: MAX_CREATE_BATCH,
-        });
-    }
-    let mut names = std::collections::HashSet::with_capacity(specs.len());
-    for (spec, _) in &specs {
-        limits::check_name(&spec.name)?;
-        if let Some(tokens) = spec.context_tokens {
-            limits::check_context_tokens(u64::from(tokens))?;
-        }
-        if let Some(brain) = &spec.brain {
-            brain.validate()?;
-        }
-        if let Some(body) = &spec.initial_message {
-            limits::check_message(body)?;
-        }
-        check_mcp_servers(ctx, &spec.mcp_servers)?;
-        // A name taken in the store is refused by the commit, which must
-        // check anyway; reading it here too would wait behind the store's
-        // writer whenever it is in a transaction.
-        if !names.insert(spec.name.as_str()) {
-            return Err(CreateError::NameTaken(spec.name.clone()));
-        }
-    }
+    validate(ctx, &specs)?;
     // Each given back as its agent is in the directory (or failed).
     let mut slots = crate::quota::reserve_agents(ctx, specs.len())?;
-    let now = now_ms();
-    let mut batch = Batch::new();
-    let mut created = Vec::with_capacity(specs.len());
-    for (spec, composition) in specs {
-        let record = AgentRecord {
+    let agents = specs
+        .into_iter()
+        .map(|(spec, composition)| PublicAgent {
+            name: spec.name,
+            initial_message: spec.initial_message,
             brain: spec
                 .brain
                 .unwrap_or_else(|| ctx.config.default_brain.clone()),
-            composition,
             context_tokens: spec.context_tokens,
             mcp_servers: spec.mcp_servers,
-            ..AgentRecord::public(spec.name.clone(), now)
-        };
-        let agent_id = record.id;
-        batch = batch.write(Write::CreateAgent(record.clone())).event(
-            agent_id,
-            EventKind::AgentCreated {
-                name: Some(spec.name),
-                preset: Some(Preset::PublicNamed.name().into()),
-                lineage_parent_agent_id: None,
-                supervisor_agent_id: None,
-            },
-        );
-        let mut queue = Vec::new();
-        if let Some(body) = spec.initial_message {
-            let message = MessageRecord::queued(agent_id, Provenance::Operator, body, None, now);
-            queue.push(message.id);
-            batch = batch.put_queued(message);
-        }
-        created.push((record, queue));
-    }
+            composition,
+        })
+        .collect();
+    let (plan, created) = plan::create::public_agents(agents, now_ms());
     // One transaction: every record lands, or none does.
     // Grouped: concurrent single creations share one transaction (and its
     // log writes) instead of each taking sled's lock on its own.
     let ends_before = ctx.store.agent_ends();
-    let flushed = ctx.store.commit_grouped(batch).await?;
+    let flushed = crate::apply::apply_grouped(ctx, plan).await?;
     let total = created.len();
     let ids: Vec<AgentId> = created.iter().map(|(record, _)| record.id).collect();
-    // Each partition starts its share in a task of its own: a batch is
-    // spread over the cores as its agents are over the partitions.
-    let count = ctx.topology.partition_count();
-    let mut shares: Vec<Vec<(AgentRecord, Vec<MessageId>)>> =
-        (0..count).map(|_| Vec::new()).collect();
-    for (record, queue) in created {
-        shares[partition_of(record.id, count)].push((record, queue));
-    }
-    let mut shares: Vec<_> = shares.into_iter().filter(|s| !s.is_empty()).collect();
-    let mut outcome = ShareOutcome::default();
-    // A single call (one agent) starts it here: a task of its own would
-    // cost two wakeups for nothing.
-    if shares.len() == 1 {
-        if let Some(share) = shares.pop() {
-            outcome = start_share(ctx, share, ends_before, &mut slots).await;
-        }
-    }
-    let mut starts = JoinSet::new();
-    for share in shares {
-        let ctx = ctx.clone();
-        let mut slots = slots.split(share.len());
-        starts.spawn(async move { start_share(&ctx, share, ends_before, &mut slots).await });
-    }
-    // Every share runs to its end, whatever another met: dropping the set
-    // early would abort starts and leave committed agents with no actor.
-    while let Some(done) = starts.join_next().await {
-        match done {
-            Ok(share) => outcome.merge(share),
-            Err(join) => outcome.merge(ShareOutcome {
-                failed: 1,
-                failure: Some(format!("a start task failed: {join}")),
-                store: None,
-            }),
-        }
-    }
+    let outcome = start_all(ctx, created, ends_before, &mut slots).await;
     if let Some(err) = outcome.store {
         return Err(CreateError::Store(err));
     }
@@ -266,6 +184,80 @@ async fn create_to_completion(
         ))),
         None => Ok((ids, flushed)),
     }
+}
+
+/// Refuses the whole call, before anything is written, if any agent is
+/// malformed or two share a name. A name taken in the store is refused by
+/// the commit, which must check anyway; reading it here too would wait
+/// behind the store's writer whenever it is in a transaction.
+fn validate(ctx: &Ctx, specs: &[(NewAgent, Option<Box<Composition>>)]) -> Result<(), CreateError> {
+    if specs.len() > MAX_CREATE_BATCH {
+        return Err(CreateError::TooMany {
+            max: MAX_CREATE_BATCH,
+        });
+    }
+    let mut names = std::collections::HashSet::with_capacity(specs.len());
+    for (spec, _) in specs {
+        limits::check_name(&spec.name)?;
+        if let Some(tokens) = spec.context_tokens {
+            limits::check_context_tokens(u64::from(tokens))?;
+        }
+        if let Some(brain) = &spec.brain {
+            brain.validate()?;
+        }
+        if let Some(body) = &spec.initial_message {
+            limits::check_message(body)?;
+        }
+        check_mcp_servers(ctx, &spec.mcp_servers)?;
+        if !names.insert(spec.name.as_str()) {
+            return Err(CreateError::NameTaken(spec.name.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// Starts the committed agents, each partition's share in a task of its
+/// own: a batch is spread over the cores as its agents are over the
+/// partitions. Every share runs to its end, whatever another met.
+async fn start_all(
+    ctx: &Arc<Ctx>,
+    created: Created,
+    ends_before: u64,
+    slots: &mut AgentSlots,
+) -> ShareOutcome {
+    let count = ctx.topology.partition_count();
+    let mut shares: Vec<Created> = (0..count).map(|_| Vec::new()).collect();
+    for (record, queue) in created {
+        shares[partition_of(record.id, count)].push((record, queue));
+    }
+    let mut shares: Vec<_> = shares.into_iter().filter(|s| !s.is_empty()).collect();
+    // A single call (one agent) starts it here: a task of its own would
+    // cost two wakeups for nothing.
+    if shares.len() == 1 {
+        if let Some(share) = shares.pop() {
+            return start_share(ctx, share, ends_before, slots).await;
+        }
+    }
+    let mut outcome = ShareOutcome::default();
+    let mut starts = JoinSet::new();
+    for share in shares {
+        let ctx = ctx.clone();
+        let mut slots = slots.split(share.len());
+        starts.spawn(async move { start_share(&ctx, share, ends_before, &mut slots).await });
+    }
+    // Dropping the set early would abort starts and leave committed agents
+    // with no actor.
+    while let Some(done) = starts.join_next().await {
+        match done {
+            Ok(share) => outcome.merge(share),
+            Err(join) => outcome.merge(ShareOutcome {
+                failed: 1,
+                failure: Some(format!("a start task failed: {join}")),
+                store: None,
+            }),
+        }
+    }
+    outcome
 }
 
 /// What starting one partition's share came to.
@@ -296,7 +288,7 @@ impl ShareOutcome {
 /// agent ends before the batch's commit (see [`supervisor::spawn_created`]).
 async fn start_share(
     ctx: &Arc<Ctx>,
-    share: Vec<(AgentRecord, Vec<MessageId>)>,
+    share: Created,
     ends_before: u64,
     slots: &mut AgentSlots,
 ) -> ShareOutcome {

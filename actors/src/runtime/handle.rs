@@ -344,7 +344,10 @@ impl Runtime {
             &self.ctx().lifecycle.tasks,
             self.change_deadline(),
             async move {
-                Ok(cleanup::run(&ctx, agent_id, CleanupReason::Archived, Batch::new()).await?)
+                Ok(
+                    cleanup::run(&ctx, agent_id, CleanupReason::Archived, Default::default())
+                        .await?,
+                )
             },
         )
         .await

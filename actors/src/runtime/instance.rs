@@ -203,7 +203,7 @@ pub fn list(ctx: &Ctx) -> Result<Vec<InstanceView>, InstanceError> {
 pub async fn delete(ctx: &Arc<Ctx>, name: &str) -> Result<InstanceView, InstanceError> {
     let view = get(ctx, name)?;
     if let Some(agent) = view.agent.as_ref().filter(|a| a.state.is_live()) {
-        cleanup::run(ctx, agent.id, CleanupReason::Archived, Batch::new())
+        cleanup::run(ctx, agent.id, CleanupReason::Archived, Default::default())
             .await
             .map_err(|err| InstanceError::Precondition(err.to_string()))?;
     }

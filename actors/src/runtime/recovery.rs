@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use holarchy_supervision::effect::Plan;
 use holarchy_supervision::plan::repair::repair;
 use holarchy_supervision::recovery::recover as plan_recovery;
 use holarchy_supervision::{AgentId, AgentRecord, MessageId, TaskKind};
@@ -17,7 +18,7 @@ use tracing::{info, warn};
 
 use super::{damage, RuntimeSnapshot};
 use crate::protocol::AgentMsg;
-use crate::store::{Batch, DamagedRecord, StoreError};
+use crate::store::{DamagedRecord, StoreError};
 use crate::supervisor::cleanup;
 use crate::{now_ms, supervisor, Ctx};
 
@@ -53,7 +54,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     // Commands that ran when the daemon died are interrupted, never
     // silently erased: their groups are killed if still there, and
     // their owners told (before the queues are rebuilt below).
-    let mut interrupted_commands = Batch::new();
+    let mut interrupted_commands = Plan::default();
     for task in input
         .running_tasks
         .iter()
@@ -68,15 +69,13 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
             Err(StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. }) => false,
             Err(err) => return Err(err.into()),
         };
-        let (batch, _) =
-            crate::apply::interrupt(task, "the daemon restarted while it ran", owner_live);
-        interrupted_commands.writes.extend(batch.writes);
-        interrupted_commands.events.extend(batch.events);
+        let plan =
+            crate::apply::interrupt(ctx, task, "the daemon restarted while it ran", owner_live);
+        interrupted_commands.absorb(plan);
         report.interrupted_commands += 1;
     }
-    if !interrupted_commands.is_empty() {
-        ctx.store.commit(interrupted_commands)?;
-    }
+    // No actor runs yet: the owners read their messages from the store.
+    crate::apply::apply(ctx, interrupted_commands)?;
     // Those steps changed records; read again if there were any.
     let mut input = if input.intents.is_empty() && report.interrupted_commands == 0 {
         input
@@ -85,9 +84,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     };
     input.damaged.extend(unfinished);
     let (failed, held) = damage::set_aside(&mut input);
-    if !failed.is_empty() {
-        ctx.store.commit(failed)?;
-    }
+    crate::apply::apply(ctx, Plan::writes(failed))?;
     report.held_agents = held.len();
     report.damaged_count = input.damaged.len();
     input.damaged.truncate(damage::MAX_KEPT);
@@ -116,10 +113,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     report.cut_approvals_withdrawn = crate::approval::withdraw_cut(ctx, &repair.cut)?;
     let tasks_to_spawn = repair.tasks_to_spawn;
     let waits_to_arm = repair.waits_to_arm;
-    let batch = crate::apply::directives_first(repair.plan);
-    if !batch.is_empty() {
-        ctx.store.commit(batch)?;
-    }
+    crate::apply::apply(ctx, repair.plan)?;
     report.recovered_agents = plan.spawn.len();
     report.interrupted_runs = plan.interrupted.len();
     report.stranded_messages = plan.stranded_messages;

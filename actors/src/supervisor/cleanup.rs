@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holarchy_supervision::cleanup::{cleanup_plan, CleanupIntent, CleanupReason};
-use holarchy_supervision::{
-    AgentId, CleanupId, EventKind, LifecycleState, MessageEvent, TaskStatus, WaitStatus,
-};
+use holarchy_supervision::effect::Plan;
+use holarchy_supervision::plan::{self, cleanup::Subtree};
+use holarchy_supervision::{AgentId, CleanupId, TaskId, TaskStatus};
 use ractor::ActorRef;
 use tracing::{info, warn};
 
@@ -39,7 +39,8 @@ pub struct CleanupOutcome {
 }
 
 /// Cleans up `root` and its supervised subtree. `extra` lands in the same
-/// batch (the root's handle task, a message to its parent). A root that is
+/// batch (the root's handle task, a message to its parent), and its
+/// directives run with the cleanup's. A root that is
 /// no longer live is left alone and nothing is written.
 ///
 /// Runs as a task of its own, so a caller that is cancelled half-way (a
@@ -48,7 +49,7 @@ pub async fn run(
     ctx: &Arc<Ctx>,
     root: AgentId,
     reason: CleanupReason,
-    extra: Batch,
+    extra: Plan,
 ) -> Result<CleanupOutcome, StoreError> {
     let ctx = ctx.clone();
     let tasks = ctx.lifecycle.tasks.clone();
@@ -62,147 +63,91 @@ async fn run_to_completion(
     ctx: &Arc<Ctx>,
     root: AgentId,
     reason: CleanupReason,
-    extra: Batch,
+    extra: Plan,
 ) -> Result<CleanupOutcome, StoreError> {
-    let store = &ctx.store;
     // The whole subtree's structure locks, parents first: no child, task or
     // wait can be added anywhere in it unseen until the batch below marks
     // it all ended. Let go before the slow part (stopping actors).
     let structure = ctx
         .locks
         .structure
-        .lock_subtree(root, |agent| store.children_of(agent))
+        .lock_subtree(root, |agent| ctx.store.children_of(agent))
         .await?;
-    let Some(root_record) = store.agent(root)? else {
+    let Some(subtree) = read_subtree(ctx, root)? else {
         return Ok(CleanupOutcome::default());
     };
-    if !root_record.state.is_live() {
-        return Ok(CleanupOutcome::default());
-    }
-    let plan = cleanup_plan(
+    let decided = plan::cleanup::cleanup(
         root,
-        |a| store.children_of(a),
-        |a| {
-            Ok(store
-                .tasks_of(a)?
-                .into_iter()
-                .filter(|t| t.status == TaskStatus::Running)
-                .map(|t| t.id)
-                .collect())
-        },
-    )?;
-
-    let now = now_ms();
-    let mut batch = extra;
-    for agent_id in &plan.agents {
-        let Some(mut record) = store.agent(*agent_id)? else {
-            continue;
-        };
-        record.state = match reason {
-            CleanupReason::Failed { .. } if *agent_id == root => LifecycleState::Failed,
-            _ => LifecycleState::Archived,
-        };
-        record.updated_at_ms = now;
-        let state = record.state;
-        batch = batch.write(Write::PutAgent(record)).event(
-            *agent_id,
-            EventKind::AgentStateChanged {
-                state,
-                reason: reason.name().into(),
-            },
-        );
-        for mut message in store.pending_messages(*agent_id)? {
-            let Some(cancelled) = message.status.next(MessageEvent::Cancel) else {
-                continue;
-            };
-            message.status = cancelled;
-            batch = batch.write(Write::PutMessage(message));
-        }
-    }
-    let mut waits = Vec::new();
-    for agent_id in &plan.agents {
-        for mut wait in store.waits_of(*agent_id)? {
-            if wait.status != WaitStatus::Armed {
-                continue;
-            }
-            wait.status = WaitStatus::Cancelled;
-            wait.updated_at_ms = now;
-            waits.push(wait.id);
-            batch = batch
-                .event(
-                    *agent_id,
-                    EventKind::WaitUpdated {
-                        wait_id: wait.id,
-                        kind: wait.kind.name().into(),
-                        status: wait.status,
-                    },
-                )
-                .write(Write::PutWait(wait));
-        }
-    }
-    for task_id in &plan.tasks {
-        let Some(mut task) = store.task(*task_id)? else {
-            continue;
-        };
-        let Some(stopped) = task.status.end(TaskStatus::Stopped) else {
-            continue;
-        };
-        task.status = stopped;
-        task.output = Some(format!(
-            "stopped: its owner was cleaned up ({})",
-            reason.name()
-        ));
-        task.updated_at_ms = now;
-        batch = batch.put_task(task, reason.name().into());
-    }
-    let intent = CleanupIntent {
-        id: CleanupId::generate(),
-        root_agent_id: root,
+        &subtree,
         reason,
-        agents: plan.agents.clone(),
-        created_at_ms: now,
-    };
-    let intent_id = intent.id;
-    batch = batch.event(
-        root,
-        EventKind::CleanupStarted {
-            reason: reason.name().into(),
-            agents: plan.agents.len() as u32,
-            tasks: plan.tasks.len() as u32,
-        },
+        extra,
+        CleanupId::generate(),
+        now_ms(),
     );
-    store.commit(batch.write(Write::PutIntent(intent)))?;
+    crate::apply::apply(ctx, decided.plan)?;
     // Forgotten at once, under the locks: from here no ingress is routed to
     // an agent of the subtree, though its actors stop only below.
-    let actors = forget_actors(ctx, root, &plan.agents, &plan.tasks, &waits, reason);
+    let actors = forget_actors(
+        ctx,
+        root,
+        &decided.agents,
+        &decided.tasks,
+        &decided.waits,
+        reason,
+    );
     // Every record of the subtree is ended: a change that takes one of
     // these locks from now on finds its agent not live and refuses.
     drop(structure);
 
     stop_actors(root, actors, reason).await;
-    remove_tmp_dirs(ctx, &plan.agents).await;
+    remove_tmp_dirs(ctx, &decided.agents).await;
     // Before the intent goes: a crash in between deletes them again at
     // the next start (`finish`).
-    delete_memories(ctx, &plan.agents).await?;
-    store.commit(Batch::new().write(Write::DeleteIntent(intent_id)))?;
-    store.durable().await?;
+    delete_memories(ctx, &decided.agents).await?;
+    let delete = Batch::new().write(Write::DeleteIntent(decided.intent));
+    crate::apply::apply_durable(ctx, Plan::writes(delete)).await?;
     // Worktrees owned by the tasks just ended, or by the cleaned agents'
     // completed tasks, go now; a crash before this leaves them indexed for
     // the sweep at the next start.
     if let Err(err) = crate::workspace::worktree::sweep(ctx).await {
         warn!(agent_id = %root, error = %err, "worktree sweep failed");
     }
-    info!(
-        agent_id = %root,
-        reason = reason.name(),
-        agents = plan.agents.len(),
-        tasks = plan.tasks.len(),
-        "subtree cleaned up"
-    );
-    Ok(CleanupOutcome {
-        agents: plan.agents.len(),
-        tasks: plan.tasks.len(),
-    })
+    let outcome = CleanupOutcome {
+        agents: decided.agents.len(),
+        tasks: decided.tasks.len(),
+    };
+    info!(agent_id = %root, reason = reason.name(), agents = outcome.agents, tasks = outcome.tasks, "subtree cleaned up");
+    Ok(outcome)
+}
+
+/// The live subtree of `root`, read under its locks; `None` when the root
+/// is no longer live (a cleanup or a give-up got there first).
+fn read_subtree(ctx: &Ctx, root: AgentId) -> Result<Option<Subtree>, StoreError> {
+    let store = &ctx.store;
+    if !store.agent(root)?.is_some_and(|r| r.state.is_live()) {
+        return Ok(None);
+    }
+    let running_tasks = |agent| -> Result<Vec<TaskId>, StoreError> {
+        Ok(store
+            .tasks_of(agent)?
+            .into_iter()
+            .filter(|t| t.status == TaskStatus::Running)
+            .map(|t| t.id)
+            .collect())
+    };
+    let order = cleanup_plan(root, |a| store.children_of(a), running_tasks)?;
+    let mut subtree = Subtree::default();
+    for agent_id in &order.agents {
+        if let Some(record) = store.agent(*agent_id)? {
+            subtree.agents.push(record);
+        }
+        subtree.pending.extend(store.pending_messages(*agent_id)?);
+        subtree.waits.extend(store.waits_of(*agent_id)?);
+    }
+    for task_id in &order.tasks {
+        subtree.tasks.extend(store.task(*task_id)?);
+    }
+    Ok(Some(subtree))
 }
 
 /// The subtree's running actors, taken out of the directory so nothing
@@ -332,32 +277,17 @@ async fn delete_memories(ctx: &Arc<Ctx>, agents: &[AgentId]) -> Result<(), Store
 /// still live is archived, then the intent goes. Called at start, before
 /// any actor runs, so there is nothing to stop.
 pub fn finish(ctx: &Ctx, intent: &CleanupIntent) -> Result<usize, StoreError> {
-    let mut batch = Batch::new().write(Write::DeleteIntent(intent.id));
-    let mut finished = 0;
+    let mut agents = Vec::with_capacity(intent.agents.len());
     for agent_id in &intent.agents {
-        let Some(mut record) = ctx.store.agent(*agent_id)? else {
-            continue;
-        };
-        if !record.state.is_live() {
-            continue;
-        }
-        record.state = LifecycleState::Archived;
-        record.updated_at_ms = now_ms();
-        batch = batch.write(Write::PutAgent(record)).event(
-            *agent_id,
-            EventKind::AgentStateChanged {
-                state: LifecycleState::Archived,
-                reason: format!("{} (finished after restart)", intent.reason.name()),
-            },
-        );
-        finished += 1;
+        agents.extend(ctx.store.agent(*agent_id)?);
     }
+    let (plan, finished) = plan::cleanup::finish_interrupted(intent, &agents, now_ms());
     // Idempotent: notes a first run deleted stay deleted.
     for agent_id in &intent.agents {
         ctx.store.delete_memory(*agent_id)?;
         ctx.store.forget_context(*agent_id)?;
     }
-    ctx.store.commit(batch)?;
+    crate::apply::apply(ctx, plan)?;
     // Nothing of theirs runs at start: their temporary directories go too.
     for agent_id in &intent.agents {
         if let Err(err) = ctx.config.sandbox.remove_tmp_dir(agent_id) {

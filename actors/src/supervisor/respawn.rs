@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use holarchy_supervision::effect::Plan;
 use holarchy_supervision::{
     AgentId, AgentRecord, EventKind, MessageEvent, MessageId, MessageStatus, RunOutcome, TaskKind,
     TaskRecord, TaskStatus, WaitRecord, WaitStatus,
@@ -251,9 +252,7 @@ pub async fn spawn_tree(
             continue;
         };
         let (batch, queue) = requeue_interrupted(ctx, agent_id, reason)?;
-        if !batch.is_empty() {
-            ctx.store.commit(batch)?;
-        }
+        crate::apply::apply(ctx, Plan::writes(batch))?;
         let actor = match spawn_agent(ctx, record, queue, supervisor, true, None).await {
             Ok(Some(actor)) => actor,
             Ok(None) => continue,
@@ -277,8 +276,8 @@ pub async fn spawn_tree(
                 // Its process died with the old actor; the owner learns
                 // of it once released.
                 TaskKind::Command => {
-                    let (batch, _) = crate::apply::interrupt(&task, "its agent restarted", true);
-                    match ctx.store.commit(batch) {
+                    let plan = crate::apply::interrupt(ctx, &task, "its agent restarted", true);
+                    match crate::apply::apply(ctx, plan) {
                         // Its actor ended it on its way down: that stands.
                         Err(StoreError::Precondition(_)) => {}
                         other => other?,

@@ -4,14 +4,14 @@
 //! is cleaned up for the reason that matches.
 
 use crate::cleanup::CleanupReason;
+#[cfg(test)]
+use crate::effect::Directive;
 use crate::effect::{Batch, Plan, Write};
-use crate::{
-    AgentId, EventKind, MessageId, MessageRecord, Provenance, TaskId, TaskRecord, TaskStatus,
-};
+use crate::{AgentId, EventKind, MessageRecord, Provenance, TaskId, TaskRecord, TaskStatus};
 
 /// Ends `task`, the handle on `child`, with `status` and `output` at
 /// `now_ms`; with `notify_owner`, a child-result message tells the
-/// parent. Returns the plan and the message's id.
+/// parent, and wakes it once it lands.
 pub fn finish_handle(
     task: &TaskRecord,
     child: AgentId,
@@ -19,7 +19,7 @@ pub fn finish_handle(
     output: String,
     notify_owner: bool,
     now_ms: u64,
-) -> (Plan, Option<MessageId>) {
+) -> Plan {
     let mut task = task.clone();
     task.status = task.status.end(status).unwrap_or(task.status);
     task.output = Some(output.clone());
@@ -47,13 +47,7 @@ pub fn finish_handle(
         told = Some(message.id);
         batch = batch.put_queued(message);
     }
-    (
-        Plan {
-            batch,
-            directives: Vec::new(),
-        },
-        told,
-    )
+    Plan::writes(batch).wake(owner, told)
 }
 
 /// Why a child's subtree is cleaned up, from how it ended and the handle
@@ -109,7 +103,8 @@ mod tests {
                 1,
             );
             task.status = was;
-            let (plan, told) = finish_handle(&task, child, to, output.clone(), notify, now);
+            let plan = finish_handle(&task, child, to, output.clone(), notify, now);
+            let told = plan.woken();
             let ended: Vec<&TaskRecord> = plan.batch.writes.iter().filter_map(|w| match w {
                 Write::PutTask(t) => Some(t),
                 _ => None,
@@ -129,7 +124,8 @@ mod tests {
                 prop_assert_eq!(message.provenance, Provenance::ChildResult { agent_id: child });
                 prop_assert_eq!(Some(message.id), told);
             }
-            prop_assert!(plan.directives.is_empty());
+            let wakes_owner = |d: &Directive| matches!(d, Directive::Wake { agent_id, .. } if *agent_id == task.owner_agent_id);
+            prop_assert!(plan.directives.iter().all(wakes_owner));
         }
 
         /// A failure is always a failure, with the handle it had; a

@@ -3,18 +3,12 @@
 //! interrupted, its process group is ended, and its owner may be told.
 
 use crate::effect::{Batch, Directive, Plan, Write};
-use crate::{EventKind, MessageId, MessageRecord, Provenance, TaskRecord, TaskStatus};
+use crate::{EventKind, MessageRecord, Provenance, TaskRecord, TaskStatus};
 
 /// Interrupts `task` because of `why`, at `now_ms`; with `tell_owner`, a
 /// message to its owner says so (left out when the owner has ended: the
-/// message would have no one to read it). Returns the plan and the
-/// message's id.
-pub fn interrupt(
-    task: &TaskRecord,
-    why: &str,
-    tell_owner: bool,
-    now_ms: u64,
-) -> (Plan, Option<MessageId>) {
+/// message would have no one to read it), and wakes it once it lands.
+pub fn interrupt(task: &TaskRecord, why: &str, tell_owner: bool, now_ms: u64) -> Plan {
     let directives = task.process.map(Directive::KillGroup).into_iter().collect();
     let mut ended = task.clone();
     ended.status = TaskStatus::Interrupted;
@@ -50,7 +44,7 @@ pub fn interrupt(
         told = Some(message.id);
         batch = batch.put_queued(message);
     }
-    (Plan { batch, directives }, told)
+    Plan { batch, directives }.wake(owner, told)
 }
 
 #[cfg(test)]
@@ -86,8 +80,10 @@ mod tests {
         ) {
             let process = pgid.map(|pgid| ProcessRef { pgid, start_ticks: 7 });
             let task = command(process);
-            let (plan, told) = interrupt(&task, &why, tell, now);
-            prop_assert_eq!(&plan.directives, &process.map(Directive::KillGroup).into_iter().collect::<Vec<_>>());
+            let plan = interrupt(&task, &why, tell, now);
+            let told = plan.woken();
+            let kills: Vec<Directive> = plan.directives.iter().copied().filter(Directive::before_commit).collect();
+            prop_assert_eq!(kills, process.map(Directive::KillGroup).into_iter().collect::<Vec<_>>());
             let ends: Vec<&TaskRecord> = plan.batch.writes.iter().filter_map(|w| match w {
                 Write::EndTask(t) => Some(t),
                 _ => None,
