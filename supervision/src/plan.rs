@@ -10,3 +10,4 @@ pub mod create;
 pub mod finish;
 pub mod interrupt;
 pub mod repair;
+pub mod spawn;

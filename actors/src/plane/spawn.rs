@@ -7,18 +7,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use holarchy_supervision::limits::{check_message, check_name, InvalidInput};
-use holarchy_supervision::spawn::{may_spawn, relations, SpawnRefusal};
-use holarchy_supervision::task::task_label;
+use holarchy_supervision::plan;
+use holarchy_supervision::spawn::{may_spawn, SpawnRefusal};
 use holarchy_supervision::workspace::{Place, Projection, WorkspaceMode, AGENT_HOME};
 use holarchy_supervision::{
-    AgentId, AgentRecord, Composition, EventKind, LifecycleState, MessageRecord, Preset, Profile,
-    Provenance, TaskId, TaskKind, TaskRecord, TaskStatus, Visibility,
+    AgentId, AgentRecord, Composition, Preset, Profile, TaskId, TaskRecord, TaskStatus, Visibility,
 };
 use ractor::ActorStatus;
 
 use crate::limits::AgentSlots;
 use crate::quota::{self, SpawnLimitError};
-use crate::store::{Batch, StoreError, Write};
+use crate::store::StoreError;
 use crate::workspace::path::Roots;
 use crate::workspace::worktree::{self, Planned, WorktreeError};
 use crate::workspace::{self, View, WorkspaceError};
@@ -121,128 +120,37 @@ async fn spawn_to_completion(
     caller_profile: Profile,
     request: SpawnRequest,
 ) -> Result<Spawned, SpawnError> {
-    let SpawnRequest {
-        preset,
-        initial_message,
-        name,
-        fork,
-        workspace_mode,
-        root,
-        role,
-    } = request;
-    may_spawn(caller_profile, preset, initial_message.as_deref())?;
-    if let Some(body) = &initial_message {
-        check_message(body)?;
-    }
-    let profile = preset.profile();
-    match (profile.visibility, &name) {
-        (Visibility::Public, Some(name)) => check_name(name)?,
-        (Visibility::Public, None) => return Err(SpawnError::NameRequired),
-        (Visibility::Private, Some(_)) => return Err(SpawnError::NameNotAllowed),
-        (Visibility::Private, None) => {}
-    }
-
+    validate(caller_profile, &request)?;
     let agent_id = AgentId::generate();
     let task_id = TaskId::generate();
-    let workspaces =
-        ChildWorkspaces::prepare(ctx, caller, profile, workspace_mode, root, task_id).await?;
-
-    // The child is committed under the caller's structure lock, so no
-    // cleanup of the caller runs between its liveness check and the commit;
-    // the slow part (flush, git) runs outside it.
-    let structure = ctx.locks.structure.lock(caller).await;
-    let Some(caller_record) = ctx.store.agent(caller)?.filter(|r| r.state.is_live()) else {
-        return Err(SpawnError::CallerGone);
-    };
-    // Bounds, checked under the lock every spawn under this caller takes,
-    // so two of them cannot both pass the last free place.
-    if profile.visibility == Visibility::Private {
-        quota::check_private_child(ctx, caller).map_err(|err| match err {
-            SpawnLimitError::Limit(limit) => SpawnError::Limit(limit),
-            SpawnLimitError::Store(store) => SpawnError::Store(store),
-        })?;
-    }
-    // Given back as the new agent goes into the directory, or on drop if
-    // it never does.
-    let mut agent_slot = quota::reserve_agents(ctx, 1)?;
-    // Read under the lock: a workspace change that returned OK is seen.
-    let parent = workspace::view(ctx, caller)?;
-    let projection = workspaces.projection(&parent, agent_id)?;
-    let planned = match workspaces {
-        ChildWorkspaces::Worktree { planned, .. } => Some(planned),
+    let profile = request.preset.profile();
+    let workspaces = ChildWorkspaces::prepare(
+        ctx,
+        caller,
+        profile,
+        request.workspace_mode,
+        request.root.clone(),
+        task_id,
+    )
+    .await?;
+    let planned = match &workspaces {
+        ChildWorkspaces::Worktree { planned, .. } => Some(planned.clone()),
         ChildWorkspaces::Public | ChildWorkspaces::Inherit | ChildWorkspaces::ExplicitRoot(_) => {
             None
         }
     };
-    let (lineage, supervisor) = relations(caller, preset);
-    let now = now_ms();
-    let record = AgentRecord {
-        id: agent_id,
-        name: name.clone(),
-        profile,
-        lineage_parent_agent_id: lineage,
-        supervisor_agent_id: supervisor,
-        state: LifecycleState::Active,
-        // A child thinks the way its creator does.
-        brain: caller_record.brain.clone(),
-        forked_context: if fork {
-            Some(crate::context::inherited_view(ctx, caller)?.to_string())
-        } else {
-            None
-        },
-        // Skills and limits pass down whole: a child must not shed a limit
-        // its creator runs under. The role too, unless the spawn names one.
-        composition: child_composition(caller_record.composition.as_deref(), role)?,
-        context_tokens: caller_record.context_tokens,
-        mcp_servers: caller_record.mcp_servers.clone(),
-        created_at_ms: now,
-        updated_at_ms: now,
-    };
-    let mut batch = Batch::new()
-        .write(Write::CreateAgent(record.clone()))
-        .event(
-            agent_id,
-            EventKind::AgentCreated {
-                name,
-                preset: Some(preset.name().into()),
-                lineage_parent_agent_id: lineage,
-                supervisor_agent_id: supervisor,
-            },
-        );
-    let mut queue = Vec::new();
-    if let Some(body) = initial_message.clone() {
-        let provenance = match supervisor {
-            Some(parent) => Provenance::Parent { agent_id: parent },
-            None => Provenance::Creator { agent_id: caller },
-        };
-        let message = MessageRecord::queued(agent_id, provenance, body, None, now);
-        queue.push(message.id);
-        batch = batch.put_queued(message);
-    }
-    let task = supervisor.map(|owner| {
-        let kind = TaskKind::ChildAgent {
-            child_agent_id: agent_id,
-        };
-        let label = task_label(initial_message.as_deref().unwrap_or_default());
-        TaskRecord {
-            worktree: planned.as_ref().map(|p| p.worktree.clone()),
-            ..TaskRecord::running(task_id, owner, kind, label, now)
-        }
-    });
-    if let Some(task) = &task {
-        batch = batch.put_task(task.clone(), task.label.clone());
-    }
-    if let Some(projection) = projection {
-        batch = batch.write(Write::PutWorkspaces(projection));
-    }
-    ctx.store.commit(batch)?;
-    drop(structure);
+    let mut agent_slot = quota::reserve_agents(ctx, 1)?;
+    let decided = commit_child(ctx, caller, request, workspaces, agent_id, task_id).await?;
     let made = match &planned {
         Some(planned) => make_worktree(ctx, planned).await,
         None => Ok(()),
     };
+    let task = decided.task;
     let started = match made {
-        Ok(()) => start(ctx, caller, record, queue, task.as_ref(), &mut agent_slot).await,
+        Ok(()) => {
+            let (record, queue) = (decided.record, decided.queue);
+            start(ctx, caller, record, queue, task.as_ref(), &mut agent_slot).await
+        }
         Err(err) => Err(SpawnError::Worktree(err)),
     };
     drop(agent_slot);
@@ -267,6 +175,76 @@ async fn spawn_to_completion(
     }
     ctx.store.durable().await?;
     Ok(Spawned { agent_id, task })
+}
+
+/// Refuses a spawn the caller's profile does not allow, a malformed first
+/// message, or a name where its visibility wants none (or none where it
+/// wants one), before anything is read.
+fn validate(caller_profile: Profile, request: &SpawnRequest) -> Result<(), SpawnError> {
+    let initial = request.initial_message.as_deref();
+    may_spawn(caller_profile, request.preset, initial)?;
+    if let Some(body) = initial {
+        check_message(body)?;
+    }
+    match (request.preset.profile().visibility, &request.name) {
+        (Visibility::Public, Some(name)) => Ok(check_name(name)?),
+        (Visibility::Public, None) => Err(SpawnError::NameRequired),
+        (Visibility::Private, Some(_)) => Err(SpawnError::NameNotAllowed),
+        (Visibility::Private, None) => Ok(()),
+    }
+}
+
+/// Commits the child under the caller's structure lock, so no cleanup of
+/// the caller runs between its liveness check and the commit; the slow
+/// part (flush, git) runs outside it.
+async fn commit_child(
+    ctx: &Arc<Ctx>,
+    caller: AgentId,
+    request: SpawnRequest,
+    workspaces: ChildWorkspaces,
+    agent_id: AgentId,
+    task_id: TaskId,
+) -> Result<plan::spawn::Spawn, SpawnError> {
+    let _structure = ctx.locks.structure.lock(caller).await;
+    let Some(creator) = ctx.store.agent(caller)?.filter(|r| r.state.is_live()) else {
+        return Err(SpawnError::CallerGone);
+    };
+    // Bounds, checked under the lock every spawn under this caller takes,
+    // so two of them cannot both pass the last free place.
+    if request.preset.profile().visibility == Visibility::Private {
+        quota::check_private_child(ctx, caller).map_err(|err| match err {
+            SpawnLimitError::Limit(limit) => SpawnError::Limit(limit),
+            SpawnLimitError::Store(store) => SpawnError::Store(store),
+        })?;
+    }
+    // Read under the lock: a workspace change that returned OK is seen.
+    let parent = workspace::view(ctx, caller)?;
+    let projection = workspaces.projection(&parent, agent_id)?;
+    let worktree = match workspaces {
+        ChildWorkspaces::Worktree { planned, .. } => Some(planned.worktree),
+        ChildWorkspaces::Public | ChildWorkspaces::Inherit | ChildWorkspaces::ExplicitRoot(_) => {
+            None
+        }
+    };
+    let forked_context = match request.fork {
+        true => Some(crate::context::inherited_view(ctx, caller)?.to_string()),
+        false => None,
+    };
+    let child = plan::spawn::Child {
+        id: agent_id,
+        task_id,
+        preset: request.preset,
+        name: request.name,
+        initial_message: request.initial_message,
+        forked_context,
+        // The role too passes down, unless the spawn names one.
+        composition: child_composition(creator.composition.as_deref(), request.role)?,
+        worktree,
+        projection,
+    };
+    let mut decided = plan::spawn::spawn(&creator, child, now_ms());
+    crate::apply::apply(ctx, std::mem::take(&mut decided.plan))?;
+    Ok(decided)
 }
 
 /// Starts the committed child's actor and its handle, under the caller's
