@@ -8,6 +8,7 @@
 pub mod cleanup;
 pub mod create;
 pub mod finish;
+pub mod instance;
 pub mod interrupt;
 pub mod repair;
 pub mod spawn;

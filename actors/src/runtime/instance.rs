@@ -11,12 +11,13 @@ use std::sync::Arc;
 use holarchy_composition::instance::InstanceRecord;
 use holarchy_composition::manifest::{self, InstanceSpec, ManifestError};
 use holarchy_supervision::cleanup::CleanupReason;
-use holarchy_supervision::{AgentId, AgentRecord, EventKind};
+use holarchy_supervision::plan::{self, instance::Apply};
+use holarchy_supervision::{AgentId, AgentRecord};
 
 use super::create::{self, CreateError, NewAgent};
 use crate::compose::instance::{self as lookup, LookupError};
 use crate::protocol::AgentMsg;
-use crate::store::{Batch, DurableFuture, StoreError, Write};
+use crate::store::{DurableFuture, StoreError};
 use crate::supervisor::cleanup;
 use crate::{now_ms, Ctx};
 
@@ -98,67 +99,58 @@ pub async fn apply(
     };
     let name = record.spec.name.clone();
     let agent = agent_of(ctx, &name)?;
-    // Unchanged only if the agent runs exactly this too: an apply cut
-    // short after writing the agent (a crash) must be finished, not
-    // reported as done.
-    let brain = record
-        .spec
-        .brain
-        .clone()
-        .unwrap_or_else(|| ctx.config.default_brain.clone());
-    let composed = record.composition();
-    let same = previous.as_ref().is_some_and(|p| p.digest == record.digest)
-        && agent.as_ref().is_some_and(|a| {
-            a.state.is_live()
-                && a.brain == brain
-                && a.composition.as_deref() == Some(&composed)
-                && a.context_tokens == record.spec.context_tokens
-                && a.mcp_servers == record.spec.mcp_servers
-        });
-    if same {
-        drop(one_at_a_time);
-        // What it found may be an earlier apply's writes not yet flushed:
-        // "unchanged" is an answer, so it waits for them too.
-        ctx.store.durable().await?;
-        let previous = previous.unwrap_or(record);
-        return Ok((
-            InstanceView {
-                record: previous,
-                agent,
-            },
-            Change::Unchanged,
-        ));
-    }
-    let (agent, created, change) = match agent {
-        Some(agent) if !agent.state.is_live() => {
+    let wanted = plan::instance::Wanted {
+        brain: record
+            .spec
+            .brain
+            .clone()
+            .unwrap_or_else(|| ctx.config.default_brain.clone()),
+        composition: record.composition(),
+        context_tokens: record.spec.context_tokens,
+        mcp_servers: record.spec.mcp_servers.clone(),
+    };
+    let previous_digest = previous.as_ref().map(|p| p.digest.as_str());
+    let decided = plan::instance::apply(
+        previous_digest,
+        &record.digest,
+        agent.as_ref(),
+        &wanted,
+        now_ms(),
+    );
+    let (agent, created, change) = match decided {
+        Apply::Unchanged => {
+            drop(one_at_a_time);
+            // What it found may be an earlier apply's writes not yet
+            // flushed: "unchanged" is an answer, so it waits for them too.
+            ctx.store.durable().await?;
+            let record = previous.unwrap_or(record);
+            return Ok((InstanceView { record, agent }, Change::Unchanged));
+        }
+        Apply::Ended { agent_id, state } => {
             // Agent names are never reused, so neither is an instance's.
-            let hint = if previous.is_some() {
-                "delete the instance, then apply it under another name"
-            } else {
-                "apply it under another name"
+            let hint = match previous {
+                Some(_) => "delete the instance, then apply it under another name",
+                None => "apply it under another name",
             };
             return Err(InstanceError::Precondition(format!(
-                "instance `{name}`'s agent {} has ended ({}) and keeps the name: {hint}",
-                agent.id,
-                agent.state.name()
+                "instance `{name}`'s agent {agent_id} has ended ({}) and keeps the name: {hint}",
+                state.name()
             )));
         }
-        Some(agent) => (recompose(ctx, agent, &record)?, None, Change::Updated),
-        None => {
+        // Committed, not yet flushed; from the agent's next turn.
+        Apply::Update { agent, plan } => {
+            crate::apply::apply(ctx, plan)?;
+            (agent, None, Change::Updated)
+        }
+        Apply::Create => {
             let (agent, created) = create_agent(ctx, &record).await?;
             (agent, Some(created), Change::Created)
         }
     };
-    let expect = previous.as_ref().map(|p| p.digest.as_str());
-    ctx.store.swap_instance(&name, expect, Some(&record))?;
-    ctx.store.commit(Batch::new().event(
-        agent.id,
-        EventKind::InstanceChanged {
-            name,
-            change: change.name().into(),
-            digest: record.digest.clone(),
-        },
-    ))?;
+    ctx.store
+        .swap_instance(&name, previous_digest, Some(&record))?;
+    let changed = plan::instance::changed(Some(agent.id), &name, change.name(), &record.digest);
+    crate::apply::apply(ctx, changed)?;
     drop(one_at_a_time);
     if let Some(created) = created {
         created.await?;
@@ -175,13 +167,8 @@ pub async fn apply(
         }
     }
     ctx.topology.schedules_changed();
-    Ok((
-        InstanceView {
-            record,
-            agent: Some(agent),
-        },
-        change,
-    ))
+    let agent = Some(agent);
+    Ok((InstanceView { record, agent }, change))
 }
 
 /// An instance and its agent.
@@ -215,19 +202,8 @@ pub async fn delete(ctx: &Arc<Ctx>, name: &str) -> Result<InstanceView, Instance
     // answered as duplicates).
     ctx.store.forget_instance(name)?;
     let agent_id = view.agent.as_ref().map(|a| a.id);
-    let event = EventKind::InstanceChanged {
-        name: name.to_owned(),
-        change: "deleted".into(),
-        digest: view.record.digest.clone(),
-    };
-    let batch = match agent_id {
-        Some(id) => Batch::new().event(id, event),
-        None => Batch {
-            events: vec![(None, event)],
-            ..Batch::default()
-        },
-    };
-    ctx.store.commit(batch)?;
+    let changed = plan::instance::changed(agent_id, name, "deleted", &view.record.digest);
+    crate::apply::apply(ctx, changed)?;
     ctx.store.durable().await?;
     ctx.topology.schedules_changed();
     Ok(get_after_delete(ctx, view))
@@ -320,28 +296,4 @@ async fn create_agent(
         .agent(id)?
         .ok_or_else(|| InstanceError::Precondition(format!("agent {id} vanished")))?;
     Ok((agent, flushed))
-}
-
-/// The agent with the new brain, composition, context budget and MCP
-/// servers, from its next turn: a turn reads its record when it starts.
-/// Committed, not yet flushed. Private children keep what they inherited
-/// when they were spawned.
-fn recompose(
-    ctx: &Ctx,
-    mut agent: AgentRecord,
-    record: &InstanceRecord,
-) -> Result<AgentRecord, InstanceError> {
-    agent.brain = record
-        .spec
-        .brain
-        .clone()
-        .unwrap_or_else(|| ctx.config.default_brain.clone());
-    agent.composition = Some(Box::new(record.composition()));
-    agent.context_tokens = record.spec.context_tokens;
-    agent.mcp_servers = record.spec.mcp_servers.clone();
-    agent.updated_at_ms = now_ms();
-    // Guarded: an agent archived meanwhile is never revived.
-    ctx.store
-        .commit(Batch::new().write(Write::PutLiveAgent(agent.clone())))?;
-    Ok(agent)
 }
