@@ -5,6 +5,7 @@
 //!
 //! [`Plan`]: crate::effect::Plan
 
+pub mod agent;
 pub mod cleanup;
 pub mod create;
 pub mod finish;
@@ -12,3 +13,4 @@ pub mod instance;
 pub mod interrupt;
 pub mod repair;
 pub mod spawn;
+pub mod wait;

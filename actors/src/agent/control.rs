@@ -1,7 +1,9 @@
 //! Operator control of a running agent: pause, resume, abort. Control
 //! actions are not queued messages; the actor applies them at once.
 
-use holarchy_supervision::{EventKind, LifecycleState, MessageEvent, RunOutcome};
+use holarchy_supervision::effect::Plan;
+use holarchy_supervision::plan::{self, agent::NotLive};
+use holarchy_supervision::{LifecycleState, MessageEvent, RunOutcome};
 
 use super::{AgentActor, AgentState};
 use crate::now_ms;
@@ -94,31 +96,17 @@ impl AgentActor {
         batch: Batch,
     ) -> Result<(), StoreError> {
         let agent_id = state.id();
-        let mut batch = batch;
-        if let Some(mut record) = self.ctx.store.agent(agent_id)? {
+        let plan = match self.ctx.store.agent(agent_id)? {
             // An archive or a give-up that landed first wins: never bring
             // an ended agent back to life from a queued control message.
-            if !record.state.is_live() {
-                return Err(StoreError::Precondition(format!(
-                    "agent {agent_id} is {}",
-                    record.state.name()
-                )));
-            }
-            if record.state != to {
-                record.state = to;
-                record.updated_at_ms = now_ms();
-                batch = batch.write(Write::PutLiveAgent(record)).event(
-                    agent_id,
-                    EventKind::AgentStateChanged {
-                        state: to,
-                        reason: reason.into(),
-                    },
-                );
-            }
-        }
-        if !batch.is_empty() {
-            self.ctx.store.commit(batch)?;
-        }
+            Some(record) => plan::agent::set_state(&record, to, reason, batch, now_ms()).map_err(
+                |NotLive(state)| {
+                    StoreError::Precondition(format!("agent {agent_id} is {}", state.name()))
+                },
+            )?,
+            None => Plan::writes(batch),
+        };
+        crate::apply::apply(&self.ctx, plan)?;
         state.target.state = to;
         self.ctx
             .directory

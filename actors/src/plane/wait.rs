@@ -5,14 +5,15 @@
 
 use std::sync::Arc;
 
+use holarchy_supervision::plan;
 use holarchy_supervision::{
-    AgentId, EventKind, Provenance, WaitId, WaitKind, WaitRecord, WaitStatus, WorkItemId,
+    AgentId, Provenance, WaitId, WaitKind, WaitRecord, WaitStatus, WorkItemId,
 };
 use sha2::{Digest, Sha256};
 
 use crate::directory;
 use crate::protocol::{DeliverError, Delivered, NewMessage};
-use crate::store::{Batch, StoreError, Write};
+use crate::store::StoreError;
 use crate::{now_ms, supervisor, Ctx};
 
 mod actor;
@@ -90,18 +91,7 @@ async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> 
         .ok_or(WaitError::OwnerGone)?;
     // Counted under the owner's lock, which every new wait takes: exact.
     crate::quota::check_waits(ctx, wait.owner_agent_id)?;
-    ctx.store.commit(
-        Batch::new()
-            .event(
-                wait.owner_agent_id,
-                EventKind::WaitUpdated {
-                    wait_id: wait.id,
-                    kind: wait.kind.name().into(),
-                    status: wait.status,
-                },
-            )
-            .write(Write::PutWait(wait.clone())),
-    )?;
+    crate::apply::apply(ctx, plan::wait::arm(&wait))?;
     if let Err(err) = supervisor::spawn_wait(ctx, &wait, owner.actor.get_cell()).await {
         // The owner is going down; its pending restart re-arms the wait
         // from the record committed above.
@@ -174,40 +164,25 @@ pub async fn cancel(
     wait_id: WaitId,
     owner: Option<AgentId>,
 ) -> Result<WaitRecord, WaitError> {
-    let mut wait = ctx
+    let wait = ctx
         .store
         .wait(wait_id)?
         .filter(|w| owner.is_none_or(|o| w.owner_agent_id == o))
         .ok_or(WaitError::NotFound(wait_id))?;
-    if wait.status != WaitStatus::Armed {
+    let Some((plan, wait)) = plan::wait::cancel(&wait, now_ms()) else {
         return Err(WaitError::NotArmed {
             wait_id,
             status: wait.status.name(),
         });
-    }
-    wait.status = WaitStatus::Cancelled;
-    wait.updated_at_ms = now_ms();
-    ctx.store
-        .commit(
-            Batch::new()
-                .event(
-                    wait.owner_agent_id,
-                    EventKind::WaitUpdated {
-                        wait_id,
-                        kind: wait.kind.name().into(),
-                        status: wait.status,
-                    },
-                )
-                .write(Write::EndWait(wait.clone())),
-        )
-        .map_err(|err| match err {
-            // It fired (or was cancelled) since it was read.
-            StoreError::Precondition(_) => WaitError::NotArmed {
-                wait_id,
-                status: "no longer armed",
-            },
-            other => other.into(),
-        })?;
+    };
+    crate::apply::apply(ctx, plan).map_err(|err| match err {
+        // It fired (or was cancelled) since it was read.
+        StoreError::Precondition(_) => WaitError::NotArmed {
+            wait_id,
+            status: "no longer armed",
+        },
+        other => other.into(),
+    })?;
     if let Some(actor) = ctx.directory.remove_wait(wait_id) {
         actor.stop(Some("cancelled".into()));
     }

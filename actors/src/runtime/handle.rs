@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use holarchy_supervision::limits;
+use holarchy_supervision::plan;
 use holarchy_supervision::AgentId;
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorRef};
@@ -12,9 +13,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use holarchy_supervision::cleanup::CleanupReason;
-use holarchy_supervision::{
-    AgentRecord, BrainConfig, EventKind, LifecycleState, RunOutcome, Visibility,
-};
+use holarchy_supervision::{AgentRecord, BrainConfig, LifecycleState, Visibility};
 
 use super::bounded::{bounded, Bounded};
 use super::factory::ActorFactory;
@@ -27,7 +26,7 @@ use crate::protocol::GatewayMsg;
 use crate::protocol::{
     Ack, AgentMsg, Control, ControlError, ControlOutcome, DeliverError, Delivered, NotRunning,
 };
-use crate::store::{Batch, StoreError, Write};
+use crate::store::StoreError;
 use crate::supervisor::cleanup::{self, CleanupOutcome};
 use crate::{Brain, Ctx, RuntimeConfig, Store};
 
@@ -394,24 +393,18 @@ impl Runtime {
         brain: BrainConfig,
     ) -> Result<AgentRecord, BrainError> {
         brain.validate()?;
-        let mut record = self
+        let record = self
             .ctx
             .store
             .agent(agent_id)?
             .ok_or(BrainError::NotFound(agent_id))?;
-        if !record.state.is_live() {
-            return Err(BrainError::NotLive(agent_id));
-        }
-        record.brain = brain;
-        record.updated_at_ms = crate::now_ms();
-        self.ctx
-            .store
-            .commit(Batch::new().write(crate::store::Write::PutLiveAgent(record.clone())))
-            .map_err(|err| match err {
-                // A cleanup ended it since it was read: never revived.
-                StoreError::Precondition(_) => BrainError::NotLive(agent_id),
-                other => other.into(),
-            })?;
+        let (plan, record) = plan::agent::rebrain(&record, brain, crate::now_ms())
+            .map_err(|_| BrainError::NotLive(agent_id))?;
+        crate::apply::apply(&self.ctx, plan).map_err(|err| match err {
+            // A cleanup ended it since it was read: never revived.
+            StoreError::Precondition(_) => BrainError::NotLive(agent_id),
+            other => other.into(),
+        })?;
         self.ctx.store.durable().await?;
         Ok(record)
     }
@@ -439,19 +432,7 @@ impl Runtime {
     /// so no supervisor's structure changes and no lock is taken; a
     /// cleanup still finishing skips a record that is gone.
     pub async fn delete_archived(&self, records: Vec<AgentRecord>) -> Result<(), StoreError> {
-        let mut batch = Batch::new();
-        for record in records {
-            batch = batch
-                .event(
-                    record.id,
-                    EventKind::AgentStateChanged {
-                        state: LifecycleState::Archived,
-                        reason: "deleted: its record purged and its name freed".into(),
-                    },
-                )
-                .write(Write::DeleteAgent(record));
-        }
-        self.ctx.store.commit(batch)?;
+        crate::apply::apply(&self.ctx, plan::agent::purge(records))?;
         self.ctx.store.durable().await
     }
 
@@ -514,41 +495,26 @@ async fn give_back(ctx: &Ctx, turns: Vec<InFlightTurn>, timeout: Duration) {
     while !ctx.lifecycle.in_flight.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let mut batch = Batch::new();
-    let mut given_back = 0usize;
+    let mut cut = Vec::with_capacity(turns.len());
     for turn in turns {
-        let message = match ctx.store.message(turn.agent_id, turn.message_id) {
-            Ok(Some(message)) => message,
-            Ok(None) => continue,
+        match ctx.store.message(turn.agent_id, turn.message_id) {
+            Ok(Some(message)) => cut.push((message, turn.run_id)),
+            Ok(None) => {}
             Err(err) => {
                 warn!(agent_id = %turn.agent_id, error = %err, "could not read a message cut short by the shutdown");
-                continue;
             }
-        };
-        // Only the run that still holds it: one that ended meanwhile
-        // stays as it ended.
-        let Some(requeued) = message.stopped_mid_turn(turn.run_id) else {
-            continue;
-        };
-        batch = batch
-            .event(
-                turn.agent_id,
-                EventKind::RunFinished {
-                    run_id: turn.run_id,
-                    message_id: turn.message_id,
-                    outcome: RunOutcome::Interrupted,
-                    detail: format!(
-                        "{STOPPED_GRACEFULLY}: the daemon was stopped mid-turn; message queued again, and this turn does not count towards --max-message-attempts"
-                    ),
-                },
-            )
-            .write(Write::PutMessage(requeued));
-        given_back += 1;
+        }
     }
-    if batch.is_empty() {
+    let detail = format!(
+        "{STOPPED_GRACEFULLY}: the daemon was stopped mid-turn; message queued again, and this turn does not count towards --max-message-attempts"
+    );
+    // Only the run that still holds it: one that ended meanwhile stays as
+    // it ended.
+    let (plan, given_back) = plan::agent::give_back(cut, &detail);
+    if given_back == 0 {
         return;
     }
-    let written = match ctx.store.commit(batch) {
+    let written = match crate::apply::apply(ctx, plan) {
         Ok(()) => tokio::time::timeout(timeout, ctx.store.durable()).await,
         Err(err) => Ok(Err(err)),
     };

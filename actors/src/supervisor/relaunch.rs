@@ -7,16 +7,16 @@
 
 use std::sync::Arc;
 
+use holarchy_supervision::plan;
 use holarchy_supervision::restart::RestartDecision;
 use holarchy_supervision::{
-    AgentId, EventKind, MessageRecord, Provenance, TaskId, TaskKind, TaskRecord, TaskStatus,
-    WaitId, WaitRecord, WaitStatus,
+    AgentId, TaskId, TaskKind, TaskRecord, TaskStatus, WaitId, WaitRecord, WaitStatus,
 };
 use ractor::{ActorCell, ActorProcessingErr, ActorStatus};
 use tracing::{error, warn};
 
 use super::{give_up, spawn_task, spawn_wait, Budgets, Supervised};
-use crate::store::{Batch, StoreError, Write};
+use crate::store::StoreError;
 use crate::structure::StructureGuard;
 use crate::{now_ms, Ctx};
 
@@ -191,31 +191,11 @@ async fn abandon(
             }
             Ok(())
         }
-        Live::Wait(mut wait) => {
+        Live::Wait(wait) => {
             let id = wait.id;
             warn!(wait_id = %id, agent_id = %owner_id, reason = why, "giving up on a wait actor; cancelling the wait");
-            wait.status = WaitStatus::Cancelled;
-            wait.updated_at_ms = now_ms();
-            let message = MessageRecord::queued(
-                owner_id,
-                Provenance::Runtime,
-                format!("wait {id} was cancelled: {why}"),
-                None,
-                now_ms(),
-            );
-            let message_id = message.id;
-            let batch = Batch::new()
-                .event(
-                    owner_id,
-                    EventKind::WaitUpdated {
-                        wait_id: id,
-                        kind: wait.kind.name().into(),
-                        status: wait.status,
-                    },
-                )
-                .write(Write::EndWait(wait))
-                .put_queued(message);
-            match ctx.store.commit(batch) {
+            let plan = plan::wait::give_up(&wait, why, now_ms());
+            match crate::apply::apply(ctx, plan) {
                 // It fired or was cancelled meanwhile: nothing to give up.
                 Err(StoreError::Precondition(_)) => return Ok(()),
                 other => other?,
@@ -224,7 +204,6 @@ async fn abandon(
                 actor.stop(Some("given up".into()));
             }
             drop(structure);
-            ctx.directory.wake(owner_id, message_id);
             Ok(())
         }
     }

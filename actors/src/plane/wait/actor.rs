@@ -5,11 +5,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use holarchy_supervision::{EventKind, MessageRecord, Provenance, WaitRecord};
+use holarchy_supervision::plan;
+use holarchy_supervision::WaitRecord;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 use crate::protocol::{WaitMsg, WaitSnapshot};
-use crate::store::{Batch, StoreError, Write};
+use crate::store::StoreError;
 use crate::{now_ms, Ctx};
 
 #[derive(Debug, Clone)]
@@ -28,47 +29,11 @@ impl WaitActor {
         let Some(current) = self.ctx.store.wait(wait.id)? else {
             return Ok(false);
         };
-        let Some(fired) = current.fire(now_ms()) else {
+        let Some(plan) = plan::wait::fire(&current, now_ms()) else {
             return Ok(false);
         };
-        let owner = wait.owner_agent_id;
-        let body = if wait.reason.is_empty() {
-            "wake: timer fired".to_owned()
-        } else {
-            format!("wake: {}", wait.reason)
-        };
-        let message = MessageRecord::queued(
-            owner,
-            Provenance::Timer { wait_id: wait.id },
-            body,
-            None,
-            now_ms(),
-        );
-        let message_id = message.id;
-        let batch = Batch::new()
-            .event(
-                owner,
-                EventKind::WaitUpdated {
-                    wait_id: wait.id,
-                    kind: wait.kind.name().into(),
-                    status: fired.status,
-                },
-            )
-            .event(
-                owner,
-                EventKind::MessageQueued {
-                    message_id,
-                    provenance: message.provenance,
-                },
-            )
-            .write(Write::EndWait(fired))
-            .write(Write::PutMessage(message));
-        match self.ctx.store.commit(batch) {
-            Ok(()) => {
-                self.ctx.directory.remove_wait(wait.id);
-                self.ctx.directory.wake(owner, message_id);
-                Ok(true)
-            }
+        match crate::apply::apply(&self.ctx, plan) {
+            Ok(()) => Ok(true),
             Err(StoreError::Precondition(_)) => Ok(false),
             Err(err) => Err(err),
         }
