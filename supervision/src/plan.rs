@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod cleanup;
+pub mod command;
 pub mod create;
 pub mod finish;
 pub mod instance;

@@ -7,14 +7,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use holarchy_supervision::task::task_label;
-use holarchy_supervision::{AgentId, OutputChunk, TaskId, TaskKind, TaskRecord, TaskStatus};
+use holarchy_supervision::plan;
+use holarchy_supervision::{AgentId, OutputChunk, TaskId, TaskRecord, TaskStatus};
 use ractor::rpc::CallResult;
 use ractor::Actor;
 use tokio::sync::watch;
 
 use crate::protocol::{CommandMsg, StdinRefused};
-use crate::store::{Batch, StoreError, Write};
+use crate::store::StoreError;
 use crate::{now_ms, Ctx};
 
 mod actor;
@@ -113,20 +113,9 @@ pub async fn exec(
     // Placeholders may have put a secret (a trigger token) in the line: the
     // record keeps it redacted, only the process sees it.
     let redacted = crate::secrets::redact_trigger_tokens(&command);
-    let task = TaskRecord {
-        command: Some(redacted.clone()),
-        place: Some(place.clone()),
-        ..TaskRecord::running(
-            TaskId::generate(),
-            owner,
-            TaskKind::Command,
-            task_label(&redacted),
-            now_ms(),
-        )
-    };
+    let (plan, task) = plan::command::start(owner, redacted, place.clone(), now_ms());
     let task_id = task.id;
-    ctx.store
-        .commit(Batch::new().put_task(task.clone(), task.label.clone()))?;
+    crate::apply::apply(ctx, plan)?;
     let handoff = Arc::new(Handoff::default());
     let (done, mut finished) = watch::channel(false);
     let args = CommandArgs {
@@ -146,12 +135,8 @@ pub async fn exec(
     )
     .await;
     if let Err(err) = spawned {
-        let mut failed = task;
-        failed.status = TaskStatus::Failed;
-        failed.output = Some(format!("could not start: {err}"));
-        failed.updated_at_ms = now_ms();
-        ctx.store
-            .commit(Batch::new().write(Write::PutTask(failed)))?;
+        let failed = plan::command::failed_to_start(&task, &err.to_string(), now_ms());
+        crate::apply::apply(ctx, failed)?;
         return Err(CommandError::Start(err.to_string()));
     }
     // The slot is given back when the command ends, or its actor dies

@@ -13,11 +13,9 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
+use holarchy_supervision::plan;
 use holarchy_supervision::task::chunks_to_drop;
-use holarchy_supervision::{
-    EventKind, ExitInfo, MessageRecord, OutputChunk, ProcessRef, Provenance, Stream, TaskId,
-    TaskRecord, TaskStatus,
-};
+use holarchy_supervision::{ExitInfo, ProcessRef, Stream, TaskId, TaskRecord};
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc::error::TrySendError;
@@ -28,7 +26,7 @@ use super::pipe::{spawn_reader, Helper, Pace, READ_SIZE};
 use super::unit::{script_text, write_private, ScriptFile, UnitGuard};
 use crate::process::start_ticks;
 use crate::protocol::{CommandMsg, StdinRefused};
-use crate::store::{Batch, StoreError, Write};
+use crate::store::StoreError;
 use crate::{now_ms, Ctx};
 
 /// The ring drops whole chunks, oldest first, and always keeps the newest,
@@ -142,27 +140,15 @@ impl CommandActor {
         state.chunks.drain(..drop.len());
         // The oldest go first: chunks stored before, then any of these
         // pieces already too old to keep, which are never written.
-        let mut batch = Batch::new();
-        for offset in drop.iter().take(stored_before) {
-            batch = batch.write(Write::DropOutput {
-                task_id,
-                offset: *offset,
-            });
-        }
+        let stored = &drop[..drop.len().min(stored_before)];
         let too_old = drop.len().saturating_sub(stored_before);
-        for (offset, piece) in pieces.into_iter().skip(too_old) {
-            batch = batch.write(Write::PutOutput {
-                task_id,
-                chunk: OutputChunk {
-                    offset,
-                    stream,
-                    data: piece.to_vec(),
-                },
-            });
-        }
-        self.ctx.store.commit(batch)?;
-        self.ctx.notify_output(task_id);
-        Ok(())
+        let kept = pieces
+            .into_iter()
+            .skip(too_old)
+            .map(|(offset, piece)| (offset, piece.to_vec()))
+            .collect();
+        let plan = plan::command::output(task_id, stream, stored, kept);
+        crate::apply::apply(&self.ctx, plan)
     }
 
     /// Once the exit is known and both pipes are drained: the end state,
@@ -184,64 +170,23 @@ impl CommandActor {
         // been reaped: its pid is no longer ours to signal.
         state.guard.ended = true;
         let task_id = state.task.id;
-        let owner = state.task.owner_agent_id;
-        let status = if state.stopping {
-            TaskStatus::Stopped
-        } else if exit.success() {
-            TaskStatus::Completed
-        } else {
-            TaskStatus::Failed
+        let exit = plan::command::Exit {
+            exit,
+            stopping: state.stopping,
         };
         let tail = self.tail(task_id, state.end)?;
-        let mut task = state.task.clone();
-        task.status = status;
-        task.exit = Some(exit);
-        task.output = Some(tail.clone());
-        task.updated_at_ms = now_ms();
-        let mut batch = Batch::new()
-            .event(
-                owner,
-                EventKind::TaskUpdated {
-                    task_id,
-                    kind: task.kind.name().into(),
-                    status,
-                    detail: exit.describe(),
-                },
-            )
-            .write(Write::EndTask(task));
-        let mut wake = None;
-        if state.handoff.finish() {
-            let body = format!(
-                "command `{}` {} with {}\n{}",
-                task_label(&state.task),
-                status.name(),
-                exit.describe(),
-                tail
-            );
-            let message = MessageRecord::queued(
-                owner,
-                Provenance::TaskResult { task_id },
-                body,
-                None,
-                now_ms(),
-            );
-            wake = Some(message.id);
-            batch = batch.put_queued(message);
-        }
-        match self.ctx.store.commit(batch) {
+        let plan = plan::command::end(&state.task, exit, tail, state.handoff.finish(), now_ms());
+        match crate::apply::apply(&self.ctx, plan) {
             Ok(()) => {}
             // A cleanup ended the task first (`stopped`); its word stands,
             // and an archived owner is told nothing.
-            Err(StoreError::Precondition(_)) => wake = None,
+            Err(StoreError::Precondition(_)) => {}
             Err(err) => return Err(err),
         }
         self.ctx.directory.remove_command(task_id);
-        if let Some(message_id) = wake {
-            self.ctx.directory.wake(owner, message_id);
-        }
         let _ = state.done.send(true);
         self.ctx.notify_output(task_id);
-        myself.stop(Some(status.name().into()));
+        myself.stop(Some(exit.status().name().into()));
         Ok(())
     }
 
@@ -252,10 +197,6 @@ impl CommandActor {
         let bytes: Vec<u8> = chunks.into_iter().flat_map(|c| c.data).collect();
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
-}
-
-fn task_label(task: &TaskRecord) -> String {
-    task.command.clone().unwrap_or_else(|| task.label.clone())
 }
 
 impl Actor for CommandActor {
@@ -314,13 +255,13 @@ impl Actor for CommandActor {
             _script: script,
         };
         self.ctx.directory.insert_command(task.id, myself.clone());
-        task.process = Some(ProcessRef {
+        let process = ProcessRef {
             pgid: pid,
             start_ticks: start_ticks(pid).unwrap_or(0),
-        });
-        self.ctx
-            .store
-            .commit(Batch::new().write(Write::PutTask(task.clone())))?;
+        };
+        let (plan, running) = plan::command::running(&task, process);
+        crate::apply::apply(&self.ctx, plan)?;
+        task = running;
 
         let mut helpers = Vec::new();
         let secrets = &self.ctx.config.secrets;
