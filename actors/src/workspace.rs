@@ -12,10 +12,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use holarchy_supervision::plan;
 use holarchy_supervision::workspace::{Binding, Place, Projection, WorkspaceRefusal, AGENT_HOME};
-use holarchy_supervision::{AgentId, EventKind};
+use holarchy_supervision::AgentId;
 
-use crate::store::{Batch, StoreError, Write};
+use crate::store::StoreError;
 use crate::workspace::path::{PathError, Roots};
 use crate::{now_ms, Ctx};
 
@@ -203,19 +204,14 @@ async fn change<T>(
     ensure_home(ctx, agent_id)?;
     let mut view = stored_view(ctx, agent_id)?;
     let changed = change(&mut view)?;
-    view.projection.updated_at_ms = now_ms();
-    ctx.store.commit(
-        Batch::new()
-            .event(
-                agent_id,
-                EventKind::WorkspaceChanged {
-                    workspace_id: changed.workspace_id,
-                    change: changed.what.into(),
-                    detail: changed.detail,
-                },
-            )
-            .write(Write::PutWorkspaces(view.projection.clone())),
-    )?;
+    let how = plan::workspace::Change {
+        workspace_id: changed.workspace_id,
+        what: changed.what,
+        detail: changed.detail,
+    };
+    let (plan, projection) = plan::workspace::changed(view.projection, how, now_ms());
+    view.projection = projection;
+    crate::apply::apply(ctx, plan)?;
     drop(guard);
     ctx.store.durable().await?;
     Ok((view, changed.out))

@@ -15,3 +15,4 @@ pub mod interrupt;
 pub mod repair;
 pub mod spawn;
 pub mod wait;
+pub mod workspace;

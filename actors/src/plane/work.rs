@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
-use holarchy_supervision::work::{self, WorkError, WorkUpdate};
-use holarchy_supervision::{AgentId, EventKind, Provenance, WorkItemId, WorkItemRecord};
+use holarchy_supervision::plan;
+use holarchy_supervision::work::{WorkError, WorkUpdate};
+use holarchy_supervision::{AgentId, Provenance, WorkItemId, WorkItemRecord};
 
 use crate::directory::deliver;
 use crate::protocol::{DeliverError, Delivered, NewMessage, NotRunning};
-use crate::store::{Batch, StoreError, Write};
+use crate::store::StoreError;
 use crate::{now_ms, Ctx};
 
 #[derive(Debug, thiserror::Error)]
@@ -28,19 +29,9 @@ pub async fn update(
     change: WorkUpdate,
 ) -> Result<WorkItemRecord, WorkPlaneError> {
     let items = ctx.store.work_items_of(owner)?;
-    let item = work::apply(owner, &items, change, WorkItemId::generate(), now_ms())?;
-    ctx.store.commit(
-        Batch::new()
-            .event(
-                owner,
-                EventKind::WorkItemUpdated {
-                    work_item_id: item.id,
-                    status: item.status.name().into(),
-                    objective: item.objective.clone(),
-                },
-            )
-            .write(Write::PutWorkItem(item.clone())),
-    )?;
+    let (plan, item) =
+        plan::workspace::work_item(owner, &items, change, WorkItemId::generate(), now_ms())?;
+    crate::apply::apply(ctx, plan)?;
     ctx.store.durable().await?;
     Ok(item)
 }

@@ -16,12 +16,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use holarchy_supervision::plan;
 use holarchy_supervision::workspace::Worktree;
 use holarchy_supervision::{TaskId, TaskKind, TaskRecord, TaskStatus};
 use tokio::process::Command;
 use tracing::{info, warn};
 
-use crate::store::{Batch, StoreError};
+use crate::store::StoreError;
 use crate::{now_ms, Ctx};
 
 /// How long one git command may take; a checkout of a large tree is slow.
@@ -357,20 +358,17 @@ pub async fn release(ctx: &Arc<Ctx>, task_id: TaskId) -> Result<(), WorktreeErro
     // sweep may both reach for the same worktree. Other repositories'
     // removals do not wait.
     let _one_per_repository = ctx.locks.worktrees.lock(repo).await;
-    let Some(mut task) = ctx.store.task(task_id)? else {
+    let Some(task) = ctx.store.task(task_id)? else {
         return Ok(());
     };
-    let Some(worktree) = task.pending_worktree().cloned() else {
+    let Some(worktree) = task.pending_worktree() else {
         return Ok(());
     };
-    remove(ctx, &worktree).await?;
-    task.worktree = Some(Worktree {
-        removed: true,
-        ..worktree.clone()
-    });
-    task.updated_at_ms = now_ms();
-    let detail = format!("worktree {} removed", worktree.path.display());
-    ctx.store.commit(Batch::new().put_task(task, detail))?;
+    remove(ctx, worktree).await?;
+    let Some((plan, worktree)) = plan::workspace::worktree_removed(&task, now_ms()) else {
+        return Ok(());
+    };
+    crate::apply::apply(ctx, plan)?;
     info!(task_id = %task_id, path = %worktree.path.display(), branch = %worktree.branch, "worktree removed");
     Ok(())
 }
