@@ -14,5 +14,6 @@ pub mod instance;
 pub mod interrupt;
 pub mod repair;
 pub mod spawn;
+pub mod turn;
 pub mod wait;
 pub mod workspace;

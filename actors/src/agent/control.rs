@@ -3,12 +3,12 @@
 
 use holarchy_supervision::effect::Plan;
 use holarchy_supervision::plan::{self, agent::NotLive};
-use holarchy_supervision::{LifecycleState, MessageEvent, RunOutcome};
+use holarchy_supervision::{LifecycleState, RunOutcome};
 
 use super::{AgentActor, AgentState};
 use crate::now_ms;
 use crate::protocol::{Control, ControlError, ControlOutcome};
-use crate::store::{Batch, StoreError, Write};
+use crate::store::{Batch, StoreError};
 
 impl AgentActor {
     /// Applies an operator control action; synchronous, like all of `handle`.
@@ -48,22 +48,9 @@ impl AgentActor {
                 };
                 state.queue.live().turn_ended();
                 // What the turn spent until now is recorded with its end.
-                let mut batch = super::finish::finished_run(
-                    Batch::new(),
-                    agent_id,
-                    &run,
-                    RunOutcome::Aborted,
-                    "operator_aborted".into(),
-                );
-                if let Some(mut message) = self.ctx.store.message(agent_id, run.message_id)? {
-                    if let Some(aborted) = message
-                        .status
-                        .next(MessageEvent::Abort { run_id: run.run_id })
-                    {
-                        message.status = aborted;
-                        batch = batch.write(Write::PutMessage(message));
-                    }
-                }
+                let message = self.ctx.store.message(agent_id, run.message_id)?;
+                let run_end = super::finish::run_of(&run);
+                let batch = plan::turn::abort(agent_id, message.as_ref(), run_end);
                 let aborted = run.run_id;
                 // Cancels its brain and tool future now; the run itself is
                 // dropped below, once its end is written.

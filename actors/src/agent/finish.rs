@@ -2,14 +2,16 @@
 //! left for the agent to commit with whatever comes next.
 
 use holarchy_composition::decision::{Decision, ToolCall, MAX_REASON_BYTES};
-use holarchy_supervision::{AgentId, EventKind, MessageEvent, RunId, RunOutcome};
+use holarchy_supervision::effect::Plan;
+use holarchy_supervision::plan::turn;
+use holarchy_supervision::{AgentId, EventKind, RunId, RunOutcome};
 use ractor::{ActorProcessingErr, ActorRef};
 use tracing::{debug, warn};
 
 use super::{ActiveRun, AgentActor, AgentState};
 use crate::protocol::{AgentMsg, ToolResult, TurnDecision, TurnDone, TurnOutcome};
 use crate::replies::{ReplyEvent, ReplyKind};
-use crate::store::{Batch, StoreError, Write};
+use crate::store::{Batch, StoreError};
 
 /// What a finished turn leaves for its agent to do once it is written.
 #[derive(Default)]
@@ -29,39 +31,14 @@ pub(super) struct Ended {
     pub(super) detail: String,
 }
 
-/// The turn's `run_finished`, after what its model calls spent: the
-/// `turn_usage` event and the agent's totals, in the same commit. A turn
-/// whose brain reported nothing records nothing.
-pub(super) fn finished_run(
-    batch: Batch,
-    agent_id: AgentId,
-    run: &ActiveRun,
-    outcome: RunOutcome,
-    detail: String,
-) -> Batch {
-    let mut batch = batch;
-    if let Some(usage) = run.usage.take() {
-        batch = batch
-            .event(
-                agent_id,
-                EventKind::TurnUsage {
-                    run_id: run.run_id,
-                    prompt_tokens: usage.prompt_tokens,
-                    completion_tokens: usage.completion_tokens,
-                    cached_tokens: usage.cached_tokens,
-                },
-            )
-            .write(Write::AddUsage { agent_id, usage });
+/// The run as the planner of its end sees it; what its model calls spent
+/// is taken from the meter, so it is recorded once.
+pub(super) fn run_of(run: &ActiveRun) -> turn::Run {
+    turn::Run {
+        run_id: run.run_id,
+        message_id: run.message_id,
+        usage: run.usage.take(),
     }
-    batch.event(
-        agent_id,
-        EventKind::RunFinished {
-            run_id: run.run_id,
-            message_id: run.message_id,
-            outcome,
-            detail,
-        },
-    )
 }
 
 impl AgentActor {
@@ -85,13 +62,37 @@ impl AgentActor {
         let agent_id = state.id();
         let run_id = run.run_id;
         let message_id = run.message_id;
-        let Some(mut message) = self.ctx.store.message(agent_id, message_id)? else {
+        let Some(message) = self.ctx.store.message(agent_id, message_id)? else {
             warn!(agent_id = %agent_id, run_id = %run_id, "message of finished turn missing from store");
             finished.run = Some(run);
             return Ok(finished);
         };
-        let mut batch = Batch::new();
-        match done.outcome {
+        let outcome = self.outcome(run_id, done.outcome);
+        if let turn::Outcome::BrainFailed(detail) = &outcome {
+            // The operator's first sign of a missing key or a broken
+            // brain, without reading the event log.
+            warn!(agent_id = %agent_id, run_id = %run_id, reason = %detail, "turn failed");
+        }
+        let supervised = state.target.supervisor_agent_id.is_some();
+        let end = turn::finish(&message, run_of(&run), outcome, supervised);
+        finished.ended = Some(Ended {
+            outcome: end.outcome,
+            reply: end.reply,
+            detail: end.detail,
+        });
+        finished.result = end.result;
+        state.queue.live().turn_completed();
+        finished.run = Some(run);
+        finished.batch = end.batch;
+        Ok(finished)
+    }
+
+    /// The turn's outcome as it is stored: no text the brain saw keeps a
+    /// secret (a trigger token), every tool output within its bound, and
+    /// the decision read off the steps before they move into their events.
+    fn outcome(&self, run_id: RunId, outcome: TurnOutcome) -> turn::Outcome {
+        let redact = crate::secrets::redact_trigger_tokens;
+        match outcome {
             TurnOutcome::Decided {
                 reply,
                 steps,
@@ -99,107 +100,40 @@ impl AgentActor {
                 step_limit,
                 decision,
             } => {
-                // What is stored (the reply, a child's result) never holds a
-                // secret the brain saw.
-                let reply = reply.as_deref().map(crate::secrets::redact_trigger_tokens);
-                // Read off the steps before they move into their events.
+                let reply = reply.as_deref().map(redact);
                 let decided =
                     decision.map(|source| decided(run_id, reply.as_deref(), &steps, source));
-                // Every step is recorded, so an operator can replay the turn.
-                for (n, (said, results)) in steps.into_iter().enumerate() {
-                    batch = batch.event(
-                        agent_id,
-                        EventKind::StepDecided {
-                            run_id,
-                            step: n as u32 + 1,
-                            reply: said.as_deref().map(crate::secrets::redact_trigger_tokens),
-                            tool_calls: results.len() as u32,
-                        },
-                    );
-                    for result in results {
-                        batch = batch.event(
-                            agent_id,
-                            EventKind::ToolCalled {
-                                run_id,
+                let max_output = self.ctx.config.limits.max_tool_result_bytes;
+                let steps = steps
+                    .into_iter()
+                    .map(|(said, results)| turn::Step {
+                        said: said.as_deref().map(redact),
+                        calls: results
+                            .into_iter()
+                            .map(|result| turn::Call {
                                 tool: result.tool,
-                                // Secrets (trigger tokens) go to the brain only,
-                                // never to the store or the event log.
-                                input: crate::secrets::redact_trigger_tokens(&result.input),
+                                input: redact(&result.input),
                                 // Already cut by the turn; cut here too, so
                                 // no producer can store more than the bound.
                                 output: crate::tools::cap_output(
-                                    crate::secrets::redact_trigger_tokens(&result.output),
-                                    self.ctx.config.limits.max_tool_result_bytes,
+                                    redact(&result.output),
+                                    max_output,
                                 ),
                                 is_error: result.is_error,
-                            },
-                        );
-                    }
-                }
-                if let Some(text) = &reply {
-                    batch = batch.event(
-                        agent_id,
-                        EventKind::Replied {
-                            run_id,
-                            message_id,
-                            text: text.clone(),
-                        },
-                    );
-                }
-                // In the turn's own commit: a turn is never logged as
-                // finished without its decision, nor the other way round.
-                if let Some(decided) = decided {
-                    batch = batch.event(agent_id, decided);
-                }
-                let detail = match (done, step_limit) {
-                    (true, _) => "done".into(),
-                    (false, Some(steps)) => format!(
-                        "step_limit: the turn stopped after {steps} steps (--max-steps-per-turn)"
-                    ),
-                    (false, None) => String::new(),
-                };
-                finished.ended = Some(Ended {
-                    outcome: RunOutcome::Completed,
-                    reply: reply.clone(),
-                    detail: detail.clone(),
-                });
-                batch = finished_run(batch, agent_id, &run, RunOutcome::Completed, detail);
-                message.status = message
-                    .status
-                    .next(MessageEvent::Finish {
-                        run_id,
-                        handled: true,
+                            })
+                            .collect(),
                     })
-                    .unwrap_or(message.status);
-                if done && state.target.supervisor_agent_id.is_some() {
-                    finished.result = Some(reply.clone().unwrap_or_else(|| "done".into()));
+                    .collect();
+                turn::Outcome::Decided {
+                    reply,
+                    steps,
+                    done,
+                    step_limit,
+                    decided,
                 }
-                message.reply = reply;
             }
-            TurnOutcome::BrainFailed(detail) => {
-                let detail = crate::secrets::redact_trigger_tokens(&detail);
-                // The operator's first sign of a missing key or a broken
-                // brain, without reading the event log.
-                warn!(agent_id = %agent_id, run_id = %run_id, reason = %detail, "turn failed");
-                finished.ended = Some(Ended {
-                    outcome: RunOutcome::Failed,
-                    reply: None,
-                    detail: detail.clone(),
-                });
-                batch = finished_run(batch, agent_id, &run, RunOutcome::Failed, detail);
-                message.status = message
-                    .status
-                    .next(MessageEvent::Finish {
-                        run_id,
-                        handled: false,
-                    })
-                    .unwrap_or(message.status);
-            }
+            TurnOutcome::BrainFailed(detail) => turn::Outcome::BrainFailed(redact(&detail)),
         }
-        state.queue.live().turn_completed();
-        finished.run = Some(run);
-        finished.batch = batch.write(Write::PutMessage(message));
-        Ok(finished)
     }
 }
 
@@ -281,7 +215,7 @@ impl AgentActor {
             // A child that is done starts no other turn: it ends.
             Some(output) => {
                 // Its flush is the hand-over's to wait for.
-                let flushed = self.commit(batch).await?;
+                let flushed = self.apply(Plan::writes(batch)).await?;
                 self.hand_over(state.id(), output);
                 Some(flushed)
             }

@@ -6,7 +6,9 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use holarchy_supervision::{admit, EventKind, LifecycleState, MessageEvent, MessageRecord, RunId};
+use holarchy_supervision::effect::Plan;
+use holarchy_supervision::plan;
+use holarchy_supervision::{admit, LifecycleState, MessageEvent, MessageRecord, RunId};
 use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::{debug, warn, Instrument};
 
@@ -15,7 +17,7 @@ use super::{ActiveRun, AgentActor, AgentState};
 use crate::in_flight::InFlightTurn;
 use crate::now_ms;
 use crate::protocol::{Ack, AgentMsg, DeliverError, Delivered, NewMessage};
-use crate::store::{Batch, DurableFuture, StoreError, Write};
+use crate::store::{Batch, DurableFuture, StoreError};
 
 /// A message taken onto the queue, not yet written.
 struct Enqueued {
@@ -232,7 +234,7 @@ impl AgentActor {
             (started, Some(batch)) => {
                 let carried = match batch.is_empty() {
                     true => Ok(None),
-                    false => self.commit(batch).await.map(Some),
+                    false => self.apply(Plan::writes(batch)).await.map(Some),
                 };
                 Committed {
                     carried,
@@ -242,10 +244,10 @@ impl AgentActor {
         }
     }
 
-    /// Applies `batch` in a grouped commit; resolves, once applied, to the
+    /// Applies `plan` in a grouped commit; resolves, once applied, to the
     /// flush that will make it durable.
-    pub(super) async fn commit(&self, batch: Batch) -> Result<DurableFuture, StoreError> {
-        self.ctx.store.commit_grouped(batch).await
+    pub(super) async fn apply(&self, plan: Plan) -> Result<DurableFuture, StoreError> {
+        crate::apply::apply_grouped(&self.ctx, plan).await
     }
 
     /// Starts turns while the agent can; takes `carry` into the commit of
@@ -272,7 +274,7 @@ impl AgentActor {
             };
             let agent_id = state.id();
             let known = fresh.take_if(|m| m.id == message_id);
-            let Some(mut message) = known.map_or_else(
+            let Some(message) = known.map_or_else(
                 || self.ctx.store.message(agent_id, message_id),
                 |m| Ok(Some(m)),
             )?
@@ -283,9 +285,13 @@ impl AgentActor {
             let run_id = RunId::generate();
             // Only a queued message starts a turn; one handled meanwhile
             // (a duplicate queue entry) is skipped.
-            let Some(handling) = message.status.next(MessageEvent::Start { run_id }) else {
+            if message
+                .status
+                .next(MessageEvent::Start { run_id })
+                .is_none()
+            {
                 continue;
-            };
+            }
             let per_minute = self.ctx.config.limits.max_turns_per_minute;
             let now_ms = now_ms();
             let backlog = self.ctx.config.max_queue_len;
@@ -321,14 +327,11 @@ impl AgentActor {
                 state.queue.push_front(message_id);
                 return Ok(None);
             };
-            message.status = handling;
-            message.attempts += 1;
-            let batch = carry
-                .take()
-                .unwrap_or_default()
-                .write(Write::PutMessage(message.clone()))
-                .event(agent_id, EventKind::RunStarted { run_id, message_id });
-            let flushed = self.commit(batch).await?;
+            let carried = carry.take().unwrap_or_default();
+            let Some((batch, message)) = plan::turn::start(&message, run_id, carried) else {
+                continue;
+            };
+            let flushed = self.apply(Plan::writes(batch)).await?;
             // A root, never a child of whatever span is current here: a turn
             // started from the previous one's end would otherwise hang
             // under it, and a long run of turns becomes a chain of spans

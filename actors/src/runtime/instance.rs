@@ -140,7 +140,7 @@ pub async fn apply(
         // Committed, not yet flushed; from the agent's next turn.
         Apply::Update { agent, plan } => {
             crate::apply::apply(ctx, plan)?;
-            (agent, None, Change::Updated)
+            (*agent, None, Change::Updated)
         }
         Apply::Create => {
             let (agent, created) = create_agent(ctx, &record).await?;

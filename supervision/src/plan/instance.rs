@@ -38,7 +38,7 @@ pub enum Apply {
     },
     /// The agent runs the manifest from its next turn, once `plan` lands
     /// (guarded: an agent archived meanwhile is never revived).
-    Update { agent: AgentRecord, plan: Plan },
+    Update { agent: Box<AgentRecord>, plan: Plan },
     /// No agent has the name yet: one is created with the composition.
     Create,
 }
@@ -75,7 +75,10 @@ pub fn apply(
         ..agent.clone()
     };
     let plan = Plan::writes(Batch::new().write(Write::PutLiveAgent(agent.clone())));
-    Apply::Update { agent, plan }
+    Apply::Update {
+        agent: Box::new(agent),
+        plan,
+    }
 }
 
 /// The event that records a change of instance `name` (`created`,
