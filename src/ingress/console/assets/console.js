@@ -415,7 +415,7 @@ function sendForm(agent, operator) {
     : !open ? "archived" : "";
   const text = el("textarea", { id: "send-text", rows: "3", disabled: !open, "aria-label": "message",
     placeholder: "a message, or a scripted turn as JSON" });
-  const key = el("input", { id: "send-dedupe", maxlength: "256", disabled: !open, autocomplete: "off",
+  const key = el("input", { id: "send-dedupe", maxlength: "128", disabled: !open, autocomplete: "off",
     placeholder: "dedupe key (optional)", "aria-label": "dedupe key" });
   const result = el("span", { class: "muted", id: "send-result" }, why);
   const send = async (event) => {
