@@ -3,7 +3,8 @@
 //! longest queues and the busiest agents (`GetActivity`, read from the
 //! daemon's hot set, never a walk of all agents), and the recent failures:
 //! failed runs and tool errors, in the words `holarchy events` uses,
-//! found in the log's newest [`FAILURE_WINDOW`] events.
+//! found in the log's newest [`FAILURE_WINDOW`] events, then in what
+//! came since the page's last read.
 //!
 //! Failures say what agents were told or did, so only the operator sees
 //! them; the counts and queues are structure, shown to anyone where
@@ -26,8 +27,9 @@ use super::{views, Caller, Console, Refusal};
 const LISTED: u32 = 10;
 /// How far back from the log's end failures are looked for, at most:
 /// a page polling with `after` reads only what came since, and never
-/// more than this at once however busy the daemon.
-const FAILURE_WINDOW: u64 = 5_000;
+/// more than this at once however busy the daemon (an event is at most
+/// about 1 MiB, most far less; each is dropped once looked at).
+const FAILURE_WINDOW: u64 = 2_000;
 /// Failures returned by one answer, newest last.
 const FAILURES: usize = 20;
 
@@ -105,7 +107,8 @@ async fn failures(console: &Console, after: Option<u64>) -> Result<(Vec<Value>, 
             }))
             .await,
     )?;
-    let mut found: Vec<(pb::Event, String)> = Vec::new();
+    // What is kept of each failure: never its event's whole detail.
+    let mut found: Vec<Failure> = Vec::new();
     let mut cursor = from;
     while let Some(event) = events.next().await {
         let event = event.map_err(|status| Refusal::of(&status))?;
@@ -115,26 +118,42 @@ async fn failures(console: &Console, after: Option<u64>) -> Result<(Vec<Value>, 
         if event.cursor > end {
             break;
         }
-        if let Some(why) = problem(&event) {
+        if let Some(problem) = problem(&event) {
             if found.len() == FAILURES {
                 found.remove(0);
             }
-            found.push((event, why));
+            found.push(Failure {
+                cursor: event.cursor,
+                at_ms: event.at_ms,
+                agent_id: event.agent_id,
+                run_id: event.run_id,
+                problem,
+            });
         }
     }
     let mut out = Vec::with_capacity(found.len());
-    for (event, why) in found {
-        let name = name_of(console, &event.agent_id).await;
+    for failure in found {
+        let name = name_of(console, &failure.agent_id).await;
         out.push(json!({
-            "cursor": event.cursor,
-            "at_ms": event.at_ms,
-            "agent_id": event.agent_id,
+            "cursor": failure.cursor,
+            "at_ms": failure.at_ms,
+            "agent_id": failure.agent_id,
             "agent_name": name,
-            "run_id": event.run_id,
-            "problem": why,
+            "run_id": failure.run_id,
+            "problem": failure.problem,
         }));
     }
     Ok((out, cursor))
+}
+
+/// A failed run or tool error, as the overview lists it.
+struct Failure {
+    cursor: u64,
+    at_ms: i64,
+    agent_id: String,
+    run_id: String,
+    /// One line, cut (see `run_errors::problem`).
+    problem: String,
 }
 
 /// An agent's name; empty when it has none (a private child) or is gone.
