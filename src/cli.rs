@@ -20,7 +20,7 @@ mod memory;
 mod message_text;
 mod output;
 mod resolve;
-mod run_errors;
+pub(crate) mod run_errors;
 mod serve;
 mod tasks;
 mod top;

@@ -1,13 +1,18 @@
 //! The web console in a real browser: headless Chromium, driven through
 //! chromedriver, against the real daemon. It expands a three-level private
-//! subtree in the tree view, logs in with the daemon's token, pauses a
-//! public agent from its page (and checks the state through gRPC), finds
-//! a private agent's controls disabled, and writes screenshots to
-//! `target/console-*.png`.
+//! subtree in the tree view, reads the overview without the token, logs
+//! in with the daemon's token, sends a message from an agent's page and
+//! input to a child's task from its parent's page, reads supervisors and
+//! creators by name, pauses a public agent from its page (each checked
+//! through gRPC), finds a private agent's controls disabled, reads the
+//! overview as the operator (counts, turns/s, failures, queues), filters
+//! the tree, and writes screenshots to `target/console-*.png`.
 //!
 //! Its own main (no test harness), so a machine without the browser says
 //! plainly that it skipped, and why, instead of passing in silence.
 
+#[path = "console/actions.rs"]
+mod actions;
 mod common;
 #[path = "console/support.rs"]
 mod support;
@@ -67,7 +72,7 @@ async fn the_console_in_a_browser(binary: PathBuf, chromedriver: PathBuf) {
     let mut c = daemon.clients().await;
     let tree = private_subtree(&mut c, "lead").await;
     let lead = tree.lead.clone();
-    create(&mut c, "bystander", None).await;
+    let bystander = create(&mut c, "bystander", None).await;
 
     let port = free_addr()
         .rsplit(':')
@@ -116,11 +121,12 @@ async fn the_console_in_a_browser(binary: PathBuf, chromedriver: PathBuf) {
     let check = browser.wait_for("#check").await;
     let check = browser.text(&check).await;
     assert!(check.contains("match"), "the live-vs-stored check: {check}");
-    let shots = target_dir();
-    let tree_shot = shots.join("console-tree.png");
+    let tree_shot = target_dir().join("console-tree.png");
     browser.screenshot(&tree_shot).await;
 
-    // Log in with the daemon's token, then pause lead from its page.
+    actions::overview_read_only(&browser, &home).await;
+
+    // Log in with the daemon's token, then act from agents' pages.
     let field = browser.wait_for("#token").await;
     browser.type_into(&field, &token).await;
     let login = browser.wait_for("#login").await;
@@ -132,7 +138,23 @@ async fn the_console_in_a_browser(binary: PathBuf, chromedriver: PathBuf) {
     browser
         .wait_text("#check-all-result", |t| t.contains("every actor matches"))
         .await;
+    actions::send_from_agent_page(&browser, &home, &mut c, &bystander).await;
+    actions::task_input_from_parent_page(&browser, &home, &mut c, &tree).await;
+    actions::names_on_private_pages(&browser, &home, &mut c, &tree).await;
+    let shots = target_dir();
+    let send_shot = shots.join("console-send.png");
+    browser.goto(&format!("{home}#/agent/{bystander}")).await;
+    browser
+        .wait_for(&format!("#agent[data-id=\"{bystander}\"] #send-text"))
+        .await;
+    browser.screenshot(&send_shot).await;
+
+    // Pause lead from its page.
     browser.goto(&format!("{home}#/agent/{lead}")).await;
+    // The page before was another agent's, with a pause button too.
+    browser
+        .wait_for(&format!("#agent[data-id=\"{lead}\"]"))
+        .await;
     let pause = browser.wait_for("#action-pause:not([disabled])").await;
     browser.wait_for("#events .event").await;
     browser.click(&pause).await;
@@ -167,7 +189,20 @@ async fn the_console_in_a_browser(binary: PathBuf, chromedriver: PathBuf) {
     let paused_shot = shots.join("console-tree-paused.png");
     browser.screenshot(&paused_shot).await;
 
-    for shot in [&tree_shot, &agent_shot, &paused_shot] {
+    let overview_shot = shots.join("console-overview.png");
+    actions::overview_as_operator(&browser, &home, &mut c, &lead, "bystander", &overview_shot)
+        .await;
+    let filter_shot = shots.join("console-tree-filter.png");
+    actions::tree_filter(&browser, &home, &tree, &filter_shot).await;
+
+    for shot in [
+        &tree_shot,
+        &agent_shot,
+        &paused_shot,
+        &send_shot,
+        &overview_shot,
+        &filter_shot,
+    ] {
         let png = std::fs::read(shot).expect("screenshot");
         assert!(png.starts_with(b"\x89PNG"), "{} is a PNG", shot.display());
         println!("screenshot: {}", shot.display());

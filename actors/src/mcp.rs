@@ -20,6 +20,9 @@
 //! - `config`: the configuration file and its bounds.
 //! - `connection`: one live connection (stdio or streamable HTTP).
 //! - `stdio`: a stdio server's confined process and its bounded transport.
+//! - `grants`: what a stdio server may read besides the system (its
+//!   package folder, `read_only`).
+//! - `launch`: `npx` and `uvx` servers run from what their caches hold.
 //! - `guard`: the transport layer that answers servers' requests itself
 //!   and drops their notifications, before the SDK sees them.
 //! - `peer_log`: servers' text in the daemon's log, escaped, cut and
@@ -40,7 +43,9 @@ use crate::secrets::Secrets;
 
 pub mod config;
 mod connection;
+mod grants;
 mod guard;
+mod launch;
 pub mod listing;
 mod peer_log;
 mod stdio;

@@ -7,7 +7,7 @@ use clap::Subcommand;
 mod archive;
 mod list;
 
-use super::output::Output;
+use super::output::{Kin, Output};
 use super::run_errors::RunErrors;
 use super::{context, follow, message_text, resolve, BrainArgs};
 use crate::api::pb;
@@ -128,7 +128,8 @@ pub(super) async fn agent_command(
                 .await?
                 .into_inner();
             if let Some(summary) = updated.agent {
-                out.agent_detail(&summary, None, None);
+                let kin = kin(&mut clients, &summary, out).await;
+                out.agent_detail(&summary, None, None, &kin);
             }
         }
         AgentCommand::Create {
@@ -172,7 +173,8 @@ pub(super) async fn agent_command(
                         .await?
                         .last()
                 };
-                out.agent_detail(&summary, found.usage.as_ref(), last_error.as_deref());
+                let kin = kin(&mut clients, &summary, out).await;
+                out.agent_detail(&summary, found.usage.as_ref(), last_error.as_deref(), &kin);
             }
         }
         AgentCommand::Send {
@@ -267,4 +269,36 @@ pub(super) async fn agent_command(
         }
     }
     Ok(())
+}
+
+/// The names of `a`'s creator and supervisor, for people (`--json` keeps
+/// ids only). A name that cannot be read (an agent deleted since) is left
+/// out: the id is shown whole instead.
+async fn kin(clients: &mut Clients, a: &pb::AgentSummary, out: &Output) -> Kin {
+    if out.json {
+        return Kin::default();
+    }
+    let mut name_of = async |id: &str| -> Option<String> {
+        if id.is_empty() {
+            return None;
+        }
+        let found = clients
+            .agents
+            .get_agent(pb::GetAgentRequest {
+                agent: Some(pb::get_agent_request::Agent::AgentId(id.to_owned())),
+            })
+            .await
+            .ok()?;
+        found.into_inner().agent.map(|a| a.name)
+    };
+    let lineage = name_of(&a.lineage_parent_agent_id).await;
+    let supervisor = if a.supervisor_agent_id == a.lineage_parent_agent_id {
+        lineage.clone()
+    } else {
+        name_of(&a.supervisor_agent_id).await
+    };
+    Kin {
+        lineage,
+        supervisor,
+    }
 }

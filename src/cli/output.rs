@@ -140,6 +140,26 @@ pub(super) fn brain_json(kind: &pb::brain_config::Kind) -> Value {
     }
 }
 
+/// The names of an agent's creator and supervisor, where known, for
+/// `agent get` (the summary carries their ids only).
+#[derive(Debug, Default)]
+pub struct Kin {
+    pub lineage: Option<String>,
+    pub supervisor: Option<String>,
+}
+
+/// Another agent as `agent get` names it: by its name and the tail of its
+/// id a table would show (which any command takes for it, see
+/// `resolve`), or by its whole id when it has no name (a private child)
+/// or its name is not known; `-` for none.
+fn relative(id: &str, name: Option<&str>) -> String {
+    match name.filter(|n| !n.is_empty()) {
+        _ if id.is_empty() => "-".to_owned(),
+        Some(name) => format!("{} ({})", one_line(name), table::tail(id, table::MIN_TAIL)),
+        None => id.to_owned(),
+    }
+}
+
 impl Output {
     /// A warning: the command did its work, but something will not go as
     /// the user expects. On stderr, as JSON under `--json`.
@@ -194,6 +214,7 @@ impl Output {
         a: &pb::AgentSummary,
         usage: Option<&pb::AgentUsage>,
         last_error: Option<&str>,
+        kin: &Kin,
     ) {
         if self.json {
             let mut value = agent_json(a);
@@ -223,8 +244,14 @@ impl Output {
             ownership(a.ownership)
         );
         say!("tools        {families}");
-        say!("lineage      {}", or_dash(&a.lineage_parent_agent_id));
-        say!("supervisor   {}", or_dash(&a.supervisor_agent_id));
+        say!(
+            "lineage      {}",
+            relative(&a.lineage_parent_agent_id, kin.lineage.as_deref())
+        );
+        say!(
+            "supervisor   {}",
+            relative(&a.supervisor_agent_id, kin.supervisor.as_deref())
+        );
         say!(
             "state        {} / {}",
             lifecycle(a.state),

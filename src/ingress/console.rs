@@ -4,9 +4,13 @@
 //!
 //! Every answer comes from the gRPC services themselves, called in
 //! process: the console adds routing, authorisation and JSON, never a
-//! rule of its own, so what it shows is what `holarchy` shows. Its one
-//! read beside them, the names a search starts with, goes through the
-//! same read model, and each name found is then read with `GetAgent`.
+//! rule of its own, so what it shows is what `holarchy` shows, and what
+//! it sends (a message, a task's input) is refused exactly where `holarchy
+//! agent send` and `holarchy task input` are (a private agent takes no
+//! operator message). Its reads beside them: the names a search starts
+//! with, through the same read model (each name found is then read with
+//! `GetAgent`), and the live agents' counts by state that `/metrics`
+//! reads too (see [`overview`]).
 //!
 //! Authorisation: the daemon's bearer token, sent by the page as
 //! `Authorization: Bearer ...`. Without it the console serves the page and
@@ -15,7 +19,8 @@
 //! (messages, outputs, events, brains) and every write always need it. A
 //! wrong token is refused outright (401), so a page never mistakes a typo
 //! for a login. Every console request must name an allowed `Host` (see
-//! [`super::host`]), or is answered 421.
+//! [`super::host`]), or is answered 421. A body is read only for a write
+//! from the operator, and only up to [`inputs::MAX_BODY`].
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -28,11 +33,13 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tokio::sync::{watch, Semaphore};
 
+use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::Runtime;
 
 use crate::api::agent_service::AgentApi;
 use crate::api::plane_service::PlaneApi;
 use crate::api::read_model::ReadModel;
+use crate::api::runtime_service::RuntimeApi;
 use crate::api::supervision_service::SupervisionApi;
 use crate::api::task_service::TaskApi;
 use crate::api::workspace_service::WorkspaceApi;
@@ -41,6 +48,8 @@ use crate::daemon::token::Token;
 use super::host::AllowedHosts;
 
 mod assets;
+mod inputs;
+mod overview;
 mod query;
 mod routes;
 mod stream;
@@ -66,6 +75,13 @@ pub struct Console {
     tree: SupervisionApi,
     planes: PlaneApi,
     workspaces: WorkspaceApi,
+    /// Only its `GetActivity` is called (the overview's totals and
+    /// queues), which reads neither its data directory nor its sandbox
+    /// report.
+    activity: RuntimeApi,
+    /// For the live agents' counts by state (`Runtime::levels`), which no
+    /// gRPC call returns; `/metrics` reads the same.
+    runtime: Arc<Runtime>,
     store: Arc<dyn ReadModel>,
     token: Token,
     streams: Arc<Semaphore>,
@@ -95,7 +111,14 @@ impl Console {
             tasks: TaskApi::new(runtime.clone(), shutdown.clone()),
             tree: SupervisionApi::new(runtime.clone(), store.clone()),
             planes: PlaneApi::new(runtime.clone(), store.clone()),
-            workspaces: WorkspaceApi::new(runtime),
+            workspaces: WorkspaceApi::new(runtime.clone()),
+            activity: RuntimeApi::new(
+                runtime.clone(),
+                store.clone(),
+                std::path::PathBuf::new(),
+                SandboxReport { landlock_abi: 0 },
+            ),
+            runtime,
             store,
             token,
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
@@ -127,8 +150,9 @@ impl Console {
     }
 
     /// Answers one request for a path [`Console::owns`]; never fails
-    /// (every failure is an HTTP status). The body is never read: no
-    /// route takes one.
+    /// (every failure is an HTTP status). The body is read only by the
+    /// routes that take one, after the caller was found to be the
+    /// operator.
     pub async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
         if !self.hosts.admits(request.headers().get(HOST)) {
             return error(
@@ -165,7 +189,16 @@ impl Console {
             Ok(query) => query,
             Err(why) => return error(StatusCode::BAD_REQUEST, &why),
         };
-        let mut answer = routes::answer(self, request.method(), path, &query, caller).await;
+        let (parts, body) = request.into_parts();
+        let call = routes::Call {
+            method: &parts.method,
+            path: parts.uri.path(),
+            query: &query,
+            caller,
+            headers: &parts.headers,
+            body,
+        };
+        let mut answer = routes::answer(self, call).await;
         let headers = answer.headers_mut();
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         assets::harden(headers);

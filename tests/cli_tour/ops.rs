@@ -169,6 +169,26 @@ async fn ops_supervises_private_children_through_task_handles() {
         .find(|l| l.starts_with(&task))
         .unwrap_or_else(|| panic!("no {task} in\n{listed}"));
     assert!(row.contains("child_agent_task") && row.contains("running") && row.contains(&child));
+    // The child's page names its supervisor and creator, with the tail of
+    // ops's id that any command takes for ops.
+    let tail = &ops[ops.len() - 6..];
+    let detail = cli.ok(&["agent", "get", &child]);
+    for line in [
+        format!("lineage      ops ({tail})"),
+        format!("supervisor   ops ({tail})"),
+    ] {
+        assert!(
+            detail.lines().any(|l| l == line),
+            "no {line:?} in\n{detail}"
+        );
+    }
+    let by_tail = cli.ok(&["agent", "get", tail]);
+    assert!(
+        by_tail.lines().any(|l| l == "name         ops"),
+        "{by_tail}"
+    );
+    let top = cli.ok(&["agent", "get", "ops"]);
+    assert!(top.lines().any(|l| l == "supervisor   -"), "{top}");
 
     let tree = cli.ok(&["tree"]);
     let lines: Vec<&str> = tree.lines().collect();

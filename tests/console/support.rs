@@ -102,6 +102,36 @@ pub async fn http(addr: &str, method: &str, path: &str, token: Option<&str>) -> 
     }
 }
 
+/// A POST of `body` as `content_type`, with the token if given.
+pub async fn post(
+    addr: &str,
+    path: &str,
+    token: Option<&str>,
+    content_type: &str,
+    body: impl Into<reqwest::Body>,
+) -> Answer {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client");
+    let mut request = client
+        .post(format!("http://{addr}{path}"))
+        .header(reqwest::header::CONTENT_TYPE, content_type)
+        .body(body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("the console answers");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.text().await.expect("a body");
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
 /// The agent's lifecycle state, through gRPC.
 pub async fn state(c: &mut Clients, agent_id: &str) -> pb::LifecycleState {
     let state = common::get_agent(c, agent_id).await.state;

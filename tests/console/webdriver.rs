@@ -156,6 +156,7 @@ impl Browser {
     /// Waits until `check` holds of the element matching `css`'s text.
     pub async fn wait_text(&self, css: &str, check: impl Fn(&str) -> bool) -> String {
         let started = Instant::now();
+        let mut last = String::new();
         loop {
             // The page may replace the element between the find and the
             // read: that is a miss, not a failure.
@@ -165,11 +166,12 @@ impl Browser {
                     if check(text) {
                         return text.to_owned();
                     }
+                    text.clone_into(&mut last);
                 }
             }
             assert!(
                 started.elapsed() < WAIT,
-                "`{css}` never showed the text wanted"
+                "`{css}` never showed the text wanted; it last showed: {last:?}"
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -187,6 +189,12 @@ impl Browser {
             Some(json!({ "text": text })),
         )
         .await;
+    }
+
+    /// Empties a text field, as a user selecting and deleting would.
+    pub async fn clear(&self, element: &Element) {
+        self.call("POST", &format!("/element/{}/clear", element.0), None)
+            .await;
     }
 
     pub async fn text(&self, element: &Element) -> String {

@@ -24,6 +24,7 @@ const MAX_ENV: usize = 64;
 const MAX_TEXT: usize = 4096;
 const MAX_ENV_NAME: usize = 128;
 const MAX_READ_WRITE: usize = 16;
+const MAX_READ_ONLY: usize = 16;
 const MAX_URL: usize = 2048;
 const MAX_HEADER_PREFIX: usize = 64;
 /// A call's timeout, unless the server's entry sets `timeout_ms`.
@@ -70,6 +71,9 @@ pub struct StdioConfig {
     pub env: Vec<(String, String)>,
     /// Directories it may write to besides its private one (absolute).
     pub read_write: Vec<PathBuf>,
+    /// Files and directories it may read (absolute), besides the system's
+    /// paths and those granted by default (see `mcp::grants`).
+    pub read_only: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for StdioConfig {
@@ -80,6 +84,7 @@ impl std::fmt::Debug for StdioConfig {
             .field("args", &self.args)
             .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
             .field("read_write", &self.read_write)
+            .field("read_only", &self.read_only)
             .finish()
     }
 }
@@ -144,6 +149,8 @@ struct ServerEntry {
     env: BTreeMap<String, String>,
     #[serde(default)]
     read_write: Vec<PathBuf>,
+    #[serde(default)]
+    read_only: Vec<PathBuf>,
     url: Option<String>,
     header: Option<HeaderEntry>,
     timeout_ms: Option<u64>,
@@ -275,7 +282,13 @@ impl ServerEntry {
                 if self.header.is_some() {
                     return Err("`header` is for HTTP servers".into());
                 }
-                Transport::Stdio(check_stdio(command, self.args, self.env, self.read_write)?)
+                Transport::Stdio(check_stdio(
+                    command,
+                    self.args,
+                    self.env,
+                    self.read_write,
+                    self.read_only,
+                )?)
             }
             (None, Some(url)) => {
                 if self
@@ -285,8 +298,14 @@ impl ServerEntry {
                 {
                     return Err("a server with `url` is of type `http`".into());
                 }
-                if !self.args.is_empty() || !self.env.is_empty() || !self.read_write.is_empty() {
-                    return Err("`args`, `env` and `read_write` are for stdio servers".into());
+                if !self.args.is_empty()
+                    || !self.env.is_empty()
+                    || !self.read_write.is_empty()
+                    || !self.read_only.is_empty()
+                {
+                    return Err(
+                        "`args`, `env`, `read_write` and `read_only` are for stdio servers".into(),
+                    );
                 }
                 Transport::Http(check_http(&url, self.header)?)
             }
@@ -307,6 +326,7 @@ fn check_stdio(
     args: Vec<String>,
     env: BTreeMap<String, String>,
     read_write: Vec<PathBuf>,
+    read_only: Vec<PathBuf>,
 ) -> Result<StdioConfig, String> {
     if command.trim().is_empty() {
         return Err("`command` is empty".into());
@@ -336,11 +356,21 @@ fn check_stdio(
             relative.display()
         ));
     }
+    if read_only.len() > MAX_READ_ONLY {
+        return Err(format!("at most {MAX_READ_ONLY} `read_only` paths"));
+    }
+    if let Some(relative) = read_only.iter().find(|p| !p.is_absolute()) {
+        return Err(format!(
+            "`read_only` path {} is not absolute",
+            relative.display()
+        ));
+    }
     Ok(StdioConfig {
         command,
         args,
         env: env.into_iter().collect(),
         read_write,
+        read_only,
     })
 }
 
@@ -464,6 +494,14 @@ mod tests {
         assert!(
             refused(r#"{"mcpServers": {"a": {"command": "x", "read_write": ["rel"]}}}"#)
                 .contains("absolute")
+        );
+        assert!(
+            refused(r#"{"mcpServers": {"a": {"command": "x", "read_only": ["rel"]}}}"#)
+                .contains("`read_only` path rel is not absolute")
+        );
+        assert!(
+            refused(r#"{"mcpServers": {"a": {"url": "http://h/", "read_only": ["/srv"]}}}"#)
+                .contains("for stdio servers")
         );
         let many: Vec<String> = (0..=MAX_SERVERS)
             .map(|i| format!(r#""s{i}": {{"command": "x"}}"#))

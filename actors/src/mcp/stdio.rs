@@ -5,8 +5,11 @@
 //! starts goes with it, and it is confined by Landlock to its private
 //! directory (its working directory, `HOME` and `TMPDIR`), the
 //! configuration's `read_write` directories, and read-only access to the
-//! system and its own files. Its environment is the daemon's short
-//! allowlist plus the configuration's `env`, never the daemon's secrets.
+//! system, its own files and their package folders, and the
+//! configuration's `read_only` paths (see [`super::grants`]); `npx` and
+//! `uvx` run what their caches hold (see [`super::launch`]). Its
+//! environment is the daemon's short allowlist plus the configuration's
+//! `env`, never the daemon's secrets.
 //!
 //! The transport is newline-delimited JSON-RPC, each line bounded: a
 //! server that sends a longer one loses its connection (and is restarted
@@ -28,6 +31,7 @@ use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
 use super::config::StdioConfig;
 use super::peer_log::{shown, LogLimit, MAX_SHOWN};
+use super::{grants, launch};
 use crate::sandbox::SandboxConfig;
 
 /// Longest JSON-RPC message a server may send on one line.
@@ -109,11 +113,15 @@ pub fn spawn(
     for path in &config.read_write {
         writable.push(writable_dir(path, sandbox)?);
     }
-    let mut spec = sandbox.spec(writable, own_files(config), Duration::ZERO);
+    let launch = launch::resolve(config, sandbox, &grants::daemon_env)?;
+    let run = &launch.config;
+    let mut read_only = grants::grants(run, sandbox, &grants::daemon_env)?.read_only;
+    read_only.extend(launch.read_only);
+    let mut spec = sandbox.spec(writable, read_only, Duration::ZERO);
     // A server lives as long as the daemon uses it.
     spec.wall_time_ms = 0;
     let mut command = sandbox
-        .command(&spec, &config.command, &config.args)
+        .command(&spec, &run.command, &run.args)
         .map_err(|e| format!("cannot describe its unit: {e}"))?;
     command.current_dir(&private);
     crate::process::scrub(&mut command, &config.env, Some(&private));
@@ -173,17 +181,6 @@ fn hang_up(pid: Option<u32>) {
             nix::sys::signal::Signal::SIGHUP,
         );
     }
-}
-
-/// The program's own files, which it may read: the program if named by
-/// path, and every argument that is an existing absolute path.
-fn own_files(config: &StdioConfig) -> Vec<PathBuf> {
-    std::iter::once(&config.command)
-        .chain(&config.args)
-        .map(Path::new)
-        .filter(|path| path.is_absolute() && path.exists())
-        .map(Path::to_path_buf)
-        .collect()
 }
 
 /// A `read_write` directory, canonical, and never one that holds, or is

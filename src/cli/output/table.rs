@@ -52,7 +52,7 @@ impl Table {
 
 /// The fewest characters of an id's tail shown: 6 of a ULID's random part
 /// are 30 bits, so two ids made together almost never share them.
-const MIN_TAIL: usize = 6;
+pub const MIN_TAIL: usize = 6;
 
 /// How many characters of each id's tail tell all of `ids` apart (at
 /// least [`MIN_TAIL`]). ULIDs made in the same millisecond share their

@@ -13,6 +13,7 @@ use super::{error, full, method_is, Body};
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/console.js");
+const OVERVIEW: &str = include_str!("assets/overview.js");
 const STYLE: &str = include_str!("assets/console.css");
 
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -24,6 +25,7 @@ pub fn answer(method: &Method, path: &str) -> Response<Body> {
     let (body, content_type) = match path {
         "/" => (INDEX, "text/html; charset=utf-8"),
         "/console/console.js" => (SCRIPT, "text/javascript; charset=utf-8"),
+        "/console/overview.js" => (OVERVIEW, "text/javascript; charset=utf-8"),
         "/console/console.css" => (STYLE, "text/css; charset=utf-8"),
         _ => return error(StatusCode::NOT_FOUND, "no such page"),
     };

@@ -15,11 +15,18 @@
 //! | `GET /api/agents/ID/workspaces` | `ListWorkspaces` | yes |
 //! | `GET /api/agents/ID/events?after=` | `WatchEvents`, followed, as server-sent events | yes |
 //! | `POST /api/agents/ID/{pause,resume,abort,archive}` | `PauseAgent`, ... | yes |
+//! | `GET /api/overview?after=` | `GetActivity`, live counts by state, failures from `WatchEvents` | no (failures with) |
+//! | `POST /api/agents/ID/messages` `{"text", "dedupe_key"}` | `SendMessage` | yes |
+//! | `POST /api/tasks/ID/input` `{"text"}` | `SendTaskInput` | yes |
 //!
 //! A "no" holds only with `serve --console-public-read`: without it, the
 //! console refuses every route but `/api/session` to a caller without the
 //! token before it gets here.
 
+use std::collections::HashMap;
+
+use hyper::body::Incoming;
+use hyper::header::HeaderMap;
 use hyper::{Method, Response, StatusCode};
 use serde_json::{json, Value};
 use tonic::Request;
@@ -32,7 +39,9 @@ use crate::api::pb::work_service_server::WorkService as _;
 use crate::api::pb::workspace_service_server::WorkspaceService as _;
 
 use super::query::Query;
-use super::{json_answer, method_is, stream, views, Body, Caller, Console, Refusal};
+use super::{
+    inputs, json_answer, method_is, overview, stream, views, Body, Caller, Console, Refusal,
+};
 
 /// Nodes per page of the tree, by default and at most.
 const TREE_PAGE: u32 = 200;
@@ -50,13 +59,26 @@ type Answer = Response<Body>;
 /// What a route's handler ends with: its JSON, or why not.
 type Outcome = Result<Value, Refusal>;
 
-pub async fn answer(
-    console: &Console,
-    method: &Method,
-    path: &str,
-    query: &Query,
-    caller: Caller,
-) -> Answer {
+/// One request to the API, its caller known.
+pub struct Call<'a> {
+    pub method: &'a Method,
+    pub path: &'a str,
+    pub query: &'a Query,
+    pub caller: Caller,
+    pub headers: &'a HeaderMap,
+    /// Unread: only a write of the operator's reads it, bounded.
+    pub body: Incoming,
+}
+
+pub async fn answer(console: &Console, call: Call<'_>) -> Answer {
+    let Call {
+        method,
+        path,
+        query,
+        caller,
+        headers,
+        body,
+    } = call;
     let parts: Vec<&str> = path.trim_end_matches('/').split('/').skip(2).collect();
     let outcome = match parts.as_slice() {
         ["session"] => read(
@@ -89,6 +111,20 @@ pub async fn answer(
                 Err(refusal) => refusal.answer(),
             };
         }
+        ["overview"] => match check_read(method) {
+            Ok(()) => overview::answer(console, query, caller).await,
+            Err(refusal) => Err(refusal),
+        },
+        ["agents", id, "messages"] if method == Method::POST => {
+            match operator_write(method, caller) {
+                Ok(()) => inputs::send_message(console, id, headers, body).await,
+                Err(refusal) => Err(refusal),
+            }
+        }
+        ["tasks", id, "input"] => match operator_write(method, caller) {
+            Ok(()) => inputs::task_input(console, id, headers, body).await,
+            Err(refusal) => Err(refusal),
+        },
         ["agents", id, action @ ("pause" | "resume" | "abort" | "archive")] => {
             match operator_write(method, caller) {
                 Ok(()) => write(console, id, action).await,
@@ -149,7 +185,7 @@ fn operator(caller: Caller) -> Result<(), Refusal> {
 }
 
 /// The message of a gRPC call, or the HTTP refusal of its status.
-fn called<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Result<T, Refusal> {
+pub(super) fn called<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Result<T, Refusal> {
     result
         .map(tonic::Response::into_inner)
         .map_err(|s| Refusal::of(&s))
@@ -281,7 +317,16 @@ async fn agent(console: &Console, id: &str, caller: Caller) -> Outcome {
             }))
             .await,
     )?;
-    Ok(views::agent(&result, caller == Caller::Operator))
+    let mut view = views::agent(&result, caller == Caller::Operator);
+    // Who owns it and who made it, by name: ids alone send the reader to
+    // another page to learn what they are.
+    if let Some(summary) = &result.agent {
+        view["supervisor_name"] =
+            json!(overview::name_of(console, &summary.supervisor_agent_id).await);
+        view["lineage_parent_name"] =
+            json!(overview::name_of(console, &summary.lineage_parent_agent_id).await);
+    }
+    Ok(view)
 }
 
 async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outcome {
@@ -302,10 +347,27 @@ async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outc
                     }))
                     .await,
             )?;
-            json!({
-                "messages": page.messages.iter().map(views::message).collect::<Vec<_>>(),
-                "next": page.next_page_token,
-            })
+            // The agents that sent them (a parent, another agent), each
+            // named once however many of its messages the page holds.
+            let mut names: HashMap<&str, String> = HashMap::new();
+            for message in &page.messages {
+                let sender = message.provenance_agent_id.as_str();
+                if !sender.is_empty() && !names.contains_key(sender) {
+                    names.insert(sender, overview::name_of(console, sender).await);
+                }
+            }
+            let messages: Vec<Value> = page
+                .messages
+                .iter()
+                .map(|m| {
+                    let mut view = views::message(m);
+                    if let Some(name) = names.get(m.provenance_agent_id.as_str()) {
+                        view["provenance_agent_name"] = json!(name);
+                    }
+                    view
+                })
+                .collect();
+            json!({ "messages": messages, "next": page.next_page_token })
         }
         "tasks" => {
             let page = called(

@@ -192,6 +192,19 @@ pub fn agent(result: &pb::AgentGetResult, full: bool) -> Value {
     out
 }
 
+/// An agent of the overview's lists (longest queues, busiest).
+pub fn active_agent(a: &pb::ActiveAgent) -> Value {
+    json!({
+        "agent_id": a.agent_id,
+        "name": a.name,
+        "visibility": visibility(a.visibility),
+        "state": lifecycle(a.state),
+        "queue_length": a.queue_length,
+        "current_run_id": a.current_run_id,
+        "recent_turns": a.recent_turns,
+    })
+}
+
 /// An agent found by a search: enough to show it and open its page.
 pub fn found(summary: &pb::AgentSummary) -> Value {
     json!({

@@ -1,13 +1,20 @@
 // The holarchy web console: the supervision tree, expanded one level at a
-// time, and an agent's page. Plain script, no framework; every string from
-// the daemon goes into the page as text, never as markup.
+// time and filtered as it is, and an agent's page, from which an operator
+// sends it a message or its tasks input (the overview page is
+// overview.js). Plain script, no framework; every string from the daemon
+// goes into the page as text, never as markup.
 "use strict";
 
 const TOKEN_KEY = "holarchy.token";
 const TREE_PAGE = 200;
+// The daemon's bound on a message or a task's input, in UTF-8 bytes; it
+// refuses longer ones too, this only says so before the text is sent.
+const MAX_TEXT_BYTES = 65536;
 
 // Stops the agent page's event stream when the page changes.
 let following = null;
+// Stops the current page's timers when the page changes.
+let leaving = null;
 
 function token() {
   return sessionStorage.getItem(TOKEN_KEY) || "";
@@ -18,9 +25,15 @@ function headers() {
   return t ? { Authorization: "Bearer " + t } : {};
 }
 
-// One call of the console's API: { status, body }.
-async function api(path, method) {
-  const res = await fetch(path, { method: method || "GET", headers: headers(), cache: "no-store" });
+// One call of the console's API: { status, body }. `payload`, when
+// given, is sent as a JSON body.
+async function api(path, method, payload) {
+  const init = { method: method || "GET", headers: headers(), cache: "no-store" };
+  if (payload !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(payload);
+  }
+  const res = await fetch(path, init);
   let body = null;
   try { body = await res.json(); } catch (_) { body = null; }
   return { status: res.status, body: body || {} };
@@ -55,7 +68,27 @@ function when(ms) {
 }
 
 function agentLink(id, label) {
-  return id ? el("a", { href: "#/agent/" + encodeURIComponent(id), class: "mono" }, label || id) : "";
+  return id ? el("a", { href: "#/agent/" + encodeURIComponent(id), class: "mono", title: id }, label || id) : "";
+}
+
+// An id's kind and its tail, for agents with no name: the whole id is the
+// link's title.
+function shortId(id) {
+  const cut = id.indexOf("_");
+  return id.length > cut + 9 ? id.slice(0, cut + 1) + "\u2026" + id.slice(-8) : id;
+}
+
+// An agent as people know it: its name, else "private" and the id's tail.
+function agentNamed(id, name) {
+  if (!id) return "";
+  return agentLink(id, name || "unnamed " + shortId(id));
+}
+
+// The UTF-8 size of `text` over the daemon's bound, as a sentence; "" if
+// it fits.
+function tooLong(text) {
+  const size = new TextEncoder().encode(text).length;
+  return size > MAX_TEXT_BYTES ? "the text is " + size + " bytes; at most " + MAX_TEXT_BYTES : "";
 }
 
 // --- session ----------------------------------------------------------
@@ -123,7 +156,8 @@ function nodeRow(node) {
   const li = el("li", {
     class: [node.type, node.visibility === "private" ? "private" : "", node.state,
       node.actor_alive ? "" : "dormant"].filter(Boolean).join(" "),
-    dataset: { id: node.id, type: node.type, state: node.state },
+    dataset: { id: node.id, type: node.type, state: node.state,
+      search: [node.name, node.id, node.state, node.kind, node.visibility, node.type].join(" ").toLowerCase() },
   });
   const toggle = el("button", {
     type: "button",
@@ -193,6 +227,7 @@ async function loadLevel(list, agentId, page) {
   }
   list.dataset.loadedMs = String(Math.round(performance.now() - started));
   showCheck(body.mismatches);
+  applyFilter();
   return body;
 }
 
@@ -236,14 +271,44 @@ async function checkAll(button, out) {
     mismatches.length ? el("ul", {}, mismatches.slice(0, 200).map((m) => el("li", { class: "mono" }, m))) : "");
 }
 
+// The tree's filter: a loaded row stays when its name, id, state, kind
+// or visibility holds every word typed, or when a row loaded below it
+// does (so a match shows where it hangs); the others are hidden. Rows
+// loaded later (an expanded level, "more...") are filtered as they come.
+function applyFilter() {
+  const input = document.getElementById("tree-filter");
+  const tree = document.getElementById("tree");
+  if (!input || !tree) return;
+  const words = input.value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+  const rows = Array.from(tree.querySelectorAll("li[data-id]"));
+  let shown = 0;
+  // Children come after their parents in document order: walk backwards
+  // so a row knows whether anything below it stayed.
+  for (const li of rows.reverse()) {
+    const own = words.every((w) => li.dataset.search.includes(w));
+    const below = !!li.querySelector(":scope > ul > li[data-id]:not([hidden])");
+    li.hidden = !(own || below);
+    li.classList.toggle("match", words.length > 0 && own);
+    if (own) shown++;
+  }
+  const count = document.getElementById("tree-filter-count");
+  const more = tree.querySelector(":scope > li.more");
+  count.textContent = !words.length ? "" : shown + " of " + rows.length + " loaded rows match" +
+    (more ? "; more roots are not loaded yet (load them, or Find searches every name)" : "");
+}
+
 async function treeView(view) {
   const list = el("ul", { class: "tree", id: "tree" });
   const counts = el("div", { class: "counts" });
   const whole = el("span", { class: "muted" });
   const checkButton = el("button", { type: "button", id: "check-all" }, "Check every actor");
   checkButton.addEventListener("click", () => checkAll(checkButton, whole));
+  const filter = el("input", { type: "search", id: "tree-filter", maxlength: "64", autocomplete: "off",
+    placeholder: "filter: name, id, state, kind", "aria-label": "filter the tree" });
+  filter.addEventListener("input", applyFilter);
   view.replaceChildren(el("h1", {}, "Supervision tree"), counts, el("div", { id: "check", class: "check ok" }),
-    el("div", { class: "controls" }, checkButton, whole), list);
+    el("div", { class: "controls" }, checkButton, whole),
+    el("div", { class: "controls" }, filter, el("span", { class: "muted", id: "tree-filter-count" })), list);
   const body = await loadLevel(list, "", "");
   if (body) {
     counts.replaceChildren(
@@ -289,8 +354,8 @@ function controls(agent, operator) {
     why ? el("span", { class: "muted" }, why) : "");
 }
 
-async function section(parent, title, path, draw) {
-  const box = el("div", {}, el("p", { class: "muted" }, "Loading..."));
+async function section(parent, title, path, draw, id) {
+  const box = el("div", { id: id || null }, el("p", { class: "muted" }, "Loading..."));
   parent.append(el("h2", {}, title), box);
   const { status, body } = await api(path);
   box.replaceChildren(status === 200 ? draw(body) : el("p", { class: "muted" }, body.error || "could not load"));
@@ -304,7 +369,7 @@ function listTable(head, rows) {
 function messagesTable(body) {
   return el("div", {}, listTable(["when", "from", "status", "message", "reply"], body.messages.map((m) =>
     el("tr", {}, el("td", {}, when(m.created_at_ms)),
-      el("td", {}, m.provenance, m.provenance_agent_id ? el("div", {}, agentLink(m.provenance_agent_id)) : ""),
+      el("td", {}, m.provenance, m.provenance_agent_id ? el("div", {}, agentNamed(m.provenance_agent_id, m.provenance_agent_name)) : ""),
       el("td", { class: "state state-" + m.status }, m.status),
       el("td", {}, el("pre", {}, m.text)), el("td", {}, el("pre", {}, m.reply))))),
   body.next ? el("p", { class: "muted" }, "More messages follow (the API pages with ?page=" + body.next + ").") : "");
@@ -313,12 +378,71 @@ function messagesTable(body) {
 function tasksTable(body) {
   return listTable(["task", "kind", "status", "label / command", "child", ""], body.tasks.map((t) => {
     const out = el("div", {});
-    return el("tr", {}, el("td", { class: "mono" }, t.task_id), el("td", {}, t.kind),
+    return el("tr", { dataset: { task: t.task_id } }, el("td", { class: "mono" }, t.task_id), el("td", {}, t.kind),
       el("td", { class: "state state-" + t.status }, t.status),
-      el("td", {}, t.command || t.label, t.output ? el("pre", {}, t.output) : "", out),
+      el("td", {}, t.command || t.label, t.output ? el("pre", {}, t.output) : "", out,
+        t.status === "running" ? taskInputForm(t) : ""),
       el("td", {}, agentLink(t.child_agent_id)),
       el("td", {}, el("button", { type: "button", onclick: () => taskOutput(t.task_id, out) }, "output")));
   }));
+}
+
+// Input for a running task: the child's next message (as `holarchy task
+// input`), or a line on a command's stdin.
+function taskInputForm(task) {
+  const text = el("textarea", { class: "task-input-text", rows: "2", "aria-label": "input for task " + task.task_id,
+    placeholder: task.kind === "command" ? "a line for its stdin" : "a message for the child" });
+  const result = el("span", { class: "muted task-input-result" });
+  const send = async (event) => {
+    event.preventDefault();
+    const why = text.value.trim() ? tooLong(text.value) : "the text is empty";
+    if (why) { result.textContent = "not sent: " + why; return; }
+    const { status, body } = await api("/api/tasks/" + encodeURIComponent(task.task_id) + "/input", "POST", { text: text.value });
+    result.textContent = status === 200 ? "sent" + (body.message_id ? " as " + body.message_id : "")
+      : "refused (" + status + "): " + (body.error || "");
+    if (status === 200) text.value = "";
+  };
+  return el("form", { class: "task-input", onsubmit: send }, text,
+    el("button", { type: "submit", class: "task-input-send" }, "Send input"), result);
+}
+
+// A message for a public agent, as `holarchy agent send`: on disk when
+// the daemon answers; a dedupe key makes a retry the same message.
+function sendForm(agent, operator) {
+  const isPublic = agent.visibility === "public";
+  const open = operator && isPublic && agent.state !== "archived";
+  const why = !operator ? "log in to send" : !isPublic ? "private: send input to its parent's task instead"
+    : !open ? "archived" : "";
+  const text = el("textarea", { id: "send-text", rows: "3", disabled: !open, "aria-label": "message",
+    placeholder: "a message, or a scripted turn as JSON" });
+  const key = el("input", { id: "send-dedupe", maxlength: "128", disabled: !open, autocomplete: "off",
+    placeholder: "dedupe key (optional)", "aria-label": "dedupe key" });
+  const result = el("span", { class: "muted", id: "send-result" }, why);
+  const send = async (event) => {
+    event.preventDefault();
+    const why = text.value.trim() ? tooLong(text.value) : "the text is empty";
+    if (why) { result.textContent = "not sent: " + why; result.className = "error"; return; }
+    const payload = { text: text.value };
+    if (key.value.trim()) payload.dedupe_key = key.value.trim();
+    const { status, body } = await api("/api/agents/" + encodeURIComponent(agent.agent_id) + "/messages", "POST", payload);
+    if (status !== 200) {
+      result.textContent = "refused (" + status + "): " + (body.error || "");
+      result.className = "error";
+      return;
+    }
+    result.className = "muted";
+    result.textContent = (body.duplicate ? "already sent as " : "sent as ") + body.message_id;
+    text.value = "";
+    const messages = document.getElementById("messages");
+    if (messages) await refreshMessages(agent.agent_id, messages);
+  };
+  return el("form", { id: "send-form", class: "send", onsubmit: send }, text,
+    el("div", { class: "controls" }, key, el("button", { type: "submit", id: "send", disabled: !open }, "Send"), result));
+}
+
+async function refreshMessages(id, box) {
+  const { status, body } = await api("/api/agents/" + encodeURIComponent(id) + "/messages?limit=100");
+  box.replaceChildren(status === 200 ? messagesTable(body) : el("p", { class: "muted" }, body.error || "could not load"));
 }
 
 async function taskOutput(taskId, box) {
@@ -388,7 +512,7 @@ async function agentView(view, id) {
     return;
   }
   const a = body;
-  const page = el("div", { id: "agent", dataset: { state: a.state } });
+  const page = el("div", { id: "agent", dataset: { id: a.agent_id, state: a.state } });
   view.replaceChildren(page);
   page.append(
     el("h1", {}, a.name || a.agent_id, " ", el("span", { class: "state state-" + a.state, id: "agent-state" }, a.state),
@@ -397,8 +521,8 @@ async function agentView(view, id) {
     props([
       ["id", el("span", { class: "mono" }, a.agent_id)],
       ["profile", a.preset + " (" + a.visibility + ", " + a.ownership + ")"],
-      ["supervisor", agentLink(a.supervisor_agent_id)],
-      ["created by", agentLink(a.lineage_parent_agent_id)],
+      ["supervisor", a.supervisor_agent_id ? el("span", { id: "supervisor" }, agentNamed(a.supervisor_agent_id, a.supervisor_name)) : "none (self-owned)"],
+      ["created by", a.lineage_parent_agent_id ? el("span", { id: "creator" }, agentNamed(a.lineage_parent_agent_id, a.lineage_parent_name)) : "an operator"],
       ["created", when(a.created_at_ms)],
       ["activity", a.activity],
       ["queue", String(a.queue_length)],
@@ -417,8 +541,9 @@ async function agentView(view, id) {
   }
   const base = "/api/agents/" + encodeURIComponent(id);
   const events = el("div", { class: "events", id: "events" }, el("div", { class: "muted" }, "connecting..."));
+  page.append(el("h2", {}, "Send a message"), sendForm(a, operator));
   await Promise.all([
-    section(page, "Messages and replies", base + "/messages?limit=100", messagesTable),
+    section(page, "Messages and replies", base + "/messages?limit=100", messagesTable, "messages"),
     section(page, "Tasks", base + "/tasks?limit=100", tasksTable),
     section(page, "Work items", base + "/work?limit=100", workTable),
     section(page, "Workspaces", base + "/workspaces", workspacesTable),
@@ -431,11 +556,13 @@ async function agentView(view, id) {
 
 async function render() {
   if (following) { following.abort(); following = null; }
+  if (leaving) { leaving(); leaving = null; }
   const view = document.getElementById("view");
   const hash = location.hash || "#/";
   const agent = hash.match(/^#\/agent\/([^/]+)$/);
   try {
     if (agent) await agentView(view, decodeURIComponent(agent[1]));
+    else if (hash === "#/overview") leaving = await overviewView(view);
     else await treeView(view);
   } catch (err) {
     notice("The console could not reach the daemon: " + err.message, true);
@@ -446,6 +573,6 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("login-form").addEventListener("submit", logIn);
   document.getElementById("logout").addEventListener("click", logOut);
   document.getElementById("search-form").addEventListener("submit", search);
-  window.addEventListener("hashchange", () => { notice(""); render(); });
+  window.addEventListener("hashchange", () => { notice(""); window.scrollTo(0, 0); render(); });
   refreshSession().then(render);
 });
