@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use holarchy_supervision::effect::Plan;
 use holarchy_supervision::plan;
-use holarchy_supervision::{admit, LifecycleState, MessageEvent, MessageRecord, RunId};
+use holarchy_supervision::{admit, LifecycleState, MessageEvent, MessageId, MessageRecord, RunId};
 use ractor::{ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::{debug, warn, Instrument};
 
@@ -292,29 +292,8 @@ impl AgentActor {
             {
                 continue;
             }
-            let per_minute = self.ctx.config.limits.max_turns_per_minute;
-            let now_ms = now_ms();
-            let backlog = self.ctx.config.max_queue_len;
-            let hourly = match state.hourly.as_mut() {
-                Some(h) => Some(h.admits(self.ctx.store.as_ref(), agent_id, backlog, now_ms)?),
-                None => None,
-            };
-            let paced = match hourly {
-                Some(Err(free_at)) => Err(Duration::from_millis(free_at.saturating_sub(now_ms))),
-                _ => state.pace.take(Instant::now(), per_minute),
-            };
-            if let Err(wait) = paced {
-                // Deferred, not failed: the message keeps its place.
-                state.queue.push_front(message_id);
-                if state.pace_wake.is_none() {
-                    debug!(agent_id = %agent_id, wait_ms = wait.as_millis() as u64, "turn deferred by the turn pace");
-                    let wake = myself.send_after(wait, || AgentMsg::PaceElapsed);
-                    state.set_pace_wake(Some(AbortOnDrop(wake.abort_handle())));
-                }
+            if self.deferred(myself, state, message_id)? {
                 return Ok(None);
-            }
-            if let Some(hourly) = state.hourly.as_mut() {
-                hourly.record(now_ms);
             }
             // A shutdown under way starts no turn: the message stays queued
             // and the next start runs it.
@@ -332,52 +311,103 @@ impl AgentActor {
                 continue;
             };
             let flushed = self.apply(Plan::writes(batch)).await?;
-            // A root, never a child of whatever span is current here: a turn
-            // started from the previous one's end would otherwise hang
-            // under it, and a long run of turns becomes a chain of spans
-            // whose drop recurses until the worker's stack overflows.
-            // Under the call that sent its message, when spans are exported
-            // and one did (a W3C traceparent on it continues here).
-            let cause = state.causes.as_mut().and_then(|c| c.remove(&message_id));
-            if state.causes.as_ref().is_some_and(|c| c.is_empty()) {
-                state.causes = None;
-            }
-            let span = match &cause {
-                Some(cause) => {
-                    tracing::info_span!(parent: cause, "turn", agent_id = %agent_id, run_id = %run_id)
-                }
-                None => {
-                    tracing::info_span!(parent: None, "turn", agent_id = %agent_id, run_id = %run_id)
-                }
-            };
-            let usage = crate::brain::UsageMeter::default();
-            // Published before the turn can run, so the turn's own view of
-            // its agent already shows it.
-            state.queue.live().turn_started(run_id);
-            let tasks = self.ctx.lifecycle.tasks.clone();
-            let task = tasks.spawn(
-                run_turn(
-                    self.ctx.clone(),
-                    state.profile,
-                    agent_id,
-                    run_id,
-                    message,
-                    usage.clone(),
-                    myself.clone(),
-                )
-                .instrument(span),
-            );
-            self.ctx.stats.busy.fetch_add(1, Ordering::Relaxed);
-            state.run = Some(ActiveRun {
-                run_id,
-                message_id,
-                usage,
-                task: task.abort_handle(),
-                busy: self.ctx.stats.busy.clone(),
-                _in_flight: in_flight,
-            });
+            self.launch(myself, state, message, run_id, in_flight);
             return Ok(Some(flushed));
         }
         Ok(None)
+    }
+
+    /// Whether the turn pace (per minute, and the instance's per hour)
+    /// defers the head message `message_id`: it is put back, keeping its
+    /// place, and a wake-up is set for when the pace allows it.
+    fn deferred(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        state: &mut AgentState,
+        message_id: MessageId,
+    ) -> Result<bool, StoreError> {
+        let agent_id = state.id();
+        let per_minute = self.ctx.config.limits.max_turns_per_minute;
+        let now_ms = now_ms();
+        let backlog = self.ctx.config.max_queue_len;
+        let hourly = match state.hourly.as_mut() {
+            Some(h) => Some(h.admits(self.ctx.store.as_ref(), agent_id, backlog, now_ms)?),
+            None => None,
+        };
+        let paced = match hourly {
+            Some(Err(free_at)) => Err(Duration::from_millis(free_at.saturating_sub(now_ms))),
+            _ => state.pace.take(Instant::now(), per_minute),
+        };
+        if let Err(wait) = paced {
+            state.queue.push_front(message_id);
+            if state.pace_wake.is_none() {
+                debug!(agent_id = %agent_id, wait_ms = wait.as_millis() as u64, "turn deferred by the turn pace");
+                let wake = myself.send_after(wait, || AgentMsg::PaceElapsed);
+                state.set_pace_wake(Some(AbortOnDrop(wake.abort_handle())));
+            }
+            return Ok(true);
+        }
+        if let Some(hourly) = state.hourly.as_mut() {
+            hourly.record(now_ms);
+        }
+        Ok(false)
+    }
+
+    /// Runs the started turn in a task of its own, under a span of its own,
+    /// and makes it the agent's active run.
+    fn launch(
+        &self,
+        myself: &ActorRef<AgentMsg>,
+        state: &mut AgentState,
+        message: MessageRecord,
+        run_id: RunId,
+        in_flight: crate::in_flight::InFlightGuard,
+    ) {
+        let agent_id = state.id();
+        let message_id = message.id;
+        // A root, never a child of whatever span is current here: a turn
+        // started from the previous one's end would otherwise hang
+        // under it, and a long run of turns becomes a chain of spans
+        // whose drop recurses until the worker's stack overflows.
+        // Under the call that sent its message, when spans are exported
+        // and one did (a W3C traceparent on it continues here).
+        let cause = state.causes.as_mut().and_then(|c| c.remove(&message_id));
+        if state.causes.as_ref().is_some_and(|c| c.is_empty()) {
+            state.causes = None;
+        }
+        let span = match &cause {
+            Some(cause) => {
+                tracing::info_span!(parent: cause, "turn", agent_id = %agent_id, run_id = %run_id)
+            }
+            None => {
+                tracing::info_span!(parent: None, "turn", agent_id = %agent_id, run_id = %run_id)
+            }
+        };
+        let usage = crate::brain::UsageMeter::default();
+        // Published before the turn can run, so the turn's own view of
+        // its agent already shows it.
+        state.queue.live().turn_started(run_id);
+        let tasks = self.ctx.lifecycle.tasks.clone();
+        let task = tasks.spawn(
+            run_turn(
+                self.ctx.clone(),
+                state.profile,
+                agent_id,
+                run_id,
+                message,
+                usage.clone(),
+                myself.clone(),
+            )
+            .instrument(span),
+        );
+        self.ctx.stats.busy.fetch_add(1, Ordering::Relaxed);
+        state.run = Some(ActiveRun {
+            run_id,
+            message_id,
+            usage,
+            task: task.abort_handle(),
+            busy: self.ctx.stats.busy.clone(),
+            _in_flight: in_flight,
+        });
     }
 }

@@ -8,10 +8,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use holarchy_supervision::cleanup::CleanupIntent;
 use holarchy_supervision::effect::Plan;
 use holarchy_supervision::plan::repair::repair;
-use holarchy_supervision::recovery::recover as plan_recovery;
-use holarchy_supervision::{AgentId, AgentRecord, MessageId, TaskKind};
+use holarchy_supervision::recovery::{recover as plan_recovery, RecoveryPlan};
+use holarchy_supervision::{AgentId, AgentRecord, MessageId, TaskKind, TaskRecord, WaitRecord};
 use ractor::ActorProcessingErr;
 use tokio::task::JoinSet;
 use tracing::{info, warn};
@@ -31,51 +32,8 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     let began = Instant::now();
     let input = ctx.store.recovery_input()?;
     let read = began.elapsed();
-    let mut unfinished = Vec::new();
-    for intent in &input.intents {
-        match cleanup::finish(ctx, intent) {
-            Ok(finished) => {
-                info!(agent_id = %intent.root_agent_id, finished, "finished an interrupted cleanup");
-                report.cleanups_finished += 1;
-            }
-            // A record the cleanup needs is damaged: the cleanup stays cut,
-            // for the next start, and its agent is held down meanwhile.
-            Err(err @ (StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. })) => {
-                unfinished.push(DamagedRecord {
-                    tree: "cleanups",
-                    key: intent.id.to_string(),
-                    agent_id: Some(intent.root_agent_id),
-                    reason: format!("the cleanup it records cannot finish: {err}"),
-                });
-            }
-            Err(err) => return Err(err.into()),
-        }
-    }
-    // Commands that ran when the daemon died are interrupted, never
-    // silently erased: their groups are killed if still there, and
-    // their owners told (before the queues are rebuilt below).
-    let mut interrupted_commands = Plan::default();
-    for task in input
-        .running_tasks
-        .iter()
-        .filter(|t| t.kind == TaskKind::Command)
-    {
-        // Still running as read: a cleanup stops its tasks in the batch
-        // that records its intent, and nothing else writes while the
-        // daemon recovers, so the ending write below cannot be refused.
-        // An owner whose record is damaged is not coming back this start.
-        let owner_live = match ctx.store.agent(task.owner_agent_id) {
-            Ok(owner) => owner.is_some_and(|a| a.state.is_live()),
-            Err(StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. }) => false,
-            Err(err) => return Err(err.into()),
-        };
-        let plan =
-            crate::apply::interrupt(ctx, task, "the daemon restarted while it ran", owner_live);
-        interrupted_commands.absorb(plan);
-        report.interrupted_commands += 1;
-    }
-    // No actor runs yet: the owners read their messages from the store.
-    crate::apply::apply(ctx, interrupted_commands)?;
+    let unfinished = finish_cleanups(ctx, &input.intents, &mut report)?;
+    report.interrupted_commands = interrupt_commands(ctx, &input.running_tasks)?;
     // Those steps changed records; read again if there were any.
     let mut input = if input.intents.is_empty() && report.interrupted_commands == 0 {
         input
@@ -111,15 +69,91 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     // The calls a cut turn parked, like the timers it armed: the turn
     // parks them again.
     report.cut_approvals_withdrawn = crate::approval::withdraw_cut(ctx, &repair.cut)?;
-    let tasks_to_spawn = repair.tasks_to_spawn;
-    let waits_to_arm = repair.waits_to_arm;
     crate::apply::apply(ctx, repair.plan)?;
     report.recovered_agents = plan.spawn.len();
     report.interrupted_runs = plan.interrupted.len();
     report.stranded_messages = plan.stranded_messages;
     report.orphans_archived = plan.orphans.len();
+    report.rearmed_waits = repair.waits_to_arm.len();
 
     let committed = began.elapsed();
+    let generations = plan.generations.len();
+    respawn(ctx, plan, &repair.tasks_to_spawn, &repair.waits_to_arm).await?;
+    // Where a slow start goes, for operators sizing a daemon.
+    info!(
+        read_ms = read.as_millis() as u64,
+        repair_and_plan_ms = (planned - read).as_millis() as u64,
+        commit_ms = (committed - planned).as_millis() as u64,
+        spawn_ms = (began.elapsed() - committed).as_millis() as u64,
+        generations,
+        "recovery timings"
+    );
+    Ok(report)
+}
+
+/// Finishes the cleanups a crash interrupted. Returns, as damaged records,
+/// those that cannot finish because a record they need is damaged: they
+/// stay cut, for the next start, and their agents are held down meanwhile.
+fn finish_cleanups(
+    ctx: &Ctx,
+    intents: &[CleanupIntent],
+    report: &mut RuntimeSnapshot,
+) -> Result<Vec<DamagedRecord>, StoreError> {
+    let mut unfinished = Vec::new();
+    for intent in intents {
+        match cleanup::finish(ctx, intent) {
+            Ok(finished) => {
+                info!(agent_id = %intent.root_agent_id, finished, "finished an interrupted cleanup");
+                report.cleanups_finished += 1;
+            }
+            Err(err @ (StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. })) => {
+                unfinished.push(DamagedRecord {
+                    tree: "cleanups",
+                    key: intent.id.to_string(),
+                    agent_id: Some(intent.root_agent_id),
+                    reason: format!("the cleanup it records cannot finish: {err}"),
+                });
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(unfinished)
+}
+
+/// Interrupts the commands that ran when the daemon died, never silently
+/// erased: their groups are killed if still there, and their owners told
+/// (before the queues are rebuilt). Returns how many.
+fn interrupt_commands(ctx: &Ctx, running: &[TaskRecord]) -> Result<usize, StoreError> {
+    let mut interrupted = Plan::default();
+    let mut count = 0;
+    for task in running.iter().filter(|t| t.kind == TaskKind::Command) {
+        // Still running as read: a cleanup stops its tasks in the batch
+        // that records its intent, and nothing else writes while the
+        // daemon recovers, so the ending write below cannot be refused.
+        // An owner whose record is damaged is not coming back this start.
+        let owner_live = match ctx.store.agent(task.owner_agent_id) {
+            Ok(owner) => owner.is_some_and(|a| a.state.is_live()),
+            Err(StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. }) => false,
+            Err(err) => return Err(err),
+        };
+        let why = "the daemon restarted while it ran";
+        interrupted.absorb(crate::apply::interrupt(ctx, task, why, owner_live));
+        count += 1;
+    }
+    // No actor runs yet: the owners read their messages from the store.
+    crate::apply::apply(ctx, interrupted)?;
+    Ok(count)
+}
+
+/// Spawns the recovered tree generation by generation, then the task
+/// handles and waits that come back with their owners, and opens the gate
+/// to turns.
+async fn respawn(
+    ctx: &Arc<Ctx>,
+    plan: RecoveryPlan,
+    tasks: &[TaskRecord],
+    waits: &[WaitRecord],
+) -> Result<(), ActorProcessingErr> {
     ctx.directory.reserve(plan.spawn.len());
     let dealer = Arc::new(Dealer::new(plan.spawn, plan.queues));
     for &size in &plan.generations {
@@ -128,7 +162,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     // The plan's vector (hundreds of MB at a million agents) is given back
     // now, not when recovery returns.
     drop(dealer);
-    for task in &tasks_to_spawn {
+    for task in tasks {
         if let Some(owner) = ctx.directory.get(task.owner_agent_id) {
             // One handle that cannot start must not fail the whole start.
             if let Err(err) = supervisor::spawn_task(ctx, task, owner.actor.get_cell()).await {
@@ -138,14 +172,13 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     }
     // Timers re-arm from the store; one whose deadline passed while the
     // daemon was down fires at once, and only once.
-    for wait in &waits_to_arm {
+    for wait in waits {
         if let Some(owner) = ctx.directory.get(wait.owner_agent_id) {
             if let Err(err) = supervisor::spawn_wait(ctx, wait, owner.actor.get_cell()).await {
                 tracing::warn!(wait_id = %wait.id, agent_id = %wait.owner_agent_id, error = %err, "a wait did not re-arm");
             }
         }
     }
-    report.rearmed_waits = waits_to_arm.len();
     // Nothing else writes while the daemon recovers: the queues read
     // above are complete. Only agents with work parked at the gate.
     for actor in ctx.lifecycle.turns.open() {
@@ -153,16 +186,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
             pending: Vec::new(),
         });
     }
-    // Where a slow start goes, for operators sizing a daemon.
-    info!(
-        read_ms = read.as_millis() as u64,
-        repair_and_plan_ms = (planned - read).as_millis() as u64,
-        commit_ms = (committed - planned).as_millis() as u64,
-        spawn_ms = (began.elapsed() - committed).as_millis() as u64,
-        generations = plan.generations.len(),
-        "recovery timings"
-    );
-    Ok(report)
+    Ok(())
 }
 
 /// An agent to respawn, with its rebuilt queue.
