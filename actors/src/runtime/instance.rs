@@ -99,16 +99,7 @@ pub async fn apply(
     };
     let name = record.spec.name.clone();
     let agent = agent_of(ctx, &name)?;
-    let wanted = plan::instance::Wanted {
-        brain: record
-            .spec
-            .brain
-            .clone()
-            .unwrap_or_else(|| ctx.config.default_brain.clone()),
-        composition: record.composition(),
-        context_tokens: record.spec.context_tokens,
-        mcp_servers: record.spec.mcp_servers.clone(),
-    };
+    let wanted = wanted(ctx, &record);
     let previous_digest = previous.as_ref().map(|p| p.digest.as_str());
     let decided = plan::instance::apply(
         previous_digest,
@@ -156,19 +147,37 @@ pub async fn apply(
         created.await?;
     }
     ctx.store.durable().await?;
-    // Told once the change is on disk. An agent not running now
-    // (restarting) reads its record when it starts.
     if change == Change::Updated {
-        if let Some(entry) = ctx.directory.get(agent.id) {
-            let max_turns_per_hour = record.spec.limits.max_turns_per_hour;
-            let _ = entry
-                .actor
-                .cast(AgentMsg::Recomposed { max_turns_per_hour });
-        }
+        tell_recomposed(ctx, agent.id, &record);
     }
     ctx.topology.schedules_changed();
     let agent = Some(agent);
     Ok((InstanceView { record, agent }, change))
+}
+
+/// What the instance's agent is to run, from its manifest.
+fn wanted(ctx: &Ctx, record: &InstanceRecord) -> plan::instance::Wanted {
+    plan::instance::Wanted {
+        brain: record
+            .spec
+            .brain
+            .clone()
+            .unwrap_or_else(|| ctx.config.default_brain.clone()),
+        composition: record.composition(),
+        context_tokens: record.spec.context_tokens,
+        mcp_servers: record.spec.mcp_servers.clone(),
+    }
+}
+
+/// Tells the agent its composition changed, once the change is on disk. An
+/// agent not running now (restarting) reads its record when it starts.
+fn tell_recomposed(ctx: &Ctx, agent_id: AgentId, record: &InstanceRecord) {
+    if let Some(entry) = ctx.directory.get(agent_id) {
+        let max_turns_per_hour = record.spec.limits.max_turns_per_hour;
+        let _ = entry
+            .actor
+            .cast(AgentMsg::Recomposed { max_turns_per_hour });
+    }
 }
 
 /// An instance and its agent.

@@ -84,22 +84,10 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
     let tasks = ctx.lifecycle.tasks.clone();
     tasks.spawn(async move {
         let started = Instant::now();
-        // Its share of the public agents, from the store (the directory
-        // may lack one whose respawn a death of the partition cut short),
-        // listed before the new partition is in place: one created under
-        // the new partition is never respawned a second time. An ended
-        // agent is passed over by its respawn.
-        let count = ctx.topology.partition_count();
-        // A scan of every public id: on the blocking pool, not a worker.
-        let store = ctx.store.clone();
-        let listed = tokio::task::spawn_blocking(move || store.public_agent_ids())
-            .await
-            .unwrap_or_else(|join| Err(StoreError::Backend(join.to_string())));
-        let agents: Vec<AgentId> = match listed {
-            Ok(ids) => ids
-                .into_iter()
-                .filter(|id| partition_of(*id, count) == index)
-                .collect(),
+        // Listed before the new partition is in place: one created under
+        // the new partition is never respawned a second time.
+        let agents = match share_of(&ctx, index).await {
+            Ok(agents) => agents,
             Err(err) => {
                 error!(partition = index, error = %err, "could not list a restarted partition's agents");
                 return;
@@ -121,46 +109,7 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
         ctx.topology.set_partition(index, partition.clone());
         // The listing and the new partition's start.
         let ready_in = started.elapsed();
-        // Its agents' subtrees are independent: a few tasks bring them back
-        // side by side, so a large partition is not respawned one by one.
-        let workers = std::thread::available_parallelism()
-            .map(usize::from)
-            .unwrap_or(2)
-            .min(agents.len().max(1));
-        let share = agents.len().div_ceil(workers).max(1);
-        let mut respawning = JoinSet::new();
-        for chunk in agents.chunks(share) {
-            let (ctx, partition, chunk) = (ctx.clone(), partition.clone(), chunk.to_vec());
-            respawning.spawn(async move {
-                let mut respawned = 0;
-                for agent_id in chunk {
-                    match supervisor::respawn_subtree(
-                        &ctx,
-                        agent_id,
-                        partition.clone(),
-                        "its partition died",
-                    )
-                    .await
-                    {
-                        Ok(agents) => respawned += agents,
-                        Err(err) => {
-                            error!(agent_id = %agent_id, error = %err, "could not respawn an agent of a restarted partition");
-                        }
-                    }
-                }
-                respawned
-            });
-        }
-        let mut respawned = 0;
-        while let Some(done) = respawning.join_next().await {
-            match done {
-                Ok(agents) => respawned += agents,
-                // Its share's remaining agents stay down until a restart.
-                Err(err) => {
-                    error!(partition = index, error = %err, "a respawning task of a restarted partition failed")
-                }
-            }
-        }
+        let respawned = respawn_share(&ctx, index, &agents, partition).await;
         info!(
             partition = index,
             listed = agents.len(),
@@ -170,4 +119,65 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
             "partition restarted; its agents and their subtrees respawned"
         );
     });
+}
+
+/// Partition `index`'s share of the public agents, from the store: the
+/// directory may lack one whose respawn a death of the partition cut
+/// short. An ended agent is passed over by its respawn.
+async fn share_of(ctx: &Ctx, index: usize) -> Result<Vec<AgentId>, StoreError> {
+    let count = ctx.topology.partition_count();
+    // A scan of every public id: on the blocking pool, not a worker.
+    let store = ctx.store.clone();
+    let ids = tokio::task::spawn_blocking(move || store.public_agent_ids())
+        .await
+        .unwrap_or_else(|join| Err(StoreError::Backend(join.to_string())))?;
+    Ok(ids
+        .into_iter()
+        .filter(|id| partition_of(*id, count) == index)
+        .collect())
+}
+
+/// Respawns `agents` and their subtrees under `partition`. Their subtrees
+/// are independent: a few tasks bring them back side by side, so a large
+/// partition is not respawned one by one. Returns how many agents came
+/// back.
+async fn respawn_share(
+    ctx: &Arc<Ctx>,
+    index: usize,
+    agents: &[AgentId],
+    partition: ActorCell,
+) -> usize {
+    let workers = std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(2)
+        .min(agents.len().max(1));
+    let share = agents.len().div_ceil(workers).max(1);
+    let mut respawning = JoinSet::new();
+    for chunk in agents.chunks(share) {
+        let (ctx, partition, chunk) = (ctx.clone(), partition.clone(), chunk.to_vec());
+        respawning.spawn(async move {
+            let mut respawned = 0;
+            for agent_id in chunk {
+                let why = "its partition died";
+                match supervisor::respawn_subtree(&ctx, agent_id, partition.clone(), why).await {
+                    Ok(agents) => respawned += agents,
+                    Err(err) => {
+                        error!(agent_id = %agent_id, error = %err, "could not respawn an agent of a restarted partition");
+                    }
+                }
+            }
+            respawned
+        });
+    }
+    let mut respawned = 0;
+    while let Some(done) = respawning.join_next().await {
+        match done {
+            Ok(agents) => respawned += agents,
+            // Its share's remaining agents stay down until a restart.
+            Err(err) => {
+                error!(partition = index, error = %err, "a respawning task of a restarted partition failed")
+            }
+        }
+    }
+    respawned
 }
