@@ -82,3 +82,56 @@ impl Default for RuntimeConfig {
         }
     }
 }
+
+impl RuntimeConfig {
+    /// The configuration with its paths as the runtime compares them: the
+    /// roots made (if need be) and canonical, the protected and allowed
+    /// paths canonical, and no read-only system path that holds a
+    /// protected one (a data directory under /opt, say, would let every
+    /// program read it). The daemon's program is protected from writes
+    /// only: it is no secret, and dropping the directory holding it
+    /// (/usr/bin) would take the shell away. Reads the disk; done once, at
+    /// the runtime's start.
+    pub fn settled(mut self) -> Self {
+        for root in [
+            &mut self.workspace_root,
+            &mut self.worktree_root,
+            &mut self.sandbox.tmp_root,
+        ] {
+            let canonical =
+                std::fs::create_dir_all(&*root).and_then(|()| std::fs::canonicalize(&*root));
+            if let Ok(canonical) = canonical {
+                *root = canonical;
+            }
+        }
+        let sandbox = &mut self.sandbox;
+        for path in sandbox
+            .protected
+            .iter_mut()
+            .chain(&mut sandbox.allowed_roots)
+        {
+            if let Ok(canonical) = std::fs::canonicalize(&*path) {
+                *path = canonical;
+            }
+        }
+        let program = std::env::current_exe()
+            .ok()
+            .and_then(|exe| std::fs::canonicalize(exe).ok());
+        let protected: Vec<_> = self
+            .sandbox
+            .protected
+            .iter()
+            .filter(|p| Some(*p) != program.as_ref())
+            .cloned()
+            .collect();
+        self.sandbox.read_only.retain(|path| {
+            let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+            let holds = protected.iter().any(|p| p.starts_with(&canonical));
+            if holds {
+                tracing::warn!(path = %path.display(), "not readable by agents' programs: it holds the daemon's data");
+            }
+            !holds
+        });
+        self
+    }
+}

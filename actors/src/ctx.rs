@@ -115,65 +115,22 @@ impl std::fmt::Debug for Ctx {
 }
 
 impl Ctx {
+    /// The runtime's shared context, over `config` as
+    /// [`RuntimeConfig::settled`] made it. Touches no disk.
     pub fn new(
         store: Arc<dyn Store>,
         brain: Arc<dyn Brain>,
         factory: Arc<dyn Factory>,
-        mut config: RuntimeConfig,
+        config: RuntimeConfig,
     ) -> Self {
-        // Paths under these roots are compared with canonical ones, so the
-        // roots themselves are made canonical once (made first, if need be).
-        for root in [
-            &mut config.workspace_root,
-            &mut config.worktree_root,
-            &mut config.sandbox.tmp_root,
-        ] {
-            let canonical =
-                std::fs::create_dir_all(&*root).and_then(|()| std::fs::canonicalize(&*root));
-            if let Ok(canonical) = canonical {
-                *root = canonical;
-            }
-        }
-        let sandbox = &mut config.sandbox;
-        for path in sandbox
-            .protected
-            .iter_mut()
-            .chain(&mut sandbox.allowed_roots)
-        {
-            if let Ok(canonical) = std::fs::canonicalize(&*path) {
-                *path = canonical;
-            }
-        }
-        // A system path that holds a protected one (a data directory under
-        // /opt, say) would let every program read it: it is dropped. The
-        // daemon's program is protected from writes only: it is no secret,
-        // and dropping the directory holding it (/usr/bin) would take the
-        // shell away.
-        let program = std::env::current_exe()
-            .ok()
-            .and_then(|exe| std::fs::canonicalize(exe).ok());
-        let protected: Vec<_> = config
-            .sandbox
-            .protected
-            .iter()
-            .filter(|p| Some(*p) != program.as_ref())
-            .cloned()
-            .collect();
-        config.sandbox.read_only.retain(|path| {
-            let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-            let holds = protected.iter().any(|p| p.starts_with(&canonical));
-            if holds {
-                tracing::warn!(path = %path.display(), "not readable by agents' programs: it holds the daemon's data");
-            }
-            !holds
-        });
         let brain_processes = Arc::new(tokio::sync::Semaphore::new(
             config.limits.max_brain_processes.max(1),
         ));
         // Every write passes the redactor: no path can store a secret.
         let store: Arc<dyn Store> =
             Arc::new(secrets::RedactingStore::new(store, config.secrets.clone()));
-        let skills = crate::skills::Skills::load(config.skill_roots.clone());
+        // Read from disk by the runtime's start, not here.
+        let skills = crate::skills::Skills::unread(config.skill_roots.clone());
         let mcp = crate::mcp::McpServers::new(
             &config.mcp,
             config.sandbox.clone(),

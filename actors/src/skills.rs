@@ -18,12 +18,18 @@ impl Skills {
     /// Reads the roots now. A skill folder that cannot be read is logged
     /// and left out; the rest load.
     pub fn load(roots: Vec<PathBuf>) -> Self {
-        let skills = Skills {
-            roots,
-            current: RwLock::default(),
-        };
+        let skills = Self::unread(roots);
         skills.reload();
         skills
+    }
+
+    /// The skills under `roots`, not read yet: an empty catalog until the
+    /// first [`Skills::reload`].
+    pub fn unread(roots: Vec<PathBuf>) -> Self {
+        Skills {
+            roots,
+            current: RwLock::default(),
+        }
     }
 
     /// The catalog as last read.

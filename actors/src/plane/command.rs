@@ -86,18 +86,7 @@ pub async fn exec(
     env: Vec<(String, String)>,
     yield_ms: u64,
 ) -> Result<Executed, CommandError> {
-    if command.trim().is_empty() || command.len() > MAX_COMMAND_LEN {
-        return Err(CommandError::BadCommand);
-    }
-    if yield_ms > MAX_YIELD_MS {
-        return Err(CommandError::BadYield);
-    }
-    if env
-        .iter()
-        .any(|(name, value)| !is_variable_name(name) || value.contains('\0'))
-    {
-        return Err(CommandError::BadEnv);
-    }
+    check(&command, &env, yield_ms)?;
     // Under the owner's structure lock: no restart or cleanup of the owner
     // interleaves with starting the command.
     let structure = ctx.locks.structure.lock(owner).await;
@@ -163,8 +152,30 @@ pub async fn exec(
         let _ = finished.wait_for(|done| *done).await;
         ended = true;
     }
-    // An ended command returns all the output it kept; a running one what
-    // it printed so far.
+    executed(ctx, task_id, ended).await
+}
+
+/// Refuses an empty or oversized command line, a wait past the bound, or
+/// a variable that is no shell name (or holds a NUL), before anything runs.
+fn check(command: &str, env: &[(String, String)], yield_ms: u64) -> Result<(), CommandError> {
+    if command.trim().is_empty() || command.len() > MAX_COMMAND_LEN {
+        return Err(CommandError::BadCommand);
+    }
+    if yield_ms > MAX_YIELD_MS {
+        return Err(CommandError::BadYield);
+    }
+    if env
+        .iter()
+        .any(|(name, value)| !is_variable_name(name) || value.contains('\0'))
+    {
+        return Err(CommandError::BadEnv);
+    }
+    Ok(())
+}
+
+/// What the call returns, once what it saw is on disk: an ended command
+/// all the output it kept, a running one what it printed so far.
+async fn executed(ctx: &Ctx, task_id: TaskId, ended: bool) -> Result<Executed, CommandError> {
     let limit = if ended {
         ctx.config.output_capacity as usize
     } else {

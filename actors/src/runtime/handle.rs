@@ -90,7 +90,16 @@ impl Runtime {
         brain: Arc<dyn Brain>,
         config: RuntimeConfig,
     ) -> Result<Self, RuntimeError> {
+        // The disk work of a start (its roots, the skill folders) before
+        // the context, which touches none, is built over it.
+        let config = tokio::task::spawn_blocking(move || config.settled())
+            .await
+            .map_err(|join| RuntimeError::Spawn(format!("settling the configuration: {join}")))?;
         let ctx = Arc::new(Ctx::new(store, brain, Arc::new(ActorFactory), config));
+        let reading = ctx.clone();
+        tokio::task::spawn_blocking(move || reading.skills.reload())
+            .await
+            .map_err(|join| RuntimeError::Spawn(format!("reading the skills: {join}")))?;
         let (root, join) = Actor::spawn(None, RuntimeActor { ctx: ctx.clone() }, ())
             .await
             .map_err(|err| RuntimeError::Spawn(err.to_string()))?;
