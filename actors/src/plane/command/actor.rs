@@ -8,7 +8,7 @@
 //! stdin writer are tasks of their own that talk to the actor by message.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -199,26 +199,18 @@ impl CommandActor {
     }
 }
 
-impl Actor for CommandActor {
-    type Msg = CommandMsg;
-    type State = CommandState;
-    type Arguments = CommandArgs;
-
-    async fn pre_start(
+impl CommandActor {
+    /// Starts the command's confined unit: the line goes to the shell in a
+    /// file of the agent's private directory, in its own process group.
+    fn spawn_unit(
         &self,
-        myself: ActorRef<CommandMsg>,
-        args: CommandArgs,
-    ) -> Result<CommandState, ActorProcessingErr> {
-        let CommandArgs {
-            mut task,
-            workdir,
-            writable,
-            handoff,
-            done,
-            env,
-            line,
-        } = args;
-        std::fs::create_dir_all(&workdir)?;
+        task: &TaskRecord,
+        workdir: &Path,
+        writable: Vec<PathBuf>,
+        env: &[(String, String)],
+        line: &str,
+    ) -> Result<(tokio::process::Child, UnitGuard), ActorProcessingErr> {
+        std::fs::create_dir_all(workdir)?;
         let sandbox = &self.ctx.config.sandbox;
         let tmp = sandbox.tmp_dir(task.owner_agent_id)?;
         let mut writable = writable;
@@ -231,15 +223,15 @@ impl Actor for CommandActor {
         // confinement: in the unit's own environment, a loader variable
         // (`LD_PRELOAD`) would run the agent's code unconfined.
         let script = tmp.join(format!(".holarchy-command-{}.sh", task.id));
-        write_private(&script, script_text(&env, &line).as_bytes())?;
+        write_private(&script, script_text(env, line).as_bytes())?;
         let script = ScriptFile(script);
         let mut command =
             sandbox.command(&spec, "/bin/sh", &[script.0.to_string_lossy().into_owned()])?;
-        command.current_dir(&workdir);
+        command.current_dir(workdir);
         crate::process::scrub(&mut command, &[], Some(&tmp));
         // No kill_on_drop: killing the unit outright would strand what the
         // command moved out of its group; the guard asks the unit instead.
-        let mut child = command
+        let child = command
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -254,17 +246,19 @@ impl Actor for CommandActor {
             ended: false,
             _script: script,
         };
-        self.ctx.directory.insert_command(task.id, myself.clone());
-        let process = ProcessRef {
-            pgid: pid,
-            start_ticks: start_ticks(pid).unwrap_or(0),
-        };
-        let (plan, running) = plan::command::running(&task, process);
-        crate::apply::apply(&self.ctx, plan)?;
-        task = running;
+        Ok((child, guard))
+    }
 
+    /// The helpers that read the unit's output, feed its stdin and wait for
+    /// its exit, each reporting to the actor; and the stdin's sender.
+    fn helpers(
+        &self,
+        myself: &ActorRef<CommandMsg>,
+        mut child: tokio::process::Child,
+    ) -> (Vec<Helper>, Option<mpsc::Sender<Vec<u8>>>) {
         let mut helpers = Vec::new();
         let secrets = &self.ctx.config.secrets;
+        let sandbox = &self.ctx.config.sandbox;
         let pace = Arc::new(tokio::sync::Mutex::new(Pace::new(
             sandbox.limits.output_bytes_per_sec,
         )));
@@ -311,6 +305,41 @@ impl Actor for CommandActor {
             })
             .abort_handle(),
         ));
+        (helpers, stdin)
+    }
+}
+
+impl Actor for CommandActor {
+    type Msg = CommandMsg;
+    type State = CommandState;
+    type Arguments = CommandArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<CommandMsg>,
+        args: CommandArgs,
+    ) -> Result<CommandState, ActorProcessingErr> {
+        let CommandArgs {
+            mut task,
+            workdir,
+            writable,
+            handoff,
+            done,
+            env,
+            line,
+        } = args;
+        let (child, guard) = self.spawn_unit(&task, &workdir, writable, &env, &line)?;
+        let pid = guard.pid;
+        self.ctx.directory.insert_command(task.id, myself.clone());
+        let process = ProcessRef {
+            pgid: pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+        };
+        let (plan, running) = plan::command::running(&task, process);
+        crate::apply::apply(&self.ctx, plan)?;
+        task = running;
+
+        let (helpers, stdin) = self.helpers(&myself, child);
         Ok(CommandState {
             task,
             guard,
