@@ -11,6 +11,7 @@ mod listen;
 pub mod notify;
 pub mod process;
 mod safe_dirs;
+mod services;
 pub mod token;
 
 pub use disk::DiskLow;
@@ -62,7 +63,7 @@ pub struct ServeConfig {
     /// Refuse to start unless agents' programs can be fully confined.
     pub require_sandbox: bool,
     /// Serve webhooks over HTTP (see `ingress`); off when `None`.
-    pub http: Option<crate::ingress::HttpConfig>,
+    pub http: Option<crate::web::HttpConfig>,
     /// Below this many free bytes under the data directory, new work is
     /// refused until space returns (see `disk`).
     pub min_free_disk: u64,

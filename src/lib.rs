@@ -5,7 +5,8 @@
 //! - [`store`]: sled storage behind the actors' `Store` trait, group commit.
 //! - [`api`]: the tonic services; they translate proto to domain and back.
 //! - [`daemon`]: `holarchy serve`: data directory, lock, listeners, shutdown.
-//! - [`ingress`]: the HTTP webhook endpoint (`serve --http-listen`).
+//! - [`web`]: the HTTP listener (`serve --http-listen`): webhooks, the
+//!   operators' routes and the console.
 //! - [`client`]: connecting to a daemon over its Unix socket or TCP.
 //! - [`memory`]: returning freed heap to the OS after many agents end.
 //! - [`cli`]: the operator commands, clients of the same API.
@@ -16,8 +17,8 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod daemon;
-pub mod ingress;
 pub mod memory;
 pub mod metrics;
 pub mod store;
 pub mod telemetry;
+pub mod web;

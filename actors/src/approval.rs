@@ -19,7 +19,7 @@ use holarchy_composition::approval::{
     ApprovalRecord, ApprovalStatus, MAX_PENDING_PER_AGENT, MAX_REASON_BYTES,
 };
 use holarchy_composition::constraint::Layer;
-use holarchy_supervision::limits::MAX_MESSAGE_LEN;
+use holarchy_supervision::bounds::MAX_MESSAGE_LEN;
 use holarchy_supervision::{AgentId, ApprovalId, Provenance, RunId};
 use serde_json::{json, Value};
 use tracing::{info, warn};

@@ -228,7 +228,7 @@ pub fn memory_hits(ctx: &Ctx, record: &AgentRecord, current: Option<&MessageReco
     let Some(message) = current else {
         return Vec::new();
     };
-    let query = holarchy_supervision::limits::head(&message.body, MEMORY_QUERY_BYTES);
+    let query = holarchy_supervision::bounds::head(&message.body, MEMORY_QUERY_BYTES);
     if query.trim().is_empty() {
         return Vec::new();
     }

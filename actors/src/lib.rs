@@ -12,8 +12,8 @@
 //!    their connections), [`step`] (a turn's message, calls and results
 //!    as brains see them), [`brain`] (the brain trait and brains), [`skills`] (the skill catalog),
 //!    [`compose`] (an agent's role and tool policy).
-//! 2. [`directory`] (running actors by id), [`config`] and [`ctx`] (what
-//!    every actor shares, and the [`ctx::Factory`] supervisors start
+//! 2. [`directory`] (running actors by id), [`config`] and [`shared`] (what
+//!    every actor shares, and the [`shared::Factory`] supervisors start
 //!    children through), [`quota`] (counting against the limits).
 //! 3. [`workspace`] (attached workspaces, paths, worktrees, `ApplyPatch`),
 //!    [`apply`] (the executor of the pure planners' plans), then
@@ -26,7 +26,7 @@
 //!    [`approval`] (calls parked for an operator),
 //!    [`turn`] (one turn, whichever brain).
 //! 6. [`agent`] (one actor per live agent), [`gateway`] (operator
-//!    ingress), [`ingress`] (inbound events and the scheduler actor that
+//!    ingress), [`inbound`] (inbound events and the scheduler actor that
 //!    fires schedules), [`runtime`] (the root supervisor, its partitions, the
 //!    factory, and [`Runtime`], the handle the daemon drives it with),
 //!    [`tree`] (the supervision tree as operators inspect it).
@@ -43,11 +43,10 @@ pub mod brain;
 pub mod compose;
 pub mod config;
 pub mod context;
-pub mod ctx;
 pub mod directory;
 pub mod gateway;
 pub mod in_flight;
-pub mod ingress;
+pub mod inbound;
 pub mod lifecycle;
 pub mod limits;
 pub mod live;
@@ -61,6 +60,7 @@ pub mod replies;
 pub mod runtime;
 pub mod sandbox;
 pub mod secrets;
+pub mod shared;
 pub mod skills;
 pub mod step;
 pub mod store;
@@ -76,13 +76,13 @@ pub mod workspace;
 
 pub use brain::{Brain, ScriptedBrain};
 pub use config::RuntimeConfig;
-pub use ctx::Ctx;
 pub use live::AgentSnapshot;
 pub use protocol::{DeliverError, Delivered};
 pub use runtime::{
     ArchiveError, BrainError, CreateError, NewAgent, Outgoing, Runtime, RuntimeError,
     RuntimeSnapshot,
 };
+pub use shared::Ctx;
 pub use store::{
     ApprovalStore, Batch, CommitFuture, ContextRecord, ContextStore, DamagedRecord, DurableFuture,
     InboundStore, InstanceStore, MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore,

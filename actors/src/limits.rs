@@ -67,7 +67,7 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_tool_input_bytes: holarchy_supervision::limits::MAX_MESSAGE_LEN,
+            max_tool_input_bytes: holarchy_supervision::bounds::MAX_MESSAGE_LEN,
             max_patch_input_bytes: 1024 * 1024,
             max_tool_calls_per_step: 128,
             max_steps_per_turn: holarchy_supervision::brain::MAX_STEPS,
@@ -87,11 +87,14 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// The input bound of `tool`.
-    pub fn tool_input_bytes(&self, tool: &str) -> usize {
-        match tool {
-            "ApplyPatch" => self.max_patch_input_bytes.max(self.max_tool_input_bytes),
-            _ => self.max_tool_input_bytes,
+    /// The bytes a call's input may take under `bound`. A patch bound set
+    /// below the standard one never makes patches smaller than any input.
+    pub fn input_bytes(&self, bound: crate::tools::InputBound) -> usize {
+        match bound {
+            crate::tools::InputBound::Patch => {
+                self.max_patch_input_bytes.max(self.max_tool_input_bytes)
+            }
+            crate::tools::InputBound::Standard => self.max_tool_input_bytes,
         }
     }
 }
@@ -328,7 +331,9 @@ mod tests {
     #[test]
     fn patches_get_more_room_than_other_tools() {
         let limits = Limits::default();
-        assert_eq!(limits.tool_input_bytes("Enqueue"), 64 * 1024);
-        assert_eq!(limits.tool_input_bytes("ApplyPatch"), 1024 * 1024);
+        let bound_of = |tool| limits.input_bytes(crate::tools::input_bound(tool));
+        assert_eq!(bound_of("Enqueue"), 64 * 1024);
+        assert_eq!(bound_of("ApplyPatch"), 1024 * 1024);
+        assert_eq!(bound_of("mcp__fs__write"), 64 * 1024);
     }
 }

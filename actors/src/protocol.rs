@@ -41,7 +41,7 @@ pub struct Delivered {
 #[derive(Debug, thiserror::Error)]
 pub enum DeliverError {
     #[error(transparent)]
-    Invalid(#[from] holarchy_supervision::limits::InvalidInput),
+    Invalid(#[from] holarchy_supervision::bounds::InvalidInput),
     #[error("agent {0} not found")]
     NotFound(AgentId),
     #[error(transparent)]

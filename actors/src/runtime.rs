@@ -18,7 +18,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent
 use tracing::{error, info, warn};
 
 use crate::gateway::GatewayActor;
-use crate::ingress::scheduler::SchedulerActor;
+use crate::inbound::scheduler::SchedulerActor;
 use crate::protocol::{GatewayMsg, SchedulerMsg};
 use crate::store::StoreError;
 use crate::{now_ms, supervisor, Ctx};

@@ -43,13 +43,13 @@ mod workspace;
 pub use crate::views::{task_json, wait_json, work_json};
 pub use agent::agent_view;
 pub use cap::cap_output;
-pub use catalog::{family_name, tool_surface, ToolSpec, CATALOG};
+pub use catalog::{family_name, input_bound, tool_surface, ToolSpec, CATALOG};
 pub use command::ENV_NOT_STORED;
 pub use error::{error_json, Classify, ErrorKind, ToolError};
 pub use input::InputError;
 pub use mcp::{catalog, Catalog, CatalogEntry};
 pub use placeholder::{escaped_len, fill_placeholders, InputTooLarge};
-pub use tool::{Caller, Plane, Spec, Tool};
+pub use tool::{Caller, InputBound, Plane, Spec, Tool};
 
 pub use crate::protocol::ToolResult;
 

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use holarchy_composition::constraint::Policy;
-use holarchy_supervision::limits::{head, MAX_MESSAGE_LEN};
+use holarchy_supervision::bounds::{head, MAX_MESSAGE_LEN};
 use holarchy_supervision::{AgentId, AgentRecord, BrainConfig, MessageRecord, Profile, RunId};
 use serde_json::{json, Value};
 use tracing::Instrument;
@@ -268,7 +268,7 @@ async fn run_on(
         let asks_approval = plan
             .decision
             .as_ref()
-            .is_some_and(|d| d.get("requires_approval") == Some(&Value::Bool(true)));
+            .is_some_and(holarchy_composition::decision::asks_approval);
         if let Some(decision) = plan.decision.take() {
             explicit_decision = Some(decision.to_string());
         }
@@ -383,7 +383,7 @@ async fn run_calls(
             results.push(refused);
             continue;
         }
-        let limit = limits.tool_input_bytes(&call.name);
+        let limit = limits.input_bytes(tools::input_bound(&call.name));
         // The instance's constraints come before the tool runs at all: a
         // denied call is a tool error, never a side effect; one that needs
         // approval is parked with its input filled in, as it would run.

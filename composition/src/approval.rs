@@ -91,7 +91,7 @@ impl ApprovalRecord {
         };
         self.outcome(Some(format!(
             "{}… (cut: {} bytes)",
-            holarchy_supervision::limits::head(text, room),
+            holarchy_supervision::bounds::head(text, room),
             text.len()
         )))
     }

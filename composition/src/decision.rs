@@ -100,6 +100,19 @@ struct Explicit {
     requires_approval: bool,
 }
 
+/// Whether a brain's explicit decision asks an operator to approve the
+/// step's calls: its `requires_approval` is `true`. Read on its own, so a
+/// decision refused for another field (its log records why) still holds
+/// the calls it asked to hold; a flag of any other type asks nothing.
+pub fn asks_approval(decision: &serde_json::Value) -> bool {
+    #[derive(Deserialize)]
+    struct Flag {
+        #[serde(default)]
+        requires_approval: bool,
+    }
+    Flag::deserialize(decision).is_ok_and(|flag| flag.requires_approval)
+}
+
 /// One tool call of a turn: its name and its input as JSON text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolCall<'a> {
@@ -213,7 +226,7 @@ fn bounded(field: &'static str, value: &str, max: usize) -> Result<(), DecisionE
 /// Derived values come from the runtime, not a sender, so they are cut
 /// (at a char boundary) rather than refused: a turn always has a decision.
 fn truncated(value: &str, max: usize) -> String {
-    holarchy_supervision::limits::head(value, max).to_string()
+    holarchy_supervision::bounds::head(value, max).to_string()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use holarchy_supervision::limits::truncate as cut;
+use holarchy_supervision::bounds::truncate as cut;
 
 /// Largest `SKILL.md`, in bytes.
 pub const MAX_SKILL_BYTES: u64 = 256 * 1024;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use holarchy_actors::protocol::Control;
 use holarchy_actors::{AgentSnapshot, DeliverError, NewAgent, Outgoing, Runtime};
 use holarchy_supervision::{
-    limits, AgentId, AgentRecord, BrainConfig, MessageId, Visibility, WorkStatus,
+    bounds, AgentId, AgentRecord, BrainConfig, MessageId, Visibility, WorkStatus,
 };
 use tokio::sync::watch;
 use tokio_stream::Stream;
@@ -201,9 +201,9 @@ impl AgentService for AgentApi {
         request: Request<pb::CreateAgentRequest>,
     ) -> Result<Response<pb::CreateAgentResponse>, Status> {
         let req = request.into_inner();
-        limits::check_name(&req.name).map_err(ApiError::from)?;
+        bounds::check_name(&req.name).map_err(ApiError::from)?;
         if let Some(body) = &req.initial_message {
-            limits::check_message(body).map_err(ApiError::from)?;
+            bounds::check_message(body).map_err(ApiError::from)?;
         }
         let brain = match req.brain {
             Some(config) => check_brain(convert::brain_from(config)?)?,
@@ -238,9 +238,9 @@ impl AgentService for AgentApi {
     ) -> Result<Response<pb::CreateAgentsResponse>, Status> {
         let mut specs = Vec::with_capacity(request.get_ref().agents.len());
         for req in request.into_inner().agents {
-            limits::check_name(&req.name).map_err(ApiError::from)?;
+            bounds::check_name(&req.name).map_err(ApiError::from)?;
             if let Some(body) = &req.initial_message {
-                limits::check_message(body).map_err(ApiError::from)?;
+                bounds::check_message(body).map_err(ApiError::from)?;
             }
             let brain = match req.brain {
                 Some(config) => check_brain(convert::brain_from(config)?)?,
@@ -341,8 +341,8 @@ impl AgentService for AgentApi {
     ) -> Result<Response<pb::SendMessageResponse>, Status> {
         let req = request.into_inner();
         let agent_id = parse_agent_id(&req.agent_id)?;
-        limits::check_message(&req.text).map_err(ApiError::from)?;
-        limits::check_dedupe_key(&req.dedupe_key).map_err(ApiError::from)?;
+        bounds::check_message(&req.text).map_err(ApiError::from)?;
+        bounds::check_dedupe_key(&req.dedupe_key).map_err(ApiError::from)?;
         let dedupe_key = (!req.dedupe_key.is_empty()).then_some(req.dedupe_key);
         let delivered = self
             .runtime

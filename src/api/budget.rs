@@ -62,7 +62,7 @@ pub fn bound_to<T: Bounded>(record: &mut T, budget: usize) {
 
 /// The largest char boundary of `text` at or below `at`.
 fn floor_char_boundary(text: &str, at: usize) -> usize {
-    holarchy_supervision::limits::head(text, at).len()
+    holarchy_supervision::bounds::head(text, at).len()
 }
 
 /// Bounds every record of a page and keeps the longest prefix that fits in

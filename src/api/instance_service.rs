@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use holarchy_actors::ingress::IngressError;
+use holarchy_actors::inbound::InboundError;
 use holarchy_actors::runtime::instance::{InstanceError, InstanceView};
 use holarchy_actors::{now_ms, Runtime};
 use holarchy_composition::event::{self, MAX_FIELD_BYTES};
@@ -53,16 +53,16 @@ impl From<InstanceError> for ApiError {
     }
 }
 
-impl From<IngressError> for ApiError {
-    fn from(err: IngressError) -> Self {
+impl From<InboundError> for ApiError {
+    fn from(err: InboundError) -> Self {
         match err {
-            IngressError::NotFound(_) => ApiError::NotFound(err.to_string()),
-            IngressError::Invalid(_) => ApiError::InvalidArgument(err.to_string()),
-            IngressError::NotDeclared { .. }
-            | IngressError::Ignored { .. }
-            | IngressError::NoAgent(_) => ApiError::FailedPrecondition(err.to_string()),
-            IngressError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
-            IngressError::Store(err) => err.into(),
+            InboundError::NotFound(_) => ApiError::NotFound(err.to_string()),
+            InboundError::Invalid(_) => ApiError::InvalidArgument(err.to_string()),
+            InboundError::NotDeclared { .. }
+            | InboundError::Ignored { .. }
+            | InboundError::NoAgent(_) => ApiError::FailedPrecondition(err.to_string()),
+            InboundError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
+            InboundError::Store(err) => err.into(),
         }
     }
 }

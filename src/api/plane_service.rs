@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use holarchy_actors::plane::wait as wait_plane;
 use holarchy_actors::Runtime;
-use holarchy_supervision::{limits, WorkItemId};
+use holarchy_supervision::{bounds, WorkItemId};
 use tonic::{Request, Response, Status};
 
 use super::agent_service::{page, page_token, parse_agent_id};
@@ -92,8 +92,8 @@ impl TriggerService for PlaneApi {
         if !req.token.starts_with(wait_plane::TOKEN_PREFIX) {
             return Err(ApiError::PermissionDenied("unknown trigger token".into()).into());
         }
-        limits::check_message(&req.payload).map_err(ApiError::from)?;
-        limits::check_dedupe_key(&req.dedupe_key).map_err(ApiError::from)?;
+        bounds::check_message(&req.payload).map_err(ApiError::from)?;
+        bounds::check_dedupe_key(&req.dedupe_key).map_err(ApiError::from)?;
         let dedupe_key = (!req.dedupe_key.is_empty()).then_some(req.dedupe_key);
         let delivered = self
             .runtime

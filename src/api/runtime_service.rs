@@ -8,7 +8,7 @@ use holarchy_actors::metrics::activity::WINDOW_MS;
 use holarchy_actors::runtime::activity::{ActiveAgent, ActivityError, ActivityReport};
 use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::Runtime;
-use holarchy_supervision::limits::head;
+use holarchy_supervision::bounds::head;
 use holarchy_supervision::{TaskRecord, WaitKind, WaitRecord};
 use tonic::{Request, Response, Status};
 

@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use holarchy_actors::Runtime;
-use holarchy_supervision::{limits, TaskId, TaskKind};
+use holarchy_supervision::{bounds, TaskId, TaskKind};
 use prost::Message as _;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
@@ -215,7 +215,7 @@ impl TaskService for TaskApi {
     ) -> Result<Response<pb::SendTaskInputResponse>, Status> {
         let req = request.into_inner();
         let task_id = parse_task_id(&req.task_id)?;
-        limits::check_message(&req.text).map_err(ApiError::from)?;
+        bounds::check_message(&req.text).map_err(ApiError::from)?;
         let delivered = self
             .runtime
             .send_task_input(task_id, req.text)

@@ -173,7 +173,7 @@ pub struct ServeArgs {
     /// /64) may hold at once; 0 for no bound (behind a reverse proxy, every
     /// connection comes from the proxy). `/healthz` and `/readyz` keep a
     /// reserve of their own either way.
-    #[arg(help_heading = "Network", long, default_value_t = crate::ingress::DEFAULT_MAX_PER_PEER)]
+    #[arg(help_heading = "Network", long, default_value_t = crate::web::DEFAULT_MAX_PER_PEER)]
     pub http_max_connections_per_peer: usize,
     /// MCP servers agents may be allowed (`agent create --mcp-server`): a
     /// JSON file with an `mcpServers` map (see docs/mcp.md). Checked at
@@ -181,7 +181,7 @@ pub struct ServeArgs {
     #[arg(help_heading = "Brains", long, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
     /// Largest webhook body, in bytes; a larger one is answered 413.
-    #[arg(help_heading = "Network", long, default_value_t = crate::ingress::DEFAULT_MAX_BODY)]
+    #[arg(help_heading = "Network", long, default_value_t = crate::web::DEFAULT_MAX_BODY)]
     pub max_webhook_bytes: usize,
     /// Caps and timeouts on connections.
     #[command(flatten, next_help_heading = "Network")]
@@ -247,12 +247,12 @@ pub(super) async fn serve(
         let mcp = holarchy_actors::mcp::McpConfig::load(path)?;
         config.runtime.mcp = Arc::new(mcp);
     }
-    let allowed_hosts = crate::ingress::host::AllowedHosts::new(&args.http_allowed_hosts)?;
-    config.http = args.http_listen.map(|addr| crate::ingress::HttpConfig {
+    let allowed_hosts = crate::web::host::AllowedHosts::new(&args.http_allowed_hosts)?;
+    config.http = args.http_listen.map(|addr| crate::web::HttpConfig {
         console_public_read: args.console_public_read,
         allowed_hosts,
         max_connections_per_peer: args.http_max_connections_per_peer,
-        ..crate::ingress::HttpConfig::new(addr, args.max_webhook_bytes)
+        ..crate::web::HttpConfig::new(addr, args.max_webhook_bytes)
     });
     config.runtime.restart_policy = RestartPolicy {
         max_restarts: args.restart_max,

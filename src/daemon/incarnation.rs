@@ -19,28 +19,9 @@ use tokio::sync::watch;
 use tonic::service::InterceptorLayer;
 use tracing::{info, warn};
 
+use super::services::{Over, Services};
 use super::{disk, listen, ServeConfig, Token, SOCKET_FILE};
-use crate::api::agent_service::AgentApi;
-use crate::api::approval_service::ApprovalApi;
-use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
-use crate::api::instance_service::InstanceApi;
-use crate::api::memory_service::MemoryApi;
 use crate::api::pb;
-use crate::api::pb::agent_service_server::AgentServiceServer;
-use crate::api::pb::approval_service_server::ApprovalServiceServer;
-use crate::api::pb::instance_service_server::InstanceServiceServer;
-use crate::api::pb::memory_service_server::MemoryServiceServer;
-use crate::api::pb::runtime_service_server::RuntimeServiceServer;
-use crate::api::pb::supervision_service_server::SupervisionServiceServer;
-use crate::api::pb::task_service_server::TaskServiceServer;
-use crate::api::pb::trigger_service_server::TriggerServiceServer;
-use crate::api::pb::work_service_server::WorkServiceServer;
-use crate::api::pb::workspace_service_server::WorkspaceServiceServer;
-use crate::api::plane_service::PlaneApi;
-use crate::api::runtime_service::RuntimeApi;
-use crate::api::supervision_service::SupervisionApi;
-use crate::api::task_service::TaskApi;
-use crate::api::workspace_service::WorkspaceApi;
 use crate::store::SledStore;
 
 /// What every incarnation starts from, settled once per process.
@@ -101,78 +82,14 @@ pub(super) async fn serve(
         disk_low_tx,
         stop_rx.clone(),
     ));
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<AgentServiceServer<AgentApi>>().await;
-    health
-        .set_serving::<RuntimeServiceServer<RuntimeApi>>()
-        .await;
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
-    // Every service decodes and encodes at most MAX_GRPC_MESSAGE_BYTES,
-    // set here rather than left to tonic's defaults (which do not bound
-    // what the server sends); responses stay far below it (api::budget).
-    let agents = AgentServiceServer::new(AgentApi::new(
-        runtime.clone(),
-        store.clone(),
-        stop_rx.clone(),
-    ))
-    .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-    .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let status = RuntimeServiceServer::new(RuntimeApi::new(
-        runtime.clone(),
-        store.clone(),
-        config.data_dir.clone(),
+    let services = Services::new(Over {
+        runtime: runtime.clone(),
+        store: store.clone(),
+        data_dir: config.data_dir.clone(),
         sandbox,
-    ))
-    .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-    .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-
-    let tasks = TaskServiceServer::new(TaskApi::new(runtime.clone(), stop_rx.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let work = WorkServiceServer::new(PlaneApi::new(runtime.clone(), store.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    let triggers = TriggerServiceServer::new(PlaneApi::new(runtime.clone(), store.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health.set_serving::<WorkServiceServer<PlaneApi>>().await;
-    health.set_serving::<TriggerServiceServer<PlaneApi>>().await;
-    let workspaces = WorkspaceServiceServer::new(WorkspaceApi::new(runtime.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health
-        .set_serving::<WorkspaceServiceServer<WorkspaceApi>>()
-        .await;
-    let instances = InstanceServiceServer::new(InstanceApi::new(runtime.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health
-        .set_serving::<InstanceServiceServer<InstanceApi>>()
-        .await;
-    let approvals = ApprovalServiceServer::new(ApprovalApi::new(runtime.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health
-        .set_serving::<ApprovalServiceServer<ApprovalApi>>()
-        .await;
-    let memory = MemoryServiceServer::new(MemoryApi::new(runtime.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health.set_serving::<MemoryServiceServer<MemoryApi>>().await;
-    let tree = SupervisionServiceServer::new(SupervisionApi::new(runtime.clone(), store.clone()))
-        .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_GRPC_MESSAGE_BYTES);
-    health.set_serving::<TaskServiceServer<TaskApi>>().await;
-    health
-        .set_serving::<SupervisionServiceServer<SupervisionApi>>()
-        .await;
+        stop: stop_rx.clone(),
+    })
+    .await?;
 
     let socket = config.data_dir.join(SOCKET_FILE);
     // We hold the lock, so a socket file left here is a dead daemon's.
@@ -215,19 +132,7 @@ pub(super) async fn serve(
         .server()
         .layer(crate::metrics::GrpcLayer(grpc_metrics.clone()))
         .layer(disk::GuardLayer(disk_low.clone()))
-        .add_service(health_service.clone())
-        .add_service(reflection_v1.clone())
-        .add_service(reflection_v1alpha.clone())
-        .add_service(agents.clone())
-        .add_service(status.clone())
-        .add_service(tasks.clone())
-        .add_service(tree.clone())
-        .add_service(work.clone())
-        .add_service(triggers.clone())
-        .add_service(workspaces.clone())
-        .add_service(instances.clone())
-        .add_service(approvals.clone())
-        .add_service(memory.clone());
+        .add_routes(services.routes());
     let mut unix_stop = stop_rx.clone();
     let unix_server = tokio::spawn(router.serve_with_incoming_shutdown(
         listen::unix(unix, limits),
@@ -241,7 +146,7 @@ pub(super) async fn serve(
     });
     let console = tcp_token.clone().map(|token| {
         Arc::new(
-            crate::ingress::console::Console::new(
+            crate::web::console::Console::new(
                 runtime.clone(),
                 store.clone(),
                 token,
@@ -281,19 +186,7 @@ pub(super) async fn serve(
                 .layer(InterceptorLayer::new(check))
                 .layer(listen::TrackStreamsLayer)
                 .layer(disk::GuardLayer(disk_low.clone()))
-                .add_service(health_service)
-                .add_service(reflection_v1)
-                .add_service(reflection_v1alpha)
-                .add_service(agents)
-                .add_service(status)
-                .add_service(tasks)
-                .add_service(tree)
-                .add_service(work)
-                .add_service(triggers)
-                .add_service(workspaces)
-                .add_service(instances)
-                .add_service(approvals)
-                .add_service(memory);
+                .add_routes(services.routes());
             Some(tokio::spawn(router.serve_with_incoming_shutdown(
                 listen::tcp(listener, limits),
                 async move {
@@ -304,7 +197,7 @@ pub(super) async fn serve(
         _ => None,
     };
     let mut http_server = match (http_listener, config.http.clone(), console) {
-        (Some(listener), Some(http), Some(console)) => Some(crate::ingress::serve(
+        (Some(listener), Some(http), Some(console)) => Some(crate::web::serve(
             listener,
             http,
             runtime.clone(),
@@ -354,9 +247,7 @@ pub(super) async fn serve(
             .send("STATUS=the store failed: opening it again once the disk takes writes"),
     }
     let _ = stop_tx.send(true);
-    health
-        .set_not_serving::<AgentServiceServer<AgentApi>>()
-        .await;
+    services.not_serving().await;
     let timeout = config.shutdown_timeout;
     for server in [Some(unix_server), tcp_server].into_iter().flatten() {
         match tokio::time::timeout(timeout, server).await {

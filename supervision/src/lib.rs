@@ -8,7 +8,7 @@
 //! - [`record`]: the records the store keeps (agents, messages) and their states.
 //! - [`event`]: the append-only event log entries.
 //! - [`effect`]: record writes and events as data, committed as one batch.
-//! - [`ingress`]: who may put a message on which agent's queue.
+//! - [`admission`]: who may put a message on which agent's queue.
 //! - [`restart`]: OTP-style restart intensity for supervisors.
 //! - [`spawn`]: who may spawn which preset, and the relations of a child.
 //! - [`task`]: tasks, the first kind being a parent's handle on a child.
@@ -19,19 +19,19 @@
 //! - [`plan`]: pure planners of structural procedures, returning effects.
 //! - [`brain`]: brain configurations (scripted, command, openai, anthropic).
 //! - [`composed`]: an agent's role, skills and instance limits.
-//! - [`limits`]: input validation shared by the API and the actors.
+//! - [`bounds`]: input bounds and checks, shared by the API and the actors.
 //! - [`patch`]: unified diffs, parsed and applied to text (the `ApplyPatch` tool).
 //! - [`workspace`]: attached workspaces, the active one, child projection modes.
 //! - [`usage`]: tokens model brains spent, per turn and per agent.
 
+pub mod admission;
+pub mod bounds;
 pub mod brain;
 pub mod cleanup;
 pub mod composed;
 pub mod effect;
 pub mod event;
 pub mod ids;
-pub mod ingress;
-pub mod limits;
 pub mod patch;
 pub mod plan;
 pub mod profile;
@@ -45,6 +45,7 @@ pub mod wait;
 pub mod work;
 pub mod workspace;
 
+pub use admission::{admit, Refusal, Target};
 pub use brain::BrainConfig;
 pub use composed::{Composition, Role, ToolLimits};
 pub use event::{Event, EventKind, RunOutcome};
@@ -52,7 +53,6 @@ pub use ids::{
     AgentId, ApprovalId, CleanupId, EventCursor, IdParseError, InboundId, MessageId, NoteId, RunId,
     TaskId, WaitId, WorkItemId,
 };
-pub use ingress::{admit, Refusal, Target};
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};
 pub use record::{
     AgentRecord, LifecycleState, MessageEvent, MessageRecord, MessageStatus, Provenance,

@@ -63,7 +63,7 @@ pub struct AgentRecord {
     /// descends from one. Boxed: most agents have none.
     pub composition: Option<Box<crate::Composition>>,
     /// Its brain's context budget in tokens, when set for this agent (see
-    /// [`crate::limits::check_context_tokens`]); `None`: the daemon's, or
+    /// [`crate::bounds::check_context_tokens`]); `None`: the daemon's, or
     /// its brain kind's default. Children inherit it.
     pub context_tokens: Option<u32>,
     /// The daemon's MCP servers (by name, from its `--mcp-config`) whose

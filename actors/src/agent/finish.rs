@@ -192,7 +192,7 @@ fn decided(
 
 /// `text` within `max` bytes, cut at a character boundary.
 fn cut(mut text: String, max: usize) -> String {
-    holarchy_supervision::limits::truncate(&mut text, max);
+    holarchy_supervision::bounds::truncate(&mut text, max);
     text
 }
 

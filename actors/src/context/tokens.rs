@@ -5,7 +5,7 @@
 //! published, so anthropic brains estimate too). Also the budgets themselves:
 //! a default per brain kind, overridden by the daemon's `--context-tokens`.
 
-use holarchy_supervision::limits::{MAX_CONTEXT_TOKENS, MIN_CONTEXT_TOKENS};
+use holarchy_supervision::bounds::{MAX_CONTEXT_TOKENS, MIN_CONTEXT_TOKENS};
 use holarchy_supervision::BrainConfig;
 use serde::Serialize;
 use tiktoken_rs::tokenizer::{get_tokenizer, Tokenizer as Bpe};
@@ -113,7 +113,7 @@ impl Tokenizer {
 }
 
 fn floor_boundary(text: &str, at: usize) -> usize {
-    holarchy_supervision::limits::head(text, at).len()
+    holarchy_supervision::bounds::head(text, at).len()
 }
 
 #[cfg(test)]

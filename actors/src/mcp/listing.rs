@@ -136,7 +136,7 @@ pub fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let head = holarchy_supervision::limits::head(text, max.saturating_sub(4));
+    let head = holarchy_supervision::bounds::head(text, max.saturating_sub(4));
     format!("{head} …")
 }
 

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use holarchy_supervision::limits::{check_message, check_name, InvalidInput};
+use holarchy_supervision::bounds::{check_message, check_name, InvalidInput};
 use holarchy_supervision::plan;
 use holarchy_supervision::spawn::{may_spawn, SpawnRefusal};
 use holarchy_supervision::workspace::{Place, Projection, WorkspaceMode, AGENT_HOME};

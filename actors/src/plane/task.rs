@@ -131,7 +131,7 @@ pub async fn input(
 ) -> Result<Option<Delivered>, TaskError> {
     // The message limit, whether the text goes to a child's queue or a
     // command's stdin, and whoever sends it (a brain or a gRPC client).
-    holarchy_supervision::limits::check_message(&body).map_err(DeliverError::from)?;
+    holarchy_supervision::bounds::check_message(&body).map_err(DeliverError::from)?;
     let task = get(ctx, task_id, owner)?;
     if task.status != TaskStatus::Running {
         return Err(TaskError::NotRunning {

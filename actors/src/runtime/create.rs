@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use holarchy_supervision::limits::{self, InvalidInput};
+use holarchy_supervision::bounds::{self, InvalidInput};
 use holarchy_supervision::plan::{
     self,
     create::{Created, PublicAgent},
@@ -31,7 +31,7 @@ pub struct NewAgent {
     /// The daemon's default when `None`.
     pub brain: Option<BrainConfig>,
     /// Its own context budget (checked by
-    /// [`holarchy_supervision::limits::check_context_tokens`]); `None`: the
+    /// [`holarchy_supervision::bounds::check_context_tokens`]); `None`: the
     /// daemon's or its brain kind's.
     pub context_tokens: Option<u32>,
     /// The daemon's MCP servers (by name) whose tools it may call; each
@@ -198,15 +198,15 @@ fn validate(ctx: &Ctx, specs: &[(NewAgent, Option<Box<Composition>>)]) -> Result
     }
     let mut names = std::collections::HashSet::with_capacity(specs.len());
     for (spec, _) in specs {
-        limits::check_name(&spec.name)?;
+        bounds::check_name(&spec.name)?;
         if let Some(tokens) = spec.context_tokens {
-            limits::check_context_tokens(u64::from(tokens))?;
+            bounds::check_context_tokens(u64::from(tokens))?;
         }
         if let Some(brain) = &spec.brain {
             brain.validate()?;
         }
         if let Some(body) = &spec.initial_message {
-            limits::check_message(body)?;
+            bounds::check_message(body)?;
         }
         check_mcp_servers(ctx, &spec.mcp_servers)?;
         if !names.insert(spec.name.as_str()) {
@@ -334,7 +334,7 @@ fn check_mcp_servers(ctx: &Ctx, names: &[String]) -> Result<(), CreateError> {
     let mut seen = std::collections::HashSet::with_capacity(names.len());
     for name in names {
         if !ctx.mcp.knows(name) {
-            let shown = holarchy_supervision::limits::head(name, 64).to_owned();
+            let shown = holarchy_supervision::bounds::head(name, 64).to_owned();
             return Err(CreateError::UnknownMcpServer(shown));
         }
         if !seen.insert(name.as_str()) {

@@ -7,10 +7,10 @@ use holarchy_supervision::WaitRecord;
 use ractor::{Actor, ActorCell};
 
 use crate::agent::AgentActor;
-use crate::ctx::{Factory, Starting};
 use crate::plane::task::TaskActor;
 use crate::plane::wait::WaitActor;
 use crate::protocol::{AgentArgs, AgentMsg, TaskMsg, TaskSnapshot, WaitMsg};
+use crate::shared::{Factory, Starting};
 use crate::Ctx;
 
 /// Starts holarchy's own actors, linked under the supervisor given.

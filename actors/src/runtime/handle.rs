@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use holarchy_supervision::limits;
+use holarchy_supervision::bounds;
 use holarchy_supervision::plan;
 use holarchy_supervision::AgentId;
 use ractor::rpc::CallResult;
@@ -220,9 +220,9 @@ impl Runtime {
         body: String,
         dedupe_key: Option<String>,
     ) -> Result<Delivered, DeliverError> {
-        limits::check_message(&body)?;
+        bounds::check_message(&body)?;
         if let Some(key) = &dedupe_key {
-            limits::check_dedupe_key(key)?;
+            bounds::check_dedupe_key(key)?;
         }
         let gateway = self
             .ctx
@@ -261,11 +261,11 @@ impl Runtime {
         };
         let mut pending = Vec::with_capacity(messages.len());
         for message in messages {
-            let checked = limits::check_message(&message.body).and_then(|()| {
+            let checked = bounds::check_message(&message.body).and_then(|()| {
                 message
                     .dedupe_key
                     .as_deref()
-                    .map_or(Ok(()), limits::check_dedupe_key)
+                    .map_or(Ok(()), bounds::check_dedupe_key)
             });
             if let Err(err) = checked {
                 pending.push(Err(DeliverError::from(err)));

@@ -19,7 +19,7 @@ use super::bounded::{bounded, Bounded};
 use super::handle::Runtime;
 use super::instance::{self, Change, InstanceError, InstanceView};
 use crate::approval::{self, ApprovalError};
-use crate::ingress::{self, IngressError, Published};
+use crate::inbound::{self, InboundError, Published};
 use crate::plane::task::{self, TaskError, TaskOutput};
 use crate::plane::wait::{self, WaitError};
 use crate::protocol::Delivered;
@@ -199,17 +199,17 @@ impl Runtime {
     }
 
     /// Stores an inbound event for instance `instance` (once per dedupe
-    /// key) and queues it for its agent (see [`crate::ingress`]).
+    /// key) and queues it for its agent (see [`crate::inbound`]).
     pub async fn publish_event(
         &self,
         instance: String,
         event: InboundEvent,
-    ) -> Result<Published, Bounded<IngressError>> {
+    ) -> Result<Published, Bounded<InboundError>> {
         let ctx = self.ctx().clone();
         bounded(
             &self.ctx().lifecycle.tasks,
             self.ctx().config.call_timeout * 2,
-            async move { ingress::publish(&ctx, &instance, event).await },
+            async move { inbound::publish(&ctx, &instance, event).await },
         )
         .await
     }

@@ -1,6 +1,6 @@
 //! Bringing supervised actors back from the store: one agent, a task
 //! handle, a wait, or an agent's whole live subtree, parents first. Every
-//! actor is started through the runtime's [`Factory`](crate::ctx::Factory),
+//! actor is started through the runtime's [`Factory`](crate::shared::Factory),
 //! so this names no actor kind.
 
 use std::collections::VecDeque;

@@ -44,7 +44,7 @@ pub fn cap_output(output: String, limit: usize) -> String {
 fn head_only(output: &str, limit: usize) -> String {
     // JSON text inside a JSON string at most doubles (quotes, backslashes).
     let head =
-        holarchy_supervision::limits::head(output, limit.saturating_sub(2 * MARKER_ROOM) / 2);
+        holarchy_supervision::bounds::head(output, limit.saturating_sub(2 * MARKER_ROOM) / 2);
     json!({
         "cut": format!("this result was {} bytes, over the limit of {limit} (--max-tool-result-bytes); its head follows", output.len()),
         "head": head,

@@ -16,7 +16,7 @@ use super::command::ExecCommand;
 use super::memory::{MemoryGet, MemorySearch, MemoryWrite};
 use super::skill::LoadSkill;
 use super::task::{TaskInput, TaskList, TaskOutput, TaskStatus, TaskStop};
-use super::tool::{Caller, Tool};
+use super::tool::{Caller, InputBound, Tool};
 use super::wait::{CancelExternalTrigger, CreateExternalTrigger, Sleep};
 use super::work::{Enqueue, UpdateWorkItem, UpdateWorkPlan};
 use super::workspace::{ApplyPatch, AttachWorkspace, DetachWorkspace, UseWorkspace};
@@ -34,6 +34,7 @@ pub struct ToolSpec {
     /// agent, task, waiting, work, workspace or memory.
     pub plane: &'static str,
     pub description: &'static str,
+    pub input_bound: InputBound,
     /// Generates the input's JSON Schema (cached by [`ToolSpec::schema`]).
     input_schema: fn() -> Value,
     /// Parses the input, then runs the tool.
@@ -48,6 +49,7 @@ impl ToolSpec {
             family: T::SPEC.family,
             plane: T::SPEC.plane.name(),
             description: T::SPEC.description,
+            input_bound: T::INPUT_BOUND,
             input_schema: schema::input_schema::<T::Input>,
             run: run::<T>,
         }
@@ -125,6 +127,15 @@ pub static CATALOG: &[ToolSpec] = &[
 ];
 
 /// The tools an agent with this profile may call, in catalog order.
+/// The bound the input of a call of `tool` is held to: its spec's, and
+/// the standard one for a name no tool of the catalog has (an MCP tool).
+pub fn input_bound(tool: &str) -> InputBound {
+    CATALOG
+        .iter()
+        .find(|spec| spec.name == tool)
+        .map_or(InputBound::Standard, |spec| spec.input_bound)
+}
+
 /// The family a tool name belongs to, for metrics: `mcp` for an MCP
 /// server's tool, `unknown` for a name no tool has (a brain may call
 /// anything).

@@ -4,7 +4,7 @@
 //! errors several planes share live here; each plane's own beside its
 //! tools.
 
-use holarchy_supervision::limits::InvalidInput;
+use holarchy_supervision::bounds::InvalidInput;
 use holarchy_supervision::Refusal;
 use serde_json::{json, Value};
 

@@ -271,7 +271,7 @@ impl Tool for MemoryGet {
         input: MemoryGetInput,
     ) -> Result<Value, MemoryError> {
         // An id is at most a few dozen bytes; a longer one names nothing.
-        let id = holarchy_supervision::limits::head(&input.id, 64);
+        let id = holarchy_supervision::bounds::head(&input.id, 64);
         if !is_memory_id(id) {
             return Err(MemoryError::BadId(id.to_owned()));
         }

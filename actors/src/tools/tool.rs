@@ -37,6 +37,15 @@ impl Plane {
     }
 }
 
+/// Which of the daemon's input bounds a tool's calls are held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputBound {
+    /// `--max-tool-input-bytes`, every tool's unless it says otherwise.
+    Standard,
+    /// `--max-patch-input-bytes`: a patch carries whole hunks of files.
+    Patch,
+}
+
 /// What a brain is told about a tool besides its input schema.
 #[derive(Debug, Clone, Copy)]
 pub struct Spec {
@@ -62,6 +71,9 @@ pub struct Caller {
 /// tool parses.
 pub trait Tool {
     const SPEC: Spec;
+
+    /// The bound its input is held to.
+    const INPUT_BOUND: InputBound = InputBound::Standard;
 
     /// The input, parsed from the call's JSON before the tool runs; a
     /// failed parse is an `invalid_input` error and the tool never runs.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use holarchy_supervision::work::{WorkError, WorkUpdate};
-use holarchy_supervision::{limits, PlanStep, StepStatus, ToolFamily, WorkItemId, WorkStatus};
+use holarchy_supervision::{bounds, PlanStep, StepStatus, ToolFamily, WorkItemId, WorkStatus};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -43,7 +43,7 @@ impl Tool for Enqueue {
         input: EnqueueInput,
     ) -> Result<Value, WorkPlaneError> {
         // The message limit every other way onto a queue has.
-        limits::check_message(&input.text).map_err(DeliverError::from)?;
+        bounds::check_message(&input.text).map_err(DeliverError::from)?;
         let delivered = work_plane::enqueue(ctx, caller.agent_id, input.text).await?;
         Ok(json!({ "message_id": delivered.message_id.to_string() }))
     }

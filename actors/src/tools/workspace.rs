@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::error::{classified, Classify, ErrorKind, ToolError};
-use super::tool::{Caller, Plane, Spec, Tool};
+use super::tool::{Caller, InputBound, Plane, Spec, Tool};
 use crate::workspace::apply_patch::{self, ApplyError};
 use crate::workspace::path::PathError;
 use crate::workspace::{self as workspace_plane, Target, View, WorkspaceError};
@@ -76,6 +76,7 @@ impl Tool for ApplyPatch {
         plane: Plane::Workspace,
         description: "Applies a unified diff (diff -u or git diff; paths relative to the active directory) inside the active workspace. Every hunk of every file must apply, or nothing is written; each file is replaced atomically. Paths outside the active workspace are refused. Returns the files changed.",
     };
+    const INPUT_BOUND: InputBound = InputBound::Patch;
     type Input = PatchInput;
     type Error = ApplyError;
 

@@ -225,3 +225,22 @@ proptest! {
         prop_assert_eq!(decision.kind == DecisionKind::NoOp, tools.is_empty() && reply.as_deref().is_none_or(|r| r.trim().is_empty()));
     }
 }
+
+#[test]
+fn only_a_true_requires_approval_asks_an_operator_whatever_else_the_decision_holds() {
+    use serde_json::json;
+    assert!(asks_approval(
+        &json!({"kind": "comment", "reason": "r", "requires_approval": true})
+    ));
+    // Refused as a decision (no reason, an unknown field), it still holds
+    // the calls it asked to hold.
+    assert!(asks_approval(
+        &json!({"kind": "nonsense", "extra": 1, "requires_approval": true})
+    ));
+    assert!(!asks_approval(&json!({"kind": "comment", "reason": "r"})));
+    assert!(!asks_approval(
+        &json!({"kind": "comment", "requires_approval": false})
+    ));
+    assert!(!asks_approval(&json!({"requires_approval": "yes"})));
+    assert!(!asks_approval(&json!("requires_approval")));
+}

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
+use holarchy_supervision::bounds::{check_context_tokens, check_name};
 use holarchy_supervision::brain::{
     ANTHROPIC_BASE_URL, ANTHROPIC_KEY_ENV, DEFAULT_ANTHROPIC_TOKENS,
 };
-use holarchy_supervision::limits::{check_context_tokens, check_name};
 use holarchy_supervision::{BrainConfig, ToolLimits};
 use serde::Deserialize;
 

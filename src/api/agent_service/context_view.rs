@@ -25,7 +25,7 @@ pub async fn preview(
     let mut truncated_from_bytes = 0;
     if context_json.len() > MAX_CONTEXT_BYTES {
         truncated_from_bytes = context_json.len() as u64;
-        holarchy_supervision::limits::truncate(&mut context_json, MAX_CONTEXT_BYTES);
+        holarchy_supervision::bounds::truncate(&mut context_json, MAX_CONTEXT_BYTES);
     }
     Ok(pb::GetAgentContextResponse {
         context_json,

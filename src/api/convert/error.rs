@@ -10,8 +10,8 @@ use holarchy_actors::workspace::worktree::WorktreeError;
 use holarchy_actors::{
     ArchiveError, BrainError, CreateError, DeliverError, RuntimeError, StoreError,
 };
+use holarchy_supervision::bounds::InvalidInput;
 use holarchy_supervision::brain::BrainConfigError;
-use holarchy_supervision::limits::InvalidInput;
 use holarchy_supervision::{IdParseError, Refusal};
 use tonic::Status;
 
@@ -66,7 +66,7 @@ fn cut(text: &str, max: usize) -> String {
     }
     format!(
         "{}… ({} bytes)",
-        holarchy_supervision::limits::head(text, max),
+        holarchy_supervision::bounds::head(text, max),
         text.len()
     )
 }

@@ -1,4 +1,4 @@
-//! Event ingress: an inbound event (a webhook delivery, a schedule's
+//! Inbound events: an inbound event (a webhook delivery, a schedule's
 //! firing, a published event) is checked against its instance's ingress,
 //! stored once per dedupe key, and queued for the instance's agent.
 //!
@@ -37,7 +37,7 @@ use holarchy_composition::event::{
     EventError, InboundEvent, SOURCE_GENERIC, SOURCE_GITHUB, SOURCE_PUBLISH, SOURCE_SCHEDULE,
 };
 use holarchy_composition::manifest::{InstanceSpec, Provider};
-use holarchy_supervision::limits::{head as prefix, MAX_DEDUPE_KEY_LEN, MAX_MESSAGE_LEN};
+use holarchy_supervision::bounds::{head as prefix, MAX_DEDUPE_KEY_LEN, MAX_MESSAGE_LEN};
 use holarchy_supervision::{EventKind, InboundId, Provenance};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -60,7 +60,7 @@ pub struct Published {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum IngressError {
+pub enum InboundError {
     #[error("no instance named `{0}`")]
     NotFound(String),
     /// The instance declares no ingress for this source (or provider).
@@ -83,12 +83,12 @@ pub enum IngressError {
     Store(#[from] StoreError),
 }
 
-impl From<LookupError> for IngressError {
+impl From<LookupError> for InboundError {
     fn from(err: LookupError) -> Self {
         match err {
-            LookupError::NotFound(name) => IngressError::NotFound(name),
-            LookupError::Store(err) => IngressError::Store(err),
-            other => IngressError::NoAgent(other.to_string()),
+            LookupError::NotFound(name) => InboundError::NotFound(name),
+            LookupError::Store(err) => InboundError::Store(err),
+            other => InboundError::NoAgent(other.to_string()),
         }
     }
 }
@@ -137,18 +137,18 @@ pub async fn publish(
     ctx: &Arc<Ctx>,
     instance_name: &str,
     event: InboundEvent,
-) -> Result<Published, IngressError> {
+) -> Result<Published, InboundError> {
     let view = instance::get(ctx.store.as_ref(), instance_name)?;
     match route(&view.record.spec, &event) {
         Route::Take => {}
         Route::Ignore => {
-            return Err(IngressError::Ignored {
+            return Err(InboundError::Ignored {
                 instance: instance_name.to_owned(),
                 kind: event.kind,
             })
         }
         Route::Undeclared => {
-            return Err(IngressError::NotDeclared {
+            return Err(InboundError::NotDeclared {
                 instance: instance_name.to_owned(),
                 origin: event.source,
             })
@@ -158,7 +158,7 @@ pub async fn publish(
         .agent
         .filter(|agent| agent.state.is_live())
         .ok_or_else(|| {
-            IngressError::NoAgent(format!("instance `{instance_name}` has no live agent"))
+            InboundError::NoAgent(format!("instance `{instance_name}` has no live agent"))
         })?;
     let stored = match replay_window_ms(&view.record.spec, &event) {
         Some(window_ms) => {
@@ -178,7 +178,7 @@ pub async fn publish(
         detail: format!("event id `{}`", event.id),
     })?;
     let entry = ctx.directory.get(agent.id).ok_or_else(|| {
-        IngressError::Unavailable(DeliverError::Unavailable(
+        InboundError::Unavailable(DeliverError::Unavailable(
             "the agent is not running right now".into(),
         ))
     })?;
@@ -201,11 +201,11 @@ pub async fn publish(
     directory::deliver(&entry.actor, message, ctx.config.call_timeout)
         .await
         .map_err(|err| match err {
-            DeliverError::Store(err) => IngressError::Store(err),
+            DeliverError::Store(err) => InboundError::Store(err),
             DeliverError::NotFound(_) | DeliverError::Refused(_) => {
-                IngressError::NoAgent(err.to_string())
+                InboundError::NoAgent(err.to_string())
             }
-            other => IngressError::Unavailable(other),
+            other => InboundError::Unavailable(other),
         })?;
     Ok(Published {
         event_id: event.id,
@@ -271,5 +271,5 @@ pub fn message_text(event: &InboundEvent) -> String {
 }
 
 #[cfg(test)]
-#[path = "ingress/tests.rs"]
+#[path = "inbound/tests.rs"]
 mod tests;

@@ -24,7 +24,7 @@
 //! Nothing but the signature check runs before the body is verified, and
 //! error bodies name no internals.
 
-use holarchy_actors::ingress::IngressError;
+use holarchy_actors::inbound::InboundError;
 use holarchy_actors::runtime::instance::InstanceError;
 use holarchy_actors::runtime::Bounded;
 use holarchy_actors::{now_ms, Runtime};
@@ -172,21 +172,21 @@ fn decoy_secret() -> String {
 }
 
 /// The answer to a verified event the runtime did not take.
-fn refused(instance: &str, err: IngressError) -> Answer {
+fn refused(instance: &str, err: InboundError) -> Answer {
     match err {
-        IngressError::Ignored { .. } => answer(
+        InboundError::Ignored { .. } => answer(
             StatusCode::ACCEPTED,
             json!({ "ignored": true, "reason": err.to_string() }),
         ),
-        IngressError::NotFound(_) | IngressError::NotDeclared { .. } => {
+        InboundError::NotFound(_) | InboundError::NotDeclared { .. } => {
             error(StatusCode::NOT_FOUND, "no such instance webhook")
         }
-        IngressError::Invalid(err) => error(StatusCode::BAD_REQUEST, &err.to_string()),
-        IngressError::NoAgent(_) => {
+        InboundError::Invalid(err) => error(StatusCode::BAD_REQUEST, &err.to_string()),
+        InboundError::NoAgent(_) => {
             warn!(instance, error = %err, "webhook: the instance has no agent");
             error(StatusCode::CONFLICT, "the instance has no live agent")
         }
-        IngressError::Unavailable(_) | IngressError::Store(_) => {
+        InboundError::Unavailable(_) | InboundError::Store(_) => {
             warn!(instance, error = %err, "webhook not delivered");
             error(StatusCode::SERVICE_UNAVAILABLE, "try again later")
         }

@@ -3,7 +3,7 @@
 //! recovered and not shutting down) for load balancers, and
 //! `GET /metrics` (see [`crate::metrics`]). None takes a token: they say
 //! how much and how fast, never what an agent holds. A connection of the
-//! listener's reserve (see [`super::admission`]) gets the first two only.
+//! listener's reserve (see [`super::connections`]) gets the first two only.
 
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;

@@ -1,4 +1,4 @@
-//! The context every actor of one runtime shares (see [`Ctx`]), and the
+//! What every actor of one runtime shares (see [`Ctx`]), and the
 //! [`Factory`] through which supervisors start their children.
 
 use std::future::Future;

@@ -7,7 +7,7 @@
 //! Plain HTTP/1.1 on the hyper that tonic already runs, on the daemon's
 //! tokio runtime. Every resource a sender can hold is bounded: connections
 //! (a pool, of which one peer holds at most its share, and a reserve that
-//! keeps the health routes answering; see [`admission`]), the time to send
+//! keeps the health routes answering; see [`connections`]), the time to send
 //! the headers (shorter while the pool is nearly full), the body's size
 //! (checked against `Content-Length` before a byte of it is read, then
 //! while reading), and the time one request may take. On shutdown it
@@ -30,13 +30,13 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{debug, info, warn};
 
-pub mod admission;
+pub mod connections;
 pub mod console;
 pub mod host;
 pub mod operator;
 pub mod webhook;
 
-use admission::{Admission, Pool, Slot};
+use connections::{Connections, Pool, Slot};
 use console::Console;
 
 /// The body limit when `--max-webhook-bytes` is not given: 1 MiB, as the
@@ -94,7 +94,7 @@ impl HttpConfig {
 
 /// What every connection's task shares.
 struct Shared {
-    admission: Admission,
+    connections: Connections,
     config: HttpConfig,
     runtime: Arc<Runtime>,
     metrics: Arc<crate::metrics::Metrics>,
@@ -153,7 +153,7 @@ pub fn serve(
     let (close, closed) = watch::channel(false);
     let (drained_tx, drained) = oneshot::channel();
     let shared = Arc::new(Shared {
-        admission: Admission::new(config.max_connections, config.max_connections_per_peer),
+        connections: Connections::new(config.max_connections, config.max_connections_per_peer),
         config,
         runtime,
         metrics,
@@ -194,7 +194,7 @@ async fn accept(
 ) {
     loop {
         tokio::select! {
-            () = shared.admission.room() => {}
+            () = shared.connections.room() => {}
             () = stopped(&mut until) => return,
         }
         let accepted = tokio::select! {
@@ -210,7 +210,7 @@ async fn accept(
                 continue;
             }
         };
-        let Some(slot) = shared.admission.admit(peer.ip()) else {
+        let Some(slot) = shared.connections.admit(peer.ip()) else {
             // Dropping the stream closes it: the peer holds its share and
             // the reserve's, or the reserve is full.
             debug!(peer = %peer, "http connection refused: the peer holds its share");

@@ -32,7 +32,7 @@ pub enum Pool {
 
 /// The pools and what each peer holds of them.
 #[derive(Debug)]
-pub struct Admission {
+pub struct Connections {
     general: Arc<Semaphore>,
     reserve: Arc<Semaphore>,
     peers: Arc<Mutex<HashMap<Peer, Held>>>,
@@ -91,7 +91,7 @@ impl Drop for Slot {
     }
 }
 
-impl Admission {
+impl Connections {
     /// `per_peer` 0: no bound per peer.
     pub fn new(max_connections: usize, per_peer: usize) -> Self {
         let max_general = max_connections.max(1);
@@ -177,59 +177,59 @@ mod tests {
 
     #[test]
     fn one_peer_gets_its_bound_then_the_reserve_then_nothing() {
-        let admission = Admission::new(100, 3);
+        let connections = Connections::new(100, 3);
         let general: Vec<_> = (0..3)
-            .map(|_| admission.admit(ip("10.0.0.1")).expect("a place"))
+            .map(|_| connections.admit(ip("10.0.0.1")).expect("a place"))
             .collect();
         assert!(general
             .iter()
             .all(|slot| matches!(slot.pool, Pool::General { .. })));
         let reserve: Vec<_> = (0..RESERVE_PER_PEER)
-            .map(|_| admission.admit(ip("10.0.0.1")).expect("a reserve place"))
+            .map(|_| connections.admit(ip("10.0.0.1")).expect("a reserve place"))
             .collect();
         assert!(reserve.iter().all(|slot| slot.pool == Pool::Reserve));
-        assert!(admission.admit(ip("10.0.0.1")).is_none());
+        assert!(connections.admit(ip("10.0.0.1")).is_none());
         // Another peer is not held back by the first one's bound.
-        let other = admission.admit(ip("10.0.0.2")).expect("a place");
+        let other = connections.admit(ip("10.0.0.2")).expect("a place");
         assert!(matches!(other.pool, Pool::General { pressed: false }));
         // A place given back is the peer's again.
         drop(general);
         assert!(matches!(
-            admission.admit(ip("10.0.0.1")).map(|slot| slot.pool),
+            connections.admit(ip("10.0.0.1")).map(|slot| slot.pool),
             Some(Pool::General { .. })
         ));
     }
 
     #[test]
     fn a_full_pool_leaves_the_reserve_and_presses_the_last_quarter() {
-        let admission = Admission::new(8, 0);
+        let connections = Connections::new(8, 0);
         let held: Vec<Slot> = (0..8)
             .map(|i| {
-                admission
+                connections
                     .admit(ip(&format!("10.0.1.{i}")))
                     .expect("a place")
             })
             .collect();
         assert!(matches!(held[0].pool, Pool::General { pressed: false }));
         assert!(matches!(held[7].pool, Pool::General { pressed: true }));
-        let probe = admission.admit(ip("10.0.2.1")).expect("the reserve");
+        let probe = connections.admit(ip("10.0.2.1")).expect("the reserve");
         assert_eq!(probe.pool, Pool::Reserve);
     }
 
     #[test]
     fn an_ipv6_peer_is_its_slash_64_and_places_are_forgotten_when_freed() {
-        let admission = Admission::new(100, 1);
-        let first = admission.admit(ip("2001:db8::1")).expect("a place");
-        let same_net = admission.admit(ip("2001:db8::2")).expect("the reserve");
+        let connections = Connections::new(100, 1);
+        let first = connections.admit(ip("2001:db8::1")).expect("a place");
+        let same_net = connections.admit(ip("2001:db8::2")).expect("the reserve");
         assert_eq!(same_net.pool, Pool::Reserve);
-        let other_net = admission.admit(ip("2001:db8:0:1::1")).expect("a place");
+        let other_net = connections.admit(ip("2001:db8:0:1::1")).expect("a place");
         assert!(matches!(other_net.pool, Pool::General { .. }));
-        let mapped = admission.admit(ip("::ffff:10.0.0.9")).expect("a place");
+        let mapped = connections.admit(ip("::ffff:10.0.0.9")).expect("a place");
         assert!(matches!(mapped.pool, Pool::General { .. }));
-        assert!(admission
+        assert!(connections
             .admit(ip("10.0.0.9"))
             .is_some_and(|s| s.pool == Pool::Reserve));
         drop((first, same_net, other_net, mapped));
-        assert_eq!(admission.peers(), 0);
+        assert_eq!(connections.peers(), 0);
     }
 }

@@ -24,7 +24,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::task::AbortHandle;
 use tracing::{debug, info, warn};
 
-use super::{publish, IngressError};
+use super::{publish, InboundError};
 use crate::protocol::{SchedulerMsg, SchedulerSnapshot};
 use crate::{now_ms, Ctx};
 
@@ -166,8 +166,8 @@ impl SchedulerActor {
             let retry = match &fired {
                 Ok(()) => false,
                 // Gone or changed meanwhile: the next scan sees the change.
-                Err(IngressError::NotFound(_) | IngressError::NotDeclared { .. }) => false,
-                Err(IngressError::NoAgent(why)) => {
+                Err(InboundError::NotFound(_) | InboundError::NotDeclared { .. }) => false,
+                Err(InboundError::NoAgent(why)) => {
                     debug!(instance, why, "schedule not fired: no agent");
                     false
                 }
@@ -191,7 +191,7 @@ async fn fire_slot(
     index: &str,
     slot: u64,
     payload: &str,
-) -> Result<(), IngressError> {
+) -> Result<(), InboundError> {
     let event = event::from_schedule(instance, index, slot, payload)?;
     let published = publish(ctx, instance, event).await?;
     let mut state = ctx.store.schedule_state(instance, index)?;

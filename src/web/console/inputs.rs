@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tonic::Request;
 
-use holarchy_supervision::limits::{MAX_DEDUPE_KEY_LEN, MAX_MESSAGE_LEN};
+use holarchy_supervision::bounds::{MAX_DEDUPE_KEY_LEN, MAX_MESSAGE_LEN};
 
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentService as _;

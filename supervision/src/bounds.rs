@@ -1,4 +1,4 @@
-//! Input limits, checked once at the edge and again where records are made,
+//! Input bounds, checked once at the edge and again where records are made,
 //! so a bad name or an oversized message never reaches the store.
 
 /// Longest agent name, in bytes.
