@@ -179,32 +179,24 @@ async fn run_on(
         .map(|stored| compose::current(ctx.store.as_ref(), stored));
     let mut role = composition.as_ref().and_then(compose::role);
     let policy = composition.as_ref().map(compose::policy);
-    let (agent, context, catalog, mut room) = if brain.reads_context() {
-        let agent = match tools::agent_view(&ctx, &record) {
-            Ok(agent) => agent,
-            Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
-        };
-        let assembled = match context::bounded(&ctx, &record, Some(&message), role.as_mut()) {
-            Ok(assembled) => assembled,
-            Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
-        };
-        let catalog: Vec<Value> = tools::catalog(&ctx, profile, &record.mcp_servers)
-            .await
-            .tools
-            .iter()
-            .map(tools::CatalogEntry::view)
-            .collect();
-        // Everything sent at every step besides the context and the steps:
-        // the message, the catalog and the agent's view take their share
-        // of the budget first.
-        let tokenizer = assembled.tokenizer;
-        let fixed = tokenizer.count_json(&view)
-            + tokenizer.count_json(&catalog)
-            + tokenizer.count_json(&agent);
-        let room = StepRoom::new(&assembled, fixed);
-        (agent, assembled.context, catalog, Some(room))
-    } else {
-        (Value::Null, Value::Null, Vec::new(), None)
+    let Seen {
+        agent,
+        context,
+        catalog,
+        mut room,
+    } = match seen(
+        &ctx,
+        brain.as_ref(),
+        profile,
+        &record,
+        &message,
+        &view,
+        role.as_mut(),
+    )
+    .await
+    {
+        Ok(seen) => seen,
+        Err(err) => return TurnOutcome::BrainFailed(err),
     };
 
     let mut steps: Vec<StepRecord> = Vec::new();
@@ -324,6 +316,57 @@ async fn run_on(
             explicit: explicit_decision,
         }),
     }
+}
+
+/// What a brain that reads its context is sent at every step besides the
+/// steps themselves, and the room the steps have left.
+struct Seen {
+    agent: Value,
+    context: Value,
+    catalog: Vec<Value>,
+    room: Option<StepRoom>,
+}
+
+/// What `brain` sees of `record`'s turn on `message` (shown as `view`):
+/// nothing for a brain that reads no context; otherwise the agent's view,
+/// its bounded context (the role cut to fit), its tool catalog, and the
+/// room left for the turn's steps once those and the message take their
+/// share of the budget.
+async fn seen(
+    ctx: &Arc<Ctx>,
+    brain: &dyn Brain,
+    profile: Profile,
+    record: &AgentRecord,
+    message: &MessageRecord,
+    view: &crate::step::MessageView,
+    role: Option<&mut compose::RoleView>,
+) -> Result<Seen, String> {
+    if !brain.reads_context() {
+        return Ok(Seen {
+            agent: Value::Null,
+            context: Value::Null,
+            catalog: Vec::new(),
+            room: None,
+        });
+    }
+    let agent = tools::agent_view(ctx, record).map_err(|err| err.to_string())?;
+    let assembled =
+        context::bounded(ctx, record, Some(message), role).map_err(|err| err.to_string())?;
+    let catalog: Vec<Value> = tools::catalog(ctx, profile, &record.mcp_servers)
+        .await
+        .tools
+        .iter()
+        .map(tools::CatalogEntry::view)
+        .collect();
+    let tokenizer = assembled.tokenizer;
+    let fixed =
+        tokenizer.count_json(view) + tokenizer.count_json(&catalog) + tokenizer.count_json(&agent);
+    Ok(Seen {
+        room: Some(StepRoom::new(&assembled, fixed)),
+        agent,
+        context: assembled.context,
+        catalog,
+    })
 }
 
 /// Who a turn's calls run for, and under which constraints.
