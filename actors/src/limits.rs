@@ -86,15 +86,22 @@ impl Default for Limits {
     }
 }
 
+/// Which of the daemon's input bounds a tool's calls are held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputBound {
+    /// `--max-tool-input-bytes`, every tool's unless it says otherwise.
+    Standard,
+    /// `--max-patch-input-bytes`: a patch carries whole hunks of files.
+    Patch,
+}
+
 impl Limits {
     /// The bytes a call's input may take under `bound`. A patch bound set
     /// below the standard one never makes patches smaller than any input.
-    pub fn input_bytes(&self, bound: crate::tools::InputBound) -> usize {
+    pub fn input_bytes(&self, bound: InputBound) -> usize {
         match bound {
-            crate::tools::InputBound::Patch => {
-                self.max_patch_input_bytes.max(self.max_tool_input_bytes)
-            }
-            crate::tools::InputBound::Standard => self.max_tool_input_bytes,
+            InputBound::Patch => self.max_patch_input_bytes.max(self.max_tool_input_bytes),
+            InputBound::Standard => self.max_tool_input_bytes,
         }
     }
 }

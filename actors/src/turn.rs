@@ -16,7 +16,7 @@ use tracing::Instrument;
 use crate::brain::anthropic::AnthropicBrain;
 use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
-use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput, UsageMeter};
+use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput, TurnPlan, UsageMeter};
 use crate::protocol::{ToolResult, TurnDecision, TurnOutcome};
 use crate::replies::ReplySink;
 use crate::tools::{self, ErrorKind, ToolError};
@@ -199,26 +199,34 @@ async fn run_on(
         Err(err) => return TurnOutcome::BrainFailed(err),
     };
 
-    let mut steps: Vec<StepRecord> = Vec::new();
-    let mut all_results: Vec<ToolResult> = Vec::new();
-    let mut recorded: Vec<(Option<String>, Vec<ToolResult>)> = Vec::new();
-    let mut reply = None;
-    let mut done = false;
-    let mut step_limit = None;
     // Only an instance's agents log decisions; the brain's last one wins.
     let logs_decision = composition.and_then(|c| c.instance.clone());
-    let mut explicit_decision = None;
-    // Every result stays in `all_results`, `recorded` and `steps` until the
-    // turn ends, and `steps` goes to the brain at each step: this bounds them.
-    let mut budget = ResultBudget::new(limits);
+    let mut progress = Progress {
+        steps: Vec::new(),
+        all_results: Vec::new(),
+        recorded: Vec::new(),
+        reply: None,
+        done: false,
+        step_limit: None,
+        explicit_decision: None,
+        budget: ResultBudget::new(limits),
+    };
+    let caller = TurnCaller {
+        agent_id,
+        profile,
+        run_id,
+        policy: policy.as_ref(),
+    };
     for step in 1..=max_steps {
         // Before the brain sees them: the turn's steps within its budget.
         if let Some(room) = room.as_mut() {
-            room.fit(&ctx, brain.as_ref(), agent_id, run_id, &mut steps, &usage)
+            let steps = &mut progress.steps;
+            room.fit(&ctx, brain.as_ref(), agent_id, run_id, steps, &usage)
                 .await;
         }
         // Taken after the fit: a step compacted away is in the summary, not
         // sent again whole.
+        let steps = &progress.steps;
         let previous_results = steps.last().map(|s| s.results.clone()).unwrap_or_default();
         let input = TurnInput {
             agent_id,
@@ -249,10 +257,48 @@ async fn run_on(
             brain = brain.name(),
             step
         ));
-        let mut plan = match decided.await {
+        let plan = match decided.await {
             Ok(plan) => plan,
             Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
         };
+        if !progress.take(&ctx, &caller, plan).await {
+            break;
+        }
+        if step == max_steps && max_steps < record.brain.max_steps() {
+            progress.step_limit = Some(max_steps);
+        }
+    }
+    TurnOutcome::Decided {
+        reply: progress.reply,
+        steps: progress.recorded,
+        done: progress.done,
+        step_limit: progress.step_limit,
+        decision: logs_decision.map(|instance| TurnDecision {
+            instance,
+            explicit: progress.explicit_decision,
+        }),
+    }
+}
+
+/// A turn's steps so far. Every result stays in `all_results`, `recorded`
+/// and `steps` until the turn ends, and `steps` goes to the brain at each
+/// step: `budget` bounds them.
+struct Progress {
+    steps: Vec<StepRecord>,
+    all_results: Vec<ToolResult>,
+    recorded: Vec<(Option<String>, Vec<ToolResult>)>,
+    reply: Option<String>,
+    done: bool,
+    step_limit: Option<u32>,
+    explicit_decision: Option<String>,
+    budget: ResultBudget,
+}
+
+impl Progress {
+    /// Takes the brain's `plan` for one step: its reply, its decision, and
+    /// its calls run for `caller`. False when it asked for no call: the
+    /// turn ends.
+    async fn take(&mut self, ctx: &Arc<Ctx>, caller: &TurnCaller<'_>, mut plan: TurnPlan) -> bool {
         plan.reply = bounded_reply(plan.reply);
         // A brain may hold its own calls for an operator: a decision with
         // `requires_approval` parks this step's calls (the prompt layer,
@@ -262,59 +308,40 @@ async fn run_on(
             .as_ref()
             .is_some_and(holarchy_composition::decision::asks_approval);
         if let Some(decision) = plan.decision.take() {
-            explicit_decision = Some(decision.to_string());
+            self.explicit_decision = Some(decision.to_string());
         }
         if plan.reply.is_some() {
-            reply.clone_from(&plan.reply);
+            self.reply.clone_from(&plan.reply);
         }
-        done |= plan.done;
+        self.done |= plan.done;
         if plan.tool_calls.is_empty() {
-            recorded.push((plan.reply, Vec::new()));
-            break;
+            self.recorded.push((plan.reply, Vec::new()));
+            return false;
         }
-        let mut results = Vec::with_capacity(plan.tool_calls.len());
-        let mut step_results = Vec::with_capacity(plan.tool_calls.len());
-        let step_policy = policy
-            .as_ref()
+        let step_policy = caller
+            .policy
             .filter(|_| asks_approval)
             .map(|p| compose::asking_approval(p, &plan.tool_calls));
         let caller = TurnCaller {
-            agent_id,
-            profile,
-            run_id,
-            policy: step_policy.as_ref().or(policy.as_ref()),
+            policy: step_policy.as_ref().or(caller.policy),
+            ..*caller
         };
         let ran = run_calls(
-            &ctx,
+            ctx,
             &caller,
             &plan.tool_calls,
-            &mut all_results,
-            &mut budget,
+            &mut self.all_results,
+            &mut self.budget,
         )
         .await;
-        for result in ran {
-            results.push(result_view(&result));
-            step_results.push(result);
-        }
-        if step == max_steps && max_steps < record.brain.max_steps() {
-            step_limit = Some(max_steps);
-        }
-        recorded.push((plan.reply.clone(), step_results));
-        steps.push(StepRecord {
+        let results = ran.iter().map(result_view).collect();
+        self.recorded.push((plan.reply.clone(), ran));
+        self.steps.push(StepRecord {
             reply: plan.reply,
             tool_calls: plan.tool_calls,
             results,
         });
-    }
-    TurnOutcome::Decided {
-        reply,
-        steps: recorded,
-        done,
-        step_limit,
-        decision: logs_decision.map(|instance| TurnDecision {
-            instance,
-            explicit: explicit_decision,
-        }),
+        true
     }
 }
 

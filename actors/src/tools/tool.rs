@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::ToolError;
+pub use crate::limits::InputBound;
 use crate::Ctx;
 
 /// The plane a tool works on, shown to brains to group the catalog.
@@ -35,15 +36,6 @@ impl Plane {
             Plane::Memory => "memory",
         }
     }
-}
-
-/// Which of the daemon's input bounds a tool's calls are held to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputBound {
-    /// `--max-tool-input-bytes`, every tool's unless it says otherwise.
-    Standard,
-    /// `--max-patch-input-bytes`: a patch carries whole hunks of files.
-    Patch,
 }
 
 /// What a brain is told about a tool besides its input schema.
