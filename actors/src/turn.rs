@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use holarchy_composition::constraint::Policy;
 use holarchy_supervision::bounds::{head, MAX_MESSAGE_LEN};
-use holarchy_supervision::{AgentId, AgentRecord, BrainConfig, MessageRecord, Profile, RunId};
+use holarchy_supervision::{
+    AgentId, AgentRecord, BrainConfig, MessageId, MessageRecord, Profile, RunId,
+};
 use serde_json::{json, Value};
 use tracing::Instrument;
 
@@ -177,40 +179,29 @@ async fn run_on(
         .composition
         .as_deref()
         .map(|stored| compose::current(ctx.store.as_ref(), stored));
-    let mut role = composition.as_ref().and_then(compose::role);
+    let role = composition.as_ref().and_then(compose::role);
     let policy = composition.as_ref().map(compose::policy);
-    let Seen {
-        agent,
-        context,
-        catalog,
-        mut room,
-    } = match seen(
-        &ctx,
-        brain.as_ref(),
-        profile,
-        &record,
-        &message,
-        &view,
-        role.as_mut(),
-    )
-    .await
+    let mut fixed = Fixed {
+        agent_id,
+        run_id,
+        message_id: message.id,
+        agent: Value::Null,
+        role,
+        view,
+        catalog: Vec::new(),
+        context: Value::Null,
+        max_steps,
+    };
+    let mut room = match fixed
+        .see(&ctx, brain.as_ref(), profile, &record, &message)
+        .await
     {
-        Ok(seen) => seen,
+        Ok(room) => room,
         Err(err) => return TurnOutcome::BrainFailed(err),
     };
-
     // Only an instance's agents log decisions; the brain's last one wins.
     let logs_decision = composition.and_then(|c| c.instance.clone());
-    let mut progress = Progress {
-        steps: Vec::new(),
-        all_results: Vec::new(),
-        recorded: Vec::new(),
-        reply: None,
-        done: false,
-        step_limit: None,
-        explicit_decision: None,
-        budget: ResultBudget::new(limits),
-    };
+    let mut progress = Progress::new(limits);
     let caller = TurnCaller {
         agent_id,
         profile,
@@ -226,32 +217,9 @@ async fn run_on(
         }
         // Taken after the fit: a step compacted away is in the summary, not
         // sent again whole.
-        let steps = &progress.steps;
-        let previous_results = steps.last().map(|s| s.results.clone()).unwrap_or_default();
-        let input = TurnInput {
-            agent_id,
-            run_id,
-            agent: agent.clone(),
-            role: role.clone(),
-            message: view.clone(),
-            tools: catalog.clone(),
-            context: context.clone(),
-            step,
-            max_steps,
-            previous_results,
-            steps: steps.clone(),
-            compacted: room.as_ref().and_then(|r| r.compacted.clone()),
-            logs_decision: logs_decision.is_some(),
-            replies: Some(ReplySink::new(
-                ctx.replies.clone(),
-                ctx.config.secrets.clone(),
-                agent_id,
-                run_id,
-                message.id,
-                step,
-            )),
-            usage: usage.clone(),
-        };
+        let compacted = room.as_ref().and_then(|r| r.compacted.clone());
+        let logs = logs_decision.is_some();
+        let input = fixed.input(&ctx, step, &progress.steps, compacted, logs, &usage);
         let decided = brain.decide(input).instrument(tracing::info_span!(
             "brain_step",
             brain = brain.name(),
@@ -268,15 +236,95 @@ async fn run_on(
             progress.step_limit = Some(max_steps);
         }
     }
-    TurnOutcome::Decided {
-        reply: progress.reply,
-        steps: progress.recorded,
-        done: progress.done,
-        step_limit: progress.step_limit,
-        decision: logs_decision.map(|instance| TurnDecision {
-            instance,
-            explicit: progress.explicit_decision,
-        }),
+    progress.outcome(logs_decision)
+}
+
+/// What a turn sends its brain at every step besides the steps.
+struct Fixed {
+    agent_id: AgentId,
+    run_id: RunId,
+    message_id: MessageId,
+    agent: Value,
+    role: Option<compose::RoleView>,
+    view: crate::step::MessageView,
+    catalog: Vec<Value>,
+    context: Value,
+    max_steps: u32,
+}
+
+impl Fixed {
+    /// Reads what `brain` sees of `record`'s turn on `message` besides the
+    /// message: nothing for a brain that reads no context; otherwise the
+    /// agent's view, its bounded context (the role cut to fit), its tool
+    /// catalog. Returns the room left for the turn's steps once those and
+    /// the message take their share of the budget.
+    async fn see(
+        &mut self,
+        ctx: &Arc<Ctx>,
+        brain: &dyn Brain,
+        profile: Profile,
+        record: &AgentRecord,
+        message: &MessageRecord,
+    ) -> Result<Option<StepRoom>, String> {
+        if !brain.reads_context() {
+            return Ok(None);
+        }
+        self.agent = tools::agent_view(ctx, record).map_err(|err| err.to_string())?;
+        let assembled = context::bounded(ctx, record, Some(message), self.role.as_mut())
+            .map_err(|err| err.to_string())?;
+        self.catalog = tools::catalog(ctx, profile, &record.mcp_servers)
+            .await
+            .tools
+            .iter()
+            .map(tools::CatalogEntry::view)
+            .collect();
+        let tokenizer = assembled.tokenizer;
+        let fixed = tokenizer.count_json(&self.view)
+            + tokenizer.count_json(&self.catalog)
+            + tokenizer.count_json(&self.agent);
+        let room = StepRoom::new(&assembled, fixed);
+        self.context = assembled.context;
+        Ok(Some(room))
+    }
+
+    /// The input of step `step`, after `steps` (as fitted to the room;
+    /// `compacted` is the summary of those compacted away).
+    fn input(
+        &self,
+        ctx: &Ctx,
+        step: u32,
+        steps: &[StepRecord],
+        compacted: Option<context::compact::Compaction>,
+        logs_decision: bool,
+        usage: &UsageMeter,
+    ) -> TurnInput {
+        // Taken after the fit: a step compacted away is in the summary, not
+        // sent again whole.
+        let previous_results = steps.last().map(|s| s.results.clone()).unwrap_or_default();
+        TurnInput {
+            agent_id: self.agent_id,
+            run_id: self.run_id,
+            agent: self.agent.clone(),
+            role: self.role.clone(),
+            message: self.view.clone(),
+            tools: self.catalog.clone(),
+            context: self.context.clone(),
+            step,
+            max_steps: self.max_steps,
+            previous_results,
+            steps: steps.to_vec(),
+            compacted,
+            logs_decision,
+            replies: Some(ReplySink::new(
+                ctx.replies.clone(),
+                ctx.config.secrets.clone(),
+                self.agent_id,
+                self.run_id,
+                self.message_id,
+                step,
+            )),
+            usage: usage.clone(),
+        }
     }
 }
 
@@ -295,6 +343,32 @@ struct Progress {
 }
 
 impl Progress {
+    fn new(limits: &crate::limits::Limits) -> Self {
+        Progress {
+            steps: Vec::new(),
+            all_results: Vec::new(),
+            recorded: Vec::new(),
+            reply: None,
+            done: false,
+            step_limit: None,
+            explicit_decision: None,
+            budget: ResultBudget::new(limits),
+        }
+    }
+
+    /// How the turn ended, its decision logged for `instance`'s agents.
+    fn outcome(self, instance: Option<String>) -> TurnOutcome {
+        TurnOutcome::Decided {
+            reply: self.reply,
+            steps: self.recorded,
+            done: self.done,
+            step_limit: self.step_limit,
+            decision: instance.map(|instance| TurnDecision {
+                instance,
+                explicit: self.explicit_decision,
+            }),
+        }
+    }
     /// Takes the brain's `plan` for one step: its reply, its decision, and
     /// its calls run for `caller`. False when it asked for no call: the
     /// turn ends.
@@ -343,57 +417,6 @@ impl Progress {
         });
         true
     }
-}
-
-/// What a brain that reads its context is sent at every step besides the
-/// steps themselves, and the room the steps have left.
-struct Seen {
-    agent: Value,
-    context: Value,
-    catalog: Vec<Value>,
-    room: Option<StepRoom>,
-}
-
-/// What `brain` sees of `record`'s turn on `message` (shown as `view`):
-/// nothing for a brain that reads no context; otherwise the agent's view,
-/// its bounded context (the role cut to fit), its tool catalog, and the
-/// room left for the turn's steps once those and the message take their
-/// share of the budget.
-async fn seen(
-    ctx: &Arc<Ctx>,
-    brain: &dyn Brain,
-    profile: Profile,
-    record: &AgentRecord,
-    message: &MessageRecord,
-    view: &crate::step::MessageView,
-    role: Option<&mut compose::RoleView>,
-) -> Result<Seen, String> {
-    if !brain.reads_context() {
-        return Ok(Seen {
-            agent: Value::Null,
-            context: Value::Null,
-            catalog: Vec::new(),
-            room: None,
-        });
-    }
-    let agent = tools::agent_view(ctx, record).map_err(|err| err.to_string())?;
-    let assembled =
-        context::bounded(ctx, record, Some(message), role).map_err(|err| err.to_string())?;
-    let catalog: Vec<Value> = tools::catalog(ctx, profile, &record.mcp_servers)
-        .await
-        .tools
-        .iter()
-        .map(tools::CatalogEntry::view)
-        .collect();
-    let tokenizer = assembled.tokenizer;
-    let fixed =
-        tokenizer.count_json(view) + tokenizer.count_json(&catalog) + tokenizer.count_json(&agent);
-    Ok(Seen {
-        room: Some(StepRoom::new(&assembled, fixed)),
-        agent,
-        context: assembled.context,
-        catalog,
-    })
 }
 
 /// Who a turn's calls run for, and under which constraints.
