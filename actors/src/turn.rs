@@ -9,26 +9,24 @@ use std::sync::Arc;
 
 use holarchy_composition::constraint::Policy;
 use holarchy_supervision::bounds::{head, MAX_MESSAGE_LEN};
-use holarchy_supervision::{
-    AgentId, AgentRecord, BrainConfig, MessageId, MessageRecord, Profile, RunId,
-};
+use holarchy_supervision::{AgentId, AgentRecord, BrainConfig, MessageRecord, Profile, RunId};
 use serde_json::{json, Value};
 use tracing::Instrument;
 
 use crate::brain::anthropic::AnthropicBrain;
 use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
-use crate::brain::{Brain, ResultView, StepRecord, ToolCall, TurnInput, TurnPlan, UsageMeter};
-use crate::protocol::{ToolResult, TurnDecision, TurnOutcome};
-use crate::replies::ReplySink;
+use crate::brain::{Brain, ResultView, ToolCall, UsageMeter};
+use crate::protocol::{ToolResult, TurnOutcome};
 use crate::tools::{self, ErrorKind, ToolError};
 use crate::Ctx;
 use crate::{compose, context};
 use budget::ResultBudget;
-use compaction::StepRoom;
+use steps::{Fixed, Progress};
 
 pub mod budget;
 mod compaction;
+mod steps;
 
 /// How much of a refused call's input the turn keeps: the call did not
 /// run, so a hint of what it was is enough.
@@ -239,186 +237,6 @@ async fn run_on(
     progress.outcome(logs_decision)
 }
 
-/// What a turn sends its brain at every step besides the steps.
-struct Fixed {
-    agent_id: AgentId,
-    run_id: RunId,
-    message_id: MessageId,
-    agent: Value,
-    role: Option<compose::RoleView>,
-    view: crate::step::MessageView,
-    catalog: Vec<Value>,
-    context: Value,
-    max_steps: u32,
-}
-
-impl Fixed {
-    /// Reads what `brain` sees of `record`'s turn on `message` besides the
-    /// message: nothing for a brain that reads no context; otherwise the
-    /// agent's view, its bounded context (the role cut to fit), its tool
-    /// catalog. Returns the room left for the turn's steps once those and
-    /// the message take their share of the budget.
-    async fn see(
-        &mut self,
-        ctx: &Arc<Ctx>,
-        brain: &dyn Brain,
-        profile: Profile,
-        record: &AgentRecord,
-        message: &MessageRecord,
-    ) -> Result<Option<StepRoom>, String> {
-        if !brain.reads_context() {
-            return Ok(None);
-        }
-        self.agent = tools::agent_view(ctx, record).map_err(|err| err.to_string())?;
-        let assembled = context::bounded(ctx, record, Some(message), self.role.as_mut())
-            .map_err(|err| err.to_string())?;
-        self.catalog = tools::catalog(ctx, profile, &record.mcp_servers)
-            .await
-            .tools
-            .iter()
-            .map(tools::CatalogEntry::view)
-            .collect();
-        let tokenizer = assembled.tokenizer;
-        let fixed = tokenizer.count_json(&self.view)
-            + tokenizer.count_json(&self.catalog)
-            + tokenizer.count_json(&self.agent);
-        let room = StepRoom::new(&assembled, fixed);
-        self.context = assembled.context;
-        Ok(Some(room))
-    }
-
-    /// The input of step `step`, after `steps` (as fitted to the room;
-    /// `compacted` is the summary of those compacted away).
-    fn input(
-        &self,
-        ctx: &Ctx,
-        step: u32,
-        steps: &[StepRecord],
-        compacted: Option<context::compact::Compaction>,
-        logs_decision: bool,
-        usage: &UsageMeter,
-    ) -> TurnInput {
-        // Taken after the fit: a step compacted away is in the summary, not
-        // sent again whole.
-        let previous_results = steps.last().map(|s| s.results.clone()).unwrap_or_default();
-        TurnInput {
-            agent_id: self.agent_id,
-            run_id: self.run_id,
-            agent: self.agent.clone(),
-            role: self.role.clone(),
-            message: self.view.clone(),
-            tools: self.catalog.clone(),
-            context: self.context.clone(),
-            step,
-            max_steps: self.max_steps,
-            previous_results,
-            steps: steps.to_vec(),
-            compacted,
-            logs_decision,
-            replies: Some(ReplySink::new(
-                ctx.replies.clone(),
-                ctx.config.secrets.clone(),
-                self.agent_id,
-                self.run_id,
-                self.message_id,
-                step,
-            )),
-            usage: usage.clone(),
-        }
-    }
-}
-
-/// A turn's steps so far. Every result stays in `all_results`, `recorded`
-/// and `steps` until the turn ends, and `steps` goes to the brain at each
-/// step: `budget` bounds them.
-struct Progress {
-    steps: Vec<StepRecord>,
-    all_results: Vec<ToolResult>,
-    recorded: Vec<(Option<String>, Vec<ToolResult>)>,
-    reply: Option<String>,
-    done: bool,
-    step_limit: Option<u32>,
-    explicit_decision: Option<String>,
-    budget: ResultBudget,
-}
-
-impl Progress {
-    fn new(limits: &crate::limits::Limits) -> Self {
-        Progress {
-            steps: Vec::new(),
-            all_results: Vec::new(),
-            recorded: Vec::new(),
-            reply: None,
-            done: false,
-            step_limit: None,
-            explicit_decision: None,
-            budget: ResultBudget::new(limits),
-        }
-    }
-
-    /// How the turn ended, its decision logged for `instance`'s agents.
-    fn outcome(self, instance: Option<String>) -> TurnOutcome {
-        TurnOutcome::Decided {
-            reply: self.reply,
-            steps: self.recorded,
-            done: self.done,
-            step_limit: self.step_limit,
-            decision: instance.map(|instance| TurnDecision {
-                instance,
-                explicit: self.explicit_decision,
-            }),
-        }
-    }
-    /// Takes the brain's `plan` for one step: its reply, its decision, and
-    /// its calls run for `caller`. False when it asked for no call: the
-    /// turn ends.
-    async fn take(&mut self, ctx: &Arc<Ctx>, caller: &TurnCaller<'_>, mut plan: TurnPlan) -> bool {
-        plan.reply = bounded_reply(plan.reply);
-        // A brain may hold its own calls for an operator: a decision with
-        // `requires_approval` parks this step's calls (the prompt layer,
-        // which can only narrow what the instance allows).
-        let asks_approval = plan
-            .decision
-            .as_ref()
-            .is_some_and(holarchy_composition::decision::asks_approval);
-        if let Some(decision) = plan.decision.take() {
-            self.explicit_decision = Some(decision.to_string());
-        }
-        if plan.reply.is_some() {
-            self.reply.clone_from(&plan.reply);
-        }
-        self.done |= plan.done;
-        if plan.tool_calls.is_empty() {
-            self.recorded.push((plan.reply, Vec::new()));
-            return false;
-        }
-        let step_policy = caller
-            .policy
-            .filter(|_| asks_approval)
-            .map(|p| compose::asking_approval(p, &plan.tool_calls));
-        let caller = TurnCaller {
-            policy: step_policy.as_ref().or(caller.policy),
-            ..*caller
-        };
-        let ran = run_calls(
-            ctx,
-            &caller,
-            &plan.tool_calls,
-            &mut self.all_results,
-            &mut self.budget,
-        )
-        .await;
-        let results = ran.iter().map(result_view).collect();
-        self.recorded.push((plan.reply.clone(), ran));
-        self.steps.push(StepRecord {
-            reply: plan.reply,
-            tool_calls: plan.tool_calls,
-            results,
-        });
-        true
-    }
-}
-
 /// Who a turn's calls run for, and under which constraints.
 #[derive(Debug, Clone, Copy)]
 struct TurnCaller<'a> {
@@ -441,12 +259,7 @@ async fn run_calls(
     all_results: &mut Vec<ToolResult>,
     budget: &mut ResultBudget,
 ) -> Vec<ToolResult> {
-    let TurnCaller {
-        agent_id,
-        profile,
-        run_id,
-        policy,
-    } = *caller;
+    let policy = caller.policy;
     let limits = &ctx.config.limits;
     if calls.len() > limits.max_tool_calls_per_step {
         let error = format!(
@@ -466,12 +279,7 @@ async fn run_calls(
     let mut results: Vec<ToolResult> = Vec::with_capacity(calls.len());
     for call in calls {
         if let Err(spent) = budget.check() {
-            let refused = ToolResult {
-                tool: call.name.clone(),
-                input: written(call, REFUSED_INPUT_BYTES),
-                output: ToolError::from(spent).to_json().to_string(),
-                is_error: true,
-            };
+            let refused = refused(call, ToolError::from(spent).to_json());
             all_results.push(refused.clone());
             results.push(refused);
             continue;
@@ -481,17 +289,16 @@ async fn run_calls(
         // denied call is a tool error, never a side effect; one that needs
         // approval is parked with its input filled in, as it would run.
         let check = policy.map_or(compose::Check::Allow, |p| compose::check(p, &call.name));
-        if let compose::Check::Refuse(reason) = &check {
-            let refused = ToolResult {
-                tool: call.name.clone(),
-                input: written(call, REFUSED_INPUT_BYTES),
-                output: tools::error_json(ErrorKind::Refused, reason).to_string(),
-                is_error: true,
-            };
-            all_results.push(refused.clone());
-            results.push(refused);
-            continue;
-        }
+        let approval = match check {
+            compose::Check::Allow => None,
+            compose::Check::Approve(layer) => Some(layer),
+            compose::Check::Refuse(reason) => {
+                let refused = refused(call, tools::error_json(ErrorKind::Refused, &reason));
+                all_results.push(refused.clone());
+                results.push(refused);
+                continue;
+            }
+        };
         // Later calls may use earlier results ({{results[0].token}}), of
         // earlier steps and of this one.
         let mut result = match tools::fill_placeholders(&call.input, all_results, limit) {
@@ -500,24 +307,7 @@ async fn run_calls(
                     name: call.name.clone(),
                     input,
                 };
-                match check {
-                    compose::Check::Approve(layer) => {
-                        parked(ctx, agent_id, run_id, &filled, layer).await
-                    }
-                    _ => {
-                        let started = std::time::Instant::now();
-                        let span = tracing::info_span!("tool_call", tool = %filled.name);
-                        let result = tools::call(ctx, agent_id, profile, &filled)
-                            .instrument(span)
-                            .await;
-                        ctx.stats.metrics.tool_called(
-                            tools::family_name(&result.tool),
-                            result.is_error,
-                            started.elapsed(),
-                        );
-                        result
-                    }
-                }
+                run_one(ctx, caller, &filled, approval).await
             }
             Err(err) => ToolResult {
                 tool: call.name.clone(),
@@ -541,6 +331,50 @@ async fn run_calls(
         results.push(result);
     }
     results
+}
+
+/// A call refused before it ran: its input kept only up to the bound of a
+/// refusal, and `error` as its output.
+fn refused(call: &ToolCall, error: Value) -> ToolResult {
+    ToolResult {
+        tool: call.name.clone(),
+        input: written(call, REFUSED_INPUT_BYTES),
+        output: error.to_string(),
+        is_error: true,
+    }
+}
+
+/// Runs one call its checks let through (`filled`: its placeholders filled
+/// in): parked for an operator when a layer asks for `approval`, otherwise
+/// run and counted in the metrics.
+async fn run_one(
+    ctx: &Arc<Ctx>,
+    caller: &TurnCaller<'_>,
+    filled: &ToolCall,
+    approval: Option<holarchy_composition::constraint::Layer>,
+) -> ToolResult {
+    let TurnCaller {
+        agent_id,
+        profile,
+        run_id,
+        ..
+    } = *caller;
+    match approval {
+        Some(layer) => parked(ctx, agent_id, run_id, filled, layer).await,
+        None => {
+            let started = std::time::Instant::now();
+            let span = tracing::info_span!("tool_call", tool = %filled.name);
+            let result = tools::call(ctx, agent_id, profile, filled)
+                .instrument(span)
+                .await;
+            ctx.stats.metrics.tool_called(
+                tools::family_name(&result.tool),
+                result.is_error,
+                started.elapsed(),
+            );
+            result
+        }
+    }
 }
 
 /// A call parked for an operator's approval, as the brain sees it.
