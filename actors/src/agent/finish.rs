@@ -74,7 +74,7 @@ impl AgentActor {
             warn!(agent_id = %agent_id, run_id = %run_id, reason = %detail, "turn failed");
         }
         let supervised = state.target.supervisor_agent_id.is_some();
-        let end = turn::finish(&message, run_of(&run), outcome, supervised);
+        let end = turn::finish(message, run_of(&run), outcome, supervised);
         finished.ended = Some(Ended {
             outcome: end.outcome,
             reply: end.reply,

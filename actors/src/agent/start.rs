@@ -307,7 +307,7 @@ impl AgentActor {
                 return Ok(None);
             };
             let carried = carry.take().unwrap_or_default();
-            let Some((batch, message)) = plan::turn::start(&message, run_id, carried) else {
+            let Some((batch, message)) = plan::turn::start(message, run_id, carried) else {
                 continue;
             };
             let flushed = self.apply(Plan::writes(batch)).await?;

@@ -137,6 +137,7 @@ fn read_subtree(ctx: &Ctx, root: AgentId) -> Result<Option<Subtree>, StoreError>
     };
     let order = cleanup_plan(root, |a| store.children_of(a), running_tasks)?;
     let mut subtree = Subtree::default();
+    subtree.ids.clone_from(&order.agents);
     for agent_id in &order.agents {
         if let Some(record) = store.agent(*agent_id)? {
             subtree.agents.push(record);

@@ -15,8 +15,11 @@ use crate::{
 /// [`crate::cleanup::cleanup_plan`].
 #[derive(Debug, Clone, Default)]
 pub struct Subtree {
-    /// The root and its supervised descendants, every agent before its
-    /// supervisor (the root last).
+    /// The root and its supervised descendants as the supervisors' indexes
+    /// name them, every agent before its supervisor (the root last): each
+    /// one's actors stop and its intent names it, record or not.
+    pub ids: Vec<AgentId>,
+    /// The records of those read, in the same order.
     pub agents: Vec<AgentRecord>,
     /// Their messages not yet handled.
     pub pending: Vec<MessageRecord>,
@@ -117,7 +120,7 @@ pub fn cleanup(
         task.updated_at_ms = now_ms;
         batch = batch.put_task(task, reason.name().into());
     }
-    let agents: Vec<AgentId> = subtree.agents.iter().map(|a| a.id).collect();
+    let agents = subtree.ids.clone();
     let tasks: Vec<TaskId> = subtree.tasks.iter().map(|t| t.id).collect();
     batch = batch
         .event(
@@ -270,6 +273,7 @@ mod tests {
                 }
                 subtree.tasks.push(task);
             }
+            subtree.ids.push(agent.id);
             subtree.agents.push(agent);
         }
         subtree
@@ -322,6 +326,7 @@ mod tests {
             prop_assert_eq!(intents.len(), 1);
             prop_assert_eq!(intents[0].id, intent);
             prop_assert_eq!(&intents[0].agents, &out.agents);
+            prop_assert_eq!(&out.agents, &subtree.ids);
             prop_assert!(matches!(writes.last(), Some(Write::PutIntent(_))));
         }
 

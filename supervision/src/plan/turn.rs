@@ -13,7 +13,7 @@ use crate::{
 /// the same batch; `None` unless the message is still queued (a duplicate
 /// queue entry of one handled meanwhile is skipped).
 pub fn start(
-    message: &MessageRecord,
+    message: MessageRecord,
     run_id: RunId,
     carry: Batch,
 ) -> Option<(Batch, MessageRecord)> {
@@ -21,7 +21,7 @@ pub fn start(
     let message = MessageRecord {
         status: handling,
         attempts: message.attempts + 1,
-        ..message.clone()
+        ..message
     };
     let batch = carry.write(Write::PutMessage(message.clone())).event(
         message.agent_id,
@@ -123,10 +123,10 @@ pub struct End {
 
 /// Ends `run` on `message` (as read) with `outcome`; `supervised` says the
 /// agent has a parent to hand a result to.
-pub fn finish(message: &MessageRecord, run: Run, outcome: Outcome, supervised: bool) -> End {
+pub fn finish(message: MessageRecord, run: Run, outcome: Outcome, supervised: bool) -> End {
     let agent_id = message.agent_id;
     let run_id = run.run_id;
-    let mut message = message.clone();
+    let mut message = message;
     let mut batch = Batch::new();
     let (outcome, reply, detail, handled, result) = match outcome {
         Outcome::Decided {
@@ -297,7 +297,7 @@ mod tests {
                 ),
                 Outcome::BrainFailed(_) => (0, 0, false, true),
             };
-            let end = finish(&message, run, outcome, supervised);
+            let end = finish(message.clone(), run, outcome, supervised);
             let events = &end.batch.events;
             let count = |f: &dyn Fn(&EventKind) -> bool| events.iter().filter(|(_, e)| f(e)).count();
             prop_assert_eq!(count(&|e| matches!(e, EventKind::RunFinished { .. })), 1);
@@ -328,7 +328,7 @@ mod tests {
                 message.status = MessageStatus::Handled { run_id: RunId::generate() };
             }
             let carry = Batch::new().write(Write::DropOutput { task_id: crate::TaskId::generate(), offset: 0 });
-            match start(&message, run_id, carry) {
+            match start(message.clone(), run_id, carry) {
                 Some((batch, started)) => {
                     prop_assert!(queued);
                     prop_assert_eq!(started.status, MessageStatus::Handling { run_id });
