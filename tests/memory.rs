@@ -13,6 +13,7 @@ use holarchy::api::pb;
 use holarchy::api::pb::memory_service_client::MemoryServiceClient;
 use holarchy::client::{self, Clients, Target};
 use serde_json::{json, Value};
+use std::time::Duration;
 use tonic::Code;
 
 /// The agent's memory matching `query`, as an operator searches it.
@@ -387,7 +388,9 @@ async fn a_fact_from_the_first_of_many_messages_is_found_by_the_agent() {
     }
     // Counted, not listed: listing a thousand messages at every poll
     // would cost more than the turns.
-    eventually("every message handled", || {
+    // Ten thousand turns: on a loaded 2-core machine that takes longer
+    // than one ordinary wait.
+    common::eventually_within("every message handled", Duration::from_secs(180), || {
         let mut c = c.clone();
         let alice = alice.clone();
         async move {
