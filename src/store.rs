@@ -8,15 +8,18 @@
 //!   shared by every writer waiting on it.
 //! - [`memory_index`]: the full-text index of agents' notes.
 //! - [`stats`]: where commits wait (lock, flush, callers per flush).
-//! - [`sled_store`]: [`SledStore`], the one implementation of the actors'
-//!   [`holarchy_actors::Store`] trait, plus the reads the API needs.
+//! - [`sled_store`]: [`SledStore`], the embedded store (the default): the
+//!   actors' [`holarchy_actors::Store`] trait, plus the reads the API needs.
+//! - [`postgres`]: [`PgStore`], the same on a PostgreSQL database.
 
 pub mod agent_trees;
 pub mod codec;
 pub mod event_log;
 pub mod group_commit;
 pub mod memory_index;
+pub mod postgres;
 pub mod sled_store;
 pub mod stats;
 
+pub use postgres::PgStore;
 pub use sled_store::SledStore;

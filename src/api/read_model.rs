@@ -9,7 +9,7 @@ use holarchy_supervision::{
 };
 use tokio::sync::watch;
 
-use crate::store::SledStore;
+use crate::store::{PgStore, SledStore};
 
 /// The reads behind the gRPC services.
 pub trait ReadModel: Send + Sync + std::fmt::Debug + 'static {
@@ -50,71 +50,87 @@ pub trait ReadModel: Send + Sync + std::fmt::Debug + 'static {
     fn durable(&self) -> DurableFuture;
 }
 
-impl ReadModel for SledStore {
-    fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError> {
-        holarchy_actors::Store::agent(self, id)
-    }
+/// The reads every store answers alike: the actors' trait where it has
+/// them, the store's own listing and log reads for the rest.
+macro_rules! read_model {
+    ($store:ty) => {
+        impl ReadModel for $store {
+            fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError> {
+                holarchy_actors::Store::agent(self, id)
+            }
 
-    fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError> {
-        holarchy_actors::Store::agent_id_by_name(self, name)
-    }
+            fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError> {
+                holarchy_actors::Store::agent_id_by_name(self, name)
+            }
 
-    fn names_from(&self, prefix: &str, limit: usize) -> Result<Vec<(String, AgentId)>, StoreError> {
-        SledStore::names_from(self, prefix, limit)
-    }
+            fn names_from(
+                &self,
+                prefix: &str,
+                limit: usize,
+            ) -> Result<Vec<(String, AgentId)>, StoreError> {
+                <$store>::names_from(self, prefix, limit)
+            }
 
-    fn list_agents(
-        &self,
-        after: Option<AgentId>,
-        limit: usize,
-        include_private: bool,
-    ) -> Result<Vec<AgentRecord>, StoreError> {
-        SledStore::list_agents(self, after, limit, include_private)
-    }
+            fn list_agents(
+                &self,
+                after: Option<AgentId>,
+                limit: usize,
+                include_private: bool,
+            ) -> Result<Vec<AgentRecord>, StoreError> {
+                <$store>::list_agents(self, after, limit, include_private)
+            }
 
-    fn list_messages(
-        &self,
-        agent_id: AgentId,
-        after: Option<MessageId>,
-        limit: usize,
-    ) -> Result<Vec<MessageRecord>, StoreError> {
-        holarchy_actors::Store::list_messages(self, agent_id, after, limit)
-    }
+            fn list_messages(
+                &self,
+                agent_id: AgentId,
+                after: Option<MessageId>,
+                limit: usize,
+            ) -> Result<Vec<MessageRecord>, StoreError> {
+                holarchy_actors::Store::list_messages(self, agent_id, after, limit)
+            }
 
-    fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError> {
-        holarchy_actors::Store::waits_of(self, owner)
-    }
+            fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError> {
+                holarchy_actors::Store::waits_of(self, owner)
+            }
 
-    fn usage_of(&self, agent_id: AgentId) -> Result<Option<UsageTotals>, StoreError> {
-        SledStore::usage_of(self, agent_id)
-    }
+            fn usage_of(&self, agent_id: AgentId) -> Result<Option<UsageTotals>, StoreError> {
+                <$store>::usage_of(self, agent_id)
+            }
 
-    fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError> {
-        holarchy_actors::Store::work_item(self, id)
-    }
+            fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError> {
+                holarchy_actors::Store::work_item(self, id)
+            }
 
-    fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError> {
-        holarchy_actors::Store::work_items_of(self, owner)
-    }
+            fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError> {
+                holarchy_actors::Store::work_items_of(self, owner)
+            }
 
-    fn events_after(&self, cursor: EventCursor, limit: usize) -> Result<Vec<Event>, StoreError> {
-        SledStore::events_after(self, cursor, limit)
-    }
+            fn events_after(
+                &self,
+                cursor: EventCursor,
+                limit: usize,
+            ) -> Result<Vec<Event>, StoreError> {
+                <$store>::events_after(self, cursor, limit)
+            }
 
-    fn event_watermark(&self) -> watch::Receiver<EventCursor> {
-        SledStore::event_watermark(self)
-    }
+            fn event_watermark(&self) -> watch::Receiver<EventCursor> {
+                <$store>::event_watermark(self)
+            }
 
-    fn size_on_disk(&self) -> u64 {
-        SledStore::size_on_disk(self)
-    }
+            fn size_on_disk(&self) -> u64 {
+                <$store>::size_on_disk(self)
+            }
 
-    fn work_done(&self) -> (u64, u64) {
-        let stats = self.commit_stats();
-        (stats.flushes, stats.commits)
-    }
+            fn work_done(&self) -> (u64, u64) {
+                <$store>::work_done(self)
+            }
 
-    fn durable(&self) -> DurableFuture {
-        holarchy_actors::Store::durable(self)
-    }
+            fn durable(&self) -> DurableFuture {
+                holarchy_actors::Store::durable(self)
+            }
+        }
+    };
 }
+
+read_model!(SledStore);
+read_model!(PgStore);

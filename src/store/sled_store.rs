@@ -340,6 +340,12 @@ impl SledStore {
         self.stats.snapshot()
     }
 
+    /// Flushes and transactions since the store opened.
+    pub fn work_done(&self) -> (u64, u64) {
+        let stats = self.commit_stats();
+        (stats.flushes, stats.commits)
+    }
+
     /// Bytes the database takes on disk.
     pub fn size_on_disk(&self) -> u64 {
         self.db.size_on_disk().unwrap_or(0)

@@ -1,0 +1,369 @@
+//! The one committer: every batch queued while the previous transaction
+//! ran lands in the next one, its statements pipelined on one connection.
+//!
+//! Why one: event cursors are handed out here, in commit order, so the log
+//! stays dense and a reader following the watermark never skips an event
+//! that commits late. Why grouped: a transaction costs the server a WAL
+//! flush whatever its size, so N turns in one transaction pay it once.
+//!
+//! A group is all or none. If one of its batches is refused (a guard that
+//! touched no row, a statement the database rejected), the transaction is
+//! rolled back and the group split around it, as the sled store does: the
+//! batches before it go again as a group of their own, the refused one is
+//! answered with its refusal, and the rest follow. Each caller gets the
+//! answer a commit of its own would have given at that point of the order.
+//! A lost connection fails the whole group: its callers hear an error
+//! (never OK without a commit), and the next group reconnects.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Object, Pool};
+use holarchy_actors::{Batch, StoreError};
+use holarchy_supervision::EventCursor;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Statement};
+
+use super::statements::{self, bigint, Refusal, Sql, Step};
+use super::PgError;
+use crate::store::codec::{append_event, start_event_run};
+
+/// At most this many batches in one transaction.
+const MAX_GROUP: usize = 256;
+
+/// How long a group waits for a new connection before its callers hear
+/// that the database is unreachable.
+const RECONNECT_WAIT: Duration = Duration::from_secs(1);
+
+/// Where a caller hears how its batch fared.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// An async caller ([`holarchy_actors::Store::commit_grouped`]).
+    Waiting(oneshot::Sender<Result<(), StoreError>>),
+    /// A caller blocking its thread ([`holarchy_actors::Store::commit`]).
+    Blocking(std::sync::mpsc::SyncSender<Result<(), StoreError>>),
+}
+
+impl Answer {
+    fn send(self, outcome: Result<(), StoreError>) {
+        // A caller that stopped waiting needs no answer.
+        match self {
+            Answer::Waiting(tx) => {
+                let _ = tx.send(outcome);
+            }
+            Answer::Blocking(tx) => {
+                let _ = tx.send(outcome);
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum Job {
+    Commit {
+        batch: Batch,
+        answer: Answer,
+    },
+    /// Commit what is queued, then stop.
+    Stop(oneshot::Sender<()>),
+}
+
+/// Transactions and batches committed, for the API's `work_done`.
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
+    transactions: AtomicU64,
+    batches: AtomicU64,
+}
+
+impl Counts {
+    pub fn snapshot(&self) -> (u64, u64) {
+        (
+            self.transactions.load(Ordering::Relaxed),
+            self.batches.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The committer's statements, prepared on its connection.
+#[derive(Debug)]
+pub(crate) struct Prepared(Vec<Statement>);
+
+impl Prepared {
+    pub async fn new(client: &Client) -> Result<Self, tokio_postgres::Error> {
+        let mut statements = Vec::with_capacity(Sql::ALL.len());
+        for sql in Sql::ALL {
+            statements.push(client.prepare(sql.text()).await?);
+        }
+        Ok(Self(statements))
+    }
+
+    fn get(&self, sql: Sql) -> &Statement {
+        // `ALL` lists every variant once, in declaration order.
+        &self.0[sql as usize]
+    }
+}
+
+/// The newest cursor in the log; 0 when it is empty.
+pub(crate) async fn last_cursor(client: &Client) -> Result<EventCursor, PgError> {
+    let row = client
+        .query_one("SELECT coalesce(max(last), 0) FROM events", &[])
+        .await?;
+    let last: i64 = row.get(0);
+    Ok(u64::try_from(last).unwrap_or(0))
+}
+
+/// A batch ready to run: its statements built once, whatever group it
+/// lands in.
+struct Ready {
+    batch: Batch,
+    steps: Vec<Step>,
+    answer: Answer,
+    at_ms: u64,
+}
+
+/// How one try of a group went.
+enum Outcome {
+    Applied,
+    /// Batch `at` of the group was refused (or rejected by the database).
+    Refused {
+        at: usize,
+        error: StoreError,
+    },
+    /// The connection failed: nothing is known to have committed.
+    Lost(String),
+}
+
+#[derive(Debug)]
+pub(crate) struct Committer {
+    client: Option<Object>,
+    prepared: Prepared,
+    pool: Pool,
+    /// The newest committed cursor.
+    last: EventCursor,
+    watermark: watch::Sender<EventCursor>,
+    counts: Arc<Counts>,
+}
+
+impl Committer {
+    pub fn new(
+        client: Object,
+        prepared: Prepared,
+        pool: Pool,
+        last: EventCursor,
+        watermark: watch::Sender<EventCursor>,
+        counts: Arc<Counts>,
+    ) -> Self {
+        Self {
+            client: Some(client),
+            prepared,
+            pool,
+            last,
+            watermark,
+            counts,
+        }
+    }
+
+    /// A working connection, reconnecting (and re-reading the log's end,
+    /// as a lost commit's outcome is unknown) if the last one failed.
+    async fn connection(&mut self) -> Result<(), String> {
+        if self.client.as_ref().is_some_and(|c| !c.is_closed()) {
+            return Ok(());
+        }
+        self.client = None;
+        let client = tokio::time::timeout(RECONNECT_WAIT, self.pool.get())
+            .await
+            .map_err(|_| "PostgreSQL did not answer".to_owned())?
+            .map_err(|err| format!("no connection to PostgreSQL: {err}"))?;
+        self.prepared = Prepared::new(&client)
+            .await
+            .map_err(|err| format!("PostgreSQL: {err}"))?;
+        self.last = last_cursor(&client).await.map_err(|err| err.to_string())?;
+        self.watermark.send_replace(self.last);
+        self.client = Some(client);
+        Ok(())
+    }
+
+    /// Applies `jobs` in order, in as few transactions as their refusals
+    /// allow, and answers each.
+    async fn apply_all(&mut self, jobs: Vec<(Batch, Answer)>) {
+        let mut rest = VecDeque::with_capacity(jobs.len());
+        for (batch, answer) in jobs {
+            let mut steps = Vec::new();
+            match batch
+                .writes
+                .iter()
+                .try_for_each(|write| statements::steps(write, &mut steps))
+            {
+                Ok(()) => rest.push_back(Ready {
+                    batch,
+                    steps,
+                    answer,
+                    at_ms: holarchy_actors::now_ms(),
+                }),
+                Err(err) => answer.send(Err(err)),
+            }
+        }
+        let mut limit = rest.len();
+        while !rest.is_empty() {
+            if let Err(why) = self.connection().await {
+                for ready in rest.drain(..) {
+                    ready.answer.send(Err(StoreError::Backend(why.clone())));
+                }
+                return;
+            }
+            let group: Vec<&Ready> = rest.iter().take(limit).collect();
+            match self.try_group(&group).await {
+                Outcome::Applied => {
+                    self.counts
+                        .batches
+                        .fetch_add(limit as u64, Ordering::Relaxed);
+                    for ready in rest.drain(..limit) {
+                        ready.answer.send(Ok(()));
+                    }
+                    limit = rest.len();
+                }
+                Outcome::Refused { at: 0, error } => {
+                    if let Some(ready) = rest.pop_front() {
+                        ready.answer.send(Err(error));
+                    }
+                    limit = rest.len();
+                }
+                Outcome::Refused { at, .. } => limit = at,
+                Outcome::Lost(why) => {
+                    tracing::warn!(error = %why, batches = limit, "a commit to PostgreSQL failed");
+                    self.client = None;
+                    for ready in rest.drain(..limit) {
+                        ready.answer.send(Err(StoreError::Backend(why.clone())));
+                    }
+                    limit = rest.len();
+                }
+            }
+        }
+    }
+
+    /// One transaction over `group`, its statements pipelined.
+    async fn try_group(&mut self, group: &[&Ready]) -> Outcome {
+        let Some(client) = self.client.as_mut() else {
+            return Outcome::Lost("no connection to PostgreSQL".into());
+        };
+        let tx = match client.transaction().await {
+            Ok(tx) => tx,
+            Err(err) => return Outcome::Lost(format!("PostgreSQL: {err}")),
+        };
+        // Each batch's events as one run, its cursors after the previous
+        // batch's.
+        let mut cursor = self.last;
+        let mut runs: Vec<(usize, [Box<dyn ToSql + Sync + Send>; 3])> = Vec::new();
+        for (at, ready) in group.iter().enumerate() {
+            if ready.batch.events.is_empty() {
+                continue;
+            }
+            let first = cursor + 1;
+            let mut run = start_event_run();
+            for (agent_id, kind) in &ready.batch.events {
+                cursor += 1;
+                if let Err(error) =
+                    append_event("events", &mut run, cursor, ready.at_ms, agent_id, kind)
+                {
+                    return Outcome::Refused { at, error };
+                }
+            }
+            runs.push((
+                at,
+                [
+                    Box::new(bigint(first)),
+                    Box::new(bigint(cursor)),
+                    Box::new(run),
+                ],
+            ));
+        }
+        let prepared = &self.prepared;
+        let mut calls = Vec::new();
+        for (at, ready) in group.iter().enumerate() {
+            for step in &ready.steps {
+                let params: Vec<&(dyn ToSql + Sync)> = step
+                    .params
+                    .iter()
+                    .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                    .collect();
+                calls.push((at, step.guard.as_ref(), params, prepared.get(step.sql)));
+            }
+        }
+        for (at, params) in &runs {
+            let params: Vec<&(dyn ToSql + Sync)> = params
+                .iter()
+                .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                .collect();
+            calls.push((*at, None, params, prepared.get(Sql::InsertEvents)));
+        }
+        let outcomes = futures::future::join_all(
+            calls
+                .iter()
+                .map(|(_, _, params, statement)| tx.execute(*statement, params)),
+        )
+        .await;
+        let mut refused: Option<(usize, StoreError)> = None;
+        for ((at, guard, _, _), outcome) in calls.iter().zip(outcomes) {
+            match outcome {
+                Ok(rows) => {
+                    if let Some(refusal) = guard {
+                        if rows != 1 {
+                            refused = Some((*at, StoreError::from(Refusal::clone(refusal))));
+                            break;
+                        }
+                    }
+                }
+                Err(err) if err.as_db_error().is_some() => {
+                    refused = Some((*at, super::backend(err)));
+                    break;
+                }
+                Err(err) => return Outcome::Lost(format!("PostgreSQL: {err}")),
+            }
+        }
+        if let Some((at, error)) = refused {
+            if let Err(err) = tx.rollback().await {
+                return Outcome::Lost(format!("PostgreSQL: {err}"));
+            }
+            return Outcome::Refused { at, error };
+        }
+        if let Err(err) = tx.commit().await {
+            return Outcome::Lost(format!("PostgreSQL: {err}"));
+        }
+        self.counts.transactions.fetch_add(1, Ordering::Relaxed);
+        self.last = cursor;
+        self.watermark.send_replace(cursor);
+        Outcome::Applied
+    }
+}
+
+/// Takes jobs until stopped, each group what queued while the last ran.
+pub(crate) async fn run(mut committer: Committer, mut queue: mpsc::UnboundedReceiver<Job>) {
+    let mut stopped = None;
+    while let Some(job) = queue.recv().await {
+        let mut jobs = Vec::new();
+        let mut next = Some(job);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Commit { batch, answer } => jobs.push((batch, answer)),
+                Job::Stop(done) => stopped = Some(done),
+            }
+            if jobs.len() < MAX_GROUP {
+                next = queue.try_recv().ok();
+            }
+        }
+        if stopped.is_some() {
+            // Nothing new is taken; what is queued still lands.
+            queue.close();
+        }
+        committer.apply_all(jobs).await;
+        if stopped.is_some() && queue.is_empty() {
+            break;
+        }
+    }
+    if let Some(done) = stopped {
+        let _ = done.send(());
+    }
+}

@@ -1,0 +1,407 @@
+//! Each `Write` as SQL statements, with the guards that refuse its batch.
+//!
+//! A guard is a statement that must touch exactly one row: the name
+//! claimed (an insert that does nothing on conflict), the supervisor found
+//! live, the agent, task or wait updated only while in the state the write
+//! needs. Guards never raise an error in the database, which would abort
+//! the transaction under every later statement of the pipeline; the
+//! committer reads their row counts once the pipeline answers and rolls
+//! the group back if one refused (see `committer`).
+
+use holarchy_actors::{StoreError, Write};
+use holarchy_supervision::{AgentId, LifecycleState, TaskStatus, Visibility, WaitKind, WaitStatus};
+use tokio_postgres::types::ToSql;
+
+use crate::store::codec::{encode, encode_agent, encode_task};
+
+/// One parameter of a statement, owned so a group's statements outlive
+/// the batches they came from.
+pub(super) type Param = Box<dyn ToSql + Sync + Send>;
+
+/// The statements the committer prepares once per connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sql {
+    InsertName,
+    SupervisorLive,
+    UpsertAgent,
+    UpdateLiveAgent,
+    UpsertMessage,
+    UpsertDedupe,
+    Requeue,
+    UpsertTask,
+    EndTask,
+    UpsertWait,
+    EndWait,
+    UpsertTrigger,
+    UpsertWorkItem,
+    UpsertOutput,
+    DropOutput,
+    UpsertCleanup,
+    DeleteCleanup,
+    UpsertWorkspaces,
+    AddUsage,
+    DeleteArchivedAgent,
+    DeleteNameOf,
+    DeleteUsage,
+    DeleteWorkspaces,
+    InsertEvents,
+}
+
+impl Sql {
+    pub const ALL: [Sql; 24] = [
+        Sql::InsertName,
+        Sql::SupervisorLive,
+        Sql::UpsertAgent,
+        Sql::UpdateLiveAgent,
+        Sql::UpsertMessage,
+        Sql::UpsertDedupe,
+        Sql::Requeue,
+        Sql::UpsertTask,
+        Sql::EndTask,
+        Sql::UpsertWait,
+        Sql::EndWait,
+        Sql::UpsertTrigger,
+        Sql::UpsertWorkItem,
+        Sql::UpsertOutput,
+        Sql::DropOutput,
+        Sql::UpsertCleanup,
+        Sql::DeleteCleanup,
+        Sql::UpsertWorkspaces,
+        Sql::AddUsage,
+        Sql::DeleteArchivedAgent,
+        Sql::DeleteNameOf,
+        Sql::DeleteUsage,
+        Sql::DeleteWorkspaces,
+        Sql::InsertEvents,
+    ];
+
+    pub fn text(self) -> &'static str {
+        match self {
+            Sql::InsertName => {
+                "INSERT INTO names (name, agent_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+            }
+            Sql::SupervisorLive => "SELECT 1 FROM agents WHERE id = $1 AND live",
+            Sql::UpsertAgent => {
+                "INSERT INTO agents (id, public, supervisor, live, archived, value) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET \
+                 public = excluded.public, supervisor = excluded.supervisor, \
+                 live = excluded.live, archived = excluded.archived, value = excluded.value"
+            }
+            Sql::UpdateLiveAgent => {
+                "UPDATE agents SET public = $2, supervisor = $3, live = $4, archived = $5, \
+                 value = $6 WHERE id = $1 AND live"
+            }
+            Sql::UpsertMessage => {
+                "INSERT INTO messages (agent_id, id, pending, handling, value) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (agent_id, id) DO UPDATE SET \
+                 pending = excluded.pending, handling = excluded.handling, value = excluded.value"
+            }
+            Sql::UpsertDedupe => {
+                "INSERT INTO dedupe (agent_id, key, message_id) VALUES ($1, $2, $3) \
+                 ON CONFLICT (agent_id, key) DO UPDATE SET message_id = excluded.message_id"
+            }
+            // Put back to queued only while still in its turn and its agent
+            // live: a cleanup that cancelled it meanwhile wins.
+            Sql::Requeue => {
+                "UPDATE messages SET pending = true, handling = $3, value = $4 \
+                 WHERE agent_id = $1 AND id = $2 AND handling \
+                 AND EXISTS (SELECT 1 FROM agents WHERE id = $1 AND live)"
+            }
+            Sql::UpsertTask => {
+                "INSERT INTO tasks (id, owner, running, worktree, value) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET \
+                 owner = excluded.owner, running = excluded.running, \
+                 worktree = excluded.worktree, value = excluded.value"
+            }
+            Sql::EndTask => {
+                "UPDATE tasks SET owner = $2, running = $3, worktree = $4, value = $5 \
+                 WHERE id = $1 AND running"
+            }
+            Sql::UpsertWait => {
+                "INSERT INTO waits (id, owner, armed, value) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, \
+                 armed = excluded.armed, value = excluded.value"
+            }
+            Sql::EndWait => {
+                "UPDATE waits SET owner = $2, armed = $3, value = $4 WHERE id = $1 AND armed"
+            }
+            Sql::UpsertTrigger => {
+                "INSERT INTO triggers (token_hash, wait_id) VALUES ($1, $2) \
+                 ON CONFLICT (token_hash) DO UPDATE SET wait_id = excluded.wait_id"
+            }
+            Sql::UpsertWorkItem => {
+                "INSERT INTO work_items (id, owner, value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, value = excluded.value"
+            }
+            Sql::UpsertOutput => {
+                "INSERT INTO output (task_id, \"offset\", value) VALUES ($1, $2, $3) \
+                 ON CONFLICT (task_id, \"offset\") DO UPDATE SET value = excluded.value"
+            }
+            Sql::DropOutput => "DELETE FROM output WHERE task_id = $1 AND \"offset\" = $2",
+            Sql::UpsertCleanup => {
+                "INSERT INTO cleanups (id, value) VALUES ($1, $2) \
+                 ON CONFLICT (id) DO UPDATE SET value = excluded.value"
+            }
+            Sql::DeleteCleanup => "DELETE FROM cleanups WHERE id = $1",
+            Sql::UpsertWorkspaces => {
+                "INSERT INTO workspaces (agent_id, value) VALUES ($1, $2) \
+                 ON CONFLICT (agent_id) DO UPDATE SET value = excluded.value"
+            }
+            // Totals saturate at the column's bound, as the sled store's
+            // saturate at u64's: a server may report anything.
+            Sql::AddUsage => {
+                "INSERT INTO usage (agent_id, prompt, completion, cached, turns) \
+                 VALUES ($1, $2, $3, $4, 1) ON CONFLICT (agent_id) DO UPDATE SET \
+                 prompt = least(usage.prompt::numeric + excluded.prompt, 9223372036854775807)::bigint, \
+                 completion = least(usage.completion::numeric + excluded.completion, 9223372036854775807)::bigint, \
+                 cached = least(usage.cached::numeric + excluded.cached, 9223372036854775807)::bigint, \
+                 turns = least(usage.turns::numeric + 1, 9223372036854775807)::bigint"
+            }
+            Sql::DeleteArchivedAgent => "DELETE FROM agents WHERE id = $1 AND archived",
+            // The name is freed only if it is still this agent's.
+            Sql::DeleteNameOf => "DELETE FROM names WHERE name = $1 AND agent_id = $2",
+            Sql::DeleteUsage => "DELETE FROM usage WHERE agent_id = $1",
+            Sql::DeleteWorkspaces => "DELETE FROM workspaces WHERE agent_id = $1",
+            Sql::InsertEvents => "INSERT INTO events (first, last, value) VALUES ($1, $2, $3)",
+        }
+    }
+}
+
+/// What a guard that touched no row refuses its batch with.
+#[derive(Debug, Clone)]
+pub(super) enum Refusal {
+    NameTaken(String),
+    SupervisorGone(AgentId),
+    Precondition(&'static str),
+}
+
+impl From<Refusal> for StoreError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::NameTaken(name) => StoreError::NameTaken(name),
+            Refusal::SupervisorGone(id) => StoreError::SupervisorGone(id),
+            Refusal::Precondition(why) => StoreError::Precondition(why.into()),
+        }
+    }
+}
+
+/// One statement of a batch.
+pub(super) struct Step {
+    pub sql: Sql,
+    pub params: Vec<Param>,
+    /// Set for a guard: it must touch exactly one row.
+    pub guard: Option<Refusal>,
+}
+
+impl std::fmt::Debug for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Step")
+            .field("sql", &self.sql)
+            .field("guard", &self.guard)
+            .finish_non_exhaustive()
+    }
+}
+
+fn step(sql: Sql, params: Vec<Param>) -> Step {
+    Step {
+        sql,
+        params,
+        guard: None,
+    }
+}
+
+fn guard(sql: Sql, params: Vec<Param>, refusal: Refusal) -> Step {
+    Step {
+        sql,
+        params,
+        guard: Some(refusal),
+    }
+}
+
+fn id(bytes: [u8; 16]) -> Param {
+    Box::new(bytes.to_vec())
+}
+
+/// A u64 as the database's bigint, held at its bound.
+pub(super) fn bigint(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn agent_columns(record: &holarchy_supervision::AgentRecord) -> Result<Vec<Param>, StoreError> {
+    Ok(vec![
+        id(record.id.to_bytes()),
+        Box::new(record.profile.visibility == Visibility::Public),
+        Box::new(record.supervisor_agent_id.map(|s| s.to_bytes().to_vec())),
+        Box::new(record.state.is_live()),
+        Box::new(record.state == LifecycleState::Archived),
+        Box::new(encode_agent("agents", record)?),
+    ])
+}
+
+/// The statements of one write, in the order they run.
+pub(super) fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError> {
+    match write {
+        Write::CreateAgent(record) => {
+            if let Some(name) = &record.name {
+                out.push(guard(
+                    Sql::InsertName,
+                    vec![Box::new(name.clone()), id(record.id.to_bytes())],
+                    Refusal::NameTaken(name.clone()),
+                ));
+            }
+            if let Some(sup) = record.supervisor_agent_id {
+                out.push(guard(
+                    Sql::SupervisorLive,
+                    vec![id(sup.to_bytes())],
+                    Refusal::SupervisorGone(sup),
+                ));
+            }
+            out.push(step(Sql::UpsertAgent, agent_columns(record)?));
+        }
+        Write::PutAgent(record) => out.push(step(Sql::UpsertAgent, agent_columns(record)?)),
+        Write::PutLiveAgent(record) => out.push(guard(
+            Sql::UpdateLiveAgent,
+            agent_columns(record)?,
+            Refusal::Precondition("the agent has ended"),
+        )),
+        Write::PutMessage(message) => {
+            out.push(step(
+                Sql::UpsertMessage,
+                vec![
+                    id(message.agent_id.to_bytes()),
+                    id(message.id.to_bytes()),
+                    Box::new(message.status.is_pending()),
+                    Box::new(is_handling(message)),
+                    Box::new(encode("messages", message)?),
+                ],
+            ));
+            if let Some(key) = &message.dedupe_key {
+                out.push(step(
+                    Sql::UpsertDedupe,
+                    vec![
+                        id(message.agent_id.to_bytes()),
+                        Box::new(key.clone()),
+                        id(message.id.to_bytes()),
+                    ],
+                ));
+            }
+        }
+        Write::Requeue(message) => out.push(step(
+            Sql::Requeue,
+            vec![
+                id(message.agent_id.to_bytes()),
+                id(message.id.to_bytes()),
+                Box::new(is_handling(message)),
+                Box::new(encode("messages", message)?),
+            ],
+        )),
+        Write::PutTask(task) | Write::EndTask(task) => {
+            let params: Vec<Param> = vec![
+                id(task.id.to_bytes()),
+                id(task.owner_agent_id.to_bytes()),
+                Box::new(task.status == TaskStatus::Running),
+                Box::new(task.pending_worktree().is_some()),
+                Box::new(encode_task("tasks", task)?),
+            ];
+            out.push(match write {
+                Write::EndTask(_) => guard(
+                    Sql::EndTask,
+                    params,
+                    Refusal::Precondition("the task has already ended"),
+                ),
+                _ => step(Sql::UpsertTask, params),
+            });
+        }
+        Write::PutWait(wait) | Write::EndWait(wait) => {
+            let params: Vec<Param> = vec![
+                id(wait.id.to_bytes()),
+                id(wait.owner_agent_id.to_bytes()),
+                Box::new(wait.status == WaitStatus::Armed),
+                Box::new(encode("waits", wait)?),
+            ];
+            out.push(match write {
+                Write::EndWait(_) => guard(
+                    Sql::EndWait,
+                    params,
+                    Refusal::Precondition("the wait is no longer armed"),
+                ),
+                _ => step(Sql::UpsertWait, params),
+            });
+            if let WaitKind::Trigger { token_hash } = wait.kind {
+                out.push(step(
+                    Sql::UpsertTrigger,
+                    vec![Box::new(token_hash.to_vec()), id(wait.id.to_bytes())],
+                ));
+            }
+        }
+        Write::PutWorkItem(item) => out.push(step(
+            Sql::UpsertWorkItem,
+            vec![
+                id(item.id.to_bytes()),
+                id(item.owner_agent_id.to_bytes()),
+                Box::new(encode("work", item)?),
+            ],
+        )),
+        Write::PutOutput { task_id, chunk } => out.push(step(
+            Sql::UpsertOutput,
+            vec![
+                id(task_id.to_bytes()),
+                Box::new(bigint(chunk.offset)),
+                Box::new(encode("output", chunk)?),
+            ],
+        )),
+        Write::DropOutput { task_id, offset } => out.push(step(
+            Sql::DropOutput,
+            vec![id(task_id.to_bytes()), Box::new(bigint(*offset))],
+        )),
+        Write::PutIntent(intent) => out.push(step(
+            Sql::UpsertCleanup,
+            vec![
+                id(intent.id.to_bytes()),
+                Box::new(encode("cleanups", intent)?),
+            ],
+        )),
+        Write::DeleteIntent(cleanup) => {
+            out.push(step(Sql::DeleteCleanup, vec![id(cleanup.to_bytes())]))
+        }
+        Write::PutWorkspaces(projection) => out.push(step(
+            Sql::UpsertWorkspaces,
+            vec![
+                id(projection.agent_id.to_bytes()),
+                Box::new(encode("workspaces", projection)?),
+            ],
+        )),
+        Write::AddUsage { agent_id, usage } => out.push(step(
+            Sql::AddUsage,
+            vec![
+                id(agent_id.to_bytes()),
+                Box::new(bigint(usage.prompt_tokens)),
+                Box::new(bigint(usage.completion_tokens)),
+                Box::new(bigint(usage.cached_tokens)),
+            ],
+        )),
+        Write::DeleteAgent(record) => {
+            out.push(guard(
+                Sql::DeleteArchivedAgent,
+                vec![id(record.id.to_bytes())],
+                Refusal::Precondition("only an archived agent can be deleted"),
+            ));
+            if let Some(name) = &record.name {
+                out.push(step(
+                    Sql::DeleteNameOf,
+                    vec![Box::new(name.clone()), id(record.id.to_bytes())],
+                ));
+            }
+            out.push(step(Sql::DeleteUsage, vec![id(record.id.to_bytes())]));
+            out.push(step(Sql::DeleteWorkspaces, vec![id(record.id.to_bytes())]));
+        }
+    }
+    Ok(())
+}
+
+fn is_handling(message: &holarchy_supervision::MessageRecord) -> bool {
+    matches!(
+        message.status,
+        holarchy_supervision::MessageStatus::Handling { .. }
+    )
+}

@@ -1,0 +1,89 @@
+//! The store conformance suite: what every store behind the actors'
+//! `Store` and the services' `ReadModel` must do, whatever engine holds the
+//! bytes. Each check is written once against a [`harness::Harness`] and
+//! instantiated for every store the daemon can open, so a second store
+//! passes exactly the checks the first one does.
+//!
+//! - [`records`]: each `Write` kind lands where its reads find it.
+//! - [`guards`]: a guarded write that finds the wrong state refuses its
+//!   whole batch, events included.
+//! - [`events`]: the event log is dense, in commit order, paged by cursor.
+//! - [`durability`]: what was durable before a crash is there after it;
+//!   grouped commits answer only once applied, and flush.
+
+#[path = "store_conformance/durability.rs"]
+mod durability;
+#[path = "store_conformance/events.rs"]
+mod events;
+#[path = "store_conformance/fixtures.rs"]
+mod fixtures;
+#[path = "store_conformance/guards.rs"]
+mod guards;
+#[path = "store_conformance/harness.rs"]
+mod harness;
+#[path = "support/postgres.rs"]
+mod pg_server;
+#[path = "store_conformance/records.rs"]
+mod records;
+
+/// Instantiates every check of the suite for one harness, each as a test
+/// named after the check inside a module named after the store.
+macro_rules! conformance {
+    ($store:ident, $harness:ty, $ready:expr, [$($module:ident :: $check:ident),* $(,)?]) => {
+        mod $store {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    if $ready.await {
+                        crate::$module::$check::<$harness>().await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+/// Every check, for one store.
+macro_rules! every_check {
+    ($store:ident, $harness:ty, $ready:expr) => {
+        conformance!(
+            $store,
+            $harness,
+            $ready,
+            [
+                records::an_agent_is_found_by_id_and_name_and_listed,
+                records::a_private_child_is_indexed_under_its_supervisor_while_live,
+                records::messages_keep_their_pending_and_dedupe_indexes,
+                records::the_newest_settled_messages_pass_over_pending_ones,
+                records::tasks_are_found_by_owner_and_worktree_until_removed,
+                records::waits_are_found_by_owner_and_trigger_token,
+                records::work_items_give_the_agent_its_focus,
+                records::command_output_is_read_from_an_offset_and_dropped_from_the_front,
+                records::cleanup_intents_are_read_by_recovery_until_deleted,
+                records::workspaces_and_usage_are_kept_per_agent,
+                records::recovery_reads_what_is_unfinished,
+                guards::a_taken_name_refuses_the_whole_batch,
+                guards::a_child_needs_a_live_supervisor,
+                guards::a_live_update_never_revives_an_ended_agent,
+                guards::a_task_and_a_wait_end_once,
+                guards::a_requeue_applies_only_to_a_message_still_in_its_turn,
+                guards::only_an_archived_agent_is_deleted_and_its_name_freed,
+                events::cursors_are_dense_and_in_commit_order,
+                events::a_page_starts_after_its_cursor,
+                events::the_watermark_follows_durable_events,
+                events::grouped_commits_keep_each_batch_s_events_together,
+                durability::durable_writes_survive_a_crash,
+                durability::a_clean_close_keeps_everything_committed,
+                durability::a_refused_batch_in_a_group_leaves_the_others_applied,
+                durability::a_batch_that_may_end_an_agent_moves_the_count,
+            ]
+        );
+    };
+}
+
+every_check!(sled, crate::harness::Sled, async { true });
+every_check!(
+    postgres,
+    crate::harness::Postgres,
+    crate::pg_server::available()
+);

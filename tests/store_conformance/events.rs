@@ -1,0 +1,128 @@
+//! The event log: dense cursors in commit order, read by page, visible
+//! once durable.
+
+use std::sync::Arc;
+
+use holarchy::api::read_model::ReadModel;
+use holarchy_actors::{Batch, Store};
+use holarchy_supervision::EventKind;
+
+use crate::fixtures::*;
+use crate::harness::Harness;
+
+fn cursors(events: &[holarchy_supervision::Event]) -> Vec<u64> {
+    events.iter().map(|e| e.cursor).collect()
+}
+
+pub async fn cursors_are_dense_and_in_commit_order<H: Harness>() {
+    let (_place, store) = H::create().await;
+    let agent = public("a");
+    store.commit(created(&agent)).expect("creates");
+    for n in 0..20 {
+        store.commit(noted(agent.id, n)).expect("commits");
+    }
+    ReadModel::durable(&*store).await.expect("flushes");
+    let events = store.events_after(0, 1000).expect("events");
+    assert_eq!(cursors(&events), (1..=21).collect::<Vec<_>>());
+    assert!(matches!(events[0].kind, EventKind::AgentCreated { .. }));
+    for (n, event) in events[1..].iter().enumerate() {
+        assert_eq!(event.agent_id, Some(agent.id));
+        match &event.kind {
+            EventKind::MessageQueued { message_id, .. } => {
+                assert_eq!(message_id.as_u128(), n as u128 + 1, "in commit order");
+            }
+            other => panic!("unexpected event {other:?}"),
+        }
+    }
+}
+
+pub async fn a_page_starts_after_its_cursor<H: Harness>() {
+    let (_place, store) = H::create().await;
+    let agent = public("a");
+    let mut batch = created(&agent);
+    for n in 0..9 {
+        batch.events.extend(noted(agent.id, n).events);
+    }
+    store
+        .commit(batch)
+        .expect("commits one batch of ten events");
+    ReadModel::durable(&*store).await.expect("flushes");
+    assert_eq!(
+        cursors(&store.events_after(3, 4).expect("events")),
+        [4, 5, 6, 7]
+    );
+    assert_eq!(
+        cursors(&store.events_after(8, 100).expect("events")),
+        [9, 10]
+    );
+    assert!(store.events_after(10, 100).expect("events").is_empty());
+    assert!(store.events_after(1_000, 100).expect("events").is_empty());
+}
+
+pub async fn the_watermark_follows_durable_events<H: Harness>() {
+    let (_place, store) = H::create().await;
+    let mut watermark = store.event_watermark();
+    let before = *watermark.borrow_and_update();
+    assert_eq!(before, 0, "an empty log");
+    let agent = public("a");
+    store.commit(created(&agent)).expect("creates");
+    store.commit(noted(agent.id, 0)).expect("commits");
+    ReadModel::durable(&*store).await.expect("flushes");
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while *watermark.borrow_and_update() < 2 {
+            watermark.changed().await.expect("the store is open");
+        }
+    })
+    .await
+    .expect("the watermark reaches the newest durable event");
+    let newest = store.events_after(1, 10).expect("events");
+    assert_eq!(cursors(&newest), [2]);
+}
+
+pub async fn grouped_commits_keep_each_batch_s_events_together<H: Harness>() {
+    let (_place, store) = H::create().await;
+    let agents: Vec<_> = (0..16).map(|i| public(&format!("g{i}"))).collect();
+    for agent in &agents {
+        store.commit(created(agent)).expect("creates");
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for agent in agents.clone() {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move {
+            for round in 0..8 {
+                let mut batch = Batch::new();
+                for n in 0..3 {
+                    batch.events.extend(noted(agent.id, round * 3 + n).events);
+                }
+                let durable = store.commit_grouped(batch).await.expect("applies");
+                durable.await.expect("flushes");
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("a committer");
+    }
+    let events = store.events_after(16, 10_000).expect("events");
+    assert_eq!(events.len(), 16 * 8 * 3);
+    assert_eq!(
+        cursors(&events),
+        (17..=16 + 16 * 8 * 3).collect::<Vec<u64>>()
+    );
+    // Each batch's three events are consecutive and in its own order.
+    for run in events.chunks(3) {
+        let agent = run[0].agent_id;
+        let ids: Vec<u128> = run
+            .iter()
+            .map(|e| {
+                assert_eq!(e.agent_id, agent, "a batch's events stay together");
+                match &e.kind {
+                    EventKind::MessageQueued { message_id, .. } => message_id.as_u128(),
+                    other => panic!("unexpected event {other:?}"),
+                }
+            })
+            .collect();
+        assert_eq!(ids[1], ids[0] + 1);
+        assert_eq!(ids[2], ids[0] + 2);
+        assert_eq!((ids[0] - 1) % 3, 0, "a batch starts at its first event");
+    }
+}
