@@ -33,7 +33,7 @@ use holarchy_actors::RuntimeConfig;
 use tracing::{info, warn};
 
 use crate::store::sled_store::StoreConfig;
-use crate::store::SledStore;
+use crate::store::{Opened, PgStore, SledStore};
 
 /// File names inside the data directory.
 pub const SOCKET_FILE: &str = "holarchy.sock";
@@ -59,6 +59,9 @@ pub struct ServeConfig {
     /// How long each shutdown step may take.
     pub shutdown_timeout: Duration,
     pub store: StoreConfig,
+    /// Keep everything in this PostgreSQL database instead of sled under
+    /// the data directory; its password already in it (never logged).
+    pub database: Option<tokio_postgres::Config>,
     pub runtime: RuntimeConfig,
     /// Refuse to start unless agents' programs can be fully confined.
     pub require_sandbox: bool,
@@ -91,6 +94,7 @@ impl ServeConfig {
             connections: ConnectionLimits::default(),
             shutdown_timeout: Duration::from_secs(10),
             store: StoreConfig::default(),
+            database: None,
             runtime: RuntimeConfig::default(),
             require_sandbox: false,
             http: None,
@@ -225,6 +229,18 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     }
 }
 
+/// Opens the PostgreSQL store: connects, migrates and starts its
+/// committer. A database that cannot be reached at the first start stops
+/// the start with the reason; a service manager starts it again.
+async fn open_database(database: tokio_postgres::Config) -> anyhow::Result<Opened> {
+    let opened = tokio::task::spawn_blocking(move || PgStore::open(database))
+        .await
+        .context("opening the PostgreSQL store")?
+        .context("cannot open the PostgreSQL store (check --store, the password, and that the server answers)")?;
+    info!("the store is PostgreSQL");
+    Ok(Opened::Postgres(Arc::new(opened)))
+}
+
 /// How long a store that cannot be opened is waited for between attempts.
 const REOPEN_EVERY: Duration = Duration::from_millis(500);
 /// Free bytes below which a store that will not open is waited for, not
@@ -238,7 +254,10 @@ async fn open_store(
     config: &ServeConfig,
     after: Option<&str>,
     mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
-) -> anyhow::Result<Option<Arc<SledStore>>> {
+) -> anyhow::Result<Option<Opened>> {
+    if let Some(database) = &config.database {
+        return open_database(database.clone()).await.map(Some);
+    }
     let path = config.data_dir.join(DB_DIR);
     let mut attempts: u64 = 0;
     loop {
@@ -247,7 +266,7 @@ async fn open_store(
                 if attempts > 0 {
                     info!(attempts, "the store opened again");
                 }
-                return Ok(Some(Arc::new(store)));
+                return Ok(Some(Opened::Sled(Arc::new(store))));
             }
             Err(err) => err,
         };

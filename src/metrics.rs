@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::store::SledStore;
+use crate::store::Opened;
 
 /// The daemon's registry, encoded at each scrape.
 #[derive(Debug)]
@@ -33,7 +33,7 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(runtime: Arc<Runtime>, store: Arc<SledStore>, grpc: &GrpcMetrics) -> Self {
+    pub fn new(runtime: Arc<Runtime>, store: Opened, grpc: &GrpcMetrics) -> Self {
         let mut registry = Registry::with_prefix("holarchy");
         runtime.register_metrics(&mut registry);
         store.register_metrics(&mut registry);
@@ -60,7 +60,7 @@ impl Metrics {
 /// What is read at each scrape.
 struct Levels {
     runtime: Arc<Runtime>,
-    store: Arc<SledStore>,
+    store: Opened,
 }
 
 impl std::fmt::Debug for Levels {
@@ -192,13 +192,13 @@ impl Collector for Levels {
             &mut encoder,
             "store_flushes",
             "Flushes of the store to disk",
-            self.store.flushes(),
+            self.store.work_done().0,
         )?;
         counter(
             &mut encoder,
             "store_commits",
             "Batches committed to the store",
-            self.store.commits(),
+            self.store.work_done().1,
         )?;
         gauge(
             &mut encoder,

@@ -11,15 +11,18 @@
 //! - [`sled_store`]: [`SledStore`], the embedded store (the default): the
 //!   actors' [`holarchy_actors::Store`] trait, plus the reads the API needs.
 //! - [`postgres`]: [`PgStore`], the same on a PostgreSQL database.
+//! - [`opened`]: [`Opened`], whichever of the two a daemon runs on.
 
 pub mod agent_trees;
 pub mod codec;
 pub mod event_log;
 pub mod group_commit;
 pub mod memory_index;
+pub mod opened;
 pub mod postgres;
 pub mod sled_store;
 pub mod stats;
 
+pub use opened::Opened;
 pub use postgres::PgStore;
 pub use sled_store::SledStore;

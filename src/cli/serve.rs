@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::Args;
 use holarchy_actors::sandbox::TaskLimits;
 use holarchy_actors::secrets::Secrets;
@@ -68,6 +69,27 @@ pub struct ServeArgs {
     /// footprint is about three times this).
     #[arg(help_heading = "Storage", long, default_value_t = crate::store::sled_store::DEFAULT_CACHE_MIB)]
     pub store_cache_mib: u64,
+    /// Keep agents, messages, tasks, events and memory in this PostgreSQL
+    /// database instead of the embedded store under the data directory: a
+    /// URL (postgres://user@host:5432/db, or ?host=/run/postgresql for a
+    /// socket) or a key=value string, without its password. See
+    /// docs/storage.md.
+    #[arg(
+        help_heading = "Storage",
+        long,
+        env = "HOLARCHY_STORE",
+        value_name = "URL"
+    )]
+    pub store: Option<String>,
+    /// A file holding the database's password (or set
+    /// HOLARCHY_STORE_PASSWORD); a password never goes on the command line.
+    #[arg(
+        help_heading = "Storage",
+        long,
+        value_name = "FILE",
+        requires = "store"
+    )]
+    pub store_password_file: Option<PathBuf>,
     /// The brain of agents created without one.
     #[command(flatten, next_help_heading = "Brains")]
     pub default_brain: BrainArgs,
@@ -212,6 +234,14 @@ pub(super) async fn serve(
     config.runtime.output_capacity = args.output_capacity;
     config.runtime.limits = args.limits.limits();
     config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
+    if let Some(url) = &args.store {
+        let password = store_password(args.store_password_file.as_deref())?;
+        if let Some(password) = &password {
+            // Scrubbed from anything an agent or a log could show.
+            secrets.add(password);
+        }
+        config.database = Some(crate::store::postgres::database(url, password)?);
+    }
     config.runtime.context_tokens = args.context_tokens.and_then(|n| usize::try_from(n).ok());
     config.runtime.trace_causes = args.otlp_endpoint.is_some();
     config.runtime.metrics = !args.no_metrics;
@@ -301,4 +331,25 @@ async fn received(stream: Option<&mut tokio::signal::unix::Signal>) {
         }
         None => std::future::pending().await,
     }
+}
+
+/// The database's password: from `file` (its first line), else from
+/// `HOLARCHY_STORE_PASSWORD`, else none (trust, peer or a .pgpass-less
+/// setup).
+fn store_password(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    if let Some(file) = file {
+        let text = std::fs::read_to_string(file).with_context(|| {
+            format!("cannot read the database password from {}", file.display())
+        })?;
+        let password = text.lines().next().unwrap_or_default().to_owned();
+        anyhow::ensure!(
+            !password.is_empty(),
+            "{} holds no password on its first line",
+            file.display()
+        );
+        return Ok(Some(password));
+    }
+    Ok(std::env::var("HOLARCHY_STORE_PASSWORD")
+        .ok()
+        .filter(|p| !p.is_empty()))
 }

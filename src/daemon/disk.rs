@@ -24,7 +24,7 @@ use holarchy_actors::Runtime;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-use crate::store::SledStore;
+use crate::store::Opened;
 
 /// How often the free space is read (one `statvfs`).
 const POLL: Duration = Duration::from_millis(100);
@@ -39,7 +39,7 @@ pub struct Watched {
     pub min_free: u64,
     /// A flush running this long holds new work back.
     pub max_flush: Duration,
-    pub store: Arc<SledStore>,
+    pub store: Opened,
     pub runtime: Arc<Runtime>,
 }
 

@@ -22,7 +22,7 @@ use tracing::{info, warn};
 use super::services::{Over, Services};
 use super::{disk, listen, ServeConfig, Token, SOCKET_FILE};
 use crate::api::pb;
-use crate::store::SledStore;
+use crate::store::Opened;
 
 /// What every incarnation starts from, settled once per process.
 pub(super) struct Setup<'a> {
@@ -44,7 +44,7 @@ pub(super) enum Ended {
 /// store failure.
 pub(super) async fn serve(
     setup: &Setup<'_>,
-    store: Arc<SledStore>,
+    store: Opened,
     mut shutdown: Pin<&mut impl Future<Output = ()>>,
 ) -> anyhow::Result<Ended> {
     let Setup {
@@ -58,7 +58,7 @@ pub(super) async fn serve(
     let limits = &config.connections;
     let started = std::time::Instant::now();
     let runtime = Arc::new(
-        Runtime::start(store.clone(), Arc::new(ScriptedBrain), runtime_config)
+        Runtime::start(store.actors(), Arc::new(ScriptedBrain), runtime_config)
             .await
             .context("cannot start the runtime")?,
     );
@@ -84,7 +84,7 @@ pub(super) async fn serve(
     ));
     let services = Services::new(Over {
         runtime: runtime.clone(),
-        store: store.clone(),
+        store: store.reads(),
         data_dir: config.data_dir.clone(),
         sandbox,
         stop: stop_rx.clone(),
@@ -148,7 +148,7 @@ pub(super) async fn serve(
         Arc::new(
             crate::web::console::Console::new(
                 runtime.clone(),
-                store.clone(),
+                store.reads(),
                 token,
                 stop_rx.clone(),
             )

@@ -32,11 +32,11 @@ use crate::api::pb::trigger_service_server::TriggerServiceServer;
 use crate::api::pb::work_service_server::WorkServiceServer;
 use crate::api::pb::workspace_service_server::WorkspaceServiceServer;
 use crate::api::plane_service::PlaneApi;
+use crate::api::read_model::ReadModel;
 use crate::api::runtime_service::RuntimeApi;
 use crate::api::supervision_service::SupervisionApi;
 use crate::api::task_service::TaskApi;
 use crate::api::workspace_service::WorkspaceApi;
-use crate::store::SledStore;
 
 /// Adds a generated service to `services`, its messages bounded both ways
 /// and reported serving.
@@ -53,7 +53,7 @@ macro_rules! add {
 /// What the services are built over.
 pub(super) struct Over {
     pub runtime: Arc<Runtime>,
-    pub store: Arc<SledStore>,
+    pub store: Arc<dyn ReadModel>,
     pub data_dir: PathBuf,
     pub sandbox: SandboxReport,
     /// Set once the daemon stops: streams end.

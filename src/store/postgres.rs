@@ -51,6 +51,8 @@ pub enum PgError {
          run the newer holarchy, or restore a backup taken before it migrated"
     )]
     NewerSchema { found: i32, known: i32 },
+    #[error("{0}")]
+    Settings(String),
     #[error("the store's runtime could not start: {0}")]
     Runtime(#[from] std::io::Error),
 }
@@ -59,6 +61,29 @@ impl From<PgError> for StoreError {
     fn from(err: PgError) -> Self {
         StoreError::Backend(err.to_string())
     }
+}
+
+/// The connection settings of `url` (a URL or key=value string), with
+/// `password`. A password written into `url` is refused: it would show in
+/// the process list, the shell's history and the logs.
+pub fn database(url: &str, password: Option<String>) -> Result<tokio_postgres::Config, PgError> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(|err| {
+        PgError::Settings(format!(
+            "--store is not a PostgreSQL connection string: {err}"
+        ))
+    })?;
+    if config.get_password().is_some() {
+        return Err(PgError::Settings(
+            "--store holds a password: give it with --store-password-file or HOLARCHY_STORE_PASSWORD instead".into(),
+        ));
+    }
+    if let Some(password) = password {
+        config.password(password);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("holarchy");
+    }
+    Ok(config)
 }
 
 /// A database error as the actors see it.

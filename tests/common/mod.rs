@@ -16,6 +16,8 @@ use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest}
 
 pub mod contract;
 pub mod http;
+#[path = "../support/postgres.rs"]
+pub mod pg_server;
 pub mod runner;
 pub mod workspaces;
 
@@ -62,15 +64,21 @@ impl Daemon {
                 command
             }
         };
-        let child = command
+        command
             .arg("serve")
             .arg("--data-dir")
             .arg(data_dir)
-            .args(extra)
+            .args(extra);
+        if let Some(database) = pg_server::store_for(data_dir).await {
+            command.arg("--store").arg(database);
+        }
+        let child = command
             // The caller's shell must not point the daemon elsewhere or
             // hand it a token the test does not know.
             .env_remove("HOLARCHY_TOKEN")
             .env_remove("HOLARCHY_DATA_DIR")
+            .env_remove("HOLARCHY_STORE")
+            .env_remove("HOLARCHY_STORE_PASSWORD")
             .envs(env.iter().copied())
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())

@@ -2,20 +2,28 @@
 //! temporary directory, on a Unix socket only, with fsync on as in
 //! production; each test gets a database of its own.
 //!
-//! `HOLARCHY_TEST_POSTGRES` (a connection string to a server where the
+//! `HOLARCHY_TEST_POSTGRES` (a key=value connection string to a server where the
 //! tests may create databases) replaces it. Without either, a test says it
 //! skipped; `.ci/run` installs PostgreSQL and sets
 //! `HOLARCHY_REQUIRE_POSTGRES`, under which a missing server fails instead.
 //!
+//! `HOLARCHY_TEST_STORE=postgres` runs the end-to-end tests' daemons on
+//! it ([`store_for`]): a data directory gets a database of its own, the
+//! same each time its daemon starts again.
+//!
 //! The server outlives nothing: a watchdog shell started beside it stops it
 //! and removes its directory once this test process is gone, however the
 //! process ends.
+
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use std::hash::{Hash as _, Hasher as _};
 
 /// Where a test's database is.
 #[derive(Debug, Clone)]
@@ -47,23 +55,7 @@ pub async fn database() -> Option<Database> {
         std::process::id(),
         DATABASES.fetch_add(1, Ordering::Relaxed)
     );
-    let mut admin = match server {
-        Server::Local { socket_dir } => local(socket_dir),
-        Server::External(config) => config.clone(),
-    };
-    admin.dbname("postgres");
-    // A server just started may still refuse while it starts up.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (client, connection) = loop {
-        match admin.connect(tokio_postgres::NoTls).await {
-            Ok(connected) => break connected,
-            Err(err) if Instant::now() < deadline => {
-                let _ = err;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(err) => panic!("the test server answers: {err}"),
-        }
-    };
+    let (client, connection) = admin(server).await;
     let driver = tokio::spawn(connection);
     client
         .batch_execute(&format!("CREATE DATABASE {name}"))
@@ -71,9 +63,78 @@ pub async fn database() -> Option<Database> {
         .expect("a test database");
     drop(client);
     let _ = driver.await;
-    let mut config = admin;
+    let mut config = settings(server);
     config.dbname(&name);
     Some(Database { config })
+}
+
+/// The server's settings, without a database.
+fn settings(server: &Server) -> tokio_postgres::Config {
+    match server {
+        Server::Local { socket_dir } => local(socket_dir),
+        Server::External(config) => config.clone(),
+    }
+}
+
+/// A connection to the server's `postgres` database, waiting for a server
+/// that just started and still refuses.
+async fn admin(
+    server: &Server,
+) -> (
+    tokio_postgres::Client,
+    tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+) {
+    let mut config = settings(server);
+    config.dbname("postgres");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match config.connect(tokio_postgres::NoTls).await {
+            Ok(connected) => return connected,
+            Err(err) if Instant::now() < deadline => {
+                let _ = err;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(err) => panic!("the test server answers: {err}"),
+        }
+    }
+}
+
+/// The `--store` a daemon on `data_dir` runs with when
+/// `HOLARCHY_TEST_STORE=postgres`: a database named after the directory,
+/// created at its first start. `None` (sled) otherwise.
+pub async fn store_for(data_dir: &Path) -> Option<String> {
+    if std::env::var("HOLARCHY_TEST_STORE").ok().as_deref() != Some("postgres") {
+        return None;
+    }
+    let server = SERVER.get_or_init(start).as_ref()?;
+    // Postgres names are at most 63 bytes; a hash keeps them short.
+    let mut hasher = std::hash::DefaultHasher::new();
+    data_dir.hash(&mut hasher);
+    let name = format!("d{:016x}", hasher.finish());
+    let (client, connection) = admin(server).await;
+    let driver = tokio::spawn(connection);
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+        .await
+        .expect("the catalog answers")
+        .is_some();
+    if !exists {
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("a test database");
+    }
+    drop(client);
+    let _ = driver.await;
+    Some(match server {
+        Server::Local { socket_dir } => {
+            format!("host={} user=postgres dbname={name}", socket_dir.display())
+        }
+        Server::External(_) => {
+            let url = std::env::var("HOLARCHY_TEST_POSTGRES").unwrap_or_default();
+            format!("{url} dbname={name}")
+        }
+    })
 }
 
 fn local(socket_dir: &Path) -> tokio_postgres::Config {
