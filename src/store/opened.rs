@@ -76,7 +76,7 @@ impl Opened {
     /// Flushes (sled) or transactions (PostgreSQL), and batches committed.
     pub fn work_done(&self) -> (u64, u64) {
         match self {
-            Opened::Sled(store) => (store.flushes(), store.commits()),
+            Opened::Sled(store) => store.work_done(),
             Opened::Postgres(store) => store.work_done(),
         }
     }
@@ -102,7 +102,7 @@ impl Opened {
     pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
         match self {
             Opened::Sled(store) => store.register_metrics(registry),
-            Opened::Postgres(_) => {}
+            Opened::Postgres(store) => store.register_metrics(registry),
         }
     }
 }

@@ -32,6 +32,8 @@ use holarchy_actors::{Batch, CommitFuture, DurableFuture, Store, StoreError};
 use holarchy_supervision::EventCursor;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::stats::StoreStats;
+
 mod committer;
 mod memory;
 mod reads;
@@ -106,7 +108,7 @@ pub struct PgStore {
     /// The committer's task, awaited by [`PgStore::close`].
     committing: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     watermark: watch::Receiver<EventCursor>,
-    counts: Arc<committer::Counts>,
+    stats: Arc<StoreStats>,
     agent_ends: AtomicU64,
 }
 
@@ -146,7 +148,7 @@ impl PgStore {
         let (client, last, prepared) =
             started.ok_or(PgError::Pool("the runtime stopped".into()))??;
         let (watermark_tx, watermark) = watch::channel(last);
-        let counts = Arc::new(committer::Counts::default());
+        let stats = Arc::new(StoreStats::default());
         let (jobs, queue) = mpsc::unbounded_channel();
         let committing = handle.spawn(committer::run(
             committer::Committer::new(
@@ -155,7 +157,7 @@ impl PgStore {
                 pool.clone(),
                 last,
                 watermark_tx,
-                counts.clone(),
+                stats.clone(),
             ),
             queue,
         ));
@@ -166,7 +168,7 @@ impl PgStore {
             committer: jobs,
             committing: std::sync::Mutex::new(Some(committing)),
             watermark,
-            counts,
+            stats,
             agent_ends: AtomicU64::new(0),
         })
     }
@@ -189,9 +191,16 @@ impl PgStore {
         self.pool.close();
     }
 
-    /// Transactions and batches committed since the store opened.
+    /// Transactions (each the database's flush) and batches committed
+    /// since the store opened.
     pub fn work_done(&self) -> (u64, u64) {
-        self.counts.snapshot()
+        (self.stats.flushes(), self.stats.commits())
+    }
+
+    /// Adds the commit path's histograms to `registry`, under the names
+    /// the sled store gives them.
+    pub fn register_metrics(&self, registry: &mut prometheus_client::registry::Registry) {
+        self.stats.register(registry);
     }
 
     /// The cursor of the newest committed event, as it moves.
@@ -293,9 +302,11 @@ impl PgStore {
     /// Queues `batch`; a closed committer drops `answer`, which tells
     /// its receiver.
     fn send(&self, batch: Batch, answer: committer::Answer) {
-        let _ = self
-            .committer
-            .send(committer::Job::Commit { batch, answer });
+        let _ = self.committer.send(committer::Job::Commit {
+            batch,
+            answer,
+            queued: std::time::Instant::now(),
+        });
     }
 }
 

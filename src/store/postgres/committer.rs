@@ -16,9 +16,8 @@
 //! (never OK without a commit), and the next group reconnects.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Object, Pool};
 use holarchy_actors::{Batch, StoreError};
@@ -30,6 +29,7 @@ use tokio_postgres::{Client, Statement};
 use super::statements::{self, bigint, Refusal, Sql, Step};
 use super::PgError;
 use crate::store::codec::{append_event, start_event_run};
+use crate::store::stats::StoreStats;
 
 /// At most this many batches in one transaction.
 const MAX_GROUP: usize = 256;
@@ -66,25 +66,11 @@ pub(crate) enum Job {
     Commit {
         batch: Batch,
         answer: Answer,
+        /// When the caller handed it over.
+        queued: Instant,
     },
     /// Commit what is queued, then stop.
     Stop(oneshot::Sender<()>),
-}
-
-/// Transactions and batches committed, for the API's `work_done`.
-#[derive(Debug, Default)]
-pub(crate) struct Counts {
-    transactions: AtomicU64,
-    batches: AtomicU64,
-}
-
-impl Counts {
-    pub fn snapshot(&self) -> (u64, u64) {
-        (
-            self.transactions.load(Ordering::Relaxed),
-            self.batches.load(Ordering::Relaxed),
-        )
-    }
 }
 
 /// The committer's statements, prepared on its connection.
@@ -122,6 +108,7 @@ struct Ready {
     steps: Vec<Step>,
     answer: Answer,
     at_ms: u64,
+    queued: Instant,
 }
 
 /// How one try of a group went.
@@ -144,7 +131,7 @@ pub(crate) struct Committer {
     /// The newest committed cursor.
     last: EventCursor,
     watermark: watch::Sender<EventCursor>,
-    counts: Arc<Counts>,
+    stats: Arc<StoreStats>,
 }
 
 impl Committer {
@@ -154,7 +141,7 @@ impl Committer {
         pool: Pool,
         last: EventCursor,
         watermark: watch::Sender<EventCursor>,
-        counts: Arc<Counts>,
+        stats: Arc<StoreStats>,
     ) -> Self {
         Self {
             client: Some(client),
@@ -162,7 +149,7 @@ impl Committer {
             pool,
             last,
             watermark,
-            counts,
+            stats,
         }
     }
 
@@ -188,9 +175,9 @@ impl Committer {
 
     /// Applies `jobs` in order, in as few transactions as their refusals
     /// allow, and answers each.
-    async fn apply_all(&mut self, jobs: Vec<(Batch, Answer)>) {
+    async fn apply_all(&mut self, jobs: Vec<(Batch, Answer, Instant)>) {
         let mut rest = VecDeque::with_capacity(jobs.len());
-        for (batch, answer) in jobs {
+        for (batch, answer, queued) in jobs {
             let mut steps = Vec::new();
             match batch
                 .writes
@@ -202,6 +189,7 @@ impl Committer {
                     steps,
                     answer,
                     at_ms: holarchy_actors::now_ms(),
+                    queued,
                 }),
                 Err(err) => answer.send(Err(err)),
             }
@@ -215,12 +203,17 @@ impl Committer {
                 return;
             }
             let group: Vec<&Ready> = rest.iter().take(limit).collect();
+            let began = Instant::now();
             match self.try_group(&group).await {
                 Outcome::Applied => {
-                    self.counts
-                        .batches
-                        .fetch_add(limit as u64, Ordering::Relaxed);
+                    // A transaction is the database's flush: one WAL flush
+                    // makes the whole group durable.
+                    let took = began.elapsed();
+                    self.stats.record_flush(took, limit);
+                    let share = took / u32::try_from(limit).unwrap_or(u32::MAX).max(1);
                     for ready in rest.drain(..limit) {
+                        self.stats.record_commit(Duration::ZERO, share);
+                        self.stats.record_waits(ready.queued.elapsed(), 1);
                         ready.answer.send(Ok(()));
                     }
                     limit = rest.len();
@@ -332,7 +325,6 @@ impl Committer {
         if let Err(err) = tx.commit().await {
             return Outcome::Lost(format!("PostgreSQL: {err}"));
         }
-        self.counts.transactions.fetch_add(1, Ordering::Relaxed);
         self.last = cursor;
         self.watermark.send_replace(cursor);
         Outcome::Applied
@@ -347,7 +339,11 @@ pub(crate) async fn run(mut committer: Committer, mut queue: mpsc::UnboundedRece
         let mut next = Some(job);
         while let Some(job) = next.take() {
             match job {
-                Job::Commit { batch, answer } => jobs.push((batch, answer)),
+                Job::Commit {
+                    batch,
+                    answer,
+                    queued,
+                } => jobs.push((batch, answer, queued)),
                 Job::Stop(done) => stopped = Some(done),
             }
             if jobs.len() < MAX_GROUP {
