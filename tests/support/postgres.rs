@@ -33,8 +33,12 @@ pub struct Database {
 
 #[derive(Debug)]
 enum Server {
-    Local { socket_dir: PathBuf },
-    External(tokio_postgres::Config),
+    Local {
+        socket_dir: PathBuf,
+        /// The watchdog shell: it ends with the server, after this process.
+        _watchdog: std::process::Child,
+    },
+    External(Box<tokio_postgres::Config>),
 }
 
 static SERVER: OnceLock<Option<Server>> = OnceLock::new();
@@ -71,8 +75,8 @@ pub async fn database() -> Option<Database> {
 /// The server's settings, without a database.
 fn settings(server: &Server) -> tokio_postgres::Config {
     match server {
-        Server::Local { socket_dir } => local(socket_dir),
-        Server::External(config) => config.clone(),
+        Server::Local { socket_dir, .. } => local(socket_dir),
+        Server::External(config) => (**config).clone(),
     }
 }
 
@@ -127,7 +131,7 @@ pub async fn store_for(data_dir: &Path) -> Option<String> {
     drop(client);
     let _ = driver.await;
     Some(match server {
-        Server::Local { socket_dir } => {
+        Server::Local { socket_dir, .. } => {
             format!("host={} user=postgres dbname={name}", socket_dir.display())
         }
         Server::External(_) => {
@@ -148,7 +152,7 @@ fn start() -> Option<Server> {
         let config = url
             .parse()
             .expect("HOLARCHY_TEST_POSTGRES is a connection string");
-        return Some(Server::External(config));
+        return Some(Server::External(Box::new(config)));
     }
     let Some(bin) = bin_dir() else {
         let why =
@@ -217,7 +221,7 @@ fn start() -> Option<Server> {
         dir = dir.display(),
         pid = std::process::id(),
     );
-    run(Path::new("/bin/sh"), &["-c", &script])
+    let watchdog = run(Path::new("/bin/sh"), &["-c", &script])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -233,7 +237,10 @@ fn start() -> Option<Server> {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    Some(Server::Local { socket_dir: dir })
+    Some(Server::Local {
+        socket_dir: dir,
+        _watchdog: watchdog,
+    })
 }
 
 /// The newest installed server's programs.
