@@ -231,14 +231,41 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
 
 /// Opens the PostgreSQL store: connects, migrates and starts its
 /// committer. A database that cannot be reached at the first start stops
-/// the start with the reason; a service manager starts it again.
-async fn open_database(database: tokio_postgres::Config) -> anyhow::Result<Opened> {
-    let opened = tokio::task::spawn_blocking(move || PgStore::open(database))
-        .await
-        .context("opening the PostgreSQL store")?
-        .context("cannot open the PostgreSQL store (check --store, the password, and that the server answers)")?;
-    info!("the store is PostgreSQL");
-    Ok(Opened::Postgres(Arc::new(opened)))
+/// the start with the reason (a service manager starts it again); after a
+/// failure (`after`) it is tried every [`REOPEN_EVERY`] until it answers,
+/// or `None` once told to stop.
+async fn open_database(
+    database: &tokio_postgres::Config,
+    after: Option<&str>,
+    mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> anyhow::Result<Option<Opened>> {
+    let mut attempts: u64 = 0;
+    loop {
+        let settings = database.clone();
+        let opened = tokio::task::spawn_blocking(move || PgStore::open(settings))
+            .await
+            .context("opening the PostgreSQL store")?;
+        let err = match opened {
+            Ok(store) => {
+                info!(attempts, "the store is PostgreSQL");
+                return Ok(Some(Opened::Postgres(Arc::new(store))));
+            }
+            Err(err) => err,
+        };
+        if after.is_none() {
+            return Err(err).context(
+                "cannot open the PostgreSQL store (check --store, the password, and that the server answers)",
+            );
+        }
+        if attempts.is_multiple_of(20) {
+            warn!(error = %err, "the PostgreSQL store cannot open yet: trying again until the database answers");
+        }
+        attempts += 1;
+        tokio::select! {
+            () = shutdown.as_mut() => return Ok(None),
+            () = tokio::time::sleep(REOPEN_EVERY) => {}
+        }
+    }
 }
 
 /// How long a store that cannot be opened is waited for between attempts.
@@ -256,7 +283,7 @@ async fn open_store(
     mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> anyhow::Result<Option<Opened>> {
     if let Some(database) = &config.database {
-        return open_database(database.clone()).await.map(Some);
+        return open_database(database, after, shutdown).await;
     }
     let path = config.data_dir.join(DB_DIR);
     let mut attempts: u64 = 0;

@@ -55,12 +55,12 @@ impl Opened {
     }
 
     /// Resolves with the reason once the store takes nothing more until it
-    /// is opened again. A database that goes away is not such a failure:
-    /// its store answers errors meanwhile and reconnects by itself.
+    /// is opened again: a disk that refused a write (sled), a connection
+    /// lost under a commit (PostgreSQL).
     pub async fn failed(&self) -> String {
         match self {
             Opened::Sled(store) => store.failed().await,
-            Opened::Postgres(_) => std::future::pending().await,
+            Opened::Postgres(store) => store.failed().await,
         }
     }
 

@@ -109,6 +109,7 @@ pub struct PgStore {
     committing: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     watermark: watch::Receiver<EventCursor>,
     stats: Arc<StoreStats>,
+    failure: watch::Receiver<Option<String>>,
     agent_ends: AtomicU64,
 }
 
@@ -150,6 +151,7 @@ impl PgStore {
         let (watermark_tx, watermark) = watch::channel(last);
         let stats = Arc::new(StoreStats::default());
         let (jobs, queue) = mpsc::unbounded_channel();
+        let (failure_tx, failure) = watch::channel(None);
         let committing = handle.spawn(committer::run(
             committer::Committer::new(
                 client,
@@ -158,6 +160,7 @@ impl PgStore {
                 last,
                 watermark_tx,
                 stats.clone(),
+                failure_tx,
             ),
             queue,
         ));
@@ -169,8 +172,25 @@ impl PgStore {
             committing: std::sync::Mutex::new(Some(committing)),
             watermark,
             stats,
+            failure,
             agent_ends: AtomicU64::new(0),
         })
+    }
+
+    /// Resolves with the reason once a commit lost its connection to the
+    /// database: what it committed is unknown to this process, so the
+    /// daemon stops serving and opens the store again (reading what the
+    /// database holds, as after a crash) once the database answers.
+    pub async fn failed(&self) -> String {
+        let mut failure = self.failure.clone();
+        let why = match failure.wait_for(Option::is_some).await {
+            Ok(why) => why.clone(),
+            Err(_) => None,
+        };
+        match why {
+            Some(why) => why,
+            None => std::future::pending().await,
+        }
     }
 
     /// Stops taking commits and waits for those queued to land; the last

@@ -35,6 +35,8 @@ pub struct Database {
 enum Server {
     Local {
         socket_dir: PathBuf,
+        data: PathBuf,
+        bin: PathBuf,
         /// The watchdog shell: it ends with the server, after this process.
         _watchdog: std::process::Child,
     },
@@ -110,6 +112,12 @@ pub async fn store_for(data_dir: &Path) -> Option<String> {
     if std::env::var("HOLARCHY_TEST_STORE").ok().as_deref() != Some("postgres") {
         return None;
     }
+    database_for(data_dir).await
+}
+
+/// The `--store` of a database named after `data_dir` on the test server,
+/// created at its first call; `None` (having said why) without a server.
+pub async fn database_for(data_dir: &Path) -> Option<String> {
     let server = SERVER.get_or_init(start).as_ref()?;
     // Postgres names are at most 63 bytes; a hash keeps them short.
     let mut hasher = std::hash::DefaultHasher::new();
@@ -169,26 +177,14 @@ fn start() -> Option<Server> {
     std::fs::create_dir_all(&dir).expect("the server's directory");
     // PostgreSQL refuses to run as root: as root, the server runs as the
     // `postgres` user the package creates.
-    let as_root = nix::unistd::Uid::effective().is_root();
-    if as_root {
+    if nix::unistd::Uid::effective().is_root() {
         let user = nix::unistd::User::from_name("postgres")
             .expect("the user database")
             .expect("a `postgres` user (the postgresql package creates it)");
         nix::unistd::chown(&dir, Some(user.uid), Some(user.gid)).expect("chown");
     }
     let data = dir.join("data");
-    let run = |program: &Path, args: &[&str]| {
-        let mut command = if as_root {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(program);
-            c
-        } else {
-            Command::new(program)
-        };
-        command.args(args);
-        command
-    };
-    let initdb = run(
+    let initdb = as_postgres(
         &bin.join("initdb"),
         &[
             "-D",
@@ -212,16 +208,16 @@ fn start() -> Option<Server> {
     // The watchdog: starts the server, and stops it (and removes its
     // directory) once this process is gone.
     let script = format!(
-        "{postgres} -D {data} -k {dir} -c listen_addresses='' -c max_connections=300 \
-         -c shared_buffers=64MB >{dir}/log 2>&1 & server=$!; \
+        "{start}; \
          while [ -d /proc/{pid} ]; do sleep 0.5; done; \
-         kill -QUIT $server; wait $server; rm -rf {dir}",
-        postgres = bin.join("postgres").display(),
+         {pg_ctl} -D {data} -m immediate stop >/dev/null 2>&1; rm -rf {dir}",
+        start = start_command(&bin, &data, &dir),
+        pg_ctl = bin.join("pg_ctl").display(),
         data = data.display(),
         dir = dir.display(),
         pid = std::process::id(),
     );
-    let watchdog = run(Path::new("/bin/sh"), &["-c", &script])
+    let watchdog = as_postgres(Path::new("/bin/sh"), &["-c", &script])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -239,8 +235,68 @@ fn start() -> Option<Server> {
     }
     Some(Server::Local {
         socket_dir: dir,
+        data,
+        bin,
         _watchdog: watchdog,
     })
+}
+
+/// The shell command that starts the server and waits until it answers.
+fn start_command(bin: &Path, data: &Path, dir: &Path) -> String {
+    format!(
+        "{pg_ctl} -D {data} -l {dir}/log -w -t 60 \
+         -o \"-k {dir} -c listen_addresses='' -c max_connections=300 -c shared_buffers=64MB\" \
+         start >/dev/null 2>&1",
+        pg_ctl = bin.join("pg_ctl").display(),
+        data = data.display(),
+        dir = dir.display(),
+    )
+}
+
+/// A command run as the `postgres` user when this process is root (the
+/// server refuses to run as root).
+fn as_postgres(program: &Path, args: &[&str]) -> Command {
+    let mut command = if nix::unistd::Uid::effective().is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    };
+    command.args(args);
+    command
+}
+
+/// Stops the test server (`fast`: sessions cut, as a database restarted
+/// by its operator), waits `down`, and starts it again; returns once it
+/// answers. Only for a server this process started.
+pub fn restart_server(down: Duration) {
+    let Some(Some(Server::Local {
+        socket_dir,
+        data,
+        bin,
+        ..
+    })) = SERVER.get()
+    else {
+        panic!("no local test server to restart");
+    };
+    let data_arg = data.to_str().expect("a UTF-8 path");
+    let stopped = as_postgres(
+        &bin.join("pg_ctl"),
+        &["-D", data_arg, "-m", "fast", "-w", "stop"],
+    )
+    .stdout(Stdio::null())
+    .status()
+    .expect("pg_ctl runs");
+    assert!(stopped.success(), "the test server stops");
+    std::thread::sleep(down);
+    let started = as_postgres(
+        Path::new("/bin/sh"),
+        &["-c", &start_command(bin, data, socket_dir)],
+    )
+    .status()
+    .expect("pg_ctl runs");
+    assert!(started.success(), "the test server starts again");
 }
 
 /// The newest installed server's programs.

@@ -132,6 +132,9 @@ pub(crate) struct Committer {
     last: EventCursor,
     watermark: watch::Sender<EventCursor>,
     stats: Arc<StoreStats>,
+    /// Set at the first lost connection: the daemon then stops serving
+    /// and opens the store again, as after a crash (see `PgStore::failed`).
+    failure: watch::Sender<Option<String>>,
 }
 
 impl Committer {
@@ -142,6 +145,7 @@ impl Committer {
         last: EventCursor,
         watermark: watch::Sender<EventCursor>,
         stats: Arc<StoreStats>,
+        failure: watch::Sender<Option<String>>,
     ) -> Self {
         Self {
             client: Some(client),
@@ -150,6 +154,7 @@ impl Committer {
             last,
             watermark,
             stats,
+            failure,
         }
     }
 
@@ -197,6 +202,7 @@ impl Committer {
         let mut limit = rest.len();
         while !rest.is_empty() {
             if let Err(why) = self.connection().await {
+                self.fail(&why);
                 for ready in rest.drain(..) {
                     ready.answer.send(Err(StoreError::Backend(why.clone())));
                 }
@@ -227,6 +233,7 @@ impl Committer {
                 Outcome::Refused { at, .. } => limit = at,
                 Outcome::Lost(why) => {
                     tracing::warn!(error = %why, batches = limit, "a commit to PostgreSQL failed");
+                    self.fail(&why);
                     self.client = None;
                     for ready in rest.drain(..limit) {
                         ready.answer.send(Err(StoreError::Backend(why.clone())));
@@ -235,6 +242,17 @@ impl Committer {
                 }
             }
         }
+    }
+
+    /// Tells the daemon, once, that commits stopped landing.
+    fn fail(&self, why: &str) {
+        self.failure.send_if_modified(|failure| {
+            let first = failure.is_none();
+            if first {
+                *failure = Some(why.to_owned());
+            }
+            first
+        });
     }
 
     /// One transaction over `group`, its statements pipelined.
