@@ -201,7 +201,8 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
                 Some(place) => crate::workspace::pinned(place, run).await,
                 None => run.await,
             };
-            (result.output, result.is_error)
+            // The approval's record keeps it as JSON text.
+            (result.output.to_string(), result.is_error)
         }
     };
     let done = ApprovalRecord {
