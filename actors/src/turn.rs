@@ -197,7 +197,7 @@ async fn run_on(
         .await
     {
         Ok(room) => room,
-        Err(err) => return TurnOutcome::BrainFailed(err),
+        Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
     };
     // Only an instance's agents log decisions; the brain's last one wins.
     let logs_decision = composition.and_then(|c| c.instance.clone());
