@@ -49,12 +49,30 @@ pub fn call_span(method: &'static str, headers: &http::HeaderMap) -> tracing::Sp
     span
 }
 
+/// Why spans cannot be sent where `--otlp-endpoint` says; the daemon does
+/// not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OtlpError {
+    /// The URL parser's reason.
+    #[error("`{endpoint}`: {reason}")]
+    NotUrl { endpoint: String, reason: String },
+    #[error("`{0}`: use http:// or https://")]
+    Scheme(String),
+    #[error("{0}")]
+    Client(reqwest::Error),
+    #[error("{0}")]
+    Exporter(opentelemetry_otlp::ExporterBuildError),
+}
+
 /// Where the collector takes traces: the URL as given when it names a
 /// path, else its `/v1/traces`.
-pub fn traces_url(endpoint: &str) -> Result<String, String> {
-    let url = reqwest::Url::parse(endpoint).map_err(|err| format!("`{endpoint}`: {err}"))?;
+pub fn traces_url(endpoint: &str) -> Result<String, OtlpError> {
+    let url = reqwest::Url::parse(endpoint).map_err(|err| OtlpError::NotUrl {
+        endpoint: endpoint.to_owned(),
+        reason: err.to_string(),
+    })?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(format!("`{endpoint}`: use http:// or https://"));
+        return Err(OtlpError::Scheme(endpoint.to_owned()));
     }
     Ok(if url.path() == "/" || url.path().is_empty() {
         format!("{}/v1/traces", endpoint.trim_end_matches('/'))
@@ -99,12 +117,12 @@ impl HttpClient for OnRuntime {
 /// The tracer provider exporting to `endpoint`, and a tracer of it for
 /// the tracing bridge. Shut the provider down at exit to send what is
 /// left.
-pub fn otlp(endpoint: &str, runtime: Handle) -> Result<(SdkTracerProvider, SdkTracer), String> {
+pub fn otlp(endpoint: &str, runtime: Handle) -> Result<(SdkTracerProvider, SdkTracer), OtlpError> {
     let url = traces_url(endpoint)?;
     let client = reqwest::Client::builder()
         .timeout(EXPORT_TIMEOUT)
         .build()
-        .map_err(|err| err.to_string())?;
+        .map_err(OtlpError::Client)?;
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(OnRuntime { client, runtime })
@@ -112,7 +130,7 @@ pub fn otlp(endpoint: &str, runtime: Handle) -> Result<(SdkTracerProvider, SdkTr
         .with_endpoint(url)
         .with_timeout(EXPORT_TIMEOUT)
         .build()
-        .map_err(|err| err.to_string())?;
+        .map_err(OtlpError::Exporter)?;
     let provider = SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
         .with_resource(Resource::builder().with_service_name("holarchy").build())
@@ -128,17 +146,18 @@ mod tests {
 
     #[test]
     fn a_base_url_gets_the_traces_path() {
+        let url = |endpoint: &str| traces_url(endpoint).expect("a valid endpoint");
         assert_eq!(
-            traces_url("http://127.0.0.1:4318").as_deref(),
-            Ok("http://127.0.0.1:4318/v1/traces")
+            url("http://127.0.0.1:4318"),
+            "http://127.0.0.1:4318/v1/traces"
         );
         assert_eq!(
-            traces_url("http://collector:4318/").as_deref(),
-            Ok("http://collector:4318/v1/traces")
+            url("http://collector:4318/"),
+            "http://collector:4318/v1/traces"
         );
         assert_eq!(
-            traces_url("https://otel.example/custom/path").as_deref(),
-            Ok("https://otel.example/custom/path")
+            url("https://otel.example/custom/path"),
+            "https://otel.example/custom/path"
         );
         assert!(traces_url("ftp://x").is_err());
         assert!(traces_url("not a url").is_err());

@@ -27,8 +27,7 @@ async fn call(
         input,
     };
     let result = tools::call(runtime.ctx(), id, preset.profile(), &call).await;
-    let output = serde_json::from_str(&result.output).expect("output is JSON");
-    (result.is_error, output)
+    (result.is_error, result.output)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

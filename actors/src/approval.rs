@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use crate::brain::ToolCall;
-use crate::protocol::NewMessage;
+use crate::protocol::{DeliverError, NewMessage};
 use crate::secrets::REDACTED;
 use crate::store::StoreError;
 use crate::tools::{self, ErrorKind, ToolError};
@@ -201,7 +201,8 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
                 Some(place) => crate::workspace::pinned(place, run).await,
                 None => run.await,
             };
-            (result.output, result.is_error)
+            // The approval's record keeps it as JSON text.
+            (result.output.to_string(), result.is_error)
         }
     };
     let done = ApprovalRecord {
@@ -399,11 +400,20 @@ async fn tell(ctx: &Arc<Ctx>, record: ApprovalRecord) -> ApprovalRecord {
 const RETELLS: u32 = 8;
 const RETELL_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
-async fn tell_once(ctx: &Ctx, record: &ApprovalRecord) -> Result<ApprovalRecord, String> {
+/// Why an outcome did not reach its agent this time; it is told again.
+#[derive(Debug, thiserror::Error)]
+enum Untold {
+    #[error("its agent is not running")]
+    NotRunning,
+    #[error(transparent)]
+    Delivery(#[from] DeliverError),
+}
+
+async fn tell_once(ctx: &Ctx, record: &ApprovalRecord) -> Result<ApprovalRecord, Untold> {
     let entry = ctx
         .directory
         .get(record.agent_id)
-        .ok_or_else(|| "its agent is not running".to_owned())?;
+        .ok_or(Untold::NotRunning)?;
     let message = NewMessage {
         cause: None,
         provenance: Provenance::Runtime,
@@ -411,9 +421,7 @@ async fn tell_once(ctx: &Ctx, record: &ApprovalRecord) -> Result<ApprovalRecord,
         dedupe_key: Some(format!("approval:{}", record.id)),
         events: Vec::new(),
     };
-    directory::deliver(&entry.actor, message, ctx.config.call_timeout)
-        .await
-        .map_err(|err| err.to_string())?;
+    directory::deliver(&entry.actor, message, ctx.config.call_timeout).await?;
     let told = ApprovalRecord {
         delivered: true,
         ..record.clone()

@@ -106,6 +106,33 @@ impl Limits {
     }
 }
 
+/// Bytes `value` takes as compact JSON, as `to_string` writes it, counted
+/// without building the text: the measure of every bound on a tool's
+/// output.
+pub fn json_len(value: &serde_json::Value) -> usize {
+    let mut counter = Counter(0);
+    // A `Value` always serializes and the counter never refuses a write;
+    // were either to fail, the value counts as too large for any bound.
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}
+
+/// A writer that only counts what it is given.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(buf.len());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A bound that refused an action; the text is what the brain or client
 /// reads, so it names the bound and its flag.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -261,6 +288,12 @@ impl TurnPace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_len_is_the_length_of_the_compact_text() {
+        let value = serde_json::json!({ "a": "x\n\"é", "b": [1, 2.5, null, true], "c": {} });
+        assert_eq!(json_len(&value), value.to_string().len());
+    }
 
     #[test]
     fn agent_slots_give_back_each_slot_once_whether_released_split_or_dropped() {

@@ -51,7 +51,7 @@ mod peer_log;
 mod stdio;
 
 pub use config::{McpConfig, McpConfigError, ServerConfig};
-pub use connection::{CallError, Connection};
+pub use connection::{CallError, Connection, OpenError};
 pub use listing::{Listing, McpTool, PREFIX};
 use peer_log::{shown, LogLimit, MAX_REASON};
 
@@ -69,7 +69,10 @@ pub enum McpError {
     #[error("no MCP server named `{0}` in the daemon's configuration")]
     UnknownServer(String),
     #[error("MCP server `{server}` could not start: {reason}")]
-    Start { server: String, reason: String },
+    Start {
+        server: String,
+        reason: Box<OpenError>,
+    },
     #[error("MCP server `{server}` is down ({reason}); the next start is allowed in {} ms", retry_in.as_millis())]
     Down {
         server: String,
@@ -226,12 +229,7 @@ impl McpServers {
             Connection::open(config, &self.sandbox, &self.secrets, slot.log.clone()),
         )
         .await
-        .unwrap_or_else(|_| {
-            Err(format!(
-                "it did not answer the handshake and list its tools within {} ms",
-                start_time.as_millis()
-            ))
-        });
+        .unwrap_or(Err(OpenError::StartTimeout(start_time)));
         match opened {
             Ok(connection) => {
                 let live = Arc::new(connection);
@@ -255,12 +253,12 @@ impl McpServers {
             }
             Err(reason) => {
                 let failures = slot.failures.fetch_add(1, Ordering::AcqRel) + 1;
-                warn!(server, reason = %shown(&reason, MAX_REASON), failures, "MCP server could not start");
+                warn!(server, reason = %shown(&reason.to_string(), MAX_REASON), failures, "MCP server could not start");
                 state.retry_at = Some(Instant::now() + backoff(failures));
                 state.last_error = Some(format!("it could not start: {reason}"));
                 Err(McpError::Start {
                     server: server.to_owned(),
-                    reason,
+                    reason: Box::new(reason),
                 })
             }
         }
@@ -309,8 +307,8 @@ impl McpServers {
         if let Some(slot) = self.slots.get(server) {
             slot.failures.store(0, Ordering::Release);
         }
-        listing::result_json(result).map_err(|message| McpError::ToolFailed {
-            message: listing::cut(&message, 4096),
+        listing::result_json(result).map_err(|reported| McpError::ToolFailed {
+            message: listing::cut(&reported.to_string(), 4096),
         })
     }
 

@@ -9,6 +9,7 @@ use holarchy_supervision::{
     TaskId, WaitId,
 };
 use ractor::RpcReplyPort;
+use serde_json::Value;
 
 use crate::store::StoreError;
 
@@ -215,9 +216,48 @@ pub struct TurnDecision {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolResult {
     pub tool: String,
-    pub input: String,
-    pub output: String,
+    pub input: CallInput,
+    /// What the tool returned, or its error (`{"error": .., "kind": ..}`).
+    /// Held as JSON for the whole turn: brains and placeholders read it as
+    /// it is; only the event log takes it as text.
+    pub output: Value,
     pub is_error: bool,
+}
+
+/// A call's input as a turn keeps it. Within its bound it stays JSON;
+/// over it, only the head of its text is kept, which is no longer JSON,
+/// so a brain sees no input for that call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallInput {
+    Whole(Value),
+    /// The head of the input's text and a note of its full size.
+    Cut(String),
+}
+
+impl CallInput {
+    /// The input as JSON, unless it was cut.
+    pub fn value(&self) -> Option<&Value> {
+        match self {
+            CallInput::Whole(value) => Some(value),
+            CallInput::Cut(_) => None,
+        }
+    }
+
+    /// The input as the event log stores it.
+    pub fn text(&self) -> String {
+        match self {
+            CallInput::Whole(value) => value.to_string(),
+            CallInput::Cut(text) => text.clone(),
+        }
+    }
+
+    /// Bytes of [`CallInput::text`], what a turn's budget charges.
+    pub fn text_len(&self) -> usize {
+        match self {
+            CallInput::Whole(value) => crate::limits::json_len(value),
+            CallInput::Cut(text) => text.len(),
+        }
+    }
 }
 
 // ---- tasks, waits, commands ----

@@ -51,7 +51,7 @@ pub use mcp::{catalog, Catalog, CatalogEntry};
 pub use placeholder::{escaped_len, fill_placeholders, InputTooLarge};
 pub use tool::{Caller, InputBound, Plane, Spec, Tool};
 
-pub use crate::protocol::ToolResult;
+pub use crate::protocol::{CallInput, ToolResult};
 
 /// A call's input as it may be stored (events, decisions, approvals once
 /// decided, memory, exports): what a tool passes on without keeping (an
@@ -99,8 +99,8 @@ pub async fn call(
     };
     ToolResult {
         tool: call.name.clone(),
-        input: call.input.to_string(),
-        output: output.to_string(),
+        input: CallInput::Whole(call.input.clone()),
+        output,
         is_error,
     }
 }

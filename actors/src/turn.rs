@@ -17,7 +17,8 @@ use crate::brain::anthropic::AnthropicBrain;
 use crate::brain::command::CommandBrain;
 use crate::brain::openai::OpenAiBrain;
 use crate::brain::{Brain, ResultView, ToolCall, UsageMeter};
-use crate::protocol::{ToolResult, TurnOutcome};
+use crate::limits::json_len;
+use crate::protocol::{CallInput, ToolResult, TurnOutcome};
 use crate::tools::{self, ErrorKind, ToolError};
 use crate::Ctx;
 use crate::{compose, context};
@@ -85,11 +86,12 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Arc<dyn Brain> {
     }
 }
 
+/// A result as the brain sees it; a cut input is no JSON, so it sees none.
 fn result_view(result: &ToolResult) -> ResultView {
     ResultView {
         tool: result.tool.clone(),
-        input: serde_json::from_str(&result.input).unwrap_or(Value::Null),
-        output: serde_json::from_str(&result.output).unwrap_or(Value::Null),
+        input: result.input.value().cloned().unwrap_or(Value::Null),
+        output: result.output.clone(),
         is_error: result.is_error,
     }
 }
@@ -195,7 +197,7 @@ async fn run_on(
         .await
     {
         Ok(room) => room,
-        Err(err) => return TurnOutcome::BrainFailed(err),
+        Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
     };
     // Only an instance's agents log decisions; the brain's last one wins.
     let logs_decision = composition.and_then(|c| c.instance.clone());
@@ -269,8 +271,8 @@ async fn run_calls(
         );
         let refused = ToolResult {
             tool: "tool_calls".into(),
-            input: json!({ "count": calls.len() }).to_string(),
-            output: tools::error_json(ErrorKind::Refused, &error).to_string(),
+            input: CallInput::Whole(json!({ "count": calls.len() })),
+            output: tools::error_json(ErrorKind::Refused, &error),
             is_error: true,
         };
         all_results.push(refused.clone());
@@ -309,12 +311,7 @@ async fn run_calls(
                 };
                 run_one(ctx, caller, &filled, approval).await
             }
-            Err(err) => ToolResult {
-                tool: call.name.clone(),
-                input: String::new(),
-                output: ToolError::from(err).to_json().to_string(),
-                is_error: true,
-            },
+            Err(err) => refused(call, ToolError::from(err).to_json()),
         };
         // The record keeps the call as written, not as filled in, and no
         // more of it than the bound allows; a call that failed (refused,
@@ -339,7 +336,7 @@ fn refused(call: &ToolCall, error: Value) -> ToolResult {
     ToolResult {
         tool: call.name.clone(),
         input: written(call, REFUSED_INPUT_BYTES),
-        output: error.to_string(),
+        output: error,
         is_error: true,
     }
 }
@@ -391,27 +388,26 @@ async fn parked(
     };
     ToolResult {
         tool: call.name.clone(),
-        input: call.input.to_string(),
-        output: output.to_string(),
+        input: CallInput::Whole(call.input.clone()),
+        output,
         is_error,
     }
 }
 
 /// A call's input as written, what is never stored left out (see
-/// [`tools::recorded_input`]), cut to `limit` bytes if it is longer.
-fn written(call: &ToolCall, limit: usize) -> String {
-    let text = match tools::recorded_input(&call.name, &call.input) {
-        Some(kept) => kept.to_string(),
-        None => call.input.to_string(),
-    };
-    if text.len() <= limit {
-        return text;
+/// [`tools::recorded_input`]), cut to `limit` bytes of its text if it is
+/// longer.
+fn written(call: &ToolCall, limit: usize) -> CallInput {
+    let kept = tools::recorded_input(&call.name, &call.input).unwrap_or_else(|| call.input.clone());
+    let len = json_len(&kept);
+    if len <= limit {
+        return CallInput::Whole(kept);
     }
-    format!(
-        "{}… ({} bytes, over the limit)",
-        head(&text, limit),
-        text.len()
-    )
+    let text = kept.to_string();
+    CallInput::Cut(format!(
+        "{}… ({len} bytes, over the limit)",
+        head(&text, limit)
+    ))
 }
 
 /// A brain's reply, cut to a message's bound: it is stored with every step,
@@ -427,4 +423,50 @@ fn bounded_reply(reply: Option<String>) -> Option<String> {
         );
         format!("{}{note}", head(&text, MAX_MESSAGE_LEN - note.len()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(input: Value) -> ToolCall {
+        ToolCall {
+            name: "MemoryWrite".into(),
+            input,
+        }
+    }
+
+    #[test]
+    fn an_input_within_its_bound_is_kept_whole_and_seen_as_written() {
+        let input = json!({ "key": "k", "text": "a \"quoted\" line\n" });
+        let kept = written(&call(input.clone()), 1024);
+        assert_eq!(kept, CallInput::Whole(input.clone()));
+        assert_eq!(kept.text(), input.to_string());
+        assert_eq!(kept.text_len(), input.to_string().len());
+        let result = ToolResult {
+            tool: "MemoryWrite".into(),
+            input: kept,
+            output: json!({ "ok": true }),
+            is_error: false,
+        };
+        let view = result_view(&result);
+        assert_eq!((view.input, view.output), (input, json!({ "ok": true })));
+    }
+
+    #[test]
+    fn an_input_over_its_bound_keeps_its_head_as_text_and_brains_see_none() {
+        let input = json!({ "text": "x".repeat(5000) });
+        let kept = written(&call(input), 1024);
+        let text = kept.text();
+        assert!(text.starts_with("{\"text\":\"xxx"), "{text}");
+        assert!(text.ends_with("… (5011 bytes, over the limit)"), "{text}");
+        assert_eq!(kept.value(), None);
+        let result = ToolResult {
+            tool: "MemoryWrite".into(),
+            input: kept,
+            output: json!({ "ok": true }),
+            is_error: false,
+        };
+        assert_eq!(result_view(&result).input, Value::Null);
+    }
 }

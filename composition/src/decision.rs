@@ -113,11 +113,12 @@ pub fn asks_approval(decision: &serde_json::Value) -> bool {
     Flag::deserialize(decision).is_ok_and(|flag| flag.requires_approval)
 }
 
-/// One tool call of a turn: its name and its input as JSON text.
+/// One tool call of a turn: its name and its input, unless the turn kept
+/// only a cut of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ToolCall<'a> {
     pub name: &'a str,
-    pub input_json: &'a str,
+    pub input: Option<&'a serde_json::Value>,
 }
 
 impl Decision {
@@ -164,7 +165,7 @@ impl Decision {
     pub fn derive(run_id: &str, reply: Option<&str>, tools: &[ToolCall<'_>]) -> Decision {
         let (kind, target, reason) =
             if let Some(load) = tools.iter().find(|call| call.name == LOAD_SKILL_TOOL) {
-                let skill = skill_name(load.input_json);
+                let skill = skill_name(load.input);
                 let reason = match &skill {
                     Some(skill) => format!("loaded the skill {skill}"),
                     None => "loaded a skill".to_string(),
@@ -206,9 +207,8 @@ fn run_key(run_id: &str) -> String {
 }
 
 /// `LoadSkill`'s `name` field, if its input is an object that has one.
-fn skill_name(input_json: &str) -> Option<String> {
-    let input: serde_json::Value = serde_json::from_str(input_json).ok()?;
-    let name = input.get("name")?.as_str()?;
+fn skill_name(input: Option<&serde_json::Value>) -> Option<String> {
+    let name = input?.get("name")?.as_str()?;
     Some(name.to_string()).filter(|name| !name.is_empty())
 }
 

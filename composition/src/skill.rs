@@ -57,6 +57,11 @@ pub enum SkillError {
     TooLarge { path: PathBuf, len: u64 },
     #[error("{path}: {detail}")]
     Invalid { path: PathBuf, detail: String },
+    #[error("{path}: {source}")]
+    FrontMatter {
+        path: PathBuf,
+        source: front_matter::FrontMatterError,
+    },
 }
 
 /// The skills under the daemon's roots, by name. Where two roots hold a
@@ -164,9 +169,9 @@ fn read_head(dir: &Path) -> Result<(Skill, String), SkillError> {
         });
     }
     let text = read_bounded(&path, &meta).map_err(io)?;
-    let (front, body) = front_matter::split(&text).map_err(|detail| SkillError::Invalid {
+    let (front, body) = front_matter::split(&text).map_err(|source| SkillError::FrontMatter {
         path: path.clone(),
-        detail,
+        source,
     })?;
     let folder = dir
         .file_name()
@@ -238,6 +243,8 @@ fn list(root: &Path, rel: &Path, depth: usize, out: &mut Vec<String>) -> bool {
 }
 
 mod front_matter;
+
+pub use front_matter::FrontMatterError;
 
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,7 @@ const ENOUGH_WAITERS: usize = 64;
 
 /// A caller waiting for the next flush that starts after its request.
 struct Waiter {
-    answer: oneshot::Sender<Result<(), String>>,
+    answer: oneshot::Sender<Result<(), FlushFailed>>,
     since: Instant,
     /// How many callers share this answer (a committed group's batches).
     callers: usize,
@@ -110,12 +110,18 @@ impl WriteCounters {
 }
 
 /// A flush's answer as the writer thread sends it; `None` when it went away.
-type Flushed = Option<Result<(), String>>;
+type Flushed = Option<Result<(), FlushFailed>>;
+
+/// sled's reason a flush failed, shared by every caller that waited for
+/// that flush.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("flush failed: {0}")]
+pub struct FlushFailed(Arc<sled::Error>);
 
 fn answer(flushed: Flushed) -> Result<(), StoreError> {
     match flushed {
         Some(Ok(())) => Ok(()),
-        Some(Err(err)) => Err(StoreError::Backend(format!("flush failed: {err}"))),
+        Some(Err(err)) => Err(StoreError::Backend(err.to_string())),
         None => Err(StoreError::Closed),
     }
 }
@@ -608,7 +614,7 @@ impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
     }
 
     /// One `fsync` for everything applied so far; moves the watermark.
-    fn flush(&self) -> Result<(), String> {
+    fn flush(&self) -> Result<(), FlushFailed> {
         self.counters
             .flushing_since_ms
             .store(holarchy_actors::now_ms().max(1), Ordering::SeqCst);
@@ -617,7 +623,7 @@ impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
         flushed
     }
 
-    fn flush_now(&self) -> Result<(), String> {
+    fn flush_now(&self) -> Result<(), FlushFailed> {
         if let Some(latch) = &self.latch {
             latch.hold(&self.counters);
         }
@@ -644,8 +650,9 @@ impl<J, A: ApplyGroup<J>> WriterThread<J, A> {
             }
             Err(err) => {
                 error!(error = %err, "flush failed");
-                self.failure.set(format!("flush failed: {err}"));
-                Err(err.to_string())
+                let failed = FlushFailed(Arc::new(err));
+                self.failure.set(failed.to_string());
+                Err(failed)
             }
         }
     }

@@ -113,8 +113,8 @@ impl MemoryIndex {
         let (schema, fields) = schema();
         let existing = match source.format_current()? {
             true => open_existing(dir, &schema),
-            false if dir.exists() => Err("the index holds an earlier format".to_owned()),
-            false => Err("there was no index yet".to_owned()),
+            false if dir.exists() => Err(Unusable::EarlierFormat),
+            false => Err(Unusable::Missing),
         };
         let index = match existing {
             Ok(index) => index,
@@ -317,22 +317,32 @@ fn highlighted(snippets: &SnippetGenerator, text: &str) -> String {
     out
 }
 
-fn open_existing(dir: &Path, schema: &Schema) -> Result<Index, String> {
-    let index = Index::open_in_dir(dir).map_err(|err| err.to_string())?;
+/// Why the index on disk is not used as it is: it is rebuilt from the
+/// store instead.
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    #[error("the index holds an earlier format")]
+    EarlierFormat,
+    #[error("there was no index yet")]
+    Missing,
+    #[error("the index has another schema")]
+    OtherSchema,
+    /// Its meta file or a segment could not be opened.
+    #[error(transparent)]
+    Unreadable(#[from] tantivy::TantivyError),
+}
+
+fn open_existing(dir: &Path, schema: &Schema) -> Result<Index, Unusable> {
+    let index = Index::open_in_dir(dir)?;
     if &index.schema() != schema {
-        return Err("the index has another schema".into());
+        return Err(Unusable::OtherSchema);
     }
     // Opening reads only the meta file: open every segment too, so a
     // damaged one is found now rather than by a search.
     index
-        .searchable_segments()
-        .map_err(|err| err.to_string())?
+        .searchable_segments()?
         .iter()
-        .try_for_each(|segment| {
-            tantivy::SegmentReader::open(segment)
-                .map(drop)
-                .map_err(|err| err.to_string())
-        })?;
+        .try_for_each(|segment| tantivy::SegmentReader::open(segment).map(drop))?;
     Ok(index)
 }
 

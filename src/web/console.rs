@@ -187,7 +187,7 @@ impl Console {
         }
         let query = match query::parse(query) {
             Ok(query) => query,
-            Err(why) => return error(StatusCode::BAD_REQUEST, &why),
+            Err(why) => return error(StatusCode::BAD_REQUEST, &why.to_string()),
         };
         let (parts, body) = request.into_parts();
         let call = routes::Call {
@@ -233,6 +233,13 @@ fn error(status: StatusCode, why: &str) -> Response<Body> {
 struct Refusal {
     status: StatusCode,
     why: String,
+}
+
+/// A query the console cannot read is the caller's mistake.
+impl From<query::QueryError> for Refusal {
+    fn from(err: query::QueryError) -> Self {
+        Self::bad(err.to_string())
+    }
 }
 
 impl Refusal {

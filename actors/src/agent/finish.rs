@@ -112,12 +112,14 @@ impl AgentActor {
                             .into_iter()
                             .map(|result| turn::Call {
                                 tool: result.tool,
-                                input: redact(&result.input),
+                                // The event log keeps calls as JSON text.
+                                input: redact(&result.input.text()),
                                 // Already cut by the turn; cut here too, so
-                                // no producer can store more than the bound.
-                                output: crate::tools::cap_output(
-                                    redact(&result.output),
-                                    max_output,
+                                // no producer can store more than the bound
+                                // (redacting a token only shortens it).
+                                output: redact(
+                                    &crate::tools::cap_output(result.output, max_output)
+                                        .to_string(),
                                 ),
                                 is_error: result.is_error,
                             })
@@ -154,7 +156,7 @@ fn decided(
             .flat_map(|(_, results)| results)
             .map(|result| ToolCall {
                 name: &result.tool,
-                input_json: &result.input,
+                input: result.input.value(),
             })
             .collect();
         Decision::derive(&run, reply, &calls)

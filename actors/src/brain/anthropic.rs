@@ -128,7 +128,7 @@ impl AnthropicBrain {
             &mut answer,
         )
         .await
-        .map_err(failed)?;
+        .map_err(|err| failed(err.to_string()))?;
         let message = answer.finish();
         if let Some(used) = message.usage {
             usage.add(used.tokens());

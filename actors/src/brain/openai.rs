@@ -238,7 +238,7 @@ impl OpenAiBrain {
             &mut completion,
         )
         .await
-        .map_err(failed)?;
+        .map_err(|err| failed(err.to_string()))?;
         let (answer, used) = completion.finish();
         if let Some(used) = used {
             usage.add(used);

@@ -123,7 +123,68 @@ pub enum McpConfigError {
     #[error("MCP server name `{0}`: use 1 to {MAX_SERVER_NAME} of a-z, 0-9, '-' and '_', without \"__\"")]
     BadName(String),
     #[error("MCP server `{server}`: {reason}")]
-    Server { server: String, reason: String },
+    Server {
+        server: String,
+        reason: ServerProblem,
+    },
+}
+
+/// What is wrong with one server's entry.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerProblem {
+    #[error("timeout_ms must be {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS}")]
+    Timeout,
+    #[error("start_timeout_ms must be {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS}")]
+    StartTimeout,
+    #[error("a server with `command` is of type `stdio`")]
+    CommandNotStdio,
+    #[error("`header` is for HTTP servers")]
+    HeaderOnStdio,
+    #[error("a server with `url` is of type `http`")]
+    UrlNotHttp,
+    #[error("`args`, `env`, `read_write` and `read_only` are for stdio servers")]
+    StdioFieldsOnHttp,
+    #[error("give `command` or `url`, not both")]
+    CommandAndUrl,
+    #[error("give `command` (stdio) or `url` (HTTP)")]
+    NoCommandOrUrl,
+    #[error("`command` is empty")]
+    EmptyCommand,
+    /// `field` names the text as the operator wrote it (`env.NAME`...).
+    #[error("{field} is over {MAX_TEXT} bytes")]
+    TextTooLong { field: String },
+    #[error("{field} holds a NUL byte")]
+    NulByte { field: String },
+    #[error("at most {MAX_ARGS} `args`")]
+    TooManyArgs,
+    #[error("at most {MAX_ENV} `env` entries")]
+    TooManyEnv,
+    #[error("`env` name `{0}` is not a variable name")]
+    EnvName(String),
+    #[error("at most {MAX_READ_WRITE} `read_write` paths")]
+    TooManyReadWrite,
+    #[error("`read_write` path {} is not absolute", .0.display())]
+    RelativeReadWrite(PathBuf),
+    #[error("at most {MAX_READ_ONLY} `read_only` paths")]
+    TooManyReadOnly,
+    #[error("`read_only` path {} is not absolute", .0.display())]
+    RelativeReadOnly(PathBuf),
+    #[error("`url` is over {MAX_URL} bytes")]
+    UrlTooLong,
+    /// The URL parser's reason.
+    #[error("`url` is not a URL: {0}")]
+    NotUrl(String),
+    #[error("`url` must be http or https")]
+    UrlScheme,
+    /// Credentials belong in the header, read from the environment.
+    #[error("`url` must not hold credentials; use `header`")]
+    UrlCredentials,
+    #[error("header name `{0}` is not valid")]
+    HeaderName(String),
+    #[error("header `value_env` `{0}` is not a variable name")]
+    HeaderValueEnv(String),
+    #[error("header `value_prefix` must be at most {MAX_HEADER_PREFIX} printable ASCII bytes")]
+    HeaderPrefix,
 }
 
 /// The file as written. Unknown fields are refused, so a typo is not a
@@ -243,44 +304,43 @@ fn env_name_ok(name: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
-fn text_ok(field: &str, text: &str) -> Result<(), String> {
+fn text_ok(field: &str, text: &str) -> Result<(), ServerProblem> {
     if text.len() > MAX_TEXT {
-        return Err(format!("{field} is over {MAX_TEXT} bytes"));
+        return Err(ServerProblem::TextTooLong {
+            field: field.to_owned(),
+        });
     }
     if text.contains('\0') {
-        return Err(format!("{field} holds a NUL byte"));
+        return Err(ServerProblem::NulByte {
+            field: field.to_owned(),
+        });
     }
     Ok(())
 }
 
 impl ServerEntry {
-    fn check(self, name: &str) -> Result<ServerConfig, String> {
+    fn check(self, name: &str) -> Result<ServerConfig, ServerProblem> {
         let timeout_ms = self
             .timeout_ms
             .unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64);
         if !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
-            return Err(format!(
-                "timeout_ms must be {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS}"
-            ));
+            return Err(ServerProblem::Timeout);
         }
         let start_timeout = match self.start_timeout_ms {
             Some(ms) if (MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&ms) => {
                 Duration::from_millis(ms)
             }
-            Some(_) => {
-                return Err(format!(
-                    "start_timeout_ms must be {MIN_TIMEOUT_MS} to {MAX_TIMEOUT_MS}"
-                ))
-            }
+            Some(_) => return Err(ServerProblem::StartTimeout),
             None => Duration::from_millis(timeout_ms).max(DEFAULT_START_TIMEOUT),
         };
+        let is_http = |kind: &str| matches!(kind, "http" | "streamable-http" | "streamable_http");
         let transport = match (self.command, self.url) {
             (Some(command), None) => {
                 if self.kind.as_deref().is_some_and(|k| k != "stdio") {
-                    return Err("a server with `command` is of type `stdio`".into());
+                    return Err(ServerProblem::CommandNotStdio);
                 }
                 if self.header.is_some() {
-                    return Err("`header` is for HTTP servers".into());
+                    return Err(ServerProblem::HeaderOnStdio);
                 }
                 Transport::Stdio(check_stdio(
                     command,
@@ -291,26 +351,20 @@ impl ServerEntry {
                 )?)
             }
             (None, Some(url)) => {
-                if self
-                    .kind
-                    .as_deref()
-                    .is_some_and(|k| !matches!(k, "http" | "streamable-http" | "streamable_http"))
-                {
-                    return Err("a server with `url` is of type `http`".into());
+                if self.kind.as_deref().is_some_and(|k| !is_http(k)) {
+                    return Err(ServerProblem::UrlNotHttp);
                 }
                 if !self.args.is_empty()
                     || !self.env.is_empty()
                     || !self.read_write.is_empty()
                     || !self.read_only.is_empty()
                 {
-                    return Err(
-                        "`args`, `env`, `read_write` and `read_only` are for stdio servers".into(),
-                    );
+                    return Err(ServerProblem::StdioFieldsOnHttp);
                 }
                 Transport::Http(check_http(&url, self.header)?)
             }
-            (Some(_), Some(_)) => return Err("give `command` or `url`, not both".into()),
-            (None, None) => return Err("give `command` (stdio) or `url` (HTTP)".into()),
+            (Some(_), Some(_)) => return Err(ServerProblem::CommandAndUrl),
+            (None, None) => return Err(ServerProblem::NoCommandOrUrl),
         };
         Ok(ServerConfig {
             name: name.to_owned(),
@@ -327,43 +381,37 @@ fn check_stdio(
     env: BTreeMap<String, String>,
     read_write: Vec<PathBuf>,
     read_only: Vec<PathBuf>,
-) -> Result<StdioConfig, String> {
+) -> Result<StdioConfig, ServerProblem> {
     if command.trim().is_empty() {
-        return Err("`command` is empty".into());
+        return Err(ServerProblem::EmptyCommand);
     }
     text_ok("`command`", &command)?;
     if args.len() > MAX_ARGS {
-        return Err(format!("at most {MAX_ARGS} `args`"));
+        return Err(ServerProblem::TooManyArgs);
     }
     for arg in &args {
         text_ok("an argument", arg)?;
     }
     if env.len() > MAX_ENV {
-        return Err(format!("at most {MAX_ENV} `env` entries"));
+        return Err(ServerProblem::TooManyEnv);
     }
     for (key, value) in &env {
         if !env_name_ok(key) {
-            return Err(format!("`env` name `{key}` is not a variable name"));
+            return Err(ServerProblem::EnvName(key.clone()));
         }
         text_ok(&format!("`env.{key}`"), value)?;
     }
     if read_write.len() > MAX_READ_WRITE {
-        return Err(format!("at most {MAX_READ_WRITE} `read_write` paths"));
+        return Err(ServerProblem::TooManyReadWrite);
     }
     if let Some(relative) = read_write.iter().find(|p| !p.is_absolute()) {
-        return Err(format!(
-            "`read_write` path {} is not absolute",
-            relative.display()
-        ));
+        return Err(ServerProblem::RelativeReadWrite(relative.clone()));
     }
     if read_only.len() > MAX_READ_ONLY {
-        return Err(format!("at most {MAX_READ_ONLY} `read_only` paths"));
+        return Err(ServerProblem::TooManyReadOnly);
     }
     if let Some(relative) = read_only.iter().find(|p| !p.is_absolute()) {
-        return Err(format!(
-            "`read_only` path {} is not absolute",
-            relative.display()
-        ));
+        return Err(ServerProblem::RelativeReadOnly(relative.clone()));
     }
     Ok(StdioConfig {
         command,
@@ -374,28 +422,24 @@ fn check_stdio(
     })
 }
 
-fn check_http(url: &str, header: Option<HeaderEntry>) -> Result<HttpConfig, String> {
+fn check_http(url: &str, header: Option<HeaderEntry>) -> Result<HttpConfig, ServerProblem> {
     if url.len() > MAX_URL {
-        return Err(format!("`url` is over {MAX_URL} bytes"));
+        return Err(ServerProblem::UrlTooLong);
     }
-    let url = reqwest::Url::parse(url).map_err(|e| format!("`url` is not a URL: {e}"))?;
+    let url = reqwest::Url::parse(url).map_err(|e| ServerProblem::NotUrl(e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err("`url` must be http or https".into());
+        return Err(ServerProblem::UrlScheme);
     }
     if !url.username().is_empty() || url.password().is_some() {
-        // Credentials belong in the header, read from the environment.
-        return Err("`url` must not hold credentials; use `header`".into());
+        return Err(ServerProblem::UrlCredentials);
     }
     let header = match header {
         None => None,
         Some(entry) => {
             let name = HeaderName::from_bytes(entry.name.as_bytes())
-                .map_err(|_| format!("header name `{}` is not valid", entry.name))?;
+                .map_err(|_| ServerProblem::HeaderName(entry.name.clone()))?;
             if !env_name_ok(&entry.value_env) {
-                return Err(format!(
-                    "header `value_env` `{}` is not a variable name",
-                    entry.value_env
-                ));
+                return Err(ServerProblem::HeaderValueEnv(entry.value_env));
             }
             let prefix_ok = entry.value_prefix.len() <= MAX_HEADER_PREFIX
                 && entry
@@ -403,9 +447,7 @@ fn check_http(url: &str, header: Option<HeaderEntry>) -> Result<HttpConfig, Stri
                     .bytes()
                     .all(|b| (b' '..=b'~').contains(&b));
             if !prefix_ok {
-                return Err(format!(
-                    "header `value_prefix` must be at most {MAX_HEADER_PREFIX} printable ASCII bytes"
-                ));
+                return Err(ServerProblem::HeaderPrefix);
             }
             Some(HeaderConfig {
                 name,

@@ -11,7 +11,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientInfo, ClientRequest,
     Implementation, JsonObject, PaginatedRequestParams, ProtocolVersion, ServerResult,
 };
-use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::service::{ClientInitializeError, PeerRequestOptions, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{RoleClient, ServiceError, ServiceExt};
@@ -20,7 +20,7 @@ use super::config::{HttpConfig, ServerConfig, Transport};
 use super::guard::Guarded;
 use super::listing::{self, Listing, MAX_PAGES};
 use super::peer_log::LogLimit;
-use super::stdio::{self, ClosedWhy, Process};
+use super::stdio::{self, ClosedWhy, Process, SpawnError};
 use crate::sandbox::SandboxConfig;
 use crate::secrets::Secrets;
 
@@ -42,6 +42,42 @@ pub enum CallError {
     Rejected { code: i32, message: String },
     /// The answer was not a call's result.
     Unexpected,
+}
+
+/// Why a connection was not made; its server's slot keeps it as the
+/// reason its start failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// `how`: how a stdio server's process ended and the end of its
+    /// stderr, when it told anything.
+    #[error("the MCP handshake failed: {source}{}", then(.how))]
+    Handshake {
+        // Boxed: the SDK's error holds a whole message and is several
+        // times the size of the others.
+        source: Box<ClientInitializeError>,
+        how: String,
+    },
+    #[error("listing its tools failed: {0}")]
+    Listing(ServiceError),
+    #[error("its header's variable `{0}` is not set in the daemon's environment")]
+    HeaderUnset(String),
+    #[error("the value of `{0}` is not a valid header value")]
+    HeaderValue(String),
+    #[error("cannot make its HTTP client: {0}")]
+    Client(reqwest::Error),
+    #[error("it did not answer the handshake and list its tools within {} ms", .0.as_millis())]
+    StartTimeout(Duration),
+}
+
+/// `how`, after the rest of a message, if there is anything to say.
+fn then(how: &str) -> String {
+    if how.is_empty() {
+        String::new()
+    } else {
+        format!("; {how}")
+    }
 }
 
 /// A live connection.
@@ -88,7 +124,7 @@ impl Connection {
         sandbox: &SandboxConfig,
         secrets: &Secrets,
         log: Arc<LogLimit>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OpenError> {
         let name = &config.name;
         match &config.transport {
             Transport::Stdio(stdio) => {
@@ -101,24 +137,24 @@ impl Connection {
                     Ok(service) => {
                         Self::listed(&config.name, service, Some(process), closed_why).await
                     }
-                    Err(err) => {
+                    Err(source) => {
                         let _ = tokio::time::timeout(EXIT_GRACE, process.stopped()).await;
                         process.stop();
-                        let how = process.describe();
-                        Err(if how.is_empty() {
-                            format!("the MCP handshake failed: {err}")
-                        } else {
-                            format!("the MCP handshake failed: {err}; {how}")
+                        Err(OpenError::Handshake {
+                            source: Box::new(source),
+                            how: process.describe(),
                         })
                     }
                 }
             }
             Transport::Http(http) => {
                 let transport = Guarded::new(http_transport(http, secrets)?, name, log);
-                let service = client_info()
-                    .serve(transport)
-                    .await
-                    .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+                let service = client_info().serve(transport).await.map_err(|source| {
+                    OpenError::Handshake {
+                        source: Box::new(source),
+                        how: String::new(),
+                    }
+                })?;
                 Self::listed(&config.name, service, None, ClosedWhy::default()).await
             }
         }
@@ -129,7 +165,7 @@ impl Connection {
         service: RunningService<RoleClient, ClientInfo>,
         process: Option<Process>,
         closed_why: ClosedWhy,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OpenError> {
         let mut tools = Vec::new();
         let mut cursor = None;
         let mut more = false;
@@ -138,7 +174,7 @@ impl Connection {
             let listed = service
                 .list_tools(Some(params))
                 .await
-                .map_err(|e| format!("listing its tools failed: {e}"))?;
+                .map_err(OpenError::Listing)?;
             tools.extend(listed.tools);
             cursor = listed.next_cursor;
             if cursor.is_none() {
@@ -252,26 +288,16 @@ impl Connection {
 fn http_transport(
     http: &HttpConfig,
     secrets: &Secrets,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, OpenError> {
     let mut headers = reqwest::header::HeaderMap::new();
     if let Some(header) = &http.header {
         let value = secrets
             .var(&header.value_env)
             .filter(|v| !v.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "its header's variable `{}` is not set in the daemon's environment",
-                    header.value_env
-                )
-            })?;
+            .ok_or_else(|| OpenError::HeaderUnset(header.value_env.clone()))?;
         let mut value =
             reqwest::header::HeaderValue::from_str(&format!("{}{value}", header.value_prefix))
-                .map_err(|_| {
-                    format!(
-                        "the value of `{}` is not a valid header value",
-                        header.value_env
-                    )
-                })?;
+                .map_err(|_| OpenError::HeaderValue(header.value_env.clone()))?;
         value.set_sensitive(true);
         headers.insert(header.name.clone(), value);
     }
@@ -281,7 +307,7 @@ fn http_transport(
         // The header must never follow a redirect to another host.
         .redirect(reqwest::redirect::Policy::none())
         .build()
-        .map_err(|e| format!("cannot make its HTTP client: {e}"))?;
+        .map_err(OpenError::Client)?;
     Ok(StreamableHttpClientTransport::with_client(
         client,
         StreamableHttpClientTransportConfig::with_uri(http.url.as_str()),

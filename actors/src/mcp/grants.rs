@@ -36,6 +36,29 @@ pub struct Grants {
     pub read_only: Vec<PathBuf>,
 }
 
+/// Why a path may not be granted for reading; said after the path.
+#[derive(Debug, thiserror::Error)]
+pub enum Ungrantable {
+    #[error("is the root of the file system")]
+    Root,
+    #[error("is, holds or is inside {}, which the daemon protects", .0.display())]
+    Protected(PathBuf),
+    #[error("holds {}, the agents' private directories", .0.display())]
+    HoldsPrivate(PathBuf),
+}
+
+/// Why a configuration's `read_only` path refuses the server's start.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantError {
+    #[error("`read_only` path {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("`read_only` path {} {why}", path.display())]
+    Refused { path: PathBuf, why: Ungrantable },
+}
+
 /// A variable of the daemon's environment, `None` when unset or empty.
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
@@ -50,7 +73,7 @@ pub fn grants(
     config: &StdioConfig,
     sandbox: &SandboxConfig,
     var: Env<'_>,
-) -> Result<Grants, String> {
+) -> Result<Grants, GrantError> {
     let mut grants = Grants::default();
     let program = resolve_program(&config.command, var);
     let own: Vec<PathBuf> = program
@@ -75,7 +98,7 @@ pub fn grants(
                 Ok(()) => grants.read_only.push(folder),
                 Err(why) => debug!(
                     folder = %folder.display(),
-                    why,
+                    why = %why,
                     "mcp: a package folder is not granted by default"
                 ),
             }
@@ -83,10 +106,14 @@ pub fn grants(
         grants.read_only.push(real);
     }
     for path in &config.read_only {
-        let real = std::fs::canonicalize(path)
-            .map_err(|e| format!("`read_only` path {}: {e}", path.display()))?;
-        check(&real, sandbox)
-            .map_err(|why| format!("`read_only` path {} {why}", path.display()))?;
+        let real = std::fs::canonicalize(path).map_err(|source| GrantError::Unreadable {
+            path: path.clone(),
+            source,
+        })?;
+        check(&real, sandbox).map_err(|why| GrantError::Refused {
+            path: path.clone(),
+            why,
+        })?;
         grants.read_only.push(real);
     }
     grants.read_only.sort();
@@ -131,9 +158,9 @@ pub fn package_folder(file: &Path) -> Option<PathBuf> {
 /// or a path that holds or sits inside one the daemon protects (its data
 /// directory, its program, its user's credentials), or that holds the
 /// agents' private directories.
-pub fn check(path: &Path, sandbox: &SandboxConfig) -> Result<(), String> {
+pub fn check(path: &Path, sandbox: &SandboxConfig) -> Result<(), Ungrantable> {
     if path.parent().is_none() {
-        return Err("is the root of the file system".into());
+        return Err(Ungrantable::Root);
     }
     let protected = sandbox.protected.iter().filter_map(|p| {
         // Compared as they are on disk, so a link cannot hide one.
@@ -141,18 +168,12 @@ pub fn check(path: &Path, sandbox: &SandboxConfig) -> Result<(), String> {
     });
     for p in protected {
         if p.starts_with(path) || path.starts_with(&p) {
-            return Err(format!(
-                "is, holds or is inside {}, which the daemon protects",
-                p.display()
-            ));
+            return Err(Ungrantable::Protected(p));
         }
     }
     let tmp = std::fs::canonicalize(&sandbox.tmp_root).unwrap_or_else(|_| sandbox.tmp_root.clone());
     if tmp.starts_with(path) {
-        return Err(format!(
-            "holds {}, the agents' private directories",
-            tmp.display()
-        ));
+        return Err(Ungrantable::HoldsPrivate(tmp));
     }
     Ok(())
 }
@@ -208,7 +229,9 @@ mod tests {
             read_write: vec![],
             read_only: vec![data],
         };
-        let refused = grants(&config, &sandbox, &daemon_env).expect_err("refused");
+        let refused = grants(&config, &sandbox, &daemon_env)
+            .expect_err("refused")
+            .to_string();
         assert!(refused.contains("protects"), "{refused}");
     }
 }

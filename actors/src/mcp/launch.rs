@@ -46,12 +46,50 @@ pub struct Launch {
     pub read_only: Vec<PathBuf>,
 }
 
+/// Why a server run by `npx` or `uvx` cannot start: its install is not
+/// in the launcher's cache (the message says the command that installs
+/// it), or is not one this can run.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(
+        "`npx {spec}` is not installed in npm's cache ({}): run `npx -y {spec}` once as the \
+         daemon's user, or give the server that cache in `read_write` to let npx install it",
+        installs.display()
+    )]
+    NpxNotInstalled { spec: String, installs: PathBuf },
+    #[error("`npx {spec}`: {name} has several programs and none named {unscoped}")]
+    NpxWhichProgram {
+        spec: String,
+        name: String,
+        unscoped: String,
+    },
+    #[error("`npx {spec}`: {name} has no program (`bin`)")]
+    NpxNoProgram { spec: String, name: String },
+    /// `cache` and `tools`: where it was looked for (`-` when unknown).
+    #[error(
+        "`uvx {spec}` is not installed in uv's cache ({cache}) or its tools ({tools}): run `uvx {spec}` \
+         (or `uv tool install {name}`) once as the daemon's user, or give the server that \
+         cache in `read_write` to let uvx install it"
+    )]
+    UvxNotInstalled {
+        spec: String,
+        name: String,
+        cache: String,
+        tools: String,
+    },
+    #[error("`uvx {spec}`: {source}")]
+    UvxUnreadable {
+        spec: String,
+        source: std::io::Error,
+    },
+}
+
 /// `config` as it will be run.
 pub fn resolve(
     config: &StdioConfig,
     sandbox: &SandboxConfig,
     var: Env<'_>,
-) -> Result<Launch, String> {
+) -> Result<Launch, LaunchError> {
     let unchanged = || Launch {
         config: config.clone(),
         read_only: Vec::new(),
@@ -166,19 +204,16 @@ fn npm_name(spec: &str) -> &str {
     }
 }
 
-fn npx(config: &StdioConfig, cache: &Path) -> Result<Launch, String> {
+fn npx(config: &StdioConfig, cache: &Path) -> Result<Launch, LaunchError> {
     let Some((spec, rest)) = npx_spec(&config.args) else {
         return Ok(Launch {
             config: config.clone(),
             read_only: Vec::new(),
         });
     };
-    let not_installed = || {
-        format!(
-            "`npx {spec}` is not installed in npm's cache ({}): run `npx -y {spec}` once as the \
-             daemon's user, or give the server that cache in `read_write` to let npx install it",
-            cache.join("_npx").display()
-        )
+    let not_installed = || LaunchError::NpxNotInstalled {
+        spec: spec.to_owned(),
+        installs: cache.join("_npx"),
     };
     let install = folders(&cache.join("_npx"))
         .into_iter()
@@ -199,12 +234,19 @@ fn npx(config: &StdioConfig, cache: &Path) -> Result<Launch, String> {
             } else {
                 bins.get_key_value(unscoped)
             };
-            let (bin, script) = chosen.ok_or_else(|| {
-                format!("`npx {spec}`: {name} has several programs and none named {unscoped}")
+            let (bin, script) = chosen.ok_or_else(|| LaunchError::NpxWhichProgram {
+                spec: spec.to_owned(),
+                name: name.to_owned(),
+                unscoped: unscoped.to_owned(),
             })?;
             (bin.clone(), script.as_str().unwrap_or_default().to_owned())
         }
-        _ => return Err(format!("`npx {spec}`: {name} has no program (`bin`)")),
+        _ => {
+            return Err(LaunchError::NpxNoProgram {
+                spec: spec.to_owned(),
+                name: name.to_owned(),
+            })
+        }
     };
     let linked = install.join("node_modules/.bin").join(&bin_name);
     let program = if linked.exists() {
@@ -275,7 +317,7 @@ fn uvx(
     cache: Option<&Path>,
     tools: Option<&Path>,
     sandbox: &SandboxConfig,
-) -> Result<Launch, String> {
+) -> Result<Launch, LaunchError> {
     let Some((spec, command, rest)) = uvx_spec(&config.args) else {
         return Ok(Launch {
             config: config.clone(),
@@ -307,16 +349,18 @@ fn uvx(
                     .unwrap_or(SystemTime::UNIX_EPOCH)
             })
     };
-    let env = tool.or_else(cached).ok_or_else(|| {
-        format!(
-            "`uvx {spec}` is not installed in uv's cache ({}) or its tools ({}): run `uvx {spec}` \
-             (or `uv tool install {name}`) once as the daemon's user, or give the server that \
-             cache in `read_write` to let uvx install it",
-            cache.map_or("-".into(), |c| c.display().to_string()),
-            tools.map_or("-".into(), |t| t.display().to_string()),
-        )
+    let env = tool
+        .or_else(cached)
+        .ok_or_else(|| LaunchError::UvxNotInstalled {
+            spec: spec.clone(),
+            name: name.to_owned(),
+            cache: cache.map_or("-".into(), |c| c.display().to_string()),
+            tools: tools.map_or("-".into(), |t| t.display().to_string()),
+        })?;
+    let env = std::fs::canonicalize(&env).map_err(|source| LaunchError::UvxUnreadable {
+        spec: spec.clone(),
+        source,
     })?;
-    let env = std::fs::canonicalize(&env).map_err(|e| format!("`uvx {spec}`: {e}"))?;
     let mut read_only = vec![env.clone()];
     // Packages are linked into an environment from elsewhere in the cache.
     if let Some(cache) = cache.and_then(|c| std::fs::canonicalize(c).ok()) {
@@ -425,8 +469,9 @@ mod tests {
             package.join("dist/index.js").display().to_string()
         );
         assert_eq!(run.config.args, ["/srv"]);
-        let missing =
-            resolve(&config("npx", &["-y", "other"]), &sandbox, &env).expect_err("not installed");
+        let missing = resolve(&config("npx", &["-y", "other"]), &sandbox, &env)
+            .expect_err("not installed")
+            .to_string();
         assert!(missing.contains("run `npx -y other` once"), "{missing}");
         // The cache given writable: npx runs as written.
         let mut writable = config("npx", &["-y", "other"]);

@@ -140,11 +140,19 @@ pub fn cut(text: &str, max: usize) -> String {
     format!("{head} …")
 }
 
+/// A result the server marked as an error, with the text it gave.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolReported {
+    #[error("the tool reported an error without a message")]
+    NoMessage,
+    #[error("{0}")]
+    Message(String),
+}
+
 /// A call's result as the brain reads it: `{"content": [...]}` (plus
 /// `"structured"` when the server gave structured content). Binary content
-/// (images, audio, blobs) is described, not passed on. `Err` holds the
-/// text of a result the server marked as an error.
-pub fn result_json(result: CallToolResult) -> Result<Value, String> {
+/// (images, audio, blobs) is described, not passed on.
+pub fn result_json(result: CallToolResult) -> Result<Value, ToolReported> {
     let content: Vec<Value> = result
         .content
         .into_iter()
@@ -157,9 +165,9 @@ pub fn result_json(result: CallToolResult) -> Result<Value, String> {
             .collect();
         let text = text.join("\n");
         return Err(if text.trim().is_empty() {
-            "the tool reported an error without a message".into()
+            ToolReported::NoMessage
         } else {
-            text
+            ToolReported::Message(text)
         });
     }
     let mut out = json!({ "content": content });
@@ -271,6 +279,11 @@ mod tests {
         assert!(out["content"][1].get("data").is_none());
         assert_eq!(out["structured"]["n"], 1);
         let failed = CallToolResult::error(vec![Content::text("no such file")]);
-        assert_eq!(result_json(failed), Err("no such file".to_owned()));
+        assert_eq!(
+            result_json(failed),
+            Err(ToolReported::Message("no such file".to_owned()))
+        );
+        let silent = CallToolResult::error(vec![Content::text("  ")]);
+        assert_eq!(result_json(silent), Err(ToolReported::NoMessage));
     }
 }

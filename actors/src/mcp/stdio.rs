@@ -97,6 +97,35 @@ impl Process {
     }
 }
 
+/// Why a stdio server's process was not started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot make its private directory: {0}")]
+    PrivateDir(std::io::Error),
+    #[error("`read_write` path {}: {source}", path.display())]
+    ReadWriteUnreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("`read_write` path {} is not a directory", .0.display())]
+    ReadWriteNotDir(PathBuf),
+    #[error("`read_write` path {} is, holds or is inside a path the daemon protects", .0.display())]
+    ReadWriteProtected(PathBuf),
+    #[error(transparent)]
+    Launch(#[from] launch::LaunchError),
+    #[error(transparent)]
+    Grants(#[from] grants::GrantError),
+    #[error("cannot describe its unit: {0}")]
+    Unit(serde_json::Error),
+    #[error("cannot start `{command}`: {source}")]
+    Start {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("its pipes were not made")]
+    Pipes,
+}
+
 /// Starts `config`'s program as server `name`. The caller holds the
 /// process for as long as it talks to it over the transport; `log` limits
 /// the log lines about what it prints.
@@ -105,10 +134,10 @@ pub fn spawn(
     config: &StdioConfig,
     sandbox: &SandboxConfig,
     log: Arc<LogLimit>,
-) -> Result<(Process, StdioTransport), String> {
+) -> Result<(Process, StdioTransport), SpawnError> {
     let private = sandbox
         .tmp_dir(format!("mcp-{name}"))
-        .map_err(|e| format!("cannot make its private directory: {e}"))?;
+        .map_err(SpawnError::PrivateDir)?;
     let mut writable = vec![private.clone()];
     for path in &config.read_write {
         writable.push(writable_dir(path, sandbox)?);
@@ -122,7 +151,7 @@ pub fn spawn(
     spec.wall_time_ms = 0;
     let mut command = sandbox
         .command(&spec, &run.command, &run.args)
-        .map_err(|e| format!("cannot describe its unit: {e}"))?;
+        .map_err(SpawnError::Unit)?;
     command.current_dir(&private);
     crate::process::scrub(&mut command, &config.env, Some(&private));
     let mut child = command
@@ -131,11 +160,14 @@ pub fn spawn(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
+        .map_err(|source| SpawnError::Start {
+            command: config.command.clone(),
+            source,
+        })?;
     let (stdin, stdout, stderr) =
         match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
             (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
-            _ => return Err("its pipes were not made".into()),
+            _ => return Err(SpawnError::Pipes),
         };
     let tail = Arc::new(Mutex::new(VecDeque::new()));
     tokio::spawn(keep_tail(stderr, tail.clone()));
@@ -186,24 +218,21 @@ fn hang_up(pid: Option<u32>) {
 /// A `read_write` directory, canonical, and never one that holds, or is
 /// inside, what the daemon protects (its data directory, its program, its
 /// user's credentials).
-fn writable_dir(path: &Path, sandbox: &SandboxConfig) -> Result<PathBuf, String> {
-    let canonical = std::fs::canonicalize(path)
-        .map_err(|e| format!("`read_write` path {}: {e}", path.display()))?;
+fn writable_dir(path: &Path, sandbox: &SandboxConfig) -> Result<PathBuf, SpawnError> {
+    let canonical =
+        std::fs::canonicalize(path).map_err(|source| SpawnError::ReadWriteUnreadable {
+            path: path.to_owned(),
+            source,
+        })?;
     if !canonical.is_dir() {
-        return Err(format!(
-            "`read_write` path {} is not a directory",
-            path.display()
-        ));
+        return Err(SpawnError::ReadWriteNotDir(path.to_owned()));
     }
     let touches = sandbox
         .protected
         .iter()
         .any(|p| p.starts_with(&canonical) || canonical.starts_with(p));
     if touches {
-        return Err(format!(
-            "`read_write` path {} is, holds or is inside a path the daemon protects",
-            path.display()
-        ));
+        return Err(SpawnError::ReadWriteProtected(path.to_owned()));
     }
     Ok(canonical)
 }

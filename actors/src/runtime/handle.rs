@@ -73,12 +73,26 @@ pub struct Runtime {
     started: Instant,
 }
 
-fn unanswered<T>(result: Result<CallResult<T>, impl std::fmt::Display>) -> Result<T, String> {
+/// Why an actor called through the handle gave no answer; each caller's
+/// error says so as `Unavailable`.
+#[derive(Debug, thiserror::Error)]
+enum Unanswered {
+    #[error("timed out")]
+    Timeout,
+    /// The actor dropped the reply port without answering.
+    #[error("request dropped")]
+    Dropped,
+    /// The message was not sent (the actor is gone): ractor's reason.
+    #[error("{0}")]
+    NotSent(String),
+}
+
+fn unanswered<T>(result: Result<CallResult<T>, impl std::fmt::Display>) -> Result<T, Unanswered> {
     match result {
         Ok(CallResult::Success(answer)) => Ok(answer),
-        Ok(CallResult::Timeout) => Err("timed out".into()),
-        Ok(CallResult::SenderError) => Err("request dropped".into()),
-        Err(err) => Err(err.to_string()),
+        Ok(CallResult::Timeout) => Err(Unanswered::Timeout),
+        Ok(CallResult::SenderError) => Err(Unanswered::Dropped),
+        Err(err) => Err(Unanswered::NotSent(err.to_string())),
     }
 }
 
@@ -244,7 +258,7 @@ impl Runtime {
                 timeout,
             )
             .await;
-        unanswered(result).map_err(DeliverError::Unavailable)?
+        unanswered(result).map_err(|err| DeliverError::Unavailable(err.to_string()))?
     }
 
     /// Operator ingress of many messages at once, each with its own dedupe
@@ -320,7 +334,7 @@ impl Runtime {
     pub async fn snapshot(&self) -> Result<RuntimeSnapshot, RuntimeError> {
         let timeout = Some(self.ctx.config.call_timeout);
         unanswered(self.root.call(RuntimeMsg::Snapshot, timeout).await)
-            .map_err(RuntimeError::Unavailable)
+            .map_err(|err| RuntimeError::Unavailable(err.to_string()))
     }
 
     /// Operator archive of a public agent: it and its whole private subtree
@@ -392,7 +406,7 @@ impl Runtime {
             .actor
             .call(|reply| AgentMsg::Control { action, reply }, timeout)
             .await;
-        unanswered(result).map_err(ControlError::Unavailable)?
+        unanswered(result).map_err(|err| ControlError::Unavailable(err.to_string()))?
     }
 
     /// Changes what decides an agent's turns, from its next turn on.

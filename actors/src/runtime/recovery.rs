@@ -290,7 +290,7 @@ async fn spawn_generation(
             }
             Err(join) => {
                 dealer.stop();
-                failure.get_or_insert(format!("an agent's respawn panicked: {join}"));
+                failure.get_or_insert(RespawnError::Panicked(join));
             }
         }
     }
@@ -314,7 +314,7 @@ fn spawners_for(size: usize) -> usize {
 /// Spawns the hands `dealer` gives, one agent after another, until the
 /// generation is handed out; no turn runs (and reshapes the tree) until
 /// the gate opens with every agent up. Stops at the first failure.
-async fn spawn_hands(ctx: &Arc<Ctx>, dealer: &Dealer) -> Result<(), String> {
+async fn spawn_hands(ctx: &Arc<Ctx>, dealer: &Dealer) -> Result<(), RespawnError> {
     let mut hand = Vec::with_capacity(HAND);
     loop {
         dealer.deal(&mut hand);
@@ -331,21 +331,42 @@ async fn spawn_one(
     ctx: &Arc<Ctx>,
     record: AgentRecord,
     queue: Vec<MessageId>,
-) -> Result<(), String> {
+) -> Result<(), RespawnError> {
     let supervisor = match record.supervisor_agent_id {
         None => ctx
             .topology
             .partition_for(record.id)
-            .ok_or("no root partition runs")?,
+            .ok_or(RespawnError::NoPartition)?,
         Some(sup) => match ctx.directory.get(sup) {
             Some(entry) => entry.actor.get_cell(),
-            None => return Err(format!("supervisor {sup} of {} did not start", record.id)),
+            None => {
+                return Err(RespawnError::NoSupervisor {
+                    supervisor: sup,
+                    agent: record.id,
+                })
+            }
         },
     };
     supervisor::spawn_recovered(ctx, record, queue, supervisor)
         .await
         .map(drop)
-        .map_err(|err| err.to_string())
+        .map_err(RespawnError::Spawn)
+}
+
+/// Why an agent was not respawned at start; the first one ends the
+/// recovery.
+#[derive(Debug, thiserror::Error)]
+enum RespawnError {
+    #[error("no root partition runs")]
+    NoPartition,
+    /// Its generation comes after its supervisor's, so the supervisor
+    /// should be in the directory by now.
+    #[error("supervisor {supervisor} of {agent} did not start")]
+    NoSupervisor { supervisor: AgentId, agent: AgentId },
+    #[error("{0}")]
+    Spawn(ActorProcessingErr),
+    #[error("an agent's respawn panicked: {0}")]
+    Panicked(tokio::task::JoinError),
 }
 
 #[cfg(test)]

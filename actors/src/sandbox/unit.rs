@@ -55,6 +55,30 @@ pub fn main(args: &[OsString]) -> i32 {
     }
 }
 
+/// Why the unit could not run its program; it then kills what it started
+/// and exits 125, the message on its stderr.
+#[derive(Debug, thiserror::Error)]
+enum UnitError {
+    #[error("pdeathsig: {0}")]
+    DeathSignal(Errno),
+    #[error("subreaper: {0}")]
+    Subreaper(Errno),
+    #[error("core limit: {0}")]
+    CoreLimit(Errno),
+    #[error("signal actions: {0}")]
+    SignalActions(Errno),
+    #[error("blocking signals: {0}")]
+    BlockSignals(Errno),
+    #[error("signalfd: {0}")]
+    SignalFd(Errno),
+    #[error("finding this program: {0}")]
+    FindSelf(std::io::Error),
+    #[error("starting the program: {0}")]
+    Start(std::io::Error),
+    #[error("waiting: {0}")]
+    Wait(Errno),
+}
+
 /// Why the unit stopped waiting for its program.
 enum End {
     /// The program exited: its status.
@@ -65,43 +89,41 @@ enum End {
     WallTime,
 }
 
-fn run(spec: &UnitSpec, args: &[OsString]) -> Result<i32, String> {
+fn run(spec: &UnitSpec, args: &[OsString]) -> Result<i32, UnitError> {
     // Before anything else: if the daemon is already gone, so are we.
-    prctl::set_pdeathsig(Signal::SIGHUP).map_err(|e| format!("pdeathsig: {e}"))?;
+    prctl::set_pdeathsig(Signal::SIGHUP).map_err(UnitError::DeathSignal)?;
     if getppid().as_raw() != spec.daemon_pid {
         return Ok(KILLED_BY_UNIT);
     }
-    prctl::set_child_subreaper(true).map_err(|e| format!("subreaper: {e}"))?;
+    prctl::set_child_subreaper(true).map_err(UnitError::Subreaper)?;
     // The unit re-raises its program's fatal signal on itself (to die
     // alike); it must not dump core into the agent's workspace doing so.
     nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_CORE, 0, 0)
-        .map_err(|e| format!("core limit: {e}"))?;
+        .map_err(UnitError::CoreLimit)?;
     // Whatever the daemon was started with: an ignored SIGCHLD would have
     // the kernel reap the program before the unit learns how it ended.
-    signals::default_actions(UNIT_SIGNALS).map_err(|e| format!("signal actions: {e}"))?;
+    signals::default_actions(UNIT_SIGNALS).map_err(UnitError::SignalActions)?;
     let mut mask = SigSet::empty();
     for signal in UNIT_SIGNALS {
         mask.add(signal);
     }
-    mask.thread_block()
-        .map_err(|e| format!("blocking signals: {e}"))?;
+    mask.thread_block().map_err(UnitError::BlockSignals)?;
     let signals =
-        SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC).map_err(|e| format!("signalfd: {e}"))?;
+        SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC).map_err(UnitError::SignalFd)?;
 
-    let exe = std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?;
+    let exe = std::env::current_exe().map_err(UnitError::FindSelf)?;
     // The second stage inherits this mask; it clears it (and every
     // ignored signal) just before it becomes the program.
     let child = std::process::Command::new(exe)
         .arg(CONFINE_ARG)
         .args(args)
         .spawn()
-        .map_err(|e| format!("starting the program: {e}"))?;
+        .map_err(UnitError::Start)?;
     let main_pid = Pid::from_raw(child.id() as i32);
     let deadline = (spec.wall_time_ms > 0)
         .then(|| Instant::now() + std::time::Duration::from_millis(spec.wall_time_ms));
 
-    let mut end =
-        wait_for_end(&signals, main_pid, deadline, false).map_err(|e| format!("waiting: {e}"))?;
+    let mut end = wait_for_end(&signals, main_pid, deadline, false).map_err(UnitError::Wait)?;
     if let End::Signalled(signal @ (Signal::SIGTERM | Signal::SIGINT | Signal::SIGQUIT)) = end {
         // A stop: the command may clean up within its grace. The program
         // leads a session and group of its own (see `confine`).

@@ -1,47 +1,45 @@
-//! Cuts a tool result's output (JSON text) to a byte bound, keeping it
-//! valid JSON and its shape where it can: the longest strings are cut
+//! Cuts a tool result's output to a byte bound on its JSON text, keeping
+//! it valid JSON and its shape where it can: the longest strings are cut
 //! first, each with a marker giving its full size, so a brain paging a
 //! command's output still reads an `output` field, only shorter.
 
 use serde_json::{json, Value};
 
 use super::placeholder::escaped_len;
+use crate::limits::json_len;
 
 /// Room kept for the marker appended to each cut string.
 const MARKER_ROOM: usize = 128;
 
-/// `output` if it fits in `limit` bytes; otherwise a shorter valid JSON
-/// text that says what was cut and from how many bytes.
-pub fn cap_output(output: String, limit: usize) -> String {
-    if output.len() <= limit {
+/// `output` if its JSON text fits in `limit` bytes; otherwise a shorter
+/// value, whose text fits, that says what was cut and from how many bytes.
+pub fn cap_output(output: Value, limit: usize) -> Value {
+    let full = json_len(&output);
+    if full <= limit {
         return output;
     }
-    let full = output.len();
-    if let Ok(value) = serde_json::from_str::<Value>(&output) {
-        // Lengths are as written (escaped), so the sums are exact but for
-        // the markers; try once more with half the room before giving up
-        // the shape.
-        for room in [limit, limit / 2] {
-            let mut lengths = Vec::new();
-            string_lengths(&value, &mut lengths);
-            let fixed = full.saturating_sub(lengths.iter().sum::<usize>());
-            let strings_room = room.saturating_sub(fixed + MARKER_ROOM * lengths.len());
-            if let Some(level) = fill_level(&mut lengths, strings_room) {
-                let mut cut = value.clone();
-                cut_strings(&mut cut, level, full, limit);
-                let text = cut.to_string();
-                if text.len() <= limit {
-                    return text;
-                }
+    // Lengths are as written (escaped), so the sums are exact but for the
+    // markers; try once more with half the room before giving up the
+    // shape.
+    for room in [limit, limit / 2] {
+        let mut lengths = Vec::new();
+        string_lengths(&output, &mut lengths);
+        let fixed = full.saturating_sub(lengths.iter().sum::<usize>());
+        let strings_room = room.saturating_sub(fixed + MARKER_ROOM * lengths.len());
+        if let Some(level) = fill_level(&mut lengths, strings_room) {
+            let mut cut = output.clone();
+            cut_strings(&mut cut, level, full, limit);
+            if json_len(&cut) <= limit {
+                return cut;
             }
         }
     }
-    head_only(&output, limit)
+    head_only(&output.to_string(), limit)
 }
 
 /// The whole text's head, as a string in a small object: for an output
 /// whose shape cannot be kept within the bound.
-fn head_only(output: &str, limit: usize) -> String {
+fn head_only(output: &str, limit: usize) -> Value {
     // JSON text inside a JSON string at most doubles (quotes, backslashes).
     let head =
         holarchy_supervision::bounds::head(output, limit.saturating_sub(2 * MARKER_ROOM) / 2);
@@ -49,7 +47,6 @@ fn head_only(output: &str, limit: usize) -> String {
         "cut": format!("this result was {} bytes, over the limit of {limit} (--max-tool-result-bytes); its head follows", output.len()),
         "head": head,
     })
-    .to_string()
 }
 
 fn string_lengths(value: &Value, out: &mut Vec<usize>) {
@@ -115,55 +112,53 @@ mod tests {
 
     #[test]
     fn a_result_within_the_bound_is_untouched() {
-        let text = json!({ "output": "short" }).to_string();
-        assert_eq!(cap_output(text.clone(), 1024), text);
+        let value = json!({ "output": "short" });
+        assert_eq!(cap_output(value.clone(), 1024), value);
     }
 
     #[test]
     fn a_long_output_field_is_cut_and_keeps_its_shape() {
-        let text =
-            json!({ "task_id": "t1", "output": "x".repeat(300_000), "done": false }).to_string();
-        let cut = cap_output(text, 64 * 1024);
-        assert!(cut.len() <= 64 * 1024, "{}", cut.len());
-        let value: Value = serde_json::from_str(&cut).expect("still JSON");
-        assert_eq!(value["task_id"], "t1");
-        assert_eq!(value["done"], false);
-        let output = value["output"].as_str().expect("output kept");
+        let value = json!({ "task_id": "t1", "output": "x".repeat(300_000), "done": false });
+        let cut = cap_output(value, 64 * 1024);
+        assert!(json_len(&cut) <= 64 * 1024, "{}", json_len(&cut));
+        assert_eq!(cut["task_id"], "t1");
+        assert_eq!(cut["done"], false);
+        let output = cut["output"].as_str().expect("output kept");
         assert!(output.len() > 60_000, "most of the room used");
         assert!(output.contains("cut: 300000 bytes here"), "says its size");
     }
 
     #[test]
     fn escaped_lines_keep_their_shape_and_short_fields_whole() {
-        let text = json!({ "task_id": "tsk_1", "output": "x\n".repeat(500_000) }).to_string();
-        let cut = cap_output(text, 256 * 1024);
-        assert!(cut.len() <= 256 * 1024, "{}", cut.len());
-        let value: Value = serde_json::from_str(&cut).expect("still JSON");
-        assert_eq!(value["task_id"], "tsk_1");
-        assert!(value["output"].as_str().is_some_and(|o| o.len() > 100_000));
+        let value = json!({ "task_id": "tsk_1", "output": "x\n".repeat(500_000) });
+        let cut = cap_output(value, 256 * 1024);
+        assert!(json_len(&cut) <= 256 * 1024, "{}", json_len(&cut));
+        assert_eq!(cut["task_id"], "tsk_1");
+        assert!(cut["output"].as_str().is_some_and(|o| o.len() > 100_000));
     }
 
     #[test]
     fn escaped_text_and_many_strings_stay_within_the_bound() {
         let quotes = "\"\\".repeat(100_000);
         let many: Vec<String> = (0..5000).map(|i| format!("line {i}")).collect();
-        for text in [
-            json!({ "output": quotes }).to_string(),
-            json!({ "lines": many }).to_string(),
-        ] {
-            let cut = cap_output(text, 4096);
-            assert!(cut.len() <= 4096, "{}", cut.len());
-            serde_json::from_str::<Value>(&cut).expect("still JSON");
+        for value in [json!({ "output": quotes }), json!({ "lines": many })] {
+            let cut = cap_output(value, 4096);
+            assert!(json_len(&cut) <= 4096, "{}", json_len(&cut));
         }
     }
 
     #[test]
-    fn text_that_is_not_json_gets_its_head_in_an_object() {
-        let cut = cap_output("é".repeat(10_000), 1000);
-        assert!(cut.len() <= 1000);
-        let value: Value = serde_json::from_str(&cut).expect("JSON");
-        assert!(value["cut"]
+    fn an_output_without_strings_to_cut_gets_its_head_in_an_object() {
+        let numbers: Vec<u64> = (0..10_000).collect();
+        let value = json!(numbers);
+        let full = json_len(&value);
+        let cut = cap_output(value, 1000);
+        assert!(json_len(&cut) <= 1000);
+        assert!(cut["cut"]
             .as_str()
-            .is_some_and(|c| c.contains("20000 bytes")));
+            .is_some_and(|c| c.contains(&format!("{full} bytes"))));
+        assert!(cut["head"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("[0,1,2")));
     }
 }

@@ -175,6 +175,5 @@ pub(super) async fn call(
     // Bounded here too, not only by the turn: an approved call's result is
     // stored as it comes.
     let limit = ctx.config.limits.max_tool_result_bytes;
-    let text = cap_output(output.to_string(), limit);
-    Ok(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    Ok(cap_output(output, limit))
 }

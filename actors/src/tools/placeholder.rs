@@ -6,8 +6,6 @@
 //! oversized value is never built (nested placeholders across calls would
 //! otherwise double the input at each call).
 
-use std::cell::OnceCell;
-
 use serde_json::{Map, Value};
 
 use super::ToolResult;
@@ -33,7 +31,6 @@ pub fn fill_placeholders(
 ) -> Result<Value, InputTooLarge> {
     let mut filler = Filler {
         results,
-        parsed: (0..results.len()).map(|_| OnceCell::new()).collect(),
         budget: Budget { left: limit, limit },
     };
     filler.value(input)
@@ -57,9 +54,6 @@ impl Budget {
 
 struct Filler<'a> {
     results: &'a [ToolResult],
-    /// Each result's output parsed once, on first use: a message naming one
-    /// large result many times must not parse it many times.
-    parsed: Vec<OnceCell<Option<Value>>>,
     budget: Budget,
 }
 
@@ -132,15 +126,10 @@ impl Filler<'_> {
         let Ok(index) = index.parse::<usize>() else {
             return Ok(None);
         };
-        let (Some(result), Some(cell)) = (self.results.get(index), self.parsed.get(index)) else {
+        let Some(result) = self.results.get(index) else {
             return Ok(None);
         };
-        let Some(mut value) = cell
-            .get_or_init(|| serde_json::from_str(&result.output).ok())
-            .as_ref()
-        else {
-            return Ok(None);
-        };
+        let mut value = &result.output;
         for field in path.split('.').filter(|f| !f.is_empty()) {
             match value.get(field) {
                 Some(inner) => value = inner,
@@ -209,12 +198,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::protocol::CallInput;
 
     fn result(output: Value) -> ToolResult {
         ToolResult {
             tool: "T".into(),
-            input: "{}".into(),
-            output: output.to_string(),
+            input: CallInput::Whole(json!({})),
+            output,
             is_error: false,
         }
     }

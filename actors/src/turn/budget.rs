@@ -1,6 +1,6 @@
 //! What one turn's tool results may take of the brain's context.
 
-use crate::limits::{LimitError, Limits};
+use crate::limits::{json_len, LimitError, Limits};
 use crate::protocol::ToolResult;
 use crate::tools::cap_output;
 
@@ -46,9 +46,10 @@ impl ResultBudget {
             .per_result
             .min(self.limit.saturating_sub(self.spent).max(MIN_RESULT_ROOM));
         result.output = cap_output(std::mem::take(&mut result.output), room);
+        // Charged as the event log stores them: as JSON text.
         self.spent = self
             .spent
-            .saturating_add(result.output.len() + result.input.len() + result.tool.len());
+            .saturating_add(json_len(&result.output) + result.input.text_len() + result.tool.len());
     }
 
     /// Bytes charged so far.
@@ -60,11 +61,12 @@ impl ResultBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::CallInput;
 
-    fn result(output: String) -> ToolResult {
+    fn result(output: serde_json::Value) -> ToolResult {
         ToolResult {
             tool: "TaskOutput".into(),
-            input: "{}".into(),
+            input: CallInput::Whole(serde_json::json!({})),
             output,
             is_error: false,
         }
@@ -80,10 +82,12 @@ mod tests {
         let mut budget = ResultBudget::new(&limits);
         let mut calls = 0;
         while budget.check().is_ok() {
-            let mut big = result(serde_json::json!({ "output": "x".repeat(1 << 20) }).to_string());
+            let mut big = result(serde_json::json!({ "output": "x".repeat(1 << 20) }));
             budget.charge(&mut big);
-            assert!(big.output.len() <= 64 * 1024, "each result is cut");
-            assert!(big.output.contains("cut: 1048576 bytes here"));
+            assert!(json_len(&big.output) <= 64 * 1024, "each result is cut");
+            assert!(big.output["output"]
+                .as_str()
+                .is_some_and(|o| o.contains("cut: 1048576 bytes here")));
             calls += 1;
             assert!(calls < 10, "the budget ends the calls");
         }
@@ -107,16 +111,16 @@ mod tests {
         };
         let mut budget = ResultBudget::new(&limits);
         for _ in 0..2 {
-            let mut big = result(serde_json::json!({ "output": "y".repeat(200_000) }).to_string());
+            let mut big = result(serde_json::json!({ "output": "y".repeat(200_000) }));
             budget.charge(&mut big);
         }
         // The room left bounds the output; its input and name are extra.
         assert!(budget.spent() <= 100 * 1024 + 64, "{}", budget.spent());
         // Small results cost what they are.
-        let mut small = result("{\"ok\":true}".into());
+        let mut small = result(serde_json::json!({ "ok": true }));
         let before = budget.spent();
         budget.charge(&mut small);
-        assert_eq!(small.output, "{\"ok\":true}");
-        assert_eq!(budget.spent(), before + small.output.len() + 2 + 10);
+        assert_eq!(small.output, serde_json::json!({ "ok": true }));
+        assert_eq!(budget.spent(), before + "{\"ok\":true}".len() + 2 + 10);
     }
 }

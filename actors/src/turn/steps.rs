@@ -13,6 +13,7 @@ use super::{bounded_reply, result_view, run_calls, TurnCaller};
 use crate::brain::{Brain, StepRecord, TurnInput, TurnPlan, UsageMeter};
 use crate::protocol::{ToolResult, TurnDecision, TurnOutcome};
 use crate::replies::ReplySink;
+use crate::store::StoreError;
 use crate::{compose, context, tools, Ctx};
 
 /// What a turn sends its brain at every step besides the steps.
@@ -41,13 +42,12 @@ impl Fixed {
         profile: Profile,
         record: &AgentRecord,
         message: &MessageRecord,
-    ) -> Result<Option<StepRoom>, String> {
+    ) -> Result<Option<StepRoom>, StoreError> {
         if !brain.reads_context() {
             return Ok(None);
         }
-        self.agent = tools::agent_view(ctx, record).map_err(|err| err.to_string())?;
-        let assembled = context::bounded(ctx, record, Some(message), self.role.as_mut())
-            .map_err(|err| err.to_string())?;
+        self.agent = tools::agent_view(ctx, record)?;
+        let assembled = context::bounded(ctx, record, Some(message), self.role.as_mut())?;
         self.catalog = tools::catalog(ctx, profile, &record.mcp_servers)
             .await
             .tools

@@ -1,8 +1,16 @@
 use super::*;
 use proptest::prelude::*;
 
-fn call<'a>(name: &'a str, input_json: &'a str) -> ToolCall<'a> {
-    ToolCall { name, input_json }
+fn call<'a>(name: &'a str, input: &'a serde_json::Value) -> ToolCall<'a> {
+    ToolCall {
+        name,
+        input: Some(input),
+    }
+}
+
+/// An empty input, as most calls here take.
+fn empty() -> serde_json::Value {
+    serde_json::json!({})
 }
 
 #[test]
@@ -44,22 +52,29 @@ fn a_reply_alone_is_a_comment() {
 
 #[test]
 fn load_skill_is_invoke_skill_whatever_else_ran() {
+    let (empty, named) = (empty(), serde_json::json!({ "name": "triage" }));
     let tools = [
-        call("ExecCommand", "{}"),
-        call("Sleep", "{}"),
-        call("LoadSkill", r#"{"name":"triage"}"#),
+        call("ExecCommand", &empty),
+        call("Sleep", &empty),
+        call("LoadSkill", &named),
     ];
     let decision = Decision::derive("r1", Some("ok"), &tools);
     assert_eq!(decision.kind, DecisionKind::InvokeSkill);
     assert_eq!(decision.target.as_deref(), Some("triage"));
-    let unnamed = Decision::derive("r1", None, &[call("LoadSkill", "not json")]);
+    // A cut input is no JSON: the skill is not named.
+    let cut = ToolCall {
+        name: "LoadSkill",
+        input: None,
+    };
+    let unnamed = Decision::derive("r1", None, &[cut]);
     assert_eq!(unnamed.kind, DecisionKind::InvokeSkill);
     assert_eq!(unnamed.target, None);
 }
 
 #[test]
 fn waiting_tools_are_wait() {
-    let tools = [call("ExecCommand", "{}"), call("Sleep", r#"{"ms":5}"#)];
+    let (empty, sleep) = (empty(), serde_json::json!({ "ms": 5 }));
+    let tools = [call("ExecCommand", &empty), call("Sleep", &sleep)];
     let decision = Decision::derive("r1", None, &tools);
     assert_eq!(decision.kind, DecisionKind::Wait);
     assert_eq!(decision.target.as_deref(), Some("Sleep"));
@@ -69,7 +84,8 @@ fn waiting_tools_are_wait() {
 
 #[test]
 fn other_tools_are_tool_calls_on_the_first() {
-    let tools = [call("ApplyPatch", "{}"), call("ExecCommand", "{}")];
+    let empty = empty();
+    let tools = [call("ApplyPatch", &empty), call("ExecCommand", &empty)];
     let decision = Decision::derive("r1", Some("done"), &tools);
     assert_eq!(decision.kind, DecisionKind::ToolCalls);
     assert_eq!(decision.target.as_deref(), Some("ApplyPatch"));
@@ -78,7 +94,8 @@ fn other_tools_are_tool_calls_on_the_first() {
 #[test]
 fn derived_values_are_bounded() {
     let long = "é".repeat(300);
-    let decision = Decision::derive(&long, None, &[call(&long, "{}")]);
+    let empty = empty();
+    let decision = Decision::derive(&long, None, &[call(&long, &empty)]);
     assert!(decision
         .target
         .as_ref()
@@ -183,9 +200,10 @@ fn explicit_refusals() {
 #[test]
 fn decisions_round_trip_through_bincode() {
     let config = bincode::config::standard();
+    let named = serde_json::json!({ "name": "triage" });
     let decisions = [
         Decision::derive("r", None, &[]),
-        Decision::derive("r", None, &[call("LoadSkill", r#"{"name":"triage"}"#)]),
+        Decision::derive("r", None, &[call("LoadSkill", &named)]),
         Decision::parse_explicit(
             "r",
             r#"{"kind":"escalate","reason":"why","requires_approval":true}"#,
@@ -218,7 +236,11 @@ proptest! {
 
     #[test]
     fn derive_never_panics(run in ".{0,300}", reply in proptest::option::of(".{0,20}"), names in proptest::collection::vec(prop_oneof!["LoadSkill", "Sleep", ".{0,300}"], 0..4), input in ".{0,40}") {
-        let tools: Vec<ToolCall<'_>> = names.iter().map(|name| call(name, &input)).collect();
+        let input: Option<serde_json::Value> = serde_json::from_str(&input).ok();
+        let tools: Vec<ToolCall<'_>> = names
+            .iter()
+            .map(|name| ToolCall { name, input: input.as_ref() })
+            .collect();
         let decision = Decision::derive(&run, reply.as_deref(), &tools);
         prop_assert!(!decision.explicit);
         prop_assert!(decision.idempotency_key.len() <= MAX_KEY_BYTES);

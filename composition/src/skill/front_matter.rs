@@ -14,9 +14,18 @@ pub(super) struct Front {
 /// Most tools a skill may list.
 const MAX_TOOLS: usize = 64;
 
+/// Why a front matter is refused, and its skill with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrontMatterError {
+    #[error("the front matter has no closing `---`")]
+    Unclosed,
+    #[error("more than {MAX_TOOLS} tools listed")]
+    TooManyTools,
+}
+
 /// The front matter and the body after it. A file without front matter is
 /// all body.
-pub(super) fn split(text: &str) -> Result<(Front, &str), String> {
+pub(super) fn split(text: &str) -> Result<(Front, &str), FrontMatterError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let Some(rest) = text
         .strip_prefix("---\n")
@@ -66,16 +75,16 @@ pub(super) fn split(text: &str) -> Result<(Front, &str), String> {
             _ => {}
         }
     }
-    Err("the front matter has no closing `---`".into())
+    Err(FrontMatterError::Unclosed)
 }
 
 fn is_tools(key: &str) -> bool {
     matches!(key, "tools" | "allowed-tools" | "allowed_tools")
 }
 
-fn push_tool(tools: &mut Vec<String>, item: &str) -> Result<(), String> {
+fn push_tool(tools: &mut Vec<String>, item: &str) -> Result<(), FrontMatterError> {
     if tools.len() >= MAX_TOOLS {
-        return Err(format!("more than {MAX_TOOLS} tools listed"));
+        return Err(FrontMatterError::TooManyTools);
     }
     tools.push(scalar(item.trim()));
     Ok(())
@@ -126,7 +135,7 @@ mod tests {
             split("# Just text").expect("body"),
             (Front::default(), "# Just text")
         );
-        assert!(split("---\nname: x\n").is_err());
+        assert_eq!(split("---\nname: x\n"), Err(FrontMatterError::Unclosed));
     }
 
     #[test]
@@ -135,6 +144,6 @@ mod tests {
             "---\ntools: [{}]\n---\n",
             vec!["T"; MAX_TOOLS + 1].join(",")
         );
-        assert!(split(&many).is_err());
+        assert_eq!(split(&many), Err(FrontMatterError::TooManyTools));
     }
 }

@@ -34,7 +34,7 @@ const FAILURE_WINDOW: u64 = 2_000;
 const FAILURES: usize = 20;
 
 pub async fn answer(console: &Console, query: &Query, caller: Caller) -> Result<Value, Refusal> {
-    let after = query.number("after").map_err(Refusal::bad)?;
+    let after = query.number("after").map_err(Refusal::from)?;
     let activity = called(
         console
             .activity

@@ -11,11 +11,29 @@ const MAX_PARAMS: usize = 8;
 #[derive(Debug, Default)]
 pub struct Query(HashMap<String, String>);
 
-pub fn parse(raw: &str) -> Result<Query, String> {
+/// Why a query or one of its values was refused: the text of the 400
+/// answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    #[error("at most {MAX_PARAMS} query parameters")]
+    TooMany,
+    #[error("a malformed %-escape in the query")]
+    Escape,
+    #[error("the query is not UTF-8")]
+    NotUtf8,
+    #[error("limit must be a number from 1 to {max}")]
+    Limit { max: u32 },
+    #[error("{key} must be a non-negative number")]
+    Number { key: String },
+    #[error("malformed page token")]
+    PageToken,
+}
+
+pub fn parse(raw: &str) -> Result<Query, QueryError> {
     let mut params = HashMap::new();
     for (i, pair) in raw.split('&').filter(|p| !p.is_empty()).enumerate() {
         if i >= MAX_PARAMS {
-            return Err(format!("at most {MAX_PARAMS} query parameters"));
+            return Err(QueryError::TooMany);
         }
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         params.insert(decode(key)?, decode(value)?);
@@ -30,37 +48,36 @@ impl Query {
     }
 
     /// A page size: `default` when absent, else 1 to `max`.
-    pub fn limit(&self, default: u32, max: u32) -> Result<u32, String> {
+    pub fn limit(&self, default: u32, max: u32) -> Result<u32, QueryError> {
         match self.0.get("limit") {
             None => Ok(default),
             Some(text) => match text.parse::<u32>() {
                 Ok(n) if (1..=max).contains(&n) => Ok(n),
-                _ => Err(format!("limit must be a number from 1 to {max}")),
+                _ => Err(QueryError::Limit { max }),
             },
         }
     }
 
     /// A non-negative number under `key`, or `None` when absent.
-    pub fn number(&self, key: &str) -> Result<Option<u64>, String> {
+    pub fn number(&self, key: &str) -> Result<Option<u64>, QueryError> {
         match self.0.get(key) {
             None => Ok(None),
-            Some(text) => text
-                .parse()
-                .map(Some)
-                .map_err(|_| format!("{key} must be a non-negative number")),
+            Some(text) => text.parse().map(Some).map_err(|_| QueryError::Number {
+                key: key.to_owned(),
+            }),
         }
     }
 
     /// A page token as the gRPC listing gave it: passed on as is, after a
     /// check of its size and characters (ids and offsets).
-    pub fn page(&self) -> Result<String, String> {
+    pub fn page(&self) -> Result<String, QueryError> {
         let token = self.text("page");
         if token.len() > 64
             || !token
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_')
         {
-            return Err("malformed page token".into());
+            return Err(QueryError::PageToken);
         }
         Ok(token.to_owned())
     }
@@ -68,7 +85,7 @@ impl Query {
 
 /// Percent-decoding, `+` as a space; malformed escapes and text that is
 /// not UTF-8 are refused.
-fn decode(text: &str) -> Result<String, String> {
+fn decode(text: &str) -> Result<String, QueryError> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -80,7 +97,7 @@ fn decode(text: &str) -> Result<String, String> {
                     .get(i + 1..i + 3)
                     .and_then(|h| std::str::from_utf8(h).ok())
                     .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or("a malformed %-escape in the query")?;
+                    .ok_or(QueryError::Escape)?;
                 out.push(hex);
                 i += 2;
             }
@@ -88,7 +105,7 @@ fn decode(text: &str) -> Result<String, String> {
         }
         i += 1;
     }
-    String::from_utf8(out).map_err(|_| "the query is not UTF-8".into())
+    String::from_utf8(out).map_err(|_| QueryError::NotUtf8)
 }
 
 #[cfg(test)]

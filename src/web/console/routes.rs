@@ -105,7 +105,7 @@ pub async fn answer(console: &Console, call: Call<'_>) -> Answer {
         },
         ["agents", id, "events"] => {
             let checked = operator_read(method, caller)
-                .and_then(|()| query.number("after").map_err(Refusal::bad));
+                .and_then(|()| query.number("after").map_err(Refusal::from));
             return match checked {
                 Ok(after) => stream::events(console, id, after).await,
                 Err(refusal) => refusal.answer(),
@@ -196,8 +196,8 @@ pub(super) fn called<T>(result: Result<tonic::Response<T>, tonic::Status>) -> Re
 async fn tree(console: &Console, query: &Query, caller: Caller) -> Outcome {
     let limit = query
         .limit(TREE_PAGE, MAX_TREE_PAGE)
-        .map_err(Refusal::bad)?;
-    let page_token = query.page().map_err(Refusal::bad)?;
+        .map_err(Refusal::from)?;
+    let page_token = query.page().map_err(Refusal::from)?;
     let agent_id = query.text("agent").to_owned();
     let under_agent = !agent_id.is_empty();
     let first_page = page_token.is_empty();
@@ -245,7 +245,7 @@ async fn tree(console: &Console, query: &Query, caller: Caller) -> Outcome {
 /// everything, without its nodes; the page asks for the next until none
 /// is left, and the last page's counts are the whole tree's.
 async fn check(console: &Console, query: &Query) -> Outcome {
-    let page_token = query.page().map_err(Refusal::bad)?;
+    let page_token = query.page().map_err(Refusal::from)?;
     let page = called(
         console
             .tree
@@ -333,8 +333,8 @@ async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outc
     let agent_id = id.to_owned();
     let page_size = query
         .limit(LIST_PAGE, MAX_LIST_PAGE)
-        .map_err(Refusal::bad)?;
-    let page_token = query.page().map_err(Refusal::bad)?;
+        .map_err(Refusal::from)?;
+    let page_token = query.page().map_err(Refusal::from)?;
     Ok(match listing {
         "messages" => {
             let page = called(
@@ -417,7 +417,7 @@ async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outc
 }
 
 async fn output(console: &Console, id: &str, query: &Query) -> Outcome {
-    let offset = query.number("offset").map_err(Refusal::bad)?.unwrap_or(0);
+    let offset = query.number("offset").map_err(Refusal::from)?.unwrap_or(0);
     let read = called(
         console
             .tasks

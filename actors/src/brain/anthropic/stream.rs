@@ -20,6 +20,7 @@ use serde_json::Value;
 use super::response::{reply_text, Block, Message, Usage, TEXT_SEPARATOR};
 use crate::brain::model::sse::SseEvent;
 use crate::brain::model::stream::{Assembler, Fault, Flow};
+use crate::brain::model::transport::Unreadable;
 use crate::replies::ReplySink;
 
 /// One content block as its pieces arrive.
@@ -229,9 +230,11 @@ impl Assembler for Answer {
         }
     }
 
-    fn whole(&mut self, body: &[u8]) -> Result<(), String> {
-        let message: Message = serde_json::from_slice(body)
-            .map_err(|e| format!("the answer is not a Messages API message: {e}"))?;
+    fn whole(&mut self, body: &[u8]) -> Result<(), Unreadable> {
+        let message: Message = serde_json::from_slice(body).map_err(|source| Unreadable {
+            expected: "a Messages API message",
+            source,
+        })?;
         let texts = message.content.iter().filter_map(|block| match block {
             Block::Text { text } => Some(text.as_str()),
             _ => None,

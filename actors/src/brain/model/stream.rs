@@ -17,7 +17,9 @@ use std::time::Duration;
 use reqwest::header::CONTENT_TYPE;
 
 use super::sse::{SseEvent, SseParser};
-use super::transport::{self, read_answer, RetryPolicy, Sent, Unread, MAX_ANSWER, TOO_LARGE};
+use super::transport::{
+    self, read_answer, ModelError, RetryPolicy, Sent, Unread, Unreadable, MAX_ANSWER,
+};
 
 /// Bytes of one event read at most: room for the largest tool input (a
 /// 1 MiB patch) escaped twice, as a JSON string inside a JSON event.
@@ -56,12 +58,16 @@ pub(crate) trait Assembler {
     /// attempt, if any, starts from nothing.
     fn abandon(&mut self, why: &str);
     /// The server answered with one JSON document rather than a stream.
-    fn whole(&mut self, body: &[u8]) -> Result<(), String>;
+    fn whole(&mut self, body: &[u8]) -> Result<(), Unreadable>;
 }
 
 /// Posts what `request` builds until `answer` has a whole answer or
 /// retrying is over; a failed attempt is abandoned whole before the next.
-pub(crate) async fn post<F, A>(retry: RetryPolicy, request: F, answer: &mut A) -> Result<(), String>
+pub(crate) async fn post<F, A>(
+    retry: RetryPolicy,
+    request: F,
+    answer: &mut A,
+) -> Result<(), ModelError>
 where
     F: Fn() -> reqwest::RequestBuilder,
     A: Assembler,
@@ -73,7 +79,7 @@ where
         let idle = retry.idle;
         let sent = tokio::time::timeout(idle, transport::send(&retry, request().timeout(WHOLE)))
             .await
-            .unwrap_or_else(|_| Sent::Retry(format!("no answer within {idle:?}"), None));
+            .unwrap_or_else(|_| Sent::Retry(ModelError::NoAnswer(idle), None));
         let outcome = match sent {
             Sent::Answer(response) => read(response, idle, answer).await,
             Sent::Retry(why, wait) => Step::Retry(why, wait),
@@ -82,11 +88,11 @@ where
         let (why, wait) = match outcome {
             Step::Done => return Ok(()),
             Step::Fail(why) => {
-                answer.abandon(&why);
+                answer.abandon(&why.to_string());
                 return Err(why);
             }
             Step::Retry(why, wait) => {
-                answer.abandon(&why);
+                answer.abandon(&why.to_string());
                 (why, wait)
             }
         };
@@ -98,8 +104,8 @@ where
 /// What one attempt came to.
 enum Step {
     Done,
-    Retry(String, Option<Duration>),
-    Fail(String),
+    Retry(ModelError, Option<Duration>),
+    Fail(ModelError),
 }
 
 /// Reads one answer: a stream event by event, or a whole document; a
@@ -122,10 +128,10 @@ async fn read<A: Assembler>(
         return match read_answer(response, idle).await {
             Ok(bytes) => match answer.whole(&bytes) {
                 Ok(()) => Step::Done,
-                Err(why) => Step::Fail(why),
+                Err(why) => Step::Fail(why.into()),
             },
-            Err(Unread::TooLarge) => Step::Fail(TOO_LARGE.into()),
-            Err(Unread::BrokeOff(why)) => Step::Retry(why, None),
+            Err(Unread::TooLarge) => Step::Fail(ModelError::TooLarge),
+            Err(Unread::BrokeOff(why)) => Step::Retry(ModelError::Read(why), None),
         };
     }
     let mut parser = SseParser::new(MAX_EVENT);
@@ -133,27 +139,25 @@ async fn read<A: Assembler>(
     let mut read = 0usize;
     loop {
         let chunk = match tokio::time::timeout(idle, response.chunk()).await {
-            Err(_) => return Step::Retry(format!("the stream was silent for {idle:?}"), None),
-            Ok(Err(err)) => return Step::Retry(format!("the stream broke off: {err}"), None),
+            Err(_) => return Step::Retry(ModelError::Silent(idle), None),
+            Ok(Err(err)) => return Step::Retry(ModelError::BrokeOff(err), None),
             Ok(Ok(None)) if answer.ended() => return Step::Done,
-            Ok(Ok(None)) => {
-                return Step::Retry("the stream ended before the answer did".into(), None)
-            }
+            Ok(Ok(None)) => return Step::Retry(ModelError::EndedEarly, None),
             Ok(Ok(Some(chunk))) => chunk,
         };
         read += chunk.len();
         if read > MAX_ANSWER {
-            return Step::Fail(TOO_LARGE.into());
+            return Step::Fail(ModelError::TooLarge);
         }
         if let Err(err) = parser.feed(&chunk, &mut events) {
-            return Step::Fail(err.to_string());
+            return Step::Fail(ModelError::Event(err));
         }
         for event in events.drain(..) {
             match answer.event(event) {
                 Ok(Flow::More) => {}
                 Ok(Flow::Done) => return Step::Done,
-                Err(Fault::Retry(why)) => return Step::Retry(why, None),
-                Err(Fault::Fail(why)) => return Step::Fail(why),
+                Err(Fault::Retry(why)) => return Step::Retry(ModelError::Passing(why), None),
+                Err(Fault::Fail(why)) => return Step::Fail(ModelError::BadStream(why)),
             }
         }
     }
@@ -192,7 +196,7 @@ mod tests {
             self.abandoned.push(why.to_owned());
         }
 
-        fn whole(&mut self, body: &[u8]) -> Result<(), String> {
+        fn whole(&mut self, body: &[u8]) -> Result<(), Unreadable> {
             self.whole = Some(body.to_vec());
             Ok(())
         }
@@ -280,7 +284,8 @@ mod tests {
         let mut collect = Collect::default();
         let err = post(quick(), || client.post(&url), &mut collect)
             .await
-            .expect_err("never whole");
+            .expect_err("never whole")
+            .to_string();
         assert_eq!(
             err,
             "the stream ended before the answer did (gave up after 2 retries)"
@@ -293,7 +298,7 @@ mod tests {
         let err = post(quick(), || client.post(&url), &mut collect)
             .await
             .expect_err("unreadable");
-        assert_eq!(err, "unreadable");
+        assert_eq!(err.to_string(), "unreadable");
     }
 
     #[tokio::test]
@@ -304,7 +309,8 @@ mod tests {
         let mut collect = Collect::default();
         let err = post(quick(), || client.post(&url), &mut collect)
             .await
-            .expect_err("too large an event");
+            .expect_err("too large an event")
+            .to_string();
         assert!(err.contains("over 2097152 bytes"), "{err}");
 
         let many = "data: 0123456789abcdef\n\n".repeat(MAX_ANSWER / 24 + 10);
@@ -313,7 +319,7 @@ mod tests {
         let err = post(quick(), || client.post(&url), &mut collect)
             .await
             .expect_err("too large an answer");
-        assert_eq!(err, TOO_LARGE);
+        assert_eq!(err.to_string(), transport::TOO_LARGE);
     }
 
     #[tokio::test]

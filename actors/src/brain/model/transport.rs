@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use super::sse::SseError;
+
 /// How failed requests are retried, and when a silent one has failed.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
@@ -58,15 +60,75 @@ pub(crate) const MAX_ANSWER: usize = 4 * 1024 * 1024;
 /// which is cut shorter still before anyone is shown it.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
+/// Why a model's answer could not be had: what one attempt met (some of
+/// it may pass: see [`Sent`] and [`super::stream`]), and once retrying is
+/// over, the last of it. The brains show it to operators as text.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ModelError {
+    /// An error status, with the message its body gave.
+    #[error("the server answered {status}: {message}")]
+    Status {
+        status: reqwest::StatusCode,
+        message: String,
+    },
+    /// Connecting, sending or waiting failed.
+    #[error("request failed: {0}")]
+    Request(reqwest::Error),
+    #[error("no answer within {0:?}")]
+    NoAnswer(Duration),
+    /// A whole answer's body broke off or stalled.
+    #[error("reading the answer failed: {0}")]
+    Read(BodyError),
+    #[error("the stream was silent for {0:?}")]
+    Silent(Duration),
+    #[error("the stream broke off: {0}")]
+    BrokeOff(reqwest::Error),
+    #[error("the stream ended before the answer did")]
+    EndedEarly,
+    /// Over [`MAX_ANSWER`]: asking again would not help.
+    #[error("{TOO_LARGE}")]
+    TooLarge,
+    #[error(transparent)]
+    Event(SseError),
+    /// The server said, mid-stream, that something passing went wrong
+    /// (overloaded): the brain's reading of it.
+    #[error("{0}")]
+    Passing(String),
+    /// The stream holds no answer the brain can read: its reason.
+    #[error("{0}")]
+    BadStream(String),
+    #[error(transparent)]
+    Unreadable(#[from] Unreadable),
+    #[error("{last} (gave up after {retries} retries)")]
+    GaveUp { last: Box<ModelError>, retries: u32 },
+}
+
+/// A whole answer a brain cannot read: what it expected, and why not.
+#[derive(Debug, thiserror::Error)]
+#[error("the answer is not {expected}: {source}")]
+pub(crate) struct Unreadable {
+    pub expected: &'static str,
+    pub source: serde_json::Error,
+}
+
+/// Why a body was not read to its end.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BodyError {
+    #[error("the body was silent for {0:?}")]
+    Silent(Duration),
+    #[error("{0}")]
+    Broke(reqwest::Error),
+}
+
 /// What one request came to, before its body is read.
 pub(crate) enum Sent {
     /// A success: the body is the caller's to read.
     Answer(reqwest::Response),
     /// A failure that may pass (a 429, a 5xx, a network error), and how
     /// long the server asked to be left alone.
-    Retry(String, Option<Duration>),
+    Retry(ModelError, Option<Duration>),
     /// A failure that will not.
-    Fail(String),
+    Fail(ModelError),
 }
 
 /// Sends one request and sorts its outcome. An error's body is read (with
@@ -88,7 +150,10 @@ pub(crate) async fn send(retry: &RetryPolicy, request: reqwest::RequestBuilder) 
                 .await
                 .map(|(bytes, _)| bytes)
                 .unwrap_or_default();
-            let detail = format!("the server answered {status}: {}", error_message(&body));
+            let detail = ModelError::Status {
+                status,
+                message: error_message(&body),
+            };
             if status.as_u16() == 429 || status.is_server_error() {
                 Sent::Retry(detail, retry_after)
             } else {
@@ -97,9 +162,9 @@ pub(crate) async fn send(retry: &RetryPolicy, request: reqwest::RequestBuilder) 
         }
         // Connecting, timing out, a broken connection: transient.
         Err(err) if err.is_connect() || err.is_timeout() || err.is_request() => {
-            Sent::Retry(format!("request failed: {err}"), None)
+            Sent::Retry(ModelError::Request(err), None)
         }
-        Err(err) => Sent::Fail(format!("request failed: {err}")),
+        Err(err) => Sent::Fail(ModelError::Request(err)),
     }
 }
 
@@ -108,14 +173,14 @@ pub(crate) async fn send(retry: &RetryPolicy, request: reqwest::RequestBuilder) 
 pub(crate) async fn backoff(
     retry: &RetryPolicy,
     attempt: u32,
-    why: String,
+    why: ModelError,
     wait: Option<Duration>,
-) -> Result<(), String> {
+) -> Result<(), ModelError> {
     if attempt >= retry.max_retries {
-        return Err(format!(
-            "{why} (gave up after {} retries)",
-            retry.max_retries
-        ));
+        return Err(ModelError::GaveUp {
+            last: Box::new(why),
+            retries: retry.max_retries,
+        });
     }
     tokio::time::sleep(wait.unwrap_or_else(|| retry.delay(attempt))).await;
     Ok(())
@@ -126,7 +191,7 @@ pub(crate) enum Unread {
     /// Over [`MAX_ANSWER`]: asking again would not help.
     TooLarge,
     /// The connection broke off: it may work next time.
-    BrokeOff(String),
+    BrokeOff(BodyError),
 }
 
 /// What a failure says of an answer over the bound.
@@ -147,9 +212,7 @@ pub(crate) async fn read_answer(
     match read_at_most(response, MAX_ANSWER, idle).await {
         Ok((bytes, true)) => Ok(bytes),
         Ok((_, false)) => Err(Unread::TooLarge),
-        Err(err) => Err(Unread::BrokeOff(format!(
-            "reading the answer failed: {err}"
-        ))),
+        Err(err) => Err(Unread::BrokeOff(err)),
     }
 }
 
@@ -162,12 +225,12 @@ async fn read_at_most(
     mut response: reqwest::Response,
     limit: usize,
     idle: Duration,
-) -> Result<(Vec<u8>, bool), String> {
+) -> Result<(Vec<u8>, bool), BodyError> {
     let mut bytes = Vec::new();
     loop {
         let chunk = match tokio::time::timeout(idle, response.chunk()).await {
-            Err(_) => return Err(format!("the body was silent for {idle:?}")),
-            Ok(Err(err)) => return Err(err.to_string()),
+            Err(_) => return Err(BodyError::Silent(idle)),
+            Ok(Err(err)) => return Err(BodyError::Broke(err)),
             Ok(Ok(None)) => break,
             Ok(Ok(Some(chunk))) => chunk,
         };
@@ -215,14 +278,14 @@ mod tests {
             self.0.clear();
         }
 
-        fn whole(&mut self, body: &[u8]) -> Result<(), String> {
+        fn whole(&mut self, body: &[u8]) -> Result<(), Unreadable> {
             self.0 = body.to_vec();
             Ok(())
         }
     }
 
     /// Posts until a whole answer: its bytes, or why there is none.
-    async fn post<F>(retry: RetryPolicy, request: F) -> Result<Vec<u8>, String>
+    async fn post<F>(retry: RetryPolicy, request: F) -> Result<Vec<u8>, ModelError>
     where
         F: Fn() -> reqwest::RequestBuilder,
     {
@@ -281,7 +344,7 @@ mod tests {
         let url = server(vec![unsized_response("200 OK", &huge)]).await;
         let client = reqwest::Client::new();
         let got = post(quick(), || client.post(&url)).await;
-        assert_eq!(got, Err(TOO_LARGE.into()));
+        assert!(matches!(got, Err(ModelError::TooLarge)), "{got:?}");
     }
 
     #[tokio::test]
@@ -291,7 +354,8 @@ mod tests {
         let client = reqwest::Client::new();
         let got = post(quick(), || client.post(&url))
             .await
-            .expect_err("a 400");
+            .expect_err("a 400")
+            .to_string();
         assert!(
             got.starts_with("the server answered 400 Bad Request: eee"),
             "{}",
@@ -309,8 +373,8 @@ mod tests {
         ])
         .await;
         let client = reqwest::Client::new();
-        let got = post(quick(), || client.post(&url)).await;
-        assert_eq!(got, Ok(b"{}".to_vec()));
+        let got = post(quick(), || client.post(&url)).await.expect("answered");
+        assert_eq!(got, b"{}".to_vec());
         // One retry fewer than it takes: the last failure, and why it stopped.
         let url = server(vec![
             unsized_response("503 Service Unavailable", b"down"),
@@ -324,13 +388,13 @@ mod tests {
             max_retries: 1,
             ..quick()
         };
-        let got = post(once, || client.post(&url)).await;
+        let got = post(once, || client.post(&url))
+            .await
+            .expect_err("gave up")
+            .to_string();
         assert_eq!(
             got,
-            Err(
-                "the server answered 500 Internal Server Error: on fire (gave up after 1 retries)"
-                    .into()
-            )
+            "the server answered 500 Internal Server Error: on fire (gave up after 1 retries)"
         );
     }
 

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use crate::brain::model::sse::SseEvent;
 use crate::brain::model::stream::{Assembler, Fault, Flow};
+use crate::brain::model::transport::Unreadable;
 use crate::replies::ReplySink;
 
 /// One tool call as its pieces arrive.
@@ -195,9 +196,11 @@ impl Assembler for Completion {
         }
     }
 
-    fn whole(&mut self, body: &[u8]) -> Result<(), String> {
-        let answer: Value =
-            serde_json::from_slice(body).map_err(|e| format!("the answer is not JSON: {e}"))?;
+    fn whole(&mut self, body: &[u8]) -> Result<(), Unreadable> {
+        let answer: Value = serde_json::from_slice(body).map_err(|source| Unreadable {
+            expected: "JSON",
+            source,
+        })?;
         self.usage = answer.get("usage").and_then(usage);
         let text = answer
             .pointer("/choices/0/message/content")
