@@ -32,7 +32,7 @@ pub async fn durable_writes_survive_a_crash<H: Harness>() {
         );
         assert_eq!(
             store.pending_messages(agent.id).expect("reads"),
-            [m.clone()]
+            std::slice::from_ref(m)
         );
         assert_eq!(
             store

@@ -359,7 +359,7 @@ pub async fn cleanup_intents_are_read_by_recovery_until_deleted<H: Harness>() {
         .expect("puts");
     assert_eq!(
         store.recovery_input().expect("reads").intents,
-        [intent.clone()]
+        std::slice::from_ref(&intent)
     );
     store
         .commit(Batch::new().write(Write::DeleteIntent(intent.id)))

@@ -25,8 +25,11 @@ pub struct Database {
 
 #[derive(Debug)]
 enum Server {
-    Local { socket_dir: PathBuf },
-    External(tokio_postgres::Config),
+    Local {
+        socket_dir: PathBuf,
+    },
+    /// Boxed: a config is large, and the local server is the usual case.
+    External(Box<tokio_postgres::Config>),
 }
 
 static SERVER: OnceLock<Option<Server>> = OnceLock::new();
@@ -49,7 +52,7 @@ pub async fn database() -> Option<Database> {
     );
     let mut admin = match server {
         Server::Local { socket_dir } => local(socket_dir),
-        Server::External(config) => config.clone(),
+        Server::External(config) => (**config).clone(),
     };
     admin.dbname("postgres");
     // A server just started may still refuse while it starts up.
@@ -87,7 +90,7 @@ fn start() -> Option<Server> {
         let config = url
             .parse()
             .expect("HOLARCHY_TEST_POSTGRES is a connection string");
-        return Some(Server::External(config));
+        return Some(Server::External(Box::new(config)));
     }
     let Some(bin) = bin_dir() else {
         let why =
@@ -156,6 +159,9 @@ fn start() -> Option<Server> {
         dir = dir.display(),
         pid = std::process::id(),
     );
+    // Never waited for: the watchdog outlives this process by design, and
+    // is reaped by init once it has stopped the server.
+    #[allow(clippy::zombie_processes)]
     run(Path::new("/bin/sh"), &["-c", &script])
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -501,13 +501,14 @@ pub(super) fn names_from(
         .collect()
 }
 
+/// A row as recovery reads it: its key, its owner if any, its value.
+type Raw = (Vec<u8>, Option<AgentId>, Vec<u8>);
+
 /// Everything recovery starts from. A record that cannot be decoded is
 /// set aside as damaged, with its table, key and owner.
 pub(super) fn recovery_input(store: &PgStore) -> Result<RecoveryInput, StoreError> {
     let mut damaged = Vec::new();
-    let read = |table: &'static str,
-                sql: &'static str|
-     -> Result<Vec<(Vec<u8>, Option<AgentId>, Vec<u8>)>, StoreError> {
+    let read = |table: &'static str, sql: &'static str| -> Result<Vec<Raw>, StoreError> {
         store
             .rows(sql, Vec::new())?
             .iter()
@@ -569,7 +570,7 @@ pub(super) fn recovery_input(store: &PgStore) -> Result<RecoveryInput, StoreErro
 
 /// Decodes each row, setting aside those that do not decode.
 fn split<T>(
-    rows: Vec<(Vec<u8>, Option<AgentId>, Vec<u8>)>,
+    rows: Vec<Raw>,
     table: &'static str,
     damaged: &mut Vec<DamagedRecord>,
     decode: impl Fn(&[u8]) -> Result<T, StoreError>,
