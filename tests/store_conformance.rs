@@ -10,6 +10,9 @@
 //! - [`events`]: the event log is dense, in commit order, paged by cursor.
 //! - [`durability`]: what was durable before a crash is there after it;
 //!   grouped commits answer only once applied, and flush.
+//! - [`memory`]: agents' notes and their search.
+//! - [`side`]: the stores outside the batch path (instances, inbound
+//!   events and schedules, approvals, context records).
 
 #[path = "store_conformance/durability.rs"]
 mod durability;
@@ -21,10 +24,14 @@ mod fixtures;
 mod guards;
 #[path = "store_conformance/harness.rs"]
 mod harness;
+#[path = "store_conformance/memory.rs"]
+mod memory;
 #[path = "support/postgres.rs"]
 mod pg_server;
 #[path = "store_conformance/records.rs"]
 mod records;
+#[path = "store_conformance/side.rs"]
+mod side;
 
 /// Instantiates every check of the suite for one harness, each as a test
 /// named after the check inside a module named after the store.
@@ -76,6 +83,20 @@ macro_rules! every_check {
                 durability::a_clean_close_keeps_everything_committed,
                 durability::a_refused_batch_in_a_group_leaves_the_others_applied,
                 durability::a_batch_that_may_end_an_agent_moves_the_count,
+                memory::a_note_is_replaced_by_its_key_and_read_back,
+                memory::notes_are_paged_oldest_first,
+                memory::a_tree_of_agents_keeps_a_bounded_number_of_notes,
+                memory::no_note_is_kept_for_an_agent_that_has_ended_or_never_was,
+                memory::notes_handled_messages_and_tool_calls_are_found,
+                memory::a_deleted_memory_is_never_found,
+                memory::a_query_is_words_phrases_and_signs_only,
+                memory::a_search_past_its_budget_is_stopped,
+                side::an_instance_is_swapped_only_from_the_digest_it_expects,
+                side::an_inbound_event_is_kept_once_per_dedupe_key,
+                side::a_webhook_body_is_a_replay_within_its_window,
+                side::schedule_states_are_kept_until_their_instance_is_forgotten,
+                side::an_approval_is_decided_once_and_listed_while_open,
+                side::context_records_are_replaced_and_forgotten,
             ]
         );
     };

@@ -32,6 +32,8 @@ mod budgeted;
 mod indexer;
 mod query;
 
+/// The query syntax, shared with the PostgreSQL store's search.
+pub(crate) use query::{clauses, Clause};
 pub use query::{MAX_PHRASE_WORDS, MAX_QUERY_WORDS};
 
 /// Tree names, shared with the sled side.

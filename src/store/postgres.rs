@@ -21,7 +21,9 @@
 //! - [`committer`]: grouped, pipelined transactions.
 //! - [`reads`]: the `Store` trait's reads.
 //! - [`side`]: the stores outside batches (instances, inbound events,
-//!   approvals, context, memory).
+//!   approvals, context).
+//! - [`memory`]: agents' notes, and the full-text search over their
+//!   memory.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,7 +95,8 @@ pub(crate) fn backend(err: tokio_postgres::Error) -> StoreError {
     StoreError::Backend(format!("PostgreSQL: {err}"))
 }
 
-/// Connections the store's reads share; the committer holds one more.
+/// Connections the store's reads share; the committer holds one more,
+/// and the memory follower takes one more while it works.
 const READ_CONNECTIONS: usize = 4;
 
 /// The actors' store on PostgreSQL.
@@ -111,6 +114,9 @@ pub struct PgStore {
     stats: Arc<StoreStats>,
     failure: watch::Receiver<Option<String>>,
     agent_ends: AtomicU64,
+    /// Brings handled messages and tool calls into the memory search;
+    /// stopped by [`PgStore::close`].
+    following: std::sync::Mutex<Option<memory::Following>>,
 }
 
 impl PgStore {
@@ -132,7 +138,7 @@ impl PgStore {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(READ_CONNECTIONS + 1)
+            .max_size(READ_CONNECTIONS + 2)
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|err| PgError::Pool(err.to_string()))?;
@@ -164,6 +170,7 @@ impl PgStore {
             ),
             queue,
         ));
+        let following = memory::Following::start(&handle, pool.clone(), watermark.clone());
         Ok(Self {
             runtime: Some(runtime),
             handle,
@@ -174,6 +181,7 @@ impl PgStore {
             stats,
             failure,
             agent_ends: AtomicU64::new(0),
+            following: std::sync::Mutex::new(Some(following)),
         })
     }
 
@@ -207,6 +215,14 @@ impl PgStore {
         }
         if let Some(task) = task {
             let _ = task.await;
+        }
+        let following = self
+            .following
+            .lock()
+            .map(|mut following| following.take())
+            .unwrap_or(None);
+        if let Some(following) = following {
+            following.stop().await;
         }
         self.pool.close();
     }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use holarchy::api::read_model::ReadModel;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::{PgStore, SledStore};
-use holarchy_actors::Store;
+use holarchy_actors::{MemoryHit, MemoryKind, Store, StoreError};
+use holarchy_supervision::AgentId;
 
 /// One kind of store, as the suite drives it.
 pub trait Harness: Sized + Send + 'static {
@@ -25,6 +26,16 @@ pub trait Harness: Sized + Send + 'static {
     fn crash(place: &mut Self::Place, store: Arc<Self::Store>) -> impl Future<Output = ()> + Send;
     /// Opens the store at `place` again.
     fn reopen(place: &Self::Place) -> impl Future<Output = Arc<Self::Store>> + Send;
+    /// A memory search with a budget of the caller's choosing, as each
+    /// store bounds one.
+    fn search_within(
+        store: &Self::Store,
+        agent: AgentId,
+        query: &str,
+        kinds: &[MemoryKind],
+        limit: usize,
+        budget: Duration,
+    ) -> Result<Vec<MemoryHit>, StoreError>;
 }
 
 /// The embedded store in a temporary directory.
@@ -80,6 +91,17 @@ impl Harness for Sled {
             }
         }
     }
+
+    fn search_within(
+        store: &SledStore,
+        agent: AgentId,
+        query: &str,
+        kinds: &[MemoryKind],
+        limit: usize,
+        budget: Duration,
+    ) -> Result<Vec<MemoryHit>, StoreError> {
+        store.search_memory_within(agent, query, kinds, limit, budget)
+    }
 }
 
 /// A database of its own on the test server (`support::postgres`).
@@ -110,6 +132,17 @@ impl Harness for Postgres {
 
     async fn reopen(place: &Self::Place) -> Arc<PgStore> {
         Arc::new(PgStore::open(place.config.clone()).expect("the store reopens"))
+    }
+
+    fn search_within(
+        store: &PgStore,
+        agent: AgentId,
+        query: &str,
+        kinds: &[MemoryKind],
+        limit: usize,
+        budget: Duration,
+    ) -> Result<Vec<MemoryHit>, StoreError> {
+        store.search_memory_within(agent, query, kinds, limit, budget)
     }
 }
 

@@ -20,7 +20,7 @@ pub const MAX_PHRASE_WORDS: usize = 8;
 
 /// One clause as the agent wrote it, before analysis.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Clause<'a> {
+pub(crate) struct Clause<'a> {
     pub occur: Occur,
     pub text: &'a str,
     /// Written in quotes: its words must come in order.
@@ -29,7 +29,7 @@ pub(super) struct Clause<'a> {
 
 /// Splits `query` into clauses. Anything that is not a quote or a leading
 /// `+` / `-` is plain text: `field:[a TO z]` is three words, not syntax.
-pub(super) fn clauses(query: &str) -> Vec<Clause<'_>> {
+pub(crate) fn clauses(query: &str) -> Vec<Clause<'_>> {
     let mut out = Vec::new();
     let mut rest = query;
     loop {

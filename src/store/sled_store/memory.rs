@@ -105,6 +105,28 @@ impl SledStore {
     pub fn memory_indexed(&self) -> u64 {
         self.memory.index.documents()
     }
+
+    /// [`MemoryStore::search_memory`] with a budget of this thread's CPU
+    /// of the caller's choosing (that call gives [`SEARCH_CPU_BUDGET`]);
+    /// past it the search fails with [`StoreError::OverBudget`].
+    pub fn search_memory_within(
+        &self,
+        agent: AgentId,
+        query: &str,
+        kinds: &[MemoryKind],
+        limit: usize,
+        budget: std::time::Duration,
+    ) -> Result<Vec<MemoryHit>, StoreError> {
+        // Archived (or never created): its memory is gone, whatever the
+        // index has not yet dropped.
+        if !self.agent(agent)?.is_some_and(|a| a.state.is_live()) {
+            return Ok(Vec::new());
+        }
+        let recall = |id: &str| self.recall(agent, id);
+        self.memory
+            .index
+            .search(agent, query, kinds, limit, &recall, budget)
+    }
 }
 
 fn count_of(bytes: Option<sled::IVec>) -> u64 {
@@ -381,15 +403,7 @@ impl MemoryStore for SledStore {
         kinds: &[MemoryKind],
         limit: usize,
     ) -> Result<Vec<MemoryHit>, StoreError> {
-        // Archived (or never created): its memory is gone, whatever the
-        // index has not yet dropped.
-        if !self.agent(agent)?.is_some_and(|a| a.state.is_live()) {
-            return Ok(Vec::new());
-        }
-        let recall = |id: &str| self.recall(agent, id);
-        self.memory
-            .index
-            .search(agent, query, kinds, limit, &recall, SEARCH_CPU_BUDGET)
+        self.search_memory_within(agent, query, kinds, limit, SEARCH_CPU_BUDGET)
     }
 
     fn delete_memory(&self, agent: AgentId) -> Result<usize, StoreError> {
