@@ -485,13 +485,17 @@ impl PgStore {
         let timeout_ms = budget.as_millis().clamp(1, u128::from(u32::MAX));
         self.call(move |mut client| async move {
             let fail = |err| searched(err, timeout_ms);
+            // A read-only transaction, for its statement timeout: never
+            // committed, it is rolled back when dropped, without a wait.
             let tx = client.transaction().await.map_err(backend)?;
-            tx.batch_execute(&format!("SET LOCAL statement_timeout = {timeout_ms}"))
-                .await
-                .map_err(backend)?;
             let texts: Vec<&str> = clauses.iter().map(|c| c.text.as_str()).collect();
-            let analysed = rows(&tx, ANALYSE, &[&texts])
-                .await
+            // One round trip: the timeout is set before the analysis runs.
+            let bounded = format!("SET LOCAL statement_timeout = {timeout_ms}");
+            let (set, analysed) =
+                futures::future::join(tx.batch_execute(&bounded), rows(&tx, ANALYSE, &[&texts]))
+                    .await;
+            set.map_err(backend)?;
+            let analysed = analysed
                 .map_err(fail)?
                 .iter()
                 .map(|row| column::<String>(row, 0, "memory"))
@@ -538,7 +542,7 @@ impl PgStore {
             let snippets = rows(&tx, SNIPPETS, &[&texts, &built.wanted, &HEADLINE])
                 .await
                 .map_err(fail)?;
-            tx.commit().await.map_err(backend)?;
+            drop(tx);
             found
                 .into_iter()
                 .zip(&snippets)
