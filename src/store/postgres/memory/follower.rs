@@ -134,13 +134,9 @@ async fn chunk(pool: &Pool, upto: EventCursor) -> Result<Progress, StoreError> {
     let tx = client.transaction().await.map_err(backend)?;
     // The row is locked first, before any agent is found live: a deletion
     // of an agent's memory waits for this chunk (see `delete_memory`).
-    let cursor = rows(
-        &tx,
-        "UPDATE memory_follower SET cursor = cursor RETURNING cursor",
-        &[],
-    )
-    .await
-    .map_err(backend)?;
+    let cursor = rows(&tx, "SELECT cursor FROM memory_follower FOR UPDATE", &[])
+        .await
+        .map_err(backend)?;
     let after = match cursor.first() {
         Some(row) => u64::try_from(column::<i64>(row, 0, "memory_follower")?).unwrap_or(0),
         None => {
