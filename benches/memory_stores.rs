@@ -43,8 +43,6 @@ use serde_json::json;
 mod cli;
 #[path = "support/figure.rs"]
 mod figure;
-// Its `available` is for the tests, which may skip without a server.
-#[allow(dead_code)]
 #[path = "../tests/support/postgres.rs"]
 mod pg_server;
 #[path = "support/words.rs"]
