@@ -69,8 +69,11 @@ impl Daemon {
             .arg("--data-dir")
             .arg(data_dir)
             .args(extra);
-        if let Some(database) = pg_server::store_for(data_dir).await {
-            command.arg("--store").arg(database);
+        // A test that names its own store keeps it.
+        if !extra.contains(&"--store") {
+            if let Some(database) = pg_server::store_for(data_dir).await {
+                command.arg("--store").arg(database);
+            }
         }
         let child = command
             // The caller's shell must not point the daemon elsewhere or
