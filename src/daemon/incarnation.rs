@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use super::services::{Over, Services};
 use super::{disk, listen, ServeConfig, Token, SOCKET_FILE};
 use crate::api::pb;
+use crate::api::read_model::ReadModel;
 use crate::store::Opened;
 
 /// What every incarnation starts from, settled once per process.
@@ -84,7 +85,7 @@ pub(super) async fn serve(
     ));
     let services = Services::new(Over {
         runtime: runtime.clone(),
-        store: store.reads(),
+        store: reads(&store),
         data_dir: config.data_dir.clone(),
         sandbox,
         stop: stop_rx.clone(),
@@ -148,7 +149,7 @@ pub(super) async fn serve(
         Arc::new(
             crate::web::console::Console::new(
                 runtime.clone(),
-                store.reads(),
+                reads(&store),
                 token,
                 stop_rx.clone(),
             )
@@ -289,4 +290,12 @@ pub(super) async fn serve(
         bail!("the runtime's root supervisor stopped unexpectedly; see the log above");
     }
     Ok(Ended::Shutdown)
+}
+
+/// The store as the services read it.
+fn reads(store: &Opened) -> Arc<dyn ReadModel> {
+    match store {
+        Opened::Sled(store) => store.clone(),
+        Opened::Postgres(store) => store.clone(),
+    }
 }

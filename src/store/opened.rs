@@ -1,6 +1,8 @@
 //! The store a daemon runs on, whichever it is: what the daemon's own parts
 //! (the disk guard, the metrics, the watchdog, the shutdown) need of it
-//! beyond the actors' `Store` trait and the services' `ReadModel`.
+//! beyond the actors' `Store` trait. The services' `ReadModel` view is
+//! taken in the daemon, which sees both layers; the store never imports
+//! the API.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +12,6 @@ use holarchy_supervision::EventCursor;
 use tokio::sync::watch;
 
 use super::{PgStore, SledStore};
-use crate::api::read_model::ReadModel;
 
 /// An opened store.
 #[derive(Debug, Clone)]
@@ -24,14 +25,6 @@ pub enum Opened {
 impl Opened {
     /// The store as the actors use it.
     pub fn actors(&self) -> Arc<dyn Store> {
-        match self {
-            Opened::Sled(store) => store.clone(),
-            Opened::Postgres(store) => store.clone(),
-        }
-    }
-
-    /// The store as the services read it.
-    pub fn reads(&self) -> Arc<dyn ReadModel> {
         match self {
             Opened::Sled(store) => store.clone(),
             Opened::Postgres(store) => store.clone(),
