@@ -222,7 +222,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
             // without the process exiting (no agent is given up on for a
             // disk's fault).
             incarnation::Ended::StoreFailed(why) => {
-                warn!(reason = %why, "the store failed: opening it again once the disk takes writes");
+                warn!(reason = %why, "the store failed: opening it again once it takes writes (sled: the disk under the data directory; PostgreSQL: the server named by --store)");
                 after_failure = Some(why);
             }
         }

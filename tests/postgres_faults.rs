@@ -109,6 +109,17 @@ async fn a_database_restarted_under_load_loses_nothing_acknowledged_and_serving_
         acked.len() > before,
         "sends were acknowledged after the restart"
     );
+    // The outage reached the daemon: calls were refused while it reopened
+    // the store, rather than the restart passing between two commits.
+    assert!(
+        refused.load(Ordering::SeqCst) > 0,
+        "no call was refused while the database was down"
+    );
+    let log = daemon.log();
+    assert!(
+        log.contains("the store failed: opening it again"),
+        "the daemon reopened its store after the database went away:\n{log}"
+    );
 
     // Every acknowledged message is there and handled once, before and
     // after a kill -9 of the daemon.

@@ -245,7 +245,7 @@ pub(super) async fn serve(
         None => config.notify.send("STOPPING=1\nSTATUS=shutting down"),
         Some(_) => config
             .notify
-            .send("STATUS=the store failed: opening it again once the disk takes writes"),
+            .send("STATUS=the store failed: opening it again once it takes writes"),
     }
     let _ = stop_tx.send(true);
     services.not_serving().await;
