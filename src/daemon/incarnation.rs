@@ -3,7 +3,7 @@
 //! the disk refuses a write. sled keeps such a failure for good, so the
 //! incarnation ends as a crash would (nothing acknowledged is lost: every
 //! answer waited for its flush), and `daemon::run` starts the next one
-//! once the disk takes writes.
+//! once it takes writes (the disk, or the PostgreSQL server).
 
 use std::fs::Permissions;
 use std::future::Future;

@@ -123,7 +123,7 @@ impl From<StoreError> for ApiError {
             // its store again once it takes writes (see `daemon`), so the
             // call is worth retrying, with the same dedupe key.
             StoreError::Backend(_) => ApiError::Unavailable(format!(
-                "{err}; the daemon reopens its store once the disk takes writes again: retry later"
+                "{err}; the daemon reopens its store once it takes writes again (the disk, or the PostgreSQL server): retry later"
             )),
         }
     }
