@@ -82,12 +82,12 @@ impl Opened {
         }
     }
 
-    /// Entries the memory index holds (sled's index; PostgreSQL searches
-    /// its tables and reports none here).
+    /// Entries agents' memory searches find (sled: its index's documents;
+    /// PostgreSQL: the planner's estimate of its search table).
     pub fn memory_indexed(&self) -> u64 {
         match self {
             Opened::Sled(store) => store.memory_indexed(),
-            Opened::Postgres(_) => 0,
+            Opened::Postgres(store) => store.memory_indexed(),
         }
     }
 

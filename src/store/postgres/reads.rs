@@ -25,7 +25,7 @@ fn limit(n: usize) -> Param {
     Box::new(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
-fn column<'r, T: tokio_postgres::types::FromSql<'r>>(
+pub(super) fn column<'r, T: tokio_postgres::types::FromSql<'r>>(
     row: &'r Row,
     index: usize,
     table: &'static str,
@@ -36,7 +36,11 @@ fn column<'r, T: tokio_postgres::types::FromSql<'r>>(
     })
 }
 
-fn id_bytes(row: &Row, index: usize, table: &'static str) -> Result<[u8; 16], StoreError> {
+pub(super) fn id_bytes(
+    row: &Row,
+    index: usize,
+    table: &'static str,
+) -> Result<[u8; 16], StoreError> {
     let bytes: &[u8] = column(row, index, table)?;
     bytes.try_into().map_err(|_| StoreError::Corrupt {
         tree: table,
