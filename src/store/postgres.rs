@@ -51,6 +51,10 @@ pub enum PgError {
     #[error("no connection to PostgreSQL: {0}")]
     Pool(String),
     #[error(
+        "PostgreSQL did not answer within {0:?}: check that the server named by --store is up"
+    )]
+    Unreachable(std::time::Duration),
+    #[error(
         "the database's schema is version {found}, newer than this build knows ({known}): \
          run the newer holarchy, or restore a backup taken before it migrated"
     )]

@@ -160,19 +160,17 @@ impl Committer {
 
     /// A working connection, reconnecting (and re-reading the log's end,
     /// as a lost commit's outcome is unknown) if the last one failed.
-    async fn connection(&mut self) -> Result<(), String> {
+    async fn connection(&mut self) -> Result<(), PgError> {
         if self.client.as_ref().is_some_and(|c| !c.is_closed()) {
             return Ok(());
         }
         self.client = None;
         let client = tokio::time::timeout(RECONNECT_WAIT, self.pool.get())
             .await
-            .map_err(|_| "PostgreSQL did not answer".to_owned())?
-            .map_err(|err| format!("no connection to PostgreSQL: {err}"))?;
-        self.prepared = Prepared::new(&client)
-            .await
-            .map_err(|err| format!("PostgreSQL: {err}"))?;
-        self.last = last_cursor(&client).await.map_err(|err| err.to_string())?;
+            .map_err(|_| PgError::Unreachable(RECONNECT_WAIT))?
+            .map_err(|err| PgError::Pool(err.to_string()))?;
+        self.prepared = Prepared::new(&client).await?;
+        self.last = last_cursor(&client).await?;
         self.watermark.send_replace(self.last);
         self.client = Some(client);
         Ok(())
@@ -201,7 +199,8 @@ impl Committer {
         }
         let mut limit = rest.len();
         while !rest.is_empty() {
-            if let Err(why) = self.connection().await {
+            if let Err(err) = self.connection().await {
+                let why = err.to_string();
                 self.fail(&why);
                 for ready in rest.drain(..) {
                     ready.answer.send(Err(StoreError::Backend(why.clone())));
