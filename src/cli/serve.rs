@@ -235,7 +235,7 @@ pub(super) async fn serve(
     config.runtime.limits = args.limits.limits();
     config.store.cache_capacity = args.store_cache_mib.saturating_mul(1024 * 1024);
     if let Some(url) = &args.store {
-        let password = store_password(args.store_password_file.as_deref())?;
+        let password = store_password(args.store_password_file.as_deref(), &secrets)?;
         if let Some(password) = &password {
             // Scrubbed from anything an agent or a log could show.
             secrets.add(password);
@@ -334,9 +334,13 @@ async fn received(stream: Option<&mut tokio::signal::unix::Signal>) {
 }
 
 /// The database's password: from `file` (its first line), else from
-/// `HOLARCHY_STORE_PASSWORD`, else none (trust, peer or a .pgpass-less
-/// setup).
-fn store_password(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+/// `HOLARCHY_STORE_PASSWORD`, else none (trust or peer authentication).
+/// The variable is read from `secrets`: its name looks secret, so it left
+/// the process environment before any thread started.
+fn store_password(
+    file: Option<&std::path::Path>,
+    secrets: &Secrets,
+) -> anyhow::Result<Option<String>> {
     if let Some(file) = file {
         let text = std::fs::read_to_string(file).with_context(|| {
             format!("cannot read the database password from {}", file.display())
@@ -349,7 +353,7 @@ fn store_password(file: Option<&std::path::Path>) -> anyhow::Result<Option<Strin
         );
         return Ok(Some(password));
     }
-    Ok(std::env::var("HOLARCHY_STORE_PASSWORD")
-        .ok()
+    Ok(secrets
+        .var("HOLARCHY_STORE_PASSWORD")
         .filter(|p| !p.is_empty()))
 }

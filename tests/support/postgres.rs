@@ -105,6 +105,52 @@ async fn admin(
     }
 }
 
+/// The role of [`password_database`], which logs in by password only.
+pub const PASSWORD_ROLE: &str = "holarchy_pw";
+
+/// A new database owned by [`PASSWORD_ROLE`], whose password is now
+/// `password`; the `--store` for it, without the password. Local servers
+/// only (the role's rule is in their pg_hba.conf).
+pub async fn password_database(password: &str) -> Option<String> {
+    let server = SERVER.get_or_init(start).as_ref()?;
+    let Server::Local { socket_dir, .. } = server else {
+        panic!("a password role needs the local test server");
+    };
+    let name = format!(
+        "p{}_{}",
+        std::process::id(),
+        DATABASES.fetch_add(1, Ordering::Relaxed)
+    );
+    let (client, connection) = admin(server).await;
+    let driver = tokio::spawn(connection);
+    // A literal: utility statements take no parameters; the tests' own
+    // passwords hold no quote. Tests of one binary make the role in turn:
+    // two creating it at once would collide in the catalog.
+    static ROLE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _turn = ROLE.lock().await;
+    assert!(!password.contains('\''), "a test password without quotes");
+    client
+        .batch_execute(&format!(
+            "DO $$ BEGIN \
+               CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{password}'; \
+             EXCEPTION WHEN duplicate_object THEN \
+               ALTER ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{password}'; \
+             END $$"
+        ))
+        .await
+        .expect("a password role");
+    client
+        .batch_execute(&format!("CREATE DATABASE {name} OWNER {PASSWORD_ROLE}"))
+        .await
+        .expect("a database of the password role");
+    drop(client);
+    let _ = driver.await;
+    Some(format!(
+        "host={} user={PASSWORD_ROLE} dbname={name}",
+        socket_dir.display()
+    ))
+}
+
 /// The `--store` a daemon on `data_dir` runs with when
 /// `HOLARCHY_TEST_STORE=postgres`: a database named after the directory,
 /// created at its first start. `None` (sled) otherwise.
@@ -205,6 +251,15 @@ fn start() -> Option<Server> {
         "initdb failed: {}",
         String::from_utf8_lossy(&initdb.stderr)
     );
+    // One role must give its password, so a test can see the daemon's
+    // password handling work: pg_hba's first matching line wins.
+    let hba = data.join("pg_hba.conf");
+    let trusting = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+    std::fs::write(
+        &hba,
+        format!("local all {PASSWORD_ROLE} scram-sha-256\n{trusting}"),
+    )
+    .expect("pg_hba.conf written");
     // The watchdog: starts the server, and stops it (and removes its
     // directory) once this process is gone.
     let script = format!(
