@@ -171,6 +171,21 @@ struct BodySeen {
     at_ms: u64,
 }
 
+/// What a keep of `event` found: nothing kept before (it is kept now), or
+/// the encoded event first kept under its key or body.
+fn stored(event: &InboundEvent, kept: Option<Vec<u8>>) -> Result<StoredEvent, StoreError> {
+    Ok(match kept {
+        None => StoredEvent {
+            event: event.clone(),
+            duplicate: false,
+        },
+        Some(kept) => StoredEvent {
+            event: decode("inbound", &kept)?,
+            duplicate: true,
+        },
+    })
+}
+
 impl InboundStore for PgStore {
     fn put_inbound(&self, instance: &str, event: &InboundEvent) -> Result<StoredEvent, StoreError> {
         let value = encode("inbound", event)?;
@@ -183,16 +198,7 @@ impl InboundStore for PgStore {
              AND NOT EXISTS (SELECT 1 FROM put)",
             vec![text(instance), text(&event.dedupe_key), Box::new(value)],
         )?;
-        match first_value(&rows, "inbound")? {
-            None => Ok(StoredEvent {
-                event: event.clone(),
-                duplicate: false,
-            }),
-            Some(kept) => Ok(StoredEvent {
-                event: decode("inbound", &kept)?,
-                duplicate: true,
-            }),
-        }
+        stored(event, first_value(&rows, "inbound")?)
     }
 
     fn put_inbound_unless_replayed(
@@ -277,16 +283,7 @@ impl InboundStore for PgStore {
             tx.commit().await.map_err(backend)?;
             Ok(None)
         })?;
-        match kept {
-            None => Ok(StoredEvent {
-                event: event.clone(),
-                duplicate: false,
-            }),
-            Some(kept) => Ok(StoredEvent {
-                event: decode("inbound", &kept)?,
-                duplicate: true,
-            }),
-        }
+        stored(event, kept)
     }
 
     fn inbound(
