@@ -336,7 +336,9 @@ async fn a_query_is_words_not_ranges_and_its_words_are_bounded() {
             2,
         )
         .expect("stored");
+    // The indexer may commit the notes in two batches: wait for both.
     assert_eq!(found(&store, agent, "hello", &[], 1).len(), 1, "indexed");
+    assert_eq!(found(&store, agent, "shift", &[], 1).len(), 1, "indexed");
     let search = |query: &str| {
         store
             .search_memory(agent, query, &[], 10)
