@@ -22,6 +22,7 @@ mod output;
 mod resolve;
 pub(crate) mod run_errors;
 mod serve;
+mod store;
 mod tasks;
 mod top;
 mod tree_view;
@@ -217,6 +218,10 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out: PathBuf,
     },
+    /// Work on a store itself, with its daemon stopped: copy the embedded
+    /// store into PostgreSQL.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
     /// Deliver an external trigger, as a machine would.
     Trigger {
         /// The trigger's token, as `CreateExternalTrigger` gave it to the
@@ -375,6 +380,7 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         Command::Serve(args) => {
             serve::serve(args, cli.data_dir(), cli.given_token(), secrets).await
         }
+        Command::Store(command) => store::store_command(command, secrets, &out).await,
         Command::Agent(command) => {
             let clients = cli.connect().await?;
             agent_command(clients, command, &out).await

@@ -39,7 +39,7 @@ use crate::store::{Opened, PgStore, SledStore};
 pub const SOCKET_FILE: &str = "holarchy.sock";
 pub const LOCK_FILE: &str = "holarchy.lock";
 pub const TOKEN_FILE: &str = "token";
-const DB_DIR: &str = "db";
+pub(crate) const DB_DIR: &str = "db";
 const WORKSPACES_DIR: &str = "workspaces";
 const WORKTREES_DIR: &str = "worktrees";
 /// Agents' private directories (HOME and TMPDIR of their programs).

@@ -15,6 +15,8 @@
 
 pub mod agent_trees;
 pub mod codec;
+pub mod copy;
+pub mod dump;
 pub mod event_log;
 pub mod group_commit;
 pub mod memory_index;

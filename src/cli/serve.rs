@@ -337,7 +337,7 @@ async fn received(stream: Option<&mut tokio::signal::unix::Signal>) {
 /// `HOLARCHY_STORE_PASSWORD`, else none (trust or peer authentication).
 /// The variable is read from `secrets`: its name looks secret, so it left
 /// the process environment before any thread started.
-fn store_password(
+pub(super) fn store_password(
     file: Option<&std::path::Path>,
     secrets: &Secrets,
 ) -> anyhow::Result<Option<String>> {

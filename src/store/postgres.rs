@@ -37,6 +37,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::stats::StoreStats;
 
 mod committer;
+pub mod import;
 mod memory;
 mod reads;
 pub mod schema;

@@ -25,7 +25,7 @@
 //! - `inbound`: instance \0 dedupe key     -> InboundEvent (insert-if-absent, not in batches)
 //! - `replays`: instance \0 body digest    -> the dedupe key and time of the event a webhook
 //!   body first came with (written with that event, not in batches)
-//! - `schedules`: instance \0 index (u64 BE) -> ScheduleState (not in batches)
+//! - `schedules`: instance \0 schedule name -> ScheduleState (not in batches)
 //! - `approvals`: approval id             -> ApprovalRecord (compare-and-swap on its status, not in batches)
 //! - `agent_approvals`: agent id ++ approval id -> (empty): an agent's approvals, oldest first
 //! - `open_approvals`: agent id ++ approval id -> (empty): approvals not yet decided and told
@@ -477,6 +477,7 @@ mod apply;
 mod approvals;
 mod context;
 mod encoded;
+mod export;
 mod grouped;
 mod inbound;
 mod instances;

@@ -106,7 +106,7 @@ const HEADLINE: &str = "StartSel=\"**\", StopSel=\"**\", MaxWords=35, MinWords=1
 
 /// `text` as the search reads it: without NUL (PostgreSQL's text holds
 /// none), at most [`MAX_SEARCHED_TEXT`] bytes.
-fn searchable(text: &str) -> Cow<'_, str> {
+pub(super) fn searchable(text: &str) -> Cow<'_, str> {
     let mut end = text.len().min(MAX_SEARCHED_TEXT);
     while !text.is_char_boundary(end) {
         end -= 1;

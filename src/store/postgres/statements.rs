@@ -9,7 +9,10 @@
 //! the group back if one refused (see `committer`).
 
 use holarchy_actors::{StoreError, Write};
-use holarchy_supervision::{AgentId, LifecycleState, TaskStatus, Visibility, WaitKind, WaitStatus};
+use holarchy_supervision::{
+    AgentId, LifecycleState, MessageRecord, TaskRecord, TaskStatus, Visibility, WaitKind,
+    WaitRecord, WaitStatus, WorkItemRecord,
+};
 use tokio_postgres::types::ToSql;
 
 use crate::store::codec::{encode, encode_agent, encode_task};
@@ -218,7 +221,7 @@ fn guard(sql: Sql, params: Vec<Param>, refusal: Refusal) -> Step {
     }
 }
 
-fn id(bytes: [u8; 16]) -> Param {
+pub(super) fn id(bytes: [u8; 16]) -> Param {
     Box::new(bytes.to_vec())
 }
 
@@ -227,7 +230,9 @@ pub(super) fn bigint(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn agent_columns(record: &holarchy_supervision::AgentRecord) -> Result<Vec<Param>, StoreError> {
+pub(super) fn agent_columns(
+    record: &holarchy_supervision::AgentRecord,
+) -> Result<Vec<Param>, StoreError> {
     Ok(vec![
         id(record.id.to_bytes()),
         Box::new(record.profile.visibility == Visibility::Public),
@@ -235,6 +240,47 @@ fn agent_columns(record: &holarchy_supervision::AgentRecord) -> Result<Vec<Param
         Box::new(record.state.is_live()),
         Box::new(record.state == LifecycleState::Archived),
         Box::new(encode_agent("agents", record)?),
+    ])
+}
+
+/// A message's row: `messages (agent_id, id, pending, handling, value)`.
+pub(super) fn message_columns(message: &MessageRecord) -> Result<Vec<Param>, StoreError> {
+    Ok(vec![
+        id(message.agent_id.to_bytes()),
+        id(message.id.to_bytes()),
+        Box::new(message.status.is_pending()),
+        Box::new(is_handling(message)),
+        Box::new(encode("messages", message)?),
+    ])
+}
+
+/// A task's row: `tasks (id, owner, running, worktree, value)`.
+pub(super) fn task_columns(task: &TaskRecord) -> Result<Vec<Param>, StoreError> {
+    Ok(vec![
+        id(task.id.to_bytes()),
+        id(task.owner_agent_id.to_bytes()),
+        Box::new(task.status == TaskStatus::Running),
+        Box::new(task.pending_worktree().is_some()),
+        Box::new(encode_task("tasks", task)?),
+    ])
+}
+
+/// A wait's row: `waits (id, owner, armed, value)`.
+pub(super) fn wait_columns(wait: &WaitRecord) -> Result<Vec<Param>, StoreError> {
+    Ok(vec![
+        id(wait.id.to_bytes()),
+        id(wait.owner_agent_id.to_bytes()),
+        Box::new(wait.status == WaitStatus::Armed),
+        Box::new(encode("waits", wait)?),
+    ])
+}
+
+/// A work item's row: `work_items (id, owner, value)`.
+pub(super) fn work_item_columns(item: &WorkItemRecord) -> Result<Vec<Param>, StoreError> {
+    Ok(vec![
+        id(item.id.to_bytes()),
+        id(item.owner_agent_id.to_bytes()),
+        Box::new(encode("work", item)?),
     ])
 }
 
@@ -265,16 +311,7 @@ pub(super) fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError
             Refusal::Precondition("the agent has ended"),
         )),
         Write::PutMessage(message) => {
-            out.push(step(
-                Sql::UpsertMessage,
-                vec![
-                    id(message.agent_id.to_bytes()),
-                    id(message.id.to_bytes()),
-                    Box::new(message.status.is_pending()),
-                    Box::new(is_handling(message)),
-                    Box::new(encode("messages", message)?),
-                ],
-            ));
+            out.push(step(Sql::UpsertMessage, message_columns(message)?));
             if let Some(key) = &message.dedupe_key {
                 out.push(step(
                     Sql::UpsertDedupe,
@@ -296,13 +333,7 @@ pub(super) fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError
             ],
         )),
         Write::PutTask(task) | Write::EndTask(task) => {
-            let params: Vec<Param> = vec![
-                id(task.id.to_bytes()),
-                id(task.owner_agent_id.to_bytes()),
-                Box::new(task.status == TaskStatus::Running),
-                Box::new(task.pending_worktree().is_some()),
-                Box::new(encode_task("tasks", task)?),
-            ];
+            let params = task_columns(task)?;
             out.push(match write {
                 Write::EndTask(_) => guard(
                     Sql::EndTask,
@@ -313,12 +344,7 @@ pub(super) fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError
             });
         }
         Write::PutWait(wait) | Write::EndWait(wait) => {
-            let params: Vec<Param> = vec![
-                id(wait.id.to_bytes()),
-                id(wait.owner_agent_id.to_bytes()),
-                Box::new(wait.status == WaitStatus::Armed),
-                Box::new(encode("waits", wait)?),
-            ];
+            let params = wait_columns(wait)?;
             out.push(match write {
                 Write::EndWait(_) => guard(
                     Sql::EndWait,
@@ -334,14 +360,7 @@ pub(super) fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError
                 ));
             }
         }
-        Write::PutWorkItem(item) => out.push(step(
-            Sql::UpsertWorkItem,
-            vec![
-                id(item.id.to_bytes()),
-                id(item.owner_agent_id.to_bytes()),
-                Box::new(encode("work", item)?),
-            ],
-        )),
+        Write::PutWorkItem(item) => out.push(step(Sql::UpsertWorkItem, work_item_columns(item)?)),
         Write::PutOutput { task_id, chunk } => out.push(step(
             Sql::UpsertOutput,
             vec![

@@ -43,13 +43,13 @@ const MAX_LINEAGE_WALK: usize = 1024;
 #[derive(Debug)]
 pub(super) struct Memory {
     /// agent id ++ note id -> MemoryNote
-    notes: Tree,
+    pub(super) notes: Tree,
     keys: Tree,
     /// agent id ++ note id -> stamp: a note to (re)index or unindex;
     /// agent id alone -> stamp: an agent's whole memory to unindex.
     queue: Tree,
-    counts: Tree,
-    tree_counts: Tree,
+    pub(super) counts: Tree,
+    pub(super) tree_counts: Tree,
     index: MemoryIndex,
 }
 
@@ -138,15 +138,15 @@ fn count_of(bytes: Option<sled::IVec>) -> u64 {
 
 /// An agent's entry in `memory_counts`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Kept {
-    notes: u64,
+pub(super) struct Kept {
+    pub(super) notes: u64,
     /// The root of the tree the notes count against; `None` in an entry
     /// written before trees were counted.
-    tree: Option<AgentId>,
+    pub(super) tree: Option<AgentId>,
 }
 
 impl Kept {
-    fn read(bytes: Option<&[u8]>) -> Self {
+    pub(super) fn read(bytes: Option<&[u8]>) -> Self {
         let Some(bytes) = bytes else {
             return Self::default();
         };

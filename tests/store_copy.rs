@@ -1,0 +1,180 @@
+//! `holarchy store copy`: a daemon's embedded store moved into PostgreSQL
+//! with the real binary, then served from there. The same agents (a
+//! private child and its task handle too), messages, event cursors, task
+//! output and notes come back; the copy refuses a store a daemon still
+//! serves and a database that already holds data, writing nothing.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::{
+    create, data_dir, events, eventually, handled, messages, pg_server, script, send, tool_output,
+    Daemon,
+};
+use holarchy::api::pb;
+use holarchy::client::Clients;
+use serde_json::json;
+
+fn store_copy(from: &Path, to: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_holarchy"))
+        .args(["store", "copy", "--from"])
+        .arg(from)
+        .args(["--to", to])
+        .env_remove("HOLARCHY_STORE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("holarchy runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Every node of the supervision tree: its kind, id and liveness.
+async fn tree(c: &mut Clients) -> Vec<(String, String, bool)> {
+    let page = c
+        .supervision
+        .get_tree(pb::GetTreeRequest::default())
+        .await
+        .expect("tree")
+        .into_inner();
+    assert!(page.next_page_token.is_empty(), "one page holds this tree");
+    let mut nodes: Vec<_> = page
+        .nodes
+        .into_iter()
+        .map(|n| (n.node_type, n.id, n.actor_alive))
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+/// Events as an operator compares them: cursor, kind, agent and text.
+async fn log(c: &mut Clients) -> Vec<(u64, String, String, String)> {
+    events(c, 0)
+        .await
+        .into_iter()
+        .map(|e| (e.cursor, e.kind, e.agent_id, e.text))
+        .collect()
+}
+
+/// The agent's notes `query` finds, once the search has indexed one.
+async fn notes_matching(c: &Clients, agent_id: &str, query: &str) -> usize {
+    eventually(&format!("a note found by `{query}`"), || {
+        let mut c = c.clone();
+        async move {
+            let hits = search(&mut c, agent_id, query).await;
+            (hits > 0).then_some(hits)
+        }
+    })
+    .await
+}
+
+async fn search(c: &mut Clients, agent_id: &str, query: &str) -> usize {
+    c.memory
+        .search_memory(pb::SearchMemoryRequest {
+            agent_id: agent_id.into(),
+            query: query.into(),
+            limit: 10,
+            kinds: vec!["note".into()],
+        })
+        .await
+        .expect("searched")
+        .into_inner()
+        .hits
+        .len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_postgres() {
+    if std::env::var("HOLARCHY_TEST_STORE").as_deref() == Ok("postgres") {
+        // The source must be the embedded store: this test picks its own.
+        return;
+    }
+    if !pg_server::available().await {
+        return;
+    }
+    let root = tempfile::tempdir().expect("tempdir");
+    let data = data_dir(&root);
+    let url = pg_server::database_for(&root.path().join("copy"))
+        .await
+        .expect("a database");
+
+    let mut daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let agent = create(&mut c, "copied", None).await;
+    send(
+        &mut c,
+        &agent,
+        &script(json!([
+            { "name": "MemoryWrite", "input": { "key": "otters", "text": "otters hold hands while they sleep", "tags": ["animals"] } },
+            { "name": "ExecCommand", "input": { "command": "echo copied-output", "yield_ms": 10000 } },
+            { "name": "SpawnAgent", "input": { "initial_message": "hello child" } },
+        ])),
+    )
+    .await;
+    handled(&c, &agent, 1).await;
+    let exec = tool_output(&mut c, &agent, "ExecCommand").await;
+    assert!(exec.to_string().contains("copied-output"), "{exec}");
+    send(&mut c, &agent, "a plain second message").await;
+    handled(&c, &agent, 2).await;
+    assert_eq!(notes_matching(&c, &agent, "otters").await, 1);
+
+    let refused = store_copy(&data, &url);
+    assert!(!refused.status.success(), "a served store is not copied");
+    let said = text(&refused.stderr);
+    assert!(said.contains("stop the daemon"), "{said}");
+
+    // Settled first: a child's turn may still be writing.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before_tree = tree(&mut c).await;
+    let before_log = log(&mut c).await;
+    let before_messages = messages(&mut c, &agent).await;
+    daemon.terminate(Duration::from_secs(20)).await;
+    assert!(
+        before_tree.iter().any(|(kind, _, _)| kind == "task"),
+        "the child's task handle is in the tree: {before_tree:?}"
+    );
+
+    let copied = store_copy(&data, &url);
+    let said = text(&copied.stdout);
+    assert!(copied.status.success(), "{said}{}", text(&copied.stderr));
+    assert!(
+        said.contains("agents") && said.contains("event runs"),
+        "{said}"
+    );
+
+    let again = store_copy(&data, &url);
+    assert!(
+        !again.status.success(),
+        "a second copy into the same database"
+    );
+    let said = text(&again.stderr);
+    assert!(said.contains("already holds holarchy data"), "{said}");
+
+    let mut daemon = Daemon::start_with(&data, &["--store", &url]).await;
+    let mut c = daemon.clients().await;
+    assert_eq!(tree(&mut c).await, before_tree);
+    let after_log = log(&mut c).await;
+    assert_eq!(
+        after_log[..before_log.len()],
+        before_log[..],
+        "the same events under the same cursors"
+    );
+    assert_eq!(messages(&mut c, &agent).await, before_messages);
+    assert_eq!(notes_matching(&c, &agent, "otters").await, 1);
+
+    // And it goes on from there: a new turn's events follow the copied
+    // ones' cursors.
+    send(&mut c, &agent, "a third message, on PostgreSQL").await;
+    handled(&c, &agent, 3).await;
+    let last_copied = before_log.last().map_or(0, |e| e.0);
+    let newer = log(&mut c).await;
+    assert!(
+        newer.iter().any(|e| e.0 > last_copied && e.2 == agent),
+        "new events after cursor {last_copied}"
+    );
+    daemon.terminate(Duration::from_secs(20)).await;
+}
