@@ -289,7 +289,8 @@ async fn events_can_be_filtered_by_agent() {
 #[tokio::test]
 async fn status_counts_agents_and_reports_idle() {
     let root = tempfile::tempdir().expect("tempdir");
-    let daemon = Daemon::start(&data_dir(&root)).await;
+    let data = data_dir(&root);
+    let daemon = Daemon::start(&data).await;
     let mut c = daemon.clients().await;
     let id = create(&mut c, "one", Some("hi")).await;
     create(&mut c, "two", None).await;
@@ -302,6 +303,15 @@ async fn status_counts_agents_and_reports_idle() {
     assert_eq!(status.private_agents, 0);
     assert_eq!(status.activity, "idle");
     assert!(status.rss_bytes > 0);
+    // The store is named, whichever this run serves from.
+    if std::env::var("HOLARCHY_TEST_STORE").as_deref() == Ok("postgres") {
+        assert!(status.store.starts_with("PostgreSQL "), "{}", status.store);
+    } else {
+        assert_eq!(
+            status.store,
+            format!("sled at {}", data.join("db").display())
+        );
+    }
     // The cursor is the log's last at the time of asking.
     assert!(
         (before..=after).contains(&status.event_cursor) && before > 0,

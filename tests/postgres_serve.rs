@@ -29,6 +29,12 @@ async fn a_password_from_the_environment_opens_the_store_and_stays_out_of_the_lo
     let mut c = daemon.clients().await;
     let agent = create(&mut c, "behind-a-password", None).await;
     assert_eq!(get_agent(&mut c, &agent).await.name, "behind-a-password");
+    let store = common::status(&mut c).await.store;
+    assert!(
+        store.starts_with("PostgreSQL ") && store.ends_with(" as holarchy_pw"),
+        "{store}"
+    );
+    assert!(!store.contains(PASSWORD), "{store}");
     daemon.terminate(std::time::Duration::from_secs(20)).await;
     let log = daemon.log();
     assert!(log.contains("the store is PostgreSQL"), "{log}");

@@ -43,6 +43,8 @@ pub trait ReadModel: Send + Sync + std::fmt::Debug + 'static {
     /// The cursor of the newest durable event, as it moves.
     fn event_watermark(&self) -> watch::Receiver<EventCursor>;
     fn size_on_disk(&self) -> u64;
+    /// Which store this is and where, for an operator (no secret in it).
+    fn describe(&self) -> String;
     /// Flushes and transactions since the store opened.
     fn work_done(&self) -> (u64, u64);
     /// Resolves once every write made before the call is on disk: a read
@@ -119,6 +121,10 @@ macro_rules! read_model {
 
             fn size_on_disk(&self) -> u64 {
                 <$store>::size_on_disk(self)
+            }
+
+            fn describe(&self) -> String {
+                <$store>::describe(self)
             }
 
             fn work_done(&self) -> (u64, u64) {

@@ -87,6 +87,7 @@ impl RuntimeService for RuntimeApi {
             interrupted_runs: snapshot.interrupted_runs as u64,
             rss_bytes: rss_bytes(),
             store_bytes: self.store.size_on_disk(),
+            store: self.store.describe(),
             store_flushes: flushes,
             store_transactions: transactions,
             event_cursor: *self.store.event_watermark().borrow(),

@@ -419,6 +419,7 @@ impl Output {
                     "recovered_agents": s.recovered_agents,
                     "interrupted_runs": s.interrupted_runs,
                     "rss_bytes": s.rss_bytes,
+                    "store": s.store,
                     "store_bytes": s.store_bytes,
                     "event_cursor": s.event_cursor,
                     "data_dir": s.data_dir,
@@ -468,6 +469,7 @@ impl Output {
             );
             say!("events     {}", s.event_cursor);
             say!("data       {}", one_line(&s.data_dir));
+            say!("store      {}", one_line(&s.store));
             say!("sandbox    {}", s.sandbox);
             if s.damaged_count > 0 {
                 say!(

@@ -100,6 +100,20 @@ pub(crate) fn backend(err: tokio_postgres::Error) -> StoreError {
     StoreError::Backend(format!("PostgreSQL: {err}"))
 }
 
+/// `PostgreSQL <host>:<port>/<database> as <user>`, each part as the
+/// settings give it (a socket's directory for its host).
+fn describe(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+        Some(tokio_postgres::config::Host::Unix(dir)) => dir.display().to_string(),
+        None => "localhost".to_owned(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("(the login role)");
+    let database = config.get_dbname().unwrap_or(user);
+    format!("PostgreSQL {host}:{port}/{database} as {user}")
+}
+
 /// Connections the store's reads share; the committer holds one more,
 /// and the memory follower takes one more while it works.
 const READ_CONNECTIONS: usize = 4;
@@ -122,6 +136,8 @@ pub struct PgStore {
     /// Brings handled messages and tool calls into the memory search;
     /// stopped by [`PgStore::close`].
     following: std::sync::Mutex<Option<memory::Following>>,
+    /// See [`PgStore::describe`].
+    described: String,
 }
 
 impl PgStore {
@@ -129,6 +145,7 @@ impl PgStore {
     /// starts the committer. May be called from any thread, inside a
     /// runtime or not.
     pub fn open(config: tokio_postgres::Config) -> Result<Self, PgError> {
+        let described = describe(&config);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("holarchy-pg")
@@ -187,6 +204,7 @@ impl PgStore {
             failure,
             agent_ends: AtomicU64::new(0),
             following: std::sync::Mutex::new(Some(following)),
+            described,
         })
     }
 
@@ -297,6 +315,12 @@ impl PgStore {
             Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
         })
         .unwrap_or(0)
+    }
+
+    /// Where the database is, for an operator: its host, port, name and
+    /// role, never its password.
+    pub fn describe(&self) -> String {
+        self.described.clone()
     }
 
     /// Runs `work` on a pooled connection on the store's runtime and

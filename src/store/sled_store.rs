@@ -182,6 +182,8 @@ impl Default for StoreConfig {
 #[derive(Debug)]
 pub struct SledStore {
     db: sled::Db,
+    /// The store's directory, as an operator named it.
+    path: std::path::PathBuf,
     agents: AgentTrees,
     names: Tree,
     messages: Tree,
@@ -287,6 +289,7 @@ impl SledStore {
             stats,
             agent_ends: AtomicU64::new(0),
             db,
+            path: path.to_path_buf(),
         })
     }
 
@@ -349,6 +352,11 @@ impl SledStore {
     /// Bytes the database takes on disk.
     pub fn size_on_disk(&self) -> u64 {
         self.db.size_on_disk().unwrap_or(0)
+    }
+
+    /// "sled at <dir>", for an operator.
+    pub fn describe(&self) -> String {
+        format!("sled at {}", self.path.display())
     }
 
     /// One page of agents after `after`, in id (creation) order.
