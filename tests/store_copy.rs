@@ -2,7 +2,8 @@
 //! with the real binary, then served from there. The same agents (a
 //! private child and its task handle too), messages, event cursors, task
 //! output and notes come back; the copy refuses a store a daemon still
-//! serves and a database that already holds data, writing nothing.
+//! serves, a database that already holds data, and a store with a damaged
+//! record, writing nothing.
 
 mod common;
 
@@ -16,6 +17,7 @@ use common::{
 };
 use holarchy::api::pb;
 use holarchy::client::Clients;
+use holarchy_supervision::{AgentId, MessageId};
 use serde_json::json;
 
 fn store_copy(from: &Path, to: &str) -> Output {
@@ -176,5 +178,80 @@ async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_po
         newer.iter().any(|e| e.0 > last_copied && e.2 == agent),
         "new events after cursor {last_copied}"
     );
+    daemon.terminate(Duration::from_secs(20)).await;
+}
+
+/// Cuts the stored record of `message` in half; hands back its bytes.
+fn cut_message(data: &Path, agent: &str, message: &str) -> (Vec<u8>, Vec<u8>) {
+    let db = sled::open(data.join("db")).expect("store opens");
+    let messages = db.open_tree("messages").expect("tree");
+    let mut key = agent
+        .parse::<AgentId>()
+        .expect("agent id")
+        .to_bytes()
+        .to_vec();
+    key.extend_from_slice(&message.parse::<MessageId>().expect("message id").to_bytes());
+    let bytes = messages
+        .get(&key)
+        .expect("reads")
+        .expect("the message")
+        .to_vec();
+    messages
+        .insert(&key, &bytes[..bytes.len() / 2])
+        .expect("writes");
+    db.flush().expect("flushed");
+    (key, bytes)
+}
+
+fn put_back(data: &Path, key: &[u8], bytes: &[u8]) {
+    let db = sled::open(data.join("db")).expect("store opens");
+    let messages = db.open_tree("messages").expect("tree");
+    messages.insert(key, bytes).expect("writes");
+    db.flush().expect("flushed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_that_meets_a_damaged_record_writes_nothing_and_names_it() {
+    if std::env::var("HOLARCHY_TEST_STORE").as_deref() == Ok("postgres") {
+        return;
+    }
+    if !pg_server::available().await {
+        return;
+    }
+    let root = tempfile::tempdir().expect("tempdir");
+    let data = data_dir(&root);
+    let url = pg_server::database_for(&root.path().join("copy"))
+        .await
+        .expect("a database");
+    let mut daemon = Daemon::start(&data).await;
+    let mut c = daemon.clients().await;
+    let agent = create(&mut c, "damaged-on-disk", None).await;
+    let message = send(&mut c, &agent, "cut in half while the daemon is down").await;
+    handled(&c, &agent, 1).await;
+    daemon.terminate(Duration::from_secs(20)).await;
+    let (key, bytes) = cut_message(&data, &agent, &message);
+
+    let failed = store_copy(&data, &url);
+    assert!(!failed.status.success(), "a damaged store is not copied");
+    let said = text(&failed.stderr);
+    assert!(
+        said.contains("messages") && said.contains("nothing was written"),
+        "the failure names the record's tree and what it left: {said}"
+    );
+
+    // Mended, it copies: the failed attempt left the database empty.
+    put_back(&data, &key, &bytes);
+    let copied = store_copy(&data, &url);
+    assert!(
+        copied.status.success(),
+        "{}{}",
+        text(&copied.stdout),
+        text(&copied.stderr)
+    );
+    let mut daemon = Daemon::start_with(&data, &["--store", &url]).await;
+    let mut c = daemon.clients().await;
+    let all = messages(&mut c, &agent).await;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].text, "cut in half while the daemon is down");
     daemon.terminate(Duration::from_secs(20)).await;
 }
