@@ -24,6 +24,7 @@ pub mod opened;
 pub mod postgres;
 pub mod sled_store;
 pub mod stats;
+pub mod view;
 
 pub use opened::Opened;
 pub use postgres::PgStore;

@@ -13,6 +13,8 @@
 //! - [`memory`]: agents' notes and their search.
 //! - [`side`]: the stores outside the batch path (instances, inbound
 //!   events and schedules, approvals, context records).
+//! - [`views`]: an operator's reads of one agent, or a page of them, in
+//!   one go.
 
 #[path = "store_conformance/durability.rs"]
 mod durability;
@@ -32,6 +34,8 @@ mod pg_server;
 mod records;
 #[path = "store_conformance/side.rs"]
 mod side;
+#[path = "store_conformance/views.rs"]
+mod views;
 
 /// Instantiates every check of the suite for one harness, each as a test
 /// named after the check inside a module named after the store.
@@ -69,6 +73,7 @@ macro_rules! every_check {
                 records::cleanup_intents_are_read_by_recovery_until_deleted,
                 records::workspaces_and_usage_are_kept_per_agent,
                 records::recovery_reads_what_is_unfinished,
+                views::an_agent_view_and_a_page_read_what_the_single_reads_do,
                 guards::a_taken_name_refuses_the_whole_batch,
                 guards::a_child_needs_a_live_supervisor,
                 guards::a_live_update_never_revives_an_ended_agent,

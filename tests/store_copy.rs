@@ -89,20 +89,29 @@ async fn search(c: &mut Clients, agent_id: &str, query: &str) -> usize {
         .len()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_postgres() {
-    if std::env::var("HOLARCHY_TEST_STORE").as_deref() == Ok("postgres") {
-        // The source must be the embedded store: this test picks its own.
-        return;
-    }
-    if !pg_server::available().await {
-        return;
+/// A data directory for a daemon on the embedded store and an empty
+/// database to copy it into; `None` when no PostgreSQL server can be had,
+/// or when this run puts every daemon on PostgreSQL (the source must be
+/// the embedded store).
+async fn set_up() -> Option<(tempfile::TempDir, std::path::PathBuf, String)> {
+    if std::env::var("HOLARCHY_TEST_STORE").as_deref() == Ok("postgres")
+        || !pg_server::available().await
+    {
+        return None;
     }
     let root = tempfile::tempdir().expect("tempdir");
     let data = data_dir(&root);
     let url = pg_server::database_for(&root.path().join("copy"))
         .await
         .expect("a database");
+    Some((root, data, url))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_postgres() {
+    let Some((_root, data, url)) = set_up().await else {
+        return;
+    };
 
     let mut daemon = Daemon::start(&data).await;
     let mut c = daemon.clients().await;
@@ -212,17 +221,9 @@ fn put_back(data: &Path, key: &[u8], bytes: &[u8]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_that_meets_a_damaged_record_writes_nothing_and_names_it() {
-    if std::env::var("HOLARCHY_TEST_STORE").as_deref() == Ok("postgres") {
+    let Some((_root, data, url)) = set_up().await else {
         return;
-    }
-    if !pg_server::available().await {
-        return;
-    }
-    let root = tempfile::tempdir().expect("tempdir");
-    let data = data_dir(&root);
-    let url = pg_server::database_for(&root.path().join("copy"))
-        .await
-        .expect("a database");
+    };
     let mut daemon = Daemon::start(&data).await;
     let mut c = daemon.clients().await;
     let agent = create(&mut c, "damaged-on-disk", None).await;

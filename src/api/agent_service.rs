@@ -20,6 +20,7 @@ use super::convert::{self, quote, ApiError};
 use super::pb;
 use super::pb::agent_service_server::AgentService;
 use super::read_model::ReadModel;
+use crate::store::view::Beside;
 
 mod context_view;
 mod delete;
@@ -59,18 +60,33 @@ impl AgentApi {
 
     /// One agent's summary, bounded in bytes like every record.
     fn summary(&self, record: &AgentRecord) -> Result<pb::AgentSummary, ApiError> {
+        let beside = self.store.beside(&[record.id])?.pop().unwrap_or_default();
+        self.bounded_summary(record, beside)
+    }
+
+    fn bounded_summary(
+        &self,
+        record: &AgentRecord,
+        beside: Beside,
+    ) -> Result<pb::AgentSummary, ApiError> {
         let live = self.runtime.agent_snapshot(record.id);
-        let mut summary = self.summary_with(record, live)?;
+        let mut summary = self.summary_with(record, live, beside)?;
         budget::bound(&mut summary);
         Ok(summary)
     }
 
     /// A page's summaries, from what each agent published: no actor is
-    /// asked.
+    /// asked. What each shows beside its record is read for the page at
+    /// once.
     fn summaries(&self, records: &[AgentRecord]) -> Result<Vec<pb::AgentSummary>, ApiError> {
+        let ids: Vec<AgentId> = records.iter().map(|r| r.id).collect();
+        let beside = self.store.beside(&ids)?;
         records
             .iter()
-            .map(|record| self.summary_with(record, self.runtime.agent_snapshot(record.id)))
+            .zip(beside)
+            .map(|(record, beside)| {
+                self.summary_with(record, self.runtime.agent_snapshot(record.id), beside)
+            })
             .collect()
     }
 
@@ -78,11 +94,9 @@ impl AgentApi {
         &self,
         record: &AgentRecord,
         live: Option<AgentSnapshot>,
+        (waits, work_items): Beside,
     ) -> Result<pb::AgentSummary, ApiError> {
-        let waits = self.store.waits_of(record.id)?;
-        let focus = self
-            .store
-            .work_items_of(record.id)?
+        let focus = work_items
             .into_iter()
             .find(|w| w.status == WorkStatus::Active);
         let mut summary = convert::summary(record, live.as_ref(), &waits, focus.as_ref());
@@ -277,10 +291,14 @@ impl AgentService for AgentApi {
                 .ok_or_else(|| ApiError::NotFound(format!("no agent named `{}`", quote(&name))))?,
             None => return Err(ApiError::InvalidArgument("give agent_id or name".into()).into()),
         };
-        let record = self.record(agent_id)?;
-        // The memory figures come from the search index: an index that
-        // cannot be read leaves them out rather than hiding the agent.
-        let memory = match self.runtime.memory_size(agent_id) {
+        let view = self
+            .store
+            .agent_view(agent_id)
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::NotFound(format!("agent {agent_id} not found")))?;
+        // A memory that cannot be counted leaves its figures out rather
+        // than hiding the agent.
+        let memory = match view.memory {
             Ok(size) => Some(pb::AgentMemory {
                 notes: size.notes,
                 entries: size.entries,
@@ -290,14 +308,10 @@ impl AgentService for AgentApi {
                 None
             }
         };
-        let usage = self
-            .store
-            .usage_of(agent_id)
-            .map_err(ApiError::from)?
-            .unwrap_or_default();
+        let usage = view.usage.unwrap_or_default();
         self.durable().await?;
         Ok(Response::new(pb::AgentGetResult {
-            agent: Some(self.summary(&record)?),
+            agent: Some(self.bounded_summary(&view.record, (view.waits, view.work_items))?),
             memory,
             usage: Some(pb::AgentUsage {
                 prompt_tokens: usage.tokens.prompt_tokens,

@@ -9,6 +9,7 @@ use holarchy_supervision::{
 };
 use tokio::sync::watch;
 
+use crate::store::view::{AgentView, Beside};
 use crate::store::{PgStore, SledStore};
 
 /// The reads behind the gRPC services.
@@ -43,6 +44,12 @@ pub trait ReadModel: Send + Sync + std::fmt::Debug + 'static {
     /// The cursor of the newest durable event, as it moves.
     fn event_watermark(&self) -> watch::Receiver<EventCursor>;
     fn size_on_disk(&self) -> u64;
+    /// The agent with what `GetAgent` shows beside its record, read
+    /// together (one round trip on a database).
+    fn agent_view(&self, id: AgentId) -> Result<Option<AgentView>, StoreError>;
+    /// Each of `owners`' waits and work items, in `owners`' order: what a
+    /// page of summaries shows beside the records, read together.
+    fn beside(&self, owners: &[AgentId]) -> Result<Vec<Beside>, StoreError>;
     /// Which store this is and where, for an operator (no secret in it).
     fn describe(&self) -> String;
     /// Flushes and transactions since the store opened.
@@ -125,6 +132,14 @@ macro_rules! read_model {
 
             fn describe(&self) -> String {
                 <$store>::describe(self)
+            }
+
+            fn agent_view(&self, id: AgentId) -> Result<Option<AgentView>, StoreError> {
+                <$store>::agent_view(self, id)
+            }
+
+            fn beside(&self, owners: &[AgentId]) -> Result<Vec<Beside>, StoreError> {
+                <$store>::beside(self, owners)
             }
 
             fn work_done(&self) -> (u64, u64) {

@@ -43,6 +43,7 @@ mod reads;
 pub mod schema;
 mod side;
 mod statements;
+mod views;
 
 /// Why the database could not be opened or used.
 #[derive(Debug, thiserror::Error)]

@@ -494,4 +494,5 @@ mod reads;
 mod recovery;
 #[cfg(test)]
 mod tests;
+mod views;
 mod writer;

@@ -100,6 +100,27 @@ const MAX_SEARCHED_TEXT: usize = 256 * 1024;
 /// past it, the agent reached stands for the root.
 const MAX_LINEAGE_WALK: usize = 1024;
 
+/// An agent's notes and searchable entries; entries of an agent that is
+/// not live are none its searches find.
+pub(super) const MEMORY_SIZE: &str =
+    "SELECT coalesce((SELECT notes FROM note_counts WHERE agent_id = $1), 0), \
+     CASE WHEN EXISTS (SELECT 1 FROM agents WHERE id = $1 AND live) \
+     THEN (SELECT count(*) FROM memory WHERE agent_id = $1) ELSE 0 END";
+
+/// The answer of [`MEMORY_SIZE`].
+pub(super) fn memory_size_from(rows: &[Row]) -> Result<MemorySize, StoreError> {
+    let Some(row) = rows.first() else {
+        return Ok(MemorySize::default());
+    };
+    let count = |i| -> Result<u64, StoreError> {
+        Ok(u64::try_from(column::<i64>(row, i, "memory")?).unwrap_or(0))
+    };
+    Ok(MemorySize {
+        notes: count(0)?,
+        entries: count(1)?,
+    })
+}
+
 /// The snippet's shape: a passage of about forty words (the sled store's
 /// 240 characters) around the matches, each wrapped in `**`.
 const HEADLINE: &str = "StartSel=\"**\", StopSel=\"**\", MaxWords=35, MinWords=15, ShortWord=3";
@@ -621,23 +642,8 @@ impl MemoryStore for PgStore {
     }
 
     fn memory_size(&self, agent: AgentId) -> Result<MemorySize, StoreError> {
-        // Entries of an agent that is not live are none its searches find.
-        let rows = self.rows(
-            "SELECT coalesce((SELECT notes FROM note_counts WHERE agent_id = $1), 0), \
-             CASE WHEN EXISTS (SELECT 1 FROM agents WHERE id = $1 AND live) \
-             THEN (SELECT count(*) FROM memory WHERE agent_id = $1) ELSE 0 END",
-            vec![Box::new(id(agent.to_bytes()))],
-        )?;
-        let Some(row) = rows.first() else {
-            return Ok(MemorySize::default());
-        };
-        let count = |i| -> Result<u64, StoreError> {
-            Ok(u64::try_from(column::<i64>(row, i, "memory")?).unwrap_or(0))
-        };
-        Ok(MemorySize {
-            notes: count(0)?,
-            entries: count(1)?,
-        })
+        let rows = self.rows(MEMORY_SIZE, vec![Box::new(id(agent.to_bytes()))])?;
+        memory_size_from(&rows)
     }
 
     fn search_memory(

@@ -109,13 +109,10 @@ fn decoded<T: serde::de::DeserializeOwned>(
     decode(table, bytes)
 }
 
+pub(super) const AGENT: &str = "SELECT value FROM agents WHERE id = $1";
+
 pub(super) fn agent(store: &PgStore, id_: AgentId) -> Result<Option<AgentRecord>, StoreError> {
-    store.value(
-        "agents",
-        "SELECT value FROM agents WHERE id = $1",
-        vec![id(id_.to_bytes())],
-        decode_agent,
-    )
+    store.value("agents", AGENT, vec![id(id_.to_bytes())], decode_agent)
 }
 
 pub(super) fn agent_id_by_name(store: &PgStore, name: &str) -> Result<Option<AgentId>, StoreError> {
@@ -305,13 +302,10 @@ pub(super) fn wait(store: &PgStore, id_: WaitId) -> Result<Option<WaitRecord>, S
     )
 }
 
+pub(super) const WAITS_OF: &str = "SELECT value FROM waits WHERE owner = $1 ORDER BY id";
+
 pub(super) fn waits_of(store: &PgStore, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError> {
-    store.values(
-        "waits",
-        "SELECT value FROM waits WHERE owner = $1 ORDER BY id",
-        vec![id(owner.to_bytes())],
-        decoded,
-    )
+    store.values("waits", WAITS_OF, vec![id(owner.to_bytes())], decoded)
 }
 
 pub(super) fn wait_by_token_hash(
@@ -341,13 +335,15 @@ pub(super) fn work_item(
     )
 }
 
+pub(super) const WORK_ITEMS_OF: &str = "SELECT value FROM work_items WHERE owner = $1 ORDER BY id";
+
 pub(super) fn work_items_of(
     store: &PgStore,
     owner: AgentId,
 ) -> Result<Vec<WorkItemRecord>, StoreError> {
     store.values(
         "work_items",
-        "SELECT value FROM work_items WHERE owner = $1 ORDER BY id",
+        WORK_ITEMS_OF,
         vec![id(owner.to_bytes())],
         decoded,
     )
@@ -404,17 +400,19 @@ pub(super) fn output_after(
     }
 }
 
+pub(super) const USAGE_OF: &str =
+    "SELECT prompt, completion, cached, turns FROM usage WHERE agent_id = $1";
+
 pub(super) fn usage_of(
     store: &PgStore,
     agent_id: AgentId,
 ) -> Result<Option<UsageTotals>, StoreError> {
-    let rows = store.rows(
-        "SELECT prompt, completion, cached, turns FROM usage WHERE agent_id = $1",
-        vec![id(agent_id.to_bytes())],
-    )?;
-    let Some(row) = rows.first() else {
-        return Ok(None);
-    };
+    let rows = store.rows(USAGE_OF, vec![id(agent_id.to_bytes())])?;
+    rows.first().map(usage_from).transpose()
+}
+
+/// A row of [`USAGE_OF`] as totals.
+pub(super) fn usage_from(row: &Row) -> Result<UsageTotals, StoreError> {
     let n = |i: usize| -> Result<u64, StoreError> {
         Ok(u64::try_from(column::<i64>(row, i, "usage")?).unwrap_or(0))
     };
@@ -423,7 +421,7 @@ pub(super) fn usage_of(
     totals.tokens.completion_tokens = n(1)?;
     totals.tokens.cached_tokens = n(2)?;
     totals.turns = n(3)?;
-    Ok(Some(totals))
+    Ok(totals)
 }
 
 /// Committed events after `after`, up to `upto`, oldest first.
@@ -439,9 +437,14 @@ pub(super) fn events_after(
     let mut out = Vec::new();
     let mut from = after;
     while out.len() < n && from < upto {
+        // Runs are disjoint and in cursor order, so ordering by `last`
+        // orders them as by `first`, and lets the `events_last` index start
+        // at the cursor and stop at the limit: ordered by `first`, a
+        // planner with stale statistics walked the log from its start (5 ms
+        // a read at 60,000 runs, most of the database's time under load).
         let runs = store.values(
             "events",
-            "SELECT value FROM events WHERE last > $1 AND first <= $2 ORDER BY first LIMIT $3",
+            "SELECT value FROM events WHERE last > $1 AND first <= $2 ORDER BY last LIMIT $3",
             vec![Box::new(bigint(from)), Box::new(bigint(upto)), limit(64)],
             decode_event_run,
         )?;

@@ -151,7 +151,8 @@ async fn chunk(pool: &Pool, upto: EventCursor) -> Result<Progress, StoreError> {
     }
     let runs = rows(
         &tx,
-        "SELECT last, value FROM events WHERE last > $1 AND first <= $2 ORDER BY first LIMIT $3",
+        // By `last`, as `reads::events_after` reads, for its index.
+        "SELECT last, value FROM events WHERE last > $1 AND first <= $2 ORDER BY last LIMIT $3",
         &[&bigint(after), &bigint(upto), &CHUNK_RUNS],
     )
     .await
