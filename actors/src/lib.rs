@@ -86,7 +86,7 @@ pub use shared::Ctx;
 pub use store::{
     ApprovalStore, Batch, CommitFuture, ContextRecord, ContextStore, DamagedRecord, DurableFuture,
     InboundStore, InstanceStore, MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore,
-    NoteDraft, Recalled, RecalledToolCall, RecoveryInput, ReplayGuard, Store, StoreError,
+    NoteDraft, Reads, Recalled, RecalledToolCall, RecoveryInput, ReplayGuard, Store, StoreError,
     StoredEvent, Write,
 };
 

@@ -9,7 +9,7 @@ use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::protocol::{AgentMsg, Control};
-use holarchy_actors::{Batch, Runtime, Store, Write};
+use holarchy_actors::{Batch, Reads, Runtime, Store, Write};
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
     AgentId, LifecycleState, MessageStatus, Preset, Provenance, TaskStatus,
