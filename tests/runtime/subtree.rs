@@ -25,7 +25,7 @@ async fn spawn_child(
 ) -> (AgentId, holarchy_supervision::TaskId) {
     let profile = runtime
         .ctx()
-        .store
+        .reads()
         .agent(parent)
         .expect("read")
         .expect("parent")
