@@ -192,7 +192,7 @@ async fn phase_partition(n: usize, dir: &Path) -> Value {
     let (store, runtime) = open(dir).await;
     let ctx = runtime.ctx().clone();
     let count = ctx.topology.partition_count();
-    let ids = ctx.store.public_agent_ids().expect("public ids");
+    let ids = ctx.reads().public_agent_ids().expect("public ids");
     // A fresh store of live agents: every id listed comes back.
     assert_eq!(ids.len(), n, "every agent created is listed");
     let first = *ids.first().expect("an agent");
@@ -348,7 +348,7 @@ async fn create_publics(
 async fn spawn_private(runtime: &Runtime, parent: AgentId, preset: Preset) -> AgentId {
     let profile = runtime
         .ctx()
-        .store
+        .reads()
         .agent(parent)
         .expect("read")
         .expect("parent")

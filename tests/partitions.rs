@@ -14,7 +14,7 @@ use common::until;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
-use holarchy_actors::{NewAgent, Runtime, RuntimeConfig, ScriptedBrain, Store};
+use holarchy_actors::{NewAgent, Reads, Runtime, RuntimeConfig, ScriptedBrain};
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{AgentId, MessageStatus, Preset};
 

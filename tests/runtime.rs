@@ -15,7 +15,7 @@ use holarchy_actors::brain::{BrainFuture, TurnInput, TurnPlan};
 use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::protocol::NotRunning;
 use holarchy_actors::{
-    Batch, Brain, DeliverError, Runtime, RuntimeConfig, ScriptedBrain, Store, Write,
+    Batch, Brain, DeliverError, Reads, Runtime, RuntimeConfig, ScriptedBrain, Store, Write,
 };
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{

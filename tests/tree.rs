@@ -8,7 +8,7 @@ use holarchy::api::pb;
 use holarchy::client::Clients;
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
-use holarchy_actors::Store as _;
+use holarchy_actors::Reads as _;
 use holarchy_supervision::{AgentId, LifecycleState};
 use serde_json::{json, Value};
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
-use holarchy_actors::{tree, Runtime, RuntimeConfig, ScriptedBrain, Store};
+use holarchy_actors::{tree, Reads, Runtime, RuntimeConfig, ScriptedBrain};
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
     AgentId, AgentRecord, Ownership, Preset, TaskId, TaskStatus, ToolFamily, Visibility,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use common::workspaces::{branches, git, repository};
 use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
-use holarchy_actors::{Batch, Runtime, RuntimeConfig, ScriptedBrain, Store, Write};
+use holarchy_actors::{Batch, Reads, Runtime, RuntimeConfig, ScriptedBrain, Store, Write};
 use holarchy_supervision::workspace::{Projection, Worktree};
 use holarchy_supervision::{
     AgentId, AgentRecord, LifecycleState, Preset, TaskId, TaskKind, TaskRecord, TaskStatus,

@@ -197,7 +197,7 @@ impl AgentActor {
         T: Send + 'static,
         E: From<StoreError> + Send + 'static,
     {
-        let durable = self.ctx.store.durable();
+        let durable = crate::apply::durable(&self.ctx);
         let tasks = self.ctx.lifecycle.tasks.clone();
         tasks.spawn(async move {
             let _ = reply.send(durable.await.map(|()| answer).map_err(E::from));

@@ -68,7 +68,7 @@ pub async fn park(
 ) -> Result<Value, ToolError> {
     let failed = |err: StoreError| ToolError::new(ErrorKind::Failed, err);
     let waiting = ctx
-        .store
+        .approvals()
         .open_approvals(Some(agent_id), MAX_LISTED)
         .map_err(failed)?
         .iter()
@@ -83,7 +83,7 @@ pub async fn park(
         ));
     }
     let instance = ctx
-        .store
+        .reads()
         .agent(agent_id)
         .map_err(failed)?
         .and_then(|r| r.composition.and_then(|c| c.instance));
@@ -103,8 +103,8 @@ pub async fn park(
         decided_at_ms: None,
         place: Some(place),
     };
-    ctx.store.insert_approval(&record).map_err(failed)?;
-    ctx.store.durable().await.map_err(failed)?;
+    ctx.approvals().insert_approval(&record).map_err(failed)?;
+    crate::apply::durable(ctx).await.map_err(failed)?;
     info!(agent_id = %agent_id, run_id = %run_id, approval_id = %record.id, tool = %record.tool, "call parked for approval");
     Ok(json!({
         "approval_id": record.id.to_string(),
@@ -125,9 +125,9 @@ pub fn list(
     history: bool,
 ) -> Result<Vec<ApprovalRecord>, ApprovalError> {
     if history {
-        Ok(ctx.store.approvals(agent, MAX_LISTED)?)
+        Ok(ctx.approvals().approvals(agent, MAX_LISTED)?)
     } else {
-        Ok(ctx.store.open_approvals(agent, MAX_LISTED)?)
+        Ok(ctx.approvals().open_approvals(agent, MAX_LISTED)?)
     }
 }
 
@@ -135,7 +135,7 @@ pub fn list(
 pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, ApprovalError> {
     let pending = pending(ctx, id)?;
     let agent = ctx
-        .store
+        .reads()
         .agent(pending.agent_id)?
         .filter(|a| a.state.is_live())
         .ok_or_else(|| {
@@ -176,9 +176,9 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
     };
     // Durable before the call runs: a crash from here on never runs it
     // a second time.
-    ctx.store
+    ctx.approvals()
         .swap_approval(&ApprovalStatus::Pending, &running)?;
-    ctx.store.durable().await?;
+    crate::apply::durable(ctx).await?;
     let call = ToolCall {
         name: pending.tool.clone(),
         input,
@@ -188,7 +188,7 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
     let denied = agent
         .composition
         .as_deref()
-        .map(|stored| compose::policy(&compose::current(ctx.store.as_ref(), stored)))
+        .map(|stored| compose::policy(&compose::current(ctx.instances(), stored)))
         .and_then(|p| compose::denial(&p, &call.name));
     let (output, is_error) = match denied {
         Some(reason) => (
@@ -210,8 +210,9 @@ pub async fn approve(ctx: &Arc<Ctx>, id: ApprovalId) -> Result<ApprovalRecord, A
         input: kept_input(&running),
         ..running.clone()
     };
-    ctx.store.swap_approval(&ApprovalStatus::Running, &done)?;
-    ctx.store.durable().await?;
+    ctx.approvals()
+        .swap_approval(&ApprovalStatus::Running, &done)?;
+    crate::apply::durable(ctx).await?;
     info!(agent_id = %agent.id, approval_id = %id, is_error, "approved call ran");
     Ok(tell(ctx, stored(ctx, done)).await)
 }
@@ -229,7 +230,7 @@ fn kept_input(record: &ApprovalRecord) -> String {
 /// The record as the store keeps it (redacted): what the agent is told and
 /// the operator shown, and what later swaps must expect.
 fn stored(ctx: &Ctx, written: ApprovalRecord) -> ApprovalRecord {
-    match ctx.store.approval(written.id) {
+    match ctx.approvals().approval(written.id) {
         Ok(Some(record)) => record,
         Ok(None) | Err(_) => written,
     }
@@ -254,8 +255,9 @@ pub async fn deny(
         input: kept_input(&pending),
         ..pending
     };
-    ctx.store.swap_approval(&ApprovalStatus::Pending, &denied)?;
-    ctx.store.durable().await?;
+    ctx.approvals()
+        .swap_approval(&ApprovalStatus::Pending, &denied)?;
+    crate::apply::durable(ctx).await?;
     info!(agent_id = %denied.agent_id, approval_id = %id, "call denied");
     Ok(tell(ctx, stored(ctx, denied)).await)
 }
@@ -265,7 +267,7 @@ pub async fn deny(
 /// approvals whose agents were not told, for [`tell_untold`].
 pub fn close_interrupted(ctx: &Ctx) -> Result<Vec<ApprovalRecord>, StoreError> {
     let mut untold = Vec::new();
-    for record in ctx.store.open_approvals(None, MAX_LISTED)? {
+    for record in ctx.approvals().open_approvals(None, MAX_LISTED)? {
         let record = if record.status == ApprovalStatus::Running {
             let output = tools::error_json(
                 ErrorKind::Failed,
@@ -279,7 +281,8 @@ pub fn close_interrupted(ctx: &Ctx) -> Result<Vec<ApprovalRecord>, StoreError> {
                 input: kept_input(&record),
                 ..record
             };
-            ctx.store.swap_approval(&ApprovalStatus::Running, &ended)?;
+            ctx.approvals()
+                .swap_approval(&ApprovalStatus::Running, &ended)?;
             stored(ctx, ended)
         } else {
             record
@@ -306,7 +309,7 @@ pub fn withdraw_cut(
     // Each cut agent's own open approvals (a few at most): not a listing
     // of every agent's, which a cap could cut short on a large daemon.
     let parked = cut.iter().map(|(&agent, &run)| {
-        ctx.store
+        ctx.approvals()
             .open_approvals(Some(agent), MAX_LISTED)
             .map(|open| {
                 open.into_iter().filter(move |record| {
@@ -324,7 +327,10 @@ pub fn withdraw_cut(
             input: kept_input(&record),
             ..record
         };
-        match ctx.store.swap_approval(&ApprovalStatus::Pending, &closed) {
+        match ctx
+            .approvals()
+            .swap_approval(&ApprovalStatus::Pending, &closed)
+        {
             Ok(()) => {
                 withdrawn += 1;
                 info!(agent_id = %closed.agent_id, approval_id = %closed.id, "pending call of a cut turn withdrawn");
@@ -339,7 +345,7 @@ pub fn withdraw_cut(
 
 /// Tells agents the outcomes a crash kept from them; how many were told.
 pub async fn tell_untold(ctx: &Arc<Ctx>, untold: Vec<ApprovalRecord>) -> Result<usize, StoreError> {
-    ctx.store.durable().await?;
+    crate::apply::durable(ctx).await?;
     let mut told = 0;
     for record in untold {
         if tell(ctx, record).await.delivered {
@@ -350,7 +356,10 @@ pub async fn tell_untold(ctx: &Arc<Ctx>, untold: Vec<ApprovalRecord>) -> Result<
 }
 
 fn pending(ctx: &Ctx, id: ApprovalId) -> Result<ApprovalRecord, ApprovalError> {
-    let record = ctx.store.approval(id)?.ok_or(ApprovalError::NotFound(id))?;
+    let record = ctx
+        .approvals()
+        .approval(id)?
+        .ok_or(ApprovalError::NotFound(id))?;
     match &record.status {
         ApprovalStatus::Pending => {}
         // A withdrawn call says so, and that its turn asks anew.
@@ -426,7 +435,7 @@ async fn tell_once(ctx: &Ctx, record: &ApprovalRecord) -> Result<ApprovalRecord,
         delivered: true,
         ..record.clone()
     };
-    match ctx.store.swap_approval(&record.status, &told) {
+    match ctx.approvals().swap_approval(&record.status, &told) {
         Ok(()) => Ok(told),
         Err(err) => {
             // Delivered all the same; a start would find it untold and

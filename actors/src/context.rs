@@ -91,7 +91,7 @@ fn recent_turns(
     except: Option<MessageId>,
 ) -> Result<Vec<Value>, StoreError> {
     // The newest messages only: an agent's history grows without bound.
-    let messages = ctx.store.last_settled_messages(agent_id, RECENT_WINDOW)?;
+    let messages = ctx.reads().last_settled_messages(agent_id, RECENT_WINDOW)?;
     let handled: Vec<&MessageRecord> = messages
         .iter()
         .filter(|m| Some(m.id) != except && matches!(m.status, MessageStatus::Handled { .. }))
@@ -106,7 +106,7 @@ fn recent_turns(
 /// the parent's work focus with its plan, and its recent turns. The handoff
 /// itself is the child's initial message.
 pub fn inherited_view(ctx: &Ctx, parent: AgentId) -> Result<Value, StoreError> {
-    let focus = ctx.store.work_focus(parent)?;
+    let focus = ctx.reads().work_focus(parent)?;
     Ok(json!({
         "from_agent_id": parent.to_string(),
         "work_item": focus.map(|w| work_json(&w)),
@@ -163,9 +163,9 @@ pub fn bounded(
         }
         let _ = fit.charge_text(&role.prompt);
     }
-    let focus = ctx.store.work_focus(agent_id)?;
+    let focus = ctx.reads().work_focus(agent_id)?;
     let waits: Vec<String> = ctx
-        .store
+        .reads()
         .waits_of(agent_id)?
         .into_iter()
         .filter(|w| w.status == WaitStatus::Armed)
@@ -182,7 +182,7 @@ pub fn bounded(
         .as_deref()
         .map(|composition| fit.required(skills(ctx, &composition.skills)));
     let inherited = fit.required(inherited.unwrap_or(Value::Null));
-    let stored = ctx.store.context_record(agent_id)?;
+    let stored = ctx.context_records().context_record(agent_id)?;
     let summary = match stored.as_ref().filter(|r| !r.summary.is_empty()) {
         Some(stored) => fit.required_text(&stored.summary),
         None => fit.required(Value::Null),
@@ -232,7 +232,10 @@ pub fn memory_hits(ctx: &Ctx, record: &AgentRecord, current: Option<&MessageReco
     if query.trim().is_empty() {
         return Vec::new();
     }
-    match ctx.store.search_memory(record.id, query, &[], MEMORY_HITS) {
+    match ctx
+        .memory()
+        .search_memory(record.id, query, &[], MEMORY_HITS)
+    {
         Ok(hits) => hits
             .iter()
             .filter(|hit| !matches!(&hit.item, Recalled::Message(m) if m.id == message.id))
@@ -268,7 +271,7 @@ fn turn_candidates(
     let tokenizer = fit.tokenizer();
     let mut turns = Vec::new();
     for window in TURN_WINDOWS {
-        let messages = ctx.store.last_settled_messages(agent_id, window)?;
+        let messages = ctx.reads().last_settled_messages(agent_id, window)?;
         turns = messages
             .iter()
             .rev()

@@ -31,7 +31,7 @@ impl GatewayActor {
         // Anything else reads the record, for the exact refusal.
         let record = self
             .ctx
-            .store
+            .reads()
             .agent(agent_id)?
             .ok_or(DeliverError::NotFound(agent_id))?;
         admit(&Provenance::Operator, None, Target::from(&record))?;

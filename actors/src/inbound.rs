@@ -138,7 +138,7 @@ pub async fn publish(
     instance_name: &str,
     event: InboundEvent,
 ) -> Result<Published, InboundError> {
-    let view = instance::get(ctx.store.as_ref(), instance_name)?;
+    let view = instance::get(ctx.instances(), ctx.reads(), instance_name)?;
     match route(&view.record.spec, &event) {
         Route::Take => {}
         Route::Ignore => {
@@ -167,10 +167,10 @@ pub async fn publish(
                 digest: &digest,
                 window_ms,
             };
-            ctx.store
+            ctx.inbound()
                 .put_inbound_unless_replayed(instance_name, &event, guard)?
         }
-        None => ctx.store.put_inbound(instance_name, &event)?,
+        None => ctx.inbound().put_inbound(instance_name, &event)?,
     };
     let event = stored.event;
     let event_id: InboundId = event.id.parse().map_err(|_| StoreError::Corrupt {

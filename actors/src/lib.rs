@@ -13,11 +13,12 @@
 //!    as brains see them), [`brain`] (the brain trait and brains), [`skills`] (the skill catalog),
 //!    [`compose`] (an agent's role and tool policy).
 //! 2. [`directory`] (running actors by id), [`config`] and [`shared`] (what
-//!    every actor shares, and the [`shared::Factory`] supervisors start
-//!    children through), [`quota`] (counting against the limits).
+//!    every actor shares, the doors to the store, and the
+//!    [`shared::Factory`] supervisors start children through), with
+//!    [`apply`] inside it (the executor of the pure planners' plans, the
+//!    one place that commits), [`quota`] (counting against the limits).
 //! 3. [`workspace`] (attached workspaces, paths, worktrees, `ApplyPatch`),
-//!    [`apply`] (the executor of the pure planners' plans), then
-//!    [`plane`]: what an agent acts on (commands, tasks, waits, work),
+//!    then [`plane`]: what an agent acts on (commands, tasks, waits, work),
 //!    each plane its actor and its operations.
 //! 4. [`supervisor`]: what every supervisor does when a child exits, how
 //!    it brings a subtree back, and durable cleanup. Then
@@ -37,7 +38,6 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub mod agent;
-pub mod apply;
 pub mod approval;
 pub mod brain;
 pub mod compose;
@@ -74,6 +74,10 @@ pub mod turn_gate;
 pub mod views;
 pub mod workspace;
 
+// The executor is a child of `shared`, the one module that may see the
+// whole store; it keeps its own name.
+pub use shared::apply;
+
 pub use brain::{Brain, ScriptedBrain};
 pub use config::RuntimeConfig;
 pub use live::AgentSnapshot;
@@ -86,7 +90,7 @@ pub use shared::Ctx;
 pub use store::{
     ApprovalStore, Batch, CommitFuture, ContextRecord, ContextStore, DamagedRecord, DurableFuture,
     InboundStore, InstanceStore, MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore,
-    NoteDraft, Recalled, RecalledToolCall, RecoveryInput, ReplayGuard, Store, StoreError,
+    NoteDraft, Reads, Recalled, RecalledToolCall, RecoveryInput, ReplayGuard, Store, StoreError,
     StoredEvent, Write,
 };
 

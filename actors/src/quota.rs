@@ -92,7 +92,7 @@ pub fn check_private_child(ctx: &Ctx, supervisor: AgentId) -> Result<(), SpawnLi
         }
         .into());
     }
-    let children = ctx.store.children_of(supervisor)?.len();
+    let children = ctx.reads().children_of(supervisor)?.len();
     if children >= limits.max_children_per_agent {
         return Err(LimitError::Children {
             limit: limits.max_children_per_agent,
@@ -117,7 +117,7 @@ fn depth_of(ctx: &Ctx, agent: AgentId, cap: u32) -> Result<u32, StoreError> {
     let mut depth = 0;
     let mut at = agent;
     while depth <= cap {
-        match ctx.store.agent(at)?.and_then(|r| r.supervisor_agent_id) {
+        match ctx.reads().agent(at)?.and_then(|r| r.supervisor_agent_id) {
             Some(supervisor) => {
                 depth += 1;
                 at = supervisor;

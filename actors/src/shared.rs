@@ -1,5 +1,14 @@
-//! What every actor of one runtime shares (see [`Ctx`]), and the
-//! [`Factory`] through which supervisors start their children.
+//! What every actor of one runtime shares (see [`Ctx`]), the doors
+//! through which it reaches the store, and the [`Factory`] through which
+//! supervisors start their children.
+//!
+//! The store itself is private to this module and to its child [`apply`],
+//! the executor: whatever else a function does with the store goes through
+//! a door named after a part of it ([`Ctx::reads`], [`Ctx::approvals`],
+//! ...), so its body says which part it touches, and no one but the
+//! executor commits a batch.
+
+pub mod apply;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,7 +24,9 @@ use crate::config::RuntimeConfig;
 use crate::directory::Directory;
 use crate::lifecycle::Lifecycle;
 use crate::protocol::{AgentArgs, AgentMsg, TaskMsg, TaskSnapshot, WaitMsg};
-use crate::store::Store;
+use crate::store::{
+    ApprovalStore, ContextStore, InboundStore, InstanceStore, MemoryStore, Reads, Store,
+};
 use crate::topology::Topology;
 use crate::{limits, secrets, structure};
 
@@ -26,7 +37,9 @@ use crate::{limits, secrets, structure};
 /// work (queues, restart budgets, runs) lives in that actor's state.
 pub struct Ctx {
     // Services, read-only after construction.
-    pub store: Arc<dyn Store>,
+    /// The store, redacting every write. Reached through the doors below;
+    /// only the executor ([`apply`]) commits, flushes or sees it whole.
+    store: Arc<dyn Store>,
     pub brain: Arc<dyn Brain>,
     pub directory: Directory,
     pub config: RuntimeConfig,
@@ -167,6 +180,37 @@ impl Ctx {
                 .build()
                 .unwrap_or_default(),
         }
+    }
+
+    /// The tree's records, to read. A change to them is a plan the
+    /// executor ([`apply`]) commits.
+    pub fn reads(&self) -> &dyn Reads {
+        self.store.as_ref()
+    }
+
+    /// Tool calls parked for an operator, and their decisions.
+    pub fn approvals(&self) -> &dyn ApprovalStore {
+        self.store.as_ref()
+    }
+
+    /// The applied instances (compositions an operator named).
+    pub fn instances(&self) -> &dyn InstanceStore {
+        self.store.as_ref()
+    }
+
+    /// Inbound events as they arrived, and the schedules' state.
+    pub fn inbound(&self) -> &dyn InboundStore {
+        self.store.as_ref()
+    }
+
+    /// Each agent's running summary of its context.
+    pub fn context_records(&self) -> &dyn ContextStore {
+        self.store.as_ref()
+    }
+
+    /// The agents' memory notes and the search over them.
+    pub fn memory(&self) -> &dyn MemoryStore {
+        self.store.as_ref()
     }
 
     /// Tells followers of a command's output that it grew or ended.

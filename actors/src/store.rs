@@ -1,8 +1,16 @@
 //! The storage the actors need, as a trait defined where it is used. The
-//! daemon implements it once, with sled; tests use that same implementation.
+//! daemon implements it with sled or PostgreSQL; tests use those same
+//! implementations.
 //!
-//! Writes go through [`Store::commit`], which applies a [`Batch`] of records
-//! and events atomically. A commit is not yet durable: callers that are
+//! [`Store`] is made of parts, so that a caller's signature says what it
+//! may do: [`Reads`] of the tree's records, one trait per side store
+//! (approvals, instances, inbound events, context records, memory), and the
+//! commits. Each part is `Send + Sync` because a door to it is held across
+//! awaits.
+//!
+//! Writes of records go through [`Store::commit`], which applies a
+//! [`Batch`] of records and events atomically; only the executor
+//! (`crate::apply`) calls it. A commit is not yet durable: callers that are
 //! about to acknowledge something to a client await [`Store::durable`],
 //! which shares one flush among every concurrent caller (group commit).
 //! [`Store::commit_grouped`] also shares the transaction among concurrent
@@ -108,10 +116,10 @@ pub struct DamagedRecord {
     pub reason: String,
 }
 
-/// Everything the actors read and write.
-pub trait Store:
-    InstanceStore + InboundStore + ApprovalStore + ContextStore + MemoryStore + Send + Sync + 'static
-{
+/// The records of the supervision tree, read only: what a caller may do
+/// with the store when its signature names only this. Writes of these
+/// records are batches that the executor (`crate::apply`) commits.
+pub trait Reads: Send + Sync {
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError>;
     fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError>;
     fn message(
@@ -185,6 +193,23 @@ pub trait Store:
             .into_iter()
             .find(|w| w.status == holarchy_supervision::WorkStatus::Active))
     }
+}
+
+/// Everything the actors read and write: the records' reads, the side
+/// stores, and the commits of batches. The runtime holds it whole in one
+/// place ([`crate::Ctx`]); everyone else reaches it through a door that
+/// names one of its parts.
+pub trait Store:
+    Reads
+    + InstanceStore
+    + InboundStore
+    + ApprovalStore
+    + ContextStore
+    + MemoryStore
+    + Send
+    + Sync
+    + 'static
+{
     /// Applies a batch atomically. Durable only once a later
     /// [`Store::durable`] resolves; the store flushes soon on its own too.
     fn commit(&self, batch: Batch) -> Result<(), StoreError>;

@@ -52,7 +52,7 @@ pub fn handle_task_of(ctx: &Ctx, child: &AgentRecord) -> Result<Option<TaskRecor
     let Some(supervisor) = child.supervisor_agent_id else {
         return Ok(None);
     };
-    Ok(ctx.store.tasks_of(supervisor)?.into_iter().find(|t| {
+    Ok(ctx.reads().tasks_of(supervisor)?.into_iter().find(|t| {
         t.status == TaskStatus::Running
             && matches!(t.kind, TaskKind::ChildAgent { child_agent_id } if child_agent_id == child.id)
     }))
@@ -67,7 +67,7 @@ pub async fn end_child(
     output: String,
     notify_owner: bool,
 ) -> Result<Option<TaskId>, StoreError> {
-    let Some(record) = ctx.store.agent(child)? else {
+    let Some(record) = ctx.reads().agent(child)? else {
         return Ok(None);
     };
     let handle = handle_task_of(ctx, &record)?;
@@ -128,11 +128,11 @@ pub async fn on_child_exit(
                 let ctx = ctx.clone();
                 let tasks = ctx.lifecycle.tasks.clone();
                 tasks.spawn(async move {
-                    let store = &ctx.store;
+                    let reads = ctx.reads();
                     let locked = ctx
                         .locks
                         .structure
-                        .lock_subtree(agent_id, |agent| store.children_of(agent))
+                        .lock_subtree(agent_id, |agent| reads.children_of(agent))
                         .await;
                     let restarted = match locked {
                         Ok(_structure) => {
@@ -166,7 +166,7 @@ fn decide(
     supervisor: &ActorCell,
 ) -> Result<Option<RestartDecision>, StoreError> {
     if !ctx
-        .store
+        .reads()
         .agent(agent_id)?
         .is_some_and(|r| r.state.is_live())
     {
@@ -185,7 +185,7 @@ fn decide(
 
 fn interrupt_command(ctx: &Ctx, task_id: TaskId, reason: &str) -> Result<(), ActorProcessingErr> {
     if let Some(task) = ctx
-        .store
+        .reads()
         .task(task_id)?
         .filter(|t| t.status == TaskStatus::Running)
     {
@@ -208,7 +208,7 @@ async fn restart_agent(
     decision: RestartDecision,
 ) -> Result<(), ActorProcessingErr> {
     // Read again under the locks: a cleanup may have ended it since.
-    let Some(record) = ctx.store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
+    let Some(record) = ctx.reads().agent(agent_id)?.filter(|r| r.state.is_live()) else {
         return Ok(());
     };
     if supervisor.get_status() >= ActorStatus::Draining || ctx.lifecycle.is_shutting_down() {

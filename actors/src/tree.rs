@@ -412,31 +412,34 @@ fn below(
     seen: &mut HashSet<AgentId>,
     mismatches: &mut Vec<String>,
 ) -> Result<Vec<Pending>, StoreError> {
-    let store = &ctx.store;
+    let reads = ctx.reads();
     let pending = |item| Pending {
         parent: Some(agent_id),
         item,
     };
     let mut below = Vec::new();
-    for task in store.tasks_of(agent_id)? {
+    for task in reads.tasks_of(agent_id)? {
         // An ended task still holding its child's worktree is shown: the
         // worktree is on disk until the task lets it go.
         if task.status == TaskStatus::Running || task.pending_worktree().is_some() {
             below.push(pending(Item::Task(task)));
         }
     }
-    for wait in store.waits_of(agent_id)? {
+    for wait in reads.waits_of(agent_id)? {
         if wait.status == WaitStatus::Armed {
             below.push(pending(Item::Wait(wait)));
         }
     }
-    for approval in store.open_approvals(Some(agent_id), crate::approval::MAX_LISTED)? {
+    for approval in ctx
+        .approvals()
+        .open_approvals(Some(agent_id), crate::approval::MAX_LISTED)?
+    {
         if !approval.status.is_decided() {
             below.push(pending(Item::Approval(approval)));
         }
     }
-    for child in store.children_of(agent_id)? {
-        let Some(child) = store.agent(child)? else {
+    for child in reads.children_of(agent_id)? {
+        let Some(child) = reads.agent(child)? else {
             mismatches.push(format!(
                 "agent {agent_id} supervises {child}, which has no record"
             ));

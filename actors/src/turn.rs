@@ -105,7 +105,7 @@ pub async fn run(
     message: MessageRecord,
     usage: UsageMeter,
 ) -> TurnOutcome {
-    let record = match ctx.store.agent(agent_id) {
+    let record = match ctx.reads().agent(agent_id) {
         Ok(Some(record)) => record,
         Ok(None) => return TurnOutcome::BrainFailed("agent record not found".into()),
         Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
@@ -178,7 +178,7 @@ async fn run_on(
     let composition = record
         .composition
         .as_deref()
-        .map(|stored| compose::current(ctx.store.as_ref(), stored));
+        .map(|stored| compose::current(ctx.instances(), stored));
     let role = composition.as_ref().and_then(compose::role);
     let policy = composition.as_ref().map(compose::policy);
     let mut fixed = Fixed {

@@ -112,7 +112,7 @@ pub fn view(ctx: &Ctx, agent_id: AgentId) -> Result<View, StoreError> {
 /// modifies and writes back, so a pin never outlives its call.
 fn stored_view(ctx: &Ctx, agent_id: AgentId) -> Result<View, StoreError> {
     let projection = ctx
-        .store
+        .reads()
         .workspaces(agent_id)?
         .unwrap_or_else(|| Projection::home_only(agent_id, 0));
     Ok(View {
@@ -195,7 +195,7 @@ async fn change<T>(
 ) -> Result<(View, T), WorkspaceError> {
     let guard = ctx.locks.structure.lock(agent_id).await;
     let record = ctx
-        .store
+        .reads()
         .agent(agent_id)?
         .ok_or(WorkspaceError::AgentNotFound(agent_id))?;
     if !record.state.is_live() {
@@ -213,7 +213,7 @@ async fn change<T>(
     view.projection = projection;
     crate::apply::apply(ctx, plan)?;
     drop(guard);
-    ctx.store.durable().await?;
+    crate::apply::durable(ctx).await?;
     Ok((view, changed.out))
 }
 

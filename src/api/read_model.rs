@@ -65,11 +65,11 @@ macro_rules! read_model {
     ($store:ty) => {
         impl ReadModel for $store {
             fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError> {
-                holarchy_actors::Store::agent(self, id)
+                holarchy_actors::Reads::agent(self, id)
             }
 
             fn agent_id_by_name(&self, name: &str) -> Result<Option<AgentId>, StoreError> {
-                holarchy_actors::Store::agent_id_by_name(self, name)
+                holarchy_actors::Reads::agent_id_by_name(self, name)
             }
 
             fn names_from(
@@ -95,11 +95,11 @@ macro_rules! read_model {
                 after: Option<MessageId>,
                 limit: usize,
             ) -> Result<Vec<MessageRecord>, StoreError> {
-                holarchy_actors::Store::list_messages(self, agent_id, after, limit)
+                holarchy_actors::Reads::list_messages(self, agent_id, after, limit)
             }
 
             fn waits_of(&self, owner: AgentId) -> Result<Vec<WaitRecord>, StoreError> {
-                holarchy_actors::Store::waits_of(self, owner)
+                holarchy_actors::Reads::waits_of(self, owner)
             }
 
             fn usage_of(&self, agent_id: AgentId) -> Result<Option<UsageTotals>, StoreError> {
@@ -107,11 +107,11 @@ macro_rules! read_model {
             }
 
             fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError> {
-                holarchy_actors::Store::work_item(self, id)
+                holarchy_actors::Reads::work_item(self, id)
             }
 
             fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError> {
-                holarchy_actors::Store::work_items_of(self, owner)
+                holarchy_actors::Reads::work_items_of(self, owner)
             }
 
             fn events_after(

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod};
-use holarchy_actors::{Batch, CommitFuture, DurableFuture, Store, StoreError};
+use holarchy_actors::{Batch, CommitFuture, DurableFuture, Reads, Store, StoreError};
 use holarchy_supervision::EventCursor;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -397,7 +397,7 @@ fn block<T: Send + 'static>(
     rx.recv().ok()
 }
 
-impl Store for PgStore {
+impl Reads for PgStore {
     fn agent(
         &self,
         id: holarchy_supervision::AgentId,
@@ -543,7 +543,9 @@ impl Store for PgStore {
     ) -> Result<Vec<holarchy_supervision::WorkItemRecord>, StoreError> {
         reads::work_items_of(self, owner)
     }
+}
 
+impl Store for PgStore {
     fn commit(&self, batch: Batch) -> Result<(), StoreError> {
         self.count_an_end(&batch);
         // A std channel: the caller may be a runtime's worker, where

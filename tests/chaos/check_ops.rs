@@ -251,7 +251,7 @@ async fn tools_applied(c: &mut Clients, taken: &Taken, kill: usize, checks: &mut
 pub async fn cleanups_finished(data_dir: &Path, kill: usize, checks: &mut Checks) {
     use holarchy::store::sled_store::StoreConfig;
     use holarchy::store::SledStore;
-    use holarchy_actors::Store as _;
+    use holarchy_actors::Reads as _;
     checks.run += 1;
     let store = match SledStore::open(&data_dir.join("db"), &StoreConfig::default()) {
         Ok(store) => store,

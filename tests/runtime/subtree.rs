@@ -9,7 +9,7 @@ use holarchy::store::sled_store::StoreConfig;
 use holarchy::store::SledStore;
 use holarchy_actors::plane::spawn::{spawn_agent, SpawnRequest};
 use holarchy_actors::protocol::{AgentMsg, Control};
-use holarchy_actors::{Batch, Runtime, Store, Write};
+use holarchy_actors::{Batch, Reads, Runtime, Store, Write};
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
     AgentId, LifecycleState, MessageStatus, Preset, Provenance, TaskStatus,
@@ -25,7 +25,7 @@ async fn spawn_child(
 ) -> (AgentId, holarchy_supervision::TaskId) {
     let profile = runtime
         .ctx()
-        .store
+        .reads()
         .agent(parent)
         .expect("read")
         .expect("parent")

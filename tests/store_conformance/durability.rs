@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use holarchy::api::read_model::ReadModel;
-use holarchy_actors::{Batch, Store, StoreError, Write};
+use holarchy_actors::{Batch, Reads, Store, StoreError, Write};
 use holarchy_supervision::{LifecycleState, MessageStatus};
 
 use crate::fixtures::*;
@@ -27,7 +27,7 @@ pub async fn durable_writes_survive_a_crash<H: Harness>() {
     let store = H::reopen(&place).await;
     for (agent, m) in agents.iter().zip(&queued) {
         assert_eq!(
-            Store::agent(&*store, agent.id).expect("reads"),
+            Reads::agent(&*store, agent.id).expect("reads"),
             Some(agent.clone())
         );
         assert_eq!(
@@ -63,7 +63,7 @@ pub async fn a_clean_close_keeps_everything_committed<H: Harness>() {
         .expect("commits, no flush asked");
     H::close(store).await;
     let store = H::reopen(&place).await;
-    assert_eq!(Store::agent(&*store, agent.id).expect("reads"), Some(agent));
+    assert_eq!(Reads::agent(&*store, agent.id).expect("reads"), Some(agent));
     assert_eq!(store.events_after(0, 10).expect("events").len(), 1);
     H::close(store).await;
 }
@@ -97,10 +97,10 @@ pub async fn a_refused_batch_in_a_group_leaves_the_others_applied<H: Harness>() 
                 matches!(outcome, Err(StoreError::NameTaken(_))),
                 "{outcome:?}"
             );
-            assert_eq!(Store::agent(&*store, agent.id).expect("reads"), None);
+            assert_eq!(Reads::agent(&*store, agent.id).expect("reads"), None);
         } else {
             outcome.expect("a free name lands");
-            assert_eq!(Store::agent(&*store, agent.id).expect("reads"), Some(agent));
+            assert_eq!(Reads::agent(&*store, agent.id).expect("reads"), Some(agent));
             landed += 1;
         }
     }

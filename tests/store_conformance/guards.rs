@@ -2,7 +2,7 @@
 //! no record of it and no event of it lands.
 
 use holarchy::api::read_model::ReadModel;
-use holarchy_actors::{Batch, Store, StoreError, Write};
+use holarchy_actors::{Batch, Reads, Store, StoreError, Write};
 use holarchy_supervision::{LifecycleState, MessageStatus, TaskStatus};
 
 use crate::fixtures::*;
@@ -34,14 +34,14 @@ pub async fn a_taken_name_refuses_the_whole_batch<H: Harness>() {
         matches!(refused, Err(StoreError::NameTaken(ref n)) if n == "ops"),
         "{refused:?}"
     );
-    assert_eq!(Store::agent(&*store, second.id).expect("reads"), None);
+    assert_eq!(Reads::agent(&*store, second.id).expect("reads"), None);
     assert_eq!(
-        Store::agent(&*store, bystander.id).expect("reads"),
+        Reads::agent(&*store, bystander.id).expect("reads"),
         None,
         "nothing of the batch lands"
     );
     assert_eq!(
-        Store::agent_id_by_name(&*store, "other").expect("reads"),
+        Reads::agent_id_by_name(&*store, "other").expect("reads"),
         None
     );
     assert_eq!(events(&*store).await, 1, "only the first creation's event");
@@ -61,7 +61,7 @@ pub async fn a_child_needs_a_live_supervisor<H: Harness>() {
         matches!(refused, Err(StoreError::SupervisorGone(id)) if id == parent.id),
         "{refused:?}"
     );
-    assert_eq!(Store::agent(&*store, child.id).expect("reads"), None);
+    assert_eq!(Reads::agent(&*store, child.id).expect("reads"), None);
     assert!(store.children_of(parent.id).expect("children").is_empty());
 
     let orphan = child_of(public("never-created").id);
@@ -92,7 +92,7 @@ pub async fn a_live_update_never_revives_an_ended_agent<H: Harness>() {
         "{refused:?}"
     );
     assert_eq!(
-        Store::agent(&*store, agent.id).expect("reads"),
+        Reads::agent(&*store, agent.id).expect("reads"),
         Some(archived)
     );
     assert!(store.pending_messages(agent.id).expect("reads").is_empty());
@@ -215,7 +215,7 @@ pub async fn only_an_archived_agent_is_deleted_and_its_name_freed<H: Harness>() 
         matches!(refused, Err(StoreError::Precondition(_))),
         "{refused:?}"
     );
-    assert!(Store::agent(&*store, agent.id).expect("reads").is_some());
+    assert!(Reads::agent(&*store, agent.id).expect("reads").is_some());
 
     let archived = in_state(&agent, LifecycleState::Archived);
     store
@@ -224,9 +224,9 @@ pub async fn only_an_archived_agent_is_deleted_and_its_name_freed<H: Harness>() 
     store
         .commit(Batch::new().write(Write::DeleteAgent(archived)))
         .expect("deletes");
-    assert_eq!(Store::agent(&*store, agent.id).expect("reads"), None);
+    assert_eq!(Reads::agent(&*store, agent.id).expect("reads"), None);
     assert_eq!(
-        Store::agent_id_by_name(&*store, "ops").expect("reads"),
+        Reads::agent_id_by_name(&*store, "ops").expect("reads"),
         None
     );
     let again = public("ops");
@@ -234,7 +234,7 @@ pub async fn only_an_archived_agent_is_deleted_and_its_name_freed<H: Harness>() 
         .commit(created(&again))
         .expect("the name is free again");
     assert_eq!(
-        Store::agent_id_by_name(&*store, "ops").expect("reads"),
+        Reads::agent_id_by_name(&*store, "ops").expect("reads"),
         Some(again.id)
     );
 }

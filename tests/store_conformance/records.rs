@@ -1,7 +1,7 @@
 //! Each `Write` kind lands where its reads find it.
 
 use holarchy::api::read_model::ReadModel;
-use holarchy_actors::{Batch, Store, Write};
+use holarchy_actors::{Batch, Reads, Store, Write};
 use holarchy_supervision::cleanup::{CleanupIntent, CleanupReason};
 use holarchy_supervision::workspace::{Projection, Worktree};
 use holarchy_supervision::{
@@ -20,15 +20,15 @@ pub async fn an_agent_is_found_by_id_and_name_and_listed<H: Harness>() {
     store.commit(created(&other)).expect("creates");
 
     assert_eq!(
-        Store::agent(&*store, ops.id).expect("reads"),
+        Reads::agent(&*store, ops.id).expect("reads"),
         Some(ops.clone())
     );
     assert_eq!(
-        Store::agent_id_by_name(&*store, "ops").expect("reads"),
+        Reads::agent_id_by_name(&*store, "ops").expect("reads"),
         Some(ops.id)
     );
     assert_eq!(
-        Store::agent_id_by_name(&*store, "nobody").expect("reads"),
+        Reads::agent_id_by_name(&*store, "nobody").expect("reads"),
         None
     );
     let named = store.names_from("op", 10).expect("names");
@@ -72,7 +72,7 @@ pub async fn a_private_child_is_indexed_under_its_supervisor_while_live<H: Harne
         .commit(Batch::new().write(Write::PutAgent(ended.clone())))
         .expect("archives");
     assert!(store.children_of(parent.id).expect("children").is_empty());
-    assert_eq!(Store::agent(&*store, child.id).expect("reads"), Some(ended));
+    assert_eq!(Reads::agent(&*store, child.id).expect("reads"), Some(ended));
 }
 
 pub async fn messages_keep_their_pending_and_dedupe_indexes<H: Harness>() {
@@ -118,15 +118,15 @@ pub async fn messages_keep_their_pending_and_dedupe_indexes<H: Harness>() {
         .commit(Batch::new().write(Write::PutMessage(second.clone())))
         .expect("puts");
     assert_eq!(
-        Store::list_messages(&*store, owner.id, None, 10).expect("lists"),
+        Reads::list_messages(&*store, owner.id, None, 10).expect("lists"),
         [m.clone(), second.clone()]
     );
     assert_eq!(
-        Store::list_messages(&*store, owner.id, Some(m.id), 10).expect("lists"),
+        Reads::list_messages(&*store, owner.id, Some(m.id), 10).expect("lists"),
         [second]
     );
     assert_eq!(
-        Store::list_messages(&*store, owner.id, None, 1)
+        Reads::list_messages(&*store, owner.id, None, 1)
             .expect("lists")
             .len(),
         1
@@ -241,7 +241,7 @@ pub async fn waits_are_found_by_owner_and_trigger_token<H: Harness>() {
         )
         .expect("arms");
     assert_eq!(store.wait(alarm.id).expect("reads"), Some(alarm.clone()));
-    assert_eq!(Store::waits_of(&*store, owner.id).expect("reads").len(), 2);
+    assert_eq!(Reads::waits_of(&*store, owner.id).expect("reads").len(), 2);
     assert_eq!(
         store.wait_by_token_hash(&[7; 32]).expect("reads"),
         Some(hook.id)
@@ -284,11 +284,11 @@ pub async fn work_items_give_the_agent_its_focus<H: Harness>() {
         )
         .expect("puts");
     assert_eq!(
-        Store::work_item(&*store, done.id).expect("reads"),
+        Reads::work_item(&*store, done.id).expect("reads"),
         Some(done.clone())
     );
     assert_eq!(
-        Store::work_items_of(&*store, owner.id).expect("reads"),
+        Reads::work_items_of(&*store, owner.id).expect("reads"),
         [done, active.clone()]
     );
     assert_eq!(store.work_focus(owner.id).expect("reads"), Some(active));

@@ -94,7 +94,7 @@ pub async fn perform(runtime: &Runtime, action: Action) -> Outcome {
         Action::Stop(task_id) => {
             let stopped = task::stop(ctx, task_id, None, "model test").await;
             let ended = ctx
-                .store
+                .reads()
                 .task(task_id)
                 .expect("read")
                 .is_some_and(|t| t.status != TaskStatus::Running);
@@ -149,7 +149,7 @@ pub async fn perform(runtime: &Runtime, action: Action) -> Outcome {
             let begun = Instant::now();
             while common::processes_with(&marker).is_empty() {
                 let running = ctx
-                    .store
+                    .reads()
                     .task(started.task.id)
                     .expect("read")
                     .is_some_and(|t| t.status == TaskStatus::Running);

@@ -48,7 +48,7 @@ impl AgentActor {
                 };
                 state.queue.live().turn_ended();
                 // What the turn spent until now is recorded with its end.
-                let message = self.ctx.store.message(agent_id, run.message_id)?;
+                let message = self.ctx.reads().message(agent_id, run.message_id)?;
                 let run_end = super::finish::run_of(&run);
                 let batch = plan::turn::abort(agent_id, message.as_ref(), run_end);
                 let aborted = run.run_id;
@@ -61,7 +61,12 @@ impl AgentActor {
                     reply: None,
                     detail: "operator_aborted".into(),
                 };
-                self.tell_end(agent_id, &run, ended, Some(self.ctx.store.durable()));
+                self.tell_end(
+                    agent_id,
+                    &run,
+                    ended,
+                    Some(crate::apply::durable(&self.ctx)),
+                );
                 drop(run);
                 return Ok(ControlOutcome {
                     state: state.target.state,
@@ -83,7 +88,7 @@ impl AgentActor {
         batch: Batch,
     ) -> Result<(), StoreError> {
         let agent_id = state.id();
-        let plan = match self.ctx.store.agent(agent_id)? {
+        let plan = match self.ctx.reads().agent(agent_id)? {
             // An archive or a give-up that landed first wins: never bring
             // an ended agent back to life from a queued control message.
             Some(record) => plan::agent::set_state(&record, to, reason, batch, now_ms()).map_err(

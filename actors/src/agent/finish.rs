@@ -62,7 +62,7 @@ impl AgentActor {
         let agent_id = state.id();
         let run_id = run.run_id;
         let message_id = run.message_id;
-        let Some(message) = self.ctx.store.message(agent_id, message_id)? else {
+        let Some(message) = self.ctx.reads().message(agent_id, message_id)? else {
             warn!(agent_id = %agent_id, run_id = %run_id, "message of finished turn missing from store");
             finished.run = Some(run);
             return Ok(finished);

@@ -6,7 +6,7 @@
 use holarchy_composition::constraint::{TurnRate, TurnWindow, HOUR_MS};
 use holarchy_supervision::AgentId;
 
-use crate::store::{Store, StoreError};
+use crate::store::{Reads, StoreError};
 
 /// The limit and its window; boxed in the agent's state, since most agents
 /// have none.
@@ -49,7 +49,7 @@ impl Hourly {
     /// its last turn only, so a retried message counts once.
     pub(super) fn admits(
         &mut self,
-        store: &dyn Store,
+        store: &dyn Reads,
         agent: AgentId,
         backlog: usize,
         now_ms: u64,

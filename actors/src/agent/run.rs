@@ -41,7 +41,7 @@ pub(super) async fn run_turn(
     // The turn's start (its attempt count) is on disk before the turn
     // runs: a turn that crashes the daemon is counted, so recovery can set
     // the message aside after `--max-message-attempts` crashes.
-    if let Err(err) = ctx.store.durable().await {
+    if let Err(err) = crate::apply::durable(&ctx).await {
         let outcome = TurnOutcome::BrainFailed(format!("the turn's start was not stored: {err}"));
         let _ = myself.cast(done(trace, run_id, outcome));
         return;

@@ -102,7 +102,7 @@ impl AgentActor {
             let _ = reply.send(Ok(delivered));
             return;
         }
-        let durable = flushed.unwrap_or_else(|| self.ctx.store.durable());
+        let durable = flushed.unwrap_or_else(|| crate::apply::durable(&self.ctx));
         let tasks = self.ctx.lifecycle.tasks.clone();
         tasks.spawn(async move {
             let _ = reply.send(
@@ -126,7 +126,7 @@ impl AgentActor {
         admit(&message.provenance, None, state.target)?;
         let agent_id = state.id();
         if let Some(key) = &message.dedupe_key {
-            if let Some(message_id) = self.ctx.store.message_id_by_dedupe_key(agent_id, key)? {
+            if let Some(message_id) = self.ctx.reads().message_id_by_dedupe_key(agent_id, key)? {
                 let delivered = Delivered {
                     message_id,
                     duplicate: true,
@@ -275,7 +275,7 @@ impl AgentActor {
             let agent_id = state.id();
             let known = fresh.take_if(|m| m.id == message_id);
             let Some(message) = known.map_or_else(
-                || self.ctx.store.message(agent_id, message_id),
+                || self.ctx.reads().message(agent_id, message_id),
                 |m| Ok(Some(m)),
             )?
             else {
@@ -331,7 +331,7 @@ impl AgentActor {
         let now_ms = now_ms();
         let backlog = self.ctx.config.max_queue_len;
         let hourly = match state.hourly.as_mut() {
-            Some(h) => Some(h.admits(self.ctx.store.as_ref(), agent_id, backlog, now_ms)?),
+            Some(h) => Some(h.admits(self.ctx.reads(), agent_id, backlog, now_ms)?),
             None => None,
         };
         let paced = match hourly {

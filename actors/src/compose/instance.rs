@@ -4,7 +4,7 @@
 use holarchy_composition::instance::InstanceRecord;
 use holarchy_supervision::{AgentRecord, Visibility};
 
-use crate::store::{Store, StoreError};
+use crate::store::{InstanceStore, Reads, StoreError};
 
 /// An instance and its agent, as an operator reads them.
 #[derive(Debug, Clone)]
@@ -34,20 +34,27 @@ impl From<StoreError> for LookupError {
     }
 }
 
-pub fn get(store: &dyn Store, name: &str) -> Result<InstanceView, LookupError> {
-    let record = store
+pub fn get(
+    instances: &dyn InstanceStore,
+    reads: &dyn Reads,
+    name: &str,
+) -> Result<InstanceView, LookupError> {
+    let record = instances
         .instance(name)?
         .ok_or_else(|| LookupError::NotFound(name.to_owned()))?;
-    let agent = agent_of(store, name)?;
+    let agent = agent_of(reads, name)?;
     Ok(InstanceView { record, agent })
 }
 
-pub fn list(store: &dyn Store) -> Result<Vec<InstanceView>, LookupError> {
-    store
+pub fn list(
+    instances: &dyn InstanceStore,
+    reads: &dyn Reads,
+) -> Result<Vec<InstanceView>, LookupError> {
+    instances
         .instances()?
         .into_iter()
         .map(|record| {
-            let agent = agent_of(store, record.name())?;
+            let agent = agent_of(reads, record.name())?;
             Ok(InstanceView { record, agent })
         })
         .collect()
@@ -56,11 +63,11 @@ pub fn list(store: &dyn Store) -> Result<Vec<InstanceView>, LookupError> {
 /// The agent running instance `name`: the public agent of that name whose
 /// composition names the instance. Another agent holding the name is a
 /// precondition the operator must clear.
-pub fn agent_of(store: &dyn Store, name: &str) -> Result<Option<AgentRecord>, LookupError> {
-    let Some(id) = store.agent_id_by_name(name)? else {
+pub fn agent_of(reads: &dyn Reads, name: &str) -> Result<Option<AgentRecord>, LookupError> {
+    let Some(id) = reads.agent_id_by_name(name)? else {
         return Ok(None);
     };
-    let Some(agent) = store.agent(id)? else {
+    let Some(agent) = reads.agent(id)? else {
         return Ok(None);
     };
     let ours = agent.profile.visibility == Visibility::Public

@@ -69,7 +69,7 @@ impl SchedulerActor {
     /// Fires what is due and sets the timer for the next slot.
     fn scan(&self, myself: &ActorRef<SchedulerMsg>, state: &mut SchedulerState) {
         let now = now_ms();
-        let instances = match self.ctx.store.instances() {
+        let instances = match self.ctx.instances().instances() {
             Ok(instances) => instances,
             Err(err) => {
                 warn!(error = %err, "scheduler could not read the instances; retrying");
@@ -106,7 +106,7 @@ impl SchedulerActor {
                     }
                 };
                 schedules += 1;
-                let last = match self.ctx.store.schedule_state(name, &index) {
+                let last = match self.ctx.inbound().schedule_state(name, &index) {
                     Ok(last) => last.last_fired_ms,
                     Err(err) => {
                         warn!(instance = name, schedule = %index, error = %err, "schedule state unreadable");
@@ -194,10 +194,10 @@ async fn fire_slot(
 ) -> Result<(), InboundError> {
     let event = event::from_schedule(instance, index, slot, payload)?;
     let published = publish(ctx, instance, event).await?;
-    let mut state = ctx.store.schedule_state(instance, index)?;
+    let mut state = ctx.inbound().schedule_state(instance, index)?;
     state.fired(slot);
-    ctx.store.put_schedule_state(instance, index, state)?;
-    ctx.store.durable().await?;
+    ctx.inbound().put_schedule_state(instance, index, state)?;
+    crate::apply::durable(ctx).await?;
     info!(
         instance,
         schedule = %index,

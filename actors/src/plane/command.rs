@@ -90,7 +90,7 @@ pub async fn exec(
     // Under the owner's structure lock: no restart or cleanup of the owner
     // interleaves with starting the command.
     let structure = ctx.locks.structure.lock(owner).await;
-    if !ctx.store.agent(owner)?.is_some_and(|a| a.state.is_live()) {
+    if !ctx.reads().agent(owner)?.is_some_and(|a| a.state.is_live()) {
         return Err(CommandError::OwnerGone);
     }
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
@@ -182,14 +182,14 @@ async fn executed(ctx: &Ctx, task_id: TaskId, ended: bool) -> Result<Executed, C
         64 * 1024
     };
     let task = ctx
-        .store
+        .reads()
         .task(task_id)?
         .ok_or_else(|| StoreError::Corrupt {
             tree: "tasks",
             detail: format!("task {task_id} vanished while it ran"),
         })?;
-    let initial_output = text(&ctx.store.output_after(task_id, 0, limit)?);
-    ctx.store.durable().await?;
+    let initial_output = text(&ctx.reads().output_after(task_id, 0, limit)?);
+    crate::apply::durable(ctx).await?;
     Ok(Executed {
         task,
         initial_output,
@@ -236,7 +236,7 @@ pub async fn stop(ctx: &Ctx, task_id: TaskId) -> Result<(), CommandError> {
         .await;
     let deadline = tokio::time::Instant::now() + grace + Duration::from_secs(5);
     while ctx
-        .store
+        .reads()
         .task(task_id)?
         .is_some_and(|t| t.status == TaskStatus::Running)
     {
@@ -263,7 +263,7 @@ fn writable_roots(
         .iter()
         .any(|root| root.starts_with(&ctx.config.worktree_root))
     {
-        for task in ctx.store.worktree_tasks()? {
+        for task in ctx.reads().worktree_tasks()? {
             if let Some(worktree) = task.worktree.filter(|w| roots.contains(&w.path)) {
                 writable.push(worktree.repo);
             }

@@ -173,7 +173,7 @@ async fn spawn_to_completion(
         }
         return Err(err);
     }
-    ctx.store.durable().await?;
+    crate::apply::durable(ctx).await?;
     Ok(Spawned { agent_id, task })
 }
 
@@ -206,7 +206,7 @@ async fn commit_child(
     task_id: TaskId,
 ) -> Result<plan::spawn::Spawn, SpawnError> {
     let _structure = ctx.locks.structure.lock(caller).await;
-    let Some(creator) = ctx.store.agent(caller)?.filter(|r| r.state.is_live()) else {
+    let Some(creator) = ctx.reads().agent(caller)?.filter(|r| r.state.is_live()) else {
         return Err(SpawnError::CallerGone);
     };
     // Bounds, checked under the lock every spawn under this caller takes,
@@ -269,7 +269,7 @@ async fn start(
         Some(_) => None,
     };
     // Its supervisor's cleanup ends it: the caller is going away.
-    if !ctx.store.agent(child)?.is_some_and(|r| r.state.is_live()) {
+    if !ctx.reads().agent(child)?.is_some_and(|r| r.state.is_live()) {
         return Err(SpawnError::CallerGone);
     }
     if ctx.directory.get(child).is_some() {
@@ -400,7 +400,7 @@ fn explicit_root(parent: &View, child: AgentId, root: &Path) -> Result<Projectio
 /// then leave a worktree the store forgot), and the child's starting
 /// directory in it if that is not part of the checkout (an untracked one).
 async fn make_worktree(ctx: &Ctx, planned: &Planned) -> Result<(), WorktreeError> {
-    ctx.store.durable().await?;
+    crate::apply::durable(ctx).await?;
     worktree::add(ctx, &planned.worktree).await?;
     std::fs::create_dir_all(&planned.start)?;
     Ok(())

@@ -57,14 +57,14 @@ pub enum TaskError {
 
 /// Reads a task, as seen by `owner` (None: an operator sees every task).
 pub fn get(ctx: &Ctx, task_id: TaskId, owner: Option<AgentId>) -> Result<TaskRecord, TaskError> {
-    ctx.store
+    ctx.reads()
         .task(task_id)?
         .filter(|t| owner.is_none_or(|o| t.owner_agent_id == o))
         .ok_or(TaskError::NotFound(task_id))
 }
 
 pub fn list(ctx: &Ctx, owner: AgentId) -> Result<Vec<TaskRecord>, TaskError> {
-    Ok(ctx.store.tasks_of(owner)?)
+    Ok(ctx.reads().tasks_of(owner)?)
 }
 
 /// The task's output from `offset`: for a command, its retained output
@@ -79,7 +79,7 @@ pub fn output(
     let task = get(ctx, task_id, owner)?;
     let out = match task.kind {
         TaskKind::Command => {
-            let chunks = ctx.store.output_after(task_id, offset, OUTPUT_PAGE)?;
+            let chunks = ctx.reads().output_after(task_id, offset, OUTPUT_PAGE)?;
             let first = chunks.first().map_or(offset, |c| c.offset);
             let next = chunks
                 .last()
@@ -98,7 +98,7 @@ pub fn output(
                 None => {
                     let mut replies = Vec::new();
                     for message in
-                        ctx.store
+                        ctx.reads()
                             .list_messages(child_agent_id, None, PROGRESS_MESSAGES)?
                     {
                         if let (MessageStatus::Handled { .. }, Some(reply)) =
@@ -178,7 +178,7 @@ pub async fn stop(
         // go: stopping the ended task is that word.
         if task.pending_worktree().is_some() {
             crate::workspace::worktree::release(ctx, task_id).await?;
-            ctx.store.durable().await?;
+            crate::apply::durable(ctx).await?;
             return get(ctx, task_id, owner);
         }
         return Err(TaskError::NotRunning {

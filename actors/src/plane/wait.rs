@@ -67,7 +67,7 @@ fn check_anchor(ctx: &Ctx, owner: AgentId, work_item: Option<WorkItemId>) -> Res
     let Some(id) = work_item else {
         return Ok(());
     };
-    match ctx.store.work_item(id)? {
+    match ctx.reads().work_item(id)? {
         Some(item) if item.owner_agent_id == owner => Ok(()),
         _ => Err(WaitError::WorkItemNotFound(id)),
     }
@@ -79,7 +79,7 @@ fn check_anchor(ctx: &Ctx, owner: AgentId, work_item: Option<WorkItemId>) -> Res
 async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> {
     let structure = ctx.locks.structure.lock(wait.owner_agent_id).await;
     if !ctx
-        .store
+        .reads()
         .agent(wait.owner_agent_id)?
         .is_some_and(|a| a.state.is_live())
     {
@@ -98,7 +98,7 @@ async fn arm(ctx: &Arc<Ctx>, wait: WaitRecord) -> Result<WaitRecord, WaitError> 
         tracing::debug!(wait_id = %wait.id, error = %err, "wait left to the owner's restart");
     }
     drop(structure);
-    ctx.store.durable().await?;
+    crate::apply::durable(ctx).await?;
     Ok(wait)
 }
 
@@ -165,7 +165,7 @@ pub async fn cancel(
     owner: Option<AgentId>,
 ) -> Result<WaitRecord, WaitError> {
     let wait = ctx
-        .store
+        .reads()
         .wait(wait_id)?
         .filter(|w| owner.is_none_or(|o| w.owner_agent_id == o))
         .ok_or(WaitError::NotFound(wait_id))?;
@@ -186,7 +186,7 @@ pub async fn cancel(
     if let Some(actor) = ctx.directory.remove_wait(wait_id) {
         actor.stop(Some("cancelled".into()));
     }
-    ctx.store.durable().await?;
+    crate::apply::durable(ctx).await?;
     Ok(wait)
 }
 
@@ -199,10 +199,10 @@ pub async fn deliver(
     dedupe_key: Option<String>,
 ) -> Result<Delivered, WaitError> {
     let wait_id = ctx
-        .store
+        .reads()
         .wait_by_token_hash(&token_hash(token))?
         .ok_or(WaitError::UnknownToken)?;
-    let wait = ctx.store.wait(wait_id)?.ok_or(WaitError::UnknownToken)?;
+    let wait = ctx.reads().wait(wait_id)?.ok_or(WaitError::UnknownToken)?;
     if wait.status != WaitStatus::Armed {
         return Err(WaitError::RevokedToken);
     }

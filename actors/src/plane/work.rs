@@ -28,11 +28,11 @@ pub async fn update(
     owner: AgentId,
     change: WorkUpdate,
 ) -> Result<WorkItemRecord, WorkPlaneError> {
-    let items = ctx.store.work_items_of(owner)?;
+    let items = ctx.reads().work_items_of(owner)?;
     let (plan, item) =
         plan::workspace::work_item(owner, &items, change, WorkItemId::generate(), now_ms())?;
     crate::apply::apply(ctx, plan)?;
-    ctx.store.durable().await?;
+    crate::apply::durable(ctx).await?;
     Ok(item)
 }
 

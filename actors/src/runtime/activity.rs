@@ -82,7 +82,7 @@ impl Runtime {
         let mut tasks = Vec::new();
         for id in ctx.directory.some_tasks(limit) {
             tasks.extend(
-                ctx.store
+                ctx.reads()
                     .task(id)?
                     .filter(|t| t.status == TaskStatus::Running),
             );
@@ -91,7 +91,7 @@ impl Runtime {
         let mut waits = Vec::new();
         for id in ctx.directory.some_waits(limit) {
             waits.extend(
-                ctx.store
+                ctx.reads()
                     .wait(id)?
                     .filter(|w| w.status == WaitStatus::Armed),
             );
@@ -124,7 +124,7 @@ impl Runtime {
 
     fn describe(&self, hot: HotAgent) -> Result<Option<ActiveAgent>, StoreError> {
         let ctx = self.ctx();
-        let Some(record) = ctx.store.agent(hot.agent_id)? else {
+        let Some(record) = ctx.reads().agent(hot.agent_id)? else {
             return Ok(None);
         };
         let mut agent = ActiveAgent {

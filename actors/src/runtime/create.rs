@@ -86,7 +86,7 @@ async fn mark_failed(ctx: &Ctx, agent_id: AgentId, reason: String) -> Result<boo
     if runs {
         return Ok(true);
     }
-    let Some(record) = ctx.store.agent(agent_id)? else {
+    let Some(record) = ctx.reads().agent(agent_id)? else {
         return Ok(false);
     };
     let Some(plan) = plan::create::mark_failed(&record, reason.clone(), now_ms()) else {
@@ -168,7 +168,7 @@ async fn create_to_completion(
     // One transaction: every record lands, or none does.
     // Grouped: concurrent single creations share one transaction (and its
     // log writes) instead of each taking sled's lock on its own.
-    let ends_before = ctx.store.agent_ends();
+    let ends_before = crate::apply::agent_ends(ctx);
     let flushed = crate::apply::apply_grouped(ctx, plan).await?;
     let total = created.len();
     let ids: Vec<AgentId> = created.iter().map(|(record, _)| record.id).collect();

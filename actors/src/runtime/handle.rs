@@ -312,7 +312,7 @@ impl Runtime {
                 Err(err) => Err(err),
             });
         }
-        if let Err(err) = self.ctx.store.durable().await {
+        if let Err(err) = crate::apply::durable(&self.ctx).await {
             let failed = err.to_string();
             for answer in &mut answers {
                 if answer.is_ok() {
@@ -347,7 +347,7 @@ impl Runtime {
     ) -> Result<CleanupOutcome, Bounded<ArchiveError>> {
         let record = self
             .ctx
-            .store
+            .reads()
             .agent(agent_id)
             .map_err(ArchiveError::from)?
             .ok_or(ArchiveError::NotFound(agent_id))?;
@@ -383,7 +383,7 @@ impl Runtime {
     ) -> Result<ControlOutcome, ControlError> {
         let record = self
             .ctx
-            .store
+            .reads()
             .agent(agent_id)?
             .ok_or(ControlError::NotFound(agent_id))?;
         if record.profile.visibility == Visibility::Private {
@@ -418,7 +418,7 @@ impl Runtime {
         brain.validate()?;
         let record = self
             .ctx
-            .store
+            .reads()
             .agent(agent_id)?
             .ok_or(BrainError::NotFound(agent_id))?;
         let (plan, record) = plan::agent::rebrain(&record, brain, crate::now_ms())
@@ -428,7 +428,7 @@ impl Runtime {
             StoreError::Precondition(_) => BrainError::NotLive(agent_id),
             other => other.into(),
         })?;
-        self.ctx.store.durable().await?;
+        crate::apply::durable(&self.ctx).await?;
         Ok(record)
     }
 
@@ -456,7 +456,7 @@ impl Runtime {
     /// cleanup still finishing skips a record that is gone.
     pub async fn delete_archived(&self, records: Vec<AgentRecord>) -> Result<(), StoreError> {
         crate::apply::apply(&self.ctx, plan::agent::purge(records))?;
-        self.ctx.store.durable().await
+        crate::apply::durable(&self.ctx).await
     }
 
     /// Stops every actor, top-down, within `timeout`. Pending work stays in
@@ -520,7 +520,7 @@ async fn give_back(ctx: &Ctx, turns: Vec<InFlightTurn>, timeout: Duration) {
     }
     let mut cut = Vec::with_capacity(turns.len());
     for turn in turns {
-        match ctx.store.message(turn.agent_id, turn.message_id) {
+        match ctx.reads().message(turn.agent_id, turn.message_id) {
             Ok(Some(message)) => cut.push((message, turn.run_id)),
             Ok(None) => {}
             Err(err) => {
@@ -538,7 +538,7 @@ async fn give_back(ctx: &Ctx, turns: Vec<InFlightTurn>, timeout: Duration) {
         return;
     }
     let written = match crate::apply::apply(ctx, plan) {
-        Ok(()) => tokio::time::timeout(timeout, ctx.store.durable()).await,
+        Ok(()) => tokio::time::timeout(timeout, crate::apply::durable(ctx)).await,
         Err(err) => Ok(Err(err)),
     };
     match written {

@@ -38,9 +38,9 @@ impl Runtime {
         kinds: Vec<MemoryKind>,
         limit: usize,
     ) -> Result<Vec<MemoryHit>, Bounded<StoreError>> {
-        let store = self.ctx().store.clone();
+        let ctx = self.ctx().clone();
         bounded_blocking(self.read_deadline(), move || {
-            store.search_memory(agent, &query, &kinds, limit)
+            ctx.memory().search_memory(agent, &query, &kinds, limit)
         })
         .await
     }
@@ -49,7 +49,7 @@ impl Runtime {
     /// lookups for an agent with no memory (most of them), and a count of
     /// its index entries for one with some.
     pub fn memory_size(&self, agent: AgentId) -> Result<MemorySize, StoreError> {
-        self.ctx().store.memory_size(agent)
+        self.ctx().memory().memory_size(agent)
     }
 
     /// A page of the agent's notes after `after`, and how many it keeps.
@@ -59,20 +59,27 @@ impl Runtime {
         after: Option<NoteId>,
         limit: usize,
     ) -> Result<(Vec<MemoryNote>, u64), Bounded<StoreError>> {
-        let store = self.ctx().store.clone();
+        let ctx = self.ctx().clone();
         bounded_blocking(self.read_deadline(), move || {
-            Ok((store.notes(agent, after, limit)?, store.note_count(agent)?))
+            let memory = ctx.memory();
+            Ok((
+                memory.notes(agent, after, limit)?,
+                memory.note_count(agent)?,
+            ))
         })
         .await
     }
 
     /// Writes an operator's note; returns once it is on disk.
     pub async fn write_note(&self, draft: NoteDraft) -> Result<MemoryNote, Bounded<StoreError>> {
-        let store = self.ctx().store.clone();
+        let ctx = self.ctx().clone();
         // A write waits as long as any operator's change may.
         let limit = self.change_deadline();
-        let note = bounded_blocking(limit, move || store.put_note(&draft, crate::now_ms())).await?;
-        match tokio::time::timeout(limit, self.ctx().store.durable()).await {
+        let note = bounded_blocking(limit, move || {
+            ctx.memory().put_note(&draft, crate::now_ms())
+        })
+        .await?;
+        match tokio::time::timeout(limit, crate::apply::durable(self.ctx())).await {
             Ok(flushed) => flushed.map_err(Bounded::Failed)?,
             Err(_) => return Err(Bounded::TimedOut(limit)),
         }
@@ -90,11 +97,14 @@ impl Runtime {
             let mut role = record
                 .composition
                 .as_deref()
-                .map(|stored| compose::current(ctx.store.as_ref(), stored))
+                .map(|stored| compose::current(ctx.instances(), stored))
                 .as_ref()
                 .and_then(compose::role);
             let assembled = context::bounded(&ctx, &record, None, role.as_mut())?;
-            let stored = ctx.store.context_record(record.id)?.unwrap_or_default();
+            let stored = ctx
+                .context_records()
+                .context_record(record.id)?
+                .unwrap_or_default();
             Ok(ContextPreview {
                 role,
                 assembled,

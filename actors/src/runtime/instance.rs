@@ -90,7 +90,7 @@ pub async fn apply(
     // another apply of the same instance. Held for the writes only, never
     // across their flush, which comes after it is let go.
     let one_at_a_time = ctx.locks.instances.lock(spec.name.clone()).await;
-    let previous = ctx.store.instance(&spec.name)?;
+    let previous = ctx.instances().instance(&spec.name)?;
     let record = InstanceRecord {
         digest: spec.digest(),
         created_at_ms: previous.as_ref().map_or_else(now_ms, |p| p.created_at_ms),
@@ -113,7 +113,7 @@ pub async fn apply(
             drop(one_at_a_time);
             // What it found may be an earlier apply's writes not yet
             // flushed: "unchanged" is an answer, so it waits for them too.
-            ctx.store.durable().await?;
+            crate::apply::durable(ctx).await?;
             let record = previous.unwrap_or(record);
             return Ok((InstanceView { record, agent }, Change::Unchanged));
         }
@@ -138,7 +138,7 @@ pub async fn apply(
             (agent, Some(created), Change::Created)
         }
     };
-    ctx.store
+    ctx.instances()
         .swap_instance(&name, previous_digest, Some(&record))?;
     let changed = plan::instance::changed(Some(agent.id), &name, change.name(), &record.digest);
     crate::apply::apply(ctx, changed)?;
@@ -146,7 +146,7 @@ pub async fn apply(
     if let Some(created) = created {
         created.await?;
     }
-    ctx.store.durable().await?;
+    crate::apply::durable(ctx).await?;
     if change == Change::Updated {
         tell_recomposed(ctx, agent.id, &record);
     }
@@ -182,11 +182,11 @@ fn tell_recomposed(ctx: &Ctx, agent_id: AgentId, record: &InstanceRecord) {
 
 /// An instance and its agent.
 pub fn get(ctx: &Ctx, name: &str) -> Result<InstanceView, InstanceError> {
-    Ok(lookup::get(ctx.store.as_ref(), name)?)
+    Ok(lookup::get(ctx.instances(), ctx.reads(), name)?)
 }
 
 pub fn list(ctx: &Ctx) -> Result<Vec<InstanceView>, InstanceError> {
-    Ok(lookup::list(ctx.store.as_ref())?)
+    Ok(lookup::list(ctx.instances(), ctx.reads())?)
 }
 
 /// Archives the instance's agent (and its private subtree), then forgets
@@ -203,17 +203,17 @@ pub async fn delete(ctx: &Arc<Ctx>, name: &str) -> Result<InstanceView, Instance
             .await
             .map_err(|err| InstanceError::Precondition(err.to_string()))?;
     }
-    ctx.store
+    ctx.instances()
         .swap_instance(name, Some(&view.record.digest), None)?;
     // Its stored events and schedule progress go too: an instance made
     // again under the name starts clean (a crash before this leaves them
     // for the next delete of the name, or a re-created instance's replays
     // answered as duplicates).
-    ctx.store.forget_instance(name)?;
+    ctx.inbound().forget_instance(name)?;
     let agent_id = view.agent.as_ref().map(|a| a.id);
     let changed = plan::instance::changed(agent_id, name, "deleted", &view.record.digest);
     crate::apply::apply(ctx, changed)?;
-    ctx.store.durable().await?;
+    crate::apply::durable(ctx).await?;
     ctx.topology.schedules_changed();
     Ok(get_after_delete(ctx, view))
 }
@@ -222,7 +222,7 @@ fn get_after_delete(ctx: &Ctx, view: InstanceView) -> InstanceView {
     let agent = view
         .agent
         .as_ref()
-        .and_then(|a| ctx.store.agent(a.id).ok().flatten())
+        .and_then(|a| ctx.reads().agent(a.id).ok().flatten())
         .or(view.agent);
     InstanceView {
         record: view.record,
@@ -272,7 +272,7 @@ async fn check(ctx: &Arc<Ctx>, spec: &InstanceSpec) -> Result<(), InstanceError>
 /// The public agent named `name`, if it runs (or ran) instance `name`. A
 /// public agent of that name that is no instance's is a conflict.
 fn agent_of(ctx: &Ctx, name: &str) -> Result<Option<AgentRecord>, InstanceError> {
-    Ok(lookup::agent_of(ctx.store.as_ref(), name)?)
+    Ok(lookup::agent_of(ctx.reads(), name)?)
 }
 
 async fn create_agent(
@@ -301,7 +301,7 @@ async fn create_agent(
         .next()
         .ok_or_else(|| InstanceError::Precondition("no agent was created".into()))?;
     let agent = ctx
-        .store
+        .reads()
         .agent(id)?
         .ok_or_else(|| InstanceError::Precondition(format!("agent {id} vanished")))?;
     Ok((agent, flushed))

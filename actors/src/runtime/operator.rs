@@ -41,12 +41,12 @@ impl Runtime {
     /// Resolves once every write made before the call is on disk: an
     /// operator's read answers after it.
     pub fn durable(&self) -> DurableFuture {
-        self.ctx().store.durable()
+        crate::apply::durable(self.ctx())
     }
 
     /// An agent's record, as operators see it.
     pub fn agent_record(&self, agent_id: AgentId) -> Result<Option<AgentRecord>, StoreError> {
-        self.ctx().store.agent(agent_id)
+        self.ctx().reads().agent(agent_id)
     }
 
     /// The tasks `agent_id` owns, in id order.
@@ -226,7 +226,7 @@ impl Runtime {
         let secrets = &self.ctx().config.secrets;
         Ok(self
             .ctx()
-            .store
+            .inbound()
             .inbound(instance, dedupe_key)?
             .map(|mut event| {
                 for text in [
@@ -264,7 +264,7 @@ impl Runtime {
     /// One approval, whole.
     pub fn approval(&self, id: ApprovalId) -> Result<ApprovalRecord, ApprovalError> {
         self.ctx()
-            .store
+            .approvals()
             .approval(id)?
             .ok_or(ApprovalError::NotFound(id))
     }

@@ -124,11 +124,11 @@ pub fn restart(ctx: &Arc<Ctx>, index: usize, root: ActorCell, reason: String) {
 /// Partition `index`'s share of the public agents, from the store: the
 /// directory may lack one whose respawn a death of the partition cut
 /// short. An ended agent is passed over by its respawn.
-async fn share_of(ctx: &Ctx, index: usize) -> Result<Vec<AgentId>, StoreError> {
+async fn share_of(ctx: &Arc<Ctx>, index: usize) -> Result<Vec<AgentId>, StoreError> {
     let count = ctx.topology.partition_count();
     // A scan of every public id: on the blocking pool, not a worker.
-    let store = ctx.store.clone();
-    let ids = tokio::task::spawn_blocking(move || store.public_agent_ids())
+    let reading = ctx.clone();
+    let ids = tokio::task::spawn_blocking(move || reading.reads().public_agent_ids())
         .await
         .unwrap_or_else(|join| Err(StoreError::Backend(join.to_string())))?;
     Ok(ids

@@ -30,7 +30,7 @@ const SPAWNERS_PER_CORE: usize = 2;
 pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProcessingErr> {
     let mut report = RuntimeSnapshot::default();
     let began = Instant::now();
-    let input = ctx.store.recovery_input()?;
+    let input = ctx.reads().recovery_input()?;
     let read = began.elapsed();
     let unfinished = finish_cleanups(ctx, &input.intents, &mut report)?;
     report.interrupted_commands = interrupt_commands(ctx, &input.running_tasks)?;
@@ -38,7 +38,7 @@ pub(super) async fn recover(ctx: &Arc<Ctx>) -> Result<RuntimeSnapshot, ActorProc
     let mut input = if input.intents.is_empty() && report.interrupted_commands == 0 {
         input
     } else {
-        ctx.store.recovery_input()?
+        ctx.reads().recovery_input()?
     };
     input.damaged.extend(unfinished);
     let (failed, held) = damage::set_aside(&mut input);
@@ -131,7 +131,7 @@ fn interrupt_commands(ctx: &Ctx, running: &[TaskRecord]) -> Result<usize, StoreE
         // that records its intent, and nothing else writes while the
         // daemon recovers, so the ending write below cannot be refused.
         // An owner whose record is damaged is not coming back this start.
-        let owner_live = match ctx.store.agent(task.owner_agent_id) {
+        let owner_live = match ctx.reads().agent(task.owner_agent_id) {
             Ok(owner) => owner.is_some_and(|a| a.state.is_live()),
             Err(StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. }) => false,
             Err(err) => return Err(err),

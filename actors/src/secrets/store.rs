@@ -17,8 +17,8 @@ use holarchy_composition::schedule::ScheduleState;
 use super::Secrets;
 use crate::store::{
     ApprovalStore, Batch, ContextRecord, ContextStore, DurableFuture, InboundStore, InstanceStore,
-    MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Recalled, RecoveryInput,
-    ReplayGuard, Store, StoreError, StoredEvent,
+    MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Reads, Recalled,
+    RecoveryInput, ReplayGuard, Store, StoreError, StoredEvent,
 };
 
 /// Wraps the runtime's store; reads pass through unchanged.
@@ -232,7 +232,7 @@ impl InboundStore for RedactingStore {
     }
 }
 
-impl Store for RedactingStore {
+impl Reads for RedactingStore {
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError> {
         self.inner.agent(id)
     }
@@ -338,7 +338,9 @@ impl Store for RedactingStore {
     fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError> {
         self.inner.work_items_of(owner)
     }
+}
 
+impl Store for RedactingStore {
     fn commit(&self, batch: Batch) -> Result<(), StoreError> {
         let mut batch = batch;
         self.secrets.redact_batch(&mut batch);

@@ -8,7 +8,7 @@ use holarchy_supervision::{AgentId, ApprovalId};
 
 use super::StoreError;
 
-pub trait ApprovalStore {
+pub trait ApprovalStore: Send + Sync {
     fn approval(&self, id: ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
     /// Approvals, oldest first, at most `limit`: one agent's (by its
     /// index) or every agent's, decided ones included (history).

@@ -22,7 +22,7 @@ pub struct ContextRecord {
     pub updated_at_ms: u64,
 }
 
-pub trait ContextStore {
+pub trait ContextStore: Send + Sync {
     fn context_record(&self, agent_id: AgentId) -> Result<Option<ContextRecord>, StoreError>;
     /// Replaces the agent's record; durable once a later
     /// [`super::Store::durable`] resolves.

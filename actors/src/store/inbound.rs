@@ -29,7 +29,7 @@ pub struct ReplayGuard<'a> {
     pub window_ms: u64,
 }
 
-pub trait InboundStore {
+pub trait InboundStore: Send + Sync {
     /// Keeps `event` for `instance` unless one with its dedupe key is
     /// already kept (one atomic insert-if-absent, so two deliveries racing
     /// keep one). Durable once a later [`super::Store::durable`] resolves.

@@ -8,7 +8,7 @@ use holarchy_composition::instance::InstanceRecord;
 
 use super::StoreError;
 
-pub trait InstanceStore {
+pub trait InstanceStore: Send + Sync {
     fn instance(&self, name: &str) -> Result<Option<InstanceRecord>, StoreError>;
     /// Every instance, by name.
     fn instances(&self) -> Result<Vec<InstanceRecord>, StoreError>;

@@ -257,7 +257,7 @@ pub struct MemoryHit {
     pub snippet: String,
 }
 
-pub trait MemoryStore {
+pub trait MemoryStore: Send + Sync {
     /// Stores a checked draft at `now_ms`: a new note, or, when the agent
     /// already has a note with the draft's key, that note replaced.
     /// [`StoreError::Precondition`] when the agents of its tree already keep

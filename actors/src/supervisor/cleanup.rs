@@ -71,7 +71,7 @@ async fn run_to_completion(
     let structure = ctx
         .locks
         .structure
-        .lock_subtree(root, |agent| ctx.store.children_of(agent))
+        .lock_subtree(root, |agent| ctx.reads().children_of(agent))
         .await?;
     let Some(subtree) = read_subtree(ctx, root)? else {
         return Ok(CleanupOutcome::default());
@@ -123,30 +123,30 @@ async fn run_to_completion(
 /// The live subtree of `root`, read under its locks; `None` when the root
 /// is no longer live (a cleanup or a give-up got there first).
 fn read_subtree(ctx: &Ctx, root: AgentId) -> Result<Option<Subtree>, StoreError> {
-    let store = &ctx.store;
-    if !store.agent(root)?.is_some_and(|r| r.state.is_live()) {
+    let reads = ctx.reads();
+    if !reads.agent(root)?.is_some_and(|r| r.state.is_live()) {
         return Ok(None);
     }
     let running_tasks = |agent| -> Result<Vec<TaskId>, StoreError> {
-        Ok(store
+        Ok(reads
             .tasks_of(agent)?
             .into_iter()
             .filter(|t| t.status == TaskStatus::Running)
             .map(|t| t.id)
             .collect())
     };
-    let order = cleanup_plan(root, |a| store.children_of(a), running_tasks)?;
+    let order = cleanup_plan(root, |a| reads.children_of(a), running_tasks)?;
     let mut subtree = Subtree::default();
     subtree.ids.clone_from(&order.agents);
     for agent_id in &order.agents {
-        if let Some(record) = store.agent(*agent_id)? {
+        if let Some(record) = reads.agent(*agent_id)? {
             subtree.agents.push(record);
         }
-        subtree.pending.extend(store.pending_messages(*agent_id)?);
-        subtree.waits.extend(store.waits_of(*agent_id)?);
+        subtree.pending.extend(reads.pending_messages(*agent_id)?);
+        subtree.waits.extend(reads.waits_of(*agent_id)?);
     }
     for task_id in &order.tasks {
-        subtree.tasks.extend(store.task(*task_id)?);
+        subtree.tasks.extend(reads.task(*task_id)?);
     }
     Ok(Some(subtree))
 }
@@ -261,13 +261,13 @@ async fn remove_tmp_dirs(ctx: &Arc<Ctx>, agents: &[AgentId]) {
 /// can write no more. Off the async workers: an agent may keep thousands
 /// of notes.
 async fn delete_memories(ctx: &Arc<Ctx>, agents: &[AgentId]) -> Result<(), StoreError> {
-    let store = ctx.store.clone();
+    let ctx = ctx.clone();
     let agents = agents.to_vec();
     tokio::task::spawn_blocking(move || {
         agents.iter().try_for_each(|agent| {
-            store.delete_memory(*agent)?;
+            ctx.memory().delete_memory(*agent)?;
             // The running summary of its context goes with its notes.
-            store.forget_context(*agent)
+            ctx.context_records().forget_context(*agent)
         })
     })
     .await
@@ -280,13 +280,13 @@ async fn delete_memories(ctx: &Arc<Ctx>, agents: &[AgentId]) -> Result<(), Store
 pub fn finish(ctx: &Ctx, intent: &CleanupIntent) -> Result<usize, StoreError> {
     let mut agents = Vec::with_capacity(intent.agents.len());
     for agent_id in &intent.agents {
-        agents.extend(ctx.store.agent(*agent_id)?);
+        agents.extend(ctx.reads().agent(*agent_id)?);
     }
     let (plan, finished) = plan::cleanup::finish_interrupted(intent, &agents, now_ms());
     // Idempotent: notes a first run deleted stay deleted.
     for agent_id in &intent.agents {
-        ctx.store.delete_memory(*agent_id)?;
-        ctx.store.forget_context(*agent_id)?;
+        ctx.memory().delete_memory(*agent_id)?;
+        ctx.context_records().forget_context(*agent_id)?;
     }
     crate::apply::apply(ctx, plan)?;
     // Nothing of theirs runs at start: their temporary directories go too.

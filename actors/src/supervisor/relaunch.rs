@@ -85,14 +85,14 @@ pub(super) fn on_exit(
 
 fn running_task(ctx: &Ctx, task_id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
     Ok(ctx
-        .store
+        .reads()
         .task(task_id)?
         .filter(|t| t.status == TaskStatus::Running))
 }
 
 fn armed_wait(ctx: &Ctx, wait_id: WaitId) -> Result<Option<WaitRecord>, StoreError> {
     Ok(ctx
-        .store
+        .reads()
         .wait(wait_id)?
         .filter(|w| w.status == WaitStatus::Armed))
 }
@@ -130,7 +130,7 @@ async fn lock_live_owner<'a>(
         return Ok(None);
     }
     let owner_live = ctx
-        .store
+        .reads()
         .agent(owner_id)?
         .is_some_and(|a| a.state.is_live());
     if !owner_live {

@@ -63,7 +63,7 @@ pub async fn spawn_created(
         return Ok(None);
     }
     let actor = start_agent(ctx, record, queue, supervisor, false, Some(slots)).await?;
-    if ctx.store.agent_ends() == ends_before {
+    if crate::apply::agent_ends(ctx) == ends_before {
         return Ok(Some(actor));
     }
     keep_if_live(ctx, agent_id, actor)
@@ -80,7 +80,7 @@ fn keep_if_live(
     actor: ActorRef<AgentMsg>,
 ) -> Result<Option<ActorRef<AgentMsg>>, ActorProcessingErr> {
     if !ctx
-        .store
+        .reads()
         .agent(agent_id)?
         .is_some_and(|r| r.state.is_live())
     {
@@ -154,7 +154,7 @@ pub async fn spawn_task(
     // A task that ended while its actor started has nothing to supervise;
     // what ended it found no actor to stop.
     if !ctx
-        .store
+        .reads()
         .task(task.id)?
         .is_some_and(|t| t.status == TaskStatus::Running)
     {
@@ -175,7 +175,7 @@ pub async fn spawn_wait(
     let timer = matches!(wait.kind, holarchy_supervision::WaitKind::Timer { .. });
     ctx.directory.insert_wait(wait.id, actor.clone(), timer);
     if !ctx
-        .store
+        .reads()
         .wait(wait.id)?
         .is_some_and(|w| w.status == WaitStatus::Armed)
     {
@@ -206,7 +206,7 @@ pub fn requeue_interrupted(
     agent_id: AgentId,
     reason: &str,
 ) -> Result<(Batch, Vec<MessageId>), StoreError> {
-    let pending = ctx.store.pending_messages(agent_id)?;
+    let pending = ctx.reads().pending_messages(agent_id)?;
     let mut batch = Batch::new();
     let mut queue = Vec::with_capacity(pending.len());
     for mut message in pending {
@@ -248,7 +248,7 @@ pub async fn spawn_tree(
     let mut started = Vec::new();
     while let Some((agent_id, supervisor)) = todo.pop_front() {
         // Read again: a cleanup may have ended it since it was queued here.
-        let Some(record) = ctx.store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
+        let Some(record) = ctx.reads().agent(agent_id)?.filter(|r| r.state.is_live()) else {
             continue;
         };
         let (batch, queue) = requeue_interrupted(ctx, agent_id, reason)?;
@@ -263,7 +263,7 @@ pub async fn spawn_tree(
                 continue;
             }
         };
-        for task in ctx.store.tasks_of(agent_id)? {
+        for task in ctx.reads().tasks_of(agent_id)? {
             if task.status != TaskStatus::Running {
                 continue;
             }
@@ -285,14 +285,14 @@ pub async fn spawn_tree(
                 }
             }
         }
-        for wait in ctx.store.waits_of(agent_id)? {
+        for wait in ctx.reads().waits_of(agent_id)? {
             if wait.status == WaitStatus::Armed {
                 if let Err(err) = spawn_wait(ctx, &wait, actor.get_cell()).await {
                     warn!(wait_id = %wait.id, error = %err, "skipped re-arming a wait");
                 }
             }
         }
-        for child in ctx.store.children_of(agent_id)? {
+        for child in ctx.reads().children_of(agent_id)? {
             todo.push_back((child, actor.get_cell()));
         }
         started.push((agent_id, actor));
@@ -302,7 +302,7 @@ pub async fn spawn_tree(
         // Messages that reached the store after the queue was read (a
         // child's result, say) would otherwise wait for the next start.
         let pending = ctx
-            .store
+            .reads()
             .pending_messages(agent_id)?
             .into_iter()
             .map(|m| m.id)
@@ -321,19 +321,19 @@ pub async fn respawn_subtree(
     supervisor: ActorCell,
     reason: &str,
 ) -> Result<usize, ActorProcessingErr> {
-    let store = &ctx.store;
+    let reads = ctx.reads();
     // Most ids a restarted partition walks may be agents that ended long
     // ago: those cost one read here, not a walk of their subtree's locks.
-    if !store.agent(agent_id)?.is_some_and(|r| r.state.is_live()) {
+    if !reads.agent(agent_id)?.is_some_and(|r| r.state.is_live()) {
         return Ok(0);
     }
     let _structure = ctx
         .locks
         .structure
-        .lock_subtree(agent_id, |agent| store.children_of(agent))
+        .lock_subtree(agent_id, |agent| reads.children_of(agent))
         .await?;
     // Read again under the locks: a cleanup may have ended it since.
-    let Some(record) = store.agent(agent_id)?.filter(|r| r.state.is_live()) else {
+    let Some(record) = reads.agent(agent_id)?.filter(|r| r.state.is_live()) else {
         return Ok(0);
     };
     // A supervisor that died again meanwhile has a later respawn coming:
@@ -363,14 +363,14 @@ pub(super) fn forget_subtree(ctx: &Ctx, root: AgentId) -> Result<(), StoreError>
     let mut todo = vec![root];
     while let Some(agent_id) = todo.pop() {
         ctx.directory.remove(agent_id);
-        for task in ctx.store.tasks_of(agent_id)? {
+        for task in ctx.reads().tasks_of(agent_id)? {
             ctx.directory.remove_task(task.id);
             ctx.directory.remove_command(task.id);
         }
-        for wait in ctx.store.waits_of(agent_id)? {
+        for wait in ctx.reads().waits_of(agent_id)? {
             ctx.directory.remove_wait(wait.id);
         }
-        todo.extend(ctx.store.children_of(agent_id)?);
+        todo.extend(ctx.reads().children_of(agent_id)?);
     }
     Ok(())
 }

@@ -47,7 +47,7 @@ impl Tool for AgentGet {
 
     async fn run(ctx: &Arc<Ctx>, caller: Caller, _: NoInput) -> Result<Value, AgentGetError> {
         let record = ctx
-            .store
+            .reads()
             .agent(caller.agent_id)?
             .ok_or(AgentGetError::NoRecord)?;
         Ok(json!({ "agent": agent_view(ctx, &record)? }))
@@ -197,19 +197,19 @@ pub fn agent_view(ctx: &Ctx, record: &AgentRecord) -> Result<Value, StoreError> 
     let agent_id = record.id;
     let live = ctx.directory.get(agent_id).map(|entry| entry.snapshot());
     let mut agent = agent_json(record, live.as_ref());
-    let waits = ctx.store.waits_of(agent_id)?;
+    let waits = ctx.reads().waits_of(agent_id)?;
     agent["waiting_on"] = waits
         .iter()
         .filter(|w| w.status == WaitStatus::Armed)
         .map(|w| Value::String(w.describe()))
         .collect();
     agent["current_work_item"] = ctx
-        .store
+        .reads()
         .work_focus(agent_id)?
         .map_or(Value::Null, |w| work_json(&w));
     agent["active_workspace"] = place_json(&workspace_plane::place(ctx, agent_id)?);
     agent["running_tasks"] = json!(ctx
-        .store
+        .reads()
         .tasks_of(agent_id)?
         .iter()
         .filter(|t| t.status == TaskStatus::Running)

@@ -152,7 +152,7 @@ pub(super) async fn call(
     }
     let rest = name.strip_prefix(PREFIX).ok_or_else(not_in_catalog)?;
     let record = ctx
-        .store
+        .reads()
         .agent(caller.agent_id)?
         .ok_or_else(not_in_catalog)?;
     let Some((server, tool)) = record.mcp_servers.iter().find_map(|server| {

@@ -105,9 +105,9 @@ impl Tool for MemoryWrite {
             tags: input.tags,
         };
         draft.check()?;
-        let note = ctx.store.put_note(&draft, now_ms())?;
+        let note = ctx.memory().put_note(&draft, now_ms())?;
         // Kept once on disk: a note told as written survives a crash.
-        ctx.store.durable().await?;
+        crate::apply::durable(ctx).await?;
         Ok(json!({
             "id": note.id.to_string(),
             "key": note.key,
@@ -206,10 +206,11 @@ impl Tool for MemorySearch {
         check_search(&input.query, limit)?;
         let limit = (limit as usize).min(MAX_SEARCH_HITS);
         let kinds: Vec<MemoryKind> = input.kinds.into_iter().map(Into::into).collect();
-        let store = ctx.store.clone();
+        let ctx = ctx.clone();
         // The engine scores on the CPU: off the async workers.
         let hits = tokio::task::spawn_blocking(move || {
-            store.search_memory(caller.agent_id, &input.query, &kinds, limit)
+            ctx.memory()
+                .search_memory(caller.agent_id, &input.query, &kinds, limit)
         })
         .await
         .map_err(|err| MemoryError::Interrupted(err.to_string()))??;
@@ -275,7 +276,7 @@ impl Tool for MemoryGet {
         if !is_memory_id(id) {
             return Err(MemoryError::BadId(id.to_owned()));
         }
-        match ctx.store.recall(caller.agent_id, id)? {
+        match ctx.memory().recall(caller.agent_id, id)? {
             Some(item) => Ok(entry_json(&item)),
             None => Err(MemoryError::NotFound(id.to_owned())),
         }

@@ -63,7 +63,7 @@ impl Tool for LoadSkill {
         caller: Caller,
         input: LoadSkillInput,
     ) -> Result<Value, LoadSkillError> {
-        let record = ctx.store.agent(caller.agent_id)?;
+        let record = ctx.reads().agent(caller.agent_id)?;
         // Only the skills the agent was composed with: a skill folder is
         // the operator's, not every agent's to read.
         let yours = record

@@ -82,7 +82,11 @@ impl StepRoom {
         folded: &Compaction,
     ) -> Result<(), crate::StoreError> {
         if self.base.is_none() {
-            self.base = Some(ctx.store.context_record(agent_id)?.unwrap_or_default());
+            self.base = Some(
+                ctx.context_records()
+                    .context_record(agent_id)?
+                    .unwrap_or_default(),
+            );
         }
         let base = self.base.clone().unwrap_or_default();
         let entry = format!("[{run_id}] {}", folded.summary);
@@ -101,7 +105,8 @@ impl StepRoom {
             run_id: run_id.to_string(),
             updated_at_ms: now_ms(),
         };
-        ctx.store.put_context_record(agent_id, &record)?;
-        ctx.store.durable().await
+        ctx.context_records()
+            .put_context_record(agent_id, &record)?;
+        crate::apply::durable(ctx).await
     }
 }

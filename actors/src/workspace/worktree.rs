@@ -257,7 +257,7 @@ fn held(ctx: &Ctx, task: &TaskRecord) -> Result<bool, StoreError> {
     Ok(match task.status {
         TaskStatus::Running => true,
         TaskStatus::Completed => ctx
-            .store
+            .reads()
             .agent(task.owner_agent_id)?
             .is_some_and(|owner| owner.state.is_live()),
         TaskStatus::Failed | TaskStatus::Stopped | TaskStatus::Interrupted => false,
@@ -269,7 +269,7 @@ fn held(ctx: &Ctx, task: &TaskRecord) -> Result<bool, StoreError> {
 /// interrupted. Returns how many it removed.
 pub async fn sweep(ctx: &Arc<Ctx>) -> Result<usize, StoreError> {
     let mut removed = 0;
-    for task in ctx.store.worktree_tasks()? {
+    for task in ctx.reads().worktree_tasks()? {
         if held(ctx, &task)? {
             continue;
         }
@@ -282,7 +282,7 @@ pub async fn sweep(ctx: &Arc<Ctx>) -> Result<usize, StoreError> {
     }
     if removed > 0 {
         // Whoever asked (a stop, an archive) is answered after this.
-        ctx.store.durable().await?;
+        crate::apply::durable(ctx).await?;
     }
     Ok(removed)
 }
@@ -293,7 +293,7 @@ pub async fn sweep(ctx: &Arc<Ctx>) -> Result<usize, StoreError> {
 /// still making it (committed, between its flush and its git call).
 pub async fn restore_running(ctx: &Ctx) -> Result<usize, StoreError> {
     let mut restored = 0;
-    for task in ctx.store.worktree_tasks()? {
+    for task in ctx.reads().worktree_tasks()? {
         if task.status != TaskStatus::Running {
             continue;
         }
@@ -329,7 +329,7 @@ async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<bool, WorktreeError> {
     // The child may start in a directory of the checkout git does not make.
     if let TaskKind::ChildAgent { child_agent_id } = task.kind {
         let active = ctx
-            .store
+            .reads()
             .workspaces(child_agent_id)?
             .and_then(|p| p.active)
             .map(|a| a.dir)
@@ -347,7 +347,7 @@ async fn restore(ctx: &Ctx, task: &TaskRecord) -> Result<bool, WorktreeError> {
 /// indexed, so a later sweep tries again.
 pub async fn release(ctx: &Arc<Ctx>, task_id: TaskId) -> Result<(), WorktreeError> {
     let Some(repo) = ctx
-        .store
+        .reads()
         .task(task_id)?
         .and_then(|t| t.pending_worktree().map(|w| w.repo.clone()))
     else {
@@ -358,7 +358,7 @@ pub async fn release(ctx: &Arc<Ctx>, task_id: TaskId) -> Result<(), WorktreeErro
     // sweep may both reach for the same worktree. Other repositories'
     // removals do not wait.
     let _one_per_repository = ctx.locks.worktrees.lock(repo).await;
-    let Some(task) = ctx.store.task(task_id)? else {
+    let Some(task) = ctx.reads().task(task_id)? else {
         return Ok(());
     };
     let Some(worktree) = task.pending_worktree() else {

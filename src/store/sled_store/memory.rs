@@ -7,8 +7,8 @@ use std::path::Path;
 
 use holarchy_actors::store::memory::MAX_NOTES_PER_TREE;
 use holarchy_actors::{
-    MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Recalled,
-    RecalledToolCall, Store, StoreError,
+    MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Reads, Recalled,
+    RecalledToolCall, StoreError,
 };
 use holarchy_supervision::{
     AgentId, AgentRecord, EventCursor, EventKind, MessageId, MessageStatus, NoteId,

@@ -1,9 +1,12 @@
-//! The [`Store`] trait on sled: records read by key or through their
-//! indexes, and commits handed to the writer (see `writer`, `grouped`).
+//! The [`Reads`] and [`Store`] traits on sled: records read by key or
+//! through their indexes, and commits handed to the writer (see `writer`,
+//! `grouped`).
 
 use std::sync::atomic::Ordering;
 
-use holarchy_actors::{Batch, CommitFuture, DurableFuture, RecoveryInput, Store, StoreError};
+use holarchy_actors::{
+    Batch, CommitFuture, DurableFuture, Reads, RecoveryInput, Store, StoreError,
+};
 use holarchy_supervision::workspace::Projection;
 use holarchy_supervision::{
     AgentId, AgentRecord, MessageId, MessageRecord, OutputChunk, TaskId, TaskRecord, WaitId,
@@ -18,7 +21,7 @@ use super::{
 };
 use crate::store::codec::{decode, decode_task};
 
-impl Store for SledStore {
+impl Reads for SledStore {
     fn agent(&self, id: AgentId) -> Result<Option<AgentRecord>, StoreError> {
         self.get_agent(&id.to_bytes())
     }
@@ -281,7 +284,9 @@ impl Store for SledStore {
             })
             .collect()
     }
+}
 
+impl Store for SledStore {
     fn commit(&self, batch: Batch) -> Result<(), StoreError> {
         self.count_an_end(&batch);
         let batch = Prepared::new(batch)?;

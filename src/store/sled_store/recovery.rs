@@ -19,7 +19,7 @@ use super::{backend, SledStore, CLEANUPS, MESSAGES, TASKS, WAITS};
 use crate::store::agent_trees::{AGENTS, PUBLIC_AGENTS};
 use crate::store::codec::{decode, decode_agent, decode_task};
 
-/// Everything recovery starts from (see [`holarchy_actors::Store::recovery_input`]).
+/// Everything recovery starts from (see [`holarchy_actors::Reads::recovery_input`]).
 pub(super) fn input(store: &SledStore) -> Result<RecoveryInput, StoreError> {
     let mut damaged = Vec::new();
     let mut pending = Vec::new();
@@ -178,7 +178,7 @@ fn read(
 
 #[cfg(test)]
 mod tests {
-    use holarchy_actors::Store;
+    use holarchy_actors::{Reads, Store};
     use holarchy_supervision::AgentId;
 
     use super::super::tests::{agent, created};

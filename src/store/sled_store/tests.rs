@@ -1,6 +1,6 @@
 //! Tests of the sled store against a temporary directory.
 
-use holarchy_actors::{Store, Write};
+use holarchy_actors::{Reads, Store, Write};
 use holarchy_supervision::{EventKind, MessageId, MessageRecord, MessageStatus, Provenance, RunId};
 
 use super::*;

@@ -193,7 +193,7 @@ impl CommandActor {
     /// The last bytes of the output, as text, for the task's result.
     fn tail(&self, task_id: TaskId, end: u64) -> Result<String, StoreError> {
         let from = end.saturating_sub(RESULT_TAIL as u64);
-        let chunks = self.ctx.store.output_after(task_id, from, RESULT_TAIL)?;
+        let chunks = self.ctx.reads().output_after(task_id, from, RESULT_TAIL)?;
         let bytes: Vec<u8> = chunks.into_iter().flat_map(|c| c.data).collect();
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }

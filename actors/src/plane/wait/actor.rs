@@ -26,7 +26,7 @@ impl WaitActor {
     /// Fires the timer once: the wait's `fired` record and the owner's wake
     /// message land together, and only if the wait is still armed.
     fn fire(&self, wait: &WaitRecord) -> Result<bool, StoreError> {
-        let Some(current) = self.ctx.store.wait(wait.id)? else {
+        let Some(current) = self.ctx.reads().wait(wait.id)? else {
             return Ok(false);
         };
         let Some(plan) = plan::wait::fire(&current, now_ms()) else {

@@ -1,6 +1,6 @@
 //! What becomes of an agent's notes when the agent ends.
 
-use holarchy_actors::Write;
+use holarchy_actors::{Store, Write};
 use holarchy_supervision::LifecycleState;
 
 use super::super::tests::{agent, created};

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use holarchy_actors::Write;
+use holarchy_actors::{Store, Write};
 use holarchy_supervision::{AgentRecord, EventKind, RunId, RunOutcome};
 
 use super::super::tests::{agent, created, message, open_after_raw};

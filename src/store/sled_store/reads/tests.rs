@@ -1,6 +1,6 @@
 //! Reads of an agent's history past its queue.
 
-use holarchy_actors::{Batch, Store, Write};
+use holarchy_actors::{Batch, Reads, Store, Write};
 use holarchy_supervision::{MessageStatus, RunId};
 
 use super::super::tests::{agent, created, message};

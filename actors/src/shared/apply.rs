@@ -3,7 +3,8 @@
 //! directory and the processes. Planners never commit or signal; this
 //! module is the one place where their batches are committed and their
 //! directives meet the system, so a second store implements "commit this
-//! batch" and nothing else.
+//! batch" and nothing else. It is a child of `shared` because it alone sees
+//! the store whole; everyone else takes a door of [`Ctx`].
 
 use holarchy_supervision::effect::{Batch, Directive, Plan};
 use holarchy_supervision::TaskRecord;
@@ -43,7 +44,7 @@ fn split(plan: Plan) -> (Vec<Directive>, Batch, Vec<Directive>) {
 /// Carries out `plan`: the directives that come first, the batch, then the
 /// rest. A batch the store refuses (a precondition, a name taken) changes
 /// nothing and runs no later directive; the error says why. Durable once a
-/// later `ctx.store.durable()` resolves.
+/// later [`durable`] resolves.
 pub fn apply(ctx: &Ctx, plan: Plan) -> Result<(), StoreError> {
     let (before, batch, after) = split(plan);
     before.into_iter().for_each(|d| direct(ctx, d));
@@ -69,6 +70,21 @@ pub async fn apply_grouped(ctx: &Ctx, plan: Plan) -> Result<DurableFuture, Store
     let flushed = ctx.store.commit_grouped(batch).await?;
     after.into_iter().for_each(|d| direct(ctx, d));
     Ok(flushed)
+}
+
+/// Resolves once everything committed before the call is on disk: what a
+/// caller awaits before it acknowledges a change, whether a plan's batch or
+/// a side store's write.
+pub fn durable(ctx: &Ctx) -> DurableFuture {
+    ctx.store.durable()
+}
+
+/// The store's count of commits that may end an agent (see
+/// [`Store::agent_ends`](crate::store::Store::agent_ends)): read before a
+/// commit and again after a later step, an unchanged count means no agent
+/// ended in between.
+pub fn agent_ends(ctx: &Ctx) -> u64 {
+    ctx.store.agent_ends()
 }
 
 /// Carries out the plan's directives that come before its commit, and
