@@ -2,7 +2,7 @@
 //! one go: they answer what the single reads answer, in the order asked.
 
 use holarchy::api::read_model::ReadModel;
-use holarchy_actors::{Batch, MemoryStore, Store, Write};
+use holarchy_actors::{Batch, MemoryStore, Reads, Store, Write};
 use holarchy_supervision::{AgentId, TokenUsage, WorkItemId, WorkItemRecord, WorkStatus};
 
 use crate::fixtures::*;
@@ -50,7 +50,7 @@ pub async fn an_agent_view_and_a_page_read_what_the_single_reads_do<H: Harness>(
         .expect("a is there");
     assert_eq!(
         view.record,
-        Store::agent(&*store, a.id).expect("reads").expect("a")
+        Reads::agent(&*store, a.id).expect("reads").expect("a")
     );
     assert_eq!(view.usage, store.usage_of(a.id).expect("reads"));
     assert_eq!(view.usage.map(|u| u.turns), Some(1));
@@ -58,11 +58,11 @@ pub async fn an_agent_view_and_a_page_read_what_the_single_reads_do<H: Harness>(
         view.memory.expect("counted"),
         store.memory_size(a.id).expect("counted")
     );
-    assert_eq!(view.waits, Store::waits_of(&*store, a.id).expect("reads"));
+    assert_eq!(view.waits, Reads::waits_of(&*store, a.id).expect("reads"));
     assert_eq!(view.waits.len(), 2);
     assert_eq!(
         view.work_items,
-        Store::work_items_of(&*store, a.id).expect("reads")
+        Reads::work_items_of(&*store, a.id).expect("reads")
     );
     assert!(ReadModel::agent_view(&*store, AgentId::generate())
         .expect("reads")
@@ -71,8 +71,8 @@ pub async fn an_agent_view_and_a_page_read_what_the_single_reads_do<H: Harness>(
     let page = ReadModel::beside(&*store, &[c.id, a.id, b.id]).expect("reads");
     let single = |id| {
         (
-            Store::waits_of(&*store, id).expect("reads"),
-            Store::work_items_of(&*store, id).expect("reads"),
+            Reads::waits_of(&*store, id).expect("reads"),
+            Reads::work_items_of(&*store, id).expect("reads"),
         )
     };
     assert_eq!(page, vec![single(c.id), single(a.id), single(b.id)]);
