@@ -16,7 +16,7 @@ use holarchy_actors::StoreError;
 use tokio::sync::mpsc;
 
 use super::dump::{Record, Table};
-use super::postgres::import::Chunk;
+use super::postgres::import::{Chunk, ImportError};
 use super::postgres::PgStore;
 use super::sled_store::{SledStore, StoreConfig};
 
@@ -70,10 +70,6 @@ pub fn copy(
     to: &PgStore,
     progress: &mut (dyn FnMut(Table, u64) + Send),
 ) -> Result<Copied, CopyError> {
-    let occupied = to.occupied_tables().map_err(CopyError::Write)?;
-    if !occupied.is_empty() {
-        return Err(CopyError::NotEmpty(occupied));
-    }
     let started = Instant::now();
     let (chunks, taken) = mpsc::channel(AHEAD);
     let (read, written) = std::thread::scope(|scope| {
@@ -85,10 +81,18 @@ pub fn copy(
             .unwrap_or_else(|_| Err(StoreError::Backend("the reading thread panicked".into())));
         (read, written)
     });
-    // A failed read ends the channel without `Done`, so the import rolled
-    // back: the read's own error says why.
+    // A refused database is why the read stopped (nothing took its
+    // chunks); otherwise a failed read ends the channel without `Done`, so
+    // the import rolled back, and the read's own error says why.
+    let tables = match written {
+        Err(ImportError::Occupied(tables)) => return Err(CopyError::NotEmpty(tables)),
+        Err(ImportError::Store(err)) => {
+            read.map_err(CopyError::Read)?;
+            return Err(CopyError::Write(err));
+        }
+        Ok(tables) => tables,
+    };
     read.map_err(CopyError::Read)?;
-    let tables = written.map_err(CopyError::Write)?;
     Ok(Copied {
         tables,
         took: started.elapsed(),

@@ -117,41 +117,41 @@ fn text(s: &str) -> Param {
 }
 
 /// The row `record` becomes in its table.
-fn row(record: &Record) -> Result<Vec<Param>, StoreError> {
+fn row(record: Record) -> Result<Vec<Param>, StoreError> {
     Ok(match record {
-        Record::Agent(agent) => agent_columns(agent)?,
-        Record::Name(name, agent) => vec![text(name), id(agent.to_bytes())],
-        Record::Message(message) => message_columns(message)?,
+        Record::Agent(agent) => agent_columns(&agent)?,
+        Record::Name(name, agent) => vec![Box::new(name), id(agent.to_bytes())],
+        Record::Message(message) => message_columns(&message)?,
         Record::Dedupe {
             agent_id,
             key,
             message_id,
         } => vec![
             id(agent_id.to_bytes()),
-            text(key),
+            Box::new(key),
             id(message_id.to_bytes()),
         ],
-        Record::Task(task) => task_columns(task)?,
-        Record::Wait(wait) => wait_columns(wait)?,
+        Record::Task(task) => task_columns(&task)?,
+        Record::Wait(wait) => wait_columns(&wait)?,
         Record::Trigger {
             token_hash,
             wait_id,
         } => vec![Box::new(token_hash.to_vec()), id(wait_id.to_bytes())],
-        Record::WorkItem(item) => work_item_columns(item)?,
+        Record::WorkItem(item) => work_item_columns(&item)?,
         Record::Output { task_id, chunk } => vec![
             id(task_id.to_bytes()),
             Box::new(bigint(chunk.offset)),
-            Box::new(encode("output", chunk)?),
+            Box::new(encode("output", &chunk)?),
         ],
         Record::Cleanup(intent) => {
             vec![
                 id(intent.id.to_bytes()),
-                Box::new(encode("cleanups", intent)?),
+                Box::new(encode("cleanups", &intent)?),
             ]
         }
         Record::Workspaces(projection) => vec![
             id(projection.agent_id.to_bytes()),
-            Box::new(encode("workspaces", projection)?),
+            Box::new(encode("workspaces", &projection)?),
         ],
         Record::Usage(agent, usage) => vec![
             id(agent.to_bytes()),
@@ -165,17 +165,17 @@ fn row(record: &Record) -> Result<Vec<Param>, StoreError> {
             last,
             encoded,
         } => vec![
-            Box::new(bigint(*first)),
-            Box::new(bigint(*last)),
-            Box::new(encoded.clone()),
+            Box::new(bigint(first)),
+            Box::new(bigint(last)),
+            Box::new(encoded),
         ],
         Record::Instance(instance) => vec![
             text(instance.name()),
             text(&instance.digest),
-            Box::new(encode_instance("instances", instance)?),
+            Box::new(encode_instance("instances", &instance)?),
         ],
         Record::Inbound { instance, event } => vec![
-            text(instance),
+            Box::new(instance),
             text(&event.dedupe_key),
             Box::new(encode("inbound", event.as_ref())?),
         ],
@@ -183,15 +183,15 @@ fn row(record: &Record) -> Result<Vec<Param>, StoreError> {
             instance,
             digest,
             encoded,
-        } => vec![text(instance), text(digest), Box::new(encoded.clone())],
+        } => vec![Box::new(instance), Box::new(digest), Box::new(encoded)],
         Record::Schedule {
             instance,
             schedule,
             state,
         } => vec![
-            text(instance),
-            text(schedule),
-            Box::new(encode("schedules", state)?),
+            Box::new(instance),
+            Box::new(schedule),
+            Box::new(encode("schedules", &state)?),
         ],
         Record::Approval(approval) => vec![
             id(approval.id.to_bytes()),
@@ -199,17 +199,20 @@ fn row(record: &Record) -> Result<Vec<Param>, StoreError> {
             // As `swap_approval` keeps it: open until decided and told.
             Box::new(!(approval.status.is_decided() && approval.delivered)),
             Box::new(encode("approvals", &approval.status)?),
-            Box::new(encode_approval("approvals", approval)?),
+            Box::new(encode_approval("approvals", &approval)?),
         ],
         Record::Context(agent, context) => {
-            vec![id(agent.to_bytes()), Box::new(encode("context", context)?)]
+            vec![id(agent.to_bytes()), Box::new(encode("context", &context)?)]
         }
-        Record::Note(note) => vec![
-            id(note.agent_id.to_bytes()),
-            id(note.id.to_bytes()),
-            Box::new(note.key.clone()),
-            Box::new(encode("notes", note.as_ref())?),
-        ],
+        Record::Note(note) => {
+            let value = encode("notes", note.as_ref())?;
+            vec![
+                id(note.agent_id.to_bytes()),
+                id(note.id.to_bytes()),
+                Box::new(note.key),
+                Box::new(value),
+            ]
+        }
         Record::NoteCount {
             agent_id,
             tree,
@@ -217,9 +220,9 @@ fn row(record: &Record) -> Result<Vec<Param>, StoreError> {
         } => vec![
             id(agent_id.to_bytes()),
             id(tree.to_bytes()),
-            Box::new(bigint(*notes)),
+            Box::new(bigint(notes)),
         ],
-        Record::NoteTree { tree, notes } => vec![id(tree.to_bytes()), Box::new(bigint(*notes))],
+        Record::NoteTree { tree, notes } => vec![id(tree.to_bytes()), Box::new(bigint(notes))],
     })
 }
 
@@ -266,35 +269,57 @@ async fn copy_in(
     writer.finish().await.map_err(backend)
 }
 
-impl PgStore {
-    /// The tables that already hold rows: a copy goes only into a
+/// Why an import took nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// These tables already hold rows: an import goes only into a
     /// database no daemon has written to.
-    pub fn occupied_tables(&self) -> Result<Vec<&'static str>, StoreError> {
-        self.call(|client| async move {
-            let mut occupied = Vec::new();
-            for table in Table::ALL {
-                let (name, _, _) = layout(table);
-                let row = client
-                    .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {name})"), &[])
-                    .await
-                    .map_err(backend)?;
-                if row.get::<_, bool>(0) {
-                    occupied.push(name);
-                }
-            }
-            Ok(occupied)
-        })
-    }
+    #[error("the database already holds holarchy data (in {})", .0.join(", "))]
+    Occupied(Vec<&'static str>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
+/// The tables of `tx` that hold rows, once every one is locked against
+/// writers: a daemon that starts on the database during the import waits
+/// for it, rather than writing beside it.
+async fn occupied(tx: &tokio_postgres::Transaction<'_>) -> Result<Vec<&'static str>, StoreError> {
+    let names: Vec<&'static str> = Table::ALL.iter().map(|t| layout(*t).0).collect();
+    tx.batch_execute(&format!(
+        "LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE",
+        names.join(", ")
+    ))
+    .await
+    .map_err(backend)?;
+    let mut occupied = Vec::new();
+    for name in names {
+        let row = tx
+            .query_one(&format!("SELECT EXISTS (SELECT 1 FROM {name})"), &[])
+            .await
+            .map_err(backend)?;
+        if row.get::<_, bool>(0) {
+            occupied.push(name);
+        }
+    }
+    Ok(occupied)
+}
+
+impl PgStore {
     /// Takes every chunk `chunks` brings (each of one table, in
     /// [`Table`] order) into the database in one transaction, committed
-    /// at [`Chunk::Done`]; the rows each table took.
+    /// at [`Chunk::Done`]; the rows each table took. Refuses a database
+    /// that holds any rows in the tables it writes, checked in the same
+    /// transaction.
     pub fn import(
         &self,
         mut chunks: mpsc::Receiver<Chunk>,
-    ) -> Result<BTreeMap<Table, u64>, StoreError> {
-        self.call(move |mut client| async move {
+    ) -> Result<BTreeMap<Table, u64>, ImportError> {
+        let (tx_result, refused) = self.call(move |mut client| async move {
             let tx = client.transaction().await.map_err(backend)?;
+            let occupied = occupied(&tx).await?;
+            if !occupied.is_empty() {
+                return Ok((None, occupied));
+            }
             tx.batch_execute(NOTE_WORDS).await.map_err(backend)?;
             let mut taken: BTreeMap<Table, u64> = BTreeMap::new();
             loop {
@@ -312,17 +337,21 @@ impl PgStore {
                     continue;
                 };
                 let (name, columns, types) = layout(table);
-                let rows = chunk.iter().map(row).collect::<Result<Vec<_>, _>>()?;
+                let words: Vec<_> = chunk.iter().filter_map(note_words).collect();
+                let rows = chunk.into_iter().map(row).collect::<Result<Vec<_>, _>>()?;
                 let statement = format!("COPY {name} ({columns}) FROM STDIN (FORMAT binary)");
                 *taken.entry(table).or_default() += copy_in(&tx, &statement, types, rows).await?;
-                let words: Vec<_> = chunk.iter().filter_map(note_words).collect();
                 if !words.is_empty() {
                     copy_in(&tx, NOTE_WORDS_COPY, NOTE_WORDS_TYPES, words).await?;
                 }
             }
             tx.batch_execute(NOTE_ENTRIES).await.map_err(backend)?;
             tx.commit().await.map_err(backend)?;
-            Ok(taken)
-        })
+            Ok((Some(taken), Vec::new()))
+        })?;
+        match tx_result {
+            Some(taken) => Ok(taken),
+            None => Err(ImportError::Occupied(refused)),
+        }
     }
 }
