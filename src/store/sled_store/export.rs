@@ -20,10 +20,11 @@ use crate::store::dump::Record;
 /// A dump's consumer: takes one record at a time, in table order.
 pub type Sink<'a> = dyn FnMut(Record) -> Result<(), StoreError> + 'a;
 
-fn damaged(tree: &'static str, key: &[u8], what: &str) -> StoreError {
+/// A value or key that does not read; [`each`] names its key.
+fn bad(tree: &'static str, what: &str) -> StoreError {
     StoreError::Corrupt {
         tree,
-        detail: format!("key {}: {what}", hex(key)),
+        detail: what.to_owned(),
     }
 }
 
@@ -31,8 +32,8 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn id16(tree: &'static str, key: &[u8], bytes: &[u8]) -> Result<[u8; 16], StoreError> {
-    <[u8; 16]>::try_from(bytes).map_err(|_| damaged(tree, key, "not a 16-byte id"))
+fn id16(tree: &'static str, bytes: &[u8]) -> Result<[u8; 16], StoreError> {
+    <[u8; 16]>::try_from(bytes).map_err(|_| bad(tree, "not a 16-byte id"))
 }
 
 /// `instance \0 rest` as its two parts.
@@ -40,10 +41,8 @@ fn split_instance(tree: &'static str, key: &[u8]) -> Result<(String, String), St
     let at = key
         .iter()
         .position(|b| *b == 0)
-        .ok_or_else(|| damaged(tree, key, "no instance separator"))?;
-    let text = |bytes: &[u8]| {
-        String::from_utf8(bytes.to_vec()).map_err(|_| damaged(tree, key, "not UTF-8"))
-    };
+        .ok_or_else(|| bad(tree, "no instance separator"))?;
+    let text = |bytes: &[u8]| String::from_utf8(bytes.to_vec()).map_err(|_| bad(tree, "not UTF-8"));
     Ok((text(&key[..at])?, text(&key[at + 1..])?))
 }
 
@@ -56,12 +55,23 @@ fn each(
 ) -> Result<(), StoreError> {
     for entry in tree.iter() {
         let (key, value) = entry.map_err(backend)?;
-        sink(make(&key, &value).map_err(|err| match err {
-            StoreError::Corrupt { detail, .. } if !detail.starts_with("key ") => {
-                damaged(name, &key, &detail)
-            }
+        // Whatever did not read, its tree and key are named, so an
+        // operator can find it (and restore it from a backup).
+        let record = make(&key, &value).map_err(|err| match err {
+            StoreError::Corrupt { detail, .. } => StoreError::Corrupt {
+                tree: name,
+                detail: format!("key {}: {detail}", hex(&key)),
+            },
+            StoreError::UnsupportedVersion { version, .. } => StoreError::Corrupt {
+                tree: name,
+                detail: format!(
+                    "key {}: format version {version}, which this build cannot read",
+                    hex(&key)
+                ),
+            },
             other => other,
-        })?)?;
+        })?;
+        sink(record)?;
     }
     Ok(())
 }
@@ -80,11 +90,10 @@ impl SledStore {
             })?;
         }
         each(&self.names, super::NAMES, sink, |k, v| {
-            let name =
-                String::from_utf8(k.to_vec()).map_err(|_| damaged(super::NAMES, k, "not UTF-8"))?;
+            let name = String::from_utf8(k.to_vec()).map_err(|_| bad(super::NAMES, "not UTF-8"))?;
             Ok(Record::Name(
                 name,
-                AgentId::from_bytes(id16(super::NAMES, k, v)?),
+                AgentId::from_bytes(id16(super::NAMES, v)?),
             ))
         })?;
         each(&self.messages, super::MESSAGES, sink, |_, v| {
@@ -93,12 +102,11 @@ impl SledStore {
         each(&self.dedupe, DEDUPE, sink, |k, v| {
             let (agent, key) = k
                 .split_at_checked(16)
-                .ok_or_else(|| damaged(DEDUPE, k, "short key"))?;
+                .ok_or_else(|| bad(DEDUPE, "short key"))?;
             Ok(Record::Dedupe {
-                agent_id: AgentId::from_bytes(id16(DEDUPE, k, agent)?),
-                key: String::from_utf8(key.to_vec())
-                    .map_err(|_| damaged(DEDUPE, k, "not UTF-8"))?,
-                message_id: MessageId::from_bytes(id16(DEDUPE, k, v)?),
+                agent_id: AgentId::from_bytes(id16(DEDUPE, agent)?),
+                key: String::from_utf8(key.to_vec()).map_err(|_| bad(DEDUPE, "not UTF-8"))?,
+                message_id: MessageId::from_bytes(id16(DEDUPE, v)?),
             })
         })?;
         each(&self.tasks, super::TASKS, sink, |_, v| {
@@ -110,19 +118,17 @@ impl SledStore {
         each(&self.triggers, TRIGGERS, sink, |k, v| {
             Ok(Record::Trigger {
                 token_hash: <[u8; 32]>::try_from(k.as_ref())
-                    .map_err(|_| damaged(TRIGGERS, k, "not a 32-byte hash"))?,
-                wait_id: WaitId::from_bytes(id16(TRIGGERS, k, v)?),
+                    .map_err(|_| bad(TRIGGERS, "not a 32-byte hash"))?,
+                wait_id: WaitId::from_bytes(id16(TRIGGERS, v)?),
             })
         })?;
         each(&self.work, super::WORK, sink, |_, v| {
             Ok(Record::WorkItem(Box::new(decode(super::WORK, v)?)))
         })?;
         each(&self.output, super::OUTPUT, sink, |k, v| {
-            let task = k
-                .get(..16)
-                .ok_or_else(|| damaged(super::OUTPUT, k, "short key"))?;
+            let task = k.get(..16).ok_or_else(|| bad(super::OUTPUT, "short key"))?;
             Ok(Record::Output {
-                task_id: holarchy_supervision::TaskId::from_bytes(id16(super::OUTPUT, k, task)?),
+                task_id: holarchy_supervision::TaskId::from_bytes(id16(super::OUTPUT, task)?),
                 chunk: decode(super::OUTPUT, v)?,
             })
         })?;
@@ -134,18 +140,18 @@ impl SledStore {
         })?;
         each(&self.usage, super::USAGE, sink, |k, v| {
             Ok(Record::Usage(
-                AgentId::from_bytes(id16(super::USAGE, k, k)?),
+                AgentId::from_bytes(id16(super::USAGE, k)?),
                 decode(super::USAGE, v)?,
             ))
         })?;
         each(&self.events, super::EVENTS, sink, |k, v| {
             let first = <[u8; 8]>::try_from(k.as_ref())
                 .map(u64::from_be_bytes)
-                .map_err(|_| damaged(super::EVENTS, k, "not an 8-byte cursor"))?;
+                .map_err(|_| bad(super::EVENTS, "not an 8-byte cursor"))?;
             let last = decode_event_run(super::EVENTS, v)?
                 .last()
                 .map(|event| event.cursor)
-                .ok_or_else(|| damaged(super::EVENTS, k, "an empty run"))?;
+                .ok_or_else(|| bad(super::EVENTS, "an empty run"))?;
             Ok(Record::EventRun {
                 first,
                 last,
@@ -196,7 +202,7 @@ impl SledStore {
         each(&self.context, CONTEXT, sink, |k, v| {
             let record: ContextRecord = decode(CONTEXT, v)?;
             Ok(Record::Context(
-                AgentId::from_bytes(id16(CONTEXT, k, k)?),
+                AgentId::from_bytes(id16(CONTEXT, k)?),
                 record,
             ))
         })?;
@@ -206,7 +212,7 @@ impl SledStore {
             Ok(Record::Note(Box::new(note)))
         })?;
         each(&memory.counts, "memory_counts", sink, |k, v| {
-            let agent_id = AgentId::from_bytes(id16("memory_counts", k, k)?);
+            let agent_id = AgentId::from_bytes(id16("memory_counts", k)?);
             let kept = Kept::read(Some(v));
             // Written before trees were counted: the agent stands for its
             // tree, as the sled store's next note would make it.
@@ -219,9 +225,9 @@ impl SledStore {
         each(&memory.tree_counts, "memory_tree_counts", sink, |k, v| {
             let notes = <[u8; 8]>::try_from(v.as_ref())
                 .map(u64::from_be_bytes)
-                .map_err(|_| damaged("memory_tree_counts", k, "not an 8-byte count"))?;
+                .map_err(|_| bad("memory_tree_counts", "not an 8-byte count"))?;
             Ok(Record::NoteTree {
-                tree: AgentId::from_bytes(id16("memory_tree_counts", k, k)?),
+                tree: AgentId::from_bytes(id16("memory_tree_counts", k)?),
                 notes,
             })
         })
