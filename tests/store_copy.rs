@@ -12,12 +12,11 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{
-    create, data_dir, events, eventually, handled, messages, pg_server, script, send, tool_output,
-    Daemon,
+    create, data_dir, events, eventually, handled, messages, pg_server, script, send,
+    sled_message_key, tool_output, Daemon,
 };
 use holarchy::api::pb;
 use holarchy::client::Clients;
-use holarchy_supervision::{AgentId, MessageId};
 use serde_json::json;
 
 fn store_copy(from: &Path, to: &str) -> Output {
@@ -194,12 +193,7 @@ async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_po
 fn cut_message(data: &Path, agent: &str, message: &str) -> (Vec<u8>, Vec<u8>) {
     let db = sled::open(data.join("db")).expect("store opens");
     let messages = db.open_tree("messages").expect("tree");
-    let mut key = agent
-        .parse::<AgentId>()
-        .expect("agent id")
-        .to_bytes()
-        .to_vec();
-    key.extend_from_slice(&message.parse::<MessageId>().expect("message id").to_bytes());
+    let key = sled_message_key(agent, message);
     let bytes = messages
         .get(&key)
         .expect("reads")

@@ -499,6 +499,23 @@ pub fn processes_with(marker: &str) -> Vec<String> {
     found
 }
 
+/// The key of `message` of `agent` in the sled store's `messages` tree:
+/// what a test that damages a record on disk looks up.
+pub fn sled_message_key(agent: &str, message: &str) -> Vec<u8> {
+    let mut key = agent
+        .parse::<holarchy_supervision::AgentId>()
+        .expect("agent id")
+        .to_bytes()
+        .to_vec();
+    key.extend_from_slice(
+        &message
+            .parse::<holarchy_supervision::MessageId>()
+            .expect("message id")
+            .to_bytes(),
+    );
+    key
+}
+
 /// Applies an instance manifest (no files) and returns its agent's id.
 pub async fn apply_instance(c: &mut Clients, manifest: &str) -> String {
     c.instances

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use holarchy::api::pb;
 use holarchy::client::Clients;
-use holarchy_supervision::{AgentId, MessageId};
+use holarchy_supervision::AgentId;
 use serde_json::json;
 
 use crate::common::{self, create, data_dir, handled, send, Daemon};
@@ -143,12 +143,7 @@ fn damage(dir: &Path, lead: &str, queued: &str, waiting: &str) {
     bytes[0] ^= 0xff;
     agents.insert(key, bytes).expect("writes");
     let messages = db.open_tree("messages").expect("tree");
-    let mut key = queued
-        .parse::<AgentId>()
-        .expect("agent id")
-        .to_bytes()
-        .to_vec();
-    key.extend_from_slice(&waiting.parse::<MessageId>().expect("message id").to_bytes());
+    let key = common::sled_message_key(queued, waiting);
     let bytes = messages
         .get(&key)
         .expect("reads")
