@@ -29,6 +29,8 @@ const AHEAD: usize = 2;
 /// Why a copy did not happen; in each case nothing was written.
 #[derive(Debug, thiserror::Error)]
 pub enum CopyError {
+    #[error("there is no store at {0}: `--from` is the daemon's --data-dir, the directory that holds `db`")]
+    NoStore(PathBuf),
     #[error("cannot open the store at {path}: {source} (stop the daemon serving from it first; `--from` is its --data-dir)")]
     Source { path: PathBuf, source: StoreError },
     #[error("the database already holds holarchy data (in {}): copy only into a new, empty database", .0.join(", "))]
@@ -53,10 +55,7 @@ pub struct Copied {
 pub fn open_source(data_dir: &Path) -> Result<SledStore, CopyError> {
     let path = data_dir.join(crate::daemon::DB_DIR);
     if !path.is_dir() {
-        return Err(CopyError::Source {
-            source: StoreError::Backend("there is no store there".into()),
-            path,
-        });
+        return Err(CopyError::NoStore(path));
     }
     SledStore::open(&path, &StoreConfig::default())
         .map_err(|source| CopyError::Source { path, source })
