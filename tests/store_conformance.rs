@@ -65,6 +65,7 @@ macro_rules! every_check {
                 records::an_agent_is_found_by_id_and_name_and_listed,
                 records::a_private_child_is_indexed_under_its_supervisor_while_live,
                 records::messages_keep_their_pending_and_dedupe_indexes,
+                records::a_message_written_twice_in_one_batch_reads_as_its_last_write,
                 records::the_newest_settled_messages_pass_over_pending_ones,
                 records::tasks_are_found_by_owner_and_worktree_until_removed,
                 records::waits_are_found_by_owner_and_trigger_token,

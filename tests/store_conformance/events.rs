@@ -125,4 +125,10 @@ pub async fn grouped_commits_keep_each_batch_s_events_together<H: Harness>() {
         assert_eq!(ids[2], ids[0] + 2);
         assert_eq!((ids[0] - 1) % 3, 0, "a batch starts at its first event");
     }
+    // A page may start anywhere, inside whatever the store kept together.
+    for after in (16..16 + 16 * 8 * 3).step_by(7) {
+        let page = store.events_after(after, 5).expect("events");
+        let end = (after + 5).min(16 + 16 * 8 * 3);
+        assert_eq!(cursors(&page), (after + 1..=end).collect::<Vec<u64>>());
+    }
 }

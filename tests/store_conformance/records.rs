@@ -5,8 +5,8 @@ use holarchy_actors::{Batch, Reads, Store, Write};
 use holarchy_supervision::cleanup::{CleanupIntent, CleanupReason};
 use holarchy_supervision::workspace::{Projection, Worktree};
 use holarchy_supervision::{
-    CleanupId, LifecycleState, MessageStatus, OutputChunk, PlanStep, StepStatus, Stream,
-    TaskStatus, TokenUsage, WaitStatus, WorkItemId, WorkItemRecord, WorkStatus,
+    CleanupId, LifecycleState, MessageRecord, MessageStatus, OutputChunk, PlanStep, StepStatus,
+    Stream, TaskStatus, TokenUsage, WaitStatus, WorkItemId, WorkItemRecord, WorkStatus,
 };
 
 use crate::fixtures::*;
@@ -130,6 +130,72 @@ pub async fn messages_keep_their_pending_and_dedupe_indexes<H: Harness>() {
             .expect("lists")
             .len(),
         1
+    );
+}
+
+/// A message queued and started in one commit (a delivery to an idle
+/// agent) reads as its last write; a requeue between two writes still
+/// sees the first.
+pub async fn a_message_written_twice_in_one_batch_reads_as_its_last_write<H: Harness>() {
+    let (_place, store) = H::create().await;
+    let owner = public("a");
+    store.commit(created(&owner)).expect("creates");
+    let queued = message(owner.id, MessageStatus::Queued, Some("k1"));
+    let started = MessageRecord {
+        status: MessageStatus::Handling { run_id: run_at(9) },
+        attempts: 1,
+        ..queued.clone()
+    };
+    store
+        .commit(
+            Batch::new()
+                .write(Write::PutMessage(queued.clone()))
+                .write(Write::PutMessage(started.clone())),
+        )
+        .expect("puts");
+    assert_eq!(
+        store.message(owner.id, queued.id).expect("reads"),
+        Some(started.clone())
+    );
+    assert_eq!(
+        store.pending_messages(owner.id).expect("pending"),
+        [started.clone()],
+        "in its turn, once"
+    );
+    assert_eq!(
+        store
+            .message_id_by_dedupe_key(owner.id, "k1")
+            .expect("dedupe"),
+        Some(queued.id),
+        "the first write's dedupe key is kept"
+    );
+
+    // Put in its turn, requeued, and put again: the requeue applied to
+    // the first write, the last write stands.
+    let other = message(owner.id, MessageStatus::Queued, None);
+    let in_turn = MessageRecord {
+        status: MessageStatus::Handling { run_id: run_at(10) },
+        ..other.clone()
+    };
+    let requeued = MessageRecord {
+        attempts: 1,
+        ..other.clone()
+    };
+    store
+        .commit(
+            Batch::new()
+                .write(Write::PutMessage(in_turn))
+                .write(Write::Requeue(requeued.clone())),
+        )
+        .expect("puts and requeues");
+    assert_eq!(
+        store.message(owner.id, other.id).expect("reads"),
+        Some(requeued.clone()),
+        "a requeue reads the write before it in its batch"
+    );
+    assert_eq!(
+        store.pending_messages(owner.id).expect("pending"),
+        [started, requeued]
     );
 }
 

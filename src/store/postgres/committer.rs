@@ -28,7 +28,7 @@ use tokio_postgres::{Client, Statement};
 
 use super::statements::{self, bigint, Refusal, Sql, Step};
 use super::PgError;
-use crate::store::codec::{append_event, start_event_run};
+use crate::store::event_log::{EncodedRun, Runs};
 use crate::store::stats::StoreStats;
 
 /// At most this many batches in one transaction.
@@ -181,13 +181,8 @@ impl Committer {
     async fn apply_all(&mut self, jobs: Vec<(Batch, Answer, Instant)>) {
         let mut rest = VecDeque::with_capacity(jobs.len());
         for (batch, answer, queued) in jobs {
-            let mut steps = Vec::new();
-            match batch
-                .writes
-                .iter()
-                .try_for_each(|write| statements::steps(write, &mut steps))
-            {
-                Ok(()) => rest.push_back(Ready {
+            match statements::batch_steps(&batch.writes) {
+                Ok(steps) => rest.push_back(Ready {
                     batch,
                     steps,
                     answer,
@@ -263,33 +258,22 @@ impl Committer {
             Ok(tx) => tx,
             Err(err) => return Outcome::Lost(format!("PostgreSQL: {err}")),
         };
-        // Each batch's events as one run, its cursors after the previous
-        // batch's.
+        // The group's events as a few runs of consecutive cursors (as the
+        // sled store writes a flush's), inserted by one statement: one row
+        // per batch cost the database a statement and an index entry each.
         let mut cursor = self.last;
-        let mut runs: Vec<(usize, [Box<dyn ToSql + Sync + Send>; 3])> = Vec::new();
+        let mut runs = Runs::default();
+        let mut first_with_events = None;
         for (at, ready) in group.iter().enumerate() {
-            if ready.batch.events.is_empty() {
-                continue;
-            }
-            let first = cursor + 1;
-            let mut run = start_event_run();
             for (agent_id, kind) in &ready.batch.events {
                 cursor += 1;
-                if let Err(error) =
-                    append_event("events", &mut run, cursor, ready.at_ms, agent_id, kind)
-                {
+                first_with_events.get_or_insert(at);
+                if let Err(error) = runs.push(cursor, ready.at_ms, agent_id, kind) {
                     return Outcome::Refused { at, error };
                 }
             }
-            runs.push((
-                at,
-                [
-                    Box::new(bigint(first)),
-                    Box::new(bigint(cursor)),
-                    Box::new(run),
-                ],
-            ));
         }
+        let runs = run_rows(runs.finish(), cursor);
         let prepared = &self.prepared;
         let mut calls = Vec::new();
         for (at, ready) in group.iter().enumerate() {
@@ -302,12 +286,16 @@ impl Committer {
                 calls.push((at, step.guard.as_ref(), params, prepared.get(step.sql)));
             }
         }
-        for (at, params) in &runs {
-            let params: Vec<&(dyn ToSql + Sync)> = params
-                .iter()
-                .map(|p| p.as_ref() as &(dyn ToSql + Sync))
-                .collect();
-            calls.push((*at, None, params, prepared.get(Sql::InsertEvents)));
+        if let Some(at) = first_with_events {
+            // Blamed on the first batch with events: only a log another
+            // writer touched makes it fail, and the split then goes on
+            // batch by batch.
+            calls.push((
+                at,
+                None,
+                vec![&runs.0 as &(dyn ToSql + Sync), &runs.1, &runs.2],
+                prepared.get(Sql::InsertEvents),
+            ));
         }
         let outcomes = futures::future::join_all(
             calls
@@ -346,6 +334,26 @@ impl Committer {
         self.watermark.send_replace(cursor);
         Outcome::Applied
     }
+}
+
+/// The columns of the events rows, as arrays: each run's first and last
+/// cursor and its value. A run ends where the next begins; the last ends
+/// at `last`, the group's newest cursor.
+fn run_rows(runs: Vec<EncodedRun>, last: EventCursor) -> (Vec<i64>, Vec<i64>, Vec<Vec<u8>>) {
+    let firsts: Vec<EventCursor> = runs
+        .iter()
+        .map(|(key, _)| u64::from_be_bytes(*key))
+        .collect();
+    let lasts = firsts
+        .iter()
+        .skip(1)
+        .map(|next| next - 1)
+        .chain(std::iter::once(last));
+    (
+        firsts.iter().map(|c| bigint(*c)).collect(),
+        lasts.map(bigint).take(firsts.len()).collect(),
+        runs.into_iter().map(|(_, value)| value).collect(),
+    )
 }
 
 /// Takes jobs until stopped, each group what queued while the last ran.

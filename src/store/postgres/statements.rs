@@ -165,7 +165,11 @@ impl Sql {
             Sql::DeleteNameOf => "DELETE FROM names WHERE name = $1 AND agent_id = $2",
             Sql::DeleteUsage => "DELETE FROM usage WHERE agent_id = $1",
             Sql::DeleteWorkspaces => "DELETE FROM workspaces WHERE agent_id = $1",
-            Sql::InsertEvents => "INSERT INTO events (first, last, value) VALUES ($1, $2, $3)",
+            // A group's runs, as arrays of their columns.
+            Sql::InsertEvents => {
+                "INSERT INTO events (first, last, value) \
+                 SELECT * FROM unnest($1::int8[], $2::int8[], $3::bytea[])"
+            }
         }
     }
 }
@@ -284,8 +288,47 @@ pub(super) fn work_item_columns(item: &WorkItemRecord) -> Result<Vec<Param>, Sto
     ])
 }
 
+/// The statements of one batch, in the order they run.
+///
+/// A message written twice in one batch is upserted once, as its last
+/// write has it: a message delivered to an idle agent is queued and its
+/// turn started in one commit, and the first upsert would only be
+/// overwritten (a third of the turn path's row writes). A requeue of the
+/// message between the two keeps both, as it reads the row the first
+/// wrote.
+pub(super) fn batch_steps(writes: &[Write]) -> Result<Vec<Step>, StoreError> {
+    let superseded = superseded_messages(writes);
+    let mut out = Vec::with_capacity(writes.len());
+    for (write, superseded) in writes.iter().zip(superseded) {
+        match write {
+            Write::PutMessage(message) if superseded => dedupe_step(message, &mut out),
+            _ => steps(write, &mut out)?,
+        }
+    }
+    Ok(out)
+}
+
+/// For each write, whether it puts a message that a later write of the
+/// same batch puts again with nothing reading the row in between.
+fn superseded_messages(writes: &[Write]) -> Vec<bool> {
+    let mut written_later = std::collections::HashSet::new();
+    let mut superseded = vec![false; writes.len()];
+    for (at, write) in writes.iter().enumerate().rev() {
+        match write {
+            Write::PutMessage(message) => {
+                superseded[at] = !written_later.insert((message.agent_id, message.id));
+            }
+            Write::Requeue(message) => {
+                written_later.remove(&(message.agent_id, message.id));
+            }
+            _ => {}
+        }
+    }
+    superseded
+}
+
 /// The statements of one write, in the order they run.
-pub(super) fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError> {
+fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError> {
     match write {
         Write::CreateAgent(record) => {
             if let Some(name) = &record.name {
@@ -312,16 +355,7 @@ pub(super) fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError
         )),
         Write::PutMessage(message) => {
             out.push(step(Sql::UpsertMessage, message_columns(message)?));
-            if let Some(key) = &message.dedupe_key {
-                out.push(step(
-                    Sql::UpsertDedupe,
-                    vec![
-                        id(message.agent_id.to_bytes()),
-                        Box::new(key.clone()),
-                        id(message.id.to_bytes()),
-                    ],
-                ));
-            }
+            dedupe_step(message, out);
         }
         Write::Requeue(message) => out.push(step(
             Sql::Requeue,
@@ -416,6 +450,20 @@ pub(super) fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError
         }
     }
     Ok(())
+}
+
+/// The dedupe key's row of a message that has one.
+fn dedupe_step(message: &MessageRecord, out: &mut Vec<Step>) {
+    if let Some(key) = &message.dedupe_key {
+        out.push(step(
+            Sql::UpsertDedupe,
+            vec![
+                id(message.agent_id.to_bytes()),
+                Box::new(key.clone()),
+                id(message.id.to_bytes()),
+            ],
+        ));
+    }
 }
 
 fn is_handling(message: &holarchy_supervision::MessageRecord) -> bool {
