@@ -159,7 +159,7 @@ pub async fn a_message_written_twice_in_one_batch_reads_as_its_last_write<H: Har
     );
     assert_eq!(
         store.pending_messages(owner.id).expect("pending"),
-        [started.clone()],
+        std::slice::from_ref(&started),
         "in its turn, once"
     );
     assert_eq!(
