@@ -64,6 +64,18 @@ pub async fn an_agent_view_and_a_page_read_what_the_single_reads_do<H: Harness>(
         view.work_items,
         Reads::work_items_of(&*store, a.id).expect("reads")
     );
+    // An agent that never took a turn has no usage, and nothing of a's.
+    let quiet = ReadModel::agent_view(&*store, b.id)
+        .expect("reads")
+        .expect("b is there");
+    assert_eq!(quiet.usage, None);
+    assert_eq!(quiet.usage, store.usage_of(b.id).expect("reads"));
+    assert!(quiet.waits.is_empty());
+    assert_eq!(
+        quiet.work_items,
+        Reads::work_items_of(&*store, b.id).expect("reads")
+    );
+    assert_eq!(quiet.work_items.len(), 1);
     assert!(ReadModel::agent_view(&*store, AgentId::generate())
         .expect("reads")
         .is_none());
