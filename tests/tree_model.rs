@@ -1,6 +1,8 @@
 //! Model test of the supervision tree: random sequences of spawn, send,
 //! stop, archive, actor kill ("panic"), waits, commands and daemon
-//! restart, run in-process over the real sled store. After every step the
+//! restart, run in-process over the real sled store (over PostgreSQL with
+//! `HOLARCHY_TEST_STORE=postgres`, each case on a database of its own).
+//! After every step the
 //! actor tree must settle to mirror the stored ownership tree, no private
 //! agent may be live without a live supervisor, operator ingress never
 //! reaches a private agent, and the process of every command that is no
@@ -16,8 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use holarchy::store::sled_store::StoreConfig;
-use holarchy::store::SledStore;
-use holarchy_actors::{tree, Reads, Runtime, RuntimeConfig, ScriptedBrain};
+use holarchy::store::{Opened, PgStore, SledStore};
+use holarchy_actors::{tree, Runtime, RuntimeConfig, ScriptedBrain, Store};
 use holarchy_supervision::restart::RestartPolicy;
 use holarchy_supervision::{
     AgentId, AgentRecord, Ownership, Preset, TaskId, TaskStatus, ToolFamily, Visibility,
@@ -96,10 +98,54 @@ fn arb_single() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// Where a case's store lives, across its restarts.
+enum Place {
+    Sled(tempfile::TempDir),
+    Postgres(common::pg_server::Database),
+}
+
+impl Place {
+    /// A new, empty place on the store the run is for.
+    async fn new() -> Place {
+        if std::env::var("HOLARCHY_TEST_STORE").ok().as_deref() == Some("postgres") {
+            let database = common::pg_server::database()
+                .await
+                .expect("the PostgreSQL test server (HOLARCHY_TEST_STORE=postgres)");
+            Place::Postgres(database)
+        } else {
+            Place::Sled(tempfile::tempdir().expect("tempdir"))
+        }
+    }
+
+    /// Opens the store, waiting for the previous runtime's last handles on
+    /// a sled database to drop (in-process, they drop a moment after its
+    /// shutdown; a real restart is a new process).
+    async fn open(&self) -> Opened {
+        let started = Instant::now();
+        loop {
+            let opened = match self {
+                Place::Sled(dir) => SledStore::open(dir.path(), &StoreConfig::default())
+                    .map(|store| Opened::Sled(Arc::new(store)))
+                    .map_err(|err| err.to_string()),
+                Place::Postgres(database) => PgStore::open(database.config.clone())
+                    .map(|store| Opened::Postgres(Arc::new(store)))
+                    .map_err(|err| err.to_string()),
+            };
+            match opened {
+                Ok(store) => return store,
+                Err(_) if started.elapsed() < Duration::from_secs(10) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(err) => panic!("store: {err}"),
+            }
+        }
+    }
+}
+
 struct World {
-    dir: tempfile::TempDir,
+    place: Place,
     /// Both `None` only while the daemon restarts.
-    store: Option<Arc<SledStore>>,
+    store: Option<Opened>,
     runtime: Option<Runtime>,
     names: usize,
     /// Every command started, with the marker that finds its process.
@@ -107,20 +153,8 @@ struct World {
     tally: Tally,
 }
 
-async fn start(dir: &std::path::Path) -> (Arc<SledStore>, Runtime) {
-    // In-process, the previous runtime's last handles on the database drop
-    // a moment after its shutdown; a real restart is a new process.
-    let started = Instant::now();
-    let store = loop {
-        match SledStore::open(dir, &StoreConfig::default()) {
-            Ok(store) => break Arc::new(store),
-            Err(err) if started.elapsed() < Duration::from_secs(10) => {
-                let _ = err;
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            Err(err) => panic!("store: {err}"),
-        }
-    };
+async fn start(place: &Place) -> (Opened, Runtime) {
+    let store = place.open().await;
     // A generous budget: kills restart; giving up is covered elsewhere.
     let mut config = RuntimeConfig {
         restart_policy: RestartPolicy {
@@ -133,17 +167,21 @@ async fn start(dir: &std::path::Path) -> (Arc<SledStore>, Runtime) {
     };
     // Commands run in units of the real binary, not of this test program.
     config.sandbox.unit_program = env!("CARGO_BIN_EXE_holarchy").into();
-    let runtime = Runtime::start(store.clone(), Arc::new(ScriptedBrain), config)
+    let runtime = Runtime::start(store.actors(), Arc::new(ScriptedBrain), config)
         .await
         .expect("runtime");
     (store, runtime)
 }
 
-fn live_agents(store: &SledStore) -> Vec<AgentRecord> {
+fn live_agents(store: &Opened) -> Vec<AgentRecord> {
     let mut out = Vec::new();
     let mut after = None;
     loop {
-        let page = store.list_agents(after, 1000, true).expect("list");
+        let page = match store {
+            Opened::Sled(store) => store.list_agents(after, 1000, true),
+            Opened::Postgres(store) => store.list_agents(after, 1000, true),
+        }
+        .expect("list");
         after = page.last().map(|r| r.id);
         let done = page.len() < 1000;
         out.extend(page.into_iter().filter(|r| r.state.is_live()));
@@ -158,8 +196,12 @@ fn pick<T: Clone>(items: &[T], index: usize) -> Option<T> {
 }
 
 impl World {
-    fn store(&self) -> &Arc<SledStore> {
+    fn opened(&self) -> &Opened {
         self.store.as_ref().expect("store open")
+    }
+
+    fn store(&self) -> Arc<dyn Store> {
+        self.opened().actors()
     }
 
     fn runtime(&self) -> &Runtime {
@@ -184,7 +226,7 @@ impl World {
             }
             Step::Restart => {
                 self.stop().await;
-                let (store, runtime) = start(self.dir.path()).await;
+                let (store, runtime) = start(&self.place).await;
                 self.store = Some(store);
                 self.runtime = Some(runtime);
                 self.tally.restarts.record(true);
@@ -227,7 +269,7 @@ impl World {
     /// running tasks the step's indices pick), or nothing.
     fn target(&self, step: &Step) -> Action {
         let store = self.store();
-        let live = live_agents(store);
+        let live = live_agents(self.opened());
         match step {
             Step::Spawn { parent, delegator } => {
                 let creators: Vec<_> = live
@@ -311,7 +353,7 @@ impl World {
 
     /// Where the actor tree and the stored tree disagree.
     fn tree_problems(&self) -> Vec<String> {
-        let live = live_agents(self.store());
+        let live = live_agents(self.opened());
         let mut problems = Vec::new();
         for agent in &live {
             match (agent.profile.ownership, agent.supervisor_agent_id) {
@@ -359,7 +401,7 @@ impl World {
         let mut watched = Vec::new();
         for (task_id, marker) in std::mem::take(&mut self.commands) {
             let running = self.store.as_ref().and_then(|store| {
-                let task = store.task(task_id).expect("read")?;
+                let task = store.actors().task(task_id).expect("read")?;
                 (task.status == TaskStatus::Running).then_some(task.owner_agent_id)
             });
             if let (Some(owner), true) = (running, running_may_live) {
@@ -406,10 +448,10 @@ impl World {
 /// Runs one case: the steps, each followed by the checks. Returns what
 /// the steps achieved.
 async fn run_case(steps: &[Step]) -> Result<Tally, String> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (store, runtime) = start(dir.path()).await;
+    let place = Place::new().await;
+    let (store, runtime) = start(&place).await;
     let mut world = World {
-        dir,
+        place,
         store: Some(store),
         runtime: Some(runtime),
         names: 0,
@@ -422,7 +464,7 @@ async fn run_case(steps: &[Step]) -> Result<Tally, String> {
     world.apply(&Step::CreatePublic).await;
     for step in steps {
         if std::env::var("MODEL_TRACE").is_ok() {
-            let live = live_agents(world.store());
+            let live = live_agents(world.opened());
             eprintln!(
                 "live {:?}",
                 live.iter()
@@ -452,6 +494,8 @@ fn the_actor_tree_always_mirrors_the_stored_tree() {
         ))),
         ..ProptestConfig::default()
     };
+    let store = std::env::var("HOLARCHY_TEST_STORE").unwrap_or_else(|_| "sled".into());
+    eprintln!("the tree model runs over {store}");
     let total = Mutex::new(Tally::default());
     let result =
         TestRunner::new(config).run(&proptest::collection::vec(arb_step(), 1..24), |steps| {
