@@ -101,7 +101,7 @@ fn arb_single() -> impl Strategy<Value = Step> {
 /// Where a case's store lives, across its restarts.
 enum Place {
     Sled(tempfile::TempDir),
-    Postgres(common::pg_server::Database),
+    Postgres(Box<common::pg_server::Database>),
 }
 
 impl Place {
@@ -111,7 +111,7 @@ impl Place {
             let database = common::pg_server::database()
                 .await
                 .expect("the PostgreSQL test server (HOLARCHY_TEST_STORE=postgres)");
-            Place::Postgres(database)
+            Place::Postgres(Box::new(database))
         } else {
             Place::Sled(tempfile::tempdir().expect("tempdir"))
         }
