@@ -369,7 +369,10 @@ impl Output {
         }
     }
 
-    pub fn event(&self, e: &pb::Event) {
+    /// One event; `who` is its agent as people read it (name and id's
+    /// tail, see `events`), unused under `--json`, which keeps the id
+    /// whole.
+    pub fn event(&self, e: &pb::Event, who: &str) {
         if self.json {
             let detail: Value = serde_json::from_str(&e.detail_json).unwrap_or(Value::Null);
             say!(
@@ -393,10 +396,10 @@ impl Output {
                 None => one_line(&e.text).into_owned(),
             };
             say!(
-                "{:>8}  {}  {}  {:<20}  {}",
+                "{:>8}  {}  {:<24}  {:<20}  {}",
                 e.cursor,
                 event_time(e.at_ms),
-                or_dash(&e.agent_id),
+                or_dash(who),
                 e.kind,
                 text
             );
