@@ -292,9 +292,66 @@ function applyFilter() {
     if (own) shown++;
   }
   const count = document.getElementById("tree-filter-count");
-  const more = tree.querySelector(":scope > li.more");
-  count.textContent = !words.length ? "" : shown + " of " + rows.length + " loaded rows match" +
-    (more ? "; more roots are not loaded yet (load them, or Find searches every name)" : "");
+  count.textContent = !words.length ? "" : shown + " of " + rows.length + " loaded rows match";
+}
+
+// The filter's reach past the loaded rows: after a pause in typing, the
+// daemon walks the tree (every level for the operator, the roots without
+// the token), a bounded stretch per request, and the matches the page has
+// not loaded are listed under the tree; "more matches..." goes on from
+// where the walk stopped. A newer filter drops an older one's answer.
+let filterTimer = null;
+let filterRound = 0;
+
+function scheduleServerFilter() {
+  clearTimeout(filterTimer);
+  filterRound++;
+  filterTimer = setTimeout(() => serverFilter(filterRound, ""), 250);
+}
+
+async function serverFilter(round, page) {
+  const input = document.getElementById("tree-filter");
+  const box = document.getElementById("tree-matches");
+  const list = document.getElementById("tree-matches-list");
+  if (!input || !box || !list || round !== filterRound) return;
+  const text = input.value.trim();
+  if (!page) list.replaceChildren();
+  if (!text) { box.hidden = true; return; }
+  const params = new URLSearchParams({ filter: text, limit: String(TREE_PAGE) });
+  if (page) params.set("page", page);
+  const { status, body } = await api("/api/tree?" + params);
+  if (round !== filterRound) return;
+  box.hidden = false;
+  if (status !== 200) {
+    list.append(el("li", { class: "muted" }, body.error || "could not search the tree"));
+    return;
+  }
+  const tree = document.getElementById("tree");
+  for (const node of body.nodes) {
+    // A loaded row is filtered where it is.
+    if (tree && tree.querySelector('li[data-id="' + CSS.escape(node.id) + '"]')) continue;
+    const li = nodeRow(node);
+    li.classList.add("match");
+    if (node.parent) {
+      li.querySelector(".row").append(el("span", { class: "muted" }, "under ", agentLink(node.parent, node.parent)));
+    }
+    list.append(li);
+  }
+  if (body.next) {
+    const more = el("li", { class: "more" });
+    more.append(el("button", {
+      type: "button",
+      id: "tree-matches-more",
+      onclick: async () => { more.remove(); await serverFilter(round, body.next); },
+    }, "more matches..."));
+    list.append(more);
+  }
+  const found = list.querySelectorAll("li[data-id]").length;
+  // Nothing beyond the loaded rows, and the walk is over: nothing to say.
+  box.hidden = !found && !body.next;
+  document.getElementById("tree-matches-count").textContent = found + " found" +
+    (body.whole_tree ? "" : " among the roots (log in to search every level)") +
+    (body.next ? ", the walk goes on" : "");
 }
 
 async function treeView(view) {
@@ -305,10 +362,13 @@ async function treeView(view) {
   checkButton.addEventListener("click", () => checkAll(checkButton, whole));
   const filter = el("input", { type: "search", id: "tree-filter", maxlength: "64", autocomplete: "off",
     placeholder: "filter: name, id, state, kind", "aria-label": "filter the tree" });
-  filter.addEventListener("input", applyFilter);
+  filter.addEventListener("input", () => { applyFilter(); scheduleServerFilter(); });
+  const matches = el("section", { id: "tree-matches", hidden: true },
+    el("h2", {}, "Matches not loaded above ", el("span", { class: "muted", id: "tree-matches-count" })),
+    el("ul", { class: "tree", id: "tree-matches-list" }));
   view.replaceChildren(el("h1", {}, "Supervision tree"), counts, el("div", { id: "check", class: "check ok" }),
     el("div", { class: "controls" }, checkButton, whole),
-    el("div", { class: "controls" }, filter, el("span", { class: "muted", id: "tree-filter-count" })), list);
+    el("div", { class: "controls" }, filter, el("span", { class: "muted", id: "tree-filter-count" })), list, matches);
   const body = await loadLevel(list, "", "");
   if (body) {
     counts.replaceChildren(
