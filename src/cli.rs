@@ -21,7 +21,7 @@ mod memory;
 mod message_text;
 mod output;
 mod resolve;
-pub(crate) mod run_errors;
+mod run_errors;
 mod serve;
 mod store;
 mod tasks;

@@ -29,7 +29,7 @@ macro_rules! say {
 }
 
 // After the macro, so the printers there can `say!` too.
-pub mod escape;
+pub use crate::escape;
 mod planes;
 pub mod table;
 
@@ -330,7 +330,8 @@ impl Output {
     }
 
     /// One message; `problems` are its run's failure and tool errors
-    /// (see `run_errors`), shown under it for people.
+    /// (see `run_errors`, worded by `crate::problems`), shown under it
+    /// for people.
     pub fn message(&self, m: &pb::Message, problems: &[String]) {
         if self.json {
             say!(
@@ -382,7 +383,7 @@ impl Output {
         } else {
             // A failure is marked, with its reason, where the text alone
             // would say only "failed" or the tool's name.
-            let text = match super::run_errors::problem(e) {
+            let text = match crate::problems::problem(e) {
                 Some(problem) => format!("! {problem}"),
                 None if e.kind == "agent_state_changed" => {
                     // The state alone hides why (archived, failed,
