@@ -9,6 +9,7 @@ mod brain_args;
 mod connect;
 mod connection_args;
 mod context;
+mod events;
 mod examples;
 mod export;
 pub mod failure;
@@ -20,7 +21,7 @@ mod memory;
 mod message_text;
 mod output;
 mod resolve;
-pub(crate) mod run_errors;
+mod run_errors;
 mod serve;
 mod store;
 mod tasks;
@@ -47,7 +48,6 @@ use std::sync::Arc;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use holarchy_actors::secrets::Secrets;
-use tokio_stream::StreamExt;
 
 use crate::api::pb;
 use crate::daemon::{self, GivenToken};
@@ -112,7 +112,8 @@ pub enum Command {
     /// Create, list, inspect and message agents.
     #[command(subcommand, after_help = AGENT_EXAMPLES)]
     Agent(AgentCommand),
-    /// Print the event log (cursor, time in UTC, agent, kind, what); with
+    /// Print the event log (cursor, time in UTC, agent's name and id's
+    /// tail, kind, what); with
     /// --follow, keep printing new events. A failure is marked `!` with
     /// its reason.
     #[command(after_help = EVENTS_EXAMPLES)]
@@ -270,12 +271,14 @@ pub enum TaskCommand {
     },
     /// One task.
     Get {
-        /// The task's id (`task list AGENT` shows them).
+        /// The task: its id, or any part of it only one task's has (the
+        /// tail `task list AGENT` shows).
         task_id: String,
     },
     /// Its result, or its progress while it runs.
     Output {
-        /// The task's id (`task list AGENT` shows them).
+        /// The task: its id, or any part of it only one task's has (the
+        /// tail `task list AGENT` shows).
         task_id: String,
         /// Byte offset into a command's output.
         #[arg(long, default_value_t = 0)]
@@ -292,7 +295,8 @@ pub enum TaskCommand {
     },
     /// Follow-up input to the supervised child.
     Input {
-        /// The task's id (`task list AGENT` shows them).
+        /// The task: its id, or any part of it only one task's has (the
+        /// tail `task list AGENT` shows).
         task_id: String,
         /// The input; `-` reads it from standard input, `@FILE` from a
         /// file (`@@...` sends a leading `@`).
@@ -300,7 +304,8 @@ pub enum TaskCommand {
     },
     /// Stop it: for a child agent, the child and its whole subtree.
     Stop {
-        /// The task's id (`task list AGENT` shows them).
+        /// The task: its id, or any part of it only one task's has (the
+        /// tail `task list AGENT` shows).
         task_id: String,
     },
 }
@@ -390,24 +395,8 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             follow,
             agent,
         } => {
-            let mut clients = cli.connect().await?;
-            let agent_id = match agent {
-                Some(agent) => resolve(&mut clients, agent).await?,
-                None => String::new(),
-            };
-            let mut stream = clients
-                .agents
-                .watch_events(pb::WatchEventsRequest {
-                    after_cursor: *after,
-                    follow: *follow,
-                    agent_id,
-                })
-                .await?
-                .into_inner();
-            while let Some(event) = stream.next().await {
-                out.event(&event?);
-            }
-            Ok(())
+            let clients = cli.connect().await?;
+            events::events(clients, *after, *follow, agent.as_deref(), &out).await
         }
         Command::Tree { agent, depth } => {
             let mut clients = cli.connect().await?;

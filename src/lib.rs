@@ -10,6 +10,9 @@
 //! - [`client`]: connecting to a daemon over its Unix socket or TCP.
 //! - [`memory`]: returning freed heap to the OS after many agents end.
 //! - [`cli`]: the operator commands, clients of the same API.
+//! - [`problems`]: a failed run's or tool's error in one line, as the CLI
+//!   and the console both say it.
+//! - [`escape`]: agents' text made safe to print in a terminal.
 //!
 //! The model lives in `holarchy-supervision`, the actors in `holarchy-actors`.
 
@@ -17,8 +20,10 @@ pub mod api;
 pub mod cli;
 pub mod client;
 pub mod daemon;
+pub mod escape;
 pub mod memory;
 pub mod metrics;
+pub mod problems;
 pub mod store;
 pub mod telemetry;
 pub mod web;

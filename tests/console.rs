@@ -6,7 +6,9 @@
 //! creators by name, pauses a public agent from its page (each checked
 //! through gRPC), finds a private agent's controls disabled, reads the
 //! overview as the operator (counts, turns/s, failures, queues), filters
-//! the tree, and writes screenshots to `target/console-*.png`.
+//! the tree (rows loaded, and through the daemon's walk rows not loaded:
+//! a root past the first page, a private agent under a closed level), and
+//! writes screenshots to `target/console-*.png`.
 //!
 //! Its own main (no test harness), so a machine without the browser says
 //! plainly that it skipped, and why, instead of passing in silence.
@@ -193,7 +195,7 @@ async fn the_console_in_a_browser(binary: PathBuf, chromedriver: PathBuf) {
     actions::overview_as_operator(&browser, &home, &mut c, &lead, "bystander", &overview_shot)
         .await;
     let filter_shot = shots.join("console-tree-filter.png");
-    actions::tree_filter(&browser, &home, &tree, &filter_shot).await;
+    actions::tree_filter(&browser, &home, &mut c, &tree, &filter_shot).await;
 
     for shot in [
         &tree_shot,

@@ -2,11 +2,14 @@
 //! HTTP listener: nothing without the token unless the read-only view is
 //! opened (then structure), contents and writes with it, private agents
 //! refused like gRPC refuses them, every input bounded, the tree one level
-//! and one page at a time, and only under the names it was given.
+//! and one page at a time (its filter walking past what was loaded, in
+//! `console_api/tree_filter.rs`), and only under the names it was given.
 
 mod common;
 #[path = "console/support.rs"]
 mod support;
+#[path = "console_api/tree_filter.rs"]
+mod tree_filter;
 
 use std::time::{Duration, Instant};
 
@@ -17,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use common::{create, data_dir, free_addr, script, send, Daemon};
 use support::{http, private_subtree, state};
 
-fn ids(nodes: &Value) -> Vec<String> {
+pub(crate) fn ids(nodes: &Value) -> Vec<String> {
     nodes
         .as_array()
         .expect("nodes")

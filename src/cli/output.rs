@@ -29,7 +29,7 @@ macro_rules! say {
 }
 
 // After the macro, so the printers there can `say!` too.
-pub mod escape;
+pub use crate::escape;
 mod planes;
 pub mod table;
 
@@ -330,7 +330,8 @@ impl Output {
     }
 
     /// One message; `problems` are its run's failure and tool errors
-    /// (see `run_errors`), shown under it for people.
+    /// (see `run_errors`, worded by `crate::problems`), shown under it
+    /// for people.
     pub fn message(&self, m: &pb::Message, problems: &[String]) {
         if self.json {
             say!(
@@ -369,7 +370,10 @@ impl Output {
         }
     }
 
-    pub fn event(&self, e: &pb::Event) {
+    /// One event; `who` is its agent as people read it (name and id's
+    /// tail, see `events`), unused under `--json`, which keeps the id
+    /// whole.
+    pub fn event(&self, e: &pb::Event, who: &str) {
         if self.json {
             let detail: Value = serde_json::from_str(&e.detail_json).unwrap_or(Value::Null);
             say!(
@@ -379,7 +383,7 @@ impl Output {
         } else {
             // A failure is marked, with its reason, where the text alone
             // would say only "failed" or the tool's name.
-            let text = match super::run_errors::problem(e) {
+            let text = match crate::problems::problem(e) {
                 Some(problem) => format!("! {problem}"),
                 None if e.kind == "agent_state_changed" => {
                     // The state alone hides why (archived, failed,
@@ -393,10 +397,10 @@ impl Output {
                 None => one_line(&e.text).into_owned(),
             };
             say!(
-                "{:>8}  {}  {}  {:<20}  {}",
+                "{:>8}  {}  {:<24}  {:<20}  {}",
                 e.cursor,
                 event_time(e.at_ms),
-                or_dash(&e.agent_id),
+                or_dash(who),
                 e.kind,
                 text
             );

@@ -1,13 +1,15 @@
-//! Which agent a command means: a name, a whole id, or, as git and docker
-//! take them, any part of an id that only one agent's has: its start
-//! (`agt_01KQ8Z`, or without `agt_`) or the tail the tables show.
+//! Which agent or task a command means: a name (agents), a whole id, or,
+//! as git and docker take them, any part of an id that only one agent's
+//! (or task's) has: its start (`agt_01KQ8Z`, or without `agt_`) or the
+//! tail the tables show.
 
 use anyhow::Context;
 
 use crate::api::pb;
 use crate::client::Clients;
 
-/// An agent id's length: `agt_` and a 26-character ULID.
+/// An id's length: a kind's prefix (`agt_`, `tsk_`) and a 26-character
+/// ULID.
 const ID_LEN: usize = 30;
 /// The shortest part of an id looked for: shorter ones match too much.
 const MIN_PART: usize = 4;
@@ -44,12 +46,74 @@ pub(super) async fn resolve(clients: &mut Clients, agent: &str) -> anyhow::Resul
         }
     }
     let matching = by_id_part(clients, agent).await?;
+    one_of(
+        matching,
+        agent,
+        format!("no agent is named `{agent}`, and no agent's id starts or ends with it"),
+        "agents'",
+    )
+}
+
+/// Turns a task's whole id, or a part only one task's id has, into its
+/// id. A whole id, or text that cannot be part of one, passes unchecked:
+/// the daemon validates it. A part is matched against every agent's
+/// tasks: one call per agent, so a daemon of many agents answers slowly,
+/// where the whole id (`--json` shows it) answers at once.
+pub(super) async fn resolve_task(clients: &mut Clients, task: &str) -> anyhow::Result<String> {
+    let bare = task.strip_prefix("tsk_").unwrap_or(task);
+    if (bare.len() != task.len() && task.len() == ID_LEN) || !looks_like_id_part(bare) {
+        return Ok(task.to_owned());
+    }
+    let part = upper_ulid(task, "tsk_");
+    let mut matching = Vec::new();
+    for agent in agents_where(clients, true, |_| true).await? {
+        let mut page_token = String::new();
+        loop {
+            let page = clients
+                .tasks
+                .list_tasks(pb::ListTasksRequest {
+                    agent_id: agent.agent_id.clone(),
+                    page_size: 1000,
+                    page_token,
+                })
+                .await;
+            let page = match page {
+                Ok(page) => page.into_inner(),
+                // Deleted between the two reads: it has no task left.
+                Err(status) if status.code() == tonic::Code::NotFound => break,
+                Err(status) => return Err(status.into()),
+            };
+            matching.extend(
+                page.tasks
+                    .into_iter()
+                    .filter(|t| id_has(&t.task_id, &part))
+                    .map(|t| (t.task_id, t.label)),
+            );
+            if page.next_page_token.is_empty() {
+                break;
+            }
+            page_token = page.next_page_token;
+        }
+    }
+    one_of(
+        matching,
+        task,
+        format!("no task's id starts or ends with `{task}`"),
+        "tasks'",
+    )
+}
+
+/// The one id of `matching`, or why there is not one: not found, or the
+/// candidates (with their names or labels) when `part` names several.
+fn one_of(
+    matching: Vec<(String, String)>,
+    part: &str,
+    none: String,
+    whose: &str,
+) -> anyhow::Result<String> {
     match matching.as_slice() {
         [(id, _)] => Ok(id.clone()),
-        [] => Err(tonic::Status::not_found(format!(
-            "no agent is named `{agent}`, and no agent's id starts or ends with it"
-        ))
-        .into()),
+        [] => Err(tonic::Status::not_found(none).into()),
         many => {
             let named: Vec<String> = many
                 .iter()
@@ -66,7 +130,7 @@ pub(super) async fn resolve(clients: &mut Clients, agent: &str) -> anyhow::Resul
                 String::new()
             };
             Err(tonic::Status::invalid_argument(format!(
-                "`{agent}` is part of {} agents' ids: {}{more}; give more of the id",
+                "`{part}` is part of {} {whose} ids: {}{more}; give more of the id",
                 many.len(),
                 named.join(", ")
             ))
@@ -81,19 +145,25 @@ fn looks_like_id_part(text: &str) -> bool {
     text.len() >= MIN_PART && text.chars().all(|c| c.is_ascii_alphanumeric())
 }
 
-/// Whether `id` starts (with or without `agt_`) or ends with `part`.
+/// Whether `id` starts (with or without its kind's prefix, `agt_` or
+/// `tsk_`) or ends with `part`.
 fn id_has(id: &str, part: &str) -> bool {
-    let bare = id.strip_prefix("agt_").unwrap_or(id);
+    let bare = id.split_once('_').map_or(id, |(_, rest)| rest);
     id.starts_with(part) || bare.starts_with(part) || id.ends_with(part)
+}
+
+/// `part` as ids spell it: ULIDs are upper case, people type either; the
+/// kind's `prefix` stays lower case.
+fn upper_ulid(part: &str, prefix: &str) -> String {
+    match part.strip_prefix(prefix) {
+        Some(rest) => format!("{prefix}{}", rest.to_ascii_uppercase()),
+        None => part.to_ascii_uppercase(),
+    }
 }
 
 /// Every agent (id and name) whose id has `part`, reading all pages.
 async fn by_id_part(clients: &mut Clients, part: &str) -> anyhow::Result<Vec<(String, String)>> {
-    // ULIDs are upper case; people type either.
-    let part = match part.strip_prefix("agt_") {
-        Some(rest) => format!("agt_{}", rest.to_ascii_uppercase()),
-        None => part.to_ascii_uppercase(),
-    };
+    let part = upper_ulid(part, "agt_");
     Ok(agents_where(clients, true, |a| id_has(&a.agent_id, &part))
         .await?
         .into_iter()
@@ -139,6 +209,10 @@ mod tests {
         assert!(id_has(id, "01KQ8Z"));
         assert!(id_has(id, "ABCDEF"));
         assert!(!id_has(id, "KQ8Z3V"), "the middle is not a part people see");
+        let task = "tsk_01KQ8Z3V5W0000000000ABCDEF";
+        assert!(id_has(task, "01KQ8Z") && id_has(task, "tsk_01KQ8Z"));
+        assert_eq!(upper_ulid("tsk_01kq8z", "tsk_"), "tsk_01KQ8Z");
+        assert_eq!(upper_ulid("abcdef", "tsk_"), "ABCDEF");
         assert!(looks_like_id_part("abcdef"));
         assert!(!looks_like_id_part("ops"));
         assert!(!looks_like_id_part("build-1"));

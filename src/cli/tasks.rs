@@ -1,8 +1,11 @@
-//! `holarchy task ...`: operators act on task handles.
+//! `holarchy task ...`: operators act on task handles, named by their
+//! whole id or any part only one task's id has (the tail `task list`
+//! shows).
 
 use tokio_stream::StreamExt;
 
 use super::output::{Output, OutputStream};
+use super::resolve::resolve_task;
 use super::{message_text, resolve, TaskCommand};
 use crate::api::pb;
 use crate::client::Clients;
@@ -15,6 +18,9 @@ pub(super) async fn task_command(
     match command {
         TaskCommand::List { agent } => {
             let agent_id = resolve(&mut clients, agent).await?;
+            // Printed once every page is in: one table sized to its
+            // content, its ids cut to the tail that tells them apart.
+            let mut tasks = Vec::new();
             let mut page_token = String::new();
             loop {
                 let page = clients
@@ -26,21 +32,19 @@ pub(super) async fn task_command(
                     })
                     .await?
                     .into_inner();
-                for task in &page.tasks {
-                    out.task(task);
-                }
+                tasks.extend(page.tasks);
                 if page.next_page_token.is_empty() {
                     break;
                 }
                 page_token = page.next_page_token;
             }
+            out.tasks(&tasks);
         }
         TaskCommand::Get { task_id } => {
+            let task_id = resolve_task(&mut clients, task_id).await?;
             let task = clients
                 .tasks
-                .get_task(pb::GetTaskRequest {
-                    task_id: task_id.clone(),
-                })
+                .get_task(pb::GetTaskRequest { task_id })
                 .await?
                 .into_inner();
             out.task(&task);
@@ -52,7 +56,7 @@ pub(super) async fn task_command(
             raw,
         } => {
             let request = pb::ReadTaskOutputRequest {
-                task_id: task_id.clone(),
+                task_id: resolve_task(&mut clients, task_id).await?,
                 offset: *offset,
             };
             let output = clients.tasks.read_task_output(request).await?.into_inner();
@@ -65,7 +69,7 @@ pub(super) async fn task_command(
             raw,
         } => {
             let request = pb::ReadTaskOutputRequest {
-                task_id: task_id.clone(),
+                task_id: resolve_task(&mut clients, task_id).await?,
                 offset: *offset,
             };
             let mut chunks = clients
@@ -82,12 +86,10 @@ pub(super) async fn task_command(
         TaskCommand::Input { task_id, text } => {
             let text = message_text::read(text)?;
             message_text::warn_if_broken_json(&text, out);
+            let task_id = resolve_task(&mut clients, task_id).await?;
             let sent = clients
                 .tasks
-                .send_task_input(pb::SendTaskInputRequest {
-                    task_id: task_id.clone(),
-                    text,
-                })
+                .send_task_input(pb::SendTaskInputRequest { task_id, text })
                 .await?
                 .into_inner();
             out.sent(&pb::SendMessageResponse {
@@ -96,11 +98,10 @@ pub(super) async fn task_command(
             });
         }
         TaskCommand::Stop { task_id } => {
+            let task_id = resolve_task(&mut clients, task_id).await?;
             let task = clients
                 .tasks
-                .stop_task(pb::StopTaskRequest {
-                    task_id: task_id.clone(),
-                })
+                .stop_task(pb::StopTaskRequest { task_id })
                 .await?
                 .into_inner();
             out.task(&task);

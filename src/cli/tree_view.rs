@@ -2,7 +2,10 @@
 //! back to learn which node is the last of its siblings, one forward to
 //! draw, no recursion however deep the tree. Indentation stops at
 //! [`MAX_INDENT`] levels; deeper nodes show their depth as a number.
+//! Names come first, ids cut to the tail that tells the drawn nodes apart
+//! (the tail any command takes, as in the tables).
 
+use super::output::table;
 use crate::api::pb;
 
 /// Levels of indentation drawn; a deeper node is drawn at this level with
@@ -13,6 +16,7 @@ pub const MAX_INDENT: usize = 24;
 /// Calls `emit` with each line of the tree, in order.
 pub fn render(nodes: &[pb::TreeNode], mut emit: impl FnMut(String)) {
     let last = last_of_siblings(nodes);
+    let tail = table::tail_len(nodes.iter().map(|n| n.id.as_str()));
     // For each level above the current node: whether the ancestor at that
     // level was the last of its siblings (then its column is blank).
     let mut ancestors_last: Vec<bool> = Vec::new();
@@ -20,7 +24,7 @@ pub fn render(nodes: &[pb::TreeNode], mut emit: impl FnMut(String)) {
         let depth = node.depth as usize;
         ancestors_last.truncate(depth);
         if depth == 0 {
-            emit(label(node));
+            emit(label(node, tail));
             ancestors_last.push(is_last);
             continue;
         }
@@ -32,7 +36,7 @@ pub fn render(nodes: &[pb::TreeNode], mut emit: impl FnMut(String)) {
         if depth > MAX_INDENT {
             line.push_str(&format!("[depth {depth}] "));
         }
-        line.push_str(&label(node));
+        line.push_str(&label(node, tail));
         emit(line);
         // A gap in depths (a page cut mid-way) leaves open columns.
         ancestors_last.resize(depth, false);
@@ -56,12 +60,21 @@ fn last_of_siblings(nodes: &[pb::TreeNode]) -> Vec<bool> {
 }
 
 /// One node's text, without indentation, on one line whatever the names
-/// and labels an agent chose hold.
-pub fn label(n: &pb::TreeNode) -> String {
-    super::output::escape::one_line(&text(n)).into_owned()
+/// and labels an agent chose hold; its id cut to its last `tail`
+/// characters.
+fn label(n: &pb::TreeNode, tail: usize) -> String {
+    super::output::escape::one_line(&text(n, tail)).into_owned()
 }
 
-fn text(n: &pb::TreeNode) -> String {
+fn text(n: &pb::TreeNode, tail: usize) -> String {
+    let id = table::tail(&n.id, tail);
+    // The name (an agent's) or label (a task's, a wait's) first, quoted:
+    // it is what people chose and read.
+    let name = if n.name.is_empty() {
+        String::new()
+    } else {
+        format!("\"{}\" ", n.name)
+    };
     let dead = if n.actor_alive { "" } else { "  [actor down]" };
     let cut = if n.truncated_from_bytes > 0 {
         format!("  [cut from {} bytes]", n.truncated_from_bytes)
@@ -77,28 +90,20 @@ fn text(n: &pb::TreeNode) -> String {
             // Ended tasks are shown only while they hold a worktree.
             let dead = if n.state == "running" { dead } else { "" };
             format!(
-                "task {} ({}, {}) \"{}\"{worktree}{dead}{cut}",
-                n.id, n.kind, n.state, n.name
+                "task {name}{id} ({}, {}){worktree}{dead}{cut}",
+                n.kind, n.state
             )
         }
-        "wait" => format!(
-            "wait {} ({}, {}) \"{}\"{dead}{cut}",
-            n.id, n.kind, n.state, n.name
-        ),
+        "wait" => format!("wait {name}{id} ({}, {}){dead}{cut}", n.kind, n.state),
         _ => {
-            let name = if n.name.is_empty() {
-                String::new()
-            } else {
-                format!("\"{}\" ", n.name)
-            };
             let place = match n.partition {
                 Some(partition) => format!(" [partition {partition}]"),
                 None if n.visibility == "private" => " [private]".to_owned(),
                 None => String::new(),
             };
             format!(
-                "agent {name}{} ({}, {}){place}{dead}{cut}",
-                n.id, n.kind, n.state
+                "agent {name}{id} ({}, {}){place}{dead}{cut}",
+                n.kind, n.state
             )
         }
     }

@@ -53,6 +53,7 @@ mod overview;
 mod query;
 mod routes;
 mod stream;
+mod tree_filter;
 mod views;
 
 /// What every answer of the listener is: a whole body, or a stream (the

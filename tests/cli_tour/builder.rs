@@ -32,7 +32,7 @@ async fn builder_streams_a_command_while_it_runs() {
     assert!(
         listed
             .lines()
-            .any(|l| l.starts_with(&task_id) && l.contains("command")),
+            .any(|l| l.contains(&task_id[task_id.len() - 6..]) && l.contains("command")),
         "{listed}"
     );
 
@@ -113,12 +113,14 @@ async fn builder_shows_its_work_item_and_timer_and_obeys_pause_resume_abort() {
     assert!(cli
         .ok(&["work", "get", &item])
         .starts_with(&format!("{item}  [active] ship 1.0")));
-    // The running `events --follow` saw both.
+    // The running `events --follow` saw both, by builder's name and the
+    // tail of its id.
+    let named = format!("builder ({})", &builder[builder.len() - 6..]);
     watching.line_where("the work item's event", |l| {
-        l.contains(&builder) && l.contains("work_item_updated")
+        l.contains(&named) && l.contains("work_item_updated")
     });
     watching.line_where("the timer's event", |l| {
-        l.contains(&builder) && l.contains("wait_updated")
+        l.contains(&named) && l.contains("wait_updated")
     });
 
     // Paused, builder keeps its messages queued; resumed, it handles them.

@@ -130,8 +130,12 @@ async fn ops_takes_messages_once_and_reports_them() {
         .lines()
         .find(|l| l.contains("tool_called"))
         .unwrap_or_else(|| panic!("no tool_called in\n{log}"));
+    // Its agent by name and the tail of its id, never the whole id.
+    let ops_tail = &ops[ops.len() - 6..];
     assert!(
-        line.contains(&ops) && line.trim_end().ends_with("AgentGet"),
+        line.contains(&format!("ops ({ops_tail})"))
+            && !line.contains(&ops)
+            && line.trim_end().ends_with("AgentGet"),
         "{line}"
     );
 
@@ -163,12 +167,22 @@ async fn ops_supervises_private_children_through_task_handles() {
     let audit = spawn_delegator(&cli, "lead the audit");
     let child = text(&audit, "child_agent_id").to_owned();
     let task = text(&audit, "task_id").to_owned();
+    // The list puts the label first and cuts ids to their tails.
+    let short = |id: &str| id[id.len() - 6..].to_owned();
     let listed = cli.ok(&["task", "list", "ops"]);
     let row = listed
         .lines()
-        .find(|l| l.starts_with(&task))
+        .find(|l| l.contains(&short(&task)))
         .unwrap_or_else(|| panic!("no {task} in\n{listed}"));
-    assert!(row.contains("child_agent_task") && row.contains("running") && row.contains(&child));
+    assert!(
+        row.starts_with("lead the audit ")
+            && row.contains("child_agent_task")
+            && row.contains("running")
+            && row.contains(&short(&child))
+            && !row.contains(&task)
+            && !row.contains(&child),
+        "{listed}"
+    );
     // The child's page names its supervisor and creator, with the tail of
     // ops's id that any command takes for ops.
     let tail = &ops[ops.len() - 6..];
@@ -193,18 +207,19 @@ async fn ops_supervises_private_children_through_task_handles() {
     let tree = cli.ok(&["tree"]);
     let lines: Vec<&str> = tree.lines().collect();
     assert!(
-        lines[0].starts_with(&format!("agent \"ops\" {ops}")),
+        lines[0].starts_with(&format!("agent \"ops\" {} (", short(&ops))),
         "{tree}"
     );
     assert!(
         tree.contains(&format!(
-            "task {task} (child_agent_task, running) \"lead the audit\""
+            "task \"lead the audit\" {} (child_agent_task, running)",
+            short(&task)
         )),
         "{tree}"
     );
     let child_line = lines
         .iter()
-        .find(|l| l.contains(&child))
+        .find(|l| l.contains(&short(&child)))
         .unwrap_or_else(|| panic!("no child in\n{tree}"));
     assert!(
         child_line.contains("-- agent") && child_line.ends_with("[private]"),
@@ -214,12 +229,14 @@ async fn ops_supervises_private_children_through_task_handles() {
     // One level down shows ops's handle and child; the roots alone, neither.
     let shallow = cli.ok(&["tree", "--depth", "1"]);
     assert!(
-        shallow.contains(&task) && shallow.contains(&child),
+        shallow.contains(&short(&task)) && shallow.contains(&short(&child)),
         "{shallow}"
     );
     let roots = cli.ok(&["tree", "--depth", "0"]);
     assert!(
-        roots.contains(&ops) && !roots.contains(&task) && !roots.contains(&child),
+        roots.contains(&short(&ops))
+            && !roots.contains(&short(&task))
+            && !roots.contains(&short(&child)),
         "{roots}"
     );
     let shape = cli.json_one(&["tree"]);
@@ -315,7 +332,7 @@ async fn ops_supervises_private_children_through_task_handles() {
     assert!(again.contains("failed precondition"), "{again}");
     let second_child = cli.json_one(&["agent", "get", text(&second, "child_agent_id")]);
     assert_eq!(second_child["state"], "archived");
-    assert!(!cli.ok(&["tree"]).contains(&second_task));
+    assert!(!cli.ok(&["tree"]).contains(&short(&second_task)));
 
     // Archiving ops takes every private descendant with it.
     let third = spawn_delegator(&cli, "lead the cleanup");

@@ -81,7 +81,7 @@ async fn builder_works_in_an_attached_project_and_a_worktree_child() {
     let tree = cli.ok(&["tree"]);
     assert!(
         tree.lines()
-            .any(|l| l.contains(&task_id)
+            .any(|l| l.contains(&task_id[task_id.len() - 6..])
                 && l.contains(&format!("[worktree {worktree} on {branch}]"))),
         "{tree}"
     );

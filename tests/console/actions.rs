@@ -11,9 +11,12 @@ use holarchy::api::pb;
 use holarchy::client::Clients;
 use serde_json::json;
 
-use crate::common::{eventually, messages, script, send};
+use crate::common::{create, eventually, messages, script, send};
 use crate::support::Subtree;
 use crate::webdriver::Browser;
+
+/// Roots the console's tree loads before its "more..." (its `TREE_PAGE`).
+const ROOTS_PAGE: usize = 200;
 
 /// The overview without the token: counts and queues, failures locked.
 pub async fn overview_read_only(browser: &Browser, home: &str) {
@@ -219,12 +222,68 @@ pub async fn overview_as_operator(
 }
 
 /// The tree's filter keeps matching rows and where they hang, hides the
-/// rest, and works on state and on ids below the top.
-pub async fn tree_filter(browser: &Browser, home: &str, tree: &Subtree, shot: &Path) {
+/// rest, and works on state and on ids below the top; it finds what the
+/// page has not loaded (a root past the first page, a private agent under
+/// a level not expanded) through the daemon's walk.
+pub async fn tree_filter(
+    browser: &Browser,
+    home: &str,
+    c: &mut Clients,
+    tree: &Subtree,
+    shot: &Path,
+) {
+    // More roots than the page loads at first (200), then one more: its
+    // row is not loaded until "more...".
+    let fillers = (0..ROOTS_PAGE)
+        .map(|i| pb::CreateAgentRequest {
+            name: format!("filler-{i:03}"),
+            ..Default::default()
+        })
+        .collect();
+    c.agents
+        .create_agents(pb::CreateAgentsRequest { agents: fillers })
+        .await
+        .expect("fillers");
+    let straggler = create(c, "straggler", None).await;
     let lead_row = format!("#tree > li[data-id=\"{}\"]", tree.lead);
     browser.goto(home).await;
     browser.wait_for(&lead_row).await;
     let filter = browser.wait_for("#tree-filter").await;
+    assert!(
+        browser
+            .find(&format!("#tree li[data-id=\"{straggler}\"]"))
+            .await
+            .is_none(),
+        "the straggler is past the first page of roots"
+    );
+    browser.type_into(&filter, "straggler").await;
+    browser
+        .wait_text("#tree-filter-count", |t| t.starts_with("0 of"))
+        .await;
+    let found = browser
+        .wait_for(&format!("#tree-matches-list > li[data-id=\"{straggler}\"]"))
+        .await;
+    assert!(
+        browser.text(&found).await.contains("straggler"),
+        "the match is named"
+    );
+    // A private agent two levels down, none of them expanded: found with
+    // the agent it hangs under.
+    let deep = &tree.private[1];
+    browser.clear(&filter).await;
+    browser.type_into(&filter, deep).await;
+    let found = browser
+        .wait_for(&format!("#tree-matches-list > li[data-id=\"{deep}\"]"))
+        .await;
+    let shown = browser.text(&found).await;
+    assert!(
+        shown.contains(&format!("under {}", tree.private[0])),
+        "{shown}"
+    );
+    browser
+        .wait_text("#tree-matches-count", |t| t.starts_with("1 found"))
+        .await;
+    browser.clear(&filter).await;
     browser.type_into(&filter, "bystander").await;
     browser
         .wait_text("#tree-filter-count", |t| t.starts_with("1 of"))

@@ -5,7 +5,28 @@ use std::io::Write as _;
 
 use serde_json::{json, Value};
 
-use super::{emit, escape, one_line, Output};
+use super::{emit, escape, one_line, table, Output};
+
+/// Characters of a task's output a `task list` row shows; `task output`
+/// prints it whole.
+const OUTPUT_CELL: usize = 60;
+
+/// `text`, or `-` when it is empty.
+fn dash(text: &str) -> String {
+    if text.is_empty() {
+        "-".to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
+/// At most `max` characters of `text`, `...` saying it was cut.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}...", &text[..end]),
+        None => text.to_owned(),
+    }
+}
 use crate::api::pb;
 
 impl Output {
@@ -60,6 +81,43 @@ impl Output {
                 );
             }
         }
+    }
+
+    /// An agent's tasks (`task list`): a table, labels first, ids cut to
+    /// the tail that tells them apart (any task command takes it); under
+    /// `--json`, one object per task, as `task get` prints it.
+    pub fn tasks(&self, tasks: &[pb::TaskHandle]) {
+        if self.json {
+            tasks.iter().for_each(|t| self.task(t));
+            return;
+        }
+        let tail = table::tail_len(tasks.iter().map(|t| t.task_id.as_str()));
+        let child_tail = table::tail_len(
+            tasks
+                .iter()
+                .map(|t| t.child_agent_id.as_str())
+                .filter(|id| !id.is_empty()),
+        );
+        let now = table::now_ms();
+        let mut rows = table::Table::new(&[
+            "LABEL", "ID", "KIND", "STATUS", "CHILD", "CREATED", "OUTPUT",
+        ]);
+        for t in tasks {
+            let child = match t.child_agent_id.as_str() {
+                "" => "-",
+                id => table::tail(id, child_tail),
+            };
+            rows.row(vec![
+                dash(&one_line(&t.label)),
+                table::tail(&t.task_id, tail).to_owned(),
+                t.task_kind.clone(),
+                t.status.clone(),
+                child.to_owned(),
+                table::age(t.created_at_ms, now),
+                dash(&cut(&one_line(&t.output), OUTPUT_CELL)),
+            ]);
+        }
+        rows.print();
     }
 
     pub fn task_output(&self, o: &pb::ReadTaskOutputResponse, raw: bool) {
@@ -239,7 +297,7 @@ impl Output {
             }
             return;
         }
-        let mut rows = super::table::Table::new(&["TOOL", "FAMILY", "PLANE", "DESCRIPTION"]);
+        let mut rows = table::Table::new(&["TOOL", "FAMILY", "PLANE", "DESCRIPTION"]);
         for t in tools {
             rows.row(vec![
                 one_line(&t.name).into_owned(),

@@ -17,7 +17,7 @@ use tonic::Request;
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentService as _;
 use crate::api::pb::runtime_service_server::RuntimeService as _;
-use crate::cli::run_errors::problem;
+use crate::problems::problem;
 
 use super::query::Query;
 use super::routes::called;
@@ -152,7 +152,7 @@ struct Failure {
     at_ms: i64,
     agent_id: String,
     run_id: String,
-    /// One line, cut (see `run_errors::problem`).
+    /// One line, cut (see `crate::problems::problem`).
     problem: String,
 }
 

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `GET /api/session` | whether the token given is right | - |
 //! | `GET /api/tree?agent=&page=&limit=` | `GetTree`, one level (`max_depth`; the roots paged by id) | no (contents with) |
+//! | `GET /api/tree?filter=&page=&limit=` | `GetTree` walked a bounded stretch per request, the nodes matching the filter (see [`tree_filter`]) | no (roots only without; every level with) |
 //! | `GET /api/check?page=` | `GetTree` of the whole runtime, mismatches and counts only | yes: it walks every agent |
 //! | `GET /api/search?q=` | `GetAgent` by id, name, or names from a prefix | no |
 //! | `GET /api/agents/ID` | `GetAgent` | no (contents with) |
@@ -40,7 +41,8 @@ use crate::api::pb::workspace_service_server::WorkspaceService as _;
 
 use super::query::Query;
 use super::{
-    inputs, json_answer, method_is, overview, stream, views, Body, Caller, Console, Refusal,
+    inputs, json_answer, method_is, overview, stream, tree_filter, views, Body, Caller, Console,
+    Refusal,
 };
 
 /// Nodes per page of the tree, by default and at most.
@@ -198,6 +200,10 @@ async fn tree(console: &Console, query: &Query, caller: Caller) -> Outcome {
         .limit(TREE_PAGE, MAX_TREE_PAGE)
         .map_err(Refusal::from)?;
     let page_token = query.page().map_err(Refusal::from)?;
+    let filter = query.text("filter");
+    if !filter.is_empty() {
+        return tree_filter::matches(console, filter, page_token, limit, caller).await;
+    }
     let agent_id = query.text("agent").to_owned();
     let under_agent = !agent_id.is_empty();
     let first_page = page_token.is_empty();

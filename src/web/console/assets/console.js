@@ -1,8 +1,9 @@
 // The holarchy web console: the supervision tree, expanded one level at a
 // time and filtered as it is, and an agent's page, from which an operator
 // sends it a message or its tasks input (the overview page is
-// overview.js). Plain script, no framework; every string from the daemon
-// goes into the page as text, never as markup.
+// overview.js, the tree's filter tree_filter.js). Plain script, no
+// framework; every string from the daemon goes into the page as text,
+// never as markup.
 "use strict";
 
 const TOKEN_KEY = "holarchy.token";
@@ -271,32 +272,6 @@ async function checkAll(button, out) {
     mismatches.length ? el("ul", {}, mismatches.slice(0, 200).map((m) => el("li", { class: "mono" }, m))) : "");
 }
 
-// The tree's filter: a loaded row stays when its name, id, state, kind
-// or visibility holds every word typed, or when a row loaded below it
-// does (so a match shows where it hangs); the others are hidden. Rows
-// loaded later (an expanded level, "more...") are filtered as they come.
-function applyFilter() {
-  const input = document.getElementById("tree-filter");
-  const tree = document.getElementById("tree");
-  if (!input || !tree) return;
-  const words = input.value.trim().toLowerCase().split(/\s+/).filter(Boolean);
-  const rows = Array.from(tree.querySelectorAll("li[data-id]"));
-  let shown = 0;
-  // Children come after their parents in document order: walk backwards
-  // so a row knows whether anything below it stayed.
-  for (const li of rows.reverse()) {
-    const own = words.every((w) => li.dataset.search.includes(w));
-    const below = !!li.querySelector(":scope > ul > li[data-id]:not([hidden])");
-    li.hidden = !(own || below);
-    li.classList.toggle("match", words.length > 0 && own);
-    if (own) shown++;
-  }
-  const count = document.getElementById("tree-filter-count");
-  const more = tree.querySelector(":scope > li.more");
-  count.textContent = !words.length ? "" : shown + " of " + rows.length + " loaded rows match" +
-    (more ? "; more roots are not loaded yet (load them, or Find searches every name)" : "");
-}
-
 async function treeView(view) {
   const list = el("ul", { class: "tree", id: "tree" });
   const counts = el("div", { class: "counts" });
@@ -305,10 +280,13 @@ async function treeView(view) {
   checkButton.addEventListener("click", () => checkAll(checkButton, whole));
   const filter = el("input", { type: "search", id: "tree-filter", maxlength: "64", autocomplete: "off",
     placeholder: "filter: name, id, state, kind", "aria-label": "filter the tree" });
-  filter.addEventListener("input", applyFilter);
+  filter.addEventListener("input", () => { applyFilter(); scheduleServerFilter(); });
+  const matches = el("section", { id: "tree-matches", hidden: true },
+    el("h2", {}, "Matches not loaded above ", el("span", { class: "muted", id: "tree-matches-count" })),
+    el("ul", { class: "tree", id: "tree-matches-list" }));
   view.replaceChildren(el("h1", {}, "Supervision tree"), counts, el("div", { id: "check", class: "check ok" }),
     el("div", { class: "controls" }, checkButton, whole),
-    el("div", { class: "controls" }, filter, el("span", { class: "muted", id: "tree-filter-count" })), list);
+    el("div", { class: "controls" }, filter, el("span", { class: "muted", id: "tree-filter-count" })), list, matches);
   const body = await loadLevel(list, "", "");
   if (body) {
     counts.replaceChildren(
