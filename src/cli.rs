@@ -76,10 +76,18 @@ pub struct Cli {
     #[arg(long, global = true, env = "HOLARCHY_SOCKET", help_heading = GLOBAL)]
     pub socket: Option<PathBuf>,
     /// Talk to the daemon over TCP at HOST:PORT (or http://HOST:PORT), as
-    /// its `serve --listen` gives it. There is no TLS yet: https:// is
-    /// refused rather than sending the token in clear.
+    /// its `serve --listen` gives it; https://HOST:PORT when the daemon
+    /// serves TLS (`serve --tls-cert`).
     #[arg(long, global = true, env = "HOLARCHY_ADDR", help_heading = GLOBAL)]
     pub addr: Option<String>,
+    /// Trust only this CA (PEM) for an https:// --addr, instead of the
+    /// system's roots: for a daemon whose certificate your own CA issued.
+    #[arg(long, global = true, env = "HOLARCHY_CA", value_name = "FILE", help_heading = GLOBAL)]
+    pub ca: Option<PathBuf>,
+    /// A client certificate and key (one PEM file holding both) for a
+    /// daemon that requires one (`serve --tls-client-ca`).
+    #[arg(long, global = true, env = "HOLARCHY_CLIENT_CERT", value_name = "FILE", help_heading = GLOBAL)]
+    pub client_cert: Option<PathBuf>,
     /// Bearer token for TCP. Without it, a client given --data-dir reads
     /// <data-dir>/token (the daemon writes it there). `serve` refuses one
     /// shorter than 16 bytes, and warns when it is given here: other

@@ -11,7 +11,7 @@ use tokio::net::UnixStream;
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::service::Interceptor;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity, Uri};
 use tonic_health::pb::health_client::HealthClient as GrpcHealthClient;
 use tower::service_fn;
 
@@ -31,7 +31,46 @@ use crate::api::pb::workspace_service_client::WorkspaceServiceClient;
 #[derive(Debug, Clone)]
 pub enum Target {
     Unix(PathBuf),
-    Tcp { url: String, token: Option<String> },
+    Tcp {
+        url: String,
+        token: Option<String>,
+        tls: TlsOptions,
+    },
+}
+
+/// How an `https://` target is checked, and how this client shows itself.
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    /// Trust only this CA (PEM); the system's roots without it.
+    pub ca: Option<PathBuf>,
+    /// A client certificate and its key, in one PEM file.
+    pub identity: Option<PathBuf>,
+}
+
+/// A PEM file a client reads holds at most this much.
+const MAX_PEM_BYTES: u64 = 1 << 20;
+
+impl TlsOptions {
+    fn config(&self) -> anyhow::Result<ClientTlsConfig> {
+        let read = |path: &PathBuf| -> anyhow::Result<Vec<u8>> {
+            use std::io::Read as _;
+            let mut bytes = Vec::new();
+            std::fs::File::open(path)
+                .and_then(|file| file.take(MAX_PEM_BYTES).read_to_end(&mut bytes))
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            Ok(bytes)
+        };
+        let mut config = ClientTlsConfig::new();
+        config = match &self.ca {
+            Some(ca) => config.ca_certificate(Certificate::from_pem(read(ca)?)),
+            None => config.with_native_roots(),
+        };
+        if let Some(identity) = &self.identity {
+            let pem = read(identity)?;
+            config = config.identity(Identity::from_pem(&pem, &pem));
+        }
+        Ok(config)
+    }
 }
 
 /// Adds the bearer token to every call, when there is one.
@@ -120,33 +159,22 @@ pub struct Unreachable {
 /// Why an `--addr` is refused before any connection.
 #[derive(Debug, thiserror::Error)]
 pub enum AddrError {
-    /// TLS is not implemented: speaking plain text to an `https://` URL
-    /// would send the bearer token in clear to whatever answers there.
-    #[error(
-        "--addr {0}: TLS is not supported yet, and the token must not go in clear to an \
-         https:// address; use http://HOST:PORT on a network you trust, or an SSH tunnel \
-         to the daemon's Unix socket"
-    )]
-    Tls(String),
-    #[error("--addr {0}: only http://HOST:PORT (or HOST:PORT) is understood")]
+    #[error("--addr {0}: only https://HOST:PORT, http://HOST:PORT or HOST:PORT is understood")]
     Scheme(String),
     #[error("--addr is empty: give HOST:PORT, e.g. 127.0.0.1:7420")]
     Empty,
 }
 
 /// The URL to dial for `--addr`: `HOST:PORT` means plain HTTP/2, as the
-/// daemon's `--listen` serves it; `http://` passes through; anything else
-/// is refused.
+/// daemon's `--listen` serves it without `--tls-cert`; `http://` and
+/// `https://` pass through; anything else is refused.
 pub fn tcp_url(addr: &str) -> Result<String, AddrError> {
     let addr = addr.trim();
     if addr.is_empty() {
         return Err(AddrError::Empty);
     }
     let lower = addr.to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        return Err(AddrError::Tls(addr.to_owned()));
-    }
-    if lower.starts_with("http://") {
+    if lower.starts_with("http://") || lower.starts_with("https://") {
         return Ok(addr.to_owned());
     }
     if addr.contains("://") {
@@ -180,12 +208,20 @@ pub async fn channel(target: &Target) -> anyhow::Result<Channel> {
         // held back by Nagle's algorithm waits for the peer's delayed
         // acknowledgement (up to 40 ms on Linux), and small gRPC frames are
         // all this channel sends.
-        Target::Tcp { url, .. } => endpoint(url.clone())?
-            .tcp_nodelay(true)
-            .tcp_keepalive(Some(TCP_KEEPALIVE))
-            .connect()
-            .await
-            .map_err(|err| unreachable(err).into()),
+        Target::Tcp { url, tls, .. } => {
+            let mut endpoint = endpoint(url.clone())?
+                .tcp_nodelay(true)
+                .tcp_keepalive(Some(TCP_KEEPALIVE));
+            if url.to_ascii_lowercase().starts_with("https://") {
+                endpoint = endpoint
+                    .tls_config(tls.config()?)
+                    .context("the TLS settings of --addr")?;
+            }
+            endpoint
+                .connect()
+                .await
+                .map_err(|err| unreachable(err).into())
+        }
     }
 }
 
@@ -260,10 +296,11 @@ mod tests {
     }
 
     #[test]
-    fn an_https_address_is_refused_rather_than_spoken_to_in_clear() {
-        let err = tcp_url("HTTPS://host:443").expect_err("refused");
-        assert!(matches!(err, AddrError::Tls(_)), "{err}");
-        assert!(err.to_string().contains("TLS is not supported"), "{err}");
+    fn an_https_address_passes_through_and_other_schemes_are_refused() {
+        assert_eq!(
+            tcp_url("https://host:443").expect("accepted"),
+            "https://host:443"
+        );
         assert!(matches!(tcp_url("unix:///x"), Err(AddrError::Scheme(_))));
         assert!(matches!(tcp_url(" "), Err(AddrError::Empty)));
     }

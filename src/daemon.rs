@@ -12,6 +12,7 @@ pub mod notify;
 pub mod process;
 mod safe_dirs;
 mod services;
+pub mod tls;
 pub mod token;
 
 pub use disk::DiskLow;
@@ -51,6 +52,8 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     /// Also listen on TCP here; callers then need the bearer token.
     pub listen: Option<SocketAddr>,
+    /// TLS on the TCP listeners (gRPC and HTTP), when set.
+    pub tls: Option<tls::TlsFiles>,
     /// The TCP bearer token as given; if neither value is set, read from
     /// `<data>/token`, or made up and written there.
     pub token: GivenToken,
@@ -90,6 +93,7 @@ impl ServeConfig {
         Self {
             data_dir,
             listen: None,
+            tls: None,
             token: GivenToken::default(),
             connections: ConnectionLimits::default(),
             shutdown_timeout: Duration::from_secs(10),
@@ -181,6 +185,13 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     if let Some(token) = &tcp_token {
         config.runtime.secrets.add(token.as_str());
     }
+    let tls = match &config.tls {
+        Some(files) => Some(Arc::new(tls::Tls::load(files.clone()).context(
+            "cannot serve TLS (check --tls-cert, --tls-key and --tls-client-ca)",
+        )?)),
+        None => None,
+    };
+    warn_plain_text(&config, tls.is_some());
     let sandbox = SandboxReport::probe();
     if sandbox.complete() {
         info!(sandbox = %sandbox.describe(), "agents' programs are confined");
@@ -206,16 +217,51 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         runtime_config,
         tcp_token,
         sandbox,
+        tls: tls.clone(),
     };
-    let mut shutdown = std::pin::pin!(shutdown);
+    let shutdown = std::pin::pin!(shutdown);
+    // The reload lives exactly as long as the incarnations: dropped with
+    // them, never detached.
+    tokio::select! {
+        served = incarnations(&config, &setup, shutdown) => served,
+        () = tls::reload_on_hangup(tls) => Ok(()),
+    }
+}
+
+/// Warns of a TCP listener that speaks plain text beyond this host: its
+/// token (and the console's) crosses the network in clear.
+fn warn_plain_text(config: &ServeConfig, tls: bool) {
+    if tls {
+        return;
+    }
+    let listeners = [
+        ("--listen", config.listen),
+        ("--http-listen", config.http.as_ref().map(|h| h.listen)),
+    ];
+    for (flag, addr) in listeners {
+        if let Some(addr) = addr.filter(|a| !a.ip().is_loopback()) {
+            warn!(
+                %addr,
+                "{flag} serves plain text on an address beyond this host: bearer tokens cross the network in clear; give --tls-cert and --tls-key"
+            );
+        }
+    }
+}
+
+/// Serves incarnation after incarnation until a shutdown.
+async fn incarnations(
+    config: &ServeConfig,
+    setup: &incarnation::Setup<'_>,
+    mut shutdown: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> anyhow::Result<()> {
     let mut after_failure = None;
     loop {
-        let Some(store) = open_store(&config, after_failure.as_deref(), shutdown.as_mut()).await?
+        let Some(store) = open_store(config, after_failure.as_deref(), shutdown.as_mut()).await?
         else {
             info!("stopped while waiting for the disk");
             return Ok(());
         };
-        match incarnation::serve(&setup, store, shutdown.as_mut()).await? {
+        match incarnation::serve(setup, store, shutdown.as_mut()).await? {
             incarnation::Ended::Shutdown => return Ok(()),
             // Nothing acknowledged is lost: every answer waited for a
             // flush, and the store and runtime come back as from a crash,

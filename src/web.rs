@@ -30,6 +30,8 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::{debug, info, warn};
 
+use crate::daemon::tls::{Alpn, MaybeTls};
+
 pub mod connections;
 pub mod console;
 pub mod host;
@@ -74,6 +76,9 @@ pub struct HttpConfig {
     /// Names the console answers under beside IP addresses and
     /// `localhost` (`serve --http-allowed-host`).
     pub allowed_hosts: host::AllowedHosts,
+    /// TLS on this listener (`serve --tls-cert`): set by the daemon, which
+    /// reloads it on SIGHUP.
+    pub tls: Option<Arc<crate::daemon::tls::Tls>>,
 }
 
 impl HttpConfig {
@@ -88,6 +93,7 @@ impl HttpConfig {
             shutdown_grace: Duration::from_secs(5),
             console_public_read: false,
             allowed_hosts: host::AllowedHosts::default(),
+            tls: None,
         }
     }
 }
@@ -257,6 +263,25 @@ async fn connection(
         Pool::General { pressed: false } => shared.config.header_timeout,
         Pool::General { pressed: true } | Pool::Reserve => {
             shared.config.header_timeout.min(PRESSED_HEADER_TIMEOUT)
+        }
+    };
+    // The handshake gets the time the headers get: a peer that stalls in
+    // it holds its place no longer than one that stalls in its request.
+    let stream = match &shared.config.tls {
+        None => MaybeTls::Plain(stream),
+        Some(tls) => {
+            let handshake = tls.acceptor(Alpn::Http1).accept(stream);
+            match tokio::time::timeout(header_timeout, handshake).await {
+                Ok(Ok(secured)) => MaybeTls::Tls(Box::new(secured)),
+                Ok(Err(err)) => {
+                    debug!(peer = %peer, error = %err, "a TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    debug!(peer = %peer, "a TLS handshake timed out");
+                    return;
+                }
+            }
         }
     };
     let grace = shared.config.shutdown_grace;

@@ -175,9 +175,15 @@ async fn transports(
                 .to_owned()
         }
     };
+    // --compare-tcp over TLS checks the daemon's certificate as any
+    // https:// --addr does.
     let tcp = Target::Tcp {
-        url: url.clone(),
+        url: client::tcp_url(url)?,
         token: Some(token),
+        tls: client::TlsOptions {
+            ca: cli.ca.clone(),
+            identity: cli.client_cert.clone(),
+        },
     };
     let mut tcp_clients = client::connect(&tcp).await?;
     let local = status(&mut out[0].clients).await?.pid;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::failure::{CliError, Kind, Place, Reporter, TokenOrigin};
 use super::Cli;
-use crate::client::{self, Clients, Target};
+use crate::client::{self, Clients, Target, TlsOptions};
 use crate::daemon::{SOCKET_FILE, TOKEN_FILE};
 
 impl Cli {
@@ -67,7 +67,22 @@ impl Cli {
             TokenOrigin::File(path) => Some(read_token(&path)?),
             TokenOrigin::Missing(_) => None,
         };
-        Ok(Target::Tcp { url, token })
+        let https = url.to_ascii_lowercase().starts_with("https://");
+        if !https && (self.ca.is_some() || self.client_cert.is_some()) {
+            return Err(CliError::new(
+                Kind::Invalid,
+                format!(
+                    "--ca and --client-cert are for a daemon serving TLS: give --addr https://{}",
+                    url.trim_start_matches("http://")
+                ),
+            )
+            .into());
+        }
+        let tls = TlsOptions {
+            ca: self.ca.clone(),
+            identity: self.client_cert.clone(),
+        };
+        Ok(Target::Tcp { url, token, tls })
     }
 }
 

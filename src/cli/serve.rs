@@ -41,6 +41,32 @@ pub struct ServeArgs {
     /// Also serve gRPC on TCP at this address (requires the bearer token).
     #[arg(help_heading = "Network", long)]
     pub listen: Option<SocketAddr>,
+    /// Serve TLS on the TCP listeners (--listen, --http-listen) with this
+    /// certificate chain (PEM, leaf first). Read again on SIGHUP.
+    #[arg(
+        help_heading = "Network",
+        long,
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM). Read again on SIGHUP.
+    #[arg(
+        help_heading = "Network",
+        long,
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// Require TCP clients to show a certificate issued by this CA (PEM),
+    /// beside the bearer token.
+    #[arg(
+        help_heading = "Network",
+        long,
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_client_ca: Option<PathBuf>,
     /// Seconds each shutdown step may take.
     #[arg(help_heading = "Storage", long, default_value_t = 10)]
     pub shutdown_timeout: u64,
@@ -284,6 +310,21 @@ pub(super) async fn serve(
         max_connections_per_peer: args.http_max_connections_per_peer,
         ..crate::web::HttpConfig::new(addr, args.max_webhook_bytes)
     });
+    config.tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            if config.listen.is_none() && config.http.is_none() {
+                anyhow::bail!(
+                    "--tls-cert serves TLS on the TCP listeners, and there is none: add --listen HOST:PORT (gRPC) or --http-listen HOST:PORT (webhooks and the console)"
+                );
+            }
+            Some(daemon::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: args.tls_client_ca.clone(),
+            })
+        }
+        _ => None,
+    };
     config.runtime.restart_policy = RestartPolicy {
         max_restarts: args.restart_max,
         period_ms: args.restart_period.saturating_mul(1000),

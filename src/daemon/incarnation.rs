@@ -31,6 +31,8 @@ pub(super) struct Setup<'a> {
     pub runtime_config: RuntimeConfig,
     pub tcp_token: Option<Token>,
     pub sandbox: SandboxReport,
+    /// TLS for the TCP listeners, reloaded in place on SIGHUP.
+    pub tls: Option<Arc<super::tls::Tls>>,
 }
 
 /// How an incarnation ended.
@@ -53,9 +55,15 @@ pub(super) async fn serve(
         runtime_config,
         tcp_token,
         sandbox,
+        tls,
     } = setup;
-    let (config, runtime_config, tcp_token, sandbox) =
-        (*config, runtime_config.clone(), tcp_token.clone(), *sandbox);
+    let (config, runtime_config, tcp_token, sandbox, tls) = (
+        *config,
+        runtime_config.clone(),
+        tcp_token.clone(),
+        *sandbox,
+        tls.clone(),
+    );
     let limits = &config.connections;
     let started = std::time::Instant::now();
     let runtime = Arc::new(
@@ -175,6 +183,8 @@ pub(super) async fn serve(
             };
             info!(
                 addr = %listener.local_addr()?,
+                tls = tls.is_some(),
+                client_certificates = tls.as_ref().is_some_and(|t| t.requires_client_certificates()),
                 max_connections = limits.max_tcp,
                 auth_timeout_s = limits.auth_timeout.as_secs_f64(),
                 idle_timeout_s = limits.idle_timeout.as_secs_f64(),
@@ -188,19 +198,24 @@ pub(super) async fn serve(
                 .layer(listen::TrackStreamsLayer)
                 .layer(disk::GuardLayer(disk_low.clone()))
                 .add_routes(services.routes());
-            Some(tokio::spawn(router.serve_with_incoming_shutdown(
-                listen::tcp(listener, limits),
-                async move {
-                    let _ = tcp_stop.wait_for(|s| *s).await;
-                },
-            )))
+            let stopped = async move {
+                let _ = tcp_stop.wait_for(|s| *s).await;
+            };
+            let connections = listen::tcp(listener, limits);
+            Some(match tls.clone() {
+                Some(tls) => tokio::spawn(router.serve_with_incoming_shutdown(
+                    listen::tls(connections, tls, limits.max_tcp),
+                    stopped,
+                )),
+                None => tokio::spawn(router.serve_with_incoming_shutdown(connections, stopped)),
+            })
         }
         _ => None,
     };
     let mut http_server = match (http_listener, config.http.clone(), console) {
         (Some(listener), Some(http), Some(console)) => Some(crate::web::serve(
             listener,
-            http,
+            crate::web::HttpConfig { tls, ..http },
             runtime.clone(),
             metrics,
             console,

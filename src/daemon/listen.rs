@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -415,6 +415,36 @@ pub fn tcp(
         idle: Some(limits.idle_timeout),
     };
     guarded(listener, limits.max_tcp, timeouts, "tcp")
+}
+
+/// TLS over the guarded TCP connections: the handshakes run beside one
+/// another (at most `cap` at once, the TCP cap), each bounded by its
+/// connection's authentication deadline, which the socket's reads obey.
+/// A failed handshake closes its connection, logged at debug level: a
+/// scanner must not fill the log.
+pub fn tls<S>(
+    connections: S,
+    tls: Arc<super::tls::Tls>,
+    cap: usize,
+) -> impl Stream<Item = io::Result<super::tls::Secured<Guarded<TcpStream>>>>
+where
+    S: Stream<Item = io::Result<Guarded<TcpStream>>>,
+{
+    connections
+        .map(move |accepted| {
+            let acceptor = tls.acceptor(super::tls::Alpn::H2);
+            async move { acceptor.accept(accepted?).await }
+        })
+        .buffer_unordered(cap.max(1))
+        .filter_map(|handshake| async move {
+            match handshake {
+                Ok(secured) => Some(Ok(super::tls::Secured(secured))),
+                Err(err) => {
+                    debug!(error = %err, "a TLS handshake failed");
+                    None
+                }
+            }
+        })
 }
 
 /// Unix socket connections under their own cap. The socket's 0600 mode is

@@ -78,7 +78,7 @@ async fn with_no_daemon_the_cli_says_how_to_start_one_and_exits_unavailable() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tcp_takes_host_port_and_the_data_dirs_token_and_refuses_https() {
+async fn tcp_takes_host_port_and_the_data_dirs_token_and_https_needs_a_tls_daemon() {
     let root = tempfile::tempdir().expect("tempdir");
     let daemon = Daemon::start_with(&data_dir(&root), &["--listen", "127.0.0.1:0"]).await;
     let addr = tcp_addr(&daemon);
@@ -89,12 +89,28 @@ async fn tcp_takes_host_port_and_the_data_dirs_token_and_refuses_https() {
     let status = local.json_one(&["status"]);
     assert_eq!(status["pid"], daemon.pid());
 
+    // https:// to a daemon serving plain text: the handshake fails before
+    // any call, so the token never leaves; the CLI says it cannot reach it.
     let tls = format!("https://{addr}");
     let refused = failed(
         &Holarchy::data_dir(&daemon.data_dir).run(&["--addr", &tls, "status"]),
+        UNAVAILABLE,
+    );
+    assert!(refused.contains("cannot reach the daemon"), "{refused}");
+    // --ca means TLS: with a plain-text address it is refused outright.
+    let ca = root.path().join("ca.pem");
+    std::fs::write(&ca, "not read").expect("writes");
+    let refused = failed(
+        &Holarchy::data_dir(&daemon.data_dir).run(&[
+            "--addr",
+            &addr,
+            "--ca",
+            ca.to_str().expect("utf-8"),
+            "status",
+        ]),
         INVALID,
     );
-    assert!(refused.contains("TLS is not supported"), "{refused}");
+    assert!(refused.contains("--addr https://"), "{refused}");
 
     // A wrong token: refused, nothing printed (no table header), and a
     // hint where the right one lives.

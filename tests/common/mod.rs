@@ -234,6 +234,7 @@ pub async fn tcp_clients(listen: &str, token: Option<&str>) -> Clients {
     client::connect(&Target::Tcp {
         url: format!("http://{listen}"),
         token: token.map(str::to_owned),
+        tls: Default::default(),
     })
     .await
     .expect("connects")

@@ -112,6 +112,7 @@ async fn at_the_connection_cap_new_clients_wait_until_one_closes() {
     let target = Target::Tcp {
         url: format!("http://{listen}"),
         token: Some(token),
+        tls: Default::default(),
     };
     let first = TcpStream::connect(&listen).await.expect("first");
     let second = TcpStream::connect(&listen).await.expect("second");
