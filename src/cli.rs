@@ -26,6 +26,7 @@ mod serve;
 mod store;
 mod tasks;
 mod top;
+mod tree;
 mod tree_view;
 mod work;
 mod workspaces;
@@ -151,17 +152,11 @@ pub enum Command {
     /// Load tools that drive a running daemon.
     #[command(subcommand, after_help = BENCH_EXAMPLES)]
     Bench(BenchCommand),
-    /// The supervision tree, like pstree: agents, task handles, and whether
+    /// The supervision tree, like pstree: agents, task handles (each
+    /// private child drawn under the handle that holds it), and whether
     /// each actor is alive; private agents marked.
     #[command(after_help = TREE_EXAMPLES)]
-    Tree {
-        /// Only this agent's subtree (id or name).
-        agent: Option<String>,
-        /// Only this many levels below the roots of the walk (0: the roots
-        /// alone); the whole tree when not given.
-        #[arg(long)]
-        depth: Option<u32>,
-    },
+    Tree(tree::TreeArgs),
     /// Task handles: how parents supervise their private children.
     #[command(subcommand, after_help = TASK_EXAMPLES)]
     Task(TaskCommand),
@@ -406,44 +401,9 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
             let clients = cli.connect().await?;
             events::events(clients, *after, *follow, agent.as_deref(), &out).await
         }
-        Command::Tree { agent, depth } => {
-            let mut clients = cli.connect().await?;
-            let agent_id = match agent {
-                Some(agent) => resolve(&mut clients, agent).await?,
-                None => String::new(),
-            };
-            // Pages are joined into one tree.
-            let mut tree = pb::GetTreeResponse::default();
-            loop {
-                let page = clients
-                    .supervision
-                    .get_tree(pb::GetTreeRequest {
-                        agent_id: agent_id.clone(),
-                        page_token: std::mem::take(&mut tree.next_page_token),
-                        max_nodes: 0,
-                        max_depth: *depth,
-                    })
-                    .await?
-                    .into_inner();
-                tree.nodes.extend(page.nodes);
-                tree.mismatches.extend(page.mismatches);
-                (tree.agents, tree.tasks, tree.waits) = (page.agents, page.tasks, page.waits);
-                tree.partitions = page.partitions;
-                tree.next_page_token = page.next_page_token;
-                if tree.next_page_token.is_empty() {
-                    break;
-                }
-            }
-            // A page's counts cover only its part of the walk (the last
-            // of 40,005 roots said "5 agents"): the joined tree is counted
-            // from the nodes it holds.
-            let count = |kind: &str| {
-                let n = tree.nodes.iter().filter(|n| n.node_type == kind).count();
-                u32::try_from(n).unwrap_or(u32::MAX)
-            };
-            (tree.agents, tree.tasks, tree.waits) = (count("agent"), count("task"), count("wait"));
-            out.tree(&tree);
-            Ok(())
+        Command::Tree(args) => {
+            let clients = cli.connect().await?;
+            tree::tree(clients, args, &out).await
         }
         Command::Work(command) => {
             let clients = cli.connect().await?;

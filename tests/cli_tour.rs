@@ -44,5 +44,7 @@ mod readme;
 mod signals;
 #[path = "cli_tour/tour.rs"]
 mod tour;
+#[path = "cli_tour/tree.rs"]
+mod tree;
 #[path = "cli_tour/workspaces.rs"]
 mod workspaces;

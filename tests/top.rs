@@ -55,10 +55,27 @@ fn section(frame: &str, title: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn row<'a>(rows: &'a [Vec<String>], id: &str) -> &'a [String] {
+/// The row whose first cell (a name) is `name`.
+fn row<'a>(rows: &'a [Vec<String>], name: &str) -> &'a [String] {
     rows.iter()
-        .find(|r| r[0] == id)
-        .unwrap_or_else(|| panic!("{id} not listed in {rows:?}"))
+        .find(|r| r[0] == name)
+        .unwrap_or_else(|| panic!("{name} not listed in {rows:?}"))
+}
+
+/// A task's or wait's row split where its text ends: the text (words
+/// joined), then the id's tail, `owner` and the cells after it.
+fn split_at_owner<'a>(row: &'a [String], owner: &str) -> (String, &'a [String]) {
+    let at = row
+        .iter()
+        .position(|c| c == owner)
+        .unwrap_or_else(|| panic!("no owner {owner} in {row:?}"));
+    (row[..at - 1].join(" "), &row[at - 1..])
+}
+
+/// Whether `cell` is a tail of `id` that any command takes for it: its
+/// last six characters or more, never the whole id.
+fn is_tail(cell: &str, id: &str) -> bool {
+    cell.len() >= 6 && cell.len() < id.len() && id.ends_with(cell)
 }
 
 /// `/metrics` from the HTTP listener.
@@ -129,25 +146,38 @@ async fn top_shows_busy_agents_long_queues_tasks_and_waits_over_the_socket_and_t
     let socket = daemon.socket();
     let socket = socket.to_str().expect("utf-8 path");
     let frame = cli(&["--socket", socket, "top", "--once"], None);
+    // Names first, ids cut to their tails, as `agent list` prints them:
+    // no whole id anywhere.
+    for id in [&busy, &stuck, &worker, &sleeper] {
+        assert!(!frame.contains(id.as_str()), "{id} whole in\n{frame}");
+    }
     let busiest = section(&frame, "BUSIEST AGENTS");
-    assert_eq!(busiest[0][0], busy, "the busiest first:\n{frame}");
-    // AGENT NAME VIS STATE QUEUE TURNS/MIN RUN
-    assert_eq!(busiest[0][1..6], ["busy", "public", "active", "0", "6"]);
+    // NAME AGENT VIS STATE QUEUE TURNS/MIN RUN
+    assert_eq!(busiest[0][0], "busy", "the busiest first:\n{frame}");
+    assert!(is_tail(&busiest[0][1], &busy), "{frame}");
+    assert_eq!(busiest[0][2..6], ["public", "active", "0", "6"]);
     let queues = section(&frame, "LONGEST QUEUES");
     assert_eq!(
         queues.len(),
         1,
         "only the paused agent has a queue:\n{frame}"
     );
+    assert!(is_tail(&queues[0][1], &stuck), "{frame}");
     assert_eq!(
-        queues[0][..6],
-        [stuck.as_str(), "stuck", "public", "paused", "7", "0"]
+        [&queues[0][..1], &queues[0][2..6]].concat(),
+        ["stuck", "public", "paused", "7", "0"]
     );
+    // LABEL TASK OWNER KIND AGE: the owner by its name, which the
+    // daemon's answer carries; the label (the command) may be words.
     let tasks = section(&frame, "RUNNING TASKS");
-    // TASK OWNER KIND AGE LABEL
-    assert_eq!(tasks[0][1..3], [worker.as_str(), "command"], "{frame}");
+    let (task_label, task_rest) = split_at_owner(&tasks[0], "worker");
+    assert_eq!(task_label, "sleep 120", "{frame}");
+    assert_eq!(task_rest[1..3], ["worker", "command"], "{frame}");
+    // REASON WAIT OWNER KIND FIRES IN
     let waits = section(&frame, "ARMED WAITS");
-    assert_eq!(waits[0][1..3], [sleeper.as_str(), "timer"], "{frame}");
+    let (wait_reason, wait_rest) = split_at_owner(&waits[0], "sleeper");
+    assert_eq!(wait_reason, "release window", "{frame}");
+    assert_eq!(wait_rest[1..3], ["sleeper", "timer"], "{frame}");
     assert!(
         frame.contains("queued 7 (longest 7), tasks 1, waits 1"),
         "{frame}"
@@ -157,8 +187,8 @@ async fn top_shows_busy_agents_long_queues_tasks_and_waits_over_the_socket_and_t
     let addr = format!("http://{listen}");
     let token = daemon.token();
     let frame = cli(&["--addr", &addr, "top", "--limit", "5"], Some(&token));
-    assert_eq!(row(&section(&frame, "LONGEST QUEUES"), &stuck)[4], "7");
-    assert_eq!(row(&section(&frame, "BUSIEST AGENTS"), &busy)[5], "6");
+    assert_eq!(row(&section(&frame, "LONGEST QUEUES"), "stuck")[4], "7");
+    assert_eq!(row(&section(&frame, "BUSIEST AGENTS"), "busy")[5], "6");
     let json: Value = serde_json::from_str(&cli(&["--addr", &addr, "--json", "top"], Some(&token)))
         .expect("one JSON object");
     assert_eq!(json["longest_queues"][0]["agent_id"], stuck.as_str());
@@ -171,6 +201,14 @@ async fn top_shows_busy_agents_long_queues_tasks_and_waits_over_the_socket_and_t
         "{json}"
     );
     assert_eq!(json["armed_waits"][0]["reason"], "release window");
+    // Scripts keep every id whole, and get the owners' names besides.
+    assert_eq!(json["running_tasks"][0]["owner_agent_id"], worker.as_str());
+    assert_eq!(json["running_tasks"][0]["owner_name"], "worker");
+    assert_eq!(json["armed_waits"][0]["owner_agent_id"], sleeper.as_str());
+    assert_eq!(json["armed_waits"][0]["owner_name"], "sleeper");
+    let whole = |list: &str, field: &str| json[list][0][field].as_str().expect("an id").to_owned();
+    assert!(is_tail(&task_rest[0], &whole("running_tasks", "task_id")));
+    assert!(is_tail(&wait_rest[0], &whole("armed_waits", "wait_id")));
 
     let scraped = metrics(&http).await;
     assert!(
@@ -289,7 +327,8 @@ impl Drop for Tmux {
 /// The interactive view in a real terminal (tmux): tab to the queues, `/`
 /// filters the rows, enter opens the agent's messages and events, t its
 /// subtree, esc comes back, r resumes and p pauses the selected agent (as
-/// the daemon then reports), a daemon gone is said to be retried, q quits.
+/// the daemon then reports), every table shows names first and ids as
+/// tails, a daemon gone is said to be retried, q quits.
 /// Skipped when tmux is not installed; the keys and frames are
 /// unit-tested anyway.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,9 +364,14 @@ async fn the_interactive_view_answers_keys_in_a_terminal() {
     tmux.until("the first frame", |s| s.contains("longest queues (1)"))
         .await;
     tmux.keys("Tab");
-    let selected = format!("> {stuck}");
+    // Rows start with the name; the id shows as its tail only.
+    let selected = "> stuck ".to_owned();
+    let stuck_tail = &stuck[stuck.len() - 6..];
     tmux.until("the queue table", |s| {
-        s.contains(&selected) && s.contains("QUEUE v")
+        s.contains(&selected)
+            && s.contains("QUEUE v")
+            && s.contains(stuck_tail)
+            && !s.contains(&stuck)
     })
     .await;
 
@@ -401,6 +445,35 @@ async fn the_interactive_view_answers_keys_in_a_terminal() {
         common::get_agent(&mut c, &stuck).await.state,
         i32::from(pb::LifecycleState::Paused)
     );
+
+    // A running task and an armed wait: each by its own words first, its
+    // owner by name, no whole id.
+    let lead = create(&mut c, "lead", None).await;
+    let spawn = json!([{ "name": "SpawnAgent", "input": {
+        "preset": "private_child", "initial_message": "check the logs" } }]);
+    send(&mut c, &lead, &script(spawn)).await;
+    let sleep = json!([{ "name": "Sleep", "input": {
+        "duration_ms": 3_600_000, "reason": "release window" } }]);
+    send(&mut c, &lead, &script(sleep)).await;
+    handled(&c, &lead, 2).await;
+    tmux.keys("Tab");
+    tmux.keys("Tab");
+    let owned_by_lead = |s: &str, text: &str| {
+        s.lines()
+            .any(|l| l.contains(&format!("> {text}")) && l.contains(" lead "))
+            && !s.contains(&lead)
+            && !s.contains("tsk_")
+            && !s.contains("wat_")
+    };
+    tmux.until("the task table", |s| {
+        s.contains("running tasks (1)") && owned_by_lead(s, "check the logs")
+    })
+    .await;
+    tmux.keys("Tab");
+    tmux.until("the wait table", |s| {
+        s.contains("armed waits (1)") && owned_by_lead(s, "release window")
+    })
+    .await;
 
     // The daemon goes away: the view says so and keeps trying.
     drop(c);

@@ -1,6 +1,7 @@
 //! `holarchy.v1.RuntimeService`: the daemon's status, and its activity
 //! (totals and bounded top lists, for `holarchy top`).
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use holarchy_actors::runtime::activity::{ActiveAgent, ActivityError, ActivityRep
 use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::Runtime;
 use holarchy_supervision::bounds::head;
-use holarchy_supervision::{TaskRecord, WaitKind, WaitRecord};
+use holarchy_supervision::{AgentId, TaskRecord, WaitKind, WaitRecord};
 use tonic::{Request, Response, Status};
 
 use super::convert::{self, ApiError};
@@ -165,8 +166,16 @@ fn activity(report: ActivityReport, uptime_ms: u64) -> pb::GetActivityResponse {
         }),
         busiest: report.busiest.iter().map(active_agent).collect(),
         longest_queues: report.longest_queues.iter().map(active_agent).collect(),
-        running_tasks: report.tasks.iter().map(running_task).collect(),
-        armed_waits: report.waits.iter().map(armed_wait).collect(),
+        running_tasks: report
+            .tasks
+            .iter()
+            .map(|t| running_task(t, &report.owner_names))
+            .collect(),
+        armed_waits: report
+            .waits
+            .iter()
+            .map(|w| armed_wait(w, &report.owner_names))
+            .collect(),
         hot_agents: report.hot_agents as u64,
         hot_left_out: report.left_out,
         window_ms: WINDOW_MS,
@@ -186,7 +195,12 @@ fn active_agent(a: &ActiveAgent) -> pb::ActiveAgent {
     }
 }
 
-fn running_task(t: &TaskRecord) -> pb::RunningTask {
+/// An owner's name, or nothing for an unnamed (private) one.
+fn owner_name(names: &HashMap<AgentId, String>, owner: AgentId) -> String {
+    names.get(&owner).cloned().unwrap_or_default()
+}
+
+fn running_task(t: &TaskRecord, names: &HashMap<AgentId, String>) -> pb::RunningTask {
     let label = t.command.as_deref().unwrap_or(&t.label);
     pb::RunningTask {
         task_id: t.id.to_string(),
@@ -194,10 +208,11 @@ fn running_task(t: &TaskRecord) -> pb::RunningTask {
         kind: t.kind.name().to_owned(),
         label: head(label, LISTED_TEXT_BYTES).to_owned(),
         started_at_ms: t.created_at_ms,
+        owner_name: owner_name(names, t.owner_agent_id),
     }
 }
 
-fn armed_wait(w: &WaitRecord) -> pb::ArmedWait {
+fn armed_wait(w: &WaitRecord, names: &HashMap<AgentId, String>) -> pb::ArmedWait {
     pb::ArmedWait {
         wait_id: w.id.to_string(),
         owner_agent_id: w.owner_agent_id.to_string(),
@@ -207,5 +222,6 @@ fn armed_wait(w: &WaitRecord) -> pb::ArmedWait {
             WaitKind::Timer { deadline_ms } => deadline_ms,
             WaitKind::Trigger { .. } => 0,
         },
+        owner_name: owner_name(names, w.owner_agent_id),
     }
 }

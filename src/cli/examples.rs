@@ -24,7 +24,8 @@ pub const BENCH_EXAMPLES: &str =
   holarchy --data-dir /tmp/holarchy-bench bench turns --agents 1000 --messages 30000 --cleanup";
 pub const TREE_EXAMPLES: &str = "Examples:
   holarchy tree                                     # every agent, task and wait
-  holarchy tree ops --depth 2                       # ops's subtree, two levels down";
+  holarchy tree ops --depth 2                       # ops's subtree, two levels down
+  holarchy tree --limit 0 > tree.txt                # every line, indented without box drawing";
 pub const TASK_EXAMPLES: &str = "Examples:
   holarchy task list ops
   holarchy task output TASK_ID --follow             # a command's output as it runs

@@ -112,7 +112,14 @@ async fn subtree(clients: &mut Clients, agent_id: &str) -> anyhow::Result<Vec<St
         }
     }
     let mut lines = Vec::with_capacity(nodes.len() + 1);
-    super::tree_view::render(&nodes, |line| lines.push(line));
+    // The pane is drawn only on a terminal, and the nodes are already
+    // bounded: every line, with box drawing.
+    super::tree_view::render(
+        &nodes,
+        super::tree_view::Branches::Boxes,
+        usize::MAX,
+        |line| lines.push(line),
+    );
     if !page_token.is_empty() {
         lines.push(format!(
             "... more nodes (the first {} shown); `holarchy tree {agent_id}` lists them all",

@@ -1,9 +1,15 @@
-//! Drawing the supervision tree from its flat, pre-order nodes: one pass
-//! back to learn which node is the last of its siblings, one forward to
-//! draw, no recursion however deep the tree. Indentation stops at
-//! [`MAX_INDENT`] levels; deeper nodes show their depth as a number.
-//! Names come first, ids cut to the tail that tells the drawn nodes apart
-//! (the tail any command takes, as in the tables).
+//! Drawing the supervision tree from its flat, pre-order nodes, with no
+//! recursion however deep the tree. The daemon lists a private child
+//! beside the task handle that holds it (both hang under the same
+//! supervisor); it is drawn under that handle, one level deeper, with its
+//! whole subtree, since the handle is how its supervisor holds it.
+//! Branches are box-drawing characters on a terminal and plain
+//! indentation elsewhere, so a file or a pipe gets nothing to strip.
+//! Indentation stops at [`MAX_INDENT`] levels; deeper nodes show their
+//! level as a number. Names come first, ids cut to the tail that tells
+//! the drawn nodes apart (the tail any command takes, as in the tables).
+
+use std::collections::HashMap;
 
 use super::output::table;
 use crate::api::pb;
@@ -13,48 +19,152 @@ use crate::api::pb;
 /// short.
 pub const MAX_INDENT: usize = 24;
 
-/// Calls `emit` with each line of the tree, in order.
-pub fn render(nodes: &[pb::TreeNode], mut emit: impl FnMut(String)) {
-    let last = last_of_siblings(nodes);
+/// How the branches between a node and its children are drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Branches {
+    /// `├──`, `│` and `└──`, for a terminal.
+    Boxes,
+    /// Two spaces a level and nothing else, for a file or a pipe.
+    Indent,
+}
+
+impl Branches {
+    /// Boxes when stdout is a terminal, indentation otherwise.
+    pub fn for_stdout() -> Self {
+        use std::io::IsTerminal;
+        if std::io::stdout().is_terminal() {
+            Self::Boxes
+        } else {
+            Self::Indent
+        }
+    }
+
+    /// What is drawn in the column of an ancestor: `done` when it was the
+    /// last of its siblings, so its branch has ended.
+    fn column(self, done: bool) -> &'static str {
+        match (self, done) {
+            (Self::Boxes, false) => "│   ",
+            (Self::Boxes, true) => "    ",
+            (Self::Indent, _) => "  ",
+        }
+    }
+
+    /// What is drawn just before a node; `last` when no sibling follows.
+    fn branch(self, last: bool) -> &'static str {
+        match (self, last) {
+            (Self::Boxes, false) => "├── ",
+            (Self::Boxes, true) => "└── ",
+            (Self::Indent, _) => "  ",
+        }
+    }
+}
+
+/// Calls `emit` with the first `limit` lines of the tree, in order, and
+/// returns how many nodes were left undrawn.
+pub fn render(
+    nodes: &[pb::TreeNode],
+    branches: Branches,
+    limit: usize,
+    mut emit: impl FnMut(String),
+) -> usize {
+    let order = nest(nodes);
+    let levels: Vec<usize> = order.iter().map(|&(_, level)| level).collect();
+    let last = last_of_siblings(&levels);
     let tail = table::tail_len(nodes.iter().map(|n| n.id.as_str()));
     // For each level above the current node: whether the ancestor at that
     // level was the last of its siblings (then its column is blank).
     let mut ancestors_last: Vec<bool> = Vec::new();
-    for (node, is_last) in nodes.iter().zip(last) {
-        let depth = node.depth as usize;
-        ancestors_last.truncate(depth);
-        if depth == 0 {
+    for (&(index, level), is_last) in order.iter().zip(last).take(limit) {
+        let node = &nodes[index];
+        ancestors_last.truncate(level);
+        if level == 0 {
             emit(label(node, tail));
             ancestors_last.push(is_last);
             continue;
         }
         let mut line = String::new();
         for &done in ancestors_last.iter().skip(1).take(MAX_INDENT - 1) {
-            line.push_str(if done { "    " } else { "|   " });
+            line.push_str(branches.column(done));
         }
-        line.push_str(if is_last { "`-- " } else { "|-- " });
-        if depth > MAX_INDENT {
-            line.push_str(&format!("[depth {depth}] "));
+        line.push_str(branches.branch(is_last));
+        if level > MAX_INDENT {
+            line.push_str(&format!("[depth {level}] "));
         }
         line.push_str(&label(node, tail));
         emit(line);
-        // A gap in depths (a page cut mid-way) leaves open columns.
-        ancestors_last.resize(depth, false);
+        // A gap in levels (a page cut mid-way) leaves open columns.
+        ancestors_last.resize(level, false);
         ancestors_last.push(is_last);
     }
+    order.len().saturating_sub(limit)
 }
 
-/// For each node: whether no later sibling follows it. Walking backwards,
-/// `open[d]` says a node at depth `d` was seen since the last shallower
-/// one, that is, a later sibling exists.
-fn last_of_siblings(nodes: &[pb::TreeNode]) -> Vec<bool> {
-    let mut last = vec![true; nodes.len()];
+/// The nodes in the order they are drawn, each as its index in `nodes`
+/// and the level it is drawn at: the walk's order and depths, but for a
+/// private child, which moves (with its subtree) under the task handle
+/// that holds it when that handle is its sibling in the walk. Two passes
+/// and a heap stack: no recursion.
+fn nest(nodes: &[pb::TreeNode]) -> Vec<(usize, usize)> {
+    // Each node's parent in the walk: the nearest earlier node shallower
+    // than it (tasks and waits are leaves there).
+    let mut parent: Vec<Option<usize>> = Vec::with_capacity(nodes.len());
+    let mut open: Vec<usize> = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        while open.last().is_some_and(|&o| nodes[o].depth >= node.depth) {
+            open.pop();
+        }
+        parent.push(open.last().copied());
+        open.push(i);
+    }
+    let agents: HashMap<&str, usize> = nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.node_type == "agent")
+        .map(|(i, n)| (n.id.as_str(), i))
+        .collect();
+    // Only a handle beside its child takes it: a child drawn elsewhere (a
+    // corrupt store, a subtree rooted at the child) stays where it is,
+    // and no child is taken twice.
+    let mut held = vec![false; nodes.len()];
+    for (task, node) in nodes.iter().enumerate() {
+        if node.node_type != "task" || node.child_agent_id.is_empty() {
+            continue;
+        }
+        if let Some(&child) = agents.get(node.child_agent_id.as_str()) {
+            if !held[child] && parent[child] == parent[task] {
+                held[child] = true;
+                parent[child] = Some(task);
+            }
+        }
+    }
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    let mut roots = Vec::new();
+    for (i, p) in parent.iter().enumerate() {
+        match p {
+            Some(p) => children[*p].push(i),
+            None => roots.push(i),
+        }
+    }
+    let mut order = Vec::with_capacity(nodes.len());
+    let mut stack: Vec<(usize, usize)> = roots.into_iter().rev().map(|r| (r, 0)).collect();
+    while let Some((i, level)) = stack.pop() {
+        order.push((i, level));
+        stack.extend(children[i].iter().rev().map(|&c| (c, level + 1)));
+    }
+    order
+}
+
+/// For each node, given the levels in drawing order: whether no later
+/// sibling follows it. Walking backwards, `open[d]` says a node at level
+/// `d` was seen since the last shallower one, that is, a later sibling
+/// exists.
+fn last_of_siblings(levels: &[usize]) -> Vec<bool> {
+    let mut last = vec![true; levels.len()];
     let mut open: Vec<bool> = Vec::new();
-    for (i, node) in nodes.iter().enumerate().rev() {
-        let depth = node.depth as usize;
-        open.resize(depth + 1, false);
-        last[i] = !open[depth];
-        open[depth] = true;
+    for (i, &level) in levels.iter().enumerate().rev() {
+        open.resize(level + 1, false);
+        last[i] = !open[level];
+        open[level] = true;
     }
     last
 }
@@ -125,10 +235,25 @@ mod tests {
         }
     }
 
-    fn drawn(nodes: &[pb::TreeNode]) -> Vec<String> {
+    fn task(id: &str, depth: u32, child: &str) -> pb::TreeNode {
+        pb::TreeNode {
+            node_type: "task".into(),
+            kind: "child_agent_task".into(),
+            state: "running".into(),
+            child_agent_id: child.into(),
+            ..node(id, depth)
+        }
+    }
+
+    fn drawn_as(nodes: &[pb::TreeNode], branches: Branches) -> Vec<String> {
         let mut lines = Vec::new();
-        render(nodes, |l| lines.push(l));
+        let left = render(nodes, branches, usize::MAX, |l| lines.push(l));
+        assert_eq!(left, 0);
         lines
+    }
+
+    fn drawn(nodes: &[pb::TreeNode]) -> Vec<String> {
+        drawn_as(nodes, Branches::Boxes)
     }
 
     #[test]
@@ -144,12 +269,61 @@ mod tests {
             drawn(&nodes),
             [
                 "agent r (k, active)",
-                "|-- agent a (k, active)",
-                "|   `-- agent a1 (k, active)",
-                "`-- agent b (k, active)",
-                "    `-- agent b1 (k, active)",
+                "├── agent a (k, active)",
+                "│   └── agent a1 (k, active)",
+                "└── agent b (k, active)",
+                "    └── agent b1 (k, active)",
             ]
         );
+        assert_eq!(
+            drawn_as(&nodes, Branches::Indent),
+            [
+                "agent r (k, active)",
+                "  agent a (k, active)",
+                "    agent a1 (k, active)",
+                "  agent b (k, active)",
+                "    agent b1 (k, active)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_private_child_and_its_subtree_hang_under_the_handle_that_holds_it() {
+        // As the walk lists them: r's handles first, then r's children
+        // beside them; c's own handle beside c's child.
+        let nodes = [
+            node("r", 0),
+            task("t1", 1, "c"),
+            task("t2", 1, "gone"),
+            node("c", 1),
+            task("t3", 2, "g"),
+            node("g", 2),
+            node("p", 1),
+        ];
+        let task_line = |id: &str| format!("task {id} (child_agent_task, running)");
+        assert_eq!(
+            drawn(&nodes),
+            [
+                "agent r (k, active)".to_owned(),
+                format!("├── {}", task_line("t1")),
+                "│   └── agent c (k, active)".to_owned(),
+                format!("│       └── {}", task_line("t3")),
+                "│           └── agent g (k, active)".to_owned(),
+                format!("├── {}", task_line("t2")),
+                "└── agent p (k, active)".to_owned(),
+            ]
+        );
+        // The subtree of the child alone: its handle is not there, so it
+        // is a root as the walk says.
+        assert_eq!(drawn(&nodes[3..6])[0], "agent c (k, active)");
+    }
+
+    #[test]
+    fn a_limit_draws_the_first_lines_and_counts_the_rest() {
+        let nodes: Vec<_> = (0..10u32).map(|i| node("n", u32::from(i > 0))).collect();
+        let mut lines = Vec::new();
+        let left = render(&nodes, Branches::Indent, 4, |l| lines.push(l));
+        assert_eq!((lines.len(), left), (4, 6));
     }
 
     #[test]

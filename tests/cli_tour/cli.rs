@@ -172,6 +172,44 @@ impl Holarchy {
         run.stderr.to_lowercase()
     }
 
+    /// Its stdout when run on a terminal (a pseudo-terminal of
+    /// util-linux's `script`), line ends as `\n`; `None`, said on stderr,
+    /// where `script` is not installed. The command must succeed.
+    pub fn on_terminal(&self, args: &[&str]) -> Option<String> {
+        if Command::new("script").arg("--version").output().is_err() {
+            eprintln!("skipped: util-linux's `script` is not installed");
+            return None;
+        }
+        let quote =
+            |word: &std::ffi::OsStr| format!("'{}'", word.to_string_lossy().replace('\'', r"'\''"));
+        let program = OsString::from(env!("CARGO_BIN_EXE_holarchy"));
+        let line: Vec<String> = std::iter::once(program.as_os_str())
+            .chain(self.flags.iter().map(OsString::as_os_str))
+            .chain(args.iter().map(std::ffi::OsStr::new))
+            .map(quote)
+            .collect();
+        let mut command = Command::new("script");
+        for name in CLIENT_VARIABLES {
+            command.env_remove(name);
+        }
+        let out = command
+            .args(["--quiet", "--return", "--command"])
+            .arg(line.join(" "))
+            .arg("/dev/null")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .expect("script runs");
+        let stdout = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+        assert!(
+            out.status.success(),
+            "holarchy {args:?} failed on a terminal ({}):\n{stdout}",
+            out.status
+        );
+        Some(stdout)
+    }
+
     /// Starts `holarchy <args>` to read its stdout as it comes.
     pub fn follow(&self, args: &[&str]) -> Follow {
         let mut child = self

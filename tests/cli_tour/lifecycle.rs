@@ -156,6 +156,13 @@ async fn tree_counts_every_page_it_joins() {
         summary.starts_with(&format!("{agents} agents, 0 tasks")),
         "{summary}"
     );
+    // Drawn, a thousand of them by default; the rest are counted.
+    let drawn = tree.lines().filter(|l| l.starts_with("agent ")).count();
+    assert_eq!(drawn, 1000);
+    assert!(
+        tree.contains("\n... 4003 more (--limit 0 draws them all)\n"),
+        "{summary}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -217,12 +217,13 @@ async fn ops_supervises_private_children_through_task_handles() {
         )),
         "{tree}"
     );
+    // Not a terminal: plain indentation, the child under its handle.
     let child_line = lines
         .iter()
         .find(|l| l.contains(&short(&child)))
         .unwrap_or_else(|| panic!("no child in\n{tree}"));
     assert!(
-        child_line.contains("-- agent") && child_line.ends_with("[private]"),
+        child_line.starts_with("    agent ") && child_line.ends_with("[private]"),
         "{tree}"
     );
     assert!(tree.contains("2 agents, 1 tasks"), "{tree}");
@@ -357,7 +358,7 @@ async fn ops_supervises_private_children_through_task_handles() {
 
 /// ops spawns a private delegator; its task handle, as `--json task list`
 /// prints it, once running.
-fn spawn_delegator(cli: &Holarchy, handoff: &str) -> Value {
+pub(crate) fn spawn_delegator(cli: &Holarchy, handoff: &str) -> Value {
     let spawn = common::script(json!([{ "name": "SpawnAgent", "input": {
         "preset": "private_delegator", "initial_message": handoff } }]));
     cli.ok(&["agent", "send", "ops", &spawn]);

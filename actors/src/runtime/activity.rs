@@ -5,6 +5,8 @@
 //! each: nothing here walks the agents, so a read costs the same at a
 //! million idle agents as at ten.
 
+use std::collections::{HashMap, HashSet};
+
 use holarchy_supervision::{
     AgentId, LifecycleState, RunId, TaskRecord, TaskStatus, Visibility, WaitKind, WaitRecord,
     WaitStatus,
@@ -47,6 +49,9 @@ pub struct ActivityReport {
     pub tasks: Vec<TaskRecord>,
     /// The armed waits listed, the next timer first, then triggers.
     pub waits: Vec<WaitRecord>,
+    /// The names of the listed tasks' and waits' owners that have one, so
+    /// a reader shows names without a call per row.
+    pub owner_names: HashMap<AgentId, String>,
     /// Agents in the hot set now, and updates it had no room for since
     /// start (when not 0, a list may miss an agent).
     pub hot_agents: usize,
@@ -100,6 +105,12 @@ impl Runtime {
             WaitKind::Timer { deadline_ms } => (0, deadline_ms, w.id),
             WaitKind::Trigger { .. } => (1, w.created_at_ms, w.id),
         });
+        let owner_names = self.owner_names(
+            tasks
+                .iter()
+                .map(|t| t.owner_agent_id)
+                .chain(waits.iter().map(|w| w.owner_agent_id)),
+        )?;
         Ok(ActivityReport {
             status,
             turns: metrics.turn_counts(),
@@ -109,9 +120,29 @@ impl Runtime {
             longest_queues,
             tasks,
             waits,
+            owner_names,
             hot_agents: hot.len(),
             left_out: metrics.activity().left_out(),
         })
+    }
+
+    /// The names of `owners`: one read per owner, however many of the
+    /// listed tasks and waits it holds (at most two lists' worth).
+    fn owner_names(
+        &self,
+        owners: impl Iterator<Item = AgentId>,
+    ) -> Result<HashMap<AgentId, String>, StoreError> {
+        let mut names = HashMap::new();
+        let mut read = HashSet::new();
+        for owner in owners {
+            if !read.insert(owner) {
+                continue;
+            }
+            if let Some(name) = self.ctx().reads().agent(owner)?.and_then(|r| r.name) {
+                names.insert(owner, name);
+            }
+        }
+        Ok(names)
     }
 
     /// Each listed agent's record and live view. An agent gone meanwhile

@@ -170,8 +170,9 @@ impl Output {
     }
 
     /// The whole tree, its pages joined: flat in JSON (each node with its
-    /// parent and depth), drawn for people.
-    pub fn tree(&self, tree: &pb::GetTreeResponse) {
+    /// parent and depth, every node), drawn for people (its first `limit`
+    /// lines, then how many more there are).
+    pub fn tree(&self, tree: &pb::GetTreeResponse, limit: usize) {
         if self.json {
             let node_json = |n: &pb::TreeNode| {
                 json!({
@@ -190,6 +191,7 @@ impl Output {
                     "worktree": n.worktree.as_ref().map(worktree_json),
                     "truncated_from_bytes": n.truncated_from_bytes,
                     "partition": n.partition,
+                    "child_agent_id": n.child_agent_id,
                 })
             };
             say!(
@@ -206,7 +208,13 @@ impl Output {
             );
             return;
         }
-        crate::cli::tree_view::render(&tree.nodes, |line| say!("{line}"));
+        let branches = crate::cli::tree_view::Branches::for_stdout();
+        let left = crate::cli::tree_view::render(&tree.nodes, branches, limit, |line| {
+            say!("{line}");
+        });
+        if left > 0 {
+            say!("... {left} more (--limit 0 draws them all)");
+        }
         say!(
             "{} agents, {} tasks, under {} root partitions",
             tree.agents,

@@ -45,10 +45,10 @@ impl Table {
     pub fn headers(self) -> &'static [&'static str] {
         match self {
             Table::Busiest | Table::Queues => {
-                &["AGENT", "NAME", "VIS", "STATE", "QUEUE", "TURNS/MIN", "RUN"]
+                &["NAME", "AGENT", "VIS", "STATE", "QUEUE", "TURNS/MIN", "RUN"]
             }
-            Table::Tasks => &["TASK", "OWNER", "KIND", "AGE", "LABEL"],
-            Table::Waits => &["WAIT", "OWNER", "KIND", "FIRES IN", "REASON"],
+            Table::Tasks => &["LABEL", "TASK", "OWNER", "KIND", "AGE"],
+            Table::Waits => &["REASON", "WAIT", "OWNER", "KIND", "FIRES IN"],
         }
     }
 
@@ -56,10 +56,10 @@ impl Table {
     /// the first is the table's own order.
     pub fn sort_columns(self) -> &'static [usize] {
         match self {
-            Table::Busiest => &[5, 4, 1, 3],
-            Table::Queues => &[4, 5, 1, 3],
-            Table::Tasks => &[3, 1, 2],
-            Table::Waits => &[3, 1, 2],
+            Table::Busiest => &[5, 4, 0, 3],
+            Table::Queues => &[4, 5, 0, 3],
+            Table::Tasks => &[4, 2, 3],
+            Table::Waits => &[4, 2, 3],
         }
     }
 }
@@ -109,6 +109,9 @@ impl Pane {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
     pub cells: Vec<String>,
+    /// Lowercase text the filter matches besides the cells: the whole ids
+    /// and texts the cells cut, so a pasted id still finds its row.
+    pub search: String,
     pub agent_id: String,
 }
 
@@ -317,7 +320,10 @@ impl App {
         };
         if !self.filter.is_empty() {
             let wanted = self.filter.to_lowercase();
-            rows.retain(|row| row.cells.iter().any(|c| c.to_lowercase().contains(&wanted)));
+            rows.retain(|row| {
+                row.search.contains(&wanted)
+                    || row.cells.iter().any(|c| c.to_lowercase().contains(&wanted))
+            });
         }
         rows
     }
@@ -369,6 +375,7 @@ pub(super) mod tests {
                 kind: "command".into(),
                 label: "sleep 60\nrm -rf".into(),
                 started_at_ms: 1_000,
+                owner_name: "owner".into(),
             }],
             armed_waits: vec![pb::ArmedWait {
                 wait_id: "wai_1".into(),
@@ -376,6 +383,7 @@ pub(super) mod tests {
                 kind: "timer".into(),
                 reason: "release".into(),
                 fires_at_ms: 125_000,
+                owner_name: String::new(),
             }],
             hot_agents: 3,
             hot_left_out: 0,
@@ -527,10 +535,10 @@ pub(super) mod tests {
         let mut app = App::default();
         app.update(sample(), Instant::now());
         let tasks = app.rows(Table::Tasks);
-        assert_eq!(tasks[0].cells[3], "4s");
-        assert_eq!(tasks[0].cells[4], "sleep 60 rm -rf");
+        assert_eq!(tasks[0].cells[4], "4s");
+        assert_eq!(tasks[0].cells[0], "sleep 60 rm -rf");
         let waits = app.rows(Table::Waits);
-        assert_eq!(waits[0].cells[3], "2m00s");
+        assert_eq!(waits[0].cells[4], "2m00s");
         assert_eq!(duration(7_500_000), "2h05m");
     }
 

@@ -138,6 +138,7 @@ pub fn json(a: &pb::GetActivityResponse) -> Value {
         "running_tasks": a.running_tasks.iter().map(|t| json!({
             "task_id": t.task_id,
             "owner_agent_id": t.owner_agent_id,
+            "owner_name": t.owner_name,
             "kind": t.kind,
             "label": t.label,
             "started_at_ms": t.started_at_ms,
@@ -145,6 +146,7 @@ pub fn json(a: &pb::GetActivityResponse) -> Value {
         "armed_waits": a.armed_waits.iter().map(|w| json!({
             "wait_id": w.wait_id,
             "owner_agent_id": w.owner_agent_id,
+            "owner_name": w.owner_name,
             "kind": w.kind,
             "reason": w.reason,
             "fires_at_ms": w.fires_at_ms,
@@ -174,12 +176,12 @@ mod tests {
             .iter()
             .position(|l| *l == "LONGEST QUEUES")
             .expect("title");
-        assert!(lines[at + 1].starts_with("AGENT  NAME   VIS"), "{text}");
+        assert!(lines[at + 1].starts_with("NAME   AGENT  VIS"), "{text}");
         assert!(
-            lines[at + 2].starts_with("agt_q  stuck  public  active  40"),
+            lines[at + 2].starts_with("stuck  agt_q  public  active  40"),
             "{text}"
         );
-        assert!(text.contains("RUNNING TASKS\nTASK"), "{text}");
+        assert!(text.contains("RUNNING TASKS\nLABEL"), "{text}");
 
         let mut empty = sample();
         empty.armed_waits.clear();

@@ -95,9 +95,10 @@ fn draw_table(frame: &mut Frame, app: &App, area: ratatui::layout::Rect) {
     .style(Style::new().add_modifier(Modifier::BOLD));
     let rows = app.rows(table).into_iter().map(|r| Row::new(r.cells));
     let widths: &[Constraint] = match table {
+        // Names first; ids are tails (6 characters, rarely more).
         Table::Busiest | Table::Queues => &[
-            Constraint::Length(30),
-            Constraint::Length(16),
+            Constraint::Length(20),
+            Constraint::Length(10),
             Constraint::Length(7),
             Constraint::Length(8),
             Constraint::Length(7),
@@ -105,11 +106,11 @@ fn draw_table(frame: &mut Frame, app: &App, area: ratatui::layout::Rect) {
             Constraint::Min(10),
         ],
         Table::Tasks | Table::Waits => &[
-            Constraint::Length(30),
-            Constraint::Length(30),
+            Constraint::Length(40),
+            Constraint::Length(10),
+            Constraint::Length(20),
             Constraint::Length(16),
-            Constraint::Length(9),
-            Constraint::Min(10),
+            Constraint::Min(9),
         ],
     };
     let widget = TableWidget::new(rows, widths.iter().copied())
@@ -150,7 +151,7 @@ mod tests {
             "busiest agents (2)",
             "armed waits (1)",
             "TURNS/MIN v",
-            "> agt_b",
+            "> busy ",
             "q quit",
         ] {
             assert!(shown.contains(text), "{text} missing from:\n{shown}");
@@ -158,7 +159,7 @@ mod tests {
         app.on_key(key(KeyCode::Tab));
         let shown = screen(&app);
         assert!(
-            shown.contains("QUEUE v") && shown.contains("> agt_q"),
+            shown.contains("QUEUE v") && shown.contains("> stuck "),
             "{shown}"
         );
     }
