@@ -150,6 +150,19 @@ async fn the_tcp_listeners_speak_tls_and_reload_it_on_sighup() {
     let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status as JSON");
     assert_eq!(status["pid"], daemon.pid());
 
+    // The CLI without the CA says what to check.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_holarchy"))
+        .args(["--addr", &url, "status"])
+        .env("HOLARCHY_TOKEN", TOKEN)
+        .env_remove("HOLARCHY_DATA_DIR")
+        .env_remove("HOLARCHY_CA")
+        .output()
+        .expect("the CLI runs");
+    assert_eq!(out.status.code(), Some(3), "unavailable");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("--ca names the CA"), "{said}");
+    assert!(!said.contains("--listen https://"), "{said}");
+
     // Without the CA (the system's roots do not know it), and in plain
     // text to the TLS port: no answer.
     let untrusted = status_over(&target(&url, None, None)).await;

@@ -252,10 +252,18 @@ impl Reporter {
                 "is it running? start it with `holarchy serve`".to_owned()
             }
             Place::Tcp { addr, .. } => {
-                let listen = addr.trim().trim_start_matches("http://");
-                format!(
-                    "is it running, and serving TCP there? start it with `holarchy serve --listen {listen}`"
-                )
+                let addr = addr.trim();
+                match addr.strip_prefix("https://") {
+                    Some(listen) => format!(
+                        "is it running, and serving TLS there? start it with `holarchy serve --listen {listen} --tls-cert CERT --tls-key KEY`; if it is, check that --ca names the CA that issued its certificate"
+                    ),
+                    None => {
+                        let listen = addr.trim_start_matches("http://");
+                        format!(
+                            "is it running, and serving TCP there? start it with `holarchy serve --listen {listen}`"
+                        )
+                    }
+                }
             }
         }
     }
