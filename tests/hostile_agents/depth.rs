@@ -168,8 +168,9 @@ async fn a_deep_chain_recovers_and_its_tree_answers_pages_and_draws() {
     let sub_nodes: usize = sub.iter().map(|p| p.nodes.len()).sum();
     assert_eq!(sub_nodes, DEPTH - DEPTH / 2);
 
-    // The CLI draws it all, its indentation capped and the depth shown.
-    let drawn = cli_tree(&daemon, &[]);
+    // The CLI draws it all when asked to (its default stops at 1,000
+    // lines), its indentation capped and the depth shown.
+    let drawn = cli_tree(&daemon, &["--limit", "0"]);
     assert!(
         drawn.contains(&format!("[depth {}]", DEPTH - 1)),
         "{}",
@@ -225,7 +226,7 @@ async fn a_10000_wide_tree_answers_in_pages_with_a_marker_and_the_cli_draws_it()
     assert_eq!(seen.len(), WIDTH, "no agent twice across pages");
     assert_eq!(whole.last().map(|p| p.agents as usize), Some(WIDTH));
 
-    let drawn = cli_tree(&daemon, &[]);
+    let drawn = cli_tree(&daemon, &["--limit", "0"]);
     assert_eq!(
         drawn.lines().filter(|l| l.starts_with("agent ")).count(),
         WIDTH
