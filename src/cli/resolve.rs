@@ -54,19 +54,33 @@ pub(super) async fn resolve(clients: &mut Clients, agent: &str) -> anyhow::Resul
     )
 }
 
+/// Agents whose tasks a part of a task id is looked for in, at most: one
+/// call each, so past this the search would load the daemon for minutes.
+const MAX_TASK_SEARCH_AGENTS: usize = 10_000;
+
 /// Turns a task's whole id, or a part only one task's id has, into its
 /// id. A whole id, or text that cannot be part of one, passes unchecked:
 /// the daemon validates it. A part is matched against every agent's
-/// tasks: one call per agent, so a daemon of many agents answers slowly,
-/// where the whole id (`--json` shows it) answers at once.
+/// tasks: one call per agent, so it is refused on a daemon of more than
+/// [`MAX_TASK_SEARCH_AGENTS`] agents, where the whole id (`--json` shows
+/// it) answers at once.
 pub(super) async fn resolve_task(clients: &mut Clients, task: &str) -> anyhow::Result<String> {
     let bare = task.strip_prefix("tsk_").unwrap_or(task);
     if (bare.len() != task.len() && task.len() == ID_LEN) || !looks_like_id_part(bare) {
         return Ok(task.to_owned());
     }
     let part = upper_ulid(task, "tsk_");
+    let agents = agents_up_to(clients, MAX_TASK_SEARCH_AGENTS)
+        .await?
+        .ok_or_else(|| {
+            tonic::Status::failed_precondition(format!(
+                "`{task}` is part of a task id, and finding it would ask each of more than \
+             {MAX_TASK_SEARCH_AGENTS} agents for its tasks: give the whole task id \
+             (`holarchy --json task list AGENT` shows it)"
+            ))
+        })?;
     let mut matching = Vec::new();
-    for agent in agents_where(clients, true, |_| true).await? {
+    for agent in agents {
         let mut page_token = String::new();
         loop {
             let page = clients
@@ -171,14 +185,36 @@ async fn by_id_part(clients: &mut Clients, part: &str) -> anyhow::Result<Vec<(St
         .collect())
 }
 
+/// Every agent, private and archived ones too, if there are at most
+/// `max`; `None` once the pages go past it.
+async fn agents_up_to(
+    clients: &mut Clients,
+    max: usize,
+) -> anyhow::Result<Option<Vec<pb::AgentSummary>>> {
+    read_agents(clients, true, max, |_| true).await
+}
+
 /// Every agent `keep` picks, reading all pages of `ListAgents` (private
 /// ones too with `include_private`).
 pub async fn agents_where(
     clients: &mut Clients,
     include_private: bool,
-    mut keep: impl FnMut(&pb::AgentSummary) -> bool,
+    keep: impl FnMut(&pb::AgentSummary) -> bool,
 ) -> anyhow::Result<Vec<pb::AgentSummary>> {
+    let all = read_agents(clients, include_private, usize::MAX, keep).await?;
+    Ok(all.unwrap_or_default())
+}
+
+/// The agents `keep` picks, page by page; `None` once more than `max`
+/// agents were read.
+async fn read_agents(
+    clients: &mut Clients,
+    include_private: bool,
+    max: usize,
+    mut keep: impl FnMut(&pb::AgentSummary) -> bool,
+) -> anyhow::Result<Option<Vec<pb::AgentSummary>>> {
     let mut found = Vec::new();
+    let mut read = 0usize;
     let mut page_token = String::new();
     loop {
         let page = clients
@@ -190,9 +226,13 @@ pub async fn agents_where(
             })
             .await?
             .into_inner();
+        read = read.saturating_add(page.agents.len());
+        if read > max {
+            return Ok(None);
+        }
         found.extend(page.agents.into_iter().filter(|a| keep(a)));
         if page.next_page_token.is_empty() {
-            return Ok(found);
+            return Ok(Some(found));
         }
         page_token = page.next_page_token;
     }
