@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 
-use super::statements::{self, bigint, Refusal, Sql, Step};
+use super::statements::{self, bigint, MessageRow, Refusal, Sql, Step};
 use super::PgError;
 use crate::store::event_log::{EncodedRun, Runs};
 use crate::store::stats::StoreStats;
@@ -275,16 +275,37 @@ impl Committer {
         }
         let runs = run_rows(runs.finish(), cursor);
         let prepared = &self.prepared;
+        // A requeue reads the message row an earlier upsert wrote, so a
+        // group with one keeps every statement in its place.
+        let merge = !group
+            .iter()
+            .any(|ready| ready.steps.iter().any(|step| step.sql == Sql::Requeue));
+        let mut messages = MessageColumns::default();
         let mut calls = Vec::new();
         for (at, ready) in group.iter().enumerate() {
             for step in &ready.steps {
-                let params: Vec<&(dyn ToSql + Sync)> = step
-                    .params
-                    .iter()
-                    .map(|p| p.as_ref() as &(dyn ToSql + Sync))
-                    .collect();
+                let params: Vec<&(dyn ToSql + Sync)> = match &step.message {
+                    Some(row) if merge => {
+                        messages.push(at, row);
+                        continue;
+                    }
+                    Some(row) => row.params(),
+                    None => step
+                        .params
+                        .iter()
+                        .map(|p| p.as_ref() as &(dyn ToSql + Sync))
+                        .collect(),
+                };
                 calls.push((at, step.guard.as_ref(), params, prepared.get(step.sql)));
             }
+        }
+        if let Some(at) = messages.blamed() {
+            calls.push((
+                at,
+                None,
+                messages.params(),
+                prepared.get(Sql::UpsertMessages),
+            ));
         }
         if let Some(at) = first_with_events {
             // Blamed on the first batch with events: only a log another
@@ -333,6 +354,63 @@ impl Committer {
         self.last = cursor;
         self.watermark.send_replace(cursor);
         Outcome::Applied
+    }
+}
+
+/// A group's message rows as the columns of one upsert: the last write of
+/// each message, as the statements one by one would have left it.
+#[derive(Default)]
+struct MessageColumns<'a> {
+    agent_ids: Vec<&'a [u8]>,
+    ids: Vec<&'a [u8]>,
+    pending: Vec<bool>,
+    handling: Vec<bool>,
+    values: Vec<&'a [u8]>,
+    /// Where each message's row is in the columns.
+    index: std::collections::HashMap<(&'a [u8], &'a [u8]), usize>,
+    /// The first and last batch with a row.
+    batches: Option<(usize, usize)>,
+}
+
+impl<'a> MessageColumns<'a> {
+    fn push(&mut self, at: usize, row: &'a MessageRow) {
+        let key = (row.agent_id.as_slice(), row.id.as_slice());
+        match self.index.get(&key) {
+            Some(&i) => {
+                self.pending[i] = row.pending;
+                self.handling[i] = row.handling;
+                self.values[i] = &row.value;
+            }
+            None => {
+                self.index.insert(key, self.agent_ids.len());
+                self.agent_ids.push(key.0);
+                self.ids.push(key.1);
+                self.pending.push(row.pending);
+                self.handling.push(row.handling);
+                self.values.push(&row.value);
+            }
+        }
+        let first = self.batches.map_or(at, |(first, _)| first);
+        self.batches = Some((first, at));
+    }
+
+    /// The batch a failure of the upsert is blamed on, if there are rows.
+    /// Rows of several batches are never blamed on the first: it is only
+    /// answered with an error after it ran alone (the split at 1 retries
+    /// it so), since the culprit may be any of them.
+    fn blamed(&self) -> Option<usize> {
+        let (first, last) = self.batches?;
+        Some(if first == last || first > 0 { first } else { 1 })
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.agent_ids,
+            &self.ids,
+            &self.pending,
+            &self.handling,
+            &self.values,
+        ]
     }
 }
 

@@ -48,10 +48,11 @@ pub(super) enum Sql {
     DeleteUsage,
     DeleteWorkspaces,
     InsertEvents,
+    UpsertMessages,
 }
 
 impl Sql {
-    pub const ALL: [Sql; 24] = [
+    pub const ALL: [Sql; 25] = [
         Sql::InsertName,
         Sql::SupervisorLive,
         Sql::UpsertAgent,
@@ -76,6 +77,7 @@ impl Sql {
         Sql::DeleteUsage,
         Sql::DeleteWorkspaces,
         Sql::InsertEvents,
+        Sql::UpsertMessages,
     ];
 
     pub fn text(self) -> &'static str {
@@ -170,6 +172,14 @@ impl Sql {
                 "INSERT INTO events (first, last, value) \
                  SELECT * FROM unnest($1::int8[], $2::int8[], $3::bytea[])"
             }
+            // A group's message rows, as arrays of their columns; no two
+            // of one message (an upsert may touch a row once).
+            Sql::UpsertMessages => {
+                "INSERT INTO messages (agent_id, id, pending, handling, value) \
+                 SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bool[], $4::bool[], \
+                 $5::bytea[]) ON CONFLICT (agent_id, id) DO UPDATE SET \
+                 pending = excluded.pending, handling = excluded.handling, value = excluded.value"
+            }
         }
     }
 }
@@ -198,6 +208,42 @@ pub(super) struct Step {
     pub params: Vec<Param>,
     /// Set for a guard: it must touch exactly one row.
     pub guard: Option<Refusal>,
+    /// A message's row, kept typed (and `params` empty) so the committer
+    /// can upsert a group's messages in one statement.
+    pub message: Option<MessageRow>,
+}
+
+/// A message's columns, as `messages (agent_id, id, pending, handling,
+/// value)` holds them.
+pub(super) struct MessageRow {
+    pub agent_id: Vec<u8>,
+    pub id: Vec<u8>,
+    pub pending: bool,
+    pub handling: bool,
+    pub value: Vec<u8>,
+}
+
+impl MessageRow {
+    fn new(message: &MessageRecord) -> Result<Self, StoreError> {
+        Ok(Self {
+            agent_id: message.agent_id.to_bytes().to_vec(),
+            id: message.id.to_bytes().to_vec(),
+            pending: message.status.is_pending(),
+            handling: is_handling(message),
+            value: encode("messages", message)?,
+        })
+    }
+
+    /// The row as one upsert's parameters.
+    pub fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.agent_id,
+            &self.id,
+            &self.pending,
+            &self.handling,
+            &self.value,
+        ]
+    }
 }
 
 impl std::fmt::Debug for Step {
@@ -214,6 +260,7 @@ fn step(sql: Sql, params: Vec<Param>) -> Step {
         sql,
         params,
         guard: None,
+        message: None,
     }
 }
 
@@ -222,6 +269,7 @@ fn guard(sql: Sql, params: Vec<Param>, refusal: Refusal) -> Step {
         sql,
         params,
         guard: Some(refusal),
+        message: None,
     }
 }
 
@@ -354,7 +402,10 @@ fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError> {
             Refusal::Precondition("the agent has ended"),
         )),
         Write::PutMessage(message) => {
-            out.push(step(Sql::UpsertMessage, message_columns(message)?));
+            out.push(Step {
+                message: Some(MessageRow::new(message)?),
+                ..step(Sql::UpsertMessage, Vec::new())
+            });
             dedupe_step(message, out);
         }
         Write::Requeue(message) => out.push(step(
