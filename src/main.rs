@@ -53,7 +53,11 @@ fn main() -> std::process::ExitCode {
     // load generator also leaves the daemon it measures more of the
     // machine (docs/benchmarks.md).
     let mut builder = if cli.command.is_daemon() {
-        tokio::runtime::Builder::new_multi_thread()
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        if let cli::Command::Serve(args) = &cli.command {
+            builder.worker_threads(args.worker_threads());
+        }
+        builder
     } else {
         tokio::runtime::Builder::new_current_thread()
     };

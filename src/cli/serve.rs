@@ -84,6 +84,12 @@ pub struct ServeArgs {
     /// over (default: one per core; at least 1, at most 1024).
     #[arg(help_heading = "Limits", long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: Option<u16>,
+    /// Threads that run the actors (default: three per core). More than
+    /// the cores because a store read or commit waits on its thread: on 2
+    /// cores, 6 gave 1.05-1.49x the turns/s of 2 on sled and 1.21-1.32x
+    /// on PostgreSQL (docs/benchmarks.md, session 24).
+    #[arg(help_heading = "Limits", long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub worker_threads: Option<u16>,
     /// A folder of skills (one subfolder with a SKILL.md each); repeat for
     /// more. Where two hold a skill of the same name, the first wins.
     #[arg(help_heading = "Brains", long = "skills-dir", value_name = "DIR")]
@@ -237,6 +243,20 @@ pub struct ServeArgs {
     /// Bounds on what agents can make the daemon do.
     #[command(flatten, next_help_heading = "Limits")]
     pub limits: limit_args::LimitArgs,
+}
+
+impl ServeArgs {
+    /// The actors' runtime threads: as asked, else three per core.
+    pub fn worker_threads(&self) -> usize {
+        self.worker_threads.map_or_else(
+            || {
+                std::thread::available_parallelism()
+                    .map_or(1, std::num::NonZeroUsize::get)
+                    .saturating_mul(3)
+            },
+            usize::from,
+        )
+    }
 }
 
 /// Runs the daemon on `data_dir` as `args` say, until a signal stops it.
