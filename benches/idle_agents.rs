@@ -135,6 +135,7 @@ async fn phase_create(n: usize, concurrency: usize, batch: usize, dir: &Path) ->
                             brain: None,
                             context_tokens: None,
                             mcp_servers: Vec::new(),
+                            network: Default::default(),
                         })
                         .collect();
                     runtime.create_agents(specs).await.expect("agents created");

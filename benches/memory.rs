@@ -122,6 +122,7 @@ async fn agents(store: &Arc<SledStore>, dir: &Path, count: usize) -> Vec<AgentId
             brain: None,
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: Default::default(),
         })
         .collect();
     for chunk in specs.chunks(1_000) {

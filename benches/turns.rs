@@ -153,6 +153,7 @@ async fn turns(opts: &Options) -> (Option<f64>, Option<f64>) {
             brain: None,
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: Default::default(),
         })
         .collect::<Vec<_>>();
     let mut agents = Vec::with_capacity(opts.agents);

@@ -203,6 +203,7 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
     } else {
         warn!(sandbox = %sandbox.describe(), "agents' programs are not fully confined");
     }
+    info!(network = %sandbox.describe_network(), "agents' network policies");
 
     let mut runtime_config = config.runtime.clone();
     runtime_config.workspace_root = config.data_dir.join(WORKSPACES_DIR);

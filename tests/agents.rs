@@ -331,6 +331,7 @@ async fn agents_created_in_a_batch_are_all_there_or_none_is() {
             .map(|name| pb::CreateAgentRequest {
                 context_tokens: None,
                 mcp_servers: Vec::new(),
+                network: String::new(),
                 name,
                 initial_message: None,
                 brain: None,

@@ -223,6 +223,7 @@ async fn create_budgeted(
             brain: None,
             context_tokens: Some(tokens),
             mcp_servers: Vec::new(),
+            network: String::new(),
         })
         .await
         .map(|r| r.into_inner().agent_id)

@@ -16,6 +16,8 @@ mod connections;
 mod depth;
 #[path = "hostile_agents/http2.rs"]
 mod http2;
+#[path = "hostile_agents/network.rs"]
+mod network;
 #[path = "hostile_agents/output.rs"]
 mod output;
 #[path = "hostile_agents/paging.rs"]

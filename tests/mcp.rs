@@ -106,6 +106,7 @@ async fn create_with(
             brain: None,
             context_tokens: None,
             mcp_servers: servers.iter().map(|s| (*s).to_owned()).collect(),
+            network: String::new(),
         })
         .await
         .map(|r| r.into_inner().agent_id)

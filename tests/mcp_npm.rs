@@ -225,6 +225,7 @@ async fn npm_installed_servers_start_confined_list_tools_and_answer(installed: &
         .create_agent(pb::CreateAgentRequest {
             name: "librarian".into(),
             mcp_servers: vec!["files".into(), "everything".into()],
+            network: String::new(),
             ..Default::default()
         })
         .await

@@ -207,6 +207,7 @@ async fn a_uvx_server_starts_confined_from_uvs_cache_and_answers(cache: &Path) {
         .create_agent(pb::CreateAgentRequest {
             name: "clock".into(),
             mcp_servers: vec!["time".into()],
+            network: String::new(),
             ..Default::default()
         })
         .await

@@ -41,6 +41,7 @@ fn specs(prefix: &str, count: usize) -> Vec<NewAgent> {
             brain: None,
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: Default::default(),
         })
         .collect()
 }

@@ -22,6 +22,7 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
     let create_named = |name: &str| pb::CreateAgentRequest {
         context_tokens: None,
         mcp_servers: Vec::new(),
+        network: String::new(),
         name: name.into(),
         initial_message: None,
         brain: None,
@@ -43,6 +44,7 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
             pb::CreateAgentRequest {
                 context_tokens: None,
                 mcp_servers: Vec::new(),
+                network: String::new(),
                 name: "big".into(),
                 initial_message: Some("x".repeat(64 * 1024 + 1)),
                 brain: None,

@@ -165,6 +165,7 @@ async fn a_clean_restart_recovers_agents_and_names() {
         .create_agent(pb::CreateAgentRequest {
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: String::new(),
             name: "keeper".into(),
             initial_message: None,
             brain: None,

@@ -32,6 +32,7 @@ async fn create_agents(c: &mut Clients) -> Vec<String> {
         .map(|i| pb::CreateAgentRequest {
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: String::new(),
             name: format!("load-{i}"),
             initial_message: None,
             brain: scripted(),

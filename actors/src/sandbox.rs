@@ -24,6 +24,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub mod confine;
+pub mod network;
 pub mod signals;
 pub mod unit;
 
@@ -151,6 +152,9 @@ pub struct UnitSpec {
     /// Asked to stop (SIGTERM), the unit passes SIGTERM on and kills the
     /// whole tree after this long.
     pub stop_grace_ms: u64,
+    /// What network the program may reach (see [`confine::network`]).
+    #[serde(default)]
+    pub network: holarchy_supervision::NetworkPolicy,
 }
 
 impl SandboxConfig {
@@ -171,6 +175,7 @@ impl SandboxConfig {
             max_open_files: self.limits.max_open_files,
             wall_time_ms: self.limits.wall_time.map_or(0, millis),
             stop_grace_ms: millis(stop_grace),
+            network: holarchy_supervision::NetworkPolicy::Full,
         }
     }
 
@@ -269,12 +274,34 @@ fn parse_args(args: &[OsString]) -> Option<(UnitSpec, &[OsString])> {
 pub struct SandboxReport {
     /// The Landlock ABI enforced; 0 when the kernel has none.
     pub landlock_abi: u8,
+    /// Can a program get a network namespace of its own?
+    pub network_namespace: bool,
 }
 
 impl SandboxReport {
     pub fn probe() -> Self {
         Self {
             landlock_abi: confine::probe_abi(),
+            network_namespace: network::probe_namespace(),
+        }
+    }
+
+    /// One line on how agents' network policies are enforced here.
+    pub fn describe_network(&self) -> String {
+        let tcp = self.landlock_abi >= 4;
+        match (self.network_namespace, tcp) {
+            (true, true) => "`none`: a network namespace of its own (only loopback); \
+                 port lists: Landlock TCP rules (UDP not cut)"
+                .into(),
+            (true, false) => "`none`: a network namespace of its own (only loopback); \
+                 port lists: refused (no Landlock TCP rules before Linux 6.7)"
+                .into(),
+            (false, true) => "`none` and port lists: Landlock TCP rules only \
+                 (UDP and other protocols are not cut; no network namespace here)"
+                .into(),
+            (false, false) => "not enforceable here: commands under `none` or a port list \
+                 are refused"
+                .into(),
         }
     }
 

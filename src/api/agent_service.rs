@@ -149,6 +149,12 @@ pub(crate) fn parse_agent_id(text: &str) -> Result<AgentId, ApiError> {
 }
 
 /// Checks a brain configuration before it is stored.
+/// A request's network policy; refused whole, naming what to write.
+fn network_policy(text: &str) -> Result<holarchy_supervision::NetworkPolicy, ApiError> {
+    holarchy_supervision::NetworkPolicy::parse(text)
+        .map_err(|err| ApiError::InvalidArgument(err.to_string()))
+}
+
 fn check_brain(config: Option<BrainConfig>) -> Result<Option<BrainConfig>, ApiError> {
     if let Some(brain) = &config {
         brain.validate()?;
@@ -236,6 +242,7 @@ impl AgentService for AgentApi {
                 brain,
                 context_tokens: req.context_tokens,
                 mcp_servers: req.mcp_servers,
+                network: network_policy(&req.network)?,
             })
             .await
             .map_err(ApiError::from)?;
@@ -266,6 +273,7 @@ impl AgentService for AgentApi {
                 brain,
                 context_tokens: req.context_tokens,
                 mcp_servers: req.mcp_servers,
+                network: network_policy(&req.network)?,
             });
         }
         let ids = self

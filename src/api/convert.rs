@@ -103,6 +103,7 @@ pub fn summary(
         brain: Some(brain(&record.brain)),
         context_tokens: record.context_tokens.unwrap_or(0),
         mcp_servers: record.mcp_servers.clone(),
+        network: record.network.to_string(),
     }
 }
 

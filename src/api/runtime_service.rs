@@ -95,6 +95,7 @@ impl RuntimeService for RuntimeApi {
             data_dir: self.data_dir.display().to_string(),
             sandbox_landlock_abi: self.sandbox.landlock_abi.into(),
             sandbox: self.sandbox.describe(),
+            sandbox_network: self.sandbox.describe_network(),
             running_tasks: snapshot.running_tasks as u64,
             armed_waits: snapshot.armed_waits as u64,
             pid: std::process::id(),

@@ -31,6 +31,11 @@ pub enum AgentCommand {
         /// children inherit the list.
         #[arg(long = "mcp-server", value_name = "NAME")]
         mcp_servers: Vec<String>,
+        /// What network its commands may reach: `full` (the default),
+        /// `none` (only their own loopback), or TCP ports such as
+        /// `443,8080`. Its children inherit it.
+        #[arg(long, value_name = "POLICY")]
+        network: Option<String>,
         #[command(flatten)]
         brain: BrainArgs,
     },
@@ -137,6 +142,7 @@ pub(super) async fn agent_command(
             message,
             context_tokens,
             mcp_servers,
+            network,
             brain,
         } => {
             let created = clients
@@ -147,6 +153,7 @@ pub(super) async fn agent_command(
                     initial_message: message.clone(),
                     context_tokens: *context_tokens,
                     mcp_servers: mcp_servers.clone(),
+                    network: network.clone().unwrap_or_default(),
                 })
                 .await?
                 .into_inner();

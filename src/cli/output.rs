@@ -109,6 +109,7 @@ pub fn agent_json(a: &pb::AgentSummary) -> Value {
         "role_version": a.role_version,
         "skills": a.skills,
         "mcp_servers": a.mcp_servers,
+        "network": a.network,
     })
 }
 
@@ -292,6 +293,9 @@ impl Output {
         if !a.mcp_servers.is_empty() {
             say!("mcp servers  {}", one_line(&a.mcp_servers.join(", ")));
         }
+        if !a.network.is_empty() && a.network != "full" {
+            say!("network      {}", one_line(&a.network));
+        }
         if let Some(work) = &a.current_work_item {
             say!(
                 "working on   {} ({})",
@@ -434,6 +438,7 @@ impl Output {
                     "heap_resident_bytes": s.heap_resident_bytes,
                     "sandbox_landlock_abi": s.sandbox_landlock_abi,
                     "sandbox": s.sandbox,
+                    "sandbox_network": s.sandbox_network,
                     "damaged_count": s.damaged_count,
                     "held_agents": s.held_agents,
                     "damaged_records": s.damaged_records.iter().map(|d| json!({
@@ -475,6 +480,9 @@ impl Output {
             say!("data       {}", one_line(&s.data_dir));
             say!("store      {}", one_line(&s.store));
             say!("sandbox    {}", s.sandbox);
+            if !s.sandbox_network.is_empty() {
+                say!("network    {}", s.sandbox_network);
+            }
             if s.damaged_count > 0 {
                 say!(
                     "damaged    {} records could not be read at start; {} agents held down with them (restore them from a backup, or archive their agents)",

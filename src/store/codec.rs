@@ -174,9 +174,11 @@ impl From<ApprovalRecordV1> for ApprovalRecord {
 }
 
 /// Agents gained their composition (role, skills, limits) in version 2,
-/// and their own context budget and MCP servers in version 3; agents
-/// written before read back with none.
-pub const AGENT_VERSION: u8 = 3;
+/// their own context budget and MCP servers in version 3, and their
+/// network policy in version 4; agents written before read back with
+/// none, and the full network they had.
+pub const AGENT_VERSION: u8 = 4;
+const AGENT_VERSION_3: u8 = 3;
 const AGENT_VERSION_2: u8 = 2;
 
 pub fn encode_agent(tree: &'static str, agent: &AgentRecord) -> Result<Vec<u8>, StoreError> {
@@ -186,6 +188,7 @@ pub fn encode_agent(tree: &'static str, agent: &AgentRecord) -> Result<Vec<u8>, 
 pub fn decode_agent(tree: &'static str, bytes: &[u8]) -> Result<AgentRecord, StoreError> {
     match split_version(tree, bytes)? {
         (AGENT_VERSION, body) => decode_body(tree, body),
+        (AGENT_VERSION_3, body) => decode_body::<AgentRecordV3>(tree, body).map(AgentRecord::from),
         (AGENT_VERSION_2, body) => decode_body::<AgentRecordV2>(tree, body).map(AgentRecord::from),
         (FORMAT_VERSION, body) => decode_body::<AgentRecordV1>(tree, body).map(AgentRecord::from),
         (version, _) => Err(StoreError::UnsupportedVersion { tree, version }),
@@ -225,6 +228,46 @@ struct AgentRecordV2 {
     composition: Option<Box<holarchy_supervision::Composition>>,
 }
 
+/// An agent as version 3 wrote it: the layout must never change.
+#[derive(serde::Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
+struct AgentRecordV3 {
+    id: holarchy_supervision::AgentId,
+    name: Option<String>,
+    profile: holarchy_supervision::Profile,
+    lineage_parent_agent_id: Option<holarchy_supervision::AgentId>,
+    supervisor_agent_id: Option<holarchy_supervision::AgentId>,
+    state: holarchy_supervision::LifecycleState,
+    brain: holarchy_supervision::BrainConfig,
+    forked_context: Option<String>,
+    created_at_ms: u64,
+    updated_at_ms: u64,
+    composition: Option<Box<holarchy_supervision::Composition>>,
+    context_tokens: Option<u32>,
+    mcp_servers: Vec<String>,
+}
+
+impl From<AgentRecordV3> for AgentRecord {
+    fn from(v3: AgentRecordV3) -> Self {
+        AgentRecord {
+            id: v3.id,
+            name: v3.name,
+            profile: v3.profile,
+            lineage_parent_agent_id: v3.lineage_parent_agent_id,
+            supervisor_agent_id: v3.supervisor_agent_id,
+            state: v3.state,
+            brain: v3.brain,
+            forked_context: v3.forked_context,
+            created_at_ms: v3.created_at_ms,
+            updated_at_ms: v3.updated_at_ms,
+            composition: v3.composition,
+            context_tokens: v3.context_tokens,
+            mcp_servers: v3.mcp_servers,
+            network: holarchy_supervision::NetworkPolicy::Full,
+        }
+    }
+}
+
 impl From<AgentRecordV2> for AgentRecord {
     fn from(v2: AgentRecordV2) -> Self {
         AgentRecord {
@@ -241,6 +284,7 @@ impl From<AgentRecordV2> for AgentRecord {
             composition: v2.composition,
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: holarchy_supervision::NetworkPolicy::Full,
         }
     }
 }
@@ -261,6 +305,7 @@ impl From<AgentRecordV1> for AgentRecord {
             composition: None,
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: holarchy_supervision::NetworkPolicy::Full,
         }
     }
 }
@@ -358,6 +403,7 @@ mod tests {
             composition: None,
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: Default::default(),
             created_at_ms: millis,
             updated_at_ms: millis,
         }
@@ -485,6 +531,33 @@ mod tests {
         assert_eq!(decode_agent("agents", &again).expect("decodes"), agent);
     }
 
+    #[test]
+    fn version_3_agents_read_back_with_the_full_network() {
+        let mut agent = record(Some("lead".into()), 9);
+        agent.context_tokens = Some(4_000);
+        agent.mcp_servers = vec!["files".into()];
+        let v3 = AgentRecordV3 {
+            id: agent.id,
+            name: agent.name.clone(),
+            profile: agent.profile,
+            lineage_parent_agent_id: agent.lineage_parent_agent_id,
+            supervisor_agent_id: agent.supervisor_agent_id,
+            state: agent.state,
+            brain: agent.brain.clone(),
+            forked_context: None,
+            created_at_ms: 9,
+            updated_at_ms: 9,
+            composition: None,
+            context_tokens: agent.context_tokens,
+            mcp_servers: agent.mcp_servers.clone(),
+        };
+        let bytes = encode_as(AGENT_VERSION_3, "agents", &v3).expect("encodes");
+        assert_eq!(decode_agent("agents", &bytes).expect("decodes"), agent);
+        agent.network = holarchy_supervision::NetworkPolicy::Ports(vec![443]);
+        let again = encode_agent("agents", &agent).expect("encodes");
+        assert_eq!(again[0], AGENT_VERSION);
+        assert_eq!(decode_agent("agents", &again).expect("decodes"), agent);
+    }
     #[test]
     fn version_1_tasks_read_back_without_place_or_worktree() {
         let v1 = TaskRecordV1 {

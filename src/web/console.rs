@@ -117,7 +117,10 @@ impl Console {
                 runtime.clone(),
                 store.clone(),
                 std::path::PathBuf::new(),
-                SandboxReport { landlock_abi: 0 },
+                SandboxReport {
+                    landlock_abi: 0,
+                    network_namespace: false,
+                },
             ),
             runtime,
             store,

@@ -135,6 +135,7 @@ mod tests {
                     composition: None,
                     context_tokens: None,
                     mcp_servers: Vec::new(),
+                    network: Default::default(),
                     created_at_ms: 0,
                     updated_at_ms: 0,
                 }

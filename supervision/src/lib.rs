@@ -23,6 +23,7 @@
 //! - [`patch`]: unified diffs, parsed and applied to text (the `ApplyPatch` tool).
 //! - [`workspace`]: attached workspaces, the active one, child projection modes.
 //! - [`usage`]: tokens model brains spent, per turn and per agent.
+//! - [`network`]: what network an agent's commands may reach.
 
 pub mod admission;
 pub mod bounds;
@@ -32,6 +33,7 @@ pub mod composed;
 pub mod effect;
 pub mod event;
 pub mod ids;
+pub mod network;
 pub mod patch;
 pub mod plan;
 pub mod profile;
@@ -53,6 +55,7 @@ pub use ids::{
     AgentId, ApprovalId, CleanupId, EventCursor, IdParseError, InboundId, MessageId, NoteId, RunId,
     TaskId, WaitId, WorkItemId,
 };
+pub use network::NetworkPolicy;
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};
 pub use record::{
     AgentRecord, LifecycleState, MessageEvent, MessageRecord, MessageStatus, Provenance,

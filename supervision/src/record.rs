@@ -70,6 +70,9 @@ pub struct AgentRecord {
     /// tools this agent may call. Set at creation; children inherit their
     /// creator's.
     pub mcp_servers: Vec<String>,
+    /// What network its commands may reach. Set at creation; children
+    /// inherit their creator's.
+    pub network: crate::NetworkPolicy,
 }
 
 impl AgentRecord {
@@ -89,6 +92,7 @@ impl AgentRecord {
             composition: None,
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: crate::NetworkPolicy::Full,
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
         }

@@ -297,6 +297,7 @@ pub async fn create(clients: &mut Clients, name: &str, initial: Option<&str>) ->
         .create_agent(pb::CreateAgentRequest {
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: String::new(),
             name: name.into(),
             initial_message: initial.map(str::to_owned),
             brain: None,
@@ -423,6 +424,7 @@ pub async fn create_on(clients: &mut Clients, name: &str, brain: pb::BrainConfig
         .create_agent(pb::CreateAgentRequest {
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: String::new(),
             name: name.into(),
             initial_message: None,
             brain: Some(brain),

@@ -236,6 +236,7 @@ async fn the_daemon_refuses_agents_past_its_total() {
         .create_agent(pb::CreateAgentRequest {
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: String::new(),
             name: "third".into(),
             initial_message: None,
             brain: None,

@@ -43,6 +43,7 @@ fn record(id: AgentId, supervisor: Option<AgentId>) -> AgentRecord {
         composition: None,
         context_tokens: None,
         mcp_servers: Vec::new(),
+        network: Default::default(),
         created_at_ms: 0,
         updated_at_ms: 0,
     }
@@ -199,6 +200,7 @@ async fn a_10000_wide_tree_answers_in_pages_with_a_marker_and_the_cli_draws_it()
             .map(|i| pb::CreateAgentRequest {
                 context_tokens: None,
                 mcp_servers: Vec::new(),
+                network: String::new(),
                 name: format!("wide-{batch}-{i}"),
                 initial_message: None,
                 brain: None,

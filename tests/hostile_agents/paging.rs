@@ -124,6 +124,7 @@ async fn a_record_over_the_budget_comes_back_cut_with_its_full_size() {
         .create_agent(pb::CreateAgentRequest {
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: String::new(),
             name: "big-brain".into(),
             initial_message: None,
             brain: Some(brain),

@@ -47,6 +47,7 @@ pub async fn constraints_and_approvals_apply_to_mcp_tools() {
         composition: Some(Box::new(composition)),
         context_tokens: None,
         mcp_servers: vec!["tools".into()],
+        network: Default::default(),
         created_at_ms: 1,
         updated_at_ms: 1,
     };

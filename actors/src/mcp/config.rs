@@ -74,6 +74,8 @@ pub struct StdioConfig {
     /// Files and directories it may read (absolute), besides the system's
     /// paths and those granted by default (see `mcp::grants`).
     pub read_only: Vec<PathBuf>,
+    /// What network it may reach: `full` unless the operator says.
+    pub network: holarchy_supervision::NetworkPolicy,
 }
 
 impl std::fmt::Debug for StdioConfig {
@@ -85,6 +87,7 @@ impl std::fmt::Debug for StdioConfig {
             .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
             .field("read_write", &self.read_write)
             .field("read_only", &self.read_only)
+            .field("network", &self.network)
             .finish()
     }
 }
@@ -142,7 +145,7 @@ pub enum ServerProblem {
     HeaderOnStdio,
     #[error("a server with `url` is of type `http`")]
     UrlNotHttp,
-    #[error("`args`, `env`, `read_write` and `read_only` are for stdio servers")]
+    #[error("`args`, `env`, `read_write`, `read_only` and `network` are for stdio servers")]
     StdioFieldsOnHttp,
     #[error("give `command` or `url`, not both")]
     CommandAndUrl,
@@ -169,6 +172,8 @@ pub enum ServerProblem {
     TooManyReadOnly,
     #[error("`read_only` path {} is not absolute", .0.display())]
     RelativeReadOnly(PathBuf),
+    #[error("`network`: {0}")]
+    Network(#[from] holarchy_supervision::network::NetworkPolicyError),
     #[error("`url` is over {MAX_URL} bytes")]
     UrlTooLong,
     /// The URL parser's reason.
@@ -212,6 +217,8 @@ struct ServerEntry {
     read_write: Vec<PathBuf>,
     #[serde(default)]
     read_only: Vec<PathBuf>,
+    /// `full`, `none`, or TCP ports such as `"443,8080"`.
+    network: Option<String>,
     url: Option<String>,
     header: Option<HeaderEntry>,
     timeout_ms: Option<u64>,
@@ -342,13 +349,18 @@ impl ServerEntry {
                 if self.header.is_some() {
                     return Err(ServerProblem::HeaderOnStdio);
                 }
-                Transport::Stdio(check_stdio(
+                let mut stdio = check_stdio(
                     command,
                     self.args,
                     self.env,
                     self.read_write,
                     self.read_only,
-                )?)
+                )?;
+                if let Some(network) = &self.network {
+                    text_ok("`network`", network)?;
+                    stdio.network = holarchy_supervision::NetworkPolicy::parse(network)?;
+                }
+                Transport::Stdio(stdio)
             }
             (None, Some(url)) => {
                 if self.kind.as_deref().is_some_and(|k| !is_http(k)) {
@@ -358,6 +370,7 @@ impl ServerEntry {
                     || !self.env.is_empty()
                     || !self.read_write.is_empty()
                     || !self.read_only.is_empty()
+                    || self.network.is_some()
                 {
                     return Err(ServerProblem::StdioFieldsOnHttp);
                 }
@@ -419,6 +432,7 @@ fn check_stdio(
         env: env.into_iter().collect(),
         read_write,
         read_only,
+        network: holarchy_supervision::NetworkPolicy::Full,
     })
 }
 
@@ -559,6 +573,33 @@ mod tests {
             McpConfig::parse(&huge),
             Err(McpConfigError::TooLarge)
         ));
+    }
+
+    #[test]
+    fn a_stdio_server_takes_a_network_policy_and_an_http_one_none() {
+        let refused = |text: &str| McpConfig::parse(text).expect_err(text).to_string();
+        let config = McpConfig::parse(
+            r#"{"mcpServers": {"a": {"command": "x", "network": "none"}, "b": {"command": "x", "network": "443"}, "c": {"command": "x"}}}"#,
+        )
+        .expect("valid");
+        let network = |name: &str| match config.server(name).map(|s| &s.transport) {
+            Some(Transport::Stdio(stdio)) => stdio.network.clone(),
+            other => panic!("{name}: {other:?}"),
+        };
+        assert_eq!(network("a"), holarchy_supervision::NetworkPolicy::None);
+        assert_eq!(
+            network("b"),
+            holarchy_supervision::NetworkPolicy::Ports(vec![443])
+        );
+        assert_eq!(network("c"), holarchy_supervision::NetworkPolicy::Full);
+        assert!(
+            refused(r#"{"mcpServers": {"a": {"command": "x", "network": "all"}}}"#)
+                .contains("`network`")
+        );
+        assert!(
+            refused(r#"{"mcpServers": {"a": {"url": "http://h/", "network": "none"}}}"#)
+                .contains("for stdio servers")
+        );
     }
 
     #[test]

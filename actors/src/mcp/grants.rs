@@ -228,6 +228,7 @@ mod tests {
             env: vec![],
             read_write: vec![],
             read_only: vec![data],
+            network: Default::default(),
         };
         let refused = grants(&config, &sandbox, &daemon_env)
             .expect_err("refused")

@@ -410,6 +410,7 @@ mod tests {
             env: vec![],
             read_write: vec![],
             read_only: vec![],
+            network: Default::default(),
         }
     }
 

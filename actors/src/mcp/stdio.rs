@@ -149,6 +149,7 @@ pub fn spawn(
     let mut spec = sandbox.spec(writable, read_only, Duration::ZERO);
     // A server lives as long as the daemon uses it.
     spec.wall_time_ms = 0;
+    spec.network = config.network.clone();
     let mut command = sandbox
         .command(&spec, &run.command, &run.args)
         .map_err(SpawnError::Unit)?;

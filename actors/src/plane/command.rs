@@ -90,9 +90,9 @@ pub async fn exec(
     // Under the owner's structure lock: no restart or cleanup of the owner
     // interleaves with starting the command.
     let structure = ctx.locks.structure.lock(owner).await;
-    if !ctx.reads().agent(owner)?.is_some_and(|a| a.state.is_live()) {
+    let Some(record) = ctx.reads().agent(owner)?.filter(|a| a.state.is_live()) else {
         return Err(CommandError::OwnerGone);
-    }
+    };
     let owner_actor = ctx.directory.get(owner).ok_or(CommandError::OwnerGone)?;
     // Counted under the owner's lock, which every command start takes.
     let slot = crate::quota::command_slot(ctx, owner)?;
@@ -115,6 +115,7 @@ pub async fn exec(
         done,
         env,
         line: command,
+        network: record.network,
     };
     let spawned = Actor::spawn_linked(
         None,

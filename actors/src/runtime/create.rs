@@ -37,6 +37,8 @@ pub struct NewAgent {
     /// The daemon's MCP servers (by name) whose tools it may call; each
     /// must be in the daemon's MCP configuration.
     pub mcp_servers: Vec<String>,
+    /// What network its commands may reach; children inherit it.
+    pub network: holarchy_supervision::NetworkPolicy,
 }
 
 /// Why an agent was not created.
@@ -161,6 +163,7 @@ async fn create_to_completion(
                 .unwrap_or_else(|| ctx.config.default_brain.clone()),
             context_tokens: spec.context_tokens,
             mcp_servers: spec.mcp_servers,
+            network: spec.network,
             composition,
         })
         .collect();

@@ -199,6 +199,7 @@ impl Runtime {
             brain,
             context_tokens: None,
             mcp_servers: Vec::new(),
+            network: Default::default(),
         })
         .await
     }

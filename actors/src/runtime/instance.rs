@@ -286,6 +286,7 @@ async fn create_agent(
         brain: spec.brain.clone(),
         context_tokens: spec.context_tokens,
         mcp_servers: spec.mcp_servers.clone(),
+        network: Default::default(),
     };
     let composed = vec![(new, Some(Box::new(record.composition())))];
     let (ids, flushed) = create::create_composed_unflushed(ctx, composed)

@@ -54,7 +54,14 @@ pub fn main(args: &[OsString]) -> i32 {
         eprintln!("holarchy: cannot limit the command: {err}");
         return 126;
     }
-    if let Err(err) = restrict(&spec) {
+    let cut = match super::network::cut(&spec.network, probe_abi() >= 4) {
+        Ok(cut) => cut,
+        Err(err) => {
+            eprintln!("holarchy: cannot cut the command's network: {err}");
+            return 126;
+        }
+    };
+    if let Err(err) = restrict(&spec, cut) {
         eprintln!("holarchy: cannot confine the command: {err}");
         return 126;
     }
@@ -111,13 +118,19 @@ fn is_pid(name: &str) -> bool {
 /// Confines this process (and so the program it becomes) to the spec's
 /// paths: read-write beneath its workspaces, read-only beneath the system
 /// paths, read-write on a few device files; nothing else, no signals to
-/// and no ptrace of processes outside (the daemon, its other tasks).
-pub fn restrict(spec: &UnitSpec) -> Result<RulesetStatus, RulesetError> {
+/// and no ptrace of processes outside (the daemon, its other tasks). When
+/// its network was `cut` by TCP rules, only the ports its policy allows.
+pub fn restrict(spec: &UnitSpec, cut: super::network::Cut) -> Result<RulesetStatus, RulesetError> {
     let abi = ABI_WANTED;
-    let status = Ruleset::default()
-        .handle_access(AccessFs::from_all(abi))?
+    let mut ruleset = Ruleset::default().handle_access(AccessFs::from_all(abi))?;
+    let network = super::network::handled(cut, abi);
+    if !network.is_empty() {
+        ruleset = ruleset.handle_access(network)?;
+    }
+    let created = ruleset
         .scope(Scope::AbstractUnixSocket | Scope::Signal)?
-        .create()?
+        .create()?;
+    let status = super::network::rules(created, &spec.network)?
         .add_rules(path_beneath_rules(
             &spec.read_only,
             AccessFs::from_read(abi),

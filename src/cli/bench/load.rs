@@ -134,6 +134,7 @@ pub async fn create(
                         brain: scripted(),
                         context_tokens: None,
                         mcp_servers: Vec::new(),
+                        network: String::new(),
                     })
                     .collect();
                 // A batch of one is what a client creating agents one at a

@@ -17,6 +17,7 @@ pub struct PublicAgent {
     pub brain: BrainConfig,
     pub context_tokens: Option<u32>,
     pub mcp_servers: Vec<String>,
+    pub network: crate::NetworkPolicy,
     /// Role, skills and limits of an instance's agent.
     pub composition: Option<Box<Composition>>,
 }
@@ -34,6 +35,7 @@ pub fn public_agents(agents: Vec<PublicAgent>, now_ms: u64) -> (Plan, Created) {
             composition: spec.composition,
             context_tokens: spec.context_tokens,
             mcp_servers: spec.mcp_servers,
+            network: spec.network,
             ..AgentRecord::public(spec.name.clone(), now_ms)
         };
         let agent_id = record.id;
@@ -97,6 +99,7 @@ mod tests {
                     brain: BrainConfig::default(),
                     context_tokens: None,
                     mcp_servers: Vec::new(),
+                    network: Default::default(),
                     composition: None,
                 })
                 .collect()

@@ -63,6 +63,8 @@ pub fn spawn(creator: &AgentRecord, child: Child, now_ms: u64) -> Spawn {
         composition: child.composition,
         context_tokens: creator.context_tokens,
         mcp_servers: creator.mcp_servers.clone(),
+        // A child never reaches more than its creator.
+        network: creator.network.clone(),
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
     };
@@ -139,7 +141,11 @@ mod tests {
             first in proptest::option::of("\\PC{1,30}"),
             now in any::<u64>(),
         ) {
-            let creator = AgentRecord { context_tokens: Some(9_000), ..AgentRecord::public("c", 1) };
+            let creator = AgentRecord {
+                context_tokens: Some(9_000),
+                network: crate::NetworkPolicy::Ports(vec![443]),
+                ..AgentRecord::public("c", 1)
+            };
             let private = preset.profile().visibility == Visibility::Private;
             let child = Child {
                 id: AgentId::generate(),
@@ -156,6 +162,8 @@ mod tests {
             let out = spawn(&creator, child, now);
             prop_assert_eq!(out.record.id, id);
             prop_assert_eq!(out.record.context_tokens, Some(9_000));
+            // A child never reaches more network than its creator.
+            prop_assert_eq!(&out.record.network, &creator.network);
             prop_assert_eq!(out.record.supervisor_agent_id.is_some(), private);
             prop_assert_eq!(out.record.lineage_parent_agent_id, Some(creator.id));
             prop_assert_eq!(out.task.is_some(), private);

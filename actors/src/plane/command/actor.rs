@@ -80,6 +80,8 @@ pub struct CommandArgs {
     pub env: Vec<(String, String)>,
     /// The command line to run. The record keeps it with secrets redacted.
     pub line: String,
+    /// Its agent's network policy.
+    pub network: holarchy_supervision::NetworkPolicy,
 }
 
 #[derive(Debug)]
@@ -209,13 +211,15 @@ impl CommandActor {
         writable: Vec<PathBuf>,
         env: &[(String, String)],
         line: &str,
+        network: holarchy_supervision::NetworkPolicy,
     ) -> Result<(tokio::process::Child, UnitGuard), ActorProcessingErr> {
         std::fs::create_dir_all(workdir)?;
         let sandbox = &self.ctx.config.sandbox;
         let tmp = sandbox.tmp_dir(task.owner_agent_id)?;
         let mut writable = writable;
         writable.push(tmp.clone());
-        let spec = sandbox.spec(writable, Vec::new(), self.ctx.config.stop_grace);
+        let mut spec = sandbox.spec(writable, Vec::new(), self.ctx.config.stop_grace);
+        spec.network = network;
         // The line goes to the shell in a file of the agent's private
         // directory, not on a command line, which every process may read
         // in /proc (it may hold a trigger token).
@@ -327,8 +331,9 @@ impl Actor for CommandActor {
             done,
             env,
             line,
+            network,
         } = args;
-        let (child, guard) = self.spawn_unit(&task, &workdir, writable, &env, &line)?;
+        let (child, guard) = self.spawn_unit(&task, &workdir, writable, &env, &line, network)?;
         let pid = guard.pid;
         self.ctx.directory.insert_command(task.id, myself.clone());
         let process = ProcessRef {
