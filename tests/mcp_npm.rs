@@ -14,16 +14,14 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, SystemTime};
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
 
 use holarchy::api::pb;
-use holarchy::client::Clients;
 use serde_json::{json, Value};
 
-use common::{data_dir, eventually, messages, script, send, tool_call, Daemon};
+use common::installed::{call, run, snapshot, which};
+use common::{data_dir, Daemon};
 
 const FILESYSTEM: &str = "@modelcontextprotocol/server-filesystem";
 const EVERYTHING: &str = "@modelcontextprotocol/server-everything";
@@ -31,8 +29,6 @@ const EVERYTHING: &str = "@modelcontextprotocol/server-everything";
 const DAEMON_ONLY: &str = "MCP_NPM_DAEMON_ONLY";
 /// A variable the configuration gives a server.
 const GIVEN: &str = "MCP_NPM_GIVEN";
-/// How long an install from the registry may take.
-const INSTALL: Duration = Duration::from_secs(300);
 
 /// Where the servers are installed: a project folder (`npm install`) and
 /// npm's cache holding npx's install, side by side, so that npx (run from
@@ -40,43 +36,6 @@ const INSTALL: Duration = Duration::from_secs(300);
 struct Installed {
     project: PathBuf,
     npm_cache: PathBuf,
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
-/// Runs `command` to its end or its deadline; why it failed, if it did.
-fn run(mut command: Command, what: &str) -> Result<(), String> {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{what}: {e}"))?;
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().map_err(|e| format!("{what}: {e}"))? {
-            if status.success() {
-                return Ok(());
-            }
-            let mut stderr = String::new();
-            if let Some(mut pipe) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
-            }
-            let tail: String = stderr.lines().rev().take(5).collect::<Vec<_>>().join(" / ");
-            return Err(format!("{what} failed ({status}): {tail}"));
-        }
-        if started.elapsed() > INSTALL {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("{what} took over {INSTALL:?}"));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// Installs both servers once (a later run finds them), or says why not.
@@ -133,46 +92,6 @@ fn install() -> Result<Installed, String> {
         run(command, "npx -y server-everything")?;
     }
     Ok(Installed { project, npm_cache })
-}
-
-/// Every file under `dir` with its size and time of change: what a write
-/// to npm's cache would change.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, SystemTime)> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.metadata() else { continue };
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else {
-                let changed = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                out.insert(entry.path(), (meta.len(), changed));
-            }
-        }
-    }
-    out
-}
-
-/// Has `agent` call `tool` with `input` in one scripted turn: whether it
-/// failed, and its output.
-async fn call(c: &mut Clients, agent: &str, tool: &str, input: Value) -> (bool, Value) {
-    let before = messages(c, agent).await.len();
-    send(c, agent, &script(json!([{ "name": tool, "input": input }]))).await;
-    eventually("the call's turn", || {
-        let mut c = c.clone();
-        let agent = agent.to_owned();
-        async move {
-            let all = messages(&mut c, &agent).await;
-            (all.len() > before && all[before].status == pb::MessageStatus::Handled as i32)
-                .then_some(())
-        }
-    })
-    .await;
-    tool_call(c, agent, tool).await
 }
 
 fn text(failed: bool, output: &Value) -> String {
@@ -306,30 +225,16 @@ async fn npm_installed_servers_start_confined_list_tools_and_answer(installed: &
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let name = "npm_installed_servers_start_confined_list_tools_and_answer";
-    if args.iter().any(|a| a == "--list") {
-        println!("{name}: test");
-        return ExitCode::SUCCESS;
-    }
-    let installed = match install() {
-        Ok(installed) => installed,
-        Err(why) => {
-            println!("\nrunning 1 test\ntest {name} ... ignored, skipped: {why}");
-            // In the harness's words, so CI's tally counts it as not run.
-            println!(
-                "\ntest result: ok. 0 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out\n"
-            );
-            return ExitCode::SUCCESS;
-        }
-    };
-    let _ = INSTALLED.set(installed);
-    let tests: &[(&str, common::runner::Test)] = &[(name, || {
-        Box::pin(npm_installed_servers_start_confined_list_tools_and_answer(
-            INSTALLED.get().expect("installed"),
-        ))
-    })];
-    common::runner::run(tests, &args)
+    common::installed::main(
+        "npm_installed_servers_start_confined_list_tools_and_answer",
+        install,
+        &INSTALLED,
+        || {
+            Box::pin(npm_installed_servers_start_confined_list_tools_and_answer(
+                INSTALLED.get().expect("installed"),
+            ))
+        },
+    )
 }
 
 /// The installs, for the test (a plain `fn` pointer cannot capture them).

@@ -14,16 +14,14 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
-use std::time::{Duration, SystemTime};
+use std::process::{Command, ExitCode};
 
 use holarchy::api::pb;
-use holarchy::client::Clients;
 use serde_json::{json, Value};
 
-use common::{data_dir, eventually, messages, script, send, tool_call, Daemon};
+use common::installed::{call, run, snapshot, which};
+use common::{data_dir, Daemon};
 
 const SERVER: &str = "mcp-server-time";
 /// The Python uv builds the environment on: the distribution's, so the
@@ -33,45 +31,6 @@ const PYTHON: &str = "/usr/bin/python3";
 const DAEMON_ONLY: &str = "MCP_UVX_DAEMON_ONLY";
 /// A variable the configuration gives the server.
 const GIVEN: &str = "MCP_UVX_GIVEN";
-/// How long the install from the package index may take.
-const INSTALL: Duration = Duration::from_secs(300);
-
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|candidate| candidate.is_file())
-}
-
-/// Runs `command` to its end or its deadline; why it failed, if it did.
-fn run(mut command: Command, what: &str) -> Result<(), String> {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{what}: {e}"))?;
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().map_err(|e| format!("{what}: {e}"))? {
-            if status.success() {
-                return Ok(());
-            }
-            let mut stderr = String::new();
-            if let Some(mut pipe) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
-            }
-            let tail: String = stderr.lines().rev().take(5).collect::<Vec<_>>().join(" / ");
-            return Err(format!("{what} failed ({status}): {tail}"));
-        }
-        if started.elapsed() > INSTALL {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("{what} took over {INSTALL:?}"));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
 
 /// uv's cache with `uvx mcp-server-time`'s environment in it, made once
 /// (a later run finds it), or why not.
@@ -113,50 +72,6 @@ fn install() -> Result<PathBuf, String> {
         run(command, "uvx mcp-server-time")?;
     }
     Ok(cache)
-}
-
-/// Every file under `dir` with its size and time of change: what a write
-/// to uv's cache would change.
-fn snapshot(dir: &Path) -> BTreeMap<PathBuf, (u64, SystemTime)> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            // Not followed: uv links environments into its archive, which
-            // the walk reaches by its own path.
-            let Ok(meta) = entry.path().symlink_metadata() else {
-                continue;
-            };
-            if meta.is_dir() {
-                stack.push(entry.path());
-            } else {
-                let changed = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-                out.insert(entry.path(), (meta.len(), changed));
-            }
-        }
-    }
-    out
-}
-
-/// Has `agent` call `tool` with `input` in one scripted turn: whether it
-/// failed, and its output.
-async fn call(c: &mut Clients, agent: &str, tool: &str, input: Value) -> (bool, Value) {
-    let before = messages(c, agent).await.len();
-    send(c, agent, &script(json!([{ "name": tool, "input": input }]))).await;
-    eventually("the call's turn", || {
-        let mut c = c.clone();
-        let agent = agent.to_owned();
-        async move {
-            let all = messages(&mut c, &agent).await;
-            (all.len() > before && all[before].status == pb::MessageStatus::Handled as i32)
-                .then_some(())
-        }
-    })
-    .await;
-    tool_call(c, agent, tool).await
 }
 
 /// The environment of the one running process whose command line holds
@@ -265,30 +180,16 @@ async fn a_uvx_server_starts_confined_from_uvs_cache_and_answers(cache: &Path) {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let name = "a_uvx_server_starts_confined_from_uvs_cache_and_answers";
-    if args.iter().any(|a| a == "--list") {
-        println!("{name}: test");
-        return ExitCode::SUCCESS;
-    }
-    let cache = match install() {
-        Ok(cache) => cache,
-        Err(why) => {
-            println!("\nrunning 1 test\ntest {name} ... ignored, skipped: {why}");
-            // In the harness's words, so CI's tally counts it as not run.
-            println!(
-                "\ntest result: ok. 0 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out\n"
-            );
-            return ExitCode::SUCCESS;
-        }
-    };
-    let _ = CACHE.set(cache);
-    let tests: &[(&str, common::runner::Test)] = &[(name, || {
-        Box::pin(a_uvx_server_starts_confined_from_uvs_cache_and_answers(
-            CACHE.get().expect("installed"),
-        ))
-    })];
-    common::runner::run(tests, &args)
+    common::installed::main(
+        "a_uvx_server_starts_confined_from_uvs_cache_and_answers",
+        install,
+        &CACHE,
+        || {
+            Box::pin(a_uvx_server_starts_confined_from_uvs_cache_and_answers(
+                CACHE.get().expect("installed"),
+            ))
+        },
+    )
 }
 
 /// The cache, for the test (a plain `fn` pointer cannot capture it).

@@ -327,8 +327,9 @@ impl Drop for Tmux {
 /// The interactive view in a real terminal (tmux): tab to the queues, `/`
 /// filters the rows, enter opens the agent's messages and events, t its
 /// subtree, esc comes back, r resumes and p pauses the selected agent (as
-/// the daemon then reports), every table shows names first and ids as
-/// tails, a daemon gone is said to be retried, q quits.
+/// the daemon then reports), every table, pane title and notice shows
+/// names first and ids as tails, a daemon gone is said to be retried, q
+/// quits.
 /// Skipped when tmux is not installed; the keys and frames are
 /// unit-tested anyway.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -398,19 +399,26 @@ async fn the_interactive_view_answers_keys_in_a_terminal() {
     })
     .await;
     tmux.keys("Escape");
+    // Each esc is seen before the next key: an esc and a key read together
+    // are alt and that key.
+    tmux.until("the filter dropped", |s| !s.contains("filter: /STU"))
+        .await;
 
-    // enter: the agent's messages and events; t: its subtree.
+    // enter: the agent's messages and events; t: its subtree. Titles and
+    // notices name the agent as its row does, never by its whole id.
+    let named = format!("stuck ({stuck_tail})");
     tmux.keys("Enter");
-    let pane = format!("messages and events of {stuck}");
+    let pane = format!("messages and events of {named}");
     tmux.until("the messages pane", |s| {
         s.contains(&pane) && s.contains("later") && s.contains("agent_created")
     })
     .await;
     tmux.keys("Escape");
+    tmux.until("the tables again", |s| !s.contains(&pane)).await;
     tmux.keys("t");
-    let subtree = format!("subtree of {stuck}");
+    let subtree = format!("subtree of {named}");
     tmux.until("the subtree pane", |s| {
-        s.contains(&subtree) && s.contains("agent \"stuck\"")
+        s.contains(&subtree) && s.contains("agent \"stuck\"") && !s.contains(&stuck)
     })
     .await;
     tmux.keys("Escape");
@@ -422,7 +430,7 @@ async fn the_interactive_view_answers_keys_in_a_terminal() {
     // r resumes the selected agent: it handles what was queued.
     tmux.keys("r");
     tmux.until("the resume notice", |s| {
-        s.contains(&format!("resumed {stuck}"))
+        s.contains(&format!("resumed {named}")) && !s.contains(&stuck)
     })
     .await;
     handled(&c, &stuck, 1).await;
@@ -438,7 +446,7 @@ async fn the_interactive_view_answers_keys_in_a_terminal() {
     .await;
     tmux.keys("p");
     tmux.until("the pause notice", |s| {
-        s.contains(&format!("paused {stuck}"))
+        s.contains(&format!("paused {named}")) && !s.contains(&stuck)
     })
     .await;
     assert_eq!(

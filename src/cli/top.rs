@@ -240,7 +240,7 @@ async fn interactive(
                     Err(err) => app.error = Some(format!("{err:#}")),
                 }
                 // An open pane is live too: read again, the scroll kept.
-                let open = app.pane.as_ref().map(|p| (p.kind, p.agent_id.clone()));
+                let open = app.pane.as_ref().map(|p| (p.kind, p.agent.id.clone()));
                 if let (Some((kind, agent_id)), None) = (open, &app.disconnected) {
                     match pane_lines(&mut clients, kind, &agent_id).await {
                         Ok(lines) => app.refresh_pane(lines),
@@ -254,10 +254,10 @@ async fn interactive(
                 Some(Input::Key(key)) => match app.on_key(key) {
                     Action::Quit => break,
                     Action::None => {}
-                    Action::Open(kind, agent_id) => {
-                        match pane_lines(&mut clients, kind, &agent_id).await {
+                    Action::Open(kind, agent) => {
+                        match pane_lines(&mut clients, kind, &agent.id).await {
                             Ok(lines) => {
-                                app.pane = Some(Pane { kind, agent_id, lines, scroll: 0 });
+                                app.pane = Some(Pane { kind, agent, lines, scroll: 0 });
                             }
                             Err(err) => app.error = Some(format!("{err:#}")),
                         }

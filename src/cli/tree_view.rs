@@ -8,6 +8,11 @@
 //! Indentation stops at [`MAX_INDENT`] levels; deeper nodes show their
 //! level as a number. Names come first, ids cut to the tail that tells
 //! the drawn nodes apart (the tail any command takes, as in the tables).
+//!
+//! [`Drawing`] takes the nodes as the pages bring them and keeps only
+//! what it has yet to draw: a root's subtree is drawn once the next root
+//! (or the end) shows it whole, and past the limit nodes are counted, not
+//! kept.
 
 use std::collections::HashMap;
 
@@ -59,18 +64,124 @@ impl Branches {
     }
 }
 
+/// Nodes drawn together, at least, but for the last of a tree: their ids
+/// are cut to the tail that tells them all apart, so the thousand lines
+/// drawn by default are told apart as one.
+const BATCH: usize = 1000;
+
+/// The tree drawn from its nodes as they arrive, in the walk's order.
+///
+/// A node's line can wait on nodes after it: a private child moves under
+/// the handle listed before it, with other nodes in between, and a branch
+/// (`├──` or `└──`) says whether a sibling follows. Neither reaches past
+/// the node's root, so each root's subtree is drawn whole when the next
+/// root comes; once `limit` lines are drawn, nodes are only counted. What
+/// is kept is the lines and, until the limit, the current root's subtree
+/// and at most a batch of whole ones: a runtime of many roots costs its
+/// drawn lines, not its nodes; one huge subtree is still kept whole until
+/// it ends.
+#[derive(Debug)]
+pub struct Drawing {
+    branches: Branches,
+    /// Lines still to draw.
+    room: usize,
+    /// The last root and the nodes after it: not whole until the next
+    /// root.
+    open: Vec<pb::TreeNode>,
+    /// Whole subtrees not drawn yet, drawn together (see [`BATCH`]).
+    whole: Vec<pb::TreeNode>,
+    /// The tail ids are cut to: the longest any batch needed, so it never
+    /// shortens down the page.
+    tail: usize,
+    lines: Vec<String>,
+    /// Nodes not drawn: past the limit.
+    left: usize,
+}
+
+/// What a [`Drawing`] drew: its lines, and how many nodes it left out.
+#[derive(Debug)]
+pub struct Drawn {
+    pub lines: Vec<String>,
+    pub left: usize,
+}
+
+impl Drawing {
+    /// A drawing of at most `limit` lines.
+    pub fn new(branches: Branches, limit: usize) -> Self {
+        Self {
+            branches,
+            room: limit,
+            open: Vec::new(),
+            whole: Vec::new(),
+            tail: 0,
+            lines: Vec::new(),
+            left: 0,
+        }
+    }
+
+    /// Takes the walk's next node.
+    pub fn push(&mut self, node: pb::TreeNode) {
+        if node.depth == 0 {
+            self.whole.append(&mut self.open);
+            if self.whole.len() >= self.room.min(BATCH) {
+                self.draw_whole();
+            }
+        }
+        // Past the limit, `open` is empty and stays so.
+        if self.room == 0 {
+            self.left += 1;
+        } else {
+            self.open.push(node);
+        }
+    }
+
+    /// Draws what is left: the walk has ended, so the last subtree is
+    /// whole.
+    pub fn finish(mut self) -> Drawn {
+        self.whole.append(&mut self.open);
+        self.draw_whole();
+        Drawn {
+            lines: self.lines,
+            left: self.left,
+        }
+    }
+
+    fn draw_whole(&mut self) {
+        let nodes = std::mem::take(&mut self.whole);
+        let tail = table::tail_len(nodes.iter().map(|n| n.id.as_str()));
+        self.tail = self.tail.max(tail);
+        let before = self.lines.len();
+        let lines = &mut self.lines;
+        self.left += draw(&nodes, self.branches, self.room, self.tail, |l| {
+            lines.push(l);
+        });
+        self.room -= self.lines.len() - before;
+    }
+}
+
 /// Calls `emit` with the first `limit` lines of the tree, in order, and
 /// returns how many nodes were left undrawn.
 pub fn render(
     nodes: &[pb::TreeNode],
     branches: Branches,
     limit: usize,
+    emit: impl FnMut(String),
+) -> usize {
+    let tail = table::tail_len(nodes.iter().map(|n| n.id.as_str()));
+    draw(nodes, branches, limit, tail, emit)
+}
+
+/// [`render`], ids cut to their last `tail` characters.
+fn draw(
+    nodes: &[pb::TreeNode],
+    branches: Branches,
+    limit: usize,
+    tail: usize,
     mut emit: impl FnMut(String),
 ) -> usize {
     let order = nest(nodes);
     let levels: Vec<usize> = order.iter().map(|&(_, level)| level).collect();
     let last = last_of_siblings(&levels);
-    let tail = table::tail_len(nodes.iter().map(|n| n.id.as_str()));
     // For each level above the current node: whether the ancestor at that
     // level was the last of its siblings (then its column is blank).
     let mut ancestors_last: Vec<bool> = Vec::new();
@@ -324,6 +435,137 @@ mod tests {
         let mut lines = Vec::new();
         let left = render(&nodes, Branches::Indent, 4, |l| lines.push(l));
         assert_eq!((lines.len(), left), (4, 6));
+    }
+
+    /// Drawn by a [`Drawing`] fed one node at a time.
+    fn drawn_as_it_comes(nodes: &[pb::TreeNode], branches: Branches, limit: usize) -> Drawn {
+        let mut drawing = Drawing::new(branches, limit);
+        nodes.iter().cloned().for_each(|n| drawing.push(n));
+        drawing.finish()
+    }
+
+    fn wait(id: &str, depth: u32) -> pb::TreeNode {
+        pb::TreeNode {
+            node_type: "wait".into(),
+            kind: "timer".into(),
+            state: "armed".into(),
+            ..node(id, depth)
+        }
+    }
+
+    /// A walk as the daemon lists one: each agent, then its task handles
+    /// (some whose child is gone first, then one per child it holds), its
+    /// waits, then its children with their subtrees. Agent `i`'s
+    /// supervisor is `parents[i]`, an earlier agent (none: a root);
+    /// `held[i]` says whether a handle holds it, `extras[i]` how many gone
+    /// handles and waits it has. Ids are all as long, so a tail of six
+    /// tells them apart, however they are drawn together.
+    fn walk(parents: &[Option<usize>], held: &[bool], extras: &[(u8, u8)]) -> Vec<pb::TreeNode> {
+        let agent_id = |i: usize| format!("agt_{i:04}");
+        let mut children: Vec<Vec<usize>> = vec![Vec::new(); parents.len()];
+        let mut stack = Vec::new();
+        for (i, parent) in parents.iter().enumerate() {
+            match parent {
+                Some(p) => children[*p].push(i),
+                None => stack.push(i),
+            }
+        }
+        stack.reverse();
+        let (mut nodes, mut others) = (Vec::new(), 0usize);
+        let mut depth_of = vec![0u32; parents.len()];
+        while let Some(i) = stack.pop() {
+            let depth = depth_of[i];
+            nodes.push(node(&agent_id(i), depth));
+            let (gone, waits) = extras[i];
+            let mut other = |prefix: &str| {
+                others += 1;
+                format!("{prefix}_{others:04}")
+            };
+            for _ in 0..gone {
+                nodes.push(task(&other("tsk"), depth + 1, "agt_9999"));
+            }
+            for &c in children[i].iter().filter(|&&c| held[c]) {
+                nodes.push(task(&other("tsk"), depth + 1, &agent_id(c)));
+            }
+            for _ in 0..waits {
+                nodes.push(wait(&other("wai"), depth + 1));
+            }
+            for &c in children[i].iter().rev() {
+                depth_of[c] = depth + 1;
+                stack.push(c);
+            }
+        }
+        nodes
+    }
+
+    proptest::proptest! {
+        /// Drawing the nodes as they come draws what drawing them all at
+        /// once draws, line for line, and leaves out as many.
+        #[test]
+        fn drawing_as_nodes_come_draws_what_the_whole_tree_draws(
+            shape in proptest::collection::vec(
+                (
+                    proptest::bool::weighted(0.3),
+                    proptest::sample::select(vec![0usize, 1, 2, 5, 9, 30]),
+                    proptest::bool::ANY,
+                    (0u8..2, 0u8..3),
+                ),
+                1..40,
+            ),
+            limit in proptest::sample::select(vec![1usize, 2, 3, 5, 8, 20, usize::MAX]),
+        ) {
+            // Agent i hangs under an agent shortly before it, or is a root.
+            let parents: Vec<Option<usize>> = shape
+                .iter()
+                .enumerate()
+                .map(|(i, &(root, back, ..))| (!root && i > 0).then(|| i - 1 - back.min(i - 1)))
+                .collect();
+            let held: Vec<bool> = shape.iter().map(|s| s.2).collect();
+            let extras: Vec<(u8, u8)> = shape.iter().map(|s| s.3).collect();
+            let nodes = walk(&parents, &held, &extras);
+            for branches in [Branches::Boxes, Branches::Indent] {
+                let mut whole = Vec::new();
+                let left = render(&nodes, branches, limit, |l| whole.push(l));
+                let drawn = drawn_as_it_comes(&nodes, branches, limit);
+                proptest::prop_assert_eq!(&drawn.lines, &whole);
+                proptest::prop_assert_eq!(drawn.left, left);
+            }
+        }
+    }
+
+    #[test]
+    fn many_batches_draw_what_the_whole_tree_draws() {
+        // Each root holds a child through a handle and has a wait.
+        let roots = 2 * BATCH;
+        let parents: Vec<Option<usize>> = (0..2 * roots)
+            .map(|i| (i % 2 == 1).then(|| i - 1))
+            .collect();
+        let nodes = walk(&parents, &vec![true; 2 * roots], &vec![(0, 1); 2 * roots]);
+        for limit in [BATCH - 1, BATCH, 3 * BATCH + 1, usize::MAX] {
+            let mut whole = Vec::new();
+            let left = render(&nodes, Branches::Boxes, limit, |l| whole.push(l));
+            let drawn = drawn_as_it_comes(&nodes, Branches::Boxes, limit);
+            assert!(drawn.lines == whole, "limit {limit}");
+            assert_eq!(drawn.left, left, "limit {limit}");
+        }
+    }
+
+    #[test]
+    fn a_drawing_keeps_a_batch_at_most_and_nothing_past_its_limit() {
+        let roots = 100_000u32;
+        for (limit, most) in [(10, 10), (usize::MAX, BATCH + 1)] {
+            let mut drawing = Drawing::new(Branches::Indent, limit);
+            let mut kept = 0;
+            for i in 0..roots {
+                drawing.push(node(&format!("agt_{i:06}"), 0));
+                kept = kept.max(drawing.open.len() + drawing.whole.len());
+            }
+            assert!(kept <= most, "kept {kept} nodes, limit {limit}");
+            let drawn = drawing.finish();
+            let lines = drawn.lines.len();
+            assert_eq!(lines, limit.min(roots as usize));
+            assert_eq!(lines + drawn.left, roots as usize);
+        }
     }
 
     #[test]

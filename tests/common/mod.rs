@@ -16,6 +16,7 @@ use tonic_health::pb::{health_check_response::ServingStatus, HealthCheckRequest}
 
 pub mod contract;
 pub mod http;
+pub mod installed;
 #[path = "../support/postgres.rs"]
 pub mod pg_server;
 pub mod runner;

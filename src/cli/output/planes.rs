@@ -169,51 +169,52 @@ impl Output {
         }
     }
 
-    /// The whole tree, its pages joined: flat in JSON (each node with its
-    /// parent and depth, every node), drawn for people (its first `limit`
-    /// lines, then how many more there are).
-    pub fn tree(&self, tree: &pb::GetTreeResponse, limit: usize) {
-        if self.json {
-            let node_json = |n: &pb::TreeNode| {
-                json!({
-                    "node_type": n.node_type,
-                    "id": n.id,
-                    "parent_id": n.parent_id,
-                    "depth": n.depth,
-                    "name": n.name,
-                    "kind": n.kind,
-                    "state": n.state,
-                    "visibility": n.visibility,
-                    "ownership": n.ownership,
-                    "actor_alive": n.actor_alive,
-                    "active_workspace_id": n.active_workspace_id,
-                    "active_dir": n.active_dir,
-                    "worktree": n.worktree.as_ref().map(worktree_json),
-                    "truncated_from_bytes": n.truncated_from_bytes,
-                    "partition": n.partition,
-                    "child_agent_id": n.child_agent_id,
-                })
-            };
-            say!(
-                "{}",
-                json!({
-                    "nodes": tree.nodes.iter().map(node_json).collect::<Vec<_>>(),
-                    "mismatches": tree.mismatches,
-                    "agents": tree.agents,
-                    "tasks": tree.tasks,
-                    "waits": tree.waits,
-                    "partitions": tree.partitions,
-                    "next_page_token": tree.next_page_token,
-                })
-            );
-            return;
-        }
-        let branches = crate::cli::tree_view::Branches::for_stdout();
-        let left = crate::cli::tree_view::render(&tree.nodes, branches, limit, |line| {
+    /// The whole tree for scripts, its pages joined: flat (each node with
+    /// its parent and depth, every node), with its counts.
+    pub fn tree_json(&self, tree: &pb::GetTreeResponse) {
+        let node_json = |n: &pb::TreeNode| {
+            json!({
+                "node_type": n.node_type,
+                "id": n.id,
+                "parent_id": n.parent_id,
+                "depth": n.depth,
+                "name": n.name,
+                "kind": n.kind,
+                "state": n.state,
+                "visibility": n.visibility,
+                "ownership": n.ownership,
+                "actor_alive": n.actor_alive,
+                "active_workspace_id": n.active_workspace_id,
+                "active_dir": n.active_dir,
+                "worktree": n.worktree.as_ref().map(worktree_json),
+                "truncated_from_bytes": n.truncated_from_bytes,
+                "partition": n.partition,
+                "child_agent_id": n.child_agent_id,
+            })
+        };
+        say!(
+            "{}",
+            json!({
+                "nodes": tree.nodes.iter().map(node_json).collect::<Vec<_>>(),
+                "mismatches": tree.mismatches,
+                "agents": tree.agents,
+                "tasks": tree.tasks,
+                "waits": tree.waits,
+                "partitions": tree.partitions,
+                "next_page_token": tree.next_page_token,
+            })
+        );
+    }
+
+    /// The tree for people: the lines `drawn` holds, how many nodes it left
+    /// out, then what `tree` says besides its nodes (its counts,
+    /// partitions and mismatches).
+    pub fn tree_drawn(&self, drawn: &crate::cli::tree_view::Drawn, tree: &pb::GetTreeResponse) {
+        for line in &drawn.lines {
             say!("{line}");
-        });
-        if left > 0 {
-            say!("... {left} more (--limit 0 draws them all)");
+        }
+        if drawn.left > 0 {
+            say!("... {} more (--limit 0 draws them all)", drawn.left);
         }
         say!(
             "{} agents, {} tasks, under {} root partitions",

@@ -64,18 +64,29 @@ impl Table {
     }
 }
 
+/// The agent a key acts on: its whole id for the daemon, and its name as
+/// people read it, so a pane's title and an action's notice name it as
+/// its row did rather than by an id no table shows whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRef {
+    pub id: String,
+    /// The name, then the id cut to the tail its row shows (`ops
+    /// (X11111)`); the tail alone for an agent with no name.
+    pub label: String,
+}
+
 /// What the caller does after a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     None,
     Quit,
     /// Fetch this pane of the agent and show it.
-    Open(PaneKind, String),
+    Open(PaneKind, AgentRef),
     /// Pause the agent (k9s-style keys: p, r, a).
-    Pause(String),
-    Resume(String),
+    Pause(AgentRef),
+    Resume(AgentRef),
     /// Abort the agent's current turn.
-    Abort(String),
+    Abort(AgentRef),
 }
 
 /// What a pane shows of its agent.
@@ -91,7 +102,7 @@ pub enum PaneKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pane {
     pub kind: PaneKind,
-    pub agent_id: String,
+    pub agent: AgentRef,
     pub lines: Vec<String>,
     pub scroll: usize,
 }
@@ -99,8 +110,8 @@ pub struct Pane {
 impl Pane {
     pub fn title(&self) -> String {
         match self.kind {
-            PaneKind::Agent => format!("messages and events of {}", self.agent_id),
-            PaneKind::Subtree => format!("subtree of {}", self.agent_id),
+            PaneKind::Agent => format!("messages and events of {}", self.agent.label),
+            PaneKind::Subtree => format!("subtree of {}", self.agent.label),
         }
     }
 }
@@ -112,7 +123,7 @@ pub struct Row {
     /// Lowercase text the filter matches besides the cells: the whole ids
     /// and texts the cells cut, so a pasted id still finds its row.
     pub search: String,
-    pub agent_id: String,
+    pub agent: AgentRef,
 }
 
 /// Turn totals at one read, for rates.
@@ -151,7 +162,8 @@ pub struct App {
     pub filter: String,
     /// Whether keys are typed into the filter.
     pub editing_filter: bool,
-    /// What the last action did (`paused agt_...`), until the next key.
+    /// What the last action did (`paused ops (X11111)`), until the next
+    /// key.
     pub notice: Option<String>,
 }
 
@@ -221,9 +233,9 @@ impl App {
         if let Some(pane) = &mut self.pane {
             match key.code {
                 KeyCode::Char('q') => return Action::Quit,
-                KeyCode::Char('p') => return Action::Pause(pane.agent_id.clone()),
-                KeyCode::Char('r') => return Action::Resume(pane.agent_id.clone()),
-                KeyCode::Char('a') => return Action::Abort(pane.agent_id.clone()),
+                KeyCode::Char('p') => return Action::Pause(pane.agent.clone()),
+                KeyCode::Char('r') => return Action::Resume(pane.agent.clone()),
+                KeyCode::Char('a') => return Action::Abort(pane.agent.clone()),
                 KeyCode::Esc => self.pane = None,
                 KeyCode::Up | KeyCode::Char('k') => pane.scroll = pane.scroll.saturating_sub(1),
                 KeyCode::Down | KeyCode::Char('j') => {
@@ -243,7 +255,7 @@ impl App {
             .rows(table)
             .into_iter()
             .nth(self.selected())
-            .map(|row| row.agent_id);
+            .map(|row| row.agent);
         match (key.code, agent) {
             (KeyCode::Enter, Some(agent)) => return Action::Open(PaneKind::Agent, agent),
             (KeyCode::Char('t'), Some(agent)) => return Action::Open(PaneKind::Subtree, agent),
@@ -399,8 +411,16 @@ pub(super) mod tests {
     fn first_ids(app: &App) -> Vec<String> {
         app.rows(app.table())
             .into_iter()
-            .map(|r| r.agent_id)
+            .map(|r| r.agent.id)
             .collect()
+    }
+
+    /// The agent of a sample row, as its keys name it.
+    pub fn agent_ref(id: &str, label: &str) -> AgentRef {
+        AgentRef {
+            id: id.into(),
+            label: label.into(),
+        }
     }
 
     #[test]
@@ -436,14 +456,14 @@ pub(super) mod tests {
         assert_eq!(app.selected(), 1, "the selection stops at the last row");
         assert_eq!(
             app.on_key(key(KeyCode::Enter)),
-            Action::Open(PaneKind::Agent, "agt_b".into())
+            Action::Open(PaneKind::Agent, agent_ref("agt_b", "busy (agt_b)"))
         );
         app.on_key(key(KeyCode::Tab));
         app.on_key(key(KeyCode::Tab));
         assert_eq!(app.table(), Table::Tasks);
         assert_eq!(
             app.on_key(key(KeyCode::Enter)),
-            Action::Open(PaneKind::Agent, "agt_o".into()),
+            Action::Open(PaneKind::Agent, agent_ref("agt_o", "owner (agt_o)")),
             "a task opens its owner"
         );
         app.on_key(key(KeyCode::BackTab));
@@ -462,19 +482,19 @@ pub(super) mod tests {
         app.on_key(key(KeyCode::Down));
         assert_eq!(
             app.on_key(key(KeyCode::Char('p'))),
-            Action::Pause("agt_a".into())
+            Action::Pause(agent_ref("agt_a", "also (agt_a)"))
         );
         assert_eq!(
             app.on_key(key(KeyCode::Char('r'))),
-            Action::Resume("agt_a".into())
+            Action::Resume(agent_ref("agt_a", "also (agt_a)"))
         );
         assert_eq!(
             app.on_key(key(KeyCode::Char('a'))),
-            Action::Abort("agt_a".into())
+            Action::Abort(agent_ref("agt_a", "also (agt_a)"))
         );
         assert_eq!(
             app.on_key(key(KeyCode::Char('t'))),
-            Action::Open(PaneKind::Subtree, "agt_a".into())
+            Action::Open(PaneKind::Subtree, agent_ref("agt_a", "also (agt_a)"))
         );
         // `/` types into the filter: q is a letter there, not quit.
         app.on_key(key(KeyCode::Char('/')));
@@ -489,7 +509,7 @@ pub(super) mod tests {
         assert_eq!(app.selected(), 0);
         assert_eq!(
             app.on_key(key(KeyCode::Char('p'))),
-            Action::Pause("agt_b".into())
+            Action::Pause(agent_ref("agt_b", "busy (agt_b)"))
         );
         // esc drops the filter.
         app.on_key(key(KeyCode::Esc));
@@ -497,13 +517,13 @@ pub(super) mod tests {
         // In a pane, the keys act on the pane's agent.
         app.pane = Some(Pane {
             kind: PaneKind::Agent,
-            agent_id: "agt_q".into(),
+            agent: agent_ref("agt_q", "stuck (agt_q)"),
             lines: Vec::new(),
             scroll: 0,
         });
         assert_eq!(
             app.on_key(key(KeyCode::Char('r'))),
-            Action::Resume("agt_q".into())
+            Action::Resume(agent_ref("agt_q", "stuck (agt_q)"))
         );
     }
 
@@ -513,7 +533,7 @@ pub(super) mod tests {
         app.update(sample(), Instant::now());
         app.pane = Some(Pane {
             kind: PaneKind::Subtree,
-            agent_id: "agt_b".into(),
+            agent: agent_ref("agt_b", "busy (agt_b)"),
             lines: vec!["a".into(), "b".into()],
             scroll: 0,
         });

@@ -112,30 +112,31 @@ pub(super) async fn agent_lines(
     Ok(lines)
 }
 
-/// Carries out p, r or a; what was done, for the footer.
+/// Carries out p, r or a; what was done, for the footer, naming the agent
+/// as its row did.
 pub(super) async fn control(clients: &mut Clients, action: &Action) -> anyhow::Result<String> {
     match action {
-        Action::Pause(agent_id) => {
+        Action::Pause(agent) => {
             let request = pb::PauseAgentRequest {
-                agent_id: agent_id.clone(),
+                agent_id: agent.id.clone(),
             };
             clients.agents.pause_agent(request).await?;
-            Ok(format!("paused {agent_id}"))
+            Ok(format!("paused {}", agent.label))
         }
-        Action::Resume(agent_id) => {
+        Action::Resume(agent) => {
             let request = pb::ResumeAgentRequest {
-                agent_id: agent_id.clone(),
+                agent_id: agent.id.clone(),
             };
             clients.agents.resume_agent(request).await?;
-            Ok(format!("resumed {agent_id}"))
+            Ok(format!("resumed {}", agent.label))
         }
-        Action::Abort(agent_id) => {
+        Action::Abort(agent) => {
             let request = pb::AbortRunRequest {
-                agent_id: agent_id.clone(),
+                agent_id: agent.id.clone(),
                 run_id: String::new(),
             };
             clients.agents.abort_run(request).await?;
-            Ok(format!("aborted the turn of {agent_id}"))
+            Ok(format!("aborted the turn of {}", agent.label))
         }
         Action::None | Action::Quit | Action::Open(..) => Ok(String::new()),
     }

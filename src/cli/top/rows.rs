@@ -3,11 +3,12 @@
 //! Names come first and ids are cut to the tail that tells a table's rows
 //! apart, as `agent list` and `task list` print them (and as any command
 //! takes them); an owner is named by the daemon's answer, so no row costs
-//! a call of its own.
+//! a call of its own. Each row names the agent its keys act on the same
+//! way, for the titles and notices those keys lead to.
 
 use std::cmp::Ordering;
 
-use super::app::Row;
+use super::app::{AgentRef, Row};
 use crate::api::pb;
 use crate::cli::output::table;
 
@@ -81,6 +82,21 @@ fn owner(name: &str, id: &str, tail: usize) -> String {
     }
 }
 
+/// The agent a row's keys act on, named as `events` names one: `name
+/// (tail)`, with the tail the row shows; the tail alone without a name.
+fn agent_ref(id: &str, name: &str, tail: usize) -> AgentRef {
+    let short = table::tail(id, tail);
+    let label = if name.is_empty() {
+        short.to_owned()
+    } else {
+        format!("{} ({short})", one_line(name))
+    };
+    AgentRef {
+        id: id.to_owned(),
+        label,
+    }
+}
+
 /// What the filter searches besides the cells: the whole ids and texts the
 /// cells cut.
 fn search(words: &[&str]) -> String {
@@ -115,7 +131,7 @@ pub(super) fn agent_rows(agents: &[pb::ActiveAgent], column: usize) -> Vec<Row> 
                 or_dash(table::tail(&a.current_run_id, run_tail)),
             ],
             search: search(&[&a.agent_id, &a.current_run_id]),
-            agent_id: a.agent_id.clone(),
+            agent: agent_ref(&a.agent_id, &a.name, tail),
         })
         .collect()
 }
@@ -142,7 +158,7 @@ pub(super) fn task_rows(tasks: &[pb::RunningTask], column: usize, now_ms: u64) -
                 duration(now_ms.saturating_sub(t.started_at_ms)),
             ],
             search: search(&[&t.task_id, &t.owner_agent_id, &one_line(&t.label)]),
-            agent_id: t.owner_agent_id.clone(),
+            agent: agent_ref(&t.owner_agent_id, &t.owner_name, owner_tail),
         })
         .collect()
 }
@@ -172,7 +188,7 @@ pub(super) fn wait_rows(waits: &[pb::ArmedWait], column: usize, now_ms: u64) -> 
                 },
             ],
             search: search(&[&w.wait_id, &w.owner_agent_id, &one_line(&w.reason)]),
-            agent_id: w.owner_agent_id.clone(),
+            agent: agent_ref(&w.owner_agent_id, &w.owner_name, owner_tail),
         })
         .collect()
 }
@@ -223,7 +239,10 @@ mod tests {
         assert_eq!(rows[0].cells[..2], ["ops", "X11111"]);
         assert_eq!(rows[1].cells[..2], ["-", "Y22222"]);
         assert_eq!(rows[0].cells[6], "X11111");
-        assert_eq!(rows[0].agent_id, TWINS[0], "keys act on the whole id");
+        assert_eq!(rows[0].agent.id, TWINS[0], "keys act on the whole id");
+        // Titles and notices name it as its row does.
+        assert_eq!(rows[0].agent.label, "ops (X11111)");
+        assert_eq!(rows[1].agent.label, "Y22222");
     }
 
     #[test]
@@ -241,6 +260,11 @@ mod tests {
         assert!(rows[0].cells.iter().all(|c| !c.contains("01KQ8Z")));
         assert!(rows[1].search.contains(&TWINS[1].to_lowercase()));
         assert!(rows[1].search.contains(&"x".repeat(100)));
+        assert_eq!(
+            rows[0].agent.label, "ops (X11111)",
+            "a task acts on its owner"
+        );
+        assert_eq!(rows[1].agent.id, TWINS[1]);
         // Sorted by owner: names and tails alike.
         let by_owner = task_rows(&tasks, 2, 0);
         assert_eq!(by_owner[0].cells[2], "Y22222");

@@ -130,7 +130,7 @@ mod tests {
     use ratatui::backend::TestBackend;
     use ratatui::Terminal;
 
-    use super::super::app::tests::{key, sample};
+    use super::super::app::tests::{agent_ref, key, sample};
     use super::super::app::{Pane, PaneKind};
     use super::*;
 
@@ -170,14 +170,15 @@ mod tests {
         app.update(sample(), Instant::now());
         app.pane = Some(Pane {
             kind: PaneKind::Subtree,
-            agent_id: "agt_b".into(),
-            lines: vec!["agent \"busy\" agt_b (public_named, active)".into()],
+            agent: agent_ref("agt_01KQ8ZAAAAAAAAAAAAAAX11111", "busy (X11111)"),
+            lines: vec!["agent \"busy\" X11111 (public_named, active)".into()],
             scroll: 0,
         });
         app.error = Some("the daemon went away".into());
         let shown = screen(&app);
-        assert!(shown.contains("subtree of agt_b"), "{shown}");
-        assert!(shown.contains("agent \"busy\" agt_b"), "{shown}");
+        assert!(shown.contains("subtree of busy (X11111) "), "{shown}");
+        assert!(!shown.contains("01KQ8Z"), "no whole id: {shown}");
+        assert!(shown.contains("agent \"busy\" X11111"), "{shown}");
         assert!(!shown.contains("TURNS/MIN"), "{shown}");
         assert!(shown.contains("error: the daemon went away"), "{shown}");
         app.disconnected = Some("connection refused".into());
