@@ -6,6 +6,7 @@
 //! skills = ["triage"]
 //! context_tokens = 64000     # optional: the agent's own context budget
 //! mcp_servers = ["github"]   # optional: MCP servers of `serve --mcp-config`
+//! network = "none"           # optional: `full` (default), `none`, or "443,8080"
 //!
 //! [role]
 //! prompt_file = "roles/maintainer.md"   # or: prompt = "..."
@@ -76,6 +77,8 @@ pub struct InstanceSpec {
     pub context_tokens: Option<u32>,
     /// Names of the daemon's MCP servers its agent may call.
     pub mcp_servers: Vec<String>,
+    /// What network its agent's commands may reach.
+    pub network: holarchy_supervision::NetworkPolicy,
 }
 
 /// Where an instance's events come from.
@@ -181,6 +184,7 @@ impl InstanceSpec {
             limits: &self.limits,
             context_tokens: self.context_tokens,
             mcp_servers: &self.mcp_servers,
+            network: (!self.network.is_full()).then(|| self.network.to_string()),
         };
         let json = serde_json::to_vec(&view).unwrap_or_default();
         hex::encode(Sha256::digest(&json))
@@ -234,6 +238,8 @@ struct DigestView<'a> {
     context_tokens: Option<u32>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     mcp_servers: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    network: Option<String>,
 }
 
 /// An ingress as the digest covers it: as the first release wrote it
@@ -295,6 +301,8 @@ pub enum ManifestError {
     Syntax(String),
     #[error("name: {0}")]
     Name(String),
+    #[error("network: {0}")]
+    Network(#[from] holarchy_supervision::network::NetworkPolicyError),
     #[error("role: give one of `prompt` and `prompt_file`")]
     RoleSource,
     #[error("role: prompt_file `{0}` was not sent with the manifest")]

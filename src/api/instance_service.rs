@@ -258,6 +258,7 @@ fn instance(view: &InstanceView, agent: Option<pb::AgentSummary>) -> pb::Instanc
         updated_at_ms: view.record.updated_at_ms as i64,
         context_tokens: spec.context_tokens.unwrap_or(0),
         mcp_servers: spec.mcp_servers.clone(),
+        network: spec.network.to_string(),
     }
 }
 

@@ -271,6 +271,7 @@ fn instance_json(i: &pb::Instance) -> Value {
         },
         "context_tokens": (i.context_tokens > 0).then_some(i.context_tokens),
         "mcp_servers": i.mcp_servers,
+        "network": i.network,
         "agent": i.agent.as_ref().map(agent_json),
         "created_at_ms": i.created_at_ms,
         "updated_at_ms": i.updated_at_ms,
@@ -295,6 +296,9 @@ fn print_instance(i: &pb::Instance, out: &Output) {
     emit(format_args!("skills       {}", dash(&i.skills.join(", "))));
     if i.context_tokens > 0 {
         emit(format_args!("context      {} tokens", i.context_tokens));
+    }
+    if !i.network.is_empty() && i.network != "full" {
+        emit(format_args!("network      {}", i.network));
     }
     if !i.mcp_servers.is_empty() {
         emit(format_args!("mcp servers  {}", i.mcp_servers.join(", ")));

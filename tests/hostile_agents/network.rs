@@ -11,7 +11,7 @@ use std::time::Duration;
 use holarchy::api::pb;
 use holarchy::client::Clients;
 
-use crate::common::{data_dir, exec, get_agent, status, Daemon};
+use crate::common::{apply_instance, data_dir, exec, get_agent, status, Daemon};
 
 /// A listener on the host's loopback that counts the connections it took.
 struct Counted {
@@ -108,6 +108,31 @@ async fn a_command_under_network_none_cannot_reach_a_loopback_listener() {
         1,
         "the listener took a connection from `none`"
     );
+}
+
+/// An instance's manifest sets its agent's policy; applying it again with
+/// another policy changes the agent's from its next command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_manifest_sets_its_agents_network() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let listener = Counted::start();
+
+    let agent = apply_instance(&mut c, "name = \"sealed\"\nnetwork = \"none\"\n").await;
+    assert_eq!(get_agent(&mut c, &agent).await.network, "none");
+    let text = try_tcp(&mut c, &agent, listener.port).await;
+    assert!(
+        text.contains("refused"),
+        "the manifest's none let a connection out: {text}"
+    );
+
+    let again = apply_instance(&mut c, "name = \"sealed\"\nnetwork = \"full\"\n").await;
+    assert_eq!(again, agent, "the same agent, updated");
+    assert_eq!(get_agent(&mut c, &agent).await.network, "full");
+    let text = try_tcp(&mut c, &agent, listener.port).await;
+    assert!(text.contains("reached"), "{text}");
+    assert_eq!(taken_within(&listener, 1).await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,6 +27,7 @@ fn instance(name: &str, skills: &[&str], at_ms: u64) -> InstanceRecord {
         limits: ToolLimits::default(),
         context_tokens: None,
         mcp_servers: Vec::new(),
+        network: Default::default(),
     };
     InstanceRecord {
         digest: spec.digest(),

@@ -14,6 +14,7 @@ fn spec(ingress: Vec<Ingress>) -> InstanceSpec {
         limits: ToolLimits::default(),
         context_tokens: None,
         mcp_servers: Vec::new(),
+        network: Default::default(),
     }
 }
 

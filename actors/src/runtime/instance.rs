@@ -166,6 +166,7 @@ fn wanted(ctx: &Ctx, record: &InstanceRecord) -> plan::instance::Wanted {
         composition: record.composition(),
         context_tokens: record.spec.context_tokens,
         mcp_servers: record.spec.mcp_servers.clone(),
+        network: record.spec.network.clone(),
     }
 }
 
@@ -286,7 +287,7 @@ async fn create_agent(
         brain: spec.brain.clone(),
         context_tokens: spec.context_tokens,
         mcp_servers: spec.mcp_servers.clone(),
-        network: Default::default(),
+        network: spec.network.clone(),
     };
     let composed = vec![(new, Some(Box::new(record.composition())))];
     let (ids, flushed) = create::create_composed_unflushed(ctx, composed)

@@ -32,6 +32,7 @@ pub(super) struct Manifest {
     context_tokens: Option<u64>,
     #[serde(default)]
     mcp_servers: Vec<String>,
+    network: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -153,6 +154,9 @@ impl Manifest {
             limits: self.constraints.resolve()?,
             context_tokens,
             mcp_servers: self.mcp_servers,
+            network: holarchy_supervision::NetworkPolicy::parse(
+                self.network.as_deref().unwrap_or_default(),
+            )?,
         })
     }
 }

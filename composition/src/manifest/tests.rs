@@ -282,6 +282,30 @@ fn a_context_budget_and_mcp_servers_are_taken_within_bounds() {
     ));
 }
 
+#[test]
+fn a_network_policy_is_taken_and_a_wrong_one_refused() {
+    let sealed = parse("name = \"a\"\nnetwork = \"none\"", &files()).expect("parses");
+    assert_eq!(sealed.network, holarchy_supervision::NetworkPolicy::None);
+    let narrow = parse("name = \"a\"\nnetwork = \"8080,443\"", &files()).expect("parses");
+    assert_eq!(
+        narrow.network,
+        holarchy_supervision::NetworkPolicy::Ports(vec![443, 8080])
+    );
+    let plain = parse("name = \"a\"", &files()).expect("parses");
+    assert_eq!(plain.network, holarchy_supervision::NetworkPolicy::Full);
+    // Writing the default out changes nothing, its digest included.
+    let full = parse("name = \"a\"\nnetwork = \"full\"", &files()).expect("parses");
+    assert_eq!(full.digest(), plain.digest());
+    assert_ne!(sealed.digest(), plain.digest());
+    for text in [
+        "name = \"a\"\nnetwork = \"all\"",
+        "name = \"a\"\nnetwork = \"0\"",
+    ] {
+        let err = parse(text, &files()).expect_err(text).to_string();
+        assert!(err.starts_with("network: "), "{text:?} gave {err:?}");
+    }
+}
+
 /// A spec as the first release kept it: the fields its digest covered.
 #[derive(serde::Serialize)]
 struct FirstSpec<'a> {

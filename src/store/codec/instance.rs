@@ -1,6 +1,6 @@
 //! Instance records across their versions: version 2 added the agent's
 //! context budget and MCP servers, version 3 a GitHub webhook's replay
-//! window. An older record reads back with what it lacks unset, so its
+//! window, version 4 the agent's network policy. An older record reads back with what it lacks unset, so its
 //! spec (and digest) is what applying its manifest again gives.
 
 use holarchy_actors::StoreError;
@@ -10,7 +10,8 @@ use holarchy_composition::manifest::{Ingress, InstanceSpec, Provider};
 use super::{decode_body, encode_as, split_version, FORMAT_VERSION};
 
 /// The version this build writes.
-pub const INSTANCE_VERSION: u8 = 3;
+pub const INSTANCE_VERSION: u8 = 4;
+const INSTANCE_VERSION_3: u8 = 3;
 const INSTANCE_VERSION_2: u8 = 2;
 
 pub fn encode_instance(tree: &'static str, record: &InstanceRecord) -> Result<Vec<u8>, StoreError> {
@@ -20,6 +21,9 @@ pub fn encode_instance(tree: &'static str, record: &InstanceRecord) -> Result<Ve
 pub fn decode_instance(tree: &'static str, bytes: &[u8]) -> Result<InstanceRecord, StoreError> {
     match split_version(tree, bytes)? {
         (INSTANCE_VERSION, body) => decode_body(tree, body),
+        (INSTANCE_VERSION_3, body) => {
+            decode_body::<InstanceRecordV3>(tree, body).map(InstanceRecord::from)
+        }
         (INSTANCE_VERSION_2, body) => {
             decode_body::<InstanceRecordV2>(tree, body).map(InstanceRecord::from)
         }
@@ -110,6 +114,7 @@ impl From<InstanceRecordV1> for InstanceRecord {
                 limits: spec.limits,
                 context_tokens: None,
                 mcp_servers: Vec::new(),
+                network: Default::default(),
             },
             digest: v1.digest,
             created_at_ms: v1.created_at_ms,
@@ -154,10 +159,56 @@ impl From<InstanceRecordV2> for InstanceRecord {
                 limits: spec.limits,
                 context_tokens: spec.context_tokens,
                 mcp_servers: spec.mcp_servers,
+                network: Default::default(),
             },
             digest: v2.digest,
             created_at_ms: v2.created_at_ms,
             updated_at_ms: v2.updated_at_ms,
+        }
+    }
+}
+
+/// An instance as version 3 wrote it: the layout must never change.
+#[derive(serde::Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+struct InstanceRecordV3 {
+    spec: InstanceSpecV3,
+    digest: String,
+    created_at_ms: u64,
+    updated_at_ms: u64,
+}
+
+#[derive(serde::Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
+struct InstanceSpecV3 {
+    name: String,
+    role: Option<holarchy_supervision::Role>,
+    brain: Option<holarchy_supervision::BrainConfig>,
+    skills: Vec<String>,
+    ingress: Vec<Ingress>,
+    limits: holarchy_supervision::ToolLimits,
+    context_tokens: Option<u32>,
+    mcp_servers: Vec<String>,
+}
+
+impl From<InstanceRecordV3> for InstanceRecord {
+    fn from(v3: InstanceRecordV3) -> Self {
+        let spec = v3.spec;
+        InstanceRecord {
+            spec: InstanceSpec {
+                name: spec.name,
+                role: spec.role,
+                brain: spec.brain,
+                skills: spec.skills,
+                ingress: spec.ingress,
+                limits: spec.limits,
+                context_tokens: spec.context_tokens,
+                mcp_servers: spec.mcp_servers,
+                network: Default::default(),
+            },
+            digest: v3.digest,
+            created_at_ms: v3.created_at_ms,
+            updated_at_ms: v3.updated_at_ms,
         }
     }
 }
@@ -282,6 +333,46 @@ source = "publish"
             ..read
         };
         let again = encode_instance("instances", &record).expect("encodes");
+        assert_eq!(
+            decode_instance("instances", &again).expect("decodes"),
+            record
+        );
+    }
+
+    #[test]
+    fn version_3_instances_read_back_with_the_full_network_and_their_digest() {
+        let spec = parsed(&format!("context_tokens = 4000\n{MANIFEST}"));
+        let v3 = InstanceRecordV3 {
+            spec: InstanceSpecV3 {
+                name: spec.name.clone(),
+                role: spec.role.clone(),
+                brain: spec.brain.clone(),
+                skills: spec.skills.clone(),
+                ingress: spec.ingress.clone(),
+                limits: spec.limits.clone(),
+                context_tokens: spec.context_tokens,
+                mcp_servers: spec.mcp_servers.clone(),
+            },
+            digest: spec.digest(),
+            created_at_ms: 3,
+            updated_at_ms: 4,
+        };
+        let bytes = encode_as(INSTANCE_VERSION_3, "instances", &v3).expect("encodes");
+        let read = decode_instance("instances", &bytes).expect("decodes");
+        assert_eq!(read.spec, spec);
+        // Applying the same manifest again stays a no-op.
+        assert_eq!(read.digest, spec.digest());
+
+        let sealed = parsed(&format!("network = \"none\"\n{MANIFEST}"));
+        assert_eq!(sealed.network, holarchy_supervision::NetworkPolicy::None);
+        assert_ne!(sealed.digest(), spec.digest());
+        let record = InstanceRecord {
+            digest: sealed.digest(),
+            spec: sealed,
+            ..read
+        };
+        let again = encode_instance("instances", &record).expect("encodes");
+        assert_eq!(again[0], INSTANCE_VERSION);
         assert_eq!(
             decode_instance("instances", &again).expect("decodes"),
             record

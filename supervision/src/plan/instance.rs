@@ -14,6 +14,7 @@ pub struct Wanted {
     pub composition: Composition,
     pub context_tokens: Option<u32>,
     pub mcp_servers: Vec<String>,
+    pub network: crate::NetworkPolicy,
 }
 
 impl Wanted {
@@ -23,6 +24,7 @@ impl Wanted {
             && agent.composition.as_deref() == Some(&self.composition)
             && agent.context_tokens == self.context_tokens
             && agent.mcp_servers == self.mcp_servers
+            && agent.network == self.network
     }
 }
 
@@ -71,6 +73,8 @@ pub fn apply(
         composition: Some(Box::new(wanted.composition.clone())),
         context_tokens: wanted.context_tokens,
         mcp_servers: wanted.mcp_servers.clone(),
+        // The agent's own policy; children it already has keep theirs.
+        network: wanted.network.clone(),
         updated_at_ms: now_ms,
         ..agent.clone()
     };
@@ -111,6 +115,7 @@ mod tests {
             composition: Composition::default(),
             context_tokens: tokens,
             mcp_servers: Vec::new(),
+            network: Default::default(),
         }
     }
 
