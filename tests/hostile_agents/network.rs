@@ -41,16 +41,17 @@ impl Counted {
     }
 }
 
+fn request(name: &str, network: &str) -> pb::CreateAgentRequest {
+    pb::CreateAgentRequest {
+        name: name.into(),
+        network: network.into(),
+        ..Default::default()
+    }
+}
+
 async fn create_with_network(c: &mut Clients, name: &str, network: &str) -> String {
     c.agents
-        .create_agent(pb::CreateAgentRequest {
-            name: name.into(),
-            initial_message: None,
-            brain: None,
-            context_tokens: None,
-            mcp_servers: Vec::new(),
-            network: network.into(),
-        })
+        .create_agent(request(name, network))
         .await
         .expect("agent created")
         .into_inner()
@@ -207,14 +208,7 @@ async fn a_policy_that_is_not_one_is_refused_and_creates_nothing() {
     for bad in ["all", "0", "443,https", "70000"] {
         let refused = c
             .agents
-            .create_agent(pb::CreateAgentRequest {
-                name: "never".into(),
-                initial_message: None,
-                brain: None,
-                context_tokens: None,
-                mcp_servers: Vec::new(),
-                network: bad.into(),
-            })
+            .create_agent(request("never", bad))
             .await
             .expect_err("refused");
         assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{bad}");
