@@ -211,12 +211,21 @@ fn die_like(signal: Signal) -> i32 {
 
 /// Kills every descendant. Orphans re-parent to this subreaper as their
 /// parents die, so it repeats until there is no child left.
+///
+/// It never blocks on a child it has not killed: the kernel's list of
+/// children may miss one that is being re-parented as it is read, and a
+/// blocking wait would then last as long as that child chose to live
+/// (the chaos run caught a `sleep 20` outliving its daemon so). Each
+/// round lists the children again and kills them, until none is left.
 pub fn kill_tree() {
     loop {
         for pid in children() {
             let _ = kill(pid, Signal::SIGKILL);
         }
-        match waitpid(None, None) {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
             Ok(_) | Err(Errno::EINTR) => continue,
             Err(_) => break,
         }
