@@ -84,10 +84,12 @@ pub struct ServeArgs {
     /// over (default: one per core; at least 1, at most 1024).
     #[arg(help_heading = "Limits", long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub partitions: Option<u16>,
-    /// Threads that run the actors (default: three per core). More than
-    /// the cores because a store read or commit waits on its thread: on 2
-    /// cores, 6 gave 1.05-1.49x the turns/s of 2 on sled and 1.21-1.32x
-    /// on PostgreSQL (docs/benchmarks.md, session 24).
+    /// Threads that run the actors (default: one per core). A store read
+    /// or commit waits on its thread, so more threads than cores raise
+    /// turns/s and lower single creations/s: on 2 cores, 6 against 2 gave
+    /// 1.05-1.49x the scripted turns/s on sled and 1.21-1.32x on
+    /// PostgreSQL, but 0.74-0.87x the single `CreateAgent`s/s on sled
+    /// (docs/benchmarks.md, session 24).
     #[arg(help_heading = "Limits", long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub worker_threads: Option<u16>,
     /// A folder of skills (one subfolder with a SKILL.md each); repeat for
@@ -246,14 +248,10 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// The actors' runtime threads: as asked, else three per core.
+    /// The actors' runtime threads: as asked, else one per core.
     pub fn worker_threads(&self) -> usize {
         self.worker_threads.map_or_else(
-            || {
-                std::thread::available_parallelism()
-                    .map_or(1, std::num::NonZeroUsize::get)
-                    .saturating_mul(3)
-            },
+            || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             usize::from,
         )
     }
