@@ -54,7 +54,10 @@ pub fn main(args: &[OsString]) -> i32 {
         eprintln!("holarchy: cannot limit the command: {err}");
         return 126;
     }
-    let cut = match super::network::cut(&spec.network, probe_abi() >= 4) {
+    // Probed only for a policy that needs it: most commands run with the
+    // full network, and each probe makes rulesets.
+    let tcp_rules = !spec.network.is_full() && probe_abi() >= 4;
+    let cut = match super::network::cut(&spec.network, tcp_rules) {
         Ok(cut) => cut,
         Err(err) => {
             eprintln!("holarchy: cannot cut the command's network: {err}");
