@@ -1,5 +1,7 @@
 //! The gRPC API: generated protobuf types and the tonic services.
 //!
+//! - [`access_service`] serves `holarchy.v1.AccessService`: tokens and
+//!   the audit trail.
 //! - [`agent_service`] serves `holarchy.v1.AgentService`.
 //! - [`runtime_service`] serves `holarchy.v1.RuntimeService`.
 //! - [`task_service`] serves `holarchy.v1.TaskService`.
@@ -13,6 +15,7 @@
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
 //! - [`budget`]: the byte budgets of pages, records and gRPC messages.
 
+pub mod access_service;
 pub mod agent_service;
 pub mod approval_service;
 pub mod budget;

@@ -2,6 +2,7 @@
 //! command is a gRPC client of it. Data goes to stdout (human-readable, or
 //! JSON with `--json`); diagnostics go to stderr.
 
+mod access;
 mod agents;
 mod approvals;
 mod bench;
@@ -226,6 +227,13 @@ pub enum Command {
     /// store into PostgreSQL.
     #[command(subcommand)]
     Store(store::StoreCommand),
+    /// Scoped tokens: make one with a role (viewer, operator, admin),
+    /// list them, revoke one; and who this client is.
+    #[command(subcommand)]
+    Token(access::TokenCommand),
+    /// The audit trail: who created, sent, paused, archived, approved,
+    /// applied or deleted what, from where, and the outcome; newest last.
+    Audit(access::AuditArgs),
     /// Deliver an external trigger, as a machine would.
     Trigger {
         /// The trigger's token, as `CreateExternalTrigger` gave it to the
@@ -465,6 +473,14 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         Command::Memory(command) => {
             let clients = cli.connect().await?;
             memory::memory_command(clients, command, &out).await
+        }
+        Command::Token(command) => {
+            let clients = cli.connect().await?;
+            access::token_command(clients, command, &out).await
+        }
+        Command::Audit(args) => {
+            let clients = cli.connect().await?;
+            access::audit(clients, args, &out).await
         }
         Command::Approve { approval_id } => {
             let clients = cli.connect().await?;

@@ -16,6 +16,7 @@ use tonic_health::pb::health_client::HealthClient as GrpcHealthClient;
 use tower::service_fn;
 
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
+use crate::api::pb::access_service_client::AccessServiceClient;
 use crate::api::pb::agent_service_client::AgentServiceClient;
 use crate::api::pb::approval_service_client::ApprovalServiceClient;
 use crate::api::pb::instance_service_client::InstanceServiceClient;
@@ -101,6 +102,7 @@ pub type WorkspaceClient = WorkspaceServiceClient<InterceptedService<Channel, Au
 pub type InstanceClient = InstanceServiceClient<InterceptedService<Channel, Auth>>;
 pub type ApprovalClient = ApprovalServiceClient<InterceptedService<Channel, Auth>>;
 pub type MemoryClient = MemoryServiceClient<InterceptedService<Channel, Auth>>;
+pub type AccessClient = AccessServiceClient<InterceptedService<Channel, Auth>>;
 pub type HealthClient = GrpcHealthClient<InterceptedService<Channel, Auth>>;
 
 /// Clients of every holarchy service, sharing one connection. Every one
@@ -119,6 +121,7 @@ pub struct Clients {
     pub instances: InstanceClient,
     pub approvals: ApprovalClient,
     pub memory: MemoryClient,
+    pub access: AccessClient,
     /// The standard gRPC health check: a call that does no work.
     pub health: HealthClient,
 }
@@ -276,6 +279,9 @@ pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
         memory: MemoryServiceClient::with_interceptor(channel.clone(), auth.clone())
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        access: AccessServiceClient::with_interceptor(channel.clone(), auth.clone())
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
         health: GrpcHealthClient::with_interceptor(channel, auth),

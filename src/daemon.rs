@@ -6,6 +6,7 @@
 //! top-down, then flush and close the store.
 
 mod disk;
+pub mod gate;
 mod incarnation;
 mod listen;
 pub mod notify;
@@ -16,7 +17,7 @@ pub mod tls;
 pub mod token;
 
 pub use disk::DiskLow;
-pub use listen::ConnectionLimits;
+pub use listen::{Conn, ConnectionLimits, Peer};
 pub use token::{GivenToken, Token, MIN_TOKEN_LEN};
 
 use std::fs::{File, OpenOptions};
@@ -78,6 +79,8 @@ pub struct ServeConfig {
     /// Where readiness and the start of shutdown are reported (systemd's
     /// `NOTIFY_SOCKET`); nowhere by default.
     pub notify: notify::Notifier,
+    /// How long the audit trail keeps an entry.
+    pub audit_retention: Duration,
 }
 
 /// The default of [`ServeConfig::min_free_disk`]: room for what is
@@ -105,6 +108,7 @@ impl ServeConfig {
             min_free_disk: DEFAULT_MIN_FREE_DISK,
             max_flush_stall: DEFAULT_MAX_FLUSH_STALL,
             notify: notify::Notifier::default(),
+            audit_retention: crate::access::audit::DEFAULT_RETENTION,
         }
     }
 }

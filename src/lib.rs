@@ -2,6 +2,8 @@
 //! supervised ractor actor, driven over gRPC.
 //!
 //! # Layout
+//! - [`access`]: operators' roles, scoped tokens, what each method needs,
+//!   and the audit trail.
 //! - [`store`]: sled storage behind the actors' `Store` trait, group commit.
 //! - [`api`]: the tonic services; they translate proto to domain and back.
 //! - [`daemon`]: `holarchy serve`: data directory, lock, listeners, shutdown.
@@ -16,6 +18,7 @@
 //!
 //! The model lives in `holarchy-supervision`, the actors in `holarchy-actors`.
 
+pub mod access;
 pub mod api;
 pub mod cli;
 pub mod client;

@@ -324,7 +324,12 @@ fn code_name(code: Option<&[u8]>) -> &'static str {
         .ok()
         .and_then(|s| s.parse::<i32>().ok())
         .unwrap_or(2);
-    match tonic::Code::from_i32(number) {
+    code_str(tonic::Code::from_i32(number))
+}
+
+/// A status code's name as gRPC spells it (`PERMISSION_DENIED`).
+pub fn code_str(code: tonic::Code) -> &'static str {
+    match code {
         tonic::Code::Ok => "OK",
         tonic::Code::Cancelled => "CANCELLED",
         tonic::Code::Unknown => "UNKNOWN",

@@ -70,6 +70,9 @@ pub struct ServeArgs {
     /// Seconds each shutdown step may take.
     #[arg(help_heading = "Storage", long, default_value_t = 10)]
     pub shutdown_timeout: u64,
+    /// Days the audit trail keeps an entry (`holarchy audit`).
+    #[arg(help_heading = "Storage", long, default_value_t = 90, value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    pub audit_retention_days: u64,
     /// Messages an agent may hold waiting before ingress is refused.
     #[arg(help_heading = "Limits", long, default_value_t = 1024)]
     pub max_queue: usize,
@@ -274,6 +277,7 @@ pub(super) async fn serve(
     config.token = token;
     config.connections = args.connections.limits()?;
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
+    config.audit_retention = Duration::from_secs(args.audit_retention_days * 86_400);
     config.runtime.max_queue_len = args.max_queue;
     config.runtime.output_capacity = args.output_capacity;
     config.runtime.limits = args.limits.limits();

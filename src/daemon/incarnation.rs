@@ -16,11 +16,13 @@ use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::{Runtime, RuntimeConfig, ScriptedBrain};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
-use tonic::service::InterceptorLayer;
 use tracing::{info, warn};
 
+use super::gate::{GateLayer, Keys};
 use super::services::{Over, Services};
 use super::{disk, listen, ServeConfig, Token, SOCKET_FILE};
+use crate::access::audit::Audit;
+use crate::access::tokens::Tokens;
 use crate::api::pb;
 use crate::api::read_model::ReadModel;
 use crate::store::Opened;
@@ -91,14 +93,23 @@ pub(super) async fn serve(
         disk_low_tx,
         stop_rx.clone(),
     ));
+    let tokens = Arc::new(Tokens::new(store.access()));
+    let audit = Arc::new(Audit::new(store.access(), config.audit_retention));
     let services = Services::new(Over {
         runtime: runtime.clone(),
         store: reads(&store),
         data_dir: config.data_dir.clone(),
         sandbox,
         stop: stop_rx.clone(),
+        tokens: tokens.clone(),
+        audit: audit.clone(),
     })
     .await?;
+    let unix_keys = Arc::new(Keys {
+        bootstrap: None,
+        tokens: tokens.clone(),
+        audit: audit.clone(),
+    });
 
     let socket = config.data_dir.join(SOCKET_FILE);
     // We hold the lock, so a socket file left here is a dead daemon's.
@@ -140,6 +151,7 @@ pub(super) async fn serve(
     let router = limits
         .server()
         .layer(crate::metrics::GrpcLayer(grpc_metrics.clone()))
+        .layer(GateLayer(unix_keys))
         .layer(disk::GuardLayer(disk_low.clone()))
         .add_routes(services.routes());
     let mut unix_stop = stop_rx.clone();
@@ -167,20 +179,11 @@ pub(super) async fn serve(
     });
     let tcp_server = match (tcp_listener, tcp_token) {
         (Some(listener), Some(token)) => {
-            // A right token also lifts the connection's authentication
-            // deadline (see `listen`).
-            let check = move |request: tonic::Request<()>| {
-                let authorization = request.metadata().get("authorization");
-                if !token.admits(authorization.map(|v| v.as_bytes())) {
-                    return Err(tonic::Status::unauthenticated(
-                        "missing or wrong bearer token",
-                    ));
-                }
-                if let Some(conn) = request.extensions().get::<listen::Conn>() {
-                    conn.authenticate();
-                }
-                Ok(request)
-            };
+            let keys = Arc::new(Keys {
+                bootstrap: Some(token),
+                tokens,
+                audit,
+            });
             info!(
                 addr = %listener.local_addr()?,
                 tls = tls.is_some(),
@@ -194,7 +197,7 @@ pub(super) async fn serve(
             let router = limits
                 .server()
                 .layer(crate::metrics::GrpcLayer(grpc_metrics))
-                .layer(InterceptorLayer::new(check))
+                .layer(GateLayer(keys))
                 .layer(listen::TrackStreamsLayer)
                 .layer(disk::GuardLayer(disk_low.clone()))
                 .add_routes(services.routes());

@@ -106,6 +106,17 @@ struct ConnState {
     open_streams: AtomicUsize,
     /// Milliseconds after `opened` at which the last stream ended (or 0).
     last_stream_end_ms: AtomicU64,
+    peer: Peer,
+}
+
+/// Who is at the other end of a connection, as the socket says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    Tcp(std::net::SocketAddr),
+    /// A Unix socket peer's user id, when the kernel gave one.
+    Unix {
+        uid: Option<u32>,
+    },
 }
 
 /// A handle on one connection, found in the extensions of every request
@@ -114,13 +125,18 @@ struct ConnState {
 pub struct Conn(Arc<ConnState>);
 
 impl Conn {
-    fn new(authenticated: bool) -> Self {
+    fn new(authenticated: bool, peer: Peer) -> Self {
         Conn(Arc::new(ConnState {
             opened: Instant::now(),
             authenticated: AtomicBool::new(authenticated),
             open_streams: AtomicUsize::new(0),
             last_stream_end_ms: AtomicU64::new(0),
+            peer,
         }))
+    }
+
+    pub fn peer(&self) -> Peer {
+        self.0.peer
     }
 
     /// Called by the auth check when a request carried the right token:
@@ -169,10 +185,10 @@ pub struct Guarded<IO> {
 }
 
 impl<IO> Guarded<IO> {
-    fn new(io: IO, permit: OwnedSemaphorePermit, timeouts: Timeouts) -> Self {
+    fn new(io: IO, peer: Peer, permit: OwnedSemaphorePermit, timeouts: Timeouts) -> Self {
         Guarded {
             io,
-            conn: Conn::new(timeouts.auth.is_none()),
+            conn: Conn::new(timeouts.auth.is_none(), peer),
             timeouts,
             timer: None,
             expired: false,
@@ -297,7 +313,7 @@ impl<IO> Connected for Guarded<IO> {
 /// A listener whose sockets can be guarded.
 trait Accept: Send + 'static {
     type Io: Send + 'static;
-    fn accept_one(&self) -> impl Future<Output = io::Result<Self::Io>> + Send;
+    fn accept_one(&self) -> impl Future<Output = io::Result<(Self::Io, Peer)>> + Send;
 }
 
 /// TCP keepalive on accepted connections: after a minute of silence the
@@ -324,7 +340,7 @@ fn tune_tcp(stream: &TcpStream) -> io::Result<()> {
 
 impl Accept for TcpListener {
     type Io = TcpStream;
-    async fn accept_one(&self) -> io::Result<TcpStream> {
+    async fn accept_one(&self) -> io::Result<(TcpStream, Peer)> {
         let (stream, peer) = self.accept().await?;
         // The options only make the connection faster and tidier: one that
         // cannot take them (its peer already gone) is still served, and the
@@ -332,7 +348,7 @@ impl Accept for TcpListener {
         if let Err(err) = tune_tcp(&stream) {
             debug!(%peer, error = %err, "cannot set TCP options on a connection");
         }
-        Ok(stream)
+        Ok((stream, Peer::Tcp(peer)))
     }
 }
 
@@ -342,12 +358,14 @@ impl Accept for UnixListener {
     /// programs run as the daemon's user, so the socket's mode does not
     /// keep them out, and Landlock does not cover connecting to a socket
     /// by path. The socket is for operators.
-    async fn accept_one(&self) -> io::Result<UnixStream> {
+    async fn accept_one(&self) -> io::Result<(UnixStream, Peer)> {
         loop {
             let (stream, _) = self.accept().await?;
-            let pid = stream.peer_cred().ok().and_then(|cred| cred.pid());
+            let cred = stream.peer_cred().ok();
+            let pid = cred.and_then(|cred| cred.pid());
             if holarchy_actors::sandbox::is_operator_peer(pid) {
-                return Ok(stream);
+                let uid = cred.map(|cred| cred.uid());
+                return Ok((stream, Peer::Unix { uid }));
             }
             // Logged at 1, 2, 4, 8... refusals: a program knocking in a
             // loop must not flood the log.
@@ -393,7 +411,7 @@ fn guarded<L: Accept>(
             }
         };
         let accepted = match listener.accept_one().await {
-            Ok(io) => Ok(Guarded::new(io, permit, timeouts)),
+            Ok((io, peer)) => Ok(Guarded::new(io, peer, permit, timeouts)),
             Err(err) => {
                 warn!(listener = what, error = %err, "accept failed");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -548,7 +566,12 @@ mod tests {
         let permit = Arc::new(Semaphore::new(1))
             .try_acquire_owned()
             .expect("a free permit");
-        Guarded::new((), permit, Timeouts { auth, idle })
+        Guarded::new(
+            (),
+            Peer::Unix { uid: None },
+            permit,
+            Timeouts { auth, idle },
+        )
     }
 
     fn expired(io: &mut Guarded<()>) -> bool {

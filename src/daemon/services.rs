@@ -15,12 +15,16 @@ use tonic::service::Routes;
 use tonic_health::server::HealthReporter;
 use tonic_health::ServingStatus;
 
+use crate::access::audit::Audit;
+use crate::access::tokens::Tokens;
+use crate::api::access_service::AccessApi;
 use crate::api::agent_service::AgentApi;
 use crate::api::approval_service::ApprovalApi;
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 use crate::api::instance_service::InstanceApi;
 use crate::api::memory_service::MemoryApi;
 use crate::api::pb;
+use crate::api::pb::access_service_server::AccessServiceServer;
 use crate::api::pb::agent_service_server::AgentServiceServer;
 use crate::api::pb::approval_service_server::ApprovalServiceServer;
 use crate::api::pb::instance_service_server::InstanceServiceServer;
@@ -58,6 +62,8 @@ pub(super) struct Over {
     pub sandbox: SandboxReport,
     /// Set once the daemon stops: streams end.
     pub stop: watch::Receiver<bool>,
+    pub tokens: Arc<Tokens>,
+    pub audit: Arc<Audit>,
 }
 
 /// Every gRPC service of the daemon, bounded and reported serving.
@@ -77,6 +83,8 @@ impl Services {
             data_dir,
             sandbox,
             stop,
+            tokens,
+            audit,
         } = over;
         let (health, health_service) = tonic_health::server::health_reporter();
         let mut services = Services {
@@ -104,6 +112,8 @@ impl Services {
         add!(services, ApprovalServiceServer::new(approvals));
         let memory = MemoryApi::new(runtime);
         add!(services, MemoryServiceServer::new(memory));
+        let access = AccessApi::new(tokens, audit);
+        add!(services, AccessServiceServer::new(access));
         // Reflection, for grpcurl and friends: the schema, nothing served.
         let v1 = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)

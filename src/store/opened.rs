@@ -31,6 +31,14 @@ impl Opened {
         }
     }
 
+    /// Where tokens and the audit trail are kept.
+    pub fn access(&self) -> Arc<dyn crate::access::AccessStore> {
+        match self {
+            Opened::Sled(store) => store.clone(),
+            Opened::Postgres(store) => store.clone(),
+        }
+    }
+
     /// Which store this is, for logs and `holarchy status`.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -36,6 +36,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::stats::StoreStats;
 
+mod access;
 mod committer;
 pub mod import;
 mod memory;

@@ -32,6 +32,8 @@
 //! - `context`: agent id                 -> ContextRecord, its running summary (not in batches)
 //! - `usage`:   agent id                  -> UsageTotals: tokens its turns spent (added to in
 //!   the batch of each turn's end)
+//! - `tokens`:  token id (ULID text)     -> TokenRecord, hashed (not in batches; see `access`)
+//! - `audit`:   entry id (ULID, 16 bytes) -> AuditEntry of an operator's write (not in batches)
 //! - `memory`, `memory_keys`, `memory_counts`, `memory_queue`, `memory_meta`:
 //!   agents' notes and their indexing (not in batches; see `memory`)
 //!
@@ -89,6 +91,9 @@ const AGENT_APPROVALS: &str = "agent_approvals";
 const OPEN_APPROVALS: &str = "open_approvals";
 /// Outside the batch path: see `context`.
 const CONTEXT: &str = "context";
+/// Outside the batch path: see `access`.
+const TOKENS: &str = "tokens";
+const AUDIT: &str = "audit";
 
 /// Every tree, in the order `apply::apply` takes them in a transaction.
 const APPLY_ORDER: [&str; 20] = [
@@ -211,6 +216,8 @@ pub struct SledStore {
     open_approvals: Tree,
     context: Tree,
     usage: Tree,
+    tokens: Tree,
+    audit: Tree,
     /// Agents' notes and their search index.
     memory: memory::Memory,
     /// Applies batches (see `writer`).
@@ -282,6 +289,8 @@ impl SledStore {
             open_approvals: tree(OPEN_APPROVALS)?,
             context: tree(CONTEXT)?,
             usage: tree(USAGE)?,
+            tokens: tree(TOKENS)?,
+            audit: tree(AUDIT)?,
             memory,
             events,
             writer,
@@ -481,6 +490,7 @@ impl SledStore {
     }
 }
 
+mod access;
 mod apply;
 mod approvals;
 mod context;

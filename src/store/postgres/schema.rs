@@ -13,10 +13,14 @@ use super::PgError;
 
 /// Every migration, in order, each as the parts that run in one
 /// transaction; the schema's version is the last number.
-const MIGRATIONS: &[(i32, &[&str])] = &[(1, &[V1, super::side::TABLES, super::memory::TABLES])];
+const MIGRATIONS: &[(i32, &[&str])] = &[
+    (1, &[V1, super::side::TABLES, super::memory::TABLES]),
+    // Tokens and the audit trail.
+    (2, &[super::access::TABLES]),
+];
 
 /// The version this build writes and reads.
-pub const VERSION: i32 = 1;
+pub const VERSION: i32 = 2;
 
 /// Ids are 16 big-endian bytes (`bytea`), so `ORDER BY id` is the sled
 /// key order: creation order for agents, messages, tasks, waits and items.

@@ -1,0 +1,266 @@
+//! `holarchy.v1.AccessService`: scoped tokens and the audit trail. Who may
+//! call each method is decided at the gate (`daemon::gate`), which also
+//! puts the [`Caller`] in each request.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use holarchy_actors::StoreError;
+use tonic::{Request, Response, Status};
+
+use super::convert::ApiError;
+use super::pb;
+use super::pb::access_service_server::AccessService;
+use crate::access::audit::{self, Audit, Filter};
+use crate::access::tokens::{self, Tokens};
+use crate::access::{AuditEntry, Caller, Credential, Role, TokenRecord};
+
+/// The longest a token may be made to last: a token for longer should
+/// not expire at all, and say so.
+const MAX_EXPIRY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// The most entries one page of the trail answers with.
+const MAX_PAGE: usize = 1000;
+const DEFAULT_PAGE: usize = 100;
+
+#[derive(Debug, Clone)]
+pub struct AccessApi {
+    tokens: Arc<Tokens>,
+    audit: Arc<Audit>,
+}
+
+impl AccessApi {
+    pub fn new(tokens: Arc<Tokens>, audit: Arc<Audit>) -> Self {
+        Self { tokens, audit }
+    }
+}
+
+/// The caller the gate found; a call made in process (none) is the
+/// daemon's own.
+fn caller_of<T>(request: &Request<T>) -> Caller {
+    request
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .unwrap_or(Caller {
+            credential: Credential::Daemon,
+            role: Role::Admin,
+            certificate: None,
+            from: "daemon".into(),
+        })
+}
+
+fn info(record: &TokenRecord) -> pb::TokenInfo {
+    pb::TokenInfo {
+        id: record.id.clone(),
+        role: record.role.to_string(),
+        namespace: record.namespace.clone(),
+        name: record.name.clone(),
+        created_at_ms: record.created_at_ms,
+        created_by: record.created_by.clone(),
+        expires_at_ms: record.expires_at_ms.unwrap_or(0),
+        revoked_at_ms: record.revoked_at_ms.unwrap_or(0),
+    }
+}
+
+fn entry(entry: AuditEntry) -> pb::AuditEntry {
+    pb::AuditEntry {
+        id: ulid::Ulid::from_bytes(entry.id).to_string(),
+        at_ms: entry.at_ms(),
+        caller: entry.caller,
+        role: entry.role.to_string(),
+        from: entry.from,
+        action: entry.action,
+        target: entry.target,
+        outcome: entry.outcome,
+        detail: entry.detail,
+        namespace: entry.namespace,
+    }
+}
+
+/// Runs a blocking store call off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| Status::internal(format!("a store call stopped: {err}")))?
+        .map_err(|err| ApiError::from(err).into())
+}
+
+fn invalid(why: impl Into<String>) -> Status {
+    ApiError::InvalidArgument(why.into()).into()
+}
+
+/// A token's name checked: short, printable.
+fn check_name(name: &str) -> Result<(), Status> {
+    if name.len() > tokens::MAX_NAME {
+        return Err(invalid(format!(
+            "a token's name is at most {} bytes",
+            tokens::MAX_NAME
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(invalid("a token's name may not hold control characters"));
+    }
+    Ok(())
+}
+
+#[tonic::async_trait]
+impl AccessService for AccessApi {
+    async fn who_am_i(
+        &self,
+        request: Request<pb::WhoAmIRequest>,
+    ) -> Result<Response<pb::WhoAmIResponse>, Status> {
+        let caller = caller_of(&request);
+        Ok(Response::new(pb::WhoAmIResponse {
+            caller: caller.credential.to_string(),
+            role: caller.role.to_string(),
+            namespace: crate::daemon::gate::DEFAULT_NAMESPACE.into(),
+            certificate: caller.certificate.unwrap_or_default(),
+        }))
+    }
+
+    async fn create_token(
+        &self,
+        request: Request<pb::CreateTokenRequest>,
+    ) -> Result<Response<pb::CreateTokenResponse>, Status> {
+        let caller = caller_of(&request);
+        let req = request.into_inner();
+        let role = Role::parse(&req.role).ok_or_else(|| {
+            invalid(format!(
+                "role `{}` is not one of viewer, operator, admin",
+                super::convert::quote(&req.role)
+            ))
+        })?;
+        let namespace = if req.namespace.is_empty() {
+            crate::daemon::gate::DEFAULT_NAMESPACE.to_owned()
+        } else {
+            req.namespace
+        };
+        if namespace != crate::daemon::gate::DEFAULT_NAMESPACE {
+            return Err(invalid(
+                "only the namespace `default` exists in this release: leave --namespace out",
+            ));
+        }
+        check_name(&req.name)?;
+        if req.expires_in_ms > MAX_EXPIRY.as_millis() as u64 {
+            return Err(invalid(
+                "a token may last at most 10 years: give a shorter --expires, or none for a token that does not expire",
+            ));
+        }
+        let now = audit::now_ms();
+        let issued = tokens::issue(TokenRecord {
+            id: String::new(),
+            hash: [0; 32],
+            role,
+            namespace,
+            name: req.name,
+            created_at_ms: now,
+            created_by: caller.who(),
+            expires_at_ms: (req.expires_in_ms > 0).then(|| now + req.expires_in_ms),
+            revoked_at_ms: None,
+        })
+        .map_err(|err| Status::unavailable(err.to_string()))?;
+        let tokens = self.tokens.clone();
+        let record = issued.record.clone();
+        blocking(move || {
+            if tokens.store().tokens()?.len() >= tokens::MAX_TOKENS {
+                return Err(StoreError::Precondition(format!(
+                    "the daemon keeps at most {} tokens, revoked ones included",
+                    tokens::MAX_TOKENS
+                )));
+            }
+            tokens.put(&record)
+        })
+        .await?;
+        self.tokens
+            .store()
+            .flushed()
+            .await
+            .map_err(|err| Status::from(ApiError::from(err)))?;
+        Ok(Response::new(pb::CreateTokenResponse {
+            token: Some(info(&issued.record)),
+            secret: issued.text,
+        }))
+    }
+
+    async fn list_tokens(
+        &self,
+        _request: Request<pb::ListTokensRequest>,
+    ) -> Result<Response<pb::ListTokensResponse>, Status> {
+        let tokens = self.tokens.clone();
+        let all = blocking(move || tokens.store().tokens()).await?;
+        Ok(Response::new(pb::ListTokensResponse {
+            tokens: all.iter().map(info).collect(),
+        }))
+    }
+
+    async fn revoke_token(
+        &self,
+        request: Request<pb::RevokeTokenRequest>,
+    ) -> Result<Response<pb::TokenInfo>, Status> {
+        let id = request.into_inner().id;
+        if ulid::Ulid::from_string(&id).is_err() {
+            return Err(invalid(format!(
+                "`{}` is not a token id (see `holarchy token list`)",
+                super::convert::quote(&id)
+            )));
+        }
+        let tokens = self.tokens.clone();
+        let revoked = blocking(move || {
+            let Some(mut record) = tokens.store().token(&id)? else {
+                return Ok(None);
+            };
+            if record.revoked_at_ms.is_none() {
+                record.revoked_at_ms = Some(audit::now_ms());
+                tokens.put(&record)?;
+            }
+            Ok(Some(record))
+        })
+        .await?
+        .ok_or_else(|| Status::not_found("no such token (see `holarchy token list`)"))?;
+        self.tokens
+            .store()
+            .flushed()
+            .await
+            .map_err(|err| Status::from(ApiError::from(err)))?;
+        Ok(Response::new(info(&revoked)))
+    }
+
+    async fn list_audit(
+        &self,
+        request: Request<pb::ListAuditRequest>,
+    ) -> Result<Response<pb::ListAuditResponse>, Status> {
+        let req = request.into_inner();
+        let from = if req.page_token.is_empty() {
+            None
+        } else {
+            let bytes = hex::decode(&req.page_token)
+                .ok()
+                .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                .ok_or_else(|| invalid("page_token is not one this daemon gave"))?;
+            Some(bytes)
+        };
+        let limit = match req.page_size as usize {
+            0 => DEFAULT_PAGE,
+            n => n.min(MAX_PAGE),
+        };
+        let filter = Filter {
+            caller: req.caller,
+            namespace: req.namespace,
+            action: req.action,
+            since_ms: (req.since_ms > 0).then_some(req.since_ms),
+            until_ms: (req.until_ms > 0).then_some(req.until_ms),
+        };
+        let store = self.audit.store().clone();
+        let newest_first = req.newest_first;
+        let page =
+            blocking(move || audit::page(store.as_ref(), &filter, from, newest_first, limit))
+                .await?;
+        Ok(Response::new(pb::ListAuditResponse {
+            entries: page.entries.into_iter().map(entry).collect(),
+            next_page_token: page.next.map(hex::encode).unwrap_or_default(),
+        }))
+    }
+}

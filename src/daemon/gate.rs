@@ -1,0 +1,286 @@
+//! The gate every gRPC request passes on every listener: who the caller
+//! is (the Unix socket's peer, the bootstrap token, or a scoped token),
+//! whether its role may call the method, and, for a write, an entry in the
+//! audit trail, stored durably before the answer goes out.
+//!
+//! A refused write is recorded too (PERMISSION_DENIED, with the caller);
+//! a request with no valid credential is not, since its caller is nobody
+//! the trail could name, and recording it would let anyone who reaches
+//! the port fill the trail.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt as _, Full, Limited};
+use tonic::body::Body;
+use tonic::Status;
+use tower::{Layer, Service};
+
+use super::listen::{Conn, Peer};
+use super::token::Token;
+use crate::access::audit::{self, Audit};
+use crate::access::policy::{self, Needs};
+use crate::access::tokens::Tokens;
+use crate::access::{target, Caller, Credential, Role};
+use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
+
+/// The namespace every call acts in until namespaces are built.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// What the gate checks with, shared by every request of one listener.
+#[derive(Debug)]
+pub struct Keys {
+    /// The bootstrap token: an admin's. `None` on the Unix socket's gate.
+    pub bootstrap: Option<Token>,
+    pub tokens: Arc<Tokens>,
+    pub audit: Arc<Audit>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GateLayer(pub Arc<Keys>);
+
+impl<S> Layer<S> for GateLayer {
+    type Service = Gate<S>;
+
+    fn layer(&self, inner: S) -> Gate<S> {
+        Gate {
+            inner,
+            keys: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Gate<S> {
+    inner: S,
+    keys: Arc<Keys>,
+}
+
+impl<S, R> Service<http::Request<Body>> for Gate<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<R>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    R: Default + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        // The ready service answers this call; a fresh clone waits for
+        // the next one (tower's rule for services that are cloned).
+        let fresh = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, fresh);
+        Box::pin(pass(ready, self.keys.clone(), request))
+    }
+}
+
+async fn pass<S, R>(
+    mut inner: S,
+    keys: Arc<Keys>,
+    mut request: http::Request<Body>,
+) -> Result<http::Response<R>, S::Error>
+where
+    S: Service<http::Request<Body>, Response = http::Response<R>>,
+    R: Default,
+{
+    let path = request.uri().path().to_owned();
+    let needs = policy::needs(&path);
+    let conn = request.extensions().get::<Conn>().cloned();
+    let authorization = request
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .map(|value| value.as_bytes().to_vec());
+    let caller = match identify(&keys, conn.as_ref(), authorization).await {
+        Ok(caller) => caller,
+        Err(status) => return Ok(status.into_http()),
+    };
+    if let Some(conn) = &conn {
+        // A right credential lifts the connection's authentication
+        // deadline (see `listen`).
+        conn.authenticate();
+    }
+    let action = policy::method(&path).unwrap_or("unknown method");
+    if !caller.may(needs.role) {
+        let status = refusal(&caller, action, needs);
+        if needs.audited {
+            let target = String::new();
+            record(&keys, &caller, action, target, &status).await;
+        }
+        return Ok(status.into_http());
+    }
+    request.extensions_mut().insert(caller.clone());
+    if !needs.audited {
+        return inner.call(request).await;
+    }
+    // A write is one unary message: read whole (bounded as tonic bounds
+    // it), its target taken, and handed on unchanged.
+    let (parts, body) = request.into_parts();
+    let bytes = match Limited::new(body, MAX_GRPC_MESSAGE_BYTES + 5)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => {
+            let status = Status::resource_exhausted(format!(
+                "the request is over {MAX_GRPC_MESSAGE_BYTES} bytes, or ended early"
+            ));
+            record(&keys, &caller, action, String::new(), &status).await;
+            return Ok(status.into_http());
+        }
+    };
+    let target = target::of(action, &bytes);
+    let request = http::Request::from_parts(parts, Body::new(Full::new(bytes)));
+    let response = inner.call(request).await?;
+    let status = outcome(&response);
+    record(&keys, &caller, action, target, &status).await;
+    Ok(response)
+}
+
+/// Who sent `request`, or why it is refused.
+async fn identify(
+    keys: &Keys,
+    conn: Option<&Conn>,
+    authorization: Option<Vec<u8>>,
+) -> Result<Caller, Status> {
+    let peer = conn.map(Conn::peer);
+    if let Some(Peer::Unix { uid }) = peer {
+        // The socket is 0600 and refuses agents' programs: whoever is here
+        // is the daemon's user (or root), the machine's own operator.
+        let uid = uid.unwrap_or(u32::MAX);
+        return Ok(Caller {
+            credential: Credential::Uid(uid),
+            role: Role::Admin,
+            certificate: None,
+            from: "unix".into(),
+        });
+    }
+    let from = match peer {
+        Some(Peer::Tcp(addr)) => addr.to_string(),
+        _ => "unknown".into(),
+    };
+    let bearer = authorization
+        .as_deref()
+        .and_then(|value| value.strip_prefix(b"Bearer "));
+    let unauthenticated = || Status::unauthenticated("missing or wrong bearer token");
+    let Some(bearer) = bearer else {
+        return Err(unauthenticated());
+    };
+    if let Some(bootstrap) = &keys.bootstrap {
+        let mut header = b"Bearer ".to_vec();
+        header.extend_from_slice(bearer);
+        if bootstrap.admits(Some(&header)) {
+            return Ok(Caller {
+                credential: Credential::Bootstrap,
+                role: Role::Admin,
+                certificate: None,
+                from,
+            });
+        }
+    }
+    if crate::access::tokens::parse(bearer).is_none() {
+        return Err(unauthenticated());
+    }
+    let tokens = keys.tokens.clone();
+    let bearer = bearer.to_vec();
+    let checked = tokio::task::spawn_blocking(move || tokens.check(&bearer, audit::now_ms())).await;
+    match checked {
+        Ok(Ok(Some((id, role)))) => Ok(Caller {
+            credential: Credential::Token(id),
+            role,
+            certificate: None,
+            from,
+        }),
+        Ok(Ok(None)) => Err(Status::unauthenticated(
+            "the token is unknown, revoked or expired: ask an admin for a new one",
+        )),
+        Ok(Err(err)) => Err(Status::unavailable(format!(
+            "cannot check the token now: {err}"
+        ))),
+        Err(_) => Err(Status::unavailable("cannot check the token now")),
+    }
+}
+
+fn refusal(caller: &Caller, action: &str, needs: Needs) -> Status {
+    Status::permission_denied(format!(
+        "{action} needs the {} role and this caller ({}) has {}: ask an admin for a token with that role (`holarchy token create --role {}`)",
+        needs.role,
+        caller.who(),
+        caller.role,
+        needs.role,
+    ))
+}
+
+/// The status a response carries in its headers (a refusal answered at
+/// once), or OK: a unary answer that got as far as a body succeeded.
+fn outcome<R>(response: &http::Response<R>) -> Status {
+    let headers = response.headers();
+    match headers.get("grpc-status") {
+        Some(code) => {
+            let code = std::str::from_utf8(code.as_bytes())
+                .ok()
+                .and_then(|c| c.parse::<i32>().ok())
+                .map_or(tonic::Code::Unknown, tonic::Code::from);
+            let message = headers
+                .get("grpc-message")
+                .map(|m| percent_decoded(m.as_bytes()))
+                .unwrap_or_default();
+            Status::new(code, message)
+        }
+        None => Status::ok(""),
+    }
+}
+
+/// gRPC's percent-encoding of `grpc-message` undone.
+fn percent_decoded(bytes: &[u8]) -> String {
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let (Some(high), Some(low)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn record(keys: &Keys, caller: &Caller, action: &str, target: String, status: &Status) {
+    let call = audit::Call {
+        caller,
+        action,
+        target,
+        outcome: crate::metrics::code_str(status.code()),
+        detail: status.message(),
+        namespace: DEFAULT_NAMESPACE,
+    };
+    if let Err(err) = keys.audit.record(call).await {
+        // The action itself is done (or refused) and answered as such: a
+        // store that cannot take the entry is failing, and the daemon's
+        // store watch restarts on that.
+        tracing::error!(error = %err, action, caller = %caller.who(), "cannot record an audit entry");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grpc_message_is_percent_decoded() {
+        assert_eq!(percent_decoded(b"a%20b%25c"), "a b%c");
+        assert_eq!(percent_decoded(b"end%2"), "end%2");
+        assert_eq!(percent_decoded(b"%zz %+1x"), "%zz %+1x");
+    }
+}

@@ -1,0 +1,97 @@
+//! Tokens and the audit trail in trees of their own, outside the batch
+//! path: each write is one insert, counted so the next flush covers it.
+
+use holarchy_actors::store::DurableFuture;
+use holarchy_actors::{Store as _, StoreError};
+
+use super::{backend, id_from_key, SledStore, AUDIT, TOKENS};
+use crate::access::{AccessStore, AuditEntry, TokenRecord};
+use crate::store::codec::{decode, encode};
+
+impl SledStore {
+    /// Runs `write` counted as a write, so the next `durable()` flushes it.
+    fn counted<T>(&self, write: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.group.begin_write();
+        let done = write();
+        self.group.end_write();
+        done
+    }
+}
+
+impl AccessStore for SledStore {
+    fn put_token(&self, token: &TokenRecord) -> Result<(), StoreError> {
+        let value = encode(TOKENS, token)?;
+        self.counted(|| {
+            self.tokens
+                .insert(token.id.as_bytes(), value)
+                .map(drop)
+                .map_err(backend)
+        })
+    }
+
+    fn token(&self, id: &str) -> Result<Option<TokenRecord>, StoreError> {
+        match self.tokens.get(id.as_bytes()).map_err(backend)? {
+            Some(bytes) => decode(TOKENS, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
+        self.tokens
+            .iter()
+            .map(|entry| decode(TOKENS, &entry.map_err(backend)?.1))
+            .collect()
+    }
+
+    fn append_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        for entry in entries {
+            batch.insert(&entry.id, encode(AUDIT, entry)?);
+        }
+        self.counted(|| self.audit.apply_batch(batch).map_err(backend))
+    }
+
+    fn audit_range(
+        &self,
+        after: Option<[u8; 16]>,
+        before: Option<[u8; 16]>,
+        limit: usize,
+        descending: bool,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        use std::ops::Bound;
+        let low = after.map_or(Bound::Unbounded, |id| Bound::Excluded(id.to_vec()));
+        let high = before.map_or(Bound::Unbounded, |id| Bound::Excluded(id.to_vec()));
+        if after.is_some_and(|a| before.is_some_and(|b| a >= b)) {
+            return Ok(Vec::new());
+        }
+        let range = self.audit.range::<Vec<u8>, _>((low, high));
+        let read = |entry: Result<(sled::IVec, sled::IVec), sled::Error>| {
+            let (key, value) = entry.map_err(backend)?;
+            id_from_key::<16>(AUDIT, &key)?;
+            decode::<AuditEntry>(AUDIT, &value)
+        };
+        if descending {
+            range.rev().take(limit).map(read).collect()
+        } else {
+            range.take(limit).map(read).collect()
+        }
+    }
+
+    fn trim_audit(&self, before: [u8; 16], limit: usize) -> Result<usize, StoreError> {
+        let mut batch = sled::Batch::default();
+        let mut removed = 0;
+        for entry in self.audit.range(..before.to_vec()).take(limit) {
+            let (key, _) = entry.map_err(backend)?;
+            batch.remove(key);
+            removed += 1;
+        }
+        if removed > 0 {
+            self.counted(|| self.audit.apply_batch(batch).map_err(backend))?;
+        }
+        Ok(removed)
+    }
+
+    fn flushed(&self) -> DurableFuture {
+        self.durable()
+    }
+}
