@@ -1,0 +1,677 @@
+//! Roles, scoped tokens and the audit trail, against the real daemon over
+//! TCP:
+//! - a viewer token calling every write of the API, found by the daemon's
+//!   own reflection service, is refused each time, and nothing changes;
+//!   its reads answer;
+//! - an operator may write but not manage tokens; a revoked or expired
+//!   token is refused; the bootstrap token and the Unix socket are admins;
+//! - 10,000 mixed operator calls leave exactly 10,000 audit entries, each
+//!   naming its caller, and they survive `kill -9`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::{data_dir, Daemon};
+use holarchy::api::pb;
+use holarchy::client::Clients;
+use prost::Message as _;
+use tokio_stream::StreamExt as _;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+use tonic_reflection::pb::v1::ServerReflectionRequest;
+
+/// Bytes in, bytes out: calls any method with a request the test writes
+/// by hand.
+#[derive(Debug, Clone, Default)]
+struct Raw;
+
+impl Codec for Raw {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = Raw;
+    type Decoder = Raw;
+    fn encoder(&mut self) -> Raw {
+        Raw
+    }
+    fn decoder(&mut self) -> Raw {
+        Raw
+    }
+}
+
+impl Encoder for Raw {
+    type Item = Vec<u8>;
+    type Error = Status;
+    fn encode(&mut self, item: Vec<u8>, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        use prost::bytes::BufMut as _;
+        dst.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl Decoder for Raw {
+    type Item = Vec<u8>;
+    type Error = Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, Status> {
+        use prost::bytes::Buf as _;
+        let mut out = vec![0; src.remaining()];
+        src.copy_to_slice(&mut out);
+        Ok(Some(out))
+    }
+}
+
+/// A method the daemon serves, as its reflection describes it.
+#[derive(Debug, Clone)]
+struct Method {
+    path: String,
+    name: String,
+    streams: bool,
+}
+
+impl Method {
+    /// A read by its name; everything else writes.
+    fn reads(&self) -> bool {
+        ["Get", "List", "Watch", "Read", "Follow", "Search", "WhoAmI"]
+            .iter()
+            .any(|verb| self.name.starts_with(verb))
+    }
+}
+
+/// Every method of `holarchy.v1`, from the daemon's reflection service.
+async fn methods(channel: Channel, token: &str) -> Vec<Method> {
+    let mut reflection = ServerReflectionClient::with_interceptor(channel, bearer(token));
+    let ask = |message| ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(message),
+    };
+    let mut requests = vec![ask(MessageRequest::ListServices(String::new()))];
+    let first = reflection
+        .server_reflection_info(tokio_stream::iter(requests.clone()))
+        .await
+        .expect("reflection answers")
+        .into_inner()
+        .next()
+        .await
+        .expect("one answer")
+        .expect("a listing");
+    let Some(MessageResponse::ListServicesResponse(listing)) = first.message_response else {
+        panic!("not a listing: {first:?}");
+    };
+    let services: Vec<String> = listing
+        .service
+        .into_iter()
+        .map(|s| s.name)
+        .filter(|name| name.starts_with("holarchy.v1."))
+        .collect();
+    assert!(services.len() >= 11, "{services:?}");
+    requests = services
+        .iter()
+        .map(|s| ask(MessageRequest::FileContainingSymbol(s.clone())))
+        .collect();
+    let mut answers = reflection
+        .server_reflection_info(tokio_stream::iter(requests))
+        .await
+        .expect("reflection answers")
+        .into_inner();
+    let mut found = BTreeMap::new();
+    while let Some(answer) = answers.next().await {
+        let answer = answer.expect("an answer");
+        let Some(MessageResponse::FileDescriptorResponse(files)) = answer.message_response else {
+            panic!("not files: {answer:?}");
+        };
+        for bytes in files.file_descriptor_proto {
+            let file = prost_types::FileDescriptorProto::decode(bytes.as_slice()).expect("a file");
+            for service in &file.service {
+                let full = format!("{}.{}", file.package(), service.name());
+                if !services.contains(&full) {
+                    continue;
+                }
+                for method in &service.method {
+                    let path = format!("/{full}/{}", method.name());
+                    found.insert(
+                        path.clone(),
+                        Method {
+                            path,
+                            name: method.name().to_owned(),
+                            streams: method.server_streaming(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    found.into_values().collect()
+}
+
+#[derive(Clone)]
+struct Bearer(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+fn bearer(token: &str) -> Bearer {
+    Bearer(format!("Bearer {token}").parse().expect("header text"))
+}
+
+/// Calls `method` with `body` (an encoded request) as `token`; the status
+/// of the answer (OK when it answered).
+async fn call(channel: &Channel, token: &str, method: &Method, body: Vec<u8>) -> Status {
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    grpc.ready().await.expect("ready");
+    let mut request = tonic::Request::new(body);
+    request.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("header text"),
+    );
+    let path = method.path.parse().expect("a path");
+    let answered = if method.streams {
+        grpc.server_streaming(request, path, Raw).await.map(drop)
+    } else {
+        grpc.unary(request, path, Raw).await.map(drop)
+    };
+    match answered {
+        Ok(()) => Status::ok(""),
+        Err(status) => status,
+    }
+}
+
+/// A request whose field 1 is `text`: the agent, approval, instance, task
+/// or token most writes name first.
+fn naming(text: &str) -> Vec<u8> {
+    pb::PauseAgentRequest {
+        agent_id: text.to_owned(),
+    }
+    .encode_to_vec()
+}
+
+async fn tcp_daemon(root: &tempfile::TempDir) -> (Daemon, String, String) {
+    let listen = common::free_addr();
+    let daemon = Daemon::start_with(&data_dir(root), &["--listen", &listen]).await;
+    let token = daemon.token();
+    (daemon, listen, token)
+}
+
+async fn channel(listen: &str) -> Channel {
+    holarchy::client::channel(&holarchy::client::Target::Tcp {
+        url: format!("http://{listen}"),
+        token: None,
+        tls: Default::default(),
+    })
+    .await
+    .expect("connects")
+}
+
+async fn make_token(admin: &mut Clients, role: &str, expires_in_ms: u64) -> (String, String) {
+    let made = admin
+        .access
+        .create_token(pb::CreateTokenRequest {
+            role: role.into(),
+            namespace: String::new(),
+            name: format!("{role} for tests"),
+            expires_in_ms,
+        })
+        .await
+        .expect("token made")
+        .into_inner();
+    (made.token.expect("info").id, made.secret)
+}
+
+/// Everything a write could have changed, read by the admin.
+async fn snapshot(admin: &mut Clients, agent_id: &str) -> String {
+    let agent = common::get_agent(admin, agent_id).await;
+    let messages = common::messages(admin, agent_id).await.len();
+    let events = common::events(admin, 0).await.len();
+    let tokens = admin
+        .access
+        .list_tokens(pb::ListTokensRequest {})
+        .await
+        .expect("tokens")
+        .into_inner()
+        .tokens;
+    let instances = admin
+        .instances
+        .list_instances(pb::ListInstancesRequest {})
+        .await
+        .expect("instances")
+        .into_inner();
+    let workspaces = admin
+        .workspaces
+        .list_workspaces(pb::ListWorkspacesRequest {
+            agent_id: agent_id.into(),
+            page_token: String::new(),
+        })
+        .await
+        .expect("workspaces")
+        .into_inner();
+    format!(
+        "{} {} {} messages={messages} events={events} tokens={tokens:?} instances={instances:?} workspaces={workspaces:?}",
+        agent.state, agent.activity, agent.queue_length
+    )
+}
+
+/// Every audit entry, oldest first.
+async fn audit(admin: &mut Clients) -> Vec<pb::AuditEntry> {
+    let mut all = Vec::new();
+    let mut page_token = String::new();
+    loop {
+        let page = admin
+            .access
+            .list_audit(pb::ListAuditRequest {
+                page_size: 1000,
+                page_token,
+                ..Default::default()
+            })
+            .await
+            .expect("audit page")
+            .into_inner();
+        all.extend(page.entries);
+        if page.next_page_token.is_empty() {
+            return all;
+        }
+        page_token = page.next_page_token;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_is_refused_every_write_and_its_reads_answer() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (daemon, listen, bootstrap) = tcp_daemon(&root).await;
+    let mut admin = daemon.clients().await;
+    let agent_id = common::create(&mut admin, "target", Some("hello")).await;
+    common::handled(&admin, &agent_id, 1).await;
+    let (viewer_id, viewer) = make_token(&mut admin, "viewer", 0).await;
+    let (_, operator) = make_token(&mut admin, "operator", 0).await;
+    let channel = channel(&listen).await;
+    let methods = methods(channel.clone(), &viewer).await;
+    assert!(
+        methods.len() >= 50,
+        "the reflection found {}",
+        methods.len()
+    );
+
+    let before = snapshot(&mut admin, &agent_id).await;
+    let audited_before = audit(&mut admin).await.len();
+    let writes: Vec<&Method> = methods.iter().filter(|m| !m.reads()).collect();
+    for method in &writes {
+        let status = call(&channel, &viewer, method, naming(&agent_id)).await;
+        assert_eq!(
+            status.code(),
+            Code::PermissionDenied,
+            "{} as a viewer: {status:?}",
+            method.path
+        );
+        assert!(
+            status.message().contains("needs the"),
+            "{}: {}",
+            method.path,
+            status.message()
+        );
+    }
+    // Admins' reads too: the tokens and the trail.
+    for name in ["ListTokens", "ListAudit"] {
+        let method = methods.iter().find(|m| m.name == name).expect(name);
+        for token in [&viewer, &operator] {
+            let status = call(&channel, token, method, Vec::new()).await;
+            assert_eq!(status.code(), Code::PermissionDenied, "{name}: {status:?}");
+        }
+    }
+    assert_eq!(
+        snapshot(&mut admin, &agent_id).await,
+        before,
+        "a refused write changed something"
+    );
+
+    // Every refused write is in the trail, with the viewer named.
+    let trail = audit(&mut admin).await;
+    let refused: Vec<_> = trail[audited_before..]
+        .iter()
+        .filter(|e| e.caller == format!("token:{viewer_id}"))
+        .collect();
+    assert_eq!(refused.len(), writes.len(), "{refused:#?}");
+    assert!(refused
+        .iter()
+        .all(|e| e.outcome == "PERMISSION_DENIED" && e.role == "viewer"));
+
+    // The viewer's reads answer: no read is refused for its role.
+    for method in methods.iter().filter(|m| m.reads()) {
+        if ["ListTokens", "ListAudit"].contains(&method.name.as_str()) {
+            continue;
+        }
+        let body = if method.name == "WatchEvents" || method.name == "FollowTaskOutput" {
+            // A watch that ends: not following.
+            Vec::new()
+        } else {
+            naming(&agent_id)
+        };
+        let status = call(&channel, &viewer, method, body).await;
+        assert!(
+            !matches!(
+                status.code(),
+                Code::PermissionDenied | Code::Unauthenticated
+            ),
+            "{} refused a viewer: {status:?}",
+            method.path
+        );
+    }
+
+    // The same write as an operator does act: the refusals were the role.
+    let pause = methods
+        .iter()
+        .find(|m| m.name == "PauseAgent")
+        .expect("PauseAgent");
+    let status = call(&channel, &operator, pause, naming(&agent_id)).await;
+    assert_eq!(status.code(), Code::Ok, "{status:?}");
+    let state = common::get_agent(&mut admin, &agent_id).await.state;
+    assert_eq!(state, pb::LifecycleState::Paused as i32);
+    // But an operator makes no tokens; the bootstrap token does.
+    let create = methods
+        .iter()
+        .find(|m| m.name == "CreateToken")
+        .expect("CreateToken");
+    let body = pb::CreateTokenRequest {
+        role: "admin".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let status = call(&channel, &operator, create, body.clone()).await;
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    let status = call(&channel, &bootstrap, create, body).await;
+    assert_eq!(status.code(), Code::Ok, "{status:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoked_expired_and_forged_tokens_are_refused() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (daemon, listen, bootstrap) = tcp_daemon(&root).await;
+    let mut admin = daemon.clients().await;
+    let (id, operator) = make_token(&mut admin, "operator", 0).await;
+    let (_, brief) = make_token(&mut admin, "operator", 1).await;
+
+    let mut as_operator = common::tcp_clients(&listen, Some(&operator)).await;
+    let me = as_operator
+        .access
+        .who_am_i(pb::WhoAmIRequest {})
+        .await
+        .expect("whoami")
+        .into_inner();
+    assert_eq!(
+        (me.caller.as_str(), me.role.as_str()),
+        (&*format!("token:{id}"), "operator")
+    );
+    let mut as_bootstrap = common::tcp_clients(&listen, Some(&bootstrap)).await;
+    let me = as_bootstrap
+        .access
+        .who_am_i(pb::WhoAmIRequest {})
+        .await
+        .expect("whoami")
+        .into_inner();
+    assert_eq!(
+        (me.caller.as_str(), me.role.as_str()),
+        ("token:bootstrap", "admin")
+    );
+    let me = admin
+        .access
+        .who_am_i(pb::WhoAmIRequest {})
+        .await
+        .expect("whoami")
+        .into_inner();
+    assert!(
+        me.caller.starts_with("uid:") && me.role == "admin",
+        "{me:?}"
+    );
+
+    // Expired: made to last a millisecond.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut as_brief = common::tcp_clients(&listen, Some(&brief)).await;
+    let refused = as_brief
+        .access
+        .who_am_i(pb::WhoAmIRequest {})
+        .await
+        .expect_err("expired");
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+
+    // A forged secret for a real id.
+    let forged = format!("{}{}", &operator[..operator.len() - 4], "0000");
+    let mut as_forger = common::tcp_clients(&listen, Some(&forged)).await;
+    let refused = as_forger
+        .access
+        .who_am_i(pb::WhoAmIRequest {})
+        .await
+        .expect_err("forged");
+    assert_eq!(refused.code(), Code::Unauthenticated);
+
+    // Revoked: refused at once by the daemon that revoked it.
+    let revoked = admin
+        .access
+        .revoke_token(pb::RevokeTokenRequest { id: id.clone() })
+        .await
+        .expect("revoked")
+        .into_inner();
+    assert!(revoked.revoked_at_ms > 0);
+    let refused = as_operator
+        .access
+        .who_am_i(pb::WhoAmIRequest {})
+        .await
+        .expect_err("revoked");
+    assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
+    assert!(refused.message().contains("revoked"), "{refused:?}");
+
+    // Bad input changes nothing.
+    for (role, namespace, name) in [
+        ("root", "", ""),
+        ("viewer", "other", ""),
+        ("viewer", "", "a\nb"),
+    ] {
+        let refused = admin
+            .access
+            .create_token(pb::CreateTokenRequest {
+                role: role.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+                expires_in_ms: 0,
+            })
+            .await
+            .expect_err("bad input");
+        assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    }
+    let missing = admin
+        .access
+        .revoke_token(pb::RevokeTokenRequest {
+            id: ulid::Ulid::new().to_string(),
+        })
+        .await
+        .expect_err("no such token");
+    assert_eq!(missing.code(), Code::NotFound);
+    let tokens = admin
+        .access
+        .list_tokens(pb::ListTokensRequest {})
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(tokens.tokens.len(), 2);
+    // The list never holds a secret.
+    assert!(!format!("{tokens:?}").contains(&operator[operator.len() - 64..]));
+}
+
+/// Calls made by each of the test's callers, in turn.
+const CALLS: usize = 10_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_operator_calls_leave_ten_thousand_entries_that_outlive_a_kill() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (mut daemon, listen, bootstrap) = tcp_daemon(&root).await;
+    let mut admin = daemon.clients().await;
+    let mut agents = Vec::new();
+    for n in 0..4 {
+        agents.push(common::create(&mut admin, &format!("a{n}"), None).await);
+    }
+    let (operator_id, operator) = make_token(&mut admin, "operator", 0).await;
+    let (viewer_id, viewer) = make_token(&mut admin, "viewer", 0).await;
+    let setup = audit(&mut admin).await.len();
+    assert_eq!(setup, 6, "4 creates and 2 tokens");
+
+    let callers = [
+        (
+            format!("token:{operator_id}"),
+            common::tcp_clients(&listen, Some(&operator)).await,
+        ),
+        (
+            "token:bootstrap".to_owned(),
+            common::tcp_clients(&listen, Some(&bootstrap)).await,
+        ),
+        (
+            format!("token:{viewer_id}"),
+            common::tcp_clients(&listen, Some(&viewer)).await,
+        ),
+        ("uid:".to_owned(), daemon.clients().await),
+    ];
+    // 8 at once, each call one of: a message, a pause, a resume, a memory
+    // note, or a viewer's refused pause; with reads between that leave no
+    // entry.
+    let expected: Vec<(String, &'static str)> = (0..CALLS)
+        .map(|i| {
+            let (who, _) = &callers[i % callers.len()];
+            let action = match (i % callers.len(), i / callers.len() % 3) {
+                (2, _) => "AgentService/PauseAgent",
+                (_, 0) => "AgentService/SendMessage",
+                (_, 1) => "AgentService/PauseAgent",
+                _ => "AgentService/ResumeAgent",
+            };
+            (who.clone(), action)
+        })
+        .collect();
+    let work = futures::StreamExt::map(
+        futures::stream::iter(expected.iter().enumerate()),
+        |(i, (_, action))| {
+            let mut clients = callers[i % callers.len()].1.clone();
+            let agent_id = agents[i % agents.len()].clone();
+            async move {
+                let done = match *action {
+                    "AgentService/SendMessage" => clients
+                        .agents
+                        .send_message(pb::SendMessageRequest {
+                            agent_id: agent_id.clone(),
+                            text: format!("m{i}"),
+                            dedupe_key: String::new(),
+                        })
+                        .await
+                        .map(drop),
+                    "AgentService/PauseAgent" => clients
+                        .agents
+                        .pause_agent(pb::PauseAgentRequest {
+                            agent_id: agent_id.clone(),
+                        })
+                        .await
+                        .map(drop),
+                    _ => clients
+                        .agents
+                        .resume_agent(pb::ResumeAgentRequest {
+                            agent_id: agent_id.clone(),
+                        })
+                        .await
+                        .map(drop),
+                };
+                if let Err(status) = &done {
+                    assert!(
+                        matches!(
+                            status.code(),
+                            Code::PermissionDenied
+                                | Code::FailedPrecondition
+                                | Code::ResourceExhausted
+                        ),
+                        "call {i}: {status:?}"
+                    );
+                }
+                clients
+                    .agents
+                    .get_agent(pb::GetAgentRequest {
+                        agent: Some(pb::get_agent_request::Agent::AgentId(agent_id)),
+                    })
+                    .await
+                    .expect("a read between");
+            }
+        },
+    );
+    let work =
+        futures::StreamExt::collect::<Vec<()>>(futures::StreamExt::buffer_unordered(work, 8));
+    tokio::time::timeout(Duration::from_secs(600), work)
+        .await
+        .expect("calls done in time");
+
+    let trail = audit(&mut admin).await;
+    let made = &trail[setup..];
+    assert_eq!(made.len(), CALLS, "one entry per call, reads none");
+    let mut by_caller: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for entry in made {
+        let who = if entry.caller.starts_with("uid:") {
+            "uid:".to_owned()
+        } else {
+            entry.caller.clone()
+        };
+        assert!(!entry.from.is_empty(), "{entry:?}");
+        *by_caller
+            .entry(who)
+            .or_default()
+            .entry(entry.action.clone())
+            .or_default() += 1;
+    }
+    let mut wanted: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
+    for (who, action) in &expected {
+        *wanted
+            .entry(who.clone())
+            .or_default()
+            .entry((*action).to_owned())
+            .or_default() += 1;
+    }
+    assert_eq!(by_caller, wanted);
+    let viewer_entries = made
+        .iter()
+        .filter(|e| e.caller == format!("token:{viewer_id}"));
+    assert!(viewer_entries
+        .into_iter()
+        .all(|e| e.outcome == "PERMISSION_DENIED"));
+    // No message's text reached the trail.
+    assert!(!made
+        .iter()
+        .any(|e| e.target.contains("m1") || e.detail.contains("m1")));
+
+    // Acknowledged, so kept: a kill -9 loses none.
+    daemon.kill9();
+    let daemon = Daemon::start_with(
+        &daemon.data_dir.clone(),
+        &["--listen", &common::free_addr()],
+    )
+    .await;
+    let mut admin = daemon.clients().await;
+    assert_eq!(audit(&mut admin).await.len(), setup + CALLS);
+
+    // The filters: by caller, by action, newest first.
+    let page = admin
+        .access
+        .list_audit(pb::ListAuditRequest {
+            caller: format!("token:{viewer_id}"),
+            newest_first: true,
+            page_size: 10,
+            ..Default::default()
+        })
+        .await
+        .expect("filtered")
+        .into_inner();
+    assert_eq!(page.entries.len(), 10);
+    assert!(page.entries.windows(2).all(|w| w[0].id > w[1].id));
+    assert!(page
+        .entries
+        .iter()
+        .all(|e| e.caller == format!("token:{viewer_id}")));
+}
