@@ -323,7 +323,7 @@ async fn connection(
             // The timeout bounds the time to the answer's head: a console
             // event stream goes on after it, bounded apart.
             let answer = if Console::owns(request.uri().path()) {
-                tokio::time::timeout(timeout, shared.console.handle(request))
+                tokio::time::timeout(timeout, shared.console.handle(request, peer))
                     .await
                     .unwrap_or_else(|_| webhook::timed_out().map(BodyExt::boxed_unsync))
             } else {

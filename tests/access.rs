@@ -6,9 +6,13 @@
 //! - an operator may write but not manage tokens; a revoked or expired
 //!   token is refused; the bootstrap token and the Unix socket are admins;
 //! - 10,000 mixed operator calls leave exactly 10,000 audit entries, each
-//!   naming its caller, and they survive `kill -9`.
+//!   naming its caller, and they survive `kill -9`;
+//! - the console takes the same tokens: a viewer's reads contents and is
+//!   refused every write route, an operator's writes, recorded.
 
 mod common;
+#[path = "console/support.rs"]
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -674,4 +678,92 @@ async fn ten_thousand_operator_calls_leave_ten_thousand_entries_that_outlive_a_k
         .entries
         .iter()
         .all(|e| e.caller == format!("token:{viewer_id}")));
+}
+
+/// Every write route of the console, for the agent `agent` and the task
+/// `task`, with a body it would take.
+fn console_writes(agent: &str, task: &str) -> Vec<(String, &'static str)> {
+    let mut writes = vec![
+        (format!("/api/agents/{agent}/messages"), r#"{"text":"hi"}"#),
+        (format!("/api/tasks/{task}/input"), r#"{"text":"hi"}"#),
+    ];
+    for action in ["pause", "resume", "abort", "archive"] {
+        writes.push((format!("/api/agents/{agent}/{action}"), "{}"));
+    }
+    writes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_takes_scoped_tokens_by_role_and_records_its_writes() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let addr = common::free_addr();
+    let daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &addr]).await;
+    let mut admin = daemon.clients().await;
+    let agent_id = common::create(&mut admin, "lead", Some("hello")).await;
+    common::handled(&admin, &agent_id, 1).await;
+    let (viewer_id, viewer) = make_token(&mut admin, "viewer", 0).await;
+    let (operator_id, operator) = make_token(&mut admin, "operator", 0).await;
+
+    let session = support::http(&addr, "GET", "/api/session", Some(&viewer)).await;
+    assert_eq!(session.json()["role"], "viewer", "{}", session.body);
+    assert_eq!(session.json()["writes"], false);
+    // A viewer reads contents.
+    for path in [
+        format!("/api/agents/{agent_id}"),
+        format!("/api/agents/{agent_id}/messages"),
+        "/api/tree".to_owned(),
+    ] {
+        let read = support::http(&addr, "GET", &path, Some(&viewer)).await;
+        assert_eq!(read.status, 200, "{path}: {}", read.body);
+    }
+    let before = snapshot(&mut admin, &agent_id).await;
+    let audited_before = audit(&mut admin).await.len();
+    let writes = console_writes(&agent_id, &ulid::Ulid::new().to_string());
+    for (path, body) in &writes {
+        let refused = support::post(&addr, path, Some(&viewer), "application/json", *body).await;
+        assert_eq!(refused.status, 403, "{path}: {}", refused.body);
+        assert!(refused.body.contains("operator"), "{}", refused.body);
+    }
+    // A made-up token is refused outright, like a wrong one.
+    let forged = format!("{}{}", &operator[..operator.len() - 4], "0000");
+    let refused = support::http(&addr, "GET", "/api/tree", Some(&forged)).await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(snapshot(&mut admin, &agent_id).await, before);
+    let trail = audit(&mut admin).await;
+    let refusals = &trail[audited_before..];
+    assert_eq!(refusals.len(), writes.len(), "{refusals:#?}");
+    assert!(refusals
+        .iter()
+        .all(|e| e.caller == format!("token:{viewer_id}")
+            && e.outcome == "PERMISSION_DENIED"
+            && e.action.ends_with("(console)")
+            && e.from.starts_with("127.0.0.1:")));
+
+    // An operator's pause acts, and is recorded as the call it makes.
+    let paused = support::post(
+        &addr,
+        &format!("/api/agents/{agent_id}/pause"),
+        Some(&operator),
+        "application/json",
+        "{}",
+    )
+    .await;
+    assert_eq!(paused.status, 200, "{}", paused.body);
+    let state = common::get_agent(&mut admin, &agent_id).await.state;
+    assert_eq!(state, pb::LifecycleState::Paused as i32);
+    let last = audit(&mut admin).await.pop().expect("an entry");
+    assert_eq!(
+        (
+            last.caller.as_str(),
+            last.action.as_str(),
+            last.target.as_str(),
+            last.outcome.as_str()
+        ),
+        (
+            &*format!("token:{operator_id}"),
+            "AgentService/PauseAgent (console)",
+            &*agent_id,
+            "OK"
+        )
+    );
 }

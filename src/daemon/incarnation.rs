@@ -171,6 +171,7 @@ pub(super) async fn serve(
                 runtime.clone(),
                 reads(&store),
                 token,
+                (tokens.clone(), audit.clone()),
                 stop_rx.clone(),
             )
             .public_read(public_read)

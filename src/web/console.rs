@@ -23,6 +23,7 @@
 //! from the operator, and only up to [`inputs::MAX_BODY`].
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http_body_util::combinators::UnsyncBoxBody;
@@ -36,6 +37,9 @@ use tokio::sync::{watch, Semaphore};
 use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::Runtime;
 
+use crate::access::audit::Audit;
+use crate::access::tokens::Tokens;
+use crate::access::{Caller as AccessCaller, Credential, Role};
 use crate::api::agent_service::AgentApi;
 use crate::api::plane_service::PlaneApi;
 use crate::api::read_model::ReadModel;
@@ -85,6 +89,10 @@ pub struct Console {
     runtime: Arc<Runtime>,
     store: Arc<dyn ReadModel>,
     token: Token,
+    /// Scoped tokens (`holarchy token create`), and the trail the
+    /// console's writes are recorded in.
+    tokens: Arc<Tokens>,
+    audit: Arc<Audit>,
     streams: Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
     /// Reads of structure need no token (`serve --console-public-read`).
@@ -92,12 +100,22 @@ pub struct Console {
     hosts: AllowedHosts,
 }
 
-/// Who asks: a request with the right token is the operator's; one with
-/// none is anyone's (one with a wrong token is refused before this).
+/// Who asks, as far as the routes care: a request with no token is
+/// anyone's; one with a viewer's token reads contents; one with an
+/// operator's or admin's also writes (one with a wrong token is refused
+/// before this).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Caller {
     Anonymous,
+    Viewer,
     Operator,
+}
+
+impl Caller {
+    /// Whether the caller gave a token: it sees agents' contents.
+    fn signed_in(self) -> bool {
+        self != Caller::Anonymous
+    }
 }
 
 impl Console {
@@ -105,8 +123,10 @@ impl Console {
         runtime: Arc<Runtime>,
         store: Arc<dyn ReadModel>,
         token: Token,
+        access: (Arc<Tokens>, Arc<Audit>),
         shutdown: watch::Receiver<bool>,
     ) -> Self {
+        let (tokens, audit) = access;
         Self {
             agents: AgentApi::new(runtime.clone(), store.clone(), shutdown.clone()),
             tasks: TaskApi::new(runtime.clone(), shutdown.clone()),
@@ -125,6 +145,8 @@ impl Console {
             runtime,
             store,
             token,
+            tokens,
+            audit,
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
             shutdown,
             public_read: false,
@@ -157,7 +179,7 @@ impl Console {
     /// (every failure is an HTTP status). The body is read only by the
     /// routes that take one, after the caller was found to be the
     /// operator.
-    pub async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+    pub async fn handle(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         if !self.hosts.admits(request.headers().get(HOST)) {
             return error(
                 StatusCode::MISDIRECTED_REQUEST,
@@ -178,10 +200,17 @@ impl Console {
         if !path.starts_with("/api") {
             return assets::answer(request.method(), path);
         }
-        let caller = match request.headers().get(AUTHORIZATION) {
+        let who = match request.headers().get(AUTHORIZATION) {
+            None => None,
+            Some(given) => match self.identify(given.as_bytes(), peer).await {
+                Some(who) => Some(who),
+                None => return error(StatusCode::UNAUTHORIZED, "wrong, revoked or expired token"),
+            },
+        };
+        let caller = match &who {
             None => Caller::Anonymous,
-            Some(given) if self.token.admits(Some(given.as_bytes())) => Caller::Operator,
-            Some(_) => return error(StatusCode::UNAUTHORIZED, "wrong token"),
+            Some(who) if who.may(Role::Operator) => Caller::Operator,
+            Some(_) => Caller::Viewer,
         };
         if !self.public_read && caller == Caller::Anonymous && path != "/api/session" {
             return error(
@@ -199,6 +228,7 @@ impl Console {
             path: parts.uri.path(),
             query: &query,
             caller,
+            who: who.as_ref(),
             headers: &parts.headers,
             body,
         };
@@ -207,6 +237,42 @@ impl Console {
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         assets::harden(headers);
         answer
+    }
+}
+
+impl Console {
+    /// The caller an `Authorization` header names: the bootstrap token
+    /// (an admin) or a scoped token; `None` for anything else.
+    async fn identify(&self, authorization: &[u8], peer: SocketAddr) -> Option<AccessCaller> {
+        let from = peer.to_string();
+        if self.token.admits(Some(authorization)) {
+            return Some(AccessCaller {
+                credential: Credential::Bootstrap,
+                role: Role::Admin,
+                certificate: None,
+                from,
+            });
+        }
+        let bearer = authorization.strip_prefix(b"Bearer ")?.to_vec();
+        crate::access::tokens::parse(&bearer)?;
+        let tokens = self.tokens.clone();
+        let checked = tokio::task::spawn_blocking(move || {
+            tokens.check(&bearer, crate::access::audit::now_ms())
+        })
+        .await;
+        match checked {
+            Ok(Ok(Some((id, role)))) => Some(AccessCaller {
+                credential: Credential::Token(id),
+                role,
+                certificate: None,
+                from,
+            }),
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "cannot check a console token");
+                None
+            }
+            _ => None,
+        }
     }
 }
 
@@ -282,6 +348,22 @@ impl Refusal {
 
     fn answer(&self) -> Response<Body> {
         error(self.status, &self.why)
+    }
+
+    /// The gRPC code's name this refusal stands for, as the audit trail
+    /// writes outcomes.
+    fn code_name(&self) -> &'static str {
+        match self.status {
+            StatusCode::BAD_REQUEST | StatusCode::METHOD_NOT_ALLOWED => "INVALID_ARGUMENT",
+            StatusCode::UNAUTHORIZED => "UNAUTHENTICATED",
+            StatusCode::FORBIDDEN => "PERMISSION_DENIED",
+            StatusCode::NOT_FOUND => "NOT_FOUND",
+            StatusCode::CONFLICT => "FAILED_PRECONDITION",
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::PAYLOAD_TOO_LARGE => "RESOURCE_EXHAUSTED",
+            StatusCode::SERVICE_UNAVAILABLE => "UNAVAILABLE",
+            StatusCode::GATEWAY_TIMEOUT => "DEADLINE_EXCEEDED",
+            _ => "INTERNAL",
+        }
     }
 }
 

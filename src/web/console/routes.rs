@@ -1,7 +1,7 @@
 //! The console's JSON routes, each one gRPC call (or a bounded few) made
 //! in process:
 //!
-//! | route | call | token |
+//! | route | call | token (role) |
 //! |---|---|---|
 //! | `GET /api/session` | whether the token given is right | - |
 //! | `GET /api/tree?agent=&page=&limit=` | `GetTree`, one level (`max_depth`; the roots paged by id) | no (contents with) |
@@ -15,14 +15,16 @@
 //! | `GET /api/agents/ID/work` | `ListWorkItems` | yes |
 //! | `GET /api/agents/ID/workspaces` | `ListWorkspaces` | yes |
 //! | `GET /api/agents/ID/events?after=` | `WatchEvents`, followed, as server-sent events | yes |
-//! | `POST /api/agents/ID/{pause,resume,abort,archive}` | `PauseAgent`, ... | yes |
+//! | `POST /api/agents/ID/{pause,resume,abort,archive}` | `PauseAgent`, ... | yes (operator) |
 //! | `GET /api/overview?after=` | `GetActivity`, live counts by state, failures from `WatchEvents` | no (failures with) |
-//! | `POST /api/agents/ID/messages` `{"text", "dedupe_key"}` | `SendMessage` | yes |
-//! | `POST /api/tasks/ID/input` `{"text"}` | `SendTaskInput` | yes |
+//! | `POST /api/agents/ID/messages` `{"text", "dedupe_key"}` | `SendMessage` | yes (operator) |
+//! | `POST /api/tasks/ID/input` `{"text"}` | `SendTaskInput` | yes (operator) |
 //!
 //! A "no" holds only with `serve --console-public-read`: without it, the
 //! console refuses every route but `/api/session` to a caller without the
-//! token before it gets here.
+//! token before it gets here. "yes" takes any token, a viewer's too; a
+//! write takes an operator's or an admin's, and is recorded in the audit
+//! trail (`holarchy audit`) as the gRPC call it makes, marked `(console)`.
 
 use std::collections::HashMap;
 
@@ -67,6 +69,8 @@ pub struct Call<'a> {
     pub path: &'a str,
     pub query: &'a Query,
     pub caller: Caller,
+    /// Who gave the token, for the audit trail; `None` without one.
+    pub who: Option<&'a crate::access::Caller>,
     pub headers: &'a HeaderMap,
     /// Unread: only a write of the operator's reads it, bounded.
     pub body: Incoming,
@@ -78,14 +82,20 @@ pub async fn answer(console: &Console, call: Call<'_>) -> Answer {
         path,
         query,
         caller,
+        who,
         headers,
         body,
     } = call;
     let parts: Vec<&str> = path.trim_end_matches('/').split('/').skip(2).collect();
+    let audited = audited(method, &parts);
     let outcome = match parts.as_slice() {
         ["session"] => read(
             method,
-            Ok(json!({ "operator": caller == Caller::Operator })),
+            Ok(json!({
+                "operator": caller.signed_in(),
+                "writes": caller == Caller::Operator,
+                "role": who.map(|w| w.role.as_str()),
+            })),
         ),
         ["tree"] => match check_read(method) {
             Ok(()) => tree(console, query, caller).await,
@@ -145,6 +155,9 @@ pub async fn answer(console: &Console, call: Call<'_>) -> Answer {
         },
         _ => Err(Refusal::new(StatusCode::NOT_FOUND, "no such route")),
     };
+    if let (Some((action, target)), Some(who)) = (audited, who) {
+        record(console, who, action, target, &outcome).await;
+    }
     match outcome {
         Ok(body) => json_answer(StatusCode::OK, &body),
         Err(refusal) => refusal.answer(),
@@ -166,23 +179,79 @@ fn check_read(method: &Method) -> Result<(), Refusal> {
 
 fn operator_read(method: &Method, caller: Caller) -> Result<(), Refusal> {
     check_read(method)?;
-    operator(caller)
+    signed_in(caller)
 }
 
 fn operator_write(method: &Method, caller: Caller) -> Result<(), Refusal> {
     if method != Method::POST {
         return Err(Refusal::new(StatusCode::METHOD_NOT_ALLOWED, "use POST"));
     }
-    operator(caller)
+    signed_in(caller)?;
+    if caller != Caller::Operator {
+        return Err(Refusal::new(
+            StatusCode::FORBIDDEN,
+            "a viewer's token reads only: this needs an operator's (holarchy token create --role operator)",
+        ));
+    }
+    Ok(())
 }
 
-fn operator(caller: Caller) -> Result<(), Refusal> {
-    match caller {
-        Caller::Operator => Ok(()),
-        Caller::Anonymous => Err(Refusal::new(
+fn signed_in(caller: Caller) -> Result<(), Refusal> {
+    if caller.signed_in() {
+        Ok(())
+    } else {
+        Err(Refusal::new(
             StatusCode::UNAUTHORIZED,
-            "log in with the daemon's token to see this",
-        )),
+            "log in with a token to see this",
+        ))
+    }
+}
+
+/// The gRPC call a write route makes, and what it names, for the audit
+/// trail; `None` for a read.
+fn audited(method: &Method, parts: &[&str]) -> Option<(&'static str, String)> {
+    if method == Method::GET || method == Method::HEAD {
+        return None;
+    }
+    let action = match parts {
+        ["agents", _, "messages"] => "AgentService/SendMessage (console)",
+        ["tasks", _, "input"] => "TaskService/SendTaskInput (console)",
+        ["agents", _, "pause"] => "AgentService/PauseAgent (console)",
+        ["agents", _, "resume"] => "AgentService/ResumeAgent (console)",
+        ["agents", _, "abort"] => "AgentService/AbortRun (console)",
+        ["agents", _, "archive"] => "AgentService/ArchiveAgent (console)",
+        _ => return None,
+    };
+    let target: String = parts[1]
+        .chars()
+        .take(crate::access::target::MAX_TARGET)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    Some((action, target))
+}
+
+/// Records a console write in the audit trail before it is answered.
+async fn record(
+    console: &Console,
+    who: &crate::access::Caller,
+    action: &str,
+    target: String,
+    outcome: &Outcome,
+) {
+    let (code, detail) = match outcome {
+        Ok(_) => ("OK", String::new()),
+        Err(refusal) => (refusal.code_name(), refusal.why.clone()),
+    };
+    let call = crate::access::audit::Call {
+        caller: who,
+        action,
+        target,
+        outcome: code,
+        detail: &detail,
+        namespace: crate::daemon::gate::DEFAULT_NAMESPACE,
+    };
+    if let Err(err) = console.audit.record(call).await {
+        tracing::error!(error = %err, action, "cannot record a console write in the audit trail");
     }
 }
 
@@ -225,7 +294,7 @@ async fn tree(console: &Console, query: &Query, caller: Caller) -> Outcome {
             }))
             .await,
     )?;
-    let full = caller == Caller::Operator;
+    let full = caller.signed_in();
     let mut root = Value::Null;
     let mut nodes = Vec::with_capacity(page.nodes.len());
     for node in &page.nodes {
@@ -323,7 +392,7 @@ async fn agent(console: &Console, id: &str, caller: Caller) -> Outcome {
             }))
             .await,
     )?;
-    let mut view = views::agent(&result, caller == Caller::Operator);
+    let mut view = views::agent(&result, caller.signed_in());
     // Who owns it and who made it, by name: ids alone send the reader to
     // another page to learn what they are.
     if let Some(summary) = &result.agent {
