@@ -117,7 +117,7 @@ async fn the_console_api_shows_structure_to_anyone_and_contents_to_the_operator(
     assert_eq!(wrong.status, 401);
     assert_eq!(
         http(&addr, "GET", "/api/session", op).await.json(),
-        json!({ "operator": true })
+        json!({ "operator": true, "writes": true, "role": "admin" })
     );
     let messages = http(&addr, "GET", &format!("/api/agents/{lead}/messages"), op)
         .await

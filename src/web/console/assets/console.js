@@ -94,15 +94,20 @@ function tooLong(text) {
 
 // --- session ----------------------------------------------------------
 
+// Whether the token given may write (an operator's or an admin's, not a
+// viewer's): the controls and the send form are open only then.
+let mayWrite = false;
+
 async function refreshSession() {
   const { status, body } = await api("/api/session");
   const operator = status === 200 && body.operator;
+  mayWrite = operator && body.writes !== false;
   if (status === 401) {
     sessionStorage.removeItem(TOKEN_KEY);
     notice("That token is not the daemon's: still read-only.", true);
   }
   const who = document.getElementById("who");
-  who.textContent = operator ? "operator" : "read-only";
+  who.textContent = operator ? (body.role || "operator") : "read-only";
   who.className = operator ? "who operator" : "who";
   document.getElementById("login-form").hidden = operator;
   document.getElementById("logout").hidden = !operator;
@@ -318,10 +323,11 @@ async function control(id, action, name) {
 function controls(agent, operator) {
   const isPublic = agent.visibility === "public";
   const live = agent.state !== "archived";
-  const why = !operator ? "log in to act" : !isPublic ? "private: reach it through its parent's task" : "";
+  const why = !operator ? "log in to act" : !mayWrite ? "a viewer's token reads only"
+    : !isPublic ? "private: reach it through its parent's task" : "";
   const button = (action, label, enabled, cls) => el("button", {
     type: "button", id: "action-" + action, class: cls || "",
-    disabled: !(operator && isPublic && live && enabled), title: why,
+    disabled: !(operator && mayWrite && isPublic && live && enabled), title: why,
     onclick: () => control(agent.agent_id, action, agent.name || agent.agent_id),
   }, label);
   return el("div", { class: "controls" },
@@ -369,6 +375,7 @@ function tasksTable(body) {
 // input`), or a line on a command's stdin.
 function taskInputForm(task) {
   const text = el("textarea", { class: "task-input-text", rows: "2", "aria-label": "input for task " + task.task_id,
+    disabled: !mayWrite, title: mayWrite ? "" : "a viewer's token reads only",
     placeholder: task.kind === "command" ? "a line for its stdin" : "a message for the child" });
   const result = el("span", { class: "muted task-input-result" });
   const send = async (event) => {
@@ -381,15 +388,15 @@ function taskInputForm(task) {
     if (status === 200) text.value = "";
   };
   return el("form", { class: "task-input", onsubmit: send }, text,
-    el("button", { type: "submit", class: "task-input-send" }, "Send input"), result);
+    el("button", { type: "submit", class: "task-input-send", disabled: !mayWrite }, "Send input"), result);
 }
 
 // A message for a public agent, as `holarchy agent send`: on disk when
 // the daemon answers; a dedupe key makes a retry the same message.
 function sendForm(agent, operator) {
   const isPublic = agent.visibility === "public";
-  const open = operator && isPublic && agent.state !== "archived";
-  const why = !operator ? "log in to send" : !isPublic ? "private: send input to its parent's task instead"
+  const open = operator && mayWrite && isPublic && agent.state !== "archived";
+  const why = !operator ? "log in to send" : !mayWrite ? "a viewer's token reads only" : !isPublic ? "private: send input to its parent's task instead"
     : !open ? "archived" : "";
   const text = el("textarea", { id: "send-text", rows: "3", disabled: !open, "aria-label": "message",
     placeholder: "a message, or a scripted turn as JSON" });
