@@ -767,3 +767,120 @@ async fn the_console_takes_scoped_tokens_by_role_and_records_its_writes() {
         )
     );
 }
+
+/// Runs the CLI against the daemon's socket; its stdout, required to
+/// succeed, or its stderr when `fails`.
+async fn cli(daemon: &Daemon, args: &[&str], fails: bool) -> String {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_holarchy"));
+    command
+        .arg("--data-dir")
+        .arg(&daemon.data_dir)
+        .args(args)
+        .env_remove("HOLARCHY_TOKEN")
+        .env_remove("HOLARCHY_ADDR")
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("the CLI finishes")
+        .expect("the CLI runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert_eq!(
+        !out.status.success(),
+        fails,
+        "{args:?}:\n{stdout}\n{stderr}"
+    );
+    if fails {
+        stderr
+    } else {
+        stdout
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_makes_lists_and_revokes_tokens_and_prints_the_trail() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let listen = common::free_addr();
+    let daemon = Daemon::start_with(&data_dir(&root), &["--listen", &listen]).await;
+    let made = cli(
+        &daemon,
+        &[
+            "token",
+            "create",
+            "--role",
+            "viewer",
+            "--name",
+            "dashboards",
+            "--expires",
+            "30d",
+        ],
+        false,
+    )
+    .await;
+    let secret = made
+        .lines()
+        .find(|line| line.starts_with("hlt1_"))
+        .unwrap_or_else(|| panic!("the token in:\n{made}"))
+        .to_owned();
+    assert!(made.contains("shown once"), "{made}");
+    let listed = cli(&daemon, &["token", "list"], false).await;
+    assert!(
+        listed.contains("dashboards") && listed.contains("viewer"),
+        "{listed}"
+    );
+    assert!(!listed.contains(&secret), "{listed}");
+    let id = secret.split('_').nth(1).expect("an id").to_owned();
+
+    // The token works over TCP and is a viewer's there.
+    let url = format!("http://{listen}");
+    let who = tokio::process::Command::new(env!("CARGO_BIN_EXE_holarchy"))
+        .args(["--addr", &url, "token", "whoami"])
+        .env("HOLARCHY_TOKEN", &secret)
+        .output()
+        .await
+        .expect("runs");
+    let who = String::from_utf8_lossy(&who.stdout).into_owned();
+    assert!(
+        who.contains(&format!("token:{id}")) && who.contains("viewer"),
+        "{who}"
+    );
+    let refused = tokio::process::Command::new(env!("CARGO_BIN_EXE_holarchy"))
+        .args(["--addr", &url, "agent", "create", "nope"])
+        .env("HOLARCHY_TOKEN", &secret)
+        .output()
+        .await
+        .expect("runs");
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(
+        said.contains("needs the operator role"),
+        "the reason is shown: {said}"
+    );
+
+    let revoked = cli(&daemon, &["token", "revoke", &id], false).await;
+    assert!(revoked.contains("revoked"), "{revoked}");
+    let bad = cli(&daemon, &["token", "create", "--role", "root"], true).await;
+    assert!(bad.contains("viewer, operator, admin"), "{bad}");
+
+    let trail = cli(&daemon, &["audit"], false).await;
+    assert!(
+        trail.contains("AccessService/CreateToken") && trail.contains("AccessService/RevokeToken"),
+        "{trail}"
+    );
+    assert!(trail.contains("PERMISSION_DENIED"), "{trail}");
+    let only_viewer = cli(
+        &daemon,
+        &["audit", "--caller", &format!("token:{id}"), "--json"],
+        false,
+    )
+    .await;
+    let entries: Vec<serde_json::Value> = only_viewer
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("json"))
+        .collect();
+    assert_eq!(entries.len(), 1, "{only_viewer}");
+    assert_eq!(entries[0]["action"], "AgentService/CreateAgent");
+    assert_eq!(entries[0]["target"], "nope");
+}

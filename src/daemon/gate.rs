@@ -107,25 +107,17 @@ where
         conn.authenticate();
     }
     let action = policy::method(&path).unwrap_or("unknown method");
-    if !caller.may(needs.role) {
-        let status = refusal(&caller, action, needs);
-        if needs.audited {
-            let target = String::new();
-            record(&keys, &caller, action, target, &status).await;
-        }
-        return Ok(status.into_http());
-    }
-    request.extensions_mut().insert(caller.clone());
     if !needs.audited {
+        if !caller.may(needs.role) {
+            return Ok(refusal(&caller, action, needs).into_http());
+        }
+        request.extensions_mut().insert(caller);
         return inner.call(request).await;
     }
     // A write is one unary message: read whole (bounded as tonic bounds
-    // it), its target taken, and handed on unchanged.
-    let (parts, body) = request.into_parts();
-    let bytes = match Limited::new(body, MAX_GRPC_MESSAGE_BYTES + 5)
-        .collect()
-        .await
-    {
+    // it) for its target, refused or not, and handed on unchanged.
+    let (mut parts, body) = request.into_parts();
+    let bytes = match Limited::new(body, MAX_GRPC_MESSAGE_BYTES + 5).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => {
             let status = Status::resource_exhausted(format!(
@@ -136,6 +128,12 @@ where
         }
     };
     let target = target::of(action, &bytes);
+    if !caller.may(needs.role) {
+        let status = refusal(&caller, action, needs);
+        record(&keys, &caller, action, target, &status).await;
+        return Ok(status.into_http());
+    }
+    parts.extensions.insert(caller.clone());
     let request = http::Request::from_parts(parts, Body::new(Full::new(bytes)));
     let response = inner.call(request).await?;
     let status = outcome(&response);
