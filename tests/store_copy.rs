@@ -142,6 +142,16 @@ async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_po
     let before_tree = tree(&mut c).await;
     let before_log = log(&mut c).await;
     let before_messages = messages(&mut c, &agent).await;
+    // Tokens and the audit trail move too: a copy locks nobody out.
+    c.access
+        .create_token(pb::CreateTokenRequest {
+            role: "viewer".into(),
+            name: "copied".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("a token");
+    let before_access = access(&mut c).await;
     daemon.terminate(Duration::from_secs(20)).await;
     assert!(
         before_tree.iter().any(|(kind, _, _)| kind == "task"),
@@ -175,6 +185,7 @@ async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_po
     );
     assert_eq!(messages(&mut c, &agent).await, before_messages);
     assert_eq!(notes_matching(&c, &agent, "otters").await, 1);
+    assert_eq!(access(&mut c).await, before_access);
 
     // And it goes on from there: a new turn's events follow the copied
     // ones' cursors.
@@ -187,6 +198,29 @@ async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_po
         "new events after cursor {last_copied}"
     );
     daemon.terminate(Duration::from_secs(20)).await;
+}
+
+/// The tokens and the audit trail's entries.
+async fn access(c: &mut Clients) -> (Vec<pb::TokenInfo>, Vec<pb::AuditEntry>) {
+    let tokens = c
+        .access
+        .list_tokens(pb::ListTokensRequest {})
+        .await
+        .expect("tokens")
+        .into_inner()
+        .tokens;
+    let entries = c
+        .access
+        .list_audit(pb::ListAuditRequest {
+            page_size: 1000,
+            ..Default::default()
+        })
+        .await
+        .expect("the trail")
+        .into_inner()
+        .entries;
+    assert!(!tokens.is_empty() && !entries.is_empty());
+    (tokens, entries)
 }
 
 /// Cuts the stored record of `message` in half; hands back its bytes.

@@ -117,7 +117,10 @@ where
     // A write is one unary message: read whole (bounded as tonic bounds
     // it) for its target, refused or not, and handed on unchanged.
     let (mut parts, body) = request.into_parts();
-    let bytes = match Limited::new(body, MAX_GRPC_MESSAGE_BYTES + 5).collect().await {
+    let bytes = match Limited::new(body, MAX_GRPC_MESSAGE_BYTES + 5)
+        .collect()
+        .await
+    {
         Ok(collected) => collected.to_bytes(),
         Err(_) => {
             let status = Status::resource_exhausted(format!(

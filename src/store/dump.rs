@@ -46,10 +46,12 @@ pub enum Table {
     Notes,
     NoteCounts,
     NoteTrees,
+    Tokens,
+    Audit,
 }
 
 impl Table {
-    pub const ALL: [Table; 22] = [
+    pub const ALL: [Table; 24] = [
         Table::Agents,
         Table::Names,
         Table::Messages,
@@ -72,6 +74,8 @@ impl Table {
         Table::Notes,
         Table::NoteCounts,
         Table::NoteTrees,
+        Table::Tokens,
+        Table::Audit,
     ];
 
     /// What an operator reads in a copy's report.
@@ -99,6 +103,8 @@ impl Table {
             Table::Notes => "memory notes",
             Table::NoteCounts => "note counts",
             Table::NoteTrees => "note tree counts",
+            Table::Tokens => "scoped tokens",
+            Table::Audit => "audit entries",
         }
     }
 }
@@ -163,6 +169,8 @@ pub enum Record {
         tree: AgentId,
         notes: u64,
     },
+    Token(Box<crate::access::TokenRecord>),
+    Audit(Box<crate::access::AuditEntry>),
 }
 
 impl Record {
@@ -190,6 +198,8 @@ impl Record {
             Record::Note(_) => Table::Notes,
             Record::NoteCount { .. } => Table::NoteCounts,
             Record::NoteTree { .. } => Table::NoteTrees,
+            Record::Token(_) => Table::Tokens,
+            Record::Audit(_) => Table::Audit,
         }
     }
 }

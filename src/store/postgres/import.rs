@@ -97,6 +97,8 @@ fn layout(table: Table) -> (&'static str, &'static str, &'static [Type]) {
             &[BYTEA, BYTEA, INT8],
         ),
         Table::NoteTrees => ("note_trees", "tree, notes", &[BYTEA, INT8]),
+        Table::Tokens => ("tokens", "id, value", &[TEXT, BYTEA]),
+        Table::Audit => ("audit", "id, value", &[BYTEA, BYTEA]),
     }
 }
 
@@ -223,6 +225,11 @@ fn row(record: Record) -> Result<Vec<Param>, StoreError> {
             Box::new(bigint(notes)),
         ],
         Record::NoteTree { tree, notes } => vec![id(tree.to_bytes()), Box::new(bigint(notes))],
+        Record::Token(token) => vec![
+            Box::new(token.id.clone()),
+            Box::new(encode("tokens", token.as_ref())?),
+        ],
+        Record::Audit(entry) => vec![id(entry.id), Box::new(encode("audit", entry.as_ref())?)],
     })
 }
 

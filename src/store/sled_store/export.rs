@@ -230,6 +230,12 @@ impl SledStore {
                 tree: AgentId::from_bytes(id16("memory_tree_counts", k)?),
                 notes,
             })
+        })?;
+        each(&self.tokens, super::TOKENS, sink, |_, v| {
+            Ok(Record::Token(Box::new(decode(super::TOKENS, v)?)))
+        })?;
+        each(&self.audit, super::AUDIT, sink, |_, v| {
+            Ok(Record::Audit(Box::new(decode(super::AUDIT, v)?)))
         })
     }
 }
