@@ -5,6 +5,7 @@
 //! Shutdown order: stop accepting gRPC (open watches end), stop the actors
 //! top-down, then flush and close the store.
 
+mod certificate;
 mod disk;
 pub mod gate;
 mod incarnation;

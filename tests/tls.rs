@@ -275,6 +275,21 @@ async fn a_client_ca_shuts_out_clients_without_its_certificate() {
         status_over(&target(&url, Some(&ca_path), Some(&identity))).await,
         Ok(daemon.pid())
     );
+    // The certificate names the caller beside its token, in whoami and in
+    // the audit trail.
+    let mut clients = client::connect(&target(&url, Some(&ca_path), Some(&identity)))
+        .await
+        .expect("connects");
+    let me = clients
+        .access
+        .who_am_i(holarchy::api::pb::WhoAmIRequest {})
+        .await
+        .expect("whoami")
+        .into_inner();
+    assert_eq!(
+        (me.caller.as_str(), me.certificate.as_str()),
+        ("token:bootstrap", "CN=operator-laptop")
+    );
     assert!(
         status_over(&target(&url, Some(&ca_path), None))
             .await

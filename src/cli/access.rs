@@ -227,8 +227,13 @@ pub(super) async fn token_command(
                     "certificate": me.certificate,
                 }));
             } else {
+                let certificate = if me.certificate.is_empty() {
+                    String::new()
+                } else {
+                    format!(", certificate {}", one_line(&me.certificate))
+                };
                 emit(format!(
-                    "{} ({}, namespace {})",
+                    "{} ({}, namespace {}{certificate})",
                     me.caller, me.role, me.namespace
                 ));
             }

@@ -166,6 +166,7 @@ async fn identify(
         Some(Peer::Tcp(addr)) => addr.to_string(),
         _ => "unknown".into(),
     };
+    let certificate = conn.and_then(Conn::certificate).map(str::to_owned);
     let bearer = authorization
         .as_deref()
         .and_then(|value| value.strip_prefix(b"Bearer "));
@@ -180,7 +181,7 @@ async fn identify(
             return Ok(Caller {
                 credential: Credential::Bootstrap,
                 role: Role::Admin,
-                certificate: None,
+                certificate,
                 from,
             });
         }
@@ -195,7 +196,7 @@ async fn identify(
         Ok(Ok(Some((id, role)))) => Ok(Caller {
             credential: Credential::Token(id),
             role,
-            certificate: None,
+            certificate,
             from,
         }),
         Ok(Ok(None)) => Err(Status::unauthenticated(

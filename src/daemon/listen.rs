@@ -107,6 +107,8 @@ struct ConnState {
     /// Milliseconds after `opened` at which the last stream ended (or 0).
     last_stream_end_ms: AtomicU64,
     peer: Peer,
+    /// The subject of the client certificate the TLS handshake verified.
+    certificate: std::sync::OnceLock<String>,
 }
 
 /// Who is at the other end of a connection, as the socket says.
@@ -132,11 +134,17 @@ impl Conn {
             open_streams: AtomicUsize::new(0),
             last_stream_end_ms: AtomicU64::new(0),
             peer,
+            certificate: std::sync::OnceLock::new(),
         }))
     }
 
     pub fn peer(&self) -> Peer {
         self.0.peer
+    }
+
+    /// The client certificate's subject, if the connection showed one.
+    pub fn certificate(&self) -> Option<&str> {
+        self.0.certificate.get().map(String::as_str)
     }
 
     /// Called by the auth check when a request carried the right token:
@@ -456,7 +464,17 @@ where
         .buffer_unordered(cap.max(1))
         .filter_map(|handshake| async move {
             match handshake {
-                Ok(secured) => Some(Ok(super::tls::Secured(secured))),
+                Ok(secured) => {
+                    let (io, session) = secured.get_ref();
+                    let subject = session
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .and_then(|leaf| super::certificate::subject(leaf));
+                    if let Some(subject) = subject {
+                        let _ = io.conn.0.certificate.set(subject);
+                    }
+                    Some(Ok(super::tls::Secured(secured)))
+                }
                 Err(err) => {
                     debug!(error = %err, "a TLS handshake failed");
                     None
