@@ -21,6 +21,7 @@ use holarchy_actors::StoreError;
 use serde::{Deserialize, Serialize};
 
 pub mod audit;
+pub mod oidc;
 pub mod policy;
 pub mod target;
 pub mod tokens;
@@ -71,6 +72,8 @@ pub enum Credential {
     Bootstrap,
     /// A token made by `holarchy token create`, by its id.
     Token(String),
+    /// An OIDC token from the configured issuer, by its subject.
+    Oidc(String),
     /// The daemon itself, acting on its own (the console's in-process
     /// calls carry the console caller's credential instead).
     Daemon,
@@ -82,6 +85,7 @@ impl fmt::Display for Credential {
             Credential::Uid(uid) => write!(f, "uid:{uid}"),
             Credential::Bootstrap => f.write_str("token:bootstrap"),
             Credential::Token(id) => write!(f, "token:{id}"),
+            Credential::Oidc(subject) => write!(f, "oidc:{subject}"),
             Credential::Daemon => f.write_str("daemon"),
         }
     }

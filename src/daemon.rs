@@ -82,6 +82,8 @@ pub struct ServeConfig {
     pub notify: notify::Notifier,
     /// How long the audit trail keeps an entry.
     pub audit_retention: Duration,
+    /// Also take OIDC tokens from this issuer (`serve --oidc-issuer`).
+    pub oidc: Option<crate::access::oidc::OidcConfig>,
 }
 
 /// The default of [`ServeConfig::min_free_disk`]: room for what is
@@ -110,6 +112,7 @@ impl ServeConfig {
             max_flush_stall: DEFAULT_MAX_FLUSH_STALL,
             notify: notify::Notifier::default(),
             audit_retention: crate::access::audit::DEFAULT_RETENTION,
+            oidc: None,
         }
     }
 }
@@ -196,6 +199,13 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         )?)),
         None => None,
     };
+    let oidc = match &config.oidc {
+        Some(oidc) => Some(
+            crate::access::oidc::Oidc::load(oidc.clone())
+                .context("cannot take OIDC tokens (check --oidc-jwks)")?,
+        ),
+        None => None,
+    };
     warn_plain_text(&config, tls.is_some());
     let sandbox = SandboxReport::probe();
     if sandbox.complete() {
@@ -224,13 +234,14 @@ pub async fn run(config: ServeConfig, shutdown: impl Future<Output = ()>) -> any
         tcp_token,
         sandbox,
         tls: tls.clone(),
+        oidc: oidc.clone(),
     };
     let shutdown = std::pin::pin!(shutdown);
     // The reload lives exactly as long as the incarnations: dropped with
     // them, never detached.
     tokio::select! {
         served = incarnations(&config, &setup, shutdown) => served,
-        () = tls::reload_on_hangup(tls) => Ok(()),
+        () = tls::reload_on_hangup(tls, oidc) => Ok(()),
     }
 }
 

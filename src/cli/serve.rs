@@ -67,6 +67,33 @@ pub struct ServeArgs {
         requires = "tls_cert"
     )]
     pub tls_client_ca: Option<PathBuf>,
+    /// Also take OIDC bearer tokens (JWTs) whose `iss` is this, signed by
+    /// a key of --oidc-jwks, for --oidc-audience, with a role claim.
+    #[arg(
+        help_heading = "Network",
+        long,
+        value_name = "URL",
+        requires_all = ["oidc_audience", "oidc_jwks"]
+    )]
+    pub oidc_issuer: Option<String>,
+    /// The `aud` an OIDC token must carry (this daemon's client id).
+    #[arg(help_heading = "Network", long, requires = "oidc_issuer")]
+    pub oidc_audience: Option<String>,
+    /// The issuer's public keys, a JWKS document (its `jwks_uri`, saved);
+    /// read again on SIGHUP.
+    #[arg(
+        help_heading = "Network",
+        long,
+        value_name = "FILE",
+        requires = "oidc_issuer"
+    )]
+    pub oidc_jwks: Option<PathBuf>,
+    /// The claim holding the caller's role: viewer, operator or admin.
+    #[arg(help_heading = "Network", long, default_value = "holarchy_role")]
+    pub oidc_role_claim: String,
+    /// The claim holding the caller's namespace (absent: `default`).
+    #[arg(help_heading = "Network", long, default_value = "holarchy_namespace")]
+    pub oidc_namespace_claim: String,
     /// Seconds each shutdown step may take.
     #[arg(help_heading = "Storage", long, default_value_t = 10)]
     pub shutdown_timeout: u64,
@@ -278,6 +305,17 @@ pub(super) async fn serve(
     config.connections = args.connections.limits()?;
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
     config.audit_retention = Duration::from_secs(args.audit_retention_days * 86_400);
+    if let (Some(issuer), Some(audience), Some(jwks)) =
+        (&args.oidc_issuer, &args.oidc_audience, &args.oidc_jwks)
+    {
+        config.oidc = Some(crate::access::oidc::OidcConfig {
+            issuer: issuer.clone(),
+            audience: audience.clone(),
+            jwks: jwks.clone(),
+            role_claim: args.oidc_role_claim.clone(),
+            namespace_claim: args.oidc_namespace_claim.clone(),
+        });
+    }
     config.runtime.max_queue_len = args.max_queue;
     config.runtime.output_capacity = args.output_capacity;
     config.runtime.limits = args.limits.limits();

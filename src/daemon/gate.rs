@@ -20,6 +20,7 @@ use tower::{Layer, Service};
 use super::listen::{Conn, Peer};
 use super::token::Token;
 use crate::access::audit::{self, Audit};
+use crate::access::oidc::Oidc;
 use crate::access::policy::{self, Needs};
 use crate::access::tokens::Tokens;
 use crate::access::{target, Caller, Credential, Role};
@@ -35,6 +36,8 @@ pub struct Keys {
     pub bootstrap: Option<Token>,
     pub tokens: Arc<Tokens>,
     pub audit: Arc<Audit>,
+    /// OIDC tokens' verifier (`serve --oidc-issuer`), if configured.
+    pub oidc: Option<Arc<Oidc>>,
 }
 
 #[derive(Debug, Clone)]
@@ -185,6 +188,17 @@ async fn identify(
                 from,
             });
         }
+    }
+    if let Some(oidc) = keys.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(bearer)) {
+        return match oidc.verify(bearer) {
+            Ok(verified) => Ok(Caller {
+                credential: Credential::Oidc(verified.subject),
+                role: verified.role,
+                certificate,
+                from,
+            }),
+            Err(refused) => Err(Status::unauthenticated(refused.to_string())),
+        };
     }
     if crate::access::tokens::parse(bearer).is_none() {
         return Err(unauthenticated());

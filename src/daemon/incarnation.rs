@@ -35,6 +35,8 @@ pub(super) struct Setup<'a> {
     pub sandbox: SandboxReport,
     /// TLS for the TCP listeners, reloaded in place on SIGHUP.
     pub tls: Option<Arc<super::tls::Tls>>,
+    /// OIDC tokens' verifier, its keys reloaded in place on SIGHUP.
+    pub oidc: Option<Arc<crate::access::oidc::Oidc>>,
 }
 
 /// How an incarnation ended.
@@ -58,13 +60,15 @@ pub(super) async fn serve(
         tcp_token,
         sandbox,
         tls,
+        oidc,
     } = setup;
-    let (config, runtime_config, tcp_token, sandbox, tls) = (
+    let (config, runtime_config, tcp_token, sandbox, tls, oidc) = (
         *config,
         runtime_config.clone(),
         tcp_token.clone(),
         *sandbox,
         tls.clone(),
+        oidc.clone(),
     );
     let limits = &config.connections;
     let started = std::time::Instant::now();
@@ -109,6 +113,7 @@ pub(super) async fn serve(
         bootstrap: None,
         tokens: tokens.clone(),
         audit: audit.clone(),
+        oidc: None,
     });
 
     let socket = config.data_dir.join(SOCKET_FILE);
@@ -171,7 +176,7 @@ pub(super) async fn serve(
                 runtime.clone(),
                 reads(&store),
                 token,
-                (tokens.clone(), audit.clone()),
+                (tokens.clone(), audit.clone(), oidc.clone()),
                 stop_rx.clone(),
             )
             .public_read(public_read)
@@ -184,6 +189,7 @@ pub(super) async fn serve(
                 bootstrap: Some(token),
                 tokens,
                 audit,
+                oidc: oidc.clone(),
             });
             info!(
                 addr = %listener.local_addr()?,

@@ -265,26 +265,35 @@ impl<IO: Connected> Connected for Secured<IO> {
 
 /// Reads the files again at every SIGHUP, and never returns (the daemon
 /// drops it at exit). Without TLS it only waits, leaving SIGHUP as it is.
-pub async fn reload_on_hangup(tls: Option<Arc<Tls>>) {
-    let Some(tls) = tls else {
+pub async fn reload_on_hangup(tls: Option<Arc<Tls>>, oidc: Option<Arc<crate::access::oidc::Oidc>>) {
+    if tls.is_none() && oidc.is_none() {
         return std::future::pending().await;
-    };
+    }
     let mut hangups = match tokio::signal::unix::signal(SignalKind::hangup()) {
         Ok(hangups) => hangups,
         Err(err) => {
-            warn!(error = %err, "cannot take SIGHUP: the TLS files are read at start only");
+            warn!(error = %err, "cannot take SIGHUP: the TLS files and OIDC keys are read at start only");
             return std::future::pending().await;
         }
     };
     while hangups.recv().await.is_some() {
-        match tls.reload() {
-            Ok(()) => info!(
+        match tls.as_ref().map(|tls| tls.reload()) {
+            Some(Ok(())) => info!(
                 "SIGHUP: the TLS certificate and key were read again; new connections get them"
             ),
-            Err(err) => warn!(
+            Some(Err(err)) => warn!(
                 error = %err,
                 "SIGHUP: the TLS files could not be read again; the ones in use stay"
             ),
+            None => {}
+        }
+        match oidc.as_ref().map(|oidc| oidc.reload()) {
+            Some(Ok(keys)) => info!(keys, "SIGHUP: the OIDC issuer's keys were read again"),
+            Some(Err(err)) => warn!(
+                error = %err,
+                "SIGHUP: the OIDC keys could not be read again; the ones in use stay"
+            ),
+            None => {}
         }
     }
     std::future::pending().await

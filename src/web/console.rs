@@ -38,6 +38,7 @@ use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::Runtime;
 
 use crate::access::audit::Audit;
+use crate::access::oidc::Oidc;
 use crate::access::tokens::Tokens;
 use crate::access::{Caller as AccessCaller, Credential, Role};
 use crate::api::agent_service::AgentApi;
@@ -93,6 +94,7 @@ pub struct Console {
     /// console's writes are recorded in.
     tokens: Arc<Tokens>,
     audit: Arc<Audit>,
+    oidc: Option<Arc<Oidc>>,
     streams: Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
     /// Reads of structure need no token (`serve --console-public-read`).
@@ -123,10 +125,10 @@ impl Console {
         runtime: Arc<Runtime>,
         store: Arc<dyn ReadModel>,
         token: Token,
-        access: (Arc<Tokens>, Arc<Audit>),
+        access: (Arc<Tokens>, Arc<Audit>, Option<Arc<Oidc>>),
         shutdown: watch::Receiver<bool>,
     ) -> Self {
-        let (tokens, audit) = access;
+        let (tokens, audit, oidc) = access;
         Self {
             agents: AgentApi::new(runtime.clone(), store.clone(), shutdown.clone()),
             tasks: TaskApi::new(runtime.clone(), shutdown.clone()),
@@ -147,6 +149,7 @@ impl Console {
             token,
             tokens,
             audit,
+            oidc,
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
             shutdown,
             public_read: false,
@@ -254,6 +257,15 @@ impl Console {
             });
         }
         let bearer = authorization.strip_prefix(b"Bearer ")?.to_vec();
+        if let Some(oidc) = self.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(&bearer)) {
+            let verified = oidc.verify(&bearer).ok()?;
+            return Some(AccessCaller {
+                credential: Credential::Oidc(verified.subject),
+                role: verified.role,
+                certificate: None,
+                from,
+            });
+        }
         crate::access::tokens::parse(&bearer)?;
         let tokens = self.tokens.clone();
         let checked = tokio::task::spawn_blocking(move || {
