@@ -54,8 +54,9 @@ use holarchy_actors::secrets::Secrets;
 use crate::api::pb;
 use crate::daemon::{self, GivenToken};
 use examples::{
-    AGENT_EXAMPLES, BENCH_EXAMPLES, EVENTS_EXAMPLES, INSTANCE_EXAMPLES, SERVE_EXAMPLES,
-    TASK_EXAMPLES, TREE_EXAMPLES,
+    AGENT_EXAMPLES, AUDIT_EXAMPLES, BENCH_EXAMPLES, EVENTS_EXAMPLES, INSTANCE_EXAMPLES,
+    MEMORY_EXAMPLES, SERVE_EXAMPLES, STATUS_EXAMPLES, TASK_EXAMPLES, TOKEN_EXAMPLES, TOP_EXAMPLES,
+    TREE_EXAMPLES, WORKSPACE_EXAMPLES,
 };
 use output::Output;
 use resolve::resolve;
@@ -139,11 +140,13 @@ pub enum Command {
         agent: Option<String>,
     },
     /// The daemon's status.
+    #[command(after_help = STATUS_EXAMPLES)]
     Status,
     /// A live view of the daemon: totals, turns/s, busiest agents, longest
     /// queues, running tasks and armed waits. Keys: q quit, s sort, tab
     /// table, / filter, up/down select, enter the selected agent's messages
     /// and events, t its subtree, p pause, r resume, a abort, esc back.
+    #[command(after_help = TOP_EXAMPLES)]
     Top(top::TopArgs),
     /// An agent's tool catalog.
     Tools {
@@ -165,7 +168,7 @@ pub enum Command {
     #[command(subcommand)]
     Work(WorkCommand),
     /// Workspaces: the host directories an agent may work in.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = WORKSPACE_EXAMPLES)]
     Workspace(WorkspaceCommand),
     /// Append the inbound events, decisions and tool calls after a cursor
     /// to events.ndjson, decisions.ndjson and actions.ndjson in DIR.
@@ -188,7 +191,7 @@ pub enum Command {
         all: bool,
     },
     /// Agents' durable memory: search and list an agent's notes.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = MEMORY_EXAMPLES)]
     Memory(MemoryCommand),
     /// Run a call waiting for approval, once, as its agent.
     Approve {
@@ -229,10 +232,11 @@ pub enum Command {
     Store(store::StoreCommand),
     /// Scoped tokens: make one with a role (viewer, operator, admin),
     /// list them, revoke one; and who this client is.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = TOKEN_EXAMPLES)]
     Token(access::TokenCommand),
     /// The audit trail: who created, sent, paused, archived, approved,
     /// applied or deleted what, from where, and the outcome; newest last.
+    #[command(after_help = AUDIT_EXAMPLES)]
     Audit(access::AuditArgs),
     /// Deliver an external trigger, as a machine would.
     Trigger {

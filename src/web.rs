@@ -149,12 +149,18 @@ pub fn serve(
     disk_low: crate::daemon::DiskLow,
     stop: watch::Receiver<bool>,
 ) -> Serving {
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     info!(
         addr = %config.listen,
+        console = %format!("{scheme}://{}/", config.listen),
         max_body = config.max_body,
         max_connections = config.max_connections,
         max_connections_per_peer = config.max_connections_per_peer,
-        "serving webhooks over http"
+        "serving webhooks, the operators' routes and the web console over {scheme}"
     );
     let (close, closed) = watch::channel(false);
     let (drained_tx, drained) = oneshot::channel();

@@ -427,6 +427,7 @@ async fn restart(clients: &mut Clients, target: &Target, expected: usize) -> any
         "recovered_agents": r.status.recovered_agents,
         // The whole process, recovered: no baseline to subtract here.
         "daemon_rss_bytes": known(r.status.rss_bytes),
+        "pid": r.status.pid,
         "log": r.log.display().to_string(),
     }))
 }

@@ -35,3 +35,28 @@ pub const INSTANCE_EXAMPLES: &str = "Examples:
   holarchy instance apply triage.toml               # created; again: unchanged; edited: updated
   holarchy instance get triage
   holarchy instance delete triage";
+pub const MEMORY_EXAMPLES: &str = "Examples:
+  holarchy memory search ops \"release checklist\"
+  holarchy memory search ops deploy --kind note --limit 20
+  holarchy memory write ops \"the staging host is build-2\" --key staging --tag infra
+  holarchy memory list ops";
+pub const WORKSPACE_EXAMPLES: &str = "Examples:
+  holarchy workspace attach ops ~/src/project       # its id: project
+  holarchy workspace list ops                       # * marks the active one
+  holarchy workspace detach ops project";
+pub const TOKEN_EXAMPLES: &str = "Examples:
+  holarchy token create --role viewer --name dashboards --expires 90d
+  holarchy token list
+  holarchy token revoke 01JD5Z...                   # refused from now on
+  HOLARCHY_TOKEN=hlt1_... holarchy --addr https://daemon:7420 --ca ca.pem token whoami";
+pub const AUDIT_EXAMPLES: &str = "Examples:
+  holarchy audit                                    # the newest 50 writes, oldest first
+  holarchy audit --caller token:01JD5Z... --since 24h
+  holarchy audit --action PauseAgent --since 2026-11-01T00:00:00Z --json";
+pub const STATUS_EXAMPLES: &str = "Examples:
+  holarchy status
+  holarchy --json status | jq .public_agents
+  holarchy --addr https://daemon:7420 --ca ca.pem status";
+pub const TOP_EXAMPLES: &str = "Examples:
+  holarchy top                                      # keys: q quit, s sort, / filter, p pause, r resume
+  holarchy top --interval 5";

@@ -124,6 +124,10 @@ async fn bench_idle_loads_a_running_daemon_and_reports_its_figures() {
     let restart = &report["restart"];
     assert!(restart["restart_s"].as_f64().expect("restart time") > 0.0);
     assert_eq!(
+        restart["pid"], restarted.0,
+        "the report names the new daemon"
+    );
+    assert_eq!(
         restart["recovered_agents"], 200,
         "both runs' agents recovered"
     );

@@ -28,7 +28,19 @@ async fn global_flags_have_their_own_heading_and_serve_groups_its_flags() {
     assert!(global.iter().any(|l| l.contains("--addr")), "{send}");
 
     for command in [
-        "serve", "agent", "events", "bench", "tree", "task", "instance",
+        "serve",
+        "agent",
+        "events",
+        "bench",
+        "tree",
+        "task",
+        "instance",
+        "memory",
+        "workspace",
+        "token",
+        "audit",
+        "status",
+        "top",
     ] {
         let help = cli.ok(&[command, "--help"]);
         assert!(

@@ -166,6 +166,13 @@ pub fn print(report: &Value) {
             "  of which the killed daemon's exit (its lock held)",
             fixed(&restart["lock_free_s"], 10, 3)
         );
+        // The daemon that answers now is the bench's, started in the
+        // background: say where it is, so it can be stopped or read.
+        println!(
+            "the daemon now serving: pid {}, logging to {}",
+            restart["pid"],
+            restart["log"].as_str().unwrap_or("?")
+        );
     }
 }
 
