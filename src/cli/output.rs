@@ -265,7 +265,15 @@ impl Output {
         };
         say!("queue        {}{deferred}", a.queue_length);
         say!("current run  {}", or_dash(&a.current_run_id));
-        say!("turns        {}", a.turns_completed);
+        // The stored total outlives restarts; the actor's own count does not.
+        match usage.filter(|u| u.turns > 0) {
+            Some(u) => say!(
+                "turns        {} ({} since the daemon started)",
+                u.turns,
+                a.turns_completed
+            ),
+            None => say!("turns        {}", a.turns_completed),
+        }
         if let Some(kind) = a.brain.as_ref().and_then(|b| b.kind.as_ref()) {
             let brain = match kind {
                 pb::brain_config::Kind::Scripted(_) => "scripted".to_owned(),

@@ -58,6 +58,29 @@ pub struct WaitRecord {
     pub updated_at_ms: u64,
 }
 
+/// `ms` since the epoch as an RFC 3339 time in UTC, to the second
+/// (`2026-11-29T08:01:02Z`): what operators and models read.
+pub fn utc(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
 impl WaitRecord {
     /// How long until a timer fires, from `now_ms`; zero if overdue (a timer
     /// whose deadline passed while the daemon was down fires at once).
@@ -73,7 +96,7 @@ impl WaitRecord {
     /// The line an agent summary shows: `waiting on ...`.
     pub fn describe(&self) -> String {
         let what = match self.kind {
-            WaitKind::Timer { deadline_ms } => format!("timer until {deadline_ms}"),
+            WaitKind::Timer { deadline_ms } => format!("timer until {}", utc(deadline_ms)),
             WaitKind::Trigger { .. } => "external trigger".to_owned(),
         };
         match (&self.reason, self.work_item_id) {
@@ -111,6 +134,13 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn times_read_as_utc_dates() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_000_000_999), "2026-11-18T11:06:40Z");
+    }
 
     fn timer(deadline_ms: u64, status: WaitStatus) -> WaitRecord {
         WaitRecord {
