@@ -536,3 +536,39 @@ async fn a_name_given_to_http_allowed_host_is_answered() {
     let (status, body) = under_host(&addr, "/api/tree", "other.example", Some(&token)).await;
     assert_eq!(status, 421, "{body}");
 }
+
+/// A tool error's reason is on the console's messages page, beside the
+/// message whose turn met it, in the words the CLI uses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_messages_page_says_what_went_wrong_in_each_turn() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let addr = free_addr();
+    let daemon = Daemon::start_with(&data_dir(&root), &["--http-listen", &addr]).await;
+    let mut c = daemon.clients().await;
+    let token = daemon.token();
+    let agent = create(&mut c, "clumsy", None).await;
+    send(&mut c, &agent, "a plain turn").await;
+    send(
+        &mut c,
+        &agent,
+        &script(json!([{ "name": "NoSuchTool", "input": {} }])),
+    )
+    .await;
+    common::handled(&c, &agent, 2).await;
+    let page = http(
+        &addr,
+        "GET",
+        &format!("/api/agents/{agent}/messages"),
+        Some(&token),
+    )
+    .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let messages = page.json()["messages"]
+        .as_array()
+        .expect("messages")
+        .clone();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages[0].get("problems").is_none(), "{:?}", messages[0]);
+    let problems = messages[1]["problems"].to_string();
+    assert!(problems.contains("tool NoSuchTool"), "{problems}");
+}

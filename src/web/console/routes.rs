@@ -230,6 +230,52 @@ fn audited(method: &Method, parts: &[&str]) -> Option<(&'static str, String)> {
     Some((action, target))
 }
 
+/// How far back from the log's end a messages page looks for its runs'
+/// problems: the same window `agent get` reads for a last error.
+const PROBLEM_WINDOW: u64 = 100_000;
+
+/// The problems (a failed run's reason, tool errors) of the runs of
+/// `messages`, by run id, read off the agent's recent events; nothing is
+/// read when no message of the page has run yet.
+async fn run_problems(
+    console: &Console,
+    agent_id: &str,
+    messages: &[pb::Message],
+) -> HashMap<String, Vec<String>> {
+    use tokio_stream::StreamExt as _;
+    let mut found: HashMap<String, Vec<String>> = HashMap::new();
+    let runs: std::collections::HashSet<&str> = messages
+        .iter()
+        .filter(|m| !m.run_id.is_empty())
+        .map(|m| m.run_id.as_str())
+        .collect();
+    if runs.is_empty() {
+        return found;
+    }
+    let end = *console.store.event_watermark().borrow();
+    let watched = console
+        .agents
+        .watch_events(Request::new(pb::WatchEventsRequest {
+            after_cursor: end.saturating_sub(PROBLEM_WINDOW),
+            follow: false,
+            agent_id: agent_id.to_owned(),
+        }))
+        .await;
+    let Ok(stream) = watched else {
+        return found;
+    };
+    let mut stream = stream.into_inner();
+    while let Some(Ok(event)) = stream.next().await {
+        if !runs.contains(event.run_id.as_str()) {
+            continue;
+        }
+        if let Some(problem) = crate::problems::problem(&event) {
+            found.entry(event.run_id).or_default().push(problem);
+        }
+    }
+    found
+}
+
 /// Records a console write in the audit trail before it is answered.
 async fn record(
     console: &Console,
@@ -431,6 +477,7 @@ async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outc
                     names.insert(sender, overview::name_of(console, sender).await);
                 }
             }
+            let problems = run_problems(console, id, &page.messages).await;
             let messages: Vec<Value> = page
                 .messages
                 .iter()
@@ -438,6 +485,9 @@ async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outc
                     let mut view = views::message(m);
                     if let Some(name) = names.get(m.provenance_agent_id.as_str()) {
                         view["provenance_agent_name"] = json!(name);
+                    }
+                    if let Some(found) = problems.get(m.run_id.as_str()) {
+                        view["problems"] = json!(found);
                     }
                     view
                 })

@@ -286,5 +286,7 @@ pub fn event(e: &pb::Event) -> Value {
         "message_id": e.message_id,
         "text": e.text,
         "truncated_from_bytes": e.truncated_from_bytes,
+        // A failed run's reason or a tool's error, as the CLI words it.
+        "problem": crate::problems::problem(e),
     })
 }

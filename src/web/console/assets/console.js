@@ -355,7 +355,8 @@ function messagesTable(body) {
     el("tr", {}, el("td", {}, when(m.created_at_ms)),
       el("td", {}, m.provenance, m.provenance_agent_id ? el("div", {}, agentNamed(m.provenance_agent_id, m.provenance_agent_name)) : ""),
       el("td", { class: "state state-" + m.status }, m.status),
-      el("td", {}, el("pre", {}, m.text)), el("td", {}, el("pre", {}, m.reply))))),
+      el("td", {}, el("pre", {}, m.text)),
+      el("td", {}, el("pre", {}, m.reply), (m.problems || []).map((p) => el("div", { class: "problem" }, "! " + p)))))),
   body.next ? el("p", { class: "muted" }, "More messages follow (the API pages with ?page=" + body.next + ").") : "");
 }
 
@@ -481,8 +482,9 @@ async function followEvents(id, box) {
       if (!data) continue;
       if (block.startsWith("event: error")) { box.append(el("div", { class: "muted" }, "stream ended: " + data)); continue; }
       const e = JSON.parse(data);
-      box.append(el("div", { class: "event" }, el("span", { class: "muted" }, "#" + e.cursor + " " + when(e.at_ms) + " "),
-        el("b", {}, e.kind), " ", e.text || ""));
+      box.append(el("div", { class: e.problem ? "event failed" : "event" },
+        el("span", { class: "muted" }, "#" + e.cursor + " " + when(e.at_ms) + " "),
+        el("b", {}, e.kind), " ", e.text || "", e.problem ? el("div", { class: "problem" }, "! " + e.problem) : ""));
       box.scrollTop = box.scrollHeight;
     }
   }
