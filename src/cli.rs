@@ -39,7 +39,7 @@ pub use connection_args::ConnectionArgs;
 pub use instances::InstanceCommand;
 pub use memory::MemoryCommand;
 pub use output::escape;
-pub use serve::ServeArgs;
+pub use serve::{LogFormat, ServeArgs};
 use tasks::task_command;
 pub use work::WorkCommand;
 pub use workspaces::WorkspaceCommand;

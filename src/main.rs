@@ -7,7 +7,7 @@ use std::sync::Arc;
 use holarchy::cli::{self, Cli};
 use holarchy_actors::secrets::Secrets;
 use tracing_subscriber::filter::filter_fn;
-use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::layer::{Layer as _, SubscriberExt};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::EnvFilter;
 
@@ -82,15 +82,28 @@ fn main() -> std::process::ExitCode {
                 return std::process::ExitCode::FAILURE;
             }
         };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            // The MCP SDK logs each server's self-description (its text
-            // unbounded) at info: only its warnings by default.
+    let json_log = matches!(
+        &cli.command,
+        cli::Command::Serve(args) if args.log_format == cli::LogFormat::Json
+    );
+    let lines = if json_log {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+            .boxed()
+    } else {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .boxed()
+    };
+    tracing_subscriber::registry()
+        // The MCP SDK logs each server's self-description (its text
+        // unbounded) at info: only its warnings by default.
+        .with(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn")),
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .finish()
+        .with(lines)
         .with(filter_fn(|meta| {
             !is_actor_loop_span(meta) && !is_index_chatter(meta)
         }))

@@ -154,3 +154,23 @@ async fn tcp_requires_the_bearer_token() {
     let status = common::status(&mut allowed).await;
     assert_eq!(status.version, env!("CARGO_PKG_VERSION"));
 }
+
+/// `serve --log-format json` writes one JSON object per log line, for a
+/// log collector: every line parses, and the start says where it serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_is_one_json_object_per_line_when_asked() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon =
+        common::Daemon::start_with(&common::data_dir(&root), &["--log-format", "json"]).await;
+    let log = daemon.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["fields"]["message"] == "serving" && l["level"] == "INFO"),
+        "{log}"
+    );
+}

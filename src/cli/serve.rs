@@ -17,6 +17,13 @@ use super::{limit_args, BrainArgs, ConnectionArgs};
 pub mod config_file;
 use crate::daemon::{self, GivenToken, ServeConfig};
 
+/// How the daemon writes its log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Read settings from this TOML file: each key is a long flag of
@@ -166,6 +173,10 @@ pub struct ServeArgs {
     /// (its /v1/traces is added to a URL without a path). Off by default.
     #[arg(help_heading = "Observability", long)]
     pub otlp_endpoint: Option<String>,
+    /// The log's format on stderr: `text` (a line per event, for people)
+    /// or `json` (an object per line, for a log collector).
+    #[arg(help_heading = "Observability", long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     /// Count nothing for `GET /metrics` (which then answers 404): no turn,
     /// tool-call or gRPC counters on the hot paths.
     #[arg(help_heading = "Observability", long)]
