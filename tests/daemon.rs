@@ -174,3 +174,27 @@ async fn the_log_is_one_json_object_per_line_when_asked() {
         "{log}"
     );
 }
+
+/// `GetStatus` (and `holarchy status`) says where the daemon answers: its
+/// socket, its gRPC address and whether it is TLS, and its HTTP address
+/// with the console's URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_lists_where_the_daemon_listens() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (grpc, http) = (common::free_addr(), common::free_addr());
+    let daemon = Daemon::start_with(
+        &data_dir(&root),
+        &["--listen", &grpc, "--http-listen", &http],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    let listeners = common::status(&mut c).await.listeners;
+    assert_eq!(
+        listeners,
+        [
+            format!("unix {}", daemon.socket().display()),
+            format!("grpc {grpc} (plain text)"),
+            format!("http {http}: webhooks, /metrics, console http://{http}/"),
+        ]
+    );
+}

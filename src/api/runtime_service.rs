@@ -24,6 +24,7 @@ pub struct RuntimeApi {
     store: Arc<dyn ReadModel>,
     data_dir: PathBuf,
     sandbox: SandboxReport,
+    listeners: Vec<String>,
 }
 
 impl RuntimeApi {
@@ -38,7 +39,13 @@ impl RuntimeApi {
             store,
             data_dir,
             sandbox,
+            listeners: Vec::new(),
         }
+    }
+
+    /// Where the daemon answers, as `GetStatus` lists it.
+    pub fn listeners(self, listeners: Vec<String>) -> Self {
+        Self { listeners, ..self }
     }
 }
 
@@ -96,6 +103,7 @@ impl RuntimeService for RuntimeApi {
             sandbox_landlock_abi: self.sandbox.landlock_abi.into(),
             sandbox: self.sandbox.describe(),
             sandbox_network: self.sandbox.describe_network(),
+            listeners: self.listeners.clone(),
             running_tasks: snapshot.running_tasks as u64,
             armed_waits: snapshot.armed_waits as u64,
             pid: std::process::id(),

@@ -447,6 +447,7 @@ impl Output {
                     "sandbox_landlock_abi": s.sandbox_landlock_abi,
                     "sandbox": s.sandbox,
                     "sandbox_network": s.sandbox_network,
+                    "listeners": s.listeners,
                     "damaged_count": s.damaged_count,
                     "held_agents": s.held_agents,
                     "damaged_records": s.damaged_records.iter().map(|d| json!({
@@ -488,6 +489,9 @@ impl Output {
             say!("data       {}", one_line(&s.data_dir));
             say!("store      {}", one_line(&s.store));
             say!("sandbox    {}", s.sandbox);
+            for listener in &s.listeners {
+                say!("listening  {}", one_line(listener));
+            }
             if !s.sandbox_network.is_empty() {
                 say!("network    {}", s.sandbox_network);
             }

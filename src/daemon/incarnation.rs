@@ -97,25 +97,6 @@ pub(super) async fn serve(
         disk_low_tx,
         stop_rx.clone(),
     ));
-    let tokens = Arc::new(Tokens::new(store.access()));
-    let audit = Arc::new(Audit::new(store.access(), config.audit_retention));
-    let services = Services::new(Over {
-        runtime: runtime.clone(),
-        store: reads(&store),
-        data_dir: config.data_dir.clone(),
-        sandbox,
-        stop: stop_rx.clone(),
-        tokens: tokens.clone(),
-        audit: audit.clone(),
-    })
-    .await?;
-    let unix_keys = Arc::new(Keys {
-        bootstrap: None,
-        tokens: tokens.clone(),
-        audit: audit.clone(),
-        oidc: None,
-    });
-
     let socket = config.data_dir.join(SOCKET_FILE);
     // We hold the lock, so a socket file left here is a dead daemon's.
     let _ = std::fs::remove_file(&socket);
@@ -140,6 +121,31 @@ pub(super) async fn serve(
         ),
         None => None,
     };
+
+    let tokens = Arc::new(Tokens::new(store.access()));
+    let audit = Arc::new(Audit::new(store.access(), config.audit_retention));
+    let services = Services::new(Over {
+        runtime: runtime.clone(),
+        store: reads(&store),
+        data_dir: config.data_dir.clone(),
+        sandbox,
+        stop: stop_rx.clone(),
+        tokens: tokens.clone(),
+        audit: audit.clone(),
+        listeners: listeners(
+            &socket,
+            tcp_listener.as_ref(),
+            http_listener.as_ref(),
+            tls.is_some(),
+        ),
+    })
+    .await?;
+    let unix_keys = Arc::new(Keys {
+        bootstrap: None,
+        tokens: tokens.clone(),
+        audit: audit.clone(),
+        oidc: None,
+    });
 
     let mut grpc_metrics = crate::metrics::GrpcMetrics::new(&[
         pb::FILE_DESCRIPTOR_SET,
@@ -315,6 +321,32 @@ pub(super) async fn serve(
         bail!("the runtime's root supervisor stopped unexpectedly; see the log above");
     }
     Ok(Ended::Shutdown)
+}
+
+/// Where the daemon answers, one line each, as `holarchy status` shows it.
+fn listeners(
+    socket: &std::path::Path,
+    grpc: Option<&TcpListener>,
+    http: Option<&TcpListener>,
+    tls: bool,
+) -> Vec<String> {
+    let addr = |l: &TcpListener| {
+        l.local_addr()
+            .map_or_else(|_| "?".to_owned(), |a| a.to_string())
+    };
+    let scheme = if tls { "https" } else { "http" };
+    let mut out = vec![format!("unix {}", socket.display())];
+    if let Some(grpc) = grpc {
+        let secured = if tls { " (tls)" } else { " (plain text)" };
+        out.push(format!("grpc {}{secured}", addr(grpc)));
+    }
+    if let Some(http) = http {
+        let at = addr(http);
+        out.push(format!(
+            "http {at}: webhooks, /metrics, console {scheme}://{at}/"
+        ));
+    }
+    out
 }
 
 /// The store as the services read it.

@@ -64,6 +64,8 @@ pub(super) struct Over {
     pub stop: watch::Receiver<bool>,
     pub tokens: Arc<Tokens>,
     pub audit: Arc<Audit>,
+    /// Where the daemon answers, for `GetStatus`.
+    pub listeners: Vec<String>,
 }
 
 /// Every gRPC service of the daemon, bounded and reported serving.
@@ -85,6 +87,7 @@ impl Services {
             stop,
             tokens,
             audit,
+            listeners,
         } = over;
         let (health, health_service) = tonic_health::server::health_reporter();
         let mut services = Services {
@@ -94,7 +97,8 @@ impl Services {
         };
         let agents = AgentApi::new(runtime.clone(), store.clone(), stop.clone());
         add!(services, AgentServiceServer::new(agents));
-        let status = RuntimeApi::new(runtime.clone(), store.clone(), data_dir, sandbox);
+        let status =
+            RuntimeApi::new(runtime.clone(), store.clone(), data_dir, sandbox).listeners(listeners);
         add!(services, RuntimeServiceServer::new(status));
         let tasks = TaskApi::new(runtime.clone(), stop);
         add!(services, TaskServiceServer::new(tasks));
