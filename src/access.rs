@@ -190,8 +190,9 @@ pub trait AccessStore: Send + Sync {
     fn token(&self, id: &str) -> Result<Option<TokenRecord>, StoreError>;
     /// Every token, revoked and expired ones too, oldest first.
     fn tokens(&self) -> Result<Vec<TokenRecord>, StoreError>;
-    /// Appends entries (ids unique and new).
-    fn append_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError>;
+    /// Writes entries, each whole (a new one, or one again with its
+    /// outcome); a mark for [`AccessStore::flushed_through`].
+    fn append_audit(&self, entries: &[AuditEntry]) -> Result<u64, StoreError>;
     /// Up to `limit` entries with ids in `after..before` (exclusive both
     /// ends, `None` open), oldest first, or newest first if `descending`.
     fn audit_range(
@@ -206,4 +207,13 @@ pub trait AccessStore: Send + Sync {
     fn trim_audit(&self, before: [u8; 16], limit: usize) -> Result<usize, StoreError>;
     /// Resolves once every write made before the call is durable.
     fn flushed(&self) -> DurableFuture;
+    /// Resolves once the write that returned `mark` is durable: at once
+    /// if a flush already covered it.
+    fn flushed_through(&self, mark: u64) -> DurableFuture;
+    /// Whether an entry written before a call's own writes is made durable
+    /// by the flush that call awaits (sled: the log is flushed whole), so
+    /// the trail can be written ahead at no flush of its own. Where each
+    /// statement commits by itself (PostgreSQL), the entry is written
+    /// once, after the call.
+    fn shares_flushes(&self) -> bool;
 }

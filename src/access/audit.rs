@@ -65,24 +65,82 @@ impl Audit {
     /// Records `call`, durably, before the caller answers it. Every
     /// [`TRIM_EVERY`] entries, also removes entries past the retention.
     pub async fn record(&self, call: Call<'_>) -> Result<(), StoreError> {
+        let mark = self.write(entry(call)).await?;
+        self.store.flushed_through(mark).await
+    }
+
+    /// Starts the entry of a call about to run. Where the store's flushes
+    /// are shared (sled), it is written now, marked `UNFINISHED`, so that
+    /// the flush the call itself awaits makes it durable; elsewhere it is
+    /// written by [`Audit::finish`].
+    pub async fn begin(&self, call: Call<'_>) -> Result<Pending, StoreError> {
         let entry = entry(call);
+        let mark = if self.store.shares_flushes() {
+            Some(self.write(entry.clone()).await?)
+        } else {
+            None
+        };
+        Ok(Pending { entry, mark })
+    }
+
+    /// Ends the entry `begin` started with the call's outcome, and waits
+    /// until the entry is durable: at once, when the call's own flush
+    /// covered it. The outcome itself rides on the next flush; a daemon
+    /// killed before it leaves the entry `UNFINISHED`.
+    pub async fn finish(
+        &self,
+        pending: Pending,
+        outcome: &str,
+        detail: &str,
+    ) -> Result<(), StoreError> {
+        let Pending { mut entry, mark } = pending;
+        entry.outcome = outcome.to_owned();
+        entry.detail = cut(detail);
+        let written = self.write(entry).await?;
+        self.store.flushed_through(mark.unwrap_or(written)).await
+    }
+
+    /// Writes `entry` off the async threads; its mark.
+    async fn write(&self, entry: AuditEntry) -> Result<u64, StoreError> {
         let store = self.store.clone();
         let trim = self.appended.fetch_add(1, Ordering::Relaxed) % TRIM_EVERY == TRIM_EVERY - 1;
         let cutoff = ulid_floor(now_ms().saturating_sub(self.retention.as_millis() as u64));
-        let flushed = tokio::task::spawn_blocking(move || {
-            store.append_audit(std::slice::from_ref(&entry))?;
+        tokio::task::spawn_blocking(move || {
+            let mark = store.append_audit(std::slice::from_ref(&entry))?;
             if trim {
                 let removed = store.trim_audit(cutoff, TRIM_BATCH)?;
                 if removed > 0 {
                     tracing::info!(removed, "audit entries past their retention removed");
                 }
             }
-            Ok::<_, StoreError>(store.flushed())
+            Ok::<_, StoreError>(mark)
         })
         .await
-        .map_err(|err| StoreError::Backend(format!("the audit write stopped: {err}")))??;
-        flushed.await
+        .map_err(|err| StoreError::Backend(format!("the audit write stopped: {err}")))?
     }
+}
+
+/// An entry whose call is running: written ahead (with its mark) where
+/// that saves a flush.
+#[derive(Debug)]
+pub struct Pending {
+    entry: AuditEntry,
+    mark: Option<u64>,
+}
+
+/// The outcome an entry shows until its call's outcome is written.
+pub const UNFINISHED: &str = "UNFINISHED";
+
+fn cut(detail: &str) -> String {
+    let mut detail = detail.to_owned();
+    if detail.len() > MAX_DETAIL {
+        let mut end = MAX_DETAIL;
+        while !detail.is_char_boundary(end) {
+            end -= 1;
+        }
+        detail.truncate(end);
+    }
+    detail
 }
 
 /// The smallest ULID of millisecond `ms`: every entry made at or after
@@ -98,14 +156,7 @@ pub fn now_ms() -> u64 {
 }
 
 fn entry(call: Call<'_>) -> AuditEntry {
-    let mut detail = call.detail.to_owned();
-    if detail.len() > MAX_DETAIL {
-        let mut end = MAX_DETAIL;
-        while !detail.is_char_boundary(end) {
-            end -= 1;
-        }
-        detail.truncate(end);
-    }
+    let detail = cut(call.detail);
     AuditEntry {
         id: ulid::Ulid::new().to_bytes(),
         caller: call.caller.who(),

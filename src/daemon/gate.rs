@@ -141,9 +141,37 @@ where
     }
     parts.extensions.insert(caller.clone());
     let request = http::Request::from_parts(parts, Body::new(Full::new(bytes)));
+    let begun = keys
+        .audit
+        .begin(audit::Call {
+            caller: &caller,
+            action,
+            target,
+            outcome: audit::UNFINISHED,
+            detail: "",
+            namespace: DEFAULT_NAMESPACE,
+        })
+        .await;
+    // No write runs unrecorded: a trail that cannot be written stops it.
+    let pending = match begun {
+        Ok(pending) => pending,
+        Err(err) => {
+            tracing::error!(error = %err, action, caller = %caller.who(), "cannot record an audit entry");
+            let status = Status::unavailable(format!(
+                "the audit trail cannot be written ({err}): nothing was done; try again"
+            ));
+            return Ok(status.into_http());
+        }
+    };
     let response = inner.call(request).await?;
     let status = outcome(&response);
-    record(&keys, &caller, action, target, &status).await;
+    let code = crate::metrics::code_str(status.code());
+    if let Err(err) = keys.audit.finish(pending, code, status.message()).await {
+        // The action itself is done (or refused) and answered as such: a
+        // store that cannot take the entry is failing, and the daemon's
+        // store watch restarts on that.
+        tracing::error!(error = %err, action, caller = %caller.who(), "cannot record an audit entry");
+    }
     Ok(response)
 }
 

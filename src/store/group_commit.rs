@@ -326,6 +326,29 @@ impl<J: Send + 'static> GroupCommit<J> {
         }
     }
 
+    /// [`GroupCommit::end_write`], returning a mark: once a flush covers
+    /// it, [`GroupCommit::durable_through`] resolves at once.
+    pub fn end_write_marked(&self) -> u64 {
+        // The value this increment made: a flush that read `done` at or
+        // past it began after this write was applied.
+        let mark = self.writes.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.writes.idle.load(Ordering::SeqCst) && self.writes.idle.swap(false, Ordering::SeqCst)
+        {
+            let _ = self.requests.send(Request::Wake);
+        }
+        mark
+    }
+
+    /// Resolves once the write that returned `mark` is on disk: at once if
+    /// a flush already covered it (a later caller's flush did the work),
+    /// otherwise at the next flush.
+    pub fn durable_through(&self, mark: u64) -> DurableFuture {
+        if self.writes.flushed.load(Ordering::SeqCst) >= mark {
+            return Box::pin(std::future::ready(Ok(())));
+        }
+        self.ask()
+    }
+
     /// Like [`GroupCommit::durable`], without the shortcut, for `n`
     /// callers sharing one request. The writer thread asks its own round
     /// directly; this is for tests that apply a group by hand.

@@ -147,3 +147,31 @@ fn small_commits_group_up_to_the_job_bound() {
     assert_eq!(len(&vec![1; MAX_GROUP * 2]), MAX_GROUP);
     assert_eq!(len(&[3; 5]), 5);
 }
+
+/// A write whose mark a flush already covered needs no flush of its own,
+/// however many writes came after it: what lets the audit trail's entry
+/// ride on the flush its call awaited.
+#[tokio::test]
+async fn a_mark_a_flush_covered_needs_no_flush_of_its_own() {
+    let w = gated_writer();
+    w.group.begin_write();
+    let mark = w.group.end_write_marked();
+    tokio::time::timeout(PATIENCE, w.group.durable())
+        .await
+        .expect("flushed in time")
+        .expect("flushed");
+    // Writes after it leave it covered.
+    w.group.begin_write();
+    let later = w.group.end_write_marked();
+    assert!(later > mark);
+    let covered = w.group.durable_through(mark);
+    assert!(
+        futures::FutureExt::now_or_never(covered).is_some(),
+        "a covered mark answers at once"
+    );
+    tokio::time::timeout(PATIENCE, w.group.durable_through(later))
+        .await
+        .expect("the later write is flushed in time")
+        .expect("flushed");
+    w.group.close().await;
+}

@@ -67,7 +67,7 @@ impl AccessStore for PgStore {
         values(&rows, "tokens")
     }
 
-    fn append_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+    fn append_audit(&self, entries: &[AuditEntry]) -> Result<u64, StoreError> {
         let mut ids = Vec::with_capacity(entries.len());
         let mut encoded = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -75,10 +75,11 @@ impl AccessStore for PgStore {
             encoded.push(encode("audit", entry)?);
         }
         self.execute(
-            "INSERT INTO audit (id, value) SELECT * FROM unnest($1::bytea[], $2::bytea[])",
+            "INSERT INTO audit (id, value) SELECT * FROM unnest($1::bytea[], $2::bytea[]) \
+             ON CONFLICT (id) DO UPDATE SET value = excluded.value",
             vec![Box::new(ids), Box::new(encoded)],
         )
-        .map(drop)
+        .map(|_| 0)
     }
 
     fn audit_range(
@@ -120,5 +121,13 @@ impl AccessStore for PgStore {
 
     fn flushed(&self) -> DurableFuture {
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn flushed_through(&self, _mark: u64) -> DurableFuture {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn shares_flushes(&self) -> bool {
+        false
     }
 }

@@ -43,12 +43,15 @@ impl AccessStore for SledStore {
             .collect()
     }
 
-    fn append_audit(&self, entries: &[AuditEntry]) -> Result<(), StoreError> {
+    fn append_audit(&self, entries: &[AuditEntry]) -> Result<u64, StoreError> {
         let mut batch = sled::Batch::default();
         for entry in entries {
             batch.insert(&entry.id, encode(AUDIT, entry)?);
         }
-        self.counted(|| self.audit.apply_batch(batch).map_err(backend))
+        self.group.begin_write();
+        let applied = self.audit.apply_batch(batch).map_err(backend);
+        let mark = self.group.end_write_marked();
+        applied.map(|()| mark)
     }
 
     fn audit_range(
@@ -93,5 +96,13 @@ impl AccessStore for SledStore {
 
     fn flushed(&self) -> DurableFuture {
         self.durable()
+    }
+
+    fn flushed_through(&self, mark: u64) -> DurableFuture {
+        self.group.durable_through(mark)
+    }
+
+    fn shares_flushes(&self) -> bool {
+        true
     }
 }
