@@ -101,6 +101,13 @@ pub struct Caller {
     pub certificate: Option<String>,
     /// Where the request came from: `unix`, or the peer's address.
     pub from: String,
+    /// The namespace its calls act in: a scoped token's or an OIDC
+    /// token's own; for the machine's operators (the Unix socket, the
+    /// bootstrap token) the one they name, `default` if none.
+    pub namespace: String,
+    /// Whether it may name any namespace (the machine's operators), or
+    /// only its own.
+    pub global: bool,
 }
 
 impl Caller {

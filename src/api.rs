@@ -12,6 +12,7 @@
 //! - [`memory_service`] serves `holarchy.v1.MemoryService`.
 //! - [`plane_service`] serves `holarchy.v1.WorkService` and `holarchy.v1.TriggerService`.
 //! - [`read_model`]: what the services read from the store.
+//! - [`scope`]: the namespace a call acts in.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
 //! - [`budget`]: the byte budgets of pages, records and gRPC messages.
 
@@ -25,6 +26,7 @@ pub mod memory_service;
 pub mod plane_service;
 pub mod read_model;
 pub mod runtime_service;
+pub mod scope;
 pub mod supervision_service;
 pub mod task_service;
 pub mod workspace_service;

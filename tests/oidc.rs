@@ -160,7 +160,7 @@ async fn an_issuers_token_is_a_caller_with_its_role_and_nothing_else_is() {
         issuer.sign(json!({ "iss": ISSUER, "aud": AUDIENCE, "sub": "x", "exp": now() + 600 })),
     ));
     wrong.push(("a made-up role", issuer.sign(claims("x", "root"))));
-    wrong.push(("another namespace", issuer.sign(json!({ "iss": ISSUER, "aud": AUDIENCE, "sub": "x", "exp": now() + 600, "holarchy_role": "admin", "holarchy_namespace": "b" }))));
+    wrong.push(("a namespace that is no name", issuer.sign(json!({ "iss": ISSUER, "aud": AUDIENCE, "sub": "x", "exp": now() + 600, "holarchy_role": "admin", "holarchy_namespace": "B/../c" }))));
     wrong.push((
         "a stranger's key under the same kid",
         stranger.sign(claims("x", "admin")),

@@ -42,6 +42,7 @@ fn specs(prefix: &str, count: usize) -> Vec<NewAgent> {
             context_tokens: None,
             mcp_servers: Vec::new(),
             network: Default::default(),
+            namespace: "default".to_owned(),
         })
         .collect()
 }

@@ -100,24 +100,35 @@ impl Audit {
         self.store.flushed_through(mark.unwrap_or(written)).await
     }
 
-    /// Writes `entry` off the async threads; its mark.
+    /// Writes `entry`; its mark. On a store whose writes are local and
+    /// brief (sled) in place, as the services read it; on one that waits
+    /// for a server, off the async threads. A trim, when due, runs off
+    /// them either way.
     async fn write(&self, entry: AuditEntry) -> Result<u64, StoreError> {
         let store = self.store.clone();
-        let trim = self.appended.fetch_add(1, Ordering::Relaxed) % TRIM_EVERY == TRIM_EVERY - 1;
-        let cutoff = ulid_floor(now_ms().saturating_sub(self.retention.as_millis() as u64));
-        tokio::task::spawn_blocking(move || {
-            let mark = store.append_audit(std::slice::from_ref(&entry))?;
-            if trim {
-                let removed = store.trim_audit(cutoff, TRIM_BATCH)?;
-                if removed > 0 {
-                    tracing::info!(removed, "audit entries past their retention removed");
-                }
+        let mark = if store.shares_flushes() {
+            store.append_audit(std::slice::from_ref(&entry))?
+        } else {
+            blocking(move || store.append_audit(std::slice::from_ref(&entry))).await?
+        };
+        if self.appended.fetch_add(1, Ordering::Relaxed) % TRIM_EVERY == TRIM_EVERY - 1 {
+            let store = self.store.clone();
+            let cutoff = ulid_floor(now_ms().saturating_sub(self.retention.as_millis() as u64));
+            let removed = blocking(move || store.trim_audit(cutoff, TRIM_BATCH)).await?;
+            if removed > 0 {
+                tracing::info!(removed, "audit entries past their retention removed");
             }
-            Ok::<_, StoreError>(mark)
-        })
+        }
+        Ok(mark)
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work)
         .await
         .map_err(|err| StoreError::Backend(format!("the audit write stopped: {err}")))?
-    }
 }
 
 /// An entry whose call is running: written ahead (with its mark) where

@@ -87,6 +87,8 @@ pub struct Verified {
     /// `sub`, cut and cleaned.
     pub subject: String,
     pub role: Role,
+    /// The claim's namespace, or `default`.
+    pub namespace: String,
 }
 
 pub struct Oidc {
@@ -154,16 +156,20 @@ impl Oidc {
             .and_then(|v| v.as_str())
             .and_then(Role::parse)
             .ok_or_else(|| Refused::NoRole(self.config.role_claim.clone()))?;
-        if let Some(namespace) = claims.get(&self.config.namespace_claim) {
-            let namespace = namespace.as_str().unwrap_or("?");
-            if namespace != "default" {
-                return Err(Refused::Namespace(clean(namespace, 64)));
+        let namespace = match claims.get(&self.config.namespace_claim) {
+            None => holarchy_supervision::namespace::DEFAULT.to_owned(),
+            Some(value) => {
+                let text = value.as_str().unwrap_or("?");
+                holarchy_supervision::namespace::check(text)
+                    .map_err(|_| Refused::Namespace(clean(text, 64)))?;
+                text.to_owned()
             }
-        }
+        };
         let subject = claims.get("sub").and_then(|v| v.as_str()).unwrap_or("");
         Ok(Verified {
             subject: clean(subject, MAX_SUBJECT),
             role,
+            namespace,
         })
     }
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use holarchy_actors::StoreError;
 use sha2::{Digest, Sha256};
 
-use super::{AccessStore, Role, TokenRecord};
+use super::{AccessStore, TokenRecord};
 
 /// What every token's text starts with; the `1` is the format's version.
 pub const PREFIX: &str = "hlt1_";
@@ -116,10 +116,10 @@ impl Tokens {
         &self.store
     }
 
-    /// The role and id of the stored token `bearer` is, if it is one that
-    /// may be used at `now_ms`. Reads the store (blocking) when the cached
+    /// The record of the stored token `bearer` is, if it is one that may
+    /// be used at `now_ms`. Reads the store (blocking) when the cached
     /// record is older than [`RECHECK`].
-    pub fn check(&self, bearer: &[u8], now_ms: u64) -> Result<Option<(String, Role)>, StoreError> {
+    pub fn check(&self, bearer: &[u8], now_ms: u64) -> Result<Option<TokenRecord>, StoreError> {
         let Some((id, secret)) = parse(bearer) else {
             return Ok(None);
         };
@@ -132,7 +132,7 @@ impl Tokens {
         if record.hash != hash(secret) || !record.usable(now_ms) {
             return Ok(None);
         }
-        Ok(Some((record.id, record.role)))
+        Ok(Some(record))
     }
 
     fn record(&self, id: &str) -> Result<Option<TokenRecord>, StoreError> {
@@ -170,6 +170,7 @@ impl Tokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::access::Role;
 
     fn template() -> TokenRecord {
         TokenRecord {

@@ -47,6 +47,8 @@ fn caller_of<T>(request: &Request<T>) -> Caller {
             role: Role::Admin,
             certificate: None,
             from: "daemon".into(),
+            namespace: holarchy_supervision::namespace::DEFAULT.to_owned(),
+            global: true,
         })
 }
 

@@ -220,6 +220,7 @@ impl AgentService for AgentApi {
         &self,
         request: Request<pb::CreateAgentRequest>,
     ) -> Result<Response<pb::CreateAgentResponse>, Status> {
+        let namespace = super::scope::namespace_of(&request);
         let req = request.into_inner();
         bounds::check_name(&req.name).map_err(ApiError::from)?;
         if let Some(body) = &req.initial_message {
@@ -243,6 +244,7 @@ impl AgentService for AgentApi {
                 context_tokens: req.context_tokens,
                 mcp_servers: req.mcp_servers,
                 network: network_policy(&req.network)?,
+                namespace,
             })
             .await
             .map_err(ApiError::from)?;
@@ -258,6 +260,7 @@ impl AgentService for AgentApi {
         request: Request<pb::CreateAgentsRequest>,
     ) -> Result<Response<pb::CreateAgentsResponse>, Status> {
         let mut specs = Vec::with_capacity(request.get_ref().agents.len());
+        let namespace = super::scope::namespace_of(&request);
         for req in request.into_inner().agents {
             bounds::check_name(&req.name).map_err(ApiError::from)?;
             if let Some(body) = &req.initial_message {
@@ -274,6 +277,7 @@ impl AgentService for AgentApi {
                 context_tokens: req.context_tokens,
                 mcp_servers: req.mcp_servers,
                 network: network_policy(&req.network)?,
+                namespace: namespace.clone(),
             });
         }
         let ids = self
@@ -290,11 +294,15 @@ impl AgentService for AgentApi {
         &self,
         request: Request<pb::GetAgentRequest>,
     ) -> Result<Response<pb::AgentGetResult>, Status> {
+        let namespace = super::scope::namespace_of(&request);
         let agent_id = match request.into_inner().agent {
             Some(pb::get_agent_request::Agent::AgentId(id)) => parse_agent_id(&id)?,
+            // A name is looked up in the caller's namespace only.
             Some(pb::get_agent_request::Agent::Name(name)) => self
                 .store
-                .agent_id_by_name(&name)
+                .agent_id_by_name(&holarchy_supervision::namespace::qualified(
+                    &namespace, &name,
+                ))
                 .map_err(ApiError::from)?
                 .ok_or_else(|| ApiError::NotFound(format!("no agent named `{}`", quote(&name))))?,
             None => return Err(ApiError::InvalidArgument("give agent_id or name".into()).into()),

@@ -26,8 +26,8 @@ use crate::access::tokens::Tokens;
 use crate::access::{target, Caller, Credential, Role};
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 
-/// The namespace every call acts in until namespaces are built.
-pub const DEFAULT_NAMESPACE: &str = "default";
+/// The namespace of a caller that names none.
+pub use holarchy_supervision::namespace::DEFAULT as DEFAULT_NAMESPACE;
 
 /// What the gate checks with, shared by every request of one listener.
 #[derive(Debug)]
@@ -100,7 +100,11 @@ where
         .headers()
         .get(http::header::AUTHORIZATION)
         .map(|value| value.as_bytes().to_vec());
-    let caller = match identify(&keys, conn.as_ref(), authorization).await {
+    let asked = request
+        .headers()
+        .get(NAMESPACE_HEADER)
+        .map(|value| value.as_bytes().to_vec());
+    let caller = match identify(&keys, conn.as_ref(), authorization, asked).await {
         Ok(caller) => caller,
         Err(status) => return Ok(status.into_http()),
     };
@@ -149,7 +153,7 @@ where
             target,
             outcome: audit::UNFINISHED,
             detail: "",
-            namespace: DEFAULT_NAMESPACE,
+            namespace: &caller.namespace,
         })
         .await;
     // No write runs unrecorded: a trail that cannot be written stops it.
@@ -175,23 +179,27 @@ where
     Ok(response)
 }
 
+/// The metadata a machine's operator names a namespace with.
+pub const NAMESPACE_HEADER: &str = "holarchy-namespace";
+
 /// Who sent `request`, or why it is refused.
 async fn identify(
     keys: &Keys,
     conn: Option<&Conn>,
     authorization: Option<Vec<u8>>,
+    asked: Option<Vec<u8>>,
 ) -> Result<Caller, Status> {
     let peer = conn.map(Conn::peer);
     if let Some(Peer::Unix { uid }) = peer {
         // The socket is 0600 and refuses agents' programs: whoever is here
         // is the daemon's user (or root), the machine's own operator.
         let uid = uid.unwrap_or(u32::MAX);
-        return Ok(Caller {
+        let found = Found {
             credential: Credential::Uid(uid),
             role: Role::Admin,
-            certificate: None,
-            from: "unix".into(),
-        });
+            namespace: None,
+        };
+        return found.caller(None, "unix".into(), asked.as_deref());
     }
     let from = match peer {
         Some(Peer::Tcp(addr)) => addr.to_string(),
@@ -200,30 +208,92 @@ async fn identify(
     let certificate = conn.and_then(Conn::certificate).map(str::to_owned);
     let bearer = authorization
         .as_deref()
-        .and_then(|value| value.strip_prefix(b"Bearer "));
+        .and_then(|value| value.strip_prefix(b"Bearer "))
+        .ok_or_else(|| Status::unauthenticated("missing or wrong bearer token"))?;
+    bearer_of(keys, bearer)
+        .await?
+        .caller(certificate, from, asked.as_deref())
+}
+
+/// A credential found valid, before its namespace is settled.
+#[derive(Debug)]
+pub struct Found {
+    pub credential: Credential,
+    pub role: Role,
+    /// The namespace the credential is bound to; `None` for the machine's
+    /// operators, who may name any.
+    pub namespace: Option<String>,
+}
+
+impl Found {
+    /// The caller, in the namespace `asked` names (the
+    /// [`NAMESPACE_HEADER`]) where it may name one, else in its own.
+    pub fn caller(
+        self,
+        certificate: Option<String>,
+        from: String,
+        asked: Option<&[u8]>,
+    ) -> Result<Caller, Status> {
+        let asked = match asked {
+            Some(bytes) => {
+                let text = std::str::from_utf8(bytes).unwrap_or("");
+                holarchy_supervision::namespace::check(text).map_err(|err| {
+                    Status::invalid_argument(format!("{NAMESPACE_HEADER}: {err}"))
+                })?;
+                Some(text.to_owned())
+            }
+            None => None,
+        };
+        // Until every read path hides other namespaces' agents (the next
+        // step of namespaces), no caller acts outside `default`.
+        for named in self.namespace.iter().chain(asked.iter()) {
+            if named != DEFAULT_NAMESPACE {
+                return Err(Status::failed_precondition(format!(
+                    "namespace `{named}`: only `default` is open in this release"
+                )));
+            }
+        }
+        let (namespace, global) = match (self.namespace, asked) {
+            (None, asked) => (asked.unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()), true),
+            (Some(own), Some(asked)) if asked != own => {
+                return Err(Status::permission_denied(format!(
+                    "this credential acts in namespace `{own}` only, not `{asked}`"
+                )))
+            }
+            (Some(own), _) => (own, false),
+        };
+        Ok(Caller {
+            credential: self.credential,
+            role: self.role,
+            certificate,
+            from,
+            namespace,
+            global,
+        })
+    }
+}
+
+/// The credential a bearer is: the bootstrap token, an OIDC token, or a
+/// scoped token; or why it is none.
+pub async fn bearer_of(keys: &Keys, bearer: &[u8]) -> Result<Found, Status> {
     let unauthenticated = || Status::unauthenticated("missing or wrong bearer token");
-    let Some(bearer) = bearer else {
-        return Err(unauthenticated());
-    };
     if let Some(bootstrap) = &keys.bootstrap {
         let mut header = b"Bearer ".to_vec();
         header.extend_from_slice(bearer);
         if bootstrap.admits(Some(&header)) {
-            return Ok(Caller {
+            return Ok(Found {
                 credential: Credential::Bootstrap,
                 role: Role::Admin,
-                certificate,
-                from,
+                namespace: None,
             });
         }
     }
     if let Some(oidc) = keys.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(bearer)) {
         return match oidc.verify(bearer) {
-            Ok(verified) => Ok(Caller {
+            Ok(verified) => Ok(Found {
                 credential: Credential::Oidc(verified.subject),
                 role: verified.role,
-                certificate,
-                from,
+                namespace: Some(verified.namespace),
             }),
             Err(refused) => Err(Status::unauthenticated(refused.to_string())),
         };
@@ -235,11 +305,10 @@ async fn identify(
     let bearer = bearer.to_vec();
     let checked = tokio::task::spawn_blocking(move || tokens.check(&bearer, audit::now_ms())).await;
     match checked {
-        Ok(Ok(Some((id, role)))) => Ok(Caller {
-            credential: Credential::Token(id),
-            role,
-            certificate,
-            from,
+        Ok(Ok(Some(token))) => Ok(Found {
+            credential: Credential::Token(token.id),
+            role: token.role,
+            namespace: Some(token.namespace),
         }),
         Ok(Ok(None)) => Err(Status::unauthenticated(
             "the token is unknown, revoked or expired: ask an admin for a new one",
@@ -307,7 +376,7 @@ async fn record(keys: &Keys, caller: &Caller, action: &str, target: String, stat
         target,
         outcome: crate::metrics::code_str(status.code()),
         detail: status.message(),
-        namespace: DEFAULT_NAMESPACE,
+        namespace: &caller.namespace,
     };
     if let Err(err) = keys.audit.record(call).await {
         // The action itself is done (or refused) and answered as such: a

@@ -176,27 +176,29 @@ pub(super) async fn serve(
     let (public_read, allowed_hosts) = config.http.as_ref().map_or_else(Default::default, |h| {
         (h.console_public_read, h.allowed_hosts.clone())
     });
-    let console = tcp_token.clone().map(|token| {
+    // What TCP callers (gRPC and the console) may show.
+    let tcp_keys = tcp_token.map(|token| {
+        Arc::new(Keys {
+            bootstrap: Some(token),
+            tokens,
+            audit,
+            oidc: oidc.clone(),
+        })
+    });
+    let console = tcp_keys.clone().map(|keys| {
         Arc::new(
             crate::web::console::Console::new(
                 runtime.clone(),
                 reads(&store),
-                token,
-                (tokens.clone(), audit.clone(), oidc.clone()),
+                keys,
                 stop_rx.clone(),
             )
             .public_read(public_read)
             .allowed_hosts(allowed_hosts),
         )
     });
-    let tcp_server = match (tcp_listener, tcp_token) {
-        (Some(listener), Some(token)) => {
-            let keys = Arc::new(Keys {
-                bootstrap: Some(token),
-                tokens,
-                audit,
-                oidc: oidc.clone(),
-            });
+    let tcp_server = match (tcp_listener, tcp_keys) {
+        (Some(listener), Some(keys)) => {
             info!(
                 addr = %listener.local_addr()?,
                 tls = tls.is_some(),

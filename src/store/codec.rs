@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use holarchy_composition::approval::ApprovalRecord;
-use holarchy_supervision::{AgentRecord, TaskRecord};
+use holarchy_supervision::TaskRecord;
 
 /// The version this build writes and reads.
 pub const FORMAT_VERSION: u8 = 1;
@@ -173,142 +173,13 @@ impl From<ApprovalRecordV1> for ApprovalRecord {
     }
 }
 
-/// Agents gained their composition (role, skills, limits) in version 2,
-/// their own context budget and MCP servers in version 3, and their
-/// network policy in version 4; agents written before read back with
-/// none, and the full network they had.
-pub const AGENT_VERSION: u8 = 4;
-const AGENT_VERSION_3: u8 = 3;
-const AGENT_VERSION_2: u8 = 2;
-
-pub fn encode_agent(tree: &'static str, agent: &AgentRecord) -> Result<Vec<u8>, StoreError> {
-    encode_as(AGENT_VERSION, tree, agent)
-}
-
-pub fn decode_agent(tree: &'static str, bytes: &[u8]) -> Result<AgentRecord, StoreError> {
-    match split_version(tree, bytes)? {
-        (AGENT_VERSION, body) => decode_body(tree, body),
-        (AGENT_VERSION_3, body) => decode_body::<AgentRecordV3>(tree, body).map(AgentRecord::from),
-        (AGENT_VERSION_2, body) => decode_body::<AgentRecordV2>(tree, body).map(AgentRecord::from),
-        (FORMAT_VERSION, body) => decode_body::<AgentRecordV1>(tree, body).map(AgentRecord::from),
-        (version, _) => Err(StoreError::UnsupportedVersion { tree, version }),
-    }
-}
-
-/// An agent as version 1 wrote it: the layout must never change.
-#[derive(serde::Deserialize)]
-#[cfg_attr(test, derive(Serialize))]
-struct AgentRecordV1 {
-    id: holarchy_supervision::AgentId,
-    name: Option<String>,
-    profile: holarchy_supervision::Profile,
-    lineage_parent_agent_id: Option<holarchy_supervision::AgentId>,
-    supervisor_agent_id: Option<holarchy_supervision::AgentId>,
-    state: holarchy_supervision::LifecycleState,
-    brain: holarchy_supervision::BrainConfig,
-    forked_context: Option<String>,
-    created_at_ms: u64,
-    updated_at_ms: u64,
-}
-
-/// An agent as version 2 wrote it: the layout must never change.
-#[derive(serde::Deserialize)]
-#[cfg_attr(test, derive(Serialize))]
-struct AgentRecordV2 {
-    id: holarchy_supervision::AgentId,
-    name: Option<String>,
-    profile: holarchy_supervision::Profile,
-    lineage_parent_agent_id: Option<holarchy_supervision::AgentId>,
-    supervisor_agent_id: Option<holarchy_supervision::AgentId>,
-    state: holarchy_supervision::LifecycleState,
-    brain: holarchy_supervision::BrainConfig,
-    forked_context: Option<String>,
-    created_at_ms: u64,
-    updated_at_ms: u64,
-    composition: Option<Box<holarchy_supervision::Composition>>,
-}
-
-/// An agent as version 3 wrote it: the layout must never change.
-#[derive(serde::Deserialize)]
-#[cfg_attr(test, derive(Serialize))]
-struct AgentRecordV3 {
-    id: holarchy_supervision::AgentId,
-    name: Option<String>,
-    profile: holarchy_supervision::Profile,
-    lineage_parent_agent_id: Option<holarchy_supervision::AgentId>,
-    supervisor_agent_id: Option<holarchy_supervision::AgentId>,
-    state: holarchy_supervision::LifecycleState,
-    brain: holarchy_supervision::BrainConfig,
-    forked_context: Option<String>,
-    created_at_ms: u64,
-    updated_at_ms: u64,
-    composition: Option<Box<holarchy_supervision::Composition>>,
-    context_tokens: Option<u32>,
-    mcp_servers: Vec<String>,
-}
-
-impl From<AgentRecordV3> for AgentRecord {
-    fn from(v3: AgentRecordV3) -> Self {
-        AgentRecord {
-            id: v3.id,
-            name: v3.name,
-            profile: v3.profile,
-            lineage_parent_agent_id: v3.lineage_parent_agent_id,
-            supervisor_agent_id: v3.supervisor_agent_id,
-            state: v3.state,
-            brain: v3.brain,
-            forked_context: v3.forked_context,
-            created_at_ms: v3.created_at_ms,
-            updated_at_ms: v3.updated_at_ms,
-            composition: v3.composition,
-            context_tokens: v3.context_tokens,
-            mcp_servers: v3.mcp_servers,
-            network: holarchy_supervision::NetworkPolicy::Full,
-        }
-    }
-}
-
-impl From<AgentRecordV2> for AgentRecord {
-    fn from(v2: AgentRecordV2) -> Self {
-        AgentRecord {
-            id: v2.id,
-            name: v2.name,
-            profile: v2.profile,
-            lineage_parent_agent_id: v2.lineage_parent_agent_id,
-            supervisor_agent_id: v2.supervisor_agent_id,
-            state: v2.state,
-            brain: v2.brain,
-            forked_context: v2.forked_context,
-            created_at_ms: v2.created_at_ms,
-            updated_at_ms: v2.updated_at_ms,
-            composition: v2.composition,
-            context_tokens: None,
-            mcp_servers: Vec::new(),
-            network: holarchy_supervision::NetworkPolicy::Full,
-        }
-    }
-}
-
-impl From<AgentRecordV1> for AgentRecord {
-    fn from(v1: AgentRecordV1) -> Self {
-        AgentRecord {
-            id: v1.id,
-            name: v1.name,
-            profile: v1.profile,
-            lineage_parent_agent_id: v1.lineage_parent_agent_id,
-            supervisor_agent_id: v1.supervisor_agent_id,
-            state: v1.state,
-            brain: v1.brain,
-            forked_context: v1.forked_context,
-            created_at_ms: v1.created_at_ms,
-            updated_at_ms: v1.updated_at_ms,
-            composition: None,
-            context_tokens: None,
-            mcp_servers: Vec::new(),
-            network: holarchy_supervision::NetworkPolicy::Full,
-        }
-    }
-}
+mod agent;
+pub use agent::{decode_agent, encode_agent, AGENT_VERSION};
+#[cfg(test)]
+use agent::{
+    AgentRecordV1, AgentRecordV2, AgentRecordV3, AgentRecordV4, AGENT_VERSION_2, AGENT_VERSION_3,
+    AGENT_VERSION_4,
+};
 
 mod instance;
 pub use instance::{decode_instance, encode_instance};
@@ -404,6 +275,7 @@ mod tests {
             context_tokens: None,
             mcp_servers: Vec::new(),
             network: Default::default(),
+            namespace: holarchy_supervision::namespace::DEFAULT.to_owned(),
             created_at_ms: millis,
             updated_at_ms: millis,
         }
@@ -558,6 +430,34 @@ mod tests {
         assert_eq!(again[0], AGENT_VERSION);
         assert_eq!(decode_agent("agents", &again).expect("decodes"), agent);
     }
+    #[test]
+    fn version_4_agents_read_back_in_the_default_namespace() {
+        let mut agent = record(Some("lead".into()), 9);
+        agent.network = holarchy_supervision::NetworkPolicy::Ports(vec![443]);
+        let v4 = AgentRecordV4 {
+            id: agent.id,
+            name: agent.name.clone(),
+            profile: agent.profile,
+            lineage_parent_agent_id: agent.lineage_parent_agent_id,
+            supervisor_agent_id: agent.supervisor_agent_id,
+            state: agent.state,
+            brain: agent.brain.clone(),
+            forked_context: None,
+            created_at_ms: 9,
+            updated_at_ms: 9,
+            composition: None,
+            context_tokens: None,
+            mcp_servers: Vec::new(),
+            network: agent.network.clone(),
+        };
+        let bytes = encode_as(AGENT_VERSION_4, "agents", &v4).expect("encodes");
+        assert_eq!(decode_agent("agents", &bytes).expect("decodes"), agent);
+        agent.namespace = "team-a".into();
+        let again = encode_agent("agents", &agent).expect("encodes");
+        assert_eq!(again[0], AGENT_VERSION);
+        assert_eq!(decode_agent("agents", &again).expect("decodes"), agent);
+    }
+
     #[test]
     fn version_1_tasks_read_back_without_place_or_worktree() {
         let v1 = TaskRecordV1 {

@@ -38,9 +38,7 @@ use holarchy_actors::sandbox::SandboxReport;
 use holarchy_actors::Runtime;
 
 use crate::access::audit::Audit;
-use crate::access::oidc::Oidc;
-use crate::access::tokens::Tokens;
-use crate::access::{Caller as AccessCaller, Credential, Role};
+use crate::access::{Caller as AccessCaller, Role};
 use crate::api::agent_service::AgentApi;
 use crate::api::plane_service::PlaneApi;
 use crate::api::read_model::ReadModel;
@@ -48,7 +46,7 @@ use crate::api::runtime_service::RuntimeApi;
 use crate::api::supervision_service::SupervisionApi;
 use crate::api::task_service::TaskApi;
 use crate::api::workspace_service::WorkspaceApi;
-use crate::daemon::token::Token;
+use crate::daemon::gate::Keys;
 
 use super::host::AllowedHosts;
 
@@ -89,12 +87,10 @@ pub struct Console {
     /// gRPC call returns; `/metrics` reads the same.
     runtime: Arc<Runtime>,
     store: Arc<dyn ReadModel>,
-    token: Token,
-    /// Scoped tokens (`holarchy token create`), and the trail the
-    /// console's writes are recorded in.
-    tokens: Arc<Tokens>,
-    audit: Arc<Audit>,
-    oidc: Option<Arc<Oidc>>,
+    /// The credentials the TCP listener takes (the bootstrap token, scoped
+    /// and OIDC tokens), and the trail the console's writes are recorded
+    /// in.
+    keys: Arc<Keys>,
     streams: Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
     /// Reads of structure need no token (`serve --console-public-read`).
@@ -124,11 +120,9 @@ impl Console {
     pub fn new(
         runtime: Arc<Runtime>,
         store: Arc<dyn ReadModel>,
-        token: Token,
-        access: (Arc<Tokens>, Arc<Audit>, Option<Arc<Oidc>>),
+        keys: Arc<Keys>,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
-        let (tokens, audit, oidc) = access;
         Self {
             agents: AgentApi::new(runtime.clone(), store.clone(), shutdown.clone()),
             tasks: TaskApi::new(runtime.clone(), shutdown.clone()),
@@ -146,10 +140,7 @@ impl Console {
             ),
             runtime,
             store,
-            token,
-            tokens,
-            audit,
-            oidc,
+            keys,
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
             shutdown,
             public_read: false,
@@ -244,47 +235,20 @@ impl Console {
 }
 
 impl Console {
-    /// The caller an `Authorization` header names: the bootstrap token
-    /// (an admin) or a scoped token; `None` for anything else.
+    /// The caller an `Authorization` header names (the bootstrap token, a
+    /// scoped or an OIDC token), in its own namespace; `None` for anything
+    /// else.
     async fn identify(&self, authorization: &[u8], peer: SocketAddr) -> Option<AccessCaller> {
-        let from = peer.to_string();
-        if self.token.admits(Some(authorization)) {
-            return Some(AccessCaller {
-                credential: Credential::Bootstrap,
-                role: Role::Admin,
-                certificate: None,
-                from,
-            });
-        }
-        let bearer = authorization.strip_prefix(b"Bearer ")?.to_vec();
-        if let Some(oidc) = self.oidc.as_ref().filter(|_| Oidc::looks_like_jwt(&bearer)) {
-            let verified = oidc.verify(&bearer).ok()?;
-            return Some(AccessCaller {
-                credential: Credential::Oidc(verified.subject),
-                role: verified.role,
-                certificate: None,
-                from,
-            });
-        }
-        crate::access::tokens::parse(&bearer)?;
-        let tokens = self.tokens.clone();
-        let checked = tokio::task::spawn_blocking(move || {
-            tokens.check(&bearer, crate::access::audit::now_ms())
-        })
-        .await;
-        match checked {
-            Ok(Ok(Some((id, role)))) => Some(AccessCaller {
-                credential: Credential::Token(id),
-                role,
-                certificate: None,
-                from,
-            }),
-            Ok(Err(err)) => {
-                tracing::warn!(error = %err, "cannot check a console token");
-                None
-            }
-            _ => None,
-        }
+        let bearer = authorization.strip_prefix(b"Bearer ")?;
+        let found = crate::daemon::gate::bearer_of(&self.keys, bearer)
+            .await
+            .ok()?;
+        found.caller(None, peer.to_string(), None).ok()
+    }
+
+    /// The trail the console's writes are recorded in.
+    fn audit(&self) -> &Audit {
+        &self.keys.audit
     }
 }
 

@@ -24,6 +24,7 @@
 //! - [`workspace`]: attached workspaces, the active one, child projection modes.
 //! - [`usage`]: tokens model brains spent, per turn and per agent.
 //! - [`network`]: what network an agent's commands may reach.
+//! - [`namespace`]: the partitions of agents scoped callers see.
 
 pub mod admission;
 pub mod bounds;
@@ -33,6 +34,7 @@ pub mod composed;
 pub mod effect;
 pub mod event;
 pub mod ids;
+pub mod namespace;
 pub mod network;
 pub mod patch;
 pub mod plan;

@@ -73,9 +73,20 @@ pub struct AgentRecord {
     /// What network its commands may reach. Set at creation; children
     /// inherit their creator's.
     pub network: crate::NetworkPolicy,
+    /// The namespace it belongs to (see [`crate::namespace`]); children
+    /// are in their creator's.
+    pub namespace: String,
 }
 
 impl AgentRecord {
+    /// The key its name is unique under in the store: the name within its
+    /// namespace (see [`crate::namespace::qualified`]).
+    pub fn name_key(&self) -> Option<String> {
+        self.name
+            .as_deref()
+            .map(|name| crate::namespace::qualified(&self.namespace, name))
+    }
+
     /// A new public agent named `name`, as an operator creates one: active,
     /// self-owned, the default brain, nothing composed, made at `now_ms`.
     /// Anything else is set by struct update.
@@ -93,6 +104,7 @@ impl AgentRecord {
             context_tokens: None,
             mcp_servers: Vec::new(),
             network: crate::NetworkPolicy::Full,
+            namespace: crate::namespace::DEFAULT.to_owned(),
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
         }

@@ -254,6 +254,7 @@ mod tests {
             context_tokens: None,
             mcp_servers: Vec::new(),
             network: Default::default(),
+            namespace: crate::namespace::DEFAULT.to_owned(),
             created_at_ms: 0,
             updated_at_ms: 0,
         }

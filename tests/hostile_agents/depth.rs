@@ -44,6 +44,7 @@ fn record(id: AgentId, supervisor: Option<AgentId>) -> AgentRecord {
         context_tokens: None,
         mcp_servers: Vec::new(),
         network: Default::default(),
+        namespace: "default".to_owned(),
         created_at_ms: 0,
         updated_at_ms: 0,
     }

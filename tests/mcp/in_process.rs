@@ -48,6 +48,7 @@ pub async fn constraints_and_approvals_apply_to_mcp_tools() {
         context_tokens: None,
         mcp_servers: vec!["tools".into()],
         network: Default::default(),
+        namespace: "default".to_owned(),
         created_at_ms: 1,
         updated_at_ms: 1,
     };

@@ -39,6 +39,9 @@ pub struct NewAgent {
     pub mcp_servers: Vec<String>,
     /// What network its commands may reach; children inherit it.
     pub network: holarchy_supervision::NetworkPolicy,
+    /// The namespace it is made in (its caller's); checked by
+    /// [`holarchy_supervision::namespace::check`].
+    pub namespace: String,
 }
 
 /// Why an agent was not created.
@@ -48,6 +51,8 @@ pub enum CreateError {
     Invalid(#[from] InvalidInput),
     #[error(transparent)]
     InvalidBrain(#[from] holarchy_supervision::brain::BrainConfigError),
+    #[error(transparent)]
+    InvalidNamespace(#[from] holarchy_supervision::namespace::InvalidNamespace),
     #[error("an agent named `{0}` already exists")]
     NameTaken(String),
     #[error("no MCP server named `{0}` in the daemon's MCP configuration (serve --mcp-config)")]
@@ -164,6 +169,7 @@ async fn create_to_completion(
             context_tokens: spec.context_tokens,
             mcp_servers: spec.mcp_servers,
             network: spec.network,
+            namespace: spec.namespace,
             composition,
         })
         .collect();
@@ -212,7 +218,8 @@ fn validate(ctx: &Ctx, specs: &[(NewAgent, Option<Box<Composition>>)]) -> Result
             bounds::check_message(body)?;
         }
         check_mcp_servers(ctx, &spec.mcp_servers)?;
-        if !names.insert(spec.name.as_str()) {
+        holarchy_supervision::namespace::check(&spec.namespace)?;
+        if !names.insert((spec.namespace.as_str(), spec.name.as_str())) {
             return Err(CreateError::NameTaken(spec.name.clone()));
         }
     }

@@ -200,6 +200,7 @@ impl Runtime {
             context_tokens: None,
             mcp_servers: Vec::new(),
             network: Default::default(),
+            namespace: holarchy_supervision::namespace::DEFAULT.to_owned(),
         })
         .await
     }

@@ -288,6 +288,8 @@ async fn create_agent(
         context_tokens: spec.context_tokens,
         mcp_servers: spec.mcp_servers.clone(),
         network: spec.network.clone(),
+        // Instances live in the default namespace (see docs/security.md).
+        namespace: holarchy_supervision::namespace::DEFAULT.to_owned(),
     };
     let composed = vec![(new, Some(Box::new(record.composition())))];
     let (ids, flushed) = create::create_composed_unflushed(ctx, composed)

@@ -379,11 +379,12 @@ fn superseded_messages(writes: &[Write]) -> Vec<bool> {
 fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError> {
     match write {
         Write::CreateAgent(record) => {
-            if let Some(name) = &record.name {
+            // Unique within its namespace: keyed as `namespace::qualified`.
+            if let Some(name) = record.name_key() {
                 out.push(guard(
                     Sql::InsertName,
                     vec![Box::new(name.clone()), id(record.id.to_bytes())],
-                    Refusal::NameTaken(name.clone()),
+                    Refusal::NameTaken(name),
                 ));
             }
             if let Some(sup) = record.supervisor_agent_id {
@@ -490,10 +491,10 @@ fn steps(write: &Write, out: &mut Vec<Step>) -> Result<(), StoreError> {
                 vec![id(record.id.to_bytes())],
                 Refusal::Precondition("only an archived agent can be deleted"),
             ));
-            if let Some(name) = &record.name {
+            if let Some(name) = record.name_key() {
                 out.push(step(
                     Sql::DeleteNameOf,
-                    vec![Box::new(name.clone()), id(record.id.to_bytes())],
+                    vec![Box::new(name), id(record.id.to_bytes())],
                 ));
             }
             out.push(step(Sql::DeleteUsage, vec![id(record.id.to_bytes())]));

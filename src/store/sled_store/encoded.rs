@@ -96,12 +96,12 @@ pub(super) fn encode_write(write: &Write) -> Result<Encoded, StoreError> {
     Ok(match write {
         Write::DeleteAgent(record) => Encoded::DeleteAgent {
             id: record.id.to_bytes(),
-            name: record.name.clone(),
+            name: record.name_key(),
             public: record.profile.visibility == holarchy_supervision::Visibility::Public,
         },
         Write::CreateAgent(record) => Encoded::CreateAgent {
             id: record.id.to_bytes(),
-            name: record.name.clone(),
+            name: record.name_key(),
             supervisor: record.supervisor_agent_id,
             public: record.profile.visibility == holarchy_supervision::Visibility::Public,
             value: encode_agent(AGENTS, record)?,

@@ -296,7 +296,7 @@ async fn record(
         detail: &detail,
         namespace: crate::daemon::gate::DEFAULT_NAMESPACE,
     };
-    if let Err(err) = console.audit.record(call).await {
+    if let Err(err) = console.audit().record(call).await {
         tracing::error!(error = %err, action, "cannot record a console write in the audit trail");
     }
 }

@@ -18,6 +18,8 @@ pub struct PublicAgent {
     pub context_tokens: Option<u32>,
     pub mcp_servers: Vec<String>,
     pub network: crate::NetworkPolicy,
+    /// The namespace it is made in: its caller's.
+    pub namespace: String,
     /// Role, skills and limits of an instance's agent.
     pub composition: Option<Box<Composition>>,
 }
@@ -36,6 +38,7 @@ pub fn public_agents(agents: Vec<PublicAgent>, now_ms: u64) -> (Plan, Created) {
             context_tokens: spec.context_tokens,
             mcp_servers: spec.mcp_servers,
             network: spec.network,
+            namespace: spec.namespace,
             ..AgentRecord::public(spec.name.clone(), now_ms)
         };
         let agent_id = record.id;
@@ -100,6 +103,7 @@ mod tests {
                     context_tokens: None,
                     mcp_servers: Vec::new(),
                     network: Default::default(),
+                    namespace: if i % 2 == 0 { "default" } else { "team-a" }.into(),
                     composition: None,
                 })
                 .collect()
@@ -124,6 +128,7 @@ mod tests {
             prop_assert_eq!(ids.len(), specs.len());
             for (record, spec) in records.iter().zip(&specs) {
                 prop_assert_eq!(record.name.as_deref(), Some(spec.name.as_str()));
+                prop_assert_eq!(&record.namespace, &spec.namespace);
                 prop_assert_eq!(record.state, LifecycleState::Active);
                 prop_assert!(record.supervisor_agent_id.is_none());
                 prop_assert_eq!(record.created_at_ms, now);

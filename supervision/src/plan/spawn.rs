@@ -65,6 +65,9 @@ pub fn spawn(creator: &AgentRecord, child: Child, now_ms: u64) -> Spawn {
         mcp_servers: creator.mcp_servers.clone(),
         // A child never reaches more than its creator.
         network: creator.network.clone(),
+        // A child stays where its creator is: no agent makes one another
+        // namespace's callers could see.
+        namespace: creator.namespace.clone(),
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
     };
@@ -144,6 +147,7 @@ mod tests {
             let creator = AgentRecord {
                 context_tokens: Some(9_000),
                 network: crate::NetworkPolicy::Ports(vec![443]),
+                namespace: "team-a".into(),
                 ..AgentRecord::public("c", 1)
             };
             let private = preset.profile().visibility == Visibility::Private;
@@ -164,6 +168,7 @@ mod tests {
             prop_assert_eq!(out.record.context_tokens, Some(9_000));
             // A child never reaches more network than its creator.
             prop_assert_eq!(&out.record.network, &creator.network);
+            prop_assert_eq!(&out.record.namespace, &creator.namespace);
             prop_assert_eq!(out.record.supervisor_agent_id.is_some(), private);
             prop_assert_eq!(out.record.lineage_parent_agent_id, Some(creator.id));
             prop_assert_eq!(out.task.is_some(), private);
