@@ -335,6 +335,7 @@ async fn agents_created_in_a_batch_are_all_there_or_none_is() {
                 name,
                 initial_message: None,
                 brain: None,
+                labels: Default::default(),
             })
             .collect(),
     };

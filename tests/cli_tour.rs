@@ -30,6 +30,8 @@ mod help;
 mod hostile_text;
 #[path = "cli_tour/instances.rs"]
 mod instances;
+#[path = "cli_tour/labels.rs"]
+mod labels;
 #[path = "cli_tour/lifecycle.rs"]
 mod lifecycle;
 #[path = "cli_tour/memory.rs"]

@@ -224,6 +224,7 @@ async fn create_budgeted(
             context_tokens: Some(tokens),
             mcp_servers: Vec::new(),
             network: String::new(),
+            labels: Default::default(),
         })
         .await
         .map(|r| r.into_inner().agent_id)

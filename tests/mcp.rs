@@ -107,6 +107,7 @@ async fn create_with(
             context_tokens: None,
             mcp_servers: servers.iter().map(|s| (*s).to_owned()).collect(),
             network: String::new(),
+            labels: Default::default(),
         })
         .await
         .map(|r| r.into_inner().agent_id)

@@ -43,6 +43,7 @@ fn specs(prefix: &str, count: usize) -> Vec<NewAgent> {
             mcp_servers: Vec::new(),
             network: Default::default(),
             namespace: "default".to_owned(),
+            labels: Default::default(),
         })
         .collect()
 }

@@ -26,6 +26,7 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
         name: name.into(),
         initial_message: None,
         brain: None,
+        labels: Default::default(),
     };
     let cases_create = [
         (create_named(""), Code::InvalidArgument, "empty"),
@@ -48,6 +49,7 @@ async fn bad_input_is_refused_with_a_clear_status_and_changes_nothing() {
                 name: "big".into(),
                 initial_message: Some("x".repeat(64 * 1024 + 1)),
                 brain: None,
+                labels: Default::default(),
             },
             Code::InvalidArgument,
             "limit is 65536",

@@ -169,6 +169,7 @@ async fn a_clean_restart_recovers_agents_and_names() {
             name: "keeper".into(),
             initial_message: None,
             brain: None,
+            labels: Default::default(),
         })
         .await
         .expect_err("name still taken");

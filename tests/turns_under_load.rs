@@ -36,6 +36,7 @@ async fn create_agents(c: &mut Clients) -> Vec<String> {
             name: format!("load-{i}"),
             initial_message: None,
             brain: scripted(),
+            labels: Default::default(),
         })
         .collect();
     c.agents

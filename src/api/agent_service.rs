@@ -245,6 +245,7 @@ impl AgentService for AgentApi {
                 mcp_servers: req.mcp_servers,
                 network: network_policy(&req.network)?,
                 namespace,
+                labels: req.labels.into_iter().collect(),
             })
             .await
             .map_err(ApiError::from)?;
@@ -278,6 +279,7 @@ impl AgentService for AgentApi {
                 mcp_servers: req.mcp_servers,
                 network: network_policy(&req.network)?,
                 namespace: namespace.clone(),
+                labels: req.labels.into_iter().collect(),
             });
         }
         let ids = self

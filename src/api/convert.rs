@@ -104,6 +104,7 @@ pub fn summary(
         context_tokens: record.context_tokens.unwrap_or(0),
         mcp_servers: record.mcp_servers.clone(),
         network: record.network.to_string(),
+        labels: record.labels.clone().into_iter().collect(),
     }
 }
 

@@ -13,6 +13,11 @@ use super::{context, follow, message_text, resolve, BrainArgs};
 use crate::api::pb;
 use crate::client::Clients;
 
+/// `key=value`, checked as the daemon checks a label.
+pub(crate) fn label(text: &str) -> Result<(String, String), String> {
+    holarchy_supervision::labels::parse(text).map_err(|err| err.to_string())
+}
+
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
     /// Create a public named agent.
@@ -36,6 +41,10 @@ pub enum AgentCommand {
         /// `443,8080`. Its children inherit it.
         #[arg(long, value_name = "POLICY")]
         network: Option<String>,
+        /// A label, `key=value` (`team=infra`); repeatable, at most 16.
+        /// `agent list --label` and `agent archive --label` pick by them.
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = label)]
+        labels: Vec<(String, String)>,
         #[command(flatten)]
         brain: BrainArgs,
     },
@@ -143,6 +152,7 @@ pub(super) async fn agent_command(
             context_tokens,
             mcp_servers,
             network,
+            labels,
             brain,
         } => {
             let created = clients
@@ -154,6 +164,7 @@ pub(super) async fn agent_command(
                     context_tokens: *context_tokens,
                     mcp_servers: mcp_servers.clone(),
                     network: network.clone().unwrap_or_default(),
+                    labels: labels.iter().cloned().collect(),
                 })
                 .await?
                 .into_inner();

@@ -110,6 +110,7 @@ pub fn agent_json(a: &pb::AgentSummary) -> Value {
         "skills": a.skills,
         "mcp_servers": a.mcp_servers,
         "network": a.network,
+        "labels": a.labels,
     })
 }
 
@@ -303,6 +304,12 @@ impl Output {
         }
         if !a.network.is_empty() && a.network != "full" {
             say!("network      {}", one_line(&a.network));
+        }
+        if !a.labels.is_empty() {
+            let mut labels: Vec<String> =
+                a.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            labels.sort();
+            say!("labels       {}", one_line(&labels.join(", ")));
         }
         if let Some(work) = &a.current_work_item {
             say!(

@@ -276,6 +276,7 @@ mod tests {
             mcp_servers: Vec::new(),
             network: Default::default(),
             namespace: holarchy_supervision::namespace::DEFAULT.to_owned(),
+            labels: Default::default(),
             created_at_ms: millis,
             updated_at_ms: millis,
         }

@@ -25,6 +25,7 @@
 //! - [`usage`]: tokens model brains spent, per turn and per agent.
 //! - [`network`]: what network an agent's commands may reach.
 //! - [`namespace`]: the partitions of agents scoped callers see.
+//! - [`labels`]: operators' `key=value` tags on agents, and selectors.
 
 pub mod admission;
 pub mod bounds;
@@ -34,6 +35,7 @@ pub mod composed;
 pub mod effect;
 pub mod event;
 pub mod ids;
+pub mod labels;
 pub mod namespace;
 pub mod network;
 pub mod patch;

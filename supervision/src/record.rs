@@ -76,6 +76,9 @@ pub struct AgentRecord {
     /// The namespace it belongs to (see [`crate::namespace`]); children
     /// are in their creator's.
     pub namespace: String,
+    /// Its operator's labels (see [`crate::labels`]); set at creation,
+    /// not inherited.
+    pub labels: crate::labels::Labels,
 }
 
 impl AgentRecord {
@@ -105,6 +108,7 @@ impl AgentRecord {
             mcp_servers: Vec::new(),
             network: crate::NetworkPolicy::Full,
             namespace: crate::namespace::DEFAULT.to_owned(),
+            labels: Default::default(),
             created_at_ms: now_ms,
             updated_at_ms: now_ms,
         }

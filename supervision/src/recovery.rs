@@ -255,6 +255,7 @@ mod tests {
             mcp_servers: Vec::new(),
             network: Default::default(),
             namespace: crate::namespace::DEFAULT.to_owned(),
+            labels: Default::default(),
             created_at_ms: 0,
             updated_at_ms: 0,
         }

@@ -302,6 +302,7 @@ pub async fn create(clients: &mut Clients, name: &str, initial: Option<&str>) ->
             name: name.into(),
             initial_message: initial.map(str::to_owned),
             brain: None,
+            labels: Default::default(),
         })
         .await
         .expect("agent created")
@@ -429,6 +430,7 @@ pub async fn create_on(clients: &mut Clients, name: &str, brain: pb::BrainConfig
             name: name.into(),
             initial_message: None,
             brain: Some(brain),
+            labels: Default::default(),
         })
         .await
         .expect("created")

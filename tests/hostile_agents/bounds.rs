@@ -240,6 +240,7 @@ async fn the_daemon_refuses_agents_past_its_total() {
             name: "third".into(),
             initial_message: None,
             brain: None,
+            labels: Default::default(),
         })
         .await
         .expect_err("past the total");

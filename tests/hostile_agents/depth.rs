@@ -45,6 +45,7 @@ fn record(id: AgentId, supervisor: Option<AgentId>) -> AgentRecord {
         mcp_servers: Vec::new(),
         network: Default::default(),
         namespace: "default".to_owned(),
+        labels: Default::default(),
         created_at_ms: 0,
         updated_at_ms: 0,
     }
@@ -205,6 +206,7 @@ async fn a_10000_wide_tree_answers_in_pages_with_a_marker_and_the_cli_draws_it()
                 name: format!("wide-{batch}-{i}"),
                 initial_message: None,
                 brain: None,
+                labels: Default::default(),
             })
             .collect();
         c.agents

@@ -128,6 +128,7 @@ async fn a_record_over_the_budget_comes_back_cut_with_its_full_size() {
             name: "big-brain".into(),
             initial_message: None,
             brain: Some(brain),
+            labels: Default::default(),
         })
         .await
         .expect("created")

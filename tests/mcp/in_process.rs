@@ -49,6 +49,7 @@ pub async fn constraints_and_approvals_apply_to_mcp_tools() {
         mcp_servers: vec!["tools".into()],
         network: Default::default(),
         namespace: "default".to_owned(),
+        labels: Default::default(),
         created_at_ms: 1,
         updated_at_ms: 1,
     };

@@ -42,6 +42,9 @@ pub struct NewAgent {
     /// The namespace it is made in (its caller's); checked by
     /// [`holarchy_supervision::namespace::check`].
     pub namespace: String,
+    /// Its operator's labels (checked by
+    /// [`holarchy_supervision::labels::check`]).
+    pub labels: holarchy_supervision::labels::Labels,
 }
 
 /// Why an agent was not created.
@@ -53,6 +56,8 @@ pub enum CreateError {
     InvalidBrain(#[from] holarchy_supervision::brain::BrainConfigError),
     #[error(transparent)]
     InvalidNamespace(#[from] holarchy_supervision::namespace::InvalidNamespace),
+    #[error(transparent)]
+    InvalidLabel(#[from] holarchy_supervision::labels::InvalidLabel),
     #[error("an agent named `{0}` already exists")]
     NameTaken(String),
     #[error("no MCP server named `{0}` in the daemon's MCP configuration (serve --mcp-config)")]
@@ -170,6 +175,7 @@ async fn create_to_completion(
             mcp_servers: spec.mcp_servers,
             network: spec.network,
             namespace: spec.namespace,
+            labels: spec.labels,
             composition,
         })
         .collect();
@@ -219,6 +225,7 @@ fn validate(ctx: &Ctx, specs: &[(NewAgent, Option<Box<Composition>>)]) -> Result
         }
         check_mcp_servers(ctx, &spec.mcp_servers)?;
         holarchy_supervision::namespace::check(&spec.namespace)?;
+        holarchy_supervision::labels::check(&spec.labels)?;
         if !names.insert((spec.namespace.as_str(), spec.name.as_str())) {
             return Err(CreateError::NameTaken(spec.name.clone()));
         }

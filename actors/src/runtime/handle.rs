@@ -201,6 +201,7 @@ impl Runtime {
             mcp_servers: Vec::new(),
             network: Default::default(),
             namespace: holarchy_supervision::namespace::DEFAULT.to_owned(),
+            labels: Default::default(),
         })
         .await
     }

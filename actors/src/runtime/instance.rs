@@ -290,6 +290,7 @@ async fn create_agent(
         network: spec.network.clone(),
         // Instances live in the default namespace (see docs/security.md).
         namespace: holarchy_supervision::namespace::DEFAULT.to_owned(),
+        labels: Default::default(),
     };
     let composed = vec![(new, Some(Box::new(record.composition())))];
     let (ids, flushed) = create::create_composed_unflushed(ctx, composed)

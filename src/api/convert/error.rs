@@ -145,7 +145,9 @@ impl From<CreateError> for ApiError {
         match err {
             CreateError::Invalid(e) => e.into(),
             CreateError::InvalidBrain(e) => e.into(),
-            CreateError::InvalidNamespace(_) => ApiError::InvalidArgument(err.to_string()),
+            CreateError::InvalidNamespace(_) | CreateError::InvalidLabel(_) => {
+                ApiError::InvalidArgument(err.to_string())
+            }
             CreateError::NameTaken(_) => ApiError::AlreadyExists(err.to_string()),
             CreateError::UnknownMcpServer(_) | CreateError::DuplicateMcpServer(_) => {
                 ApiError::InvalidArgument(err.to_string())

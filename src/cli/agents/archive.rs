@@ -1,5 +1,6 @@
 //! `holarchy agent archive`: the agents named, or in bulk every live
-//! public agent a selector picks (`--name` prefix, `--instance`), as
+//! public agent a selector picks (`--name` prefix, `--instance`,
+//! `--label`), as
 //! `docker rm $(docker ps -q -f ...)` would, without the shell pipeline.
 //! Each is archived with its whole private subtree, one call each, so one
 //! refusal stops the run with the others already done said on stdout.
@@ -14,7 +15,7 @@ use crate::client::Clients;
 #[derive(Debug, Args)]
 pub struct ArchiveArgs {
     /// The agents to archive (ids or names).
-    #[arg(required_unless_present_any = ["name", "instance"], conflicts_with_all = ["name", "instance"])]
+    #[arg(required_unless_present_any = ["name", "instance", "labels"], conflicts_with_all = ["name", "instance", "labels"])]
     pub agents: Vec<String>,
     /// Every live public agent whose name starts with this.
     #[arg(long, value_name = "PREFIX")]
@@ -23,12 +24,21 @@ pub struct ArchiveArgs {
     /// remove the instance itself).
     #[arg(long)]
     pub instance: Option<String>,
+    /// Every live public agent with this label, `key=value`; repeatable
+    /// (all must match).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = super::label)]
+    pub labels: Vec<(String, String)>,
 }
 
 impl ArchiveArgs {
     fn picks(&self, agent: &pb::AgentSummary) -> bool {
         agent.state != pb::LifecycleState::Archived as i32
-            && super::list::selected(agent, self.name.as_deref(), self.instance.as_deref())
+            && super::list::selected(
+                agent,
+                self.name.as_deref(),
+                self.instance.as_deref(),
+                &self.labels,
+            )
     }
 }
 

@@ -33,6 +33,10 @@ pub struct ListArgs {
     /// --include-private its descendants).
     #[arg(long)]
     pub instance: Option<String>,
+    /// Only agents with this label, `key=value`; repeatable (all must
+    /// match).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = super::label)]
+    pub labels: Vec<(String, String)>,
 }
 
 /// An agent's lifecycle state, as `--state` names it.
@@ -65,7 +69,13 @@ impl ListArgs {
         } else {
             state.is_some_and(|s| self.state.contains(&s))
         };
-        by_state && selected(agent, self.name.as_deref(), self.instance.as_deref())
+        by_state
+            && selected(
+                agent,
+                self.name.as_deref(),
+                self.instance.as_deref(),
+                &self.labels,
+            )
     }
 }
 
@@ -75,9 +85,13 @@ pub(super) fn selected(
     agent: &pb::AgentSummary,
     name: Option<&str>,
     instance: Option<&str>,
+    labels: &[(String, String)],
 ) -> bool {
     name.is_none_or(|prefix| agent.name.starts_with(prefix))
         && instance.is_none_or(|instance| agent.instance == instance)
+        && labels
+            .iter()
+            .all(|(key, value)| agent.labels.get(key) == Some(value))
 }
 
 pub async fn list(mut clients: Clients, args: &ListArgs, out: &Output) -> anyhow::Result<()> {

@@ -135,6 +135,7 @@ pub async fn create(
                         context_tokens: None,
                         mcp_servers: Vec::new(),
                         network: String::new(),
+                        labels: Default::default(),
                     })
                     .collect();
                 // A batch of one is what a client creating agents one at a

@@ -12,7 +12,7 @@ use super::{decode_body, encode_as, split_version, FORMAT_VERSION};
 
 /// Agents gained their composition (role, skills, limits) in version 2,
 /// their own context budget and MCP servers in version 3, their network
-/// policy in version 4 and their namespace in version 5; agents written
+/// policy in version 4, and their namespace and labels in version 5; agents written
 /// before read back with none, the full network they had, and the
 /// default namespace.
 pub const AGENT_VERSION: u8 = 5;
@@ -73,6 +73,7 @@ impl From<AgentRecordV4> for AgentRecord {
             mcp_servers: v4.mcp_servers,
             network: v4.network,
             namespace: DEFAULT.to_owned(),
+            labels: Default::default(),
         }
     }
 }
@@ -147,6 +148,7 @@ impl From<AgentRecordV3> for AgentRecord {
             mcp_servers: v3.mcp_servers,
             network: holarchy_supervision::NetworkPolicy::Full,
             namespace: DEFAULT.to_owned(),
+            labels: Default::default(),
         }
     }
 }
@@ -169,6 +171,7 @@ impl From<AgentRecordV2> for AgentRecord {
             mcp_servers: Vec::new(),
             network: holarchy_supervision::NetworkPolicy::Full,
             namespace: DEFAULT.to_owned(),
+            labels: Default::default(),
         }
     }
 }
@@ -191,6 +194,7 @@ impl From<AgentRecordV1> for AgentRecord {
             mcp_servers: Vec::new(),
             network: holarchy_supervision::NetworkPolicy::Full,
             namespace: DEFAULT.to_owned(),
+            labels: Default::default(),
         }
     }
 }

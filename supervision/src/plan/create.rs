@@ -20,6 +20,7 @@ pub struct PublicAgent {
     pub network: crate::NetworkPolicy,
     /// The namespace it is made in: its caller's.
     pub namespace: String,
+    pub labels: crate::labels::Labels,
     /// Role, skills and limits of an instance's agent.
     pub composition: Option<Box<Composition>>,
 }
@@ -39,6 +40,7 @@ pub fn public_agents(agents: Vec<PublicAgent>, now_ms: u64) -> (Plan, Created) {
             mcp_servers: spec.mcp_servers,
             network: spec.network,
             namespace: spec.namespace,
+            labels: spec.labels,
             ..AgentRecord::public(spec.name.clone(), now_ms)
         };
         let agent_id = record.id;
@@ -104,6 +106,7 @@ mod tests {
                     mcp_servers: Vec::new(),
                     network: Default::default(),
                     namespace: if i % 2 == 0 { "default" } else { "team-a" }.into(),
+                    labels: [("n".to_owned(), i.to_string())].into(),
                     composition: None,
                 })
                 .collect()
@@ -129,6 +132,7 @@ mod tests {
             for (record, spec) in records.iter().zip(&specs) {
                 prop_assert_eq!(record.name.as_deref(), Some(spec.name.as_str()));
                 prop_assert_eq!(&record.namespace, &spec.namespace);
+                prop_assert_eq!(&record.labels, &spec.labels);
                 prop_assert_eq!(record.state, LifecycleState::Active);
                 prop_assert!(record.supervisor_agent_id.is_none());
                 prop_assert_eq!(record.created_at_ms, now);

@@ -68,6 +68,8 @@ pub fn spawn(creator: &AgentRecord, child: Child, now_ms: u64) -> Spawn {
         // A child stays where its creator is: no agent makes one another
         // namespace's callers could see.
         namespace: creator.namespace.clone(),
+        // Labels are the operator's, on the agents it made.
+        labels: Default::default(),
         created_at_ms: now_ms,
         updated_at_ms: now_ms,
     };
