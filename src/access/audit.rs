@@ -62,11 +62,17 @@ impl Audit {
         &self.store
     }
 
-    /// Records `call`, durably, before the caller answers it. Every
-    /// [`TRIM_EVERY`] entries, also removes entries past the retention.
+    /// Records `call`. A write that was done (`OK`) is durable before
+    /// this returns, so it is never answered without its entry; a refused
+    /// one rides on the next flush, so a refusal is not held up by a disk
+    /// that stalls (nothing was done to lose).
     pub async fn record(&self, call: Call<'_>) -> Result<(), StoreError> {
+        let done = call.outcome == "OK";
         let mark = self.write(entry(call)).await?;
-        self.store.flushed_through(mark).await
+        if done {
+            self.store.flushed_through(mark).await?;
+        }
+        Ok(())
     }
 
     /// Starts the entry of a call about to run. Where the store's flushes
@@ -83,10 +89,11 @@ impl Audit {
         Ok(Pending { entry, mark })
     }
 
-    /// Ends the entry `begin` started with the call's outcome, and waits
-    /// until the entry is durable: at once, when the call's own flush
-    /// covered it. The outcome itself rides on the next flush; a daemon
-    /// killed before it leaves the entry `UNFINISHED`.
+    /// Ends the entry `begin` started with the call's outcome. For a
+    /// write that was done (`OK`), waits until the entry is durable: at
+    /// once, when the call's own flush covered it. The outcome itself
+    /// rides on the next flush; a daemon killed before it leaves the
+    /// entry `UNFINISHED`.
     pub async fn finish(
         &self,
         pending: Pending,
@@ -97,7 +104,10 @@ impl Audit {
         entry.outcome = outcome.to_owned();
         entry.detail = cut(detail);
         let written = self.write(entry).await?;
-        self.store.flushed_through(mark.unwrap_or(written)).await
+        if outcome == "OK" {
+            self.store.flushed_through(mark.unwrap_or(written)).await?;
+        }
+        Ok(())
     }
 
     /// Writes `entry`; its mark. On a store whose writes are local and

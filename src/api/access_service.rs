@@ -256,6 +256,12 @@ impl AccessService for AccessApi {
             until_ms: (req.until_ms > 0).then_some(req.until_ms),
         };
         let store = self.audit.store().clone();
+        // What a page shows survives a crash: entries still riding on a
+        // flush (a refusal's) are on disk first.
+        store
+            .flushed()
+            .await
+            .map_err(|err| Status::from(ApiError::from(err)))?;
         let newest_first = req.newest_first;
         let page =
             blocking(move || audit::page(store.as_ref(), &filter, from, newest_first, limit))
