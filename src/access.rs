@@ -23,8 +23,10 @@ use serde::{Deserialize, Serialize};
 pub mod audit;
 pub mod oidc;
 pub mod policy;
+pub mod scope;
 pub mod target;
 pub mod tokens;
+pub mod wire;
 
 /// What a caller may do. Ordered: each role may do all that the ones
 /// before it may.

@@ -107,6 +107,10 @@ pub struct Cli {
     /// Whether `token` came from `--token` rather than the environment.
     #[arg(skip)]
     pub token_on_command_line: bool,
+    /// Act in this namespace: the daemon's own operators (its socket, its
+    /// bootstrap token) may name any; a scoped token acts in its own.
+    #[arg(long, global = true, env = "HOLARCHY_NAMESPACE", help_heading = GLOBAL)]
+    pub namespace: Option<String>,
     /// Print JSON, one object per line, for scripts (errors too, on
     /// stderr).
     #[arg(long, global = true, help_heading = GLOBAL)]

@@ -74,19 +74,28 @@ impl TlsOptions {
     }
 }
 
-/// Adds the bearer token to every call, when there is one.
+/// Adds the bearer token to every call, when there is one, and the
+/// namespace the client acts in, when it names one.
 #[derive(Debug, Clone, Default)]
-pub struct Auth(Option<MetadataValue<Ascii>>);
+pub struct Auth {
+    token: Option<MetadataValue<Ascii>>,
+    namespace: Option<MetadataValue<Ascii>>,
+}
 
 impl Interceptor for Auth {
     fn call(
         &mut self,
         mut request: tonic::Request<()>,
     ) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(token) = &self.0 {
+        if let Some(token) = &self.token {
             request
                 .metadata_mut()
                 .insert("authorization", token.clone());
+        }
+        if let Some(namespace) = &self.namespace {
+            request
+                .metadata_mut()
+                .insert(crate::daemon::gate::NAMESPACE_HEADER, namespace.clone());
         }
         Ok(request)
     }
@@ -236,17 +245,29 @@ fn target_display(target: &Target) -> String {
 }
 
 pub async fn connect(target: &Target) -> anyhow::Result<Clients> {
+    connect_in(target, None).await
+}
+
+/// [`connect`], every call acting in `namespace` when one is named.
+pub async fn connect_in(target: &Target, namespace: Option<&str>) -> anyhow::Result<Clients> {
     let channel = channel(target).await?;
-    let auth = match target {
+    let token = match target {
         Target::Tcp {
             token: Some(token), ..
-        } => Auth(Some(
+        } => Some(
             format!("Bearer {token}")
                 .parse()
                 .context("token is not valid header text")?,
-        )),
-        Target::Tcp { token: None, .. } | Target::Unix(_) => Auth(None),
+        ),
+        Target::Tcp { token: None, .. } | Target::Unix(_) => None,
     };
+    let namespace = namespace
+        .map(|ns| {
+            ns.parse()
+                .with_context(|| format!("--namespace `{ns}` is not valid header text"))
+        })
+        .transpose()?;
+    let auth = Auth { token, namespace };
     // Each client decodes and encodes at most MAX_GRPC_MESSAGE_BYTES, the
     // same bound the daemon sets; its pages stay far below it.
     let max = MAX_GRPC_MESSAGE_BYTES;

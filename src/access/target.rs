@@ -7,7 +7,7 @@
 //! the trail's rule in one table, checked against the compiled
 //! descriptors by a test.
 
-use prost::bytes::Buf as _;
+use super::wire::{fields, message_of, strings};
 
 /// The most bytes of a target kept.
 pub const MAX_TARGET: usize = 200;
@@ -103,54 +103,6 @@ fn cut(text: String) -> String {
         out.push('…');
     }
     out
-}
-
-/// The message of an uncompressed gRPC frame.
-fn message_of(frame: &[u8]) -> Option<&[u8]> {
-    let (&compressed, rest) = frame.split_first()?;
-    if compressed != 0 || rest.len() < 4 {
-        return None;
-    }
-    let len = u32::from_be_bytes(rest[..4].try_into().ok()?) as usize;
-    rest.get(4..4 + len)
-}
-
-/// The length-delimited values of field `number` in `message`, in order;
-/// stops at the first byte that does not parse.
-fn fields(message: &[u8], number: u32) -> impl Iterator<Item = &[u8]> {
-    let mut buf = message;
-    std::iter::from_fn(move || loop {
-        let key = prost::encoding::decode_varint(&mut buf).ok()?;
-        let (field, wire) = ((key >> 3) as u32, key & 7);
-        match wire {
-            0 => {
-                prost::encoding::decode_varint(&mut buf).ok()?;
-            }
-            1 | 5 => {
-                let skip = if wire == 1 { 8 } else { 4 };
-                if buf.len() < skip {
-                    return None;
-                }
-                buf.advance(skip);
-            }
-            2 => {
-                let len = usize::try_from(prost::encoding::decode_varint(&mut buf).ok()?).ok()?;
-                if buf.len() < len {
-                    return None;
-                }
-                let (value, rest) = buf.split_at(len);
-                buf = rest;
-                if field == number {
-                    return Some(value);
-                }
-            }
-            _ => return None,
-        }
-    })
-}
-
-fn strings(message: &[u8], number: u32) -> impl Iterator<Item = &str> {
-    fields(message, number).filter_map(|bytes| std::str::from_utf8(bytes).ok())
 }
 
 /// The top-level `name = "..."` of a manifest, read without parsing the

@@ -135,15 +135,20 @@ impl AccessService for AccessApi {
                 super::convert::quote(&req.role)
             ))
         })?;
+        // An admin of a namespace makes tokens for its own; the machine's
+        // operators, for any.
         let namespace = if req.namespace.is_empty() {
-            crate::daemon::gate::DEFAULT_NAMESPACE.to_owned()
+            caller.namespace.clone()
         } else {
             req.namespace
         };
-        if namespace != crate::daemon::gate::DEFAULT_NAMESPACE {
-            return Err(invalid(
-                "only the namespace `default` exists in this release: leave --namespace out",
-            ));
+        holarchy_supervision::namespace::check(&namespace)
+            .map_err(|err| invalid(format!("namespace: {err}")))?;
+        if !caller.global && namespace != caller.namespace {
+            return Err(Status::permission_denied(format!(
+                "an admin of namespace `{}` makes tokens for it only",
+                caller.namespace
+            )));
         }
         check_name(&req.name)?;
         if req.expires_in_ms > MAX_EXPIRY.as_millis() as u64 {
@@ -189,12 +194,17 @@ impl AccessService for AccessApi {
 
     async fn list_tokens(
         &self,
-        _request: Request<pb::ListTokensRequest>,
+        request: Request<pb::ListTokensRequest>,
     ) -> Result<Response<pb::ListTokensResponse>, Status> {
+        let caller = caller_of(&request);
         let tokens = self.tokens.clone();
         let all = blocking(move || tokens.store().tokens()).await?;
         Ok(Response::new(pb::ListTokensResponse {
-            tokens: all.iter().map(info).collect(),
+            tokens: all
+                .iter()
+                .filter(|t| caller.global || t.namespace == caller.namespace)
+                .map(info)
+                .collect(),
         }))
     }
 
@@ -202,6 +212,7 @@ impl AccessService for AccessApi {
         &self,
         request: Request<pb::RevokeTokenRequest>,
     ) -> Result<Response<pb::TokenInfo>, Status> {
+        let caller = caller_of(&request);
         let id = request.into_inner().id;
         if ulid::Ulid::from_string(&id).is_err() {
             return Err(invalid(format!(
@@ -214,6 +225,10 @@ impl AccessService for AccessApi {
             let Some(mut record) = tokens.store().token(&id)? else {
                 return Ok(None);
             };
+            // Another namespace's token is no token to its admin.
+            if !caller.global && record.namespace != caller.namespace {
+                return Ok(None);
+            }
             if record.revoked_at_ms.is_none() {
                 record.revoked_at_ms = Some(audit::now_ms());
                 tokens.put(&record)?;
@@ -234,6 +249,7 @@ impl AccessService for AccessApi {
         &self,
         request: Request<pb::ListAuditRequest>,
     ) -> Result<Response<pb::ListAuditResponse>, Status> {
+        let caller = caller_of(&request);
         let req = request.into_inner();
         let from = if req.page_token.is_empty() {
             None
@@ -248,9 +264,15 @@ impl AccessService for AccessApi {
             0 => DEFAULT_PAGE,
             n => n.min(MAX_PAGE),
         };
+        // An admin of a namespace reads its own namespace's entries.
+        let namespace = if caller.global {
+            req.namespace
+        } else {
+            caller.namespace.clone()
+        };
         let filter = Filter {
             caller: req.caller,
-            namespace: req.namespace,
+            namespace,
             action: req.action,
             since_ms: (req.since_ms > 0).then_some(req.since_ms),
             until_ms: (req.until_ms > 0).then_some(req.until_ms),

@@ -344,6 +344,7 @@ impl AgentService for AgentApi {
         &self,
         request: Request<pb::ListAgentsRequest>,
     ) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        let namespace = super::scope::namespace_of(&request);
         let req = request.into_inner();
         let limit = page_size(req.page_size);
         let after: Option<AgentId> = page_token(&req.page_token)?;
@@ -352,6 +353,9 @@ impl AgentService for AgentApi {
             .list_agents(after, limit + 1, req.include_private)
             .map_err(ApiError::from)?;
         let mut next_page_token = next_page(&mut records, limit, |r| r.id.to_string());
+        // Paged by id over every agent, each page kept to the caller's
+        // namespace: a page may come back short, its token going on.
+        records.retain(|r| r.namespace == namespace);
         let mut agents = self.summaries(&records)?;
         if budget::fit_page(&mut agents) {
             next_page_token = agents
@@ -596,6 +600,7 @@ impl AgentService for AgentApi {
         &self,
         request: Request<pb::WatchEventsRequest>,
     ) -> Result<Response<Self::WatchEventsStream>, Status> {
+        let namespace = super::scope::namespace_of(&request);
         let req = request.into_inner();
         let filter = if req.agent_id.is_empty() {
             None
@@ -605,6 +610,7 @@ impl AgentService for AgentApi {
         let watch = events::Watch {
             after: req.after_cursor,
             agent: filter,
+            namespace,
             follow: req.follow,
         };
         let stream = events::stream(self.store.clone(), watch, self.shutdown.clone());

@@ -22,11 +22,13 @@ const LIST_BYTES: usize = 3 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct ApprovalApi {
     runtime: Arc<Runtime>,
+    /// Whose each approval's agent is, for a listing of every agent's.
+    store: Arc<dyn super::read_model::ReadModel>,
 }
 
 impl ApprovalApi {
-    pub fn new(runtime: Arc<Runtime>) -> Self {
-        Self { runtime }
+    pub fn new(runtime: Arc<Runtime>, store: Arc<dyn super::read_model::ReadModel>) -> Self {
+        Self { runtime, store }
     }
 }
 
@@ -55,6 +57,7 @@ impl ApprovalService for ApprovalApi {
         &self,
         request: Request<pb::ListApprovalsRequest>,
     ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
+        let namespace = super::scope::namespace_of(&request);
         let req = request.into_inner();
         let agent = if req.agent_id.is_empty() {
             None
@@ -68,10 +71,22 @@ impl ApprovalService for ApprovalApi {
             .runtime
             .approvals(agent, req.include_decided)
             .map_err(ApiError::from)?;
+        let mut mine = std::collections::HashMap::new();
         for record in listed
             .iter()
             .filter(|a| req.include_decided || !a.status.is_decided())
         {
+            // Every agent's (no agent named): only the caller's namespace's.
+            let visible = *mine.entry(record.agent_id).or_insert_with(|| {
+                self.store
+                    .agent(record.agent_id)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|a| a.namespace == namespace)
+            });
+            if !visible {
+                continue;
+            }
             let one = approval(record);
             bytes += one.encoded_len();
             if bytes > LIST_BYTES {

@@ -134,8 +134,12 @@ impl InstanceService for InstanceApi {
 
     async fn list_instances(
         &self,
-        _request: Request<pb::ListInstancesRequest>,
+        request: Request<pb::ListInstancesRequest>,
     ) -> Result<Response<pb::ListInstancesResponse>, Status> {
+        // Instances live in the default namespace.
+        if super::scope::namespace_of(&request) != holarchy_supervision::namespace::DEFAULT {
+            return Ok(Response::new(pb::ListInstancesResponse::default()));
+        }
         let views = self.runtime.instances().map_err(ApiError::from)?;
         let mut instances = Vec::with_capacity(views.len());
         for view in &views {

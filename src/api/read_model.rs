@@ -3,9 +3,10 @@
 //! read answers only once what it saw is on disk ([`ReadModel::durable`]).
 
 use holarchy_actors::{DurableFuture, StoreError};
+use holarchy_composition::approval::ApprovalRecord;
 use holarchy_supervision::{
-    AgentId, AgentRecord, Event, EventCursor, MessageId, MessageRecord, UsageTotals, WaitRecord,
-    WorkItemId, WorkItemRecord,
+    AgentId, AgentRecord, ApprovalId, Event, EventCursor, MessageId, MessageRecord, TaskId,
+    TaskRecord, UsageTotals, WaitRecord, WorkItemId, WorkItemRecord,
 };
 use tokio::sync::watch;
 
@@ -38,6 +39,9 @@ pub trait ReadModel: Send + Sync + std::fmt::Debug + 'static {
     /// reported usage.
     fn usage_of(&self, agent_id: AgentId) -> Result<Option<UsageTotals>, StoreError>;
     fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError>;
+    /// A task, by id (named apart from the stores' own `task`).
+    fn task_record(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError>;
+    fn approval_record(&self, id: ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
     fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError>;
     /// Durable events after `cursor`, oldest first.
     fn events_after(&self, cursor: EventCursor, limit: usize) -> Result<Vec<Event>, StoreError>;
@@ -108,6 +112,17 @@ macro_rules! read_model {
 
             fn work_item(&self, id: WorkItemId) -> Result<Option<WorkItemRecord>, StoreError> {
                 holarchy_actors::Reads::work_item(self, id)
+            }
+
+            fn task_record(&self, id: TaskId) -> Result<Option<TaskRecord>, StoreError> {
+                holarchy_actors::Reads::task(self, id)
+            }
+
+            fn approval_record(
+                &self,
+                id: ApprovalId,
+            ) -> Result<Option<ApprovalRecord>, StoreError> {
+                holarchy_actors::ApprovalStore::approval(self, id)
             }
 
             fn work_items_of(&self, owner: AgentId) -> Result<Vec<WorkItemRecord>, StoreError> {

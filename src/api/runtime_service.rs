@@ -128,6 +128,7 @@ impl RuntimeService for RuntimeApi {
         &self,
         request: Request<pb::GetActivityRequest>,
     ) -> Result<Response<pb::GetActivityResponse>, Status> {
+        let namespace = super::scope::namespace_of(&request);
         let limit = match request.into_inner().limit {
             0 => DEFAULT_ACTIVITY_LIMIT,
             n => usize::try_from(n).unwrap_or(usize::MAX),
@@ -141,10 +142,20 @@ impl RuntimeService for RuntimeApi {
                 ActivityError::Runtime(err) => ApiError::from(err),
                 ActivityError::Store(err) => ApiError::from(err),
             })?;
-        Ok(Response::new(activity(
-            report,
-            self.runtime.uptime().as_millis() as u64,
-        )))
+        let mut answer = activity(report, self.runtime.uptime().as_millis() as u64);
+        // The lists name agents: only the caller's namespace's. The totals
+        // are the daemon's.
+        let mine = |id: &str| {
+            id.parse::<AgentId>()
+                .ok()
+                .and_then(|id| self.store.agent(id).ok().flatten())
+                .is_some_and(|record| record.namespace == namespace)
+        };
+        answer.busiest.retain(|a| mine(&a.agent_id));
+        answer.longest_queues.retain(|a| mine(&a.agent_id));
+        answer.running_tasks.retain(|t| mine(&t.owner_agent_id));
+        answer.armed_waits.retain(|w| mine(&w.owner_agent_id));
+        Ok(Response::new(answer))
     }
 }
 

@@ -36,20 +36,29 @@ impl SupervisionApi {
         Self { runtime, store }
     }
 
-    /// Every live agent without a supervisor: the top of the tree.
-    fn roots(&self) -> Result<Vec<AgentRecord>, ApiError> {
+    /// Every live agent of `namespace` without a supervisor: the top of
+    /// its tree; and whether that is every root of the runtime (no other
+    /// namespace's was passed over).
+    fn roots(&self, namespace: &str) -> Result<(Vec<AgentRecord>, bool), ApiError> {
         let mut roots = Vec::new();
         let mut after = None;
+        let mut all = true;
         loop {
             let page = self.store.list_agents(after, PAGE, true)?;
             after = page.last().map(|r| r.id);
             let done = page.len() < PAGE;
-            roots.extend(
-                page.into_iter()
-                    .filter(|r| r.state.is_live() && r.supervisor_agent_id.is_none()),
-            );
+            for record in page {
+                if !record.state.is_live() || record.supervisor_agent_id.is_some() {
+                    continue;
+                }
+                if record.namespace == namespace {
+                    roots.push(record);
+                } else {
+                    all = false;
+                }
+            }
             if done {
-                return Ok(roots);
+                return Ok((roots, all));
             }
         }
     }
@@ -62,6 +71,7 @@ impl SupervisionApi {
         &self,
         mut after: Option<AgentId>,
         limit: usize,
+        namespace: &str,
     ) -> Result<(Vec<AgentRecord>, Option<AgentId>), ApiError> {
         let mut roots = Vec::new();
         let mut scanned = 0;
@@ -71,10 +81,9 @@ impl SupervisionApi {
             scanned += page.len();
             let done = page.len() < want;
             after = page.last().map(|r| r.id).or(after);
-            roots.extend(
-                page.into_iter()
-                    .filter(|r| r.state.is_live() && r.supervisor_agent_id.is_none()),
-            );
+            roots.extend(page.into_iter().filter(|r| {
+                r.state.is_live() && r.supervisor_agent_id.is_none() && r.namespace == namespace
+            }));
             if done {
                 return Ok((roots, None));
             }
@@ -258,7 +267,11 @@ impl SupervisionApi {
     /// The roots alone, a page at a time after the id in the page token:
     /// what a console lists first, at a cost of its page, not of the
     /// runtime. No whole-runtime check: that is a full walk's job.
-    fn roots_page(&self, req: &pb::GetTreeRequest) -> Result<pb::GetTreeResponse, ApiError> {
+    fn roots_page(
+        &self,
+        req: &pb::GetTreeRequest,
+        namespace: &str,
+    ) -> Result<pb::GetTreeResponse, ApiError> {
         let after = match req.page_token.as_str() {
             "" => None,
             token => Some(parse_agent_id(token).map_err(|_| {
@@ -269,7 +282,7 @@ impl SupervisionApi {
             0 => MAX_TREE_NODES,
             n => n.min(MAX_TREE_NODES),
         };
-        let (roots, more) = self.roots_after(after, limit)?;
+        let (roots, more) = self.roots_after(after, limit, namespace)?;
         let mut page = tree_page(&self.runtime, roots, false, 0, limit, Some(0))?;
         // Every root read was sent unless the byte budget cut the page;
         // then the cut's own node is where the next page goes on from.
@@ -287,14 +300,17 @@ impl SupervisionService for SupervisionApi {
         &self,
         request: Request<pb::GetTreeRequest>,
     ) -> Result<Response<pb::GetTreeResponse>, Status> {
+        let namespace = super::scope::namespace_of(&request);
         let req = request.into_inner();
         if req.agent_id.is_empty() && req.max_depth == Some(0) {
-            let page = self.roots_page(&req)?;
+            let page = self.roots_page(&req, &namespace)?;
             self.store.durable().await.map_err(ApiError::from)?;
             return Ok(Response::new(page));
         }
+        // The whole runtime's check (actors no walk met) only where the
+        // walk is of the whole runtime: it would name other namespaces'.
         let (roots, whole) = if req.agent_id.is_empty() {
-            (self.roots()?, true)
+            self.roots(&namespace)?
         } else {
             let agent_id = parse_agent_id(&req.agent_id)?;
             let record = self

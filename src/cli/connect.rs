@@ -54,7 +54,7 @@ impl Cli {
     }
 
     pub(super) async fn connect(&self) -> anyhow::Result<Clients> {
-        client::connect(&self.target()?).await
+        client::connect_in(&self.target()?, self.namespace.as_deref()).await
     }
 
     pub(super) fn target(&self) -> anyhow::Result<Target> {

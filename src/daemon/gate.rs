@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
+use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, Limited};
 use tonic::body::Body;
 use tonic::Status;
@@ -23,7 +24,9 @@ use crate::access::audit::{self, Audit};
 use crate::access::oidc::Oidc;
 use crate::access::policy::{self, Needs};
 use crate::access::tokens::Tokens;
-use crate::access::{target, Caller, Credential, Role};
+use crate::access::scope::{self, Scope};
+use crate::access::{target, wire, Caller, Credential, Role};
+use crate::api::scope::{Kind, Scopes};
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 
 /// The namespace of a caller that names none.
@@ -38,6 +41,8 @@ pub struct Keys {
     pub audit: Arc<Audit>,
     /// OIDC tokens' verifier (`serve --oidc-issuer`), if configured.
     pub oidc: Option<Arc<Oidc>>,
+    /// What namespace each id a request names is in.
+    pub scopes: Arc<Scopes>,
 }
 
 #[derive(Debug, Clone)]
@@ -114,15 +119,16 @@ where
         conn.authenticate();
     }
     let action = policy::method(&path).unwrap_or("unknown method");
-    if !needs.audited {
+    let scope = scope::of(action);
+    if !needs.audited && !scope.reads_request() {
         if !caller.may(needs.role) {
             return Ok(refusal(&caller, action, needs).into_http());
         }
         request.extensions_mut().insert(caller);
         return inner.call(request).await;
     }
-    // A write is one unary message: read whole (bounded as tonic bounds
-    // it) for its target, refused or not, and handed on unchanged.
+    // One unary message, or a stream's opening one: read whole (bounded
+    // as tonic bounds it) for its target and its scope.
     let (mut parts, body) = request.into_parts();
     let bytes = match Limited::new(body, MAX_GRPC_MESSAGE_BYTES + 5)
         .collect()
@@ -133,18 +139,50 @@ where
             let status = Status::resource_exhausted(format!(
                 "the request is over {MAX_GRPC_MESSAGE_BYTES} bytes, or ended early"
             ));
-            record(&keys, &caller, action, String::new(), &status).await;
+            if needs.audited {
+                record(&keys, &caller, action, String::new(), &status).await;
+            }
             return Ok(status.into_http());
         }
     };
-    let target = target::of(action, &bytes);
-    if !caller.may(needs.role) {
-        let status = refusal(&caller, action, needs);
-        record(&keys, &caller, action, target, &status).await;
+    let target = if needs.audited {
+        target::of(action, &bytes)
+    } else {
+        String::new()
+    };
+    let refused = if !caller.may(needs.role) {
+        Some(refusal(&caller, action, needs))
+    } else if scope == Scope::InstanceApply && caller.namespace != DEFAULT_NAMESPACE {
+        Some(Status::failed_precondition(
+            "instances live in the default namespace in this release: apply it as a caller of `default`",
+        ))
+    } else {
+        None
+    };
+    if let Some(status) = refused {
+        if needs.audited {
+            record(&keys, &caller, action, target, &status).await;
+        }
         return Ok(status.into_http());
+    }
+    let (bytes, stand_ins) = match scoped(&keys.scopes, scope, &bytes, &caller.namespace) {
+        Ok(scoped) => scoped,
+        Err(err) => {
+            let status = Status::unavailable(format!("cannot read the store now: {err}"));
+            return Ok(status.into_http());
+        }
+    };
+    if !stand_ins.is_empty() {
+        // The body's length changed with the ids in it.
+        parts.headers.remove(http::header::CONTENT_LENGTH);
     }
     parts.extensions.insert(caller.clone());
     let request = http::Request::from_parts(parts, Body::new(Full::new(bytes)));
+    if !needs.audited {
+        let mut response = inner.call(request).await?;
+        put_back(&mut response, &stand_ins);
+        return Ok(response);
+    }
     let begun = keys
         .audit
         .begin(audit::Call {
@@ -167,7 +205,8 @@ where
             return Ok(status.into_http());
         }
     };
-    let response = inner.call(request).await?;
+    let mut response = inner.call(request).await?;
+    put_back(&mut response, &stand_ins);
     let status = outcome(&response);
     let code = crate::metrics::code_str(status.code());
     if let Err(err) = keys.audit.finish(pending, code, status.message()).await {
@@ -177,6 +216,98 @@ where
         tracing::error!(error = %err, action, caller = %caller.who(), "cannot record an audit entry");
     }
     Ok(response)
+}
+
+/// The request `frame` as the service gets it: each id it names of
+/// another namespace than `namespace` replaced by one that exists nowhere,
+/// with the pairs (stand-in, original) to put back in the answer.
+fn scoped(
+    scopes: &Scopes,
+    scope: Scope,
+    frame: &Bytes,
+    namespace: &str,
+) -> Result<(Bytes, Vec<(String, String)>), holarchy_actors::StoreError> {
+    let mut pairs = Vec::new();
+    let Some(message) = wire::message_of(frame) else {
+        return Ok((frame.clone(), pairs));
+    };
+    let (kind, number) = match scope {
+        Scope::Agent(n) | Scope::AgentOrListing(n) => (Kind::Agent, n),
+        Scope::Task(n) => (Kind::Task, n),
+        Scope::Approval(n) => (Kind::Approval, n),
+        Scope::WorkItem(n) => (Kind::WorkItem, n),
+        Scope::Instance(n) => (Kind::Instance, n),
+        Scope::EachAgent(list, n) => {
+            let mut failed = None;
+            let rewritten = wire::map_field(message, list, |item| {
+                match stand_in(scopes, Kind::Agent, item, n, namespace, &mut pairs) {
+                    Ok(item) => item,
+                    Err(err) => {
+                        failed = Some(err);
+                        item.to_vec()
+                    }
+                }
+            });
+            if let Some(err) = failed {
+                return Err(err);
+            }
+            return Ok(if pairs.is_empty() {
+                (frame.clone(), pairs)
+            } else {
+                (Bytes::from(wire::frame(&rewritten)), pairs)
+            });
+        }
+        _ => return Ok((frame.clone(), pairs)),
+    };
+    let rewritten = stand_in(scopes, kind, message, number, namespace, &mut pairs)?;
+    Ok(if pairs.is_empty() {
+        (frame.clone(), pairs)
+    } else {
+        (Bytes::from(wire::frame(&rewritten)), pairs)
+    })
+}
+
+/// `message` with its field `number` replaced by a stand-in when it names
+/// something of another namespace.
+fn stand_in(
+    scopes: &Scopes,
+    kind: Kind,
+    message: &[u8],
+    number: u32,
+    namespace: &str,
+    pairs: &mut Vec<(String, String)>,
+) -> Result<Vec<u8>, holarchy_actors::StoreError> {
+    let Some(text) = wire::strings(message, number).next() else {
+        return Ok(message.to_vec());
+    };
+    if text.is_empty() {
+        return Ok(message.to_vec());
+    }
+    let Some(fake) = scopes.stand_in(kind, text, namespace)? else {
+        return Ok(message.to_vec());
+    };
+    pairs.push((fake.clone(), text.to_owned()));
+    Ok(wire::map_field(message, number, |_| fake.clone().into_bytes()))
+}
+
+/// Puts the caller's own text back where the answer names a stand-in, so
+/// it reads as the answer for a missing id. Ids and instance names hold
+/// no character that `grpc-message` escapes, so the header is edited as
+/// it stands.
+fn put_back<R>(response: &mut http::Response<R>, stand_ins: &[(String, String)]) {
+    if stand_ins.is_empty() {
+        return;
+    }
+    let Some(message) = response.headers().get("grpc-message") else {
+        return;
+    };
+    let mut text = String::from_utf8_lossy(message.as_bytes()).into_owned();
+    for (fake, original) in stand_ins {
+        text = text.replace(fake.as_str(), original);
+    }
+    if let Ok(value) = http::HeaderValue::from_str(&text) {
+        response.headers_mut().insert("grpc-message", value);
+    }
 }
 
 /// The metadata a machine's operator names a namespace with.
@@ -244,15 +375,6 @@ impl Found {
             }
             None => None,
         };
-        // Until every read path hides other namespaces' agents (the next
-        // step of namespaces), no caller acts outside `default`.
-        for named in self.namespace.iter().chain(asked.iter()) {
-            if named != DEFAULT_NAMESPACE {
-                return Err(Status::failed_precondition(format!(
-                    "namespace `{named}`: only `default` is open in this release"
-                )));
-            }
-        }
         let (namespace, global) = match (self.namespace, asked) {
             (None, asked) => (asked.unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned()), true),
             (Some(own), Some(asked)) if asked != own => {

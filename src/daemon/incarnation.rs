@@ -140,11 +140,13 @@ pub(super) async fn serve(
         ),
     })
     .await?;
+    let scopes = Arc::new(crate::api::scope::Scopes::new(reads(&store)));
     let unix_keys = Arc::new(Keys {
         bootstrap: None,
         tokens: tokens.clone(),
         audit: audit.clone(),
         oidc: None,
+        scopes: scopes.clone(),
     });
 
     let mut grpc_metrics = crate::metrics::GrpcMetrics::new(&[
@@ -183,6 +185,7 @@ pub(super) async fn serve(
             tokens,
             audit,
             oidc: oidc.clone(),
+            scopes,
         })
     });
     let console = tcp_keys.clone().map(|keys| {

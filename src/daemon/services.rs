@@ -106,13 +106,13 @@ impl Services {
         add!(services, SupervisionServiceServer::new(tree));
         let work = PlaneApi::new(runtime.clone(), store.clone());
         add!(services, WorkServiceServer::new(work));
-        let triggers = PlaneApi::new(runtime.clone(), store);
+        let triggers = PlaneApi::new(runtime.clone(), store.clone());
         add!(services, TriggerServiceServer::new(triggers));
         let workspaces = WorkspaceApi::new(runtime.clone());
         add!(services, WorkspaceServiceServer::new(workspaces));
         let instances = InstanceApi::new(runtime.clone());
         add!(services, InstanceServiceServer::new(instances));
-        let approvals = ApprovalApi::new(runtime.clone());
+        let approvals = ApprovalApi::new(runtime.clone(), store);
         add!(services, ApprovalServiceServer::new(approvals));
         let memory = MemoryApi::new(runtime);
         add!(services, MemoryServiceServer::new(memory));

@@ -226,7 +226,10 @@ impl Console {
             headers: &parts.headers,
             body,
         };
-        let mut answer = routes::answer(self, call).await;
+        // Every call the console makes in process carries its caller, so
+        // the services keep it to its namespace as the gate would.
+        let acting = who.clone();
+        let mut answer = ACTING.scope(acting, routes::answer(self, call)).await;
         let headers = answer.headers_mut();
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         assets::harden(headers);
@@ -250,6 +253,27 @@ impl Console {
     fn audit(&self) -> &Audit {
         &self.keys.audit
     }
+}
+
+tokio::task_local! {
+    /// The caller a console request acts for, while it is answered.
+    static ACTING: Option<AccessCaller>;
+}
+
+/// `message` as a request of the console's caller (see [`ACTING`]).
+fn req<T>(message: T) -> tonic::Request<T> {
+    let caller = ACTING.try_with(Clone::clone).ok().flatten();
+    crate::api::scope::on_behalf(message, caller.as_ref())
+}
+
+/// The namespace the console's caller acts in (`default` for one
+/// without a token, under `--console-public-read`).
+fn acting_namespace() -> String {
+    ACTING
+        .try_with(|caller| caller.as_ref().map(|c| c.namespace.clone()))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| holarchy_supervision::namespace::DEFAULT.to_owned())
 }
 
 /// A whole body.

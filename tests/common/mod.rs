@@ -19,6 +19,7 @@ pub mod http;
 pub mod installed;
 #[path = "../support/postgres.rs"]
 pub mod pg_server;
+pub mod reflect;
 pub mod runner;
 pub mod workspaces;
 

@@ -11,7 +11,7 @@
 //! wake-up of the response carries as many events as the encoder takes
 //! (a page at a time), and nothing waits but the watermark.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use holarchy_supervision::{AgentId, EventCursor};
@@ -28,11 +28,13 @@ use crate::api::read_model::ReadModel;
 const PAGE: usize = 512;
 
 /// What a watch is asked for.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Watch {
     pub(super) after: EventCursor,
     /// Only this agent's events.
     pub(super) agent: Option<AgentId>,
+    /// Only the events of this namespace's agents.
+    pub(super) namespace: String,
     /// Keep going once caught up, until the client leaves or the daemon
     /// shuts down.
     pub(super) follow: bool,
@@ -48,7 +50,13 @@ struct Follower {
     ready: VecDeque<pb::Event>,
     /// Nothing more will be read: send what is ready, then end.
     last_page: bool,
+    /// Whether each agent met is the watch's namespace's.
+    mine: HashMap<AgentId, bool>,
 }
+
+/// The most agents a watch remembers the namespace of; past it the
+/// memory starts again.
+const MAX_REMEMBERED: usize = 10_000;
 
 /// The stream of events `watch` asks for.
 pub(super) fn stream(
@@ -63,6 +71,7 @@ pub(super) fn stream(
         shutdown,
         ready: VecDeque::new(),
         last_page: false,
+        mine: HashMap::new(),
     };
     futures::stream::unfold(follower, |mut follower| async move {
         let next = follower.next().await?;
@@ -71,6 +80,30 @@ pub(super) fn stream(
 }
 
 impl Follower {
+    /// Whether events of `agent` are for this watch's namespace. Events
+    /// of no agent, or of one whose record is gone (deleted), are the
+    /// default namespace's.
+    fn mine(&mut self, agent: Option<AgentId>) -> bool {
+        let default = self.watch.namespace == holarchy_supervision::namespace::DEFAULT;
+        let Some(id) = agent else {
+            return default;
+        };
+        if let Some(mine) = self.mine.get(&id) {
+            return *mine;
+        }
+        let mine = match self.store.agent(id) {
+            Ok(Some(record)) => record.namespace == self.watch.namespace,
+            Ok(None) => default,
+            // Unreadable: not shown.
+            Err(_) => false,
+        };
+        if self.mine.len() >= MAX_REMEMBERED {
+            self.mine.clear();
+        }
+        self.mine.insert(id, mine);
+        mine
+    }
+
     /// The next item; None once the stream is over.
     async fn next(&mut self) -> Option<Result<pb::Event, Status>> {
         loop {
@@ -97,6 +130,7 @@ impl Follower {
                     .watch
                     .agent
                     .is_some_and(|id| event.agent_id != Some(id))
+                    || !self.mine(event.agent_id)
                 {
                     continue;
                 }

@@ -11,7 +11,6 @@ use hyper::header::{HeaderMap, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::StatusCode;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tonic::Request;
 
 use holarchy_supervision::bounds::{MAX_DEDUPE_KEY_LEN, MAX_MESSAGE_LEN};
 
@@ -62,7 +61,7 @@ pub async fn send_message(
     let sent = called(
         console
             .agents
-            .send_message(Request::new(pb::SendMessageRequest {
+            .send_message(super::req(pb::SendMessageRequest {
                 agent_id: agent_id.to_owned(),
                 text: given.text,
                 dedupe_key: given.dedupe_key,
@@ -85,7 +84,7 @@ pub async fn task_input(
     let sent = called(
         console
             .tasks
-            .send_task_input(Request::new(pb::SendTaskInputRequest {
+            .send_task_input(super::req(pb::SendTaskInputRequest {
                 task_id: task_id.to_owned(),
                 text: given.text,
             }))

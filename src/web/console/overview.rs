@@ -12,7 +12,6 @@
 
 use futures::StreamExt as _;
 use serde_json::{json, Value};
-use tonic::Request;
 
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentService as _;
@@ -38,7 +37,7 @@ pub async fn answer(console: &Console, query: &Query, caller: Caller) -> Result<
     let activity = called(
         console
             .activity
-            .get_activity(Request::new(pb::GetActivityRequest { limit: LISTED }))
+            .get_activity(super::req(pb::GetActivityRequest { limit: LISTED }))
             .await,
     )?;
     let totals = activity.totals.unwrap_or_default();
@@ -100,7 +99,7 @@ async fn failures(console: &Console, after: Option<u64>) -> Result<(Vec<Value>, 
     let mut events = called(
         console
             .agents
-            .watch_events(Request::new(pb::WatchEventsRequest {
+            .watch_events(super::req(pb::WatchEventsRequest {
                 after_cursor: from,
                 follow: false,
                 agent_id: String::new(),
@@ -163,7 +162,7 @@ pub async fn name_of(console: &Console, agent_id: &str) -> String {
     }
     let found = console
         .agents
-        .get_agent(Request::new(pb::GetAgentRequest {
+        .get_agent(super::req(pb::GetAgentRequest {
             agent: Some(pb::get_agent_request::Agent::AgentId(agent_id.to_owned())),
         }))
         .await;

@@ -32,7 +32,6 @@ use hyper::body::Incoming;
 use hyper::header::HeaderMap;
 use hyper::{Method, Response, StatusCode};
 use serde_json::{json, Value};
-use tonic::Request;
 
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentService as _;
@@ -86,8 +85,17 @@ pub async fn answer(console: &Console, call: Call<'_>) -> Answer {
         headers,
         body,
     } = call;
-    let parts: Vec<&str> = path.trim_end_matches('/').split('/').skip(2).collect();
+    let mut parts: Vec<&str> = path.trim_end_matches('/').split('/').skip(2).collect();
     let audited = audited(method, &parts);
+    // An agent or task of another namespace is answered as one that does
+    // not exist: the call names a stand-in, and the answer the caller's id.
+    let stand_in = match stand_in_for(console, &parts) {
+        Ok(stand_in) => stand_in,
+        Err(refusal) => return refusal.answer(),
+    };
+    if let Some((fake, _)) = &stand_in {
+        parts[1] = fake.as_str();
+    }
     let outcome = match parts.as_slice() {
         ["session"] => read(
             method,
@@ -154,6 +162,13 @@ pub async fn answer(console: &Console, call: Call<'_>) -> Answer {
             Err(refusal) => Err(refusal),
         },
         _ => Err(Refusal::new(StatusCode::NOT_FOUND, "no such route")),
+    };
+    let outcome = match (outcome, &stand_in) {
+        (Err(mut refusal), Some((fake, original))) => {
+            refusal.why = refusal.why.replace(fake.as_str(), original);
+            Err(refusal)
+        }
+        (outcome, _) => outcome,
     };
     if let (Some((action, target)), Some(who)) = (audited, who) {
         record(console, who, action, target, &outcome).await;
@@ -230,6 +245,26 @@ fn audited(method: &Method, parts: &[&str]) -> Option<(&'static str, String)> {
     Some((action, target))
 }
 
+/// For a path naming an agent or a task (`agents/ID/...`, `tasks/ID/...`)
+/// of another namespace than the caller's: the stand-in id to call with
+/// and the id the caller gave.
+fn stand_in_for(console: &Console, parts: &[&str]) -> Result<Option<(String, String)>, Refusal> {
+    let kind = match parts.first() {
+        Some(&"agents") => crate::api::scope::Kind::Agent,
+        Some(&"tasks") => crate::api::scope::Kind::Task,
+        _ => return Ok(None),
+    };
+    let Some(id) = parts.get(1) else {
+        return Ok(None);
+    };
+    let fake = console
+        .keys
+        .scopes
+        .stand_in(kind, id, &super::acting_namespace())
+        .map_err(|_| Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "try again later"))?;
+    Ok(fake.map(|fake| (fake, (*id).to_owned())))
+}
+
 /// How far back from the log's end a messages page looks for its runs'
 /// problems: the same window `agent get` reads for a last error.
 const PROBLEM_WINDOW: u64 = 100_000;
@@ -255,7 +290,7 @@ async fn run_problems(
     let end = *console.store.event_watermark().borrow();
     let watched = console
         .agents
-        .watch_events(Request::new(pb::WatchEventsRequest {
+        .watch_events(super::req(pb::WatchEventsRequest {
             after_cursor: end.saturating_sub(PROBLEM_WINDOW),
             follow: false,
             agent_id: agent_id.to_owned(),
@@ -319,7 +354,12 @@ async fn tree(console: &Console, query: &Query, caller: Caller) -> Outcome {
     if !filter.is_empty() {
         return tree_filter::matches(console, filter, page_token, limit, caller).await;
     }
-    let agent_id = query.text("agent").to_owned();
+    let asked = query.text("agent").to_owned();
+    // Another namespace's agent is walked as one that does not exist.
+    let stand_in = stand_in_for(console, &["agents", asked.as_str()])?;
+    let agent_id = stand_in
+        .as_ref()
+        .map_or(asked.clone(), |(fake, _)| fake.clone());
     let under_agent = !agent_id.is_empty();
     let first_page = page_token.is_empty();
     // Under an agent, the walk's first node is the agent itself: one more
@@ -332,14 +372,20 @@ async fn tree(console: &Console, query: &Query, caller: Caller) -> Outcome {
     let page = called(
         console
             .tree
-            .get_tree(Request::new(pb::GetTreeRequest {
+            .get_tree(super::req(pb::GetTreeRequest {
                 agent_id,
                 page_token,
                 max_nodes,
                 max_depth: Some(u32::from(under_agent)),
             }))
             .await,
-    )?;
+    )
+    .map_err(|mut refusal| {
+        if let Some((fake, original)) = &stand_in {
+            refusal.why = refusal.why.replace(fake.as_str(), original);
+        }
+        refusal
+    })?;
     let full = caller.signed_in();
     let mut root = Value::Null;
     let mut nodes = Vec::with_capacity(page.nodes.len());
@@ -370,7 +416,7 @@ async fn check(console: &Console, query: &Query) -> Outcome {
     let page = called(
         console
             .tree
-            .get_tree(Request::new(pb::GetTreeRequest {
+            .get_tree(super::req(pb::GetTreeRequest {
                 agent_id: String::new(),
                 page_token,
                 max_nodes: 0,
@@ -396,24 +442,33 @@ async fn search(console: &Console, query: &Query) -> Outcome {
         )));
     }
     let mut wanted = Vec::new();
+    let namespace = super::acting_namespace();
     if text.starts_with("agt_") {
-        wanted.push(pb::get_agent_request::Agent::AgentId(text.to_owned()));
+        // Another namespace's id finds nothing, as an id nobody has.
+        if stand_in_for(console, &["agents", text])?.is_none() {
+            wanted.push(pb::get_agent_request::Agent::AgentId(text.to_owned()));
+        }
     } else {
+        // Names are keyed `namespace/name`, bare in default (see
+        // `holarchy_supervision::namespace::qualified`).
+        let prefix = holarchy_supervision::namespace::qualified(&namespace, text);
         let names = console
             .store
-            .names_from(text, SEARCH_HITS)
+            .names_from(&prefix, SEARCH_HITS)
             .map_err(|_| Refusal::new(StatusCode::SERVICE_UNAVAILABLE, "try again later"))?;
+        let own = prefix.len() - text.len();
         wanted.extend(
             names
                 .into_iter()
-                .map(|(name, _)| pb::get_agent_request::Agent::Name(name)),
+                .filter(|(key, _)| !key[own..].contains('/'))
+                .map(|(key, _)| pb::get_agent_request::Agent::Name(key[own..].to_owned())),
         );
     }
     let mut agents = Vec::new();
     for agent in wanted {
         let result = console
             .agents
-            .get_agent(Request::new(pb::GetAgentRequest { agent: Some(agent) }))
+            .get_agent(super::req(pb::GetAgentRequest { agent: Some(agent) }))
             .await;
         match result {
             Ok(found) => {
@@ -433,7 +488,7 @@ async fn agent(console: &Console, id: &str, caller: Caller) -> Outcome {
     let result = called(
         console
             .agents
-            .get_agent(Request::new(pb::GetAgentRequest {
+            .get_agent(super::req(pb::GetAgentRequest {
                 agent: Some(pb::get_agent_request::Agent::AgentId((*id).to_owned())),
             }))
             .await,
@@ -461,7 +516,7 @@ async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outc
             let page = called(
                 console
                     .agents
-                    .list_messages(Request::new(pb::ListMessagesRequest {
+                    .list_messages(super::req(pb::ListMessagesRequest {
                         agent_id,
                         page_size,
                         page_token,
@@ -498,7 +553,7 @@ async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outc
             let page = called(
                 console
                     .tasks
-                    .list_tasks(Request::new(pb::ListTasksRequest {
+                    .list_tasks(super::req(pb::ListTasksRequest {
                         agent_id,
                         page_size,
                         page_token,
@@ -514,7 +569,7 @@ async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outc
             let page = called(
                 console
                     .planes
-                    .list_work_items(Request::new(pb::ListWorkItemsRequest {
+                    .list_work_items(super::req(pb::ListWorkItemsRequest {
                         agent_id,
                         page_size,
                         page_token,
@@ -530,7 +585,7 @@ async fn list(console: &Console, id: &str, listing: &str, query: &Query) -> Outc
             let page = called(
                 console
                     .workspaces
-                    .list_workspaces(Request::new(pb::ListWorkspacesRequest {
+                    .list_workspaces(super::req(pb::ListWorkspacesRequest {
                         agent_id,
                         page_token,
                     }))
@@ -546,7 +601,7 @@ async fn output(console: &Console, id: &str, query: &Query) -> Outcome {
     let read = called(
         console
             .tasks
-            .read_task_output(Request::new(pb::ReadTaskOutputRequest {
+            .read_task_output(super::req(pb::ReadTaskOutputRequest {
                 task_id: id.to_owned(),
                 offset,
             }))
@@ -561,16 +616,16 @@ async fn write(console: &Console, id: &str, action: &str) -> Outcome {
     let agent_id = id.to_owned();
     let agents = &console.agents;
     let control = match action {
-        "pause" => agents.pause_agent(Request::new(pb::PauseAgentRequest { agent_id })),
-        "resume" => agents.resume_agent(Request::new(pb::ResumeAgentRequest { agent_id })),
-        "abort" => agents.abort_run(Request::new(pb::AbortRunRequest {
+        "pause" => agents.pause_agent(super::req(pb::PauseAgentRequest { agent_id })),
+        "resume" => agents.resume_agent(super::req(pb::ResumeAgentRequest { agent_id })),
+        "abort" => agents.abort_run(super::req(pb::AbortRunRequest {
             agent_id,
             run_id: String::new(),
         })),
         _ => {
             let archived = called(
                 agents
-                    .archive_agent(Request::new(pb::ArchiveAgentRequest { agent_id }))
+                    .archive_agent(super::req(pb::ArchiveAgentRequest { agent_id }))
                     .await,
             )?;
             return Ok(json!({

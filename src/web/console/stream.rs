@@ -14,7 +14,6 @@ use http_body_util::{BodyExt as _, StreamBody};
 use hyper::body::{Bytes, Frame};
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
-use tonic::Request;
 
 use crate::api::pb;
 use crate::api::pb::agent_service_server::AgentService as _;
@@ -43,7 +42,7 @@ pub async fn events(console: &Console, agent_id: &str, after: Option<u64>) -> Re
     // The agent must exist: a typo is a 404, not an empty stream.
     let exists = console
         .agents
-        .get_agent(Request::new(pb::GetAgentRequest {
+        .get_agent(super::req(pb::GetAgentRequest {
             agent: Some(pb::get_agent_request::Agent::AgentId(agent_id.to_owned())),
         }))
         .await;
@@ -59,7 +58,7 @@ pub async fn events(console: &Console, agent_id: &str, after: Option<u64>) -> Re
     });
     let watch = console
         .agents
-        .watch_events(Request::new(pb::WatchEventsRequest {
+        .watch_events(super::req(pb::WatchEventsRequest {
             after_cursor: after,
             follow: true,
             agent_id: agent_id.to_owned(),

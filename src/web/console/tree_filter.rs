@@ -12,7 +12,6 @@
 //! the rows would not show.
 
 use serde_json::{json, Value};
-use tonic::Request;
 
 use crate::api::pb;
 use crate::api::pb::supervision_service_server::SupervisionService as _;
@@ -50,7 +49,7 @@ pub async fn matches(
         let page = called(
             console
                 .tree
-                .get_tree(Request::new(pb::GetTreeRequest {
+                .get_tree(super::req(pb::GetTreeRequest {
                     agent_id: String::new(),
                     page_token: std::mem::take(&mut page_token),
                     max_nodes: limit,
