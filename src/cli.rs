@@ -21,6 +21,7 @@ mod man;
 mod memory;
 mod message_text;
 mod output;
+mod progress;
 mod resolve;
 mod run_errors;
 mod serve;
