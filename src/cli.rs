@@ -21,6 +21,7 @@ mod man;
 mod memory;
 mod message_text;
 mod output;
+mod progress;
 mod resolve;
 mod run_errors;
 mod serve;
@@ -64,6 +65,11 @@ use resolve::resolve;
 /// The heading of the flags every command takes, so each subcommand's
 /// own flags are not lost among them.
 const GLOBAL: &str = "Global options";
+
+/// The global flags only clients read. `serve` accepts them, as every
+/// command does, but they say nothing to the daemon, so its help leaves
+/// them out. `--data-dir` and `--token` stay: the daemon reads both.
+const CLIENT_ONLY: &[&str] = &["socket", "addr", "ca", "client_cert", "json"];
 
 #[derive(Debug, Parser)]
 #[command(
@@ -340,7 +346,8 @@ impl Cli {
     pub fn parse_args() -> Self {
         let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
         let command = Self::command();
-        let mut matches = command.clone().get_matches_from(&argv);
+        let parser = Self::shown_command();
+        let mut matches = parser.clone().get_matches_from(&argv);
         let layered = match serve::config_file::layer(&command, &matches, &argv) {
             Ok(layered) => layered,
             Err(err) => {
@@ -349,7 +356,7 @@ impl Cli {
             }
         };
         if let Some(layered) = &layered {
-            matches = command
+            matches = parser
                 .clone()
                 .try_get_matches_from(&layered.argv)
                 .unwrap_or_else(|err| {
@@ -374,6 +381,30 @@ impl Cli {
             }
         }
         cli
+    }
+
+    /// The command line as parsed and as its help shows it: `serve`'s help
+    /// without the client-only global flags ([`CLIENT_ONLY`]), which it
+    /// still accepts.
+    pub fn shown_command() -> clap::Command {
+        let mut command = Self::command();
+        // Global flags reach the subcommands when the command is built;
+        // only then can `serve`'s copies be hidden.
+        command.build();
+        command.mut_subcommands(|sub| {
+            if sub.get_name() != "serve" {
+                return sub;
+            }
+            // `mut_args` keeps each argument in its place: the built
+            // command finds them by position.
+            sub.mut_args(|arg| {
+                if CLIENT_ONLY.contains(&arg.get_id().as_str()) {
+                    arg.hide(true)
+                } else {
+                    arg
+                }
+            })
+        })
     }
 
     /// The token as given, by where it came from.

@@ -38,6 +38,8 @@ mod lifecycle;
 mod memory;
 #[path = "cli_tour/ops.rs"]
 mod ops;
+#[path = "cli_tour/progress.rs"]
+mod progress;
 #[path = "cli_tour/readable.rs"]
 mod readable;
 #[path = "cli_tour/readme.rs"]

@@ -8,6 +8,8 @@
 mod common;
 #[path = "mcp/faults.rs"]
 mod faults;
+#[path = "mcp/grants.rs"]
+mod grants;
 #[path = "mcp/hostile.rs"]
 mod hostile;
 #[path = "mcp/in_process.rs"]
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use common::{create, data_dir, events, eventually, handled, messages, send, tool_call, Daemon};
 use faults::servers_that_crash_at_every_call_or_never_answer_cost_only_tool_errors;
+use grants::a_read_only_path_is_readable_and_not_writable_by_its_server;
 use holarchy::api::pb;
 use holarchy::client::Clients;
 use hostile::{a_hostile_server_cannot_forge_or_flood_the_daemons_log, serve_hostile};
@@ -433,6 +436,10 @@ const TESTS: &[(&str, common::runner::Test)] = &[
     ("a_stdio_server_starts_with_its_signals_reset", || {
         Box::pin(a_stdio_server_starts_with_its_signals_reset())
     }),
+    (
+        "a_read_only_path_is_readable_and_not_writable_by_its_server",
+        || Box::pin(a_read_only_path_is_readable_and_not_writable_by_its_server()),
+    ),
     (
         "a_hostile_server_cannot_forge_or_flood_the_daemons_log",
         || Box::pin(a_hostile_server_cannot_forge_or_flood_the_daemons_log()),

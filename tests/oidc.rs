@@ -176,7 +176,7 @@ async fn an_issuers_token_is_a_caller_with_its_role_and_nothing_else_is() {
     let confused = jsonwebtoken::encode(
         &header,
         &claims("x", "admin"),
-        &jsonwebtoken::EncodingKey::from_secret(&issuer.key.public_key_raw()),
+        &jsonwebtoken::EncodingKey::from_secret(issuer.key.public_key_raw()),
     )
     .expect("signed");
     wrong.push(("HS256 over the public key", confused));

@@ -324,27 +324,15 @@ impl Drop for Tmux {
     }
 }
 
-/// The interactive view in a real terminal (tmux): tab to the queues, `/`
-/// filters the rows, enter opens the agent's messages and events, t its
-/// subtree, esc comes back, r resumes and p pauses the selected agent (as
-/// the daemon then reports), every table, pane title and notice shows
-/// names first and ids as tails, a daemon gone is said to be retried, q
-/// quits.
-/// Skipped when tmux is not installed; the keys and frames are
-/// unit-tested anyway.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_interactive_view_answers_keys_in_a_terminal() {
+/// `holarchy top` on `daemon`'s socket, redrawn every 0.3 s, in a
+/// 150x30 tmux session of its own (`label` tells the tests' servers
+/// apart); `None`, said on stderr, when tmux is not installed.
+fn top_in_tmux(daemon: &Daemon, label: &str) -> Option<Tmux> {
     if Command::new("tmux").arg("-V").output().is_err() {
         eprintln!("skipped: tmux is not installed (apt-get install tmux to run this test)");
-        return;
+        return None;
     }
-    let root = tempfile::tempdir().expect("tempdir");
-    let mut daemon = Daemon::start(&data_dir(&root)).await;
-    let mut c = daemon.clients().await;
-    let stuck = paused(&mut c, "stuck").await;
-    send(&mut c, &stuck, "later").await;
-
-    let tmux = Tmux(format!("holarchy-top-{}", std::process::id()));
+    let tmux = Tmux(format!("holarchy-top-{}-{label}", std::process::id()));
     let program = format!(
         "env -u HOLARCHY_TOKEN -u HOLARCHY_ADDR {} --socket {} top --interval 0.3",
         env!("CARGO_BIN_EXE_holarchy"),
@@ -362,6 +350,28 @@ async fn the_interactive_view_answers_keys_in_a_terminal() {
         &program,
     ]);
     assert!(started.status.success(), "{started:?}");
+    Some(tmux)
+}
+
+/// The interactive view in a real terminal (tmux): tab to the queues, `/`
+/// filters the rows, enter opens the agent's messages and events, t its
+/// subtree, esc comes back, r resumes and p pauses the selected agent (as
+/// the daemon then reports), every table, pane title and notice shows
+/// names first and ids as tails, a daemon gone is said to be retried, q
+/// quits.
+/// Skipped when tmux is not installed; the keys and frames are
+/// unit-tested anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_interactive_view_answers_keys_in_a_terminal() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let mut daemon = Daemon::start(&data_dir(&root)).await;
+    let mut c = daemon.clients().await;
+    let stuck = paused(&mut c, "stuck").await;
+    send(&mut c, &stuck, "later").await;
+
+    let Some(tmux) = top_in_tmux(&daemon, "keys") else {
+        return;
+    };
     tmux.until("the first frame", |s| s.contains("longest queues (1)"))
         .await;
     tmux.keys("Tab");
@@ -500,4 +510,88 @@ async fn the_interactive_view_answers_keys_in_a_terminal() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// In a terminal (tmux): `a` aborts the turn of the selected busy agent
+/// (the daemon then reports its message aborted and the agent paused);
+/// when the daemon stops the view says it is retrying, and once a daemon
+/// serves the data directory again the view shows it live, with no key
+/// pressed. Skipped when tmux is not installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_abort_key_aborts_a_busy_agents_turn_and_the_view_comes_back_with_the_daemon() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = data_dir(&root);
+    let mut daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    // A turn that takes 30 s unless aborted (its step's timeout is 20 s:
+    // a turn that ends by itself fails, it is not aborted).
+    let slow = common::create_on(&mut c, "slow", common::command_brain("sleep", &["30"])).await;
+    let message = send(&mut c, &slow, "take your time").await;
+    common::eventually("the slow turn to start", || {
+        let mut c = c.clone();
+        let slow = slow.clone();
+        async move {
+            let run = common::get_agent(&mut c, &slow).await.current_run_id;
+            (!run.is_empty()).then_some(())
+        }
+    })
+    .await;
+
+    let Some(tmux) = top_in_tmux(&daemon, "abort") else {
+        return;
+    };
+    // The busiest table has the focus, its first row selected.
+    tmux.until("the busy agent selected", |s| {
+        s.contains("busiest agents (1)") && s.contains("> slow ")
+    })
+    .await;
+    tmux.keys("a");
+    let named = format!("slow ({})", &slow[slow.len() - 6..]);
+    tmux.until("the abort notice", |s| {
+        s.contains(&format!("aborted the turn of {named}"))
+    })
+    .await;
+    let status = common::eventually("the message aborted", || {
+        let mut c = c.clone();
+        let (slow, message) = (slow.clone(), message.clone());
+        async move {
+            let all = common::messages(&mut c, &slow).await;
+            let status = all.iter().find(|m| m.message_id == message)?.status;
+            (status != pb::MessageStatus::Handling as i32).then_some(status)
+        }
+    })
+    .await;
+    assert_eq!(status, pb::MessageStatus::Aborted as i32);
+    let summary = common::get_agent(&mut c, &slow).await;
+    assert_eq!(summary.state, pb::LifecycleState::Paused as i32);
+    assert!(summary.current_run_id.is_empty(), "{summary:?}");
+    // Still among the busiest (by turns a minute), its run gone, paused.
+    tmux.until("the turn gone from the view", |s| {
+        s.contains("turns running 0")
+            && s.lines()
+                .any(|l| l.contains("> slow ") && l.contains(" paused "))
+    })
+    .await;
+
+    // The daemon stops: said and retried. Started again on the same data
+    // directory (the same socket): the view is live again by itself, and
+    // shows what happens on the new daemon.
+    drop(c);
+    let stopped = daemon.terminate(Duration::from_secs(20)).await;
+    assert!(stopped.success(), "{stopped}");
+    tmux.until("the disconnected line", |s| {
+        s.contains("disconnected from the daemon, retrying")
+    })
+    .await;
+    let daemon = Daemon::start(&dir).await;
+    let mut c = daemon.clients().await;
+    send(&mut c, &slow, "after the restart").await;
+    tmux.until("the view back with the new daemon's queue", |s| {
+        !s.contains("disconnected")
+            && s.contains("longest queues (1)")
+            && s.lines()
+                .any(|l| l.contains("slow ") && l.contains(&slow[slow.len() - 6..]))
+    })
+    .await;
+    tmux.keys("q");
 }

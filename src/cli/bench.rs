@@ -17,6 +17,7 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::{json, Map, Value};
 
+use super::progress::Progress;
 use super::Cli;
 use crate::api::pb;
 use crate::client::{self, Clients, Target};
@@ -30,7 +31,7 @@ mod turns;
 
 pub use turns::{turns, TurnsArgs};
 
-use load::{Load, Progress};
+use load::Load;
 use probe::{PerTransport, Transport};
 
 #[derive(Debug, Args)]

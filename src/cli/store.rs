@@ -1,16 +1,15 @@
 //! `holarchy store`: work on a store itself, with no daemon serving from
 //! it.
 
-use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use holarchy_actors::secrets::Secrets;
 
 use super::output::Output;
+use super::progress::Counter;
 use crate::store::copy::{self, Copied};
 use crate::store::dump::Table;
 use crate::store::postgres::{self, PgStore};
@@ -63,22 +62,14 @@ pub async fn store_command(
         }
     };
     let (source, target) = (from.clone(), to.clone());
-    let shown = !out.json && std::io::stderr().is_terminal();
+    let counter = Counter::new(out.json);
+    let shown = counter.clone();
     let copied = tokio::task::spawn_blocking(move || {
-        let mut last = Instant::now();
-        let mut progress = move |table: Table, read: u64| {
-            if shown && last.elapsed() >= Duration::from_millis(250) {
-                last = Instant::now();
-                eprint!("\rcopying {}: {read} records read   ", table.name());
-                let _ = std::io::stderr().flush();
-            }
-        };
+        let mut progress = |table: Table, read: u64| shown.show(table.name(), read);
         copy::copy(&source, &target, &mut progress)
     })
     .await;
-    if shown {
-        eprint!("\r{:60}\r", "");
-    }
+    counter.clear();
     from.close().await;
     to.close().await;
     let copied = copied.context("the copy's thread failed")??;

@@ -106,6 +106,30 @@ impl Holarchy {
         }
     }
 
+    /// With a variable set for each run (`TERM`, say).
+    pub fn with_env(mut self, name: &'static str, value: &str) -> Self {
+        self.env.push((name, value.into()));
+        self
+    }
+
+    /// Runs `holarchy <args>` to its end with its stderr written to the
+    /// file `log`, as a service manager or `2>log` would have it; the
+    /// run's `stderr` is what the file then holds.
+    pub fn run_logged(&self, args: &[&str], log: &Path) -> Run {
+        let file = std::fs::File::create(log).expect("the log file");
+        let out = self
+            .command(args)
+            .stderr(file)
+            .output()
+            .expect("the holarchy binary runs");
+        let logged = std::fs::read(log).expect("the log file read");
+        Run {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&logged).into_owned(),
+        }
+    }
+
     /// Runs `holarchy <args>` with `input` on its standard input.
     pub fn run_with_stdin(&self, args: &[&str], input: &str) -> Run {
         use std::io::Write as _;

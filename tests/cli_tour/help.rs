@@ -1,5 +1,6 @@
 //! Help that teaches: each command's own flags apart from the global
-//! client flags, `serve`'s flags by topic, and completion scripts for
+//! client flags (and `serve`'s without the client flags it ignores),
+//! `serve`'s flags by topic, and completion scripts for
 //! bash, zsh and fish generated from the same command line; every command
 //! and argument described.
 
@@ -65,6 +66,57 @@ async fn global_flags_have_their_own_heading_and_serve_groups_its_flags() {
             "{flag} under {heading}:\n{serve}"
         );
     }
+}
+
+/// Whether a help text lists option `flag` (a line that starts with it,
+/// not a mention in another option's description).
+fn lists(help: &str, flag: &str) -> bool {
+    help.lines()
+        .any(|l| l.trim_start().split([' ', '=', ',']).next() == Some(flag))
+}
+
+/// The global flags only a client reads.
+const CLIENT_ONLY: [&str; 5] = ["--socket", "--addr", "--ca", "--client-cert", "--json"];
+
+#[tokio::test]
+async fn serve_help_leaves_out_the_client_flags_that_mean_nothing_to_it() {
+    let cli = Holarchy::default();
+    let serve = cli.ok(&["serve", "--help"]);
+    for flag in CLIENT_ONLY {
+        assert!(!lists(&serve, flag), "serve --help lists {flag}:\n{serve}");
+    }
+    // The daemon reads these two: they stay, under their heading.
+    let global = section(&serve, "Global options:").join("\n");
+    for flag in ["--data-dir", "--token"] {
+        assert!(
+            lists(&global, flag),
+            "{flag} under Global options:\n{serve}"
+        );
+    }
+    // Hidden, not gone: serve still takes them (a shell's HOLARCHY_ADDR or
+    // a `--json` in a wrapper script does not break the daemon's start).
+    let taken = cli.ok(&["serve", "--addr", "127.0.0.1:1", "--json", "--help"]);
+    assert!(lists(&taken, "--data-dir"), "{taken}");
+
+    // Every client command still shows and takes them all.
+    for command in [&["status"][..], &["agent", "list"], &["top"]] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let help = cli.ok(&args);
+        let global = section(&help, "Global options:").join("\n");
+        for flag in CLIENT_ONLY.iter().chain(&["--data-dir", "--token"]) {
+            assert!(
+                lists(&global, flag),
+                "{command:?} --help lists {flag}:\n{help}"
+            );
+        }
+    }
+    // Read, too: the address is tried, and the error is JSON.
+    let unreachable = cli.run(&["--json", "status", "--addr", "127.0.0.1:1"]);
+    assert_eq!(unreachable.status.code(), Some(3), "{}", unreachable.stderr);
+    let error: serde_json::Value =
+        serde_json::from_str(unreachable.stderr.trim()).expect("a JSON error");
+    assert!(error.to_string().contains("127.0.0.1:1"), "{error}");
 }
 
 #[tokio::test]

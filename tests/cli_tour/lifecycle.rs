@@ -1,7 +1,7 @@
 //! `agent list` as `docker ps` lists containers: archived agents hidden
 //! unless `--all` (or `--state archived`), and `--state`, `--name` and
-//! `--instance` narrowing the list; and a load test that cleans up after
-//! itself.
+//! `--instance` narrowing the list; `agent archive` in bulk by name prefix
+//! or instance; and a load test that cleans up after itself.
 
 use crate::cli::{last_word, Holarchy};
 use crate::common::{data_dir, Daemon};
@@ -137,6 +137,65 @@ async fn agents_are_archived_in_bulk_by_name_prefix() {
     let both = cli.run(&["agent", "archive", "ops", "--name", "b"]);
     assert_eq!(both.status.code(), Some(2), "{}", both.stderr);
     assert_eq!(names(&cli, &[]), ["ops"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_are_archived_in_bulk_by_instance_with_their_private_children() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let cli = Holarchy::data_dir(&daemon.data_dir);
+    for name in ["triage", "docs"] {
+        let manifest = root.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &manifest,
+            format!("name = \"{name}\"\n\n[brain.scripted]\n"),
+        )
+        .expect("manifest");
+        cli.ok(&["instance", "apply", manifest.to_str().expect("UTF-8")]);
+    }
+    cli.ok(&["agent", "create", "bystander"]);
+    // triage's agent leads a private child: of the instance too.
+    let spawn = r#"{"tool_calls":[{"name":"SpawnAgent","input":{"preset":"private_delegator","initial_message":"sort the backlog"}}]}"#;
+    cli.ok(&["agent", "send", "triage", spawn]);
+    let of_triage = |args: &[&str]| {
+        let mut list = vec!["agent", "list", "--include-private", "--instance", "triage"];
+        list.extend_from_slice(args);
+        cli.json(&list)
+    };
+    crate::cli::until("triage's child", || {
+        (of_triage(&[]).len() == 2).then_some(())
+    });
+
+    let run = cli.run(&["agent", "archive", "--instance", "triage"]);
+    assert!(run.status.success(), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("1 live agent(s) selected"),
+        "the instance's one public agent: {}",
+        run.stderr
+    );
+    assert!(
+        run.stdout.contains(": 2 agents"),
+        "with its private child: {}",
+        run.stdout
+    );
+    let mut live = names(&cli, &[]);
+    live.sort();
+    assert_eq!(live, ["bystander", "docs"]);
+    assert!(
+        of_triage(&["--state", "active"]).is_empty(),
+        "no live child left"
+    );
+    assert_eq!(
+        names(&cli, &["--state", "archived", "--instance", "triage"]),
+        ["triage"]
+    );
+    // The instance itself stays (`instance delete` removes it), as does
+    // the other one.
+    assert_eq!(cli.json(&["instance", "list"]).len(), 2);
+
+    // Nothing of the instance is live now: a second run archives nothing.
+    let again = cli.json(&["agent", "archive", "--instance", "triage"]);
+    assert!(again.is_empty(), "{again:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

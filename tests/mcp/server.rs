@@ -72,6 +72,20 @@ impl ServerHandler for TestServer {
                 "This server's blocked and ignored signals (/proc/self/status).",
                 object.clone(),
             ),
+            tool(
+                "read",
+                "The text of the file at `path`, as this server may read it.",
+                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+            ),
+            tool(
+                "write",
+                "Writes `text` to the file at `path`, as this server may write it.",
+                json!({
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}, "text": {"type": "string"}},
+                    "required": ["path", "text"],
+                }),
+            ),
             tool("bad name", "A name no catalog takes.", object),
         ]))
     }
@@ -106,6 +120,16 @@ impl ServerHandler for TestServer {
                 "slept".to_owned()
             }
             "signals" => signal_lines(),
+            // What the confinement allows is the test: a refusal is the
+            // call's error, with the OS's words.
+            "read" => match std::fs::read_to_string(string(&args, "path")?) {
+                Ok(text) => text,
+                Err(err) => return Ok(CallToolResult::error(vec![Content::text(err.to_string())])),
+            },
+            "write" => match std::fs::write(string(&args, "path")?, string(&args, "text")?) {
+                Ok(()) => "written".to_owned(),
+                Err(err) => return Ok(CallToolResult::error(vec![Content::text(err.to_string())])),
+            },
             "whoami" => self
                 .header
                 .lock()
@@ -116,6 +140,13 @@ impl ServerHandler for TestServer {
         };
         Ok(CallToolResult::success(vec![Content::text(text)]))
     }
+}
+
+/// The string argument `name`, or the call's invalid-input error.
+fn string<'a>(args: &'a serde_json::Map<String, Value>, name: &str) -> Result<&'a str, ErrorData> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ErrorData::invalid_params(format!("`{name}` is required"), None))
 }
 
 /// The `SigBlk:` and `SigIgn:` lines of this process's status, one a line.

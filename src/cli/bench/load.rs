@@ -3,8 +3,7 @@
 //! each optionally told to spawn a fan of private children, with a
 //! progress bar on stderr.
 
-use std::io::{IsTerminal as _, Write as _};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,6 +11,7 @@ use anyhow::Context;
 use tokio::task::JoinSet;
 
 use crate::api::pb;
+use crate::cli::progress::Progress;
 use crate::client::Clients;
 
 /// What one creation step asks for.
@@ -44,57 +44,6 @@ fn scripted() -> Option<pb::BrainConfig> {
     Some(pb::BrainConfig {
         kind: Some(pb::brain_config::Kind::Scripted(pb::ScriptedBrain {})),
     })
-}
-
-/// A progress bar redrawn in place on stderr.
-pub struct Progress {
-    label: &'static str,
-    total: usize,
-    started: Instant,
-    quiet: bool,
-    /// Milliseconds after `started` of the last redraw: a redraw per call
-    /// would cost more than a fast call.
-    drawn_ms: AtomicU64,
-}
-
-impl Progress {
-    /// Draws nothing when `quiet`, or when stderr is no terminal: each
-    /// frame ends in `\r`, which a log file keeps as one endless line.
-    pub fn new(label: &'static str, total: usize, quiet: bool) -> Self {
-        Self {
-            label,
-            total,
-            started: Instant::now(),
-            quiet: quiet || !std::io::stderr().is_terminal(),
-            drawn_ms: AtomicU64::new(0),
-        }
-    }
-
-    pub fn show(&self, done: usize) {
-        let now_ms = self.started.elapsed().as_millis() as u64;
-        if self.quiet || (done < self.total && now_ms < self.drawn_ms.load(Ordering::Relaxed) + 100)
-        {
-            return;
-        }
-        self.drawn_ms.store(now_ms, Ordering::Relaxed);
-        const WIDTH: usize = 30;
-        let filled = (done * WIDTH).checked_div(self.total).unwrap_or(WIDTH);
-        let rate = done as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
-        eprint!(
-            "\r{:<16} [{}{}] {done}/{} {rate:>9.0}/s",
-            self.label,
-            "#".repeat(filled.min(WIDTH)),
-            ".".repeat(WIDTH - filled.min(WIDTH)),
-            self.total,
-        );
-        let _ = std::io::stderr().flush();
-    }
-
-    pub fn finish(&self) {
-        if !self.quiet {
-            eprintln!();
-        }
-    }
 }
 
 /// Creates agents `range` (by index), returning their ids in no set order.

@@ -21,9 +21,10 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::{json, Value};
 
-use super::load::{self, Load, Progress};
+use super::load::{self, Load};
 use super::Cli;
 use crate::api::pb;
+use crate::cli::progress::Progress;
 use crate::client::{self, Clients, Target};
 
 mod drive;
