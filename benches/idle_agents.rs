@@ -136,6 +136,8 @@ async fn phase_create(n: usize, concurrency: usize, batch: usize, dir: &Path) ->
                             context_tokens: None,
                             mcp_servers: Vec::new(),
                             network: Default::default(),
+                            namespace: "default".to_owned(),
+                            labels: Default::default(),
                         })
                         .collect();
                     runtime.create_agents(specs).await.expect("agents created");

@@ -123,6 +123,8 @@ async fn agents(store: &Arc<SledStore>, dir: &Path, count: usize) -> Vec<AgentId
             context_tokens: None,
             mcp_servers: Vec::new(),
             network: Default::default(),
+            namespace: "default".to_owned(),
+            labels: Default::default(),
         })
         .collect();
     for chunk in specs.chunks(1_000) {

@@ -154,6 +154,8 @@ async fn turns(opts: &Options) -> (Option<f64>, Option<f64>) {
             context_tokens: None,
             mcp_servers: Vec::new(),
             network: Default::default(),
+            namespace: "default".to_owned(),
+            labels: Default::default(),
         })
         .collect::<Vec<_>>();
     let mut agents = Vec::with_capacity(opts.agents);

@@ -69,7 +69,7 @@ const GLOBAL: &str = "Global options";
 /// The global flags only clients read. `serve` accepts them, as every
 /// command does, but they say nothing to the daemon, so its help leaves
 /// them out. `--data-dir` and `--token` stay: the daemon reads both.
-const CLIENT_ONLY: &[&str] = &["socket", "addr", "ca", "client_cert", "json"];
+const CLIENT_ONLY: &[&str] = &["namespace", "socket", "addr", "ca", "client_cert", "json"];
 
 #[derive(Debug, Parser)]
 #[command(
@@ -132,7 +132,7 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Create, list, inspect and message agents.
     #[command(subcommand, after_help = AGENT_EXAMPLES)]
-    Agent(AgentCommand),
+    Agent(Box<AgentCommand>),
     /// Print the event log (cursor, time in UTC, agent's name and id's
     /// tail, kind, what); with
     /// --follow, keep printing new events. A failure is marked `!` with

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::future::BoxFuture;
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use http_body_util::{BodyExt as _, Full, Limited};
 use tonic::body::Body;
 use tonic::Status;
@@ -23,11 +23,11 @@ use super::token::Token;
 use crate::access::audit::{self, Audit};
 use crate::access::oidc::Oidc;
 use crate::access::policy::{self, Needs};
-use crate::access::tokens::Tokens;
 use crate::access::scope::{self, Scope};
+use crate::access::tokens::Tokens;
 use crate::access::{target, wire, Caller, Credential, Role};
-use crate::api::scope::{Kind, Scopes};
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
+use crate::api::scope::{Kind, Scopes};
 
 /// The namespace of a caller that names none.
 pub use holarchy_supervision::namespace::DEFAULT as DEFAULT_NAMESPACE;
@@ -287,7 +287,9 @@ fn stand_in(
         return Ok(message.to_vec());
     };
     pairs.push((fake.clone(), text.to_owned()));
-    Ok(wire::map_field(message, number, |_| fake.clone().into_bytes()))
+    Ok(wire::map_field(message, number, |_| {
+        fake.clone().into_bytes()
+    }))
 }
 
 /// Puts the caller's own text back where the answer names a stand-in, so
