@@ -309,7 +309,7 @@ async fn revoked_expired_and_forged_tokens_are_refused() {
     // Bad input changes nothing.
     for (role, namespace, name) in [
         ("root", "", ""),
-        ("viewer", "other", ""),
+        ("viewer", "Bad/ns", ""),
         ("viewer", "", "a\nb"),
     ] {
         let refused = admin

@@ -12,7 +12,8 @@ use crate::client::Clients;
 
 #[derive(Debug, Subcommand)]
 pub enum TokenCommand {
-    /// Make a token. Its text is printed once: give it to the one who
+    /// Make a token, for the namespace this client acts in
+    /// (`--namespace`). Its text is printed once: give it to the one who
     /// needs it (`--token` or `HOLARCHY_TOKEN`), it is never shown again.
     Create {
         /// viewer (reads), operator (also sends, controls, approves,
@@ -22,9 +23,6 @@ pub enum TokenCommand {
         /// What it is for, shown by `token list`.
         #[arg(long, default_value = "")]
         name: String,
-        /// The namespace its calls act in (only `default` exists yet).
-        #[arg(long, default_value = "")]
-        namespace: String,
         /// Refused after this long: 90d, 12h, 30m. Never, if not given.
         #[arg(long, value_parser = parse_span)]
         expires: Option<u64>,
@@ -142,14 +140,14 @@ pub(super) async fn token_command(
         TokenCommand::Create {
             role,
             name,
-            namespace,
             expires,
         } => {
             let made = clients
                 .access
                 .create_token(pb::CreateTokenRequest {
                     role: role.clone(),
-                    namespace: namespace.clone(),
+                    // The namespace this client acts in (`--namespace`).
+                    namespace: String::new(),
                     name: name.clone(),
                     expires_in_ms: expires.unwrap_or(0),
                 })
