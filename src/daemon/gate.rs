@@ -136,7 +136,8 @@ where
     {
         Ok(collected) => collected.to_bytes(),
         Err(_) => {
-            let status = Status::resource_exhausted(format!(
+            // The code tonic gives a message over its bound.
+            let status = Status::out_of_range(format!(
                 "the request is over {MAX_GRPC_MESSAGE_BYTES} bytes, or ended early"
             ));
             if needs.audited {
