@@ -302,6 +302,9 @@ pub async fn tree_filter(
     // A leaf's id keeps its ancestors shown once its level is loaded.
     let mut parent = tree.lead.clone();
     browser.clear(&filter).await;
+    // The cleared filter's list of matches goes once its pause in typing
+    // is over: until then a toggle found could be a match's, about to go.
+    browser.wait_for("#tree-matches[hidden]").await;
     for child in &tree.private {
         let toggle = format!("li[data-id=\"{parent}\"] > .row > .toggle");
         let button = browser.wait_for(&toggle).await;
