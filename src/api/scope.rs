@@ -118,12 +118,25 @@ impl Scopes {
             return Ok((namespace != DEFAULT)
                 .then(|| format!("n{}", ulid::Ulid::new().to_string().to_lowercase())));
         }
-        let Some(owner) = self.owner(kind, text)? else {
-            return Ok(None);
+        // A record that cannot be read is the service's to report (it
+        // answers DATA_LOSS, naming where to look): no stand-in for it.
+        let damaged = |err: &StoreError| {
+            matches!(
+                err,
+                StoreError::Corrupt { .. } | StoreError::UnsupportedVersion { .. }
+            )
         };
-        let foreign = match self.of_agent(owner)? {
-            Some(found) => &*found != namespace,
-            None => false,
+        let owner = match self.owner(kind, text) {
+            Ok(Some(owner)) => owner,
+            Ok(None) => return Ok(None),
+            Err(err) if damaged(&err) => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let foreign = match self.of_agent(owner) {
+            Ok(Some(found)) => &*found != namespace,
+            Ok(None) => false,
+            Err(err) if damaged(&err) => false,
+            Err(err) => return Err(err),
         };
         Ok(foreign.then(|| match kind {
             Kind::Agent => AgentId::generate().to_string(),
