@@ -21,6 +21,8 @@ use holarchy_actors::StoreError;
 use serde::{Deserialize, Serialize};
 
 pub mod audit;
+#[cfg(test)]
+mod descriptors;
 pub mod oidc;
 pub mod policy;
 pub mod scope;

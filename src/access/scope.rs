@@ -118,54 +118,20 @@ impl Scope {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
-    use prost::Message as _;
     use prost_types::field_descriptor_proto::Type;
 
     use super::*;
 
     #[test]
     fn every_method_has_a_scope_and_each_field_is_a_string() {
-        let set = prost_types::FileDescriptorSet::decode(crate::api::pb::FILE_DESCRIPTOR_SET)
-            .expect("the compiled descriptors");
-        let mut messages = HashMap::new();
-        let mut inputs = HashMap::new();
-        for file in &set.file {
-            for message in &file.message_type {
-                messages.insert(message.name().to_owned(), message.clone());
-            }
-            for service in &file.service {
-                for method in &service.method {
-                    inputs.insert(
-                        format!("{}/{}", service.name(), method.name()),
-                        method
-                            .input_type()
-                            .trim_start_matches(".holarchy.v1.")
-                            .to_owned(),
-                    );
-                }
-            }
-        }
-        let field = |message: &str, number: u32| {
-            messages[message]
-                .field
-                .iter()
-                .find(|f| f.number() == number as i32)
-                .map(|f| {
-                    (
-                        f.r#type(),
-                        f.type_name().trim_start_matches(".holarchy.v1.").to_owned(),
-                    )
-                })
-                .unwrap_or_else(|| panic!("{message} has no field {number}"))
-        };
+        let api = super::super::descriptors::compiled();
+        let (inputs, field) = (&api.inputs, |m: &str, n: u32| api.field(m, n));
         assert_eq!(
             inputs.len(),
             SCOPES.len(),
             "a method without a scope, or one listed twice"
         );
-        for (method, input) in &inputs {
+        for (method, input) in inputs {
             let (_, scope) = SCOPES
                 .iter()
                 .find(|(name, _)| name == method)

@@ -123,7 +123,6 @@ fn manifest_name(manifest: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use prost::Message as _;
 
     use super::*;
     use crate::api::pb;
@@ -195,40 +194,9 @@ mod tests {
 
     #[test]
     fn every_rule_names_an_audited_method_and_string_fields_it_has() {
-        let set = prost_types::FileDescriptorSet::decode(pb::FILE_DESCRIPTOR_SET)
-            .expect("the compiled descriptors");
-        let mut inputs = std::collections::HashMap::new();
-        let mut messages = std::collections::HashMap::new();
-        for file in &set.file {
-            for service in &file.service {
-                for method in &service.method {
-                    inputs.insert(
-                        format!("{}/{}", service.name(), method.name()),
-                        method
-                            .input_type()
-                            .trim_start_matches(".holarchy.v1.")
-                            .to_owned(),
-                    );
-                }
-            }
-            for message in &file.message_type {
-                messages.insert(message.name().to_owned(), message.clone());
-            }
-        }
         use prost_types::field_descriptor_proto::Type;
-        let field_type = |message: &str, number: u32| {
-            messages[message]
-                .field
-                .iter()
-                .find(|f| f.number() == number as i32)
-                .map(|f| {
-                    (
-                        f.r#type(),
-                        f.type_name().trim_start_matches(".holarchy.v1.").to_owned(),
-                    )
-                })
-                .unwrap_or_else(|| panic!("{message} has no field {number}"))
-        };
+        let api = super::super::descriptors::compiled();
+        let (inputs, field_type) = (&api.inputs, |m: &str, n: u32| api.field(m, n));
         for (method, rule) in RULES {
             let needs = super::super::policy::needs(&format!("/holarchy.v1.{method}"));
             assert!(needs.audited, "{method} has a rule but is not audited");

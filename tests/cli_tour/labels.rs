@@ -4,15 +4,7 @@
 
 use crate::cli::Holarchy;
 use crate::common::{data_dir, Daemon};
-
-fn names(cli: &Holarchy, args: &[&str]) -> Vec<String> {
-    let mut list = vec!["agent", "list"];
-    list.extend_from_slice(args);
-    cli.json(&list)
-        .iter()
-        .map(|a| a["name"].as_str().expect("a name").to_owned())
-        .collect()
-}
+use crate::lifecycle::names;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labels_pick_agents_to_list_and_to_archive() {

@@ -6,7 +6,8 @@
 use crate::cli::{last_word, Holarchy};
 use crate::common::{data_dir, Daemon};
 
-fn names(cli: &Holarchy, args: &[&str]) -> Vec<String> {
+/// The names `agent list` shows with `args`, in its order.
+pub(crate) fn names(cli: &Holarchy, args: &[&str]) -> Vec<String> {
     let mut list = vec!["agent", "list"];
     list.extend_from_slice(args);
     cli.json(&list)
