@@ -238,33 +238,18 @@ async fn revoked_expired_and_forged_tokens_are_refused() {
     let (_, brief) = make_token(&mut admin, "operator", 1).await;
 
     let mut as_operator = common::tcp_clients(&listen, Some(&operator)).await;
-    let me = as_operator
-        .access
-        .who_am_i(pb::WhoAmIRequest {})
-        .await
-        .expect("whoami")
-        .into_inner();
+    let me = whoami(&mut as_operator).await;
     assert_eq!(
         (me.caller.as_str(), me.role.as_str()),
         (&*format!("token:{id}"), "operator")
     );
     let mut as_bootstrap = common::tcp_clients(&listen, Some(&bootstrap)).await;
-    let me = as_bootstrap
-        .access
-        .who_am_i(pb::WhoAmIRequest {})
-        .await
-        .expect("whoami")
-        .into_inner();
+    let me = whoami(&mut as_bootstrap).await;
     assert_eq!(
         (me.caller.as_str(), me.role.as_str()),
         ("token:bootstrap", "admin")
     );
-    let me = admin
-        .access
-        .who_am_i(pb::WhoAmIRequest {})
-        .await
-        .expect("whoami")
-        .into_inner();
+    let me = whoami(&mut admin).await;
     assert!(
         me.caller.starts_with("uid:") && me.role == "admin",
         "{me:?}"
@@ -341,6 +326,15 @@ async fn revoked_expired_and_forged_tokens_are_refused() {
     assert_eq!(tokens.tokens.len(), 2);
     // The list never holds a secret.
     assert!(!format!("{tokens:?}").contains(&operator[operator.len() - 64..]));
+}
+
+/// Who the daemon takes `c`'s caller for.
+async fn whoami(c: &mut Clients) -> pb::WhoAmIResponse {
+    c.access
+        .who_am_i(pb::WhoAmIRequest {})
+        .await
+        .expect("whoami")
+        .into_inner()
 }
 
 /// Calls made by each of the test's callers, in turn.
