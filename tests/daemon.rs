@@ -162,8 +162,15 @@ async fn the_log_is_one_json_object_per_line_when_asked() {
     let root = tempfile::tempdir().expect("tempdir");
     let daemon =
         common::Daemon::start_with(&common::data_dir(&root), &["--log-format", "json"]).await;
+    // The health service answers before the start's last line is written.
+    let started = Instant::now();
+    while !daemon.log().contains("\"serving\"") && started.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let log = daemon.log();
-    let lines: Vec<serde_json::Value> = log
+    // Whole lines only: the daemon may be writing the next one.
+    let whole = &log[..log.rfind('\n').map_or(0, |end| end + 1)];
+    let lines: Vec<serde_json::Value> = whole
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
         .collect();
