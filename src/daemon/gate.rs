@@ -169,7 +169,9 @@ where
     let (bytes, stand_ins) = match scoped(&keys.scopes, scope, &bytes, &caller.namespace) {
         Ok(scoped) => scoped,
         Err(err) => {
-            let status = Status::unavailable(format!("cannot read the store now: {err}"));
+            let status = Status::unavailable(format!(
+                "cannot read the store to scope this call ({err}): nothing was done; try again"
+            ));
             return Ok(status.into_http());
         }
     };
