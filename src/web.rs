@@ -295,13 +295,15 @@ async fn connection(
     let stopping = stop;
     let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
         let shared = shared.clone();
-        let disk_low = shared.disk_low.borrow().clone();
         // Anything but a read writes (a webhook's event, a console action):
         // held back with the gRPC calls that write.
-        let held = disk_low.clone().filter(|_| {
-            request.method() != hyper::Method::GET && request.method() != hyper::Method::HEAD
-        });
-        let operator = match disk_low {
+        let held =
+            if request.method() == hyper::Method::GET || request.method() == hyper::Method::HEAD {
+                None
+            } else {
+                shared.disk_low.refuses_writes()
+            };
+        let operator = match shared.disk_low.held() {
             Some(why) if request.uri().path() == "/readyz" && !*stopping.borrow() => {
                 Some(operator::not_ready(&why))
             }

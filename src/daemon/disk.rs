@@ -11,6 +11,10 @@
 //! that reserve. Above the mark plus a margin, everything resumes by
 //! itself.
 //!
+//! The guard reads the disk every 100 ms, and each write call reads it
+//! again before it is let in: a caller writing fast enough to use the
+//! reserve up between two readings is refused at the mark all the same.
+//!
 //! A disk so slow that one flush runs past `--max-flush-stall-ms` is held
 //! the same way: callers would otherwise queue behind it without bound;
 //! they are told UNAVAILABLE at once, and work resumes when it ends.
@@ -21,7 +25,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use holarchy_actors::Runtime;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
 
 use crate::store::Opened;
@@ -29,9 +33,42 @@ use crate::store::Opened;
 /// How often the free space is read (one `statvfs`).
 const POLL: Duration = Duration::from_millis(100);
 
-/// Why new work is refused for the disk's sake (full, or so slow a flush
-/// has not ended), if it is.
-pub type DiskLow = watch::Receiver<Option<String>>;
+/// The callers' side of the guard: whether new work is refused for the
+/// disk's sake (full, or so slow a flush has not ended), and why.
+#[derive(Debug, Clone)]
+pub struct DiskLow {
+    held: watch::Receiver<Option<String>>,
+    probe: Arc<Probe>,
+}
+
+/// What a write call reads the disk against, and how it wakes the guard.
+#[derive(Debug)]
+struct Probe {
+    dir: PathBuf,
+    min_free: u64,
+    wake: Notify,
+}
+
+impl DiskLow {
+    /// Why the guard holds work back, if it does: what `/readyz` says.
+    pub fn held(&self) -> Option<String> {
+        self.held.borrow().clone()
+    }
+
+    /// Why a write must be refused now, if it must: the guard's hold, or
+    /// a disk found under the mark at this moment (the guard is woken to
+    /// hold turns too, rather than at its next reading).
+    pub fn refuses_writes(&self) -> Option<String> {
+        if let Some(why) = self.held() {
+            return Some(why);
+        }
+        let free = free_bytes(&self.probe.dir)?;
+        (free < self.probe.min_free).then(|| {
+            self.probe.wake.notify_one();
+            full_reason(&self.probe.dir, free, self.probe.min_free)
+        })
+    }
+}
 
 /// What the guard watches, and the marks it holds work at.
 pub struct Watched {
@@ -43,15 +80,43 @@ pub struct Watched {
     pub runtime: Arc<Runtime>,
 }
 
+/// The guard's own side: where it says whether work is held.
+pub struct Holding {
+    low: watch::Sender<Option<String>>,
+    probe: Arc<Probe>,
+}
+
+/// The guard's two sides for `dir`, held below `min_free` bytes free.
+pub fn channel(dir: &Path, min_free: u64) -> (Holding, DiskLow) {
+    let (low, held) = watch::channel(None);
+    let probe = Arc::new(Probe {
+        dir: dir.to_path_buf(),
+        min_free,
+        wake: Notify::new(),
+    });
+    (
+        Holding {
+            low,
+            probe: probe.clone(),
+        },
+        DiskLow { held, probe },
+    )
+}
+
+fn full_reason(dir: &Path, free: u64, min_free: u64) -> String {
+    format!(
+        "the disk under {} has {} MiB free, under --min-free-disk ({} MiB): writes are refused and turns held until space returns",
+        dir.display(),
+        free >> 20,
+        min_free >> 20
+    )
+}
+
 /// Watches the disk until `stop`; holds and releases the runtime's turns
 /// as it fills (resuming at 1.25 x `min_free`, so a disk on the edge does
 /// not flap) or stalls (a flush running past `max_flush`; resuming when it
 /// ends).
-pub async fn guard(
-    watched: Watched,
-    low: watch::Sender<Option<String>>,
-    mut stop: watch::Receiver<bool>,
-) {
+pub async fn guard(watched: Watched, holding: Holding, mut stop: watch::Receiver<bool>) {
     let Watched {
         dir,
         min_free,
@@ -59,6 +124,7 @@ pub async fn guard(
         store,
         runtime,
     } = watched;
+    let Holding { low, probe } = holding;
     let resume_at = min_free.saturating_add(min_free / 4);
     let mut full = false;
     loop {
@@ -71,12 +137,7 @@ pub async fn guard(
             };
         }
         let why = if full {
-            Some(format!(
-                "the disk under {} has {} MiB free, under --min-free-disk ({} MiB): writes are refused and turns held until space returns",
-                dir.display(),
-                free.unwrap_or(0) >> 20,
-                min_free >> 20
-            ))
+            Some(full_reason(&dir, free.unwrap_or(0), min_free))
         } else {
             store
                 .flush_running_for()
@@ -108,6 +169,7 @@ pub async fn guard(
         }
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return,
+            () = probe.wake.notified() => {}
             () = tokio::time::sleep(POLL) => {}
         }
     }
@@ -172,9 +234,10 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let refused = match &*self.low.borrow() {
-            Some(why) if !reads_only(request.uri().path()) => Some(why.clone()),
-            _ => None,
+        let refused = if reads_only(request.uri().path()) {
+            None
+        } else {
+            self.low.refuses_writes()
         };
         match refused {
             None => futures::future::Either::Left(self.inner.call(request)),

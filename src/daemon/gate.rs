@@ -28,6 +28,7 @@ use crate::access::tokens::Tokens;
 use crate::access::{target, wire, Caller, Credential, Role};
 use crate::api::budget::MAX_GRPC_MESSAGE_BYTES;
 use crate::api::scope::{Kind, Scopes};
+use crate::daemon::DiskLow;
 
 /// The namespace of a caller that names none.
 pub use holarchy_supervision::namespace::DEFAULT as DEFAULT_NAMESPACE;
@@ -43,6 +44,10 @@ pub struct Keys {
     pub oidc: Option<Arc<Oidc>>,
     /// What namespace each id a request names is in.
     pub scopes: Arc<Scopes>,
+    /// Whether the disk takes writes: a write it refuses is refused
+    /// before its entry is written, as recording it would spend the
+    /// reserve the refusal keeps.
+    pub disk: DiskLow,
 }
 
 #[derive(Debug, Clone)]
@@ -185,6 +190,9 @@ where
         let mut response = inner.call(request).await?;
         put_back(&mut response, &stand_ins);
         return Ok(response);
+    }
+    if let Some(why) = keys.disk.refuses_writes() {
+        return Ok(Status::unavailable(format!("{why}; retry later")).into_http());
     }
     let begun = keys
         .audit

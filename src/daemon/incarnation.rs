@@ -85,7 +85,7 @@ pub(super) async fn serve(
     let trimmer = tokio::spawn(crate::memory::trim_after_drops(runtime.clone()));
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let (disk_low_tx, disk_low) = watch::channel(None);
+    let (holding, disk_low) = disk::channel(&config.data_dir, config.min_free_disk);
     let disk_guard = tokio::spawn(disk::guard(
         disk::Watched {
             dir: config.data_dir.clone(),
@@ -94,7 +94,7 @@ pub(super) async fn serve(
             store: store.clone(),
             runtime: runtime.clone(),
         },
-        disk_low_tx,
+        holding,
         stop_rx.clone(),
     ));
     let socket = config.data_dir.join(SOCKET_FILE);
@@ -147,6 +147,7 @@ pub(super) async fn serve(
         audit: audit.clone(),
         oidc: None,
         scopes: scopes.clone(),
+        disk: disk_low.clone(),
     });
 
     let mut grpc_metrics = crate::metrics::GrpcMetrics::new(&[
@@ -186,6 +187,7 @@ pub(super) async fn serve(
             audit,
             oidc: oidc.clone(),
             scopes,
+            disk: disk_low.clone(),
         })
     });
     let console = tcp_keys.clone().map(|keys| {
