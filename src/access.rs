@@ -25,6 +25,7 @@ pub mod audit;
 mod descriptors;
 pub mod oidc;
 pub mod policy;
+pub mod quotas;
 pub mod scope;
 pub mod target;
 pub mod tokens;
@@ -159,6 +160,16 @@ impl TokenRecord {
     }
 }
 
+/// A namespace's quota, as an admin set it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaRecord {
+    pub namespace: String,
+    pub quota: holarchy_actors::namespaces::Quota,
+    pub set_at_ms: u64,
+    /// Who set it, as [`Caller::who`] says.
+    pub set_by: String,
+}
+
 /// One operator action, as the audit trail keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEntry {
@@ -216,6 +227,11 @@ pub trait AccessStore: Send + Sync {
     /// Removes up to `limit` of the oldest entries with ids below
     /// `before`; how many it removed.
     fn trim_audit(&self, before: [u8; 16], limit: usize) -> Result<usize, StoreError>;
+    /// Writes a namespace's quota whole, or removes it (an unbounded
+    /// namespace keeps no record).
+    fn put_quota(&self, namespace: &str, quota: Option<&QuotaRecord>) -> Result<(), StoreError>;
+    /// Every namespace's quota, by name.
+    fn quotas(&self) -> Result<Vec<QuotaRecord>, StoreError>;
     /// Resolves once every write made before the call is durable.
     fn flushed(&self) -> DurableFuture;
     /// Resolves once the write that returned `mark` is durable: at once

@@ -20,6 +20,7 @@ mod limit_args;
 mod man;
 mod memory;
 mod message_text;
+mod namespaces;
 mod output;
 mod progress;
 mod resolve;
@@ -56,8 +57,8 @@ use crate::api::pb;
 use crate::daemon::{self, GivenToken};
 use examples::{
     AGENT_EXAMPLES, AUDIT_EXAMPLES, BENCH_EXAMPLES, EVENTS_EXAMPLES, INSTANCE_EXAMPLES,
-    MEMORY_EXAMPLES, SERVE_EXAMPLES, STATUS_EXAMPLES, TASK_EXAMPLES, TOKEN_EXAMPLES, TOP_EXAMPLES,
-    TREE_EXAMPLES, WORKSPACE_EXAMPLES,
+    MEMORY_EXAMPLES, NAMESPACE_EXAMPLES, SERVE_EXAMPLES, STATUS_EXAMPLES, TASK_EXAMPLES,
+    TOKEN_EXAMPLES, TOP_EXAMPLES, TREE_EXAMPLES, WORKSPACE_EXAMPLES,
 };
 use output::Output;
 use resolve::resolve;
@@ -248,6 +249,10 @@ pub enum Command {
     /// applied or deleted what, from where, and the outcome; newest last.
     #[command(after_help = AUDIT_EXAMPLES)]
     Audit(access::AuditArgs),
+    /// Namespaces: what each holds (agents, commands running, turns held
+    /// back) against its quota, and setting one.
+    #[command(subcommand, after_help = NAMESPACE_EXAMPLES)]
+    Namespace(namespaces::NamespaceCommand),
     /// Deliver an external trigger, as a machine would.
     Trigger {
         /// The trigger's token, as `CreateExternalTrigger` gave it to the
@@ -520,6 +525,10 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         Command::Audit(args) => {
             let clients = cli.connect().await?;
             access::audit(clients, args, &out).await
+        }
+        Command::Namespace(command) => {
+            let clients = cli.connect().await?;
+            namespaces::namespace_command(clients, command, &out).await
         }
         Command::Approve { approval_id } => {
             let clients = cli.connect().await?;

@@ -142,7 +142,18 @@ async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_po
     let before_tree = tree(&mut c).await;
     let before_log = log(&mut c).await;
     let before_messages = messages(&mut c, &agent).await;
-    // Tokens and the audit trail move too: a copy locks nobody out.
+    // Tokens, the audit trail and quotas move too: a copy locks nobody
+    // out, nor lifts a bound.
+    c.access
+        .set_quota(pb::SetQuotaRequest {
+            namespace: "team-a".into(),
+            quota: Some(pb::Quota {
+                agents: Some(7),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("a quota");
     c.access
         .create_token(pb::CreateTokenRequest {
             role: "viewer".into(),
@@ -200,8 +211,14 @@ async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_po
     daemon.terminate(Duration::from_secs(20)).await;
 }
 
-/// The tokens and the audit trail's entries.
-async fn access(c: &mut Clients) -> (Vec<pb::TokenInfo>, Vec<pb::AuditEntry>) {
+/// The tokens, the audit trail's entries and the namespaces' quotas.
+async fn access(
+    c: &mut Clients,
+) -> (
+    Vec<pb::TokenInfo>,
+    Vec<pb::AuditEntry>,
+    Vec<(String, Option<pb::Quota>)>,
+) {
     let tokens = c
         .access
         .list_tokens(pb::ListTokensRequest {})
@@ -219,8 +236,19 @@ async fn access(c: &mut Clients) -> (Vec<pb::TokenInfo>, Vec<pb::AuditEntry>) {
         .expect("the trail")
         .into_inner()
         .entries;
-    assert!(!tokens.is_empty() && !entries.is_empty());
-    (tokens, entries)
+    let quotas: Vec<(String, Option<pb::Quota>)> = c
+        .access
+        .list_namespaces(pb::ListNamespacesRequest {})
+        .await
+        .expect("namespaces")
+        .into_inner()
+        .namespaces
+        .into_iter()
+        .filter(|n| n.quota_set_at_ms > 0)
+        .map(|n| (n.name, n.quota))
+        .collect();
+    assert!(!tokens.is_empty() && !entries.is_empty() && !quotas.is_empty());
+    (tokens, entries, quotas)
 }
 
 /// Cuts the stored record of `message` in half; hands back its bytes.

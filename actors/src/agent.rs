@@ -75,6 +75,8 @@ pub struct AgentState {
     hourly: Option<Box<Hourly>>,
     /// Restart budgets of its private children: a pointer until one fails.
     budgets: supervisor::Budgets,
+    /// Its namespace, whose turn quota it starts turns under.
+    namespace: Arc<crate::namespaces::NamespaceUse>,
 }
 
 impl AgentState {
@@ -244,6 +246,7 @@ impl Actor for AgentActor {
                     .and_then(|c| c.limits.max_turns_per_hour),
             ),
             budgets: supervisor::Budgets::default(),
+            namespace: args.namespace,
         })
     }
 

@@ -12,6 +12,7 @@ use ractor::{ActorId, ActorRef};
 
 use crate::limits::AgentSlots;
 use crate::live::{AgentSnapshot, LiveView};
+use crate::namespaces::NamespaceUse;
 use crate::protocol::{
     Ack, AgentMsg, CommandMsg, DeliverError, Delivered, NewMessage, TaskMsg, WaitMsg,
 };
@@ -25,6 +26,8 @@ pub struct DirectoryEntry {
     pub paused: bool,
     /// Its queue and turns as it publishes them, read without asking it.
     pub live: Arc<LiveView>,
+    /// Its namespace, which counts it while it is here.
+    pub namespace: Arc<NamespaceUse>,
 }
 
 impl DirectoryEntry {
@@ -128,6 +131,7 @@ impl Inner {
         if entry.paused {
             step(&mut self.paused[slot(entry.visibility)]);
         }
+        entry.namespace.count_agent(add);
     }
 
     fn insert_agent(&mut self, id: AgentId, entry: DirectoryEntry) -> Option<DirectoryEntry> {

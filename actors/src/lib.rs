@@ -52,6 +52,7 @@ pub mod limits;
 pub mod live;
 pub mod mcp;
 pub mod metrics;
+pub mod namespaces;
 pub mod plane;
 pub mod process;
 pub mod protocol;

@@ -155,6 +155,8 @@ pub enum LimitError {
         "this turn's tool results already hold {spent} bytes; the limit is {limit} (--max-turn-result-bytes), so no more tool calls run in this turn: reply without tool calls to finish it"
     )]
     TurnResults { spent: usize, limit: usize },
+    #[error(transparent)]
+    Namespace(#[from] crate::namespaces::QuotaError),
 }
 
 /// Daemon-wide counts kept beside the directory of running actors.
@@ -186,6 +188,7 @@ impl Usage {
         let slots = AgentSlots {
             creating: self.creating.clone(),
             count,
+            namespaces: Vec::new(),
         };
         (slots, creating)
     }
@@ -197,15 +200,26 @@ impl Usage {
                 (n < limit).then_some(n + 1)
             })
             .map_err(|_| LimitError::Commands { limit })?;
-        Ok(CommandSlot(self.commands.clone()))
+        Ok(CommandSlot(self.commands.clone(), None))
     }
 }
 
-/// One running command's place under `--max-commands`; given back when
-/// dropped (when the command ends or its actor dies).
+/// One running command's place under `--max-commands` (and its
+/// namespace's quota); given back when dropped (when the command ends or
+/// its actor dies).
 #[must_use]
 #[derive(Debug)]
-pub struct CommandSlot(Arc<AtomicUsize>);
+pub struct CommandSlot(
+    Arc<AtomicUsize>,
+    Option<crate::namespaces::NamespaceCommand>,
+);
+
+impl CommandSlot {
+    /// Holds the namespace's slot with this one.
+    pub fn hold(&mut self, namespace: crate::namespaces::NamespaceCommand) {
+        self.1 = Some(namespace);
+    }
+}
 
 impl Drop for CommandSlot {
     fn drop(&mut self) {
@@ -225,6 +239,9 @@ impl Drop for CommandSlot {
 pub struct AgentSlots {
     creating: Arc<AtomicUsize>,
     count: usize,
+    /// The namespaces' own reservations, held whole until the creation
+    /// ends (see [`crate::namespaces::NamespaceUse::reserve_agents`]).
+    namespaces: Vec<crate::namespaces::NamespaceSlots>,
 }
 
 impl AgentSlots {
@@ -236,7 +253,13 @@ impl AgentSlots {
         AgentSlots {
             creating: self.creating.clone(),
             count: n,
+            namespaces: Vec::new(),
         }
+    }
+
+    /// Holds `slots` of a namespace with these.
+    pub fn hold(&mut self, slots: crate::namespaces::NamespaceSlots) {
+        self.namespaces.push(slots);
     }
 
     /// How many slots are still held.

@@ -140,6 +140,9 @@ pub struct AgentArgs {
     /// Where the agent publishes its queue and turns; its directory entry
     /// holds the same.
     pub live: std::sync::Arc<crate::live::LiveView>,
+    /// Its namespace's quota and counts; its directory entry holds the
+    /// same.
+    pub namespace: std::sync::Arc<crate::namespaces::NamespaceUse>,
 }
 
 /// What an operator can do to a running agent.

@@ -11,8 +11,25 @@ use crate::limits::{AgentSlots, CommandSlot, LimitError};
 use crate::store::StoreError;
 use crate::Ctx;
 
-/// Reserves room for `count` new agents under `--max-agents`.
-pub fn reserve_agents(ctx: &Ctx, count: usize) -> Result<AgentSlots, LimitError> {
+/// Reserves room for new agents, one per namespace named in
+/// `namespaces`, under `--max-agents` and each namespace's quota.
+pub fn reserve_agents<'a>(
+    ctx: &Ctx,
+    namespaces: impl IntoIterator<Item = &'a str>,
+) -> Result<AgentSlots, LimitError> {
+    let mut by_namespace: std::collections::BTreeMap<&str, usize> = Default::default();
+    for namespace in namespaces {
+        *by_namespace.entry(namespace).or_default() += 1;
+    }
+    let count = by_namespace.values().sum();
+    let mut slots = reserve_daemon_wide(ctx, count)?;
+    for (namespace, count) in by_namespace {
+        slots.hold(ctx.namespaces.get(namespace).reserve_agents(count)?);
+    }
+    Ok(slots)
+}
+
+fn reserve_daemon_wide(ctx: &Ctx, count: usize) -> Result<AgentSlots, LimitError> {
     let limit = ctx.config.limits.max_agents;
     // Reserve first, then read the directory and the reservations together
     // under its lock: a slot is given back under that lock as its agent is
@@ -36,7 +53,11 @@ pub fn command_slot(ctx: &Ctx, owner: AgentId) -> Result<CommandSlot, LimitError
             limit: limits.max_commands_per_agent,
         });
     }
-    ctx.stats.usage.take_command(limits.max_commands)
+    let mut slot = ctx.stats.usage.take_command(limits.max_commands)?;
+    if let Some(entry) = ctx.directory.get(owner) {
+        slot.hold(entry.namespace.take_command()?);
+    }
+    Ok(slot)
 }
 
 /// What runs linked under one agent's actor, by kind.

@@ -66,6 +66,8 @@ pub struct Ctx {
     pub stats: Stats,
     /// Recovering, running or shutting down.
     pub lifecycle: Lifecycle,
+    /// Per-namespace quotas and the counts held against them.
+    pub namespaces: crate::namespaces::Namespaces,
 
     /// The root, the gateway and the root partitions, once started.
     pub topology: Topology,
@@ -167,6 +169,7 @@ impl Ctx {
                 ..Stats::default()
             },
             lifecycle: Lifecycle::default(),
+            namespaces: crate::namespaces::Namespaces::default(),
             locks: structure::Locks::default(),
             topology: Topology::default(),
             brain_processes,

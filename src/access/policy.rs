@@ -97,6 +97,8 @@ const METHODS: &[(&str, Needs)] = &[
     ("AccessService/ListTokens", admin_read()),
     ("AccessService/RevokeToken", admin_write()),
     ("AccessService/ListAudit", admin_read()),
+    ("AccessService/SetQuota", admin_write()),
+    ("AccessService/ListNamespaces", admin_read()),
 ];
 
 /// The package of the API's services.

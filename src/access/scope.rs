@@ -88,6 +88,8 @@ const SCOPES: &[(&str, Scope)] = &[
     ("AccessService/ListTokens", Scope::Access),
     ("AccessService/RevokeToken", Scope::Access),
     ("AccessService/ListAudit", Scope::Access),
+    ("AccessService/SetQuota", Scope::Access),
+    ("AccessService/ListNamespaces", Scope::Access),
 ];
 
 /// The scope of `method` (`Service/Method`); a method the table does not

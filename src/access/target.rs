@@ -49,6 +49,7 @@ const RULES: &[(&str, Rule)] = &[
     ("WorkspaceService/DetachWorkspace", Rule::Fields(&[1, 2])),
     ("AccessService/CreateToken", Rule::Fields(&[3, 1, 2])),
     ("AccessService/RevokeToken", Rule::Fields(&[1])),
+    ("AccessService/SetQuota", Rule::Fields(&[1])),
 ];
 
 /// The target of a call to `method` (`Service/Method`) whose request is

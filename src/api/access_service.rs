@@ -12,8 +12,10 @@ use super::convert::ApiError;
 use super::pb;
 use super::pb::access_service_server::AccessService;
 use crate::access::audit::{self, Audit, Filter};
+use crate::access::quotas::Quotas;
 use crate::access::tokens::{self, Tokens};
-use crate::access::{AuditEntry, Caller, Credential, Role, TokenRecord};
+use crate::access::{AuditEntry, Caller, Credential, QuotaRecord, Role, TokenRecord};
+use holarchy_actors::namespaces::{NamespaceReport, Quota};
 
 /// The longest a token may be made to last: a token for longer should
 /// not expire at all, and say so.
@@ -27,11 +29,16 @@ const DEFAULT_PAGE: usize = 100;
 pub struct AccessApi {
     tokens: Arc<Tokens>,
     audit: Arc<Audit>,
+    quotas: Quotas,
 }
 
 impl AccessApi {
-    pub fn new(tokens: Arc<Tokens>, audit: Arc<Audit>) -> Self {
-        Self { tokens, audit }
+    pub fn new(tokens: Arc<Tokens>, audit: Arc<Audit>, quotas: Quotas) -> Self {
+        Self {
+            tokens,
+            audit,
+            quotas,
+        }
     }
 }
 
@@ -80,6 +87,27 @@ fn entry(entry: AuditEntry) -> pb::AuditEntry {
     }
 }
 
+fn quota_of(quota: &Quota) -> pb::Quota {
+    pb::Quota {
+        agents: quota.agents,
+        turns_per_minute: quota.turns_per_minute,
+        commands: quota.commands,
+    }
+}
+
+/// A namespace's report, with who set its quota if the store says.
+fn namespace_info(report: NamespaceReport, record: Option<&QuotaRecord>) -> pb::NamespaceInfo {
+    pb::NamespaceInfo {
+        quota: Some(quota_of(&report.quota)),
+        name: report.name,
+        agents: report.agents,
+        commands: report.commands,
+        turns_deferred: report.turns_deferred,
+        quota_set_by: record.map(|r| r.set_by.clone()).unwrap_or_default(),
+        quota_set_at_ms: record.map_or(0, |r| r.set_at_ms),
+    }
+}
+
 /// Runs a blocking store call off the async threads.
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
@@ -118,7 +146,7 @@ impl AccessService for AccessApi {
         Ok(Response::new(pb::WhoAmIResponse {
             caller: caller.credential.to_string(),
             role: caller.role.to_string(),
-            namespace: crate::daemon::gate::DEFAULT_NAMESPACE.into(),
+            namespace: caller.namespace,
             certificate: caller.certificate.unwrap_or_default(),
         }))
     }
@@ -292,5 +320,77 @@ impl AccessService for AccessApi {
             entries: page.entries.into_iter().map(entry).collect(),
             next_page_token: page.next.map(hex::encode).unwrap_or_default(),
         }))
+    }
+
+    async fn set_quota(
+        &self,
+        request: Request<pb::SetQuotaRequest>,
+    ) -> Result<Response<pb::NamespaceInfo>, Status> {
+        let caller = caller_of(&request);
+        let req = request.into_inner();
+        holarchy_supervision::namespace::check(&req.namespace)
+            .map_err(|err| invalid(format!("namespace: {err}")))?;
+        // A namespace's own admin bounding it could as well lift it.
+        if !caller.global {
+            return Err(Status::permission_denied(
+                "only an admin of every namespace sets quotas (the daemon's socket, the bootstrap token, or a token of no namespace)",
+            ));
+        }
+        let given = req.quota.unwrap_or_default();
+        if given.agents == Some(0) || given.turns_per_minute == Some(0) || given.commands == Some(0)
+        {
+            return Err(invalid(
+                "a bound of 0 would stop the namespace: give at least 1, or leave the bound out for none",
+            ));
+        }
+        let record = QuotaRecord {
+            namespace: req.namespace.clone(),
+            quota: Quota {
+                agents: given.agents,
+                turns_per_minute: given.turns_per_minute,
+                commands: given.commands,
+            },
+            set_at_ms: audit::now_ms(),
+            set_by: caller.who(),
+        };
+        let quotas = self.quotas.clone();
+        let kept = record.clone();
+        blocking(move || quotas.set(&kept)).await?;
+        self.quotas
+            .store()
+            .flushed()
+            .await
+            .map_err(|err| Status::from(ApiError::from(err)))?;
+        let report = self
+            .quotas
+            .runtime()
+            .namespaces()
+            .get(&record.namespace)
+            .report();
+        let set = (!record.quota.is_unbounded()).then_some(&record);
+        Ok(Response::new(namespace_info(report, set)))
+    }
+
+    async fn list_namespaces(
+        &self,
+        request: Request<pb::ListNamespacesRequest>,
+    ) -> Result<Response<pb::ListNamespacesResponse>, Status> {
+        let caller = caller_of(&request);
+        let quotas = self.quotas.clone();
+        // Read again, so what is shown is what the store holds now.
+        let records = blocking(move || quotas.load()).await?;
+        let namespaces = self
+            .quotas
+            .runtime()
+            .namespaces()
+            .reports()
+            .into_iter()
+            .filter(|report| caller.global || report.name == caller.namespace)
+            .map(|report| {
+                let record = records.iter().find(|r| r.namespace == report.name);
+                namespace_info(report, record)
+            })
+            .collect();
+        Ok(Response::new(pb::ListNamespacesResponse { namespaces }))
     }
 }

@@ -53,6 +53,10 @@ pub const AUDIT_EXAMPLES: &str = "Examples:
   holarchy audit                                    # the newest 50 writes, oldest first
   holarchy audit --caller token:01JD5Z... --since 24h
   holarchy audit --action PauseAgent --since 2026-11-01T00:00:00Z --json";
+pub const NAMESPACE_EXAMPLES: &str = "Examples:
+  holarchy namespace list                           # agents and commands against each quota
+  holarchy namespace quota team-a --agents 500 --turns-per-minute 120 --commands 8
+  holarchy namespace quota team-a --clear           # unbounded again (the daemon's limits hold)";
 pub const STATUS_EXAMPLES: &str = "Examples:
   holarchy status
   holarchy --json status | jq .public_agents

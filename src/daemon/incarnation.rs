@@ -124,6 +124,15 @@ pub(super) async fn serve(
 
     let tokens = Arc::new(Tokens::new(store.access()));
     let audit = Arc::new(Audit::new(store.access(), config.audit_retention));
+    let quotas = crate::access::quotas::Quotas::new(store.access(), runtime.clone());
+    {
+        let quotas = quotas.clone();
+        tokio::task::spawn_blocking(move || quotas.load())
+            .await
+            .context("reading the namespaces' quotas")?
+            .context("cannot read the namespaces' quotas")?;
+    }
+    let quota_refresh = tokio::spawn(quotas.clone().refresh_until(stop_rx.clone()));
     let services = Services::new(Over {
         runtime: runtime.clone(),
         store: reads(&store),
@@ -132,6 +141,7 @@ pub(super) async fn serve(
         stop: stop_rx.clone(),
         tokens: tokens.clone(),
         audit: audit.clone(),
+        quotas,
         listeners: listeners(
             &socket,
             tcp_listener.as_ref(),
@@ -316,6 +326,7 @@ pub(super) async fn serve(
     }
     trimmer.abort();
     let _ = disk_guard.await;
+    let _ = quota_refresh.await;
     store.close().await;
     let _ = std::fs::remove_file(&socket);
     stopped.store(true, std::sync::atomic::Ordering::SeqCst);

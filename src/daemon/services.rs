@@ -64,6 +64,7 @@ pub(super) struct Over {
     pub stop: watch::Receiver<bool>,
     pub tokens: Arc<Tokens>,
     pub audit: Arc<Audit>,
+    pub quotas: crate::access::quotas::Quotas,
     /// Where the daemon answers, for `GetStatus`.
     pub listeners: Vec<String>,
 }
@@ -87,6 +88,7 @@ impl Services {
             stop,
             tokens,
             audit,
+            quotas,
             listeners,
         } = over;
         let (health, health_service) = tonic_health::server::health_reporter();
@@ -116,7 +118,7 @@ impl Services {
         add!(services, ApprovalServiceServer::new(approvals));
         let memory = MemoryApi::new(runtime);
         add!(services, MemoryServiceServer::new(memory));
-        let access = AccessApi::new(tokens, audit);
+        let access = AccessApi::new(tokens, audit, quotas);
         add!(services, AccessServiceServer::new(access));
         // Reflection, for grpcurl and friends: the schema, nothing served.
         let v1 = tonic_reflection::server::Builder::configure()

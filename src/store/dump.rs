@@ -48,10 +48,11 @@ pub enum Table {
     NoteTrees,
     Tokens,
     Audit,
+    Quotas,
 }
 
 impl Table {
-    pub const ALL: [Table; 24] = [
+    pub const ALL: [Table; 25] = [
         Table::Agents,
         Table::Names,
         Table::Messages,
@@ -76,6 +77,7 @@ impl Table {
         Table::NoteTrees,
         Table::Tokens,
         Table::Audit,
+        Table::Quotas,
     ];
 
     /// What an operator reads in a copy's report.
@@ -105,6 +107,7 @@ impl Table {
             Table::NoteTrees => "note tree counts",
             Table::Tokens => "scoped tokens",
             Table::Audit => "audit entries",
+            Table::Quotas => "namespace quotas",
         }
     }
 }
@@ -171,6 +174,7 @@ pub enum Record {
     },
     Token(Box<crate::access::TokenRecord>),
     Audit(Box<crate::access::AuditEntry>),
+    Quota(Box<crate::access::QuotaRecord>),
 }
 
 impl Record {
@@ -200,6 +204,7 @@ impl Record {
             Record::NoteTree { .. } => Table::NoteTrees,
             Record::Token(_) => Table::Tokens,
             Record::Audit(_) => Table::Audit,
+            Record::Quota(_) => Table::Quotas,
         }
     }
 }

@@ -34,6 +34,7 @@
 //!   the batch of each turn's end)
 //! - `tokens`:  token id (ULID text)     -> TokenRecord, hashed (not in batches; see `access`)
 //! - `audit`:   entry id (ULID, 16 bytes) -> AuditEntry of an operator's write (not in batches)
+//! - `quotas`:  namespace                 -> QuotaRecord (not in batches; see `access`)
 //! - `memory`, `memory_keys`, `memory_counts`, `memory_queue`, `memory_meta`:
 //!   agents' notes and their indexing (not in batches; see `memory`)
 //!
@@ -94,6 +95,7 @@ const CONTEXT: &str = "context";
 /// Outside the batch path: see `access`.
 const TOKENS: &str = "tokens";
 const AUDIT: &str = "audit";
+const QUOTAS: &str = "quotas";
 
 /// Every tree, in the order `apply::apply` takes them in a transaction.
 const APPLY_ORDER: [&str; 20] = [
@@ -218,6 +220,7 @@ pub struct SledStore {
     usage: Tree,
     tokens: Tree,
     audit: Tree,
+    quotas: Tree,
     /// Agents' notes and their search index.
     memory: memory::Memory,
     /// Applies batches (see `writer`).
@@ -291,6 +294,7 @@ impl SledStore {
             usage: tree(USAGE)?,
             tokens: tree(TOKENS)?,
             audit: tree(AUDIT)?,
+            quotas: tree(QUOTAS)?,
             memory,
             events,
             writer,

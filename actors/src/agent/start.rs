@@ -334,9 +334,13 @@ impl AgentActor {
             Some(h) => Some(h.admits(self.ctx.reads(), agent_id, backlog, now_ms)?),
             None => None,
         };
+        let now = Instant::now();
         let paced = match hourly {
             Some(Err(free_at)) => Err(Duration::from_millis(free_at.saturating_sub(now_ms))),
-            _ => state.pace.take(Instant::now(), per_minute),
+            _ => state
+                .pace
+                .take(now, per_minute)
+                .and_then(|()| state.namespace.take_turn(now)),
         };
         if let Err(wait) = paced {
             state.queue.push_front(message_id);

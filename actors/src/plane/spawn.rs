@@ -139,7 +139,14 @@ async fn spawn_to_completion(
             None
         }
     };
-    let mut agent_slot = quota::reserve_agents(ctx, 1)?;
+    // The child is of its supervisor's namespace.
+    let namespace = ctx.directory.get(caller).map(|entry| entry.namespace);
+    let namespace = namespace
+        .as_ref()
+        .map_or(holarchy_supervision::namespace::DEFAULT, |namespace| {
+            namespace.name()
+        });
+    let mut agent_slot = quota::reserve_agents(ctx, [namespace])?;
     let decided = commit_child(ctx, caller, request, workspaces, agent_id, task_id).await?;
     let made = match &planned {
         Some(planned) => make_worktree(ctx, planned).await,

@@ -162,7 +162,8 @@ async fn create_to_completion(
 ) -> Result<(Vec<AgentId>, DurableFuture), CreateError> {
     validate(ctx, &specs)?;
     // Each given back as its agent is in the directory (or failed).
-    let mut slots = crate::quota::reserve_agents(ctx, specs.len())?;
+    let mut slots =
+        crate::quota::reserve_agents(ctx, specs.iter().map(|(spec, _)| spec.namespace.as_str()))?;
     let agents = specs
         .into_iter()
         .map(|(spec, composition)| PublicAgent {

@@ -97,6 +97,11 @@ fn unanswered<T>(result: Result<CallResult<T>, impl std::fmt::Display>) -> Resul
 }
 
 impl Runtime {
+    /// The namespaces' quotas and what each uses now.
+    pub fn namespaces(&self) -> &crate::namespaces::Namespaces {
+        &self.ctx.namespaces
+    }
+
     /// Recovers from the store and starts every live agent. Returns once
     /// all of them run, so a caller can report SERVING right after.
     pub async fn start(

@@ -119,11 +119,13 @@ async fn start_agent(
     let visibility = record.profile.visibility;
     let paused = record.state == holarchy_supervision::LifecycleState::Paused;
     let live = Arc::new(LiveView::new(agent_id));
+    let namespace = ctx.namespaces.get(&record.namespace);
     let args = AgentArgs {
         record,
         queue,
         held,
         live: live.clone(),
+        namespace: namespace.clone(),
     };
     let actor = ctx.factory.agent(ctx, args, supervisor).await?;
     let entry = DirectoryEntry {
@@ -131,6 +133,7 @@ async fn start_agent(
         visibility,
         paused,
         live,
+        namespace,
     };
     match slots {
         Some(slots) => ctx.directory.insert_reserved(agent_id, entry, slots),

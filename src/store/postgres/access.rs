@@ -7,7 +7,7 @@ use holarchy_actors::StoreError;
 
 use super::statements::{bigint, Param};
 use super::{backend, PgStore};
-use crate::access::{AccessStore, AuditEntry, TokenRecord};
+use crate::access::{AccessStore, AuditEntry, QuotaRecord, TokenRecord};
 use crate::store::codec::{decode, encode};
 
 /// The tables of this module: migration 2.
@@ -20,6 +20,14 @@ CREATE TABLE tokens (
 -- Ids are ULIDs as 16 bytes: their order is the entries' time order.
 CREATE TABLE audit (
     id          bytea PRIMARY KEY,
+    value       bytea NOT NULL
+);
+"#;
+
+/// Migration 3.
+pub(super) const QUOTAS: &str = r#"
+CREATE TABLE quotas (
+    namespace   text COLLATE "C" PRIMARY KEY,
     value       bytea NOT NULL
 );
 "#;
@@ -65,6 +73,29 @@ impl AccessStore for PgStore {
     fn tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
         let rows = self.rows("SELECT value FROM tokens ORDER BY id", Vec::new())?;
         values(&rows, "tokens")
+    }
+
+    fn put_quota(&self, namespace: &str, quota: Option<&QuotaRecord>) -> Result<(), StoreError> {
+        match quota {
+            Some(quota) => self.execute(
+                "INSERT INTO quotas (namespace, value) VALUES ($1, $2) \
+                 ON CONFLICT (namespace) DO UPDATE SET value = excluded.value",
+                vec![
+                    Box::new(namespace.to_owned()),
+                    bytes(encode("quotas", quota)?),
+                ],
+            ),
+            None => self.execute(
+                "DELETE FROM quotas WHERE namespace = $1",
+                vec![Box::new(namespace.to_owned())],
+            ),
+        }
+        .map(drop)
+    }
+
+    fn quotas(&self) -> Result<Vec<QuotaRecord>, StoreError> {
+        let rows = self.rows("SELECT value FROM quotas ORDER BY namespace", Vec::new())?;
+        values(&rows, "quotas")
     }
 
     fn append_audit(&self, entries: &[AuditEntry]) -> Result<u64, StoreError> {

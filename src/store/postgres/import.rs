@@ -99,6 +99,7 @@ fn layout(table: Table) -> (&'static str, &'static str, &'static [Type]) {
         Table::NoteTrees => ("note_trees", "tree, notes", &[BYTEA, INT8]),
         Table::Tokens => ("tokens", "id, value", &[TEXT, BYTEA]),
         Table::Audit => ("audit", "id, value", &[BYTEA, BYTEA]),
+        Table::Quotas => ("quotas", "namespace, value", &[TEXT, BYTEA]),
     }
 }
 
@@ -230,6 +231,10 @@ fn row(record: Record) -> Result<Vec<Param>, StoreError> {
             Box::new(encode("tokens", token.as_ref())?),
         ],
         Record::Audit(entry) => vec![id(entry.id), Box::new(encode("audit", entry.as_ref())?)],
+        Record::Quota(quota) => vec![
+            Box::new(quota.namespace.clone()),
+            Box::new(encode("quotas", quota.as_ref())?),
+        ],
     })
 }
 

@@ -17,10 +17,12 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
     (1, &[V1, super::side::TABLES, super::memory::TABLES]),
     // Tokens and the audit trail.
     (2, &[super::access::TABLES]),
+    // Namespaces' quotas.
+    (3, &[super::access::QUOTAS]),
 ];
 
 /// The version this build writes and reads.
-pub const VERSION: i32 = 2;
+pub const VERSION: i32 = 3;
 
 /// Ids are 16 big-endian bytes (`bytea`), so `ORDER BY id` is the sled
 /// key order: creation order for agents, messages, tasks, waits and items.

@@ -4,8 +4,8 @@
 use holarchy_actors::store::DurableFuture;
 use holarchy_actors::{Store as _, StoreError};
 
-use super::{backend, id_from_key, SledStore, AUDIT, TOKENS};
-use crate::access::{AccessStore, AuditEntry, TokenRecord};
+use super::{backend, id_from_key, SledStore, AUDIT, QUOTAS, TOKENS};
+use crate::access::{AccessStore, AuditEntry, QuotaRecord, TokenRecord};
 use crate::store::codec::{decode, encode};
 
 impl SledStore {
@@ -40,6 +40,25 @@ impl AccessStore for SledStore {
         self.tokens
             .iter()
             .map(|entry| decode(TOKENS, &entry.map_err(backend)?.1))
+            .collect()
+    }
+
+    fn put_quota(&self, namespace: &str, quota: Option<&QuotaRecord>) -> Result<(), StoreError> {
+        let value = quota.map(|quota| encode(QUOTAS, quota)).transpose()?;
+        self.counted(|| {
+            match value {
+                Some(value) => self.quotas.insert(namespace.as_bytes(), value),
+                None => self.quotas.remove(namespace.as_bytes()),
+            }
+            .map(drop)
+            .map_err(backend)
+        })
+    }
+
+    fn quotas(&self) -> Result<Vec<QuotaRecord>, StoreError> {
+        self.quotas
+            .iter()
+            .map(|entry| decode(QUOTAS, &entry.map_err(backend)?.1))
             .collect()
     }
 

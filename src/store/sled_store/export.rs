@@ -236,6 +236,9 @@ impl SledStore {
         })?;
         each(&self.audit, super::AUDIT, sink, |_, v| {
             Ok(Record::Audit(Box::new(decode(super::AUDIT, v)?)))
+        })?;
+        each(&self.quotas, super::QUOTAS, sink, |_, v| {
+            Ok(Record::Quota(Box::new(decode(super::QUOTAS, v)?)))
         })
     }
 }

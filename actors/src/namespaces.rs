@@ -1,0 +1,375 @@
+//! Per-namespace quotas and the counts held against them: live agents,
+//! turns started per minute, and commands running.
+//!
+//! One [`NamespaceUse`] per namespace that has agents or a quota, shared
+//! by the directory entries and the agents of that namespace, so that a
+//! check is a few atomics and never a lock: the registry's own lock is
+//! taken only to find a namespace the first time. A namespace without a
+//! quota pays one relaxed load per check. Quotas are the operator's
+//! (`holarchy namespace quota`), kept by the daemon's store and handed
+//! here whole with [`Namespaces::set_quotas`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+/// An operator's bounds on one namespace; `None` is unbounded (the
+/// daemon-wide limits still hold).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Quota {
+    /// Most live agents, public and private.
+    pub agents: Option<u64>,
+    /// Most turns started per minute across the namespace, in bursts of
+    /// up to this many; past it the next turn waits (it is not failed).
+    pub turns_per_minute: Option<u32>,
+    /// Most commands running at once across the namespace.
+    pub commands: Option<u64>,
+}
+
+impl Quota {
+    pub fn is_unbounded(&self) -> bool {
+        *self == Quota::default()
+    }
+}
+
+/// A quota that refused an action. The text names the namespace and how
+/// an operator lifts it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QuotaError {
+    #[error("namespace `{namespace}` holds {limit} live agents, its quota (an admin raises it with `holarchy namespace quota {namespace} --agents N`)")]
+    Agents { namespace: String, limit: u64 },
+    #[error("namespace `{namespace}` already runs {limit} commands, its quota (an admin raises it with `holarchy namespace quota {namespace} --commands N`)")]
+    Commands { namespace: String, limit: u64 },
+}
+
+/// What marks "no bound" in an atomic limit.
+const UNBOUNDED: u64 = u64::MAX;
+
+fn bound(limit: Option<u64>) -> u64 {
+    limit.unwrap_or(UNBOUNDED)
+}
+
+fn unbound(limit: u64) -> Option<u64> {
+    (limit != UNBOUNDED).then_some(limit)
+}
+
+/// One namespace's quota and what it uses now.
+#[derive(Debug)]
+pub struct NamespaceUse {
+    name: Arc<str>,
+    max_agents: AtomicU64,
+    /// 0: no bound.
+    turns_per_minute: AtomicU64,
+    max_commands: AtomicU64,
+    /// Agents in the directory (counted by the directory, under its lock).
+    agents: AtomicUsize,
+    /// Agents reserved by creations under way, not yet in the directory.
+    creating: AtomicUsize,
+    commands: AtomicUsize,
+    /// The turn pace's theoretical arrival time, in nanoseconds since
+    /// [`Namespaces`]' epoch (the generic cell rate algorithm, as an
+    /// agent's own pace, shared by compare-and-swap).
+    pace: AtomicU64,
+    epoch: Instant,
+    /// Turns put off by the namespace's pace, since the daemon started.
+    deferred: AtomicU64,
+}
+
+/// What a namespace uses now, against its quota.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceReport {
+    pub name: String,
+    pub quota: Quota,
+    pub agents: u64,
+    pub commands: u64,
+    pub turns_deferred: u64,
+}
+
+impl NamespaceUse {
+    fn new(name: Arc<str>, epoch: Instant) -> Self {
+        Self {
+            name,
+            max_agents: AtomicU64::new(UNBOUNDED),
+            turns_per_minute: AtomicU64::new(0),
+            max_commands: AtomicU64::new(UNBOUNDED),
+            agents: AtomicUsize::new(0),
+            creating: AtomicUsize::new(0),
+            commands: AtomicUsize::new(0),
+            pace: AtomicU64::new(0),
+            epoch,
+            deferred: AtomicU64::new(0),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn quota(&self) -> Quota {
+        Quota {
+            agents: unbound(self.max_agents.load(Ordering::Relaxed)),
+            turns_per_minute: match self.turns_per_minute.load(Ordering::Relaxed) {
+                0 => None,
+                n => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+            },
+            commands: unbound(self.max_commands.load(Ordering::Relaxed)),
+        }
+    }
+
+    fn set_quota(&self, quota: Quota) {
+        self.max_agents
+            .store(bound(quota.agents), Ordering::Relaxed);
+        self.turns_per_minute.store(
+            quota.turns_per_minute.map_or(0, u64::from),
+            Ordering::Relaxed,
+        );
+        self.max_commands
+            .store(bound(quota.commands), Ordering::Relaxed);
+    }
+
+    /// Counts an agent into (`add`) or out of the directory; called by
+    /// the directory only.
+    pub(crate) fn count_agent(&self, add: bool) {
+        if add {
+            self.agents.fetch_add(1, Ordering::SeqCst);
+        } else {
+            // Never below zero, whatever order the directory saw.
+            let _ = self
+                .agents
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        }
+    }
+
+    /// Live agents now.
+    pub fn agents(&self) -> usize {
+        self.agents.load(Ordering::SeqCst)
+    }
+
+    /// Reserves `count` agents about to be created, under the quota. The
+    /// reservation is held until the creation is over, so an agent is
+    /// counted twice for that moment: at the quota's edge a concurrent
+    /// creation may be refused early, never let past it.
+    pub fn reserve_agents(self: &Arc<Self>, count: usize) -> Result<NamespaceSlots, QuotaError> {
+        self.creating.fetch_add(count, Ordering::SeqCst);
+        let slots = NamespaceSlots {
+            namespace: self.clone(),
+            count,
+        };
+        let limit = self.max_agents.load(Ordering::Relaxed);
+        if limit != UNBOUNDED {
+            let creating = self.creating.load(Ordering::SeqCst);
+            let live = self.agents.load(Ordering::SeqCst);
+            if (creating + live) as u64 > limit {
+                return Err(QuotaError::Agents {
+                    namespace: self.name.to_string(),
+                    limit,
+                });
+            }
+        }
+        Ok(slots)
+    }
+
+    /// Takes one of the namespace's command slots.
+    pub fn take_command(self: &Arc<Self>) -> Result<NamespaceCommand, QuotaError> {
+        let limit = self.max_commands.load(Ordering::Relaxed);
+        self.commands
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                ((n as u64) < limit).then_some(n + 1)
+            })
+            .map_err(|_| QuotaError::Commands {
+                namespace: self.name.to_string(),
+                limit,
+            })?;
+        Ok(NamespaceCommand(self.clone()))
+    }
+
+    /// Takes a turn at `now` under the namespace's pace, or says how long
+    /// until one may start. Unbounded namespaces always may.
+    pub fn take_turn(&self, now: Instant) -> Result<(), Duration> {
+        let per_minute = self.turns_per_minute.load(Ordering::Relaxed);
+        if per_minute == 0 {
+            return Ok(());
+        }
+        let window = 60_000_000_000u64;
+        let per_turn = window / per_minute;
+        let tolerance = window.saturating_sub(per_turn);
+        let now =
+            u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX);
+        let taken = self
+            .pace
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |theoretical| {
+                let theoretical = theoretical.max(now);
+                (theoretical - now <= tolerance).then_some(theoretical + per_turn)
+            });
+        match taken {
+            Ok(_) => Ok(()),
+            Err(theoretical) => {
+                self.deferred.fetch_add(1, Ordering::Relaxed);
+                let ahead = theoretical.max(now) - now;
+                Err(Duration::from_nanos(ahead.saturating_sub(tolerance)))
+            }
+        }
+    }
+
+    pub fn report(&self) -> NamespaceReport {
+        NamespaceReport {
+            name: self.name.to_string(),
+            quota: self.quota(),
+            agents: self.agents() as u64,
+            commands: self.commands.load(Ordering::SeqCst) as u64,
+            turns_deferred: self.deferred.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Agents reserved in one namespace by a creation; given back on drop.
+#[must_use]
+#[derive(Debug)]
+pub struct NamespaceSlots {
+    namespace: Arc<NamespaceUse>,
+    count: usize,
+}
+
+impl Drop for NamespaceSlots {
+    fn drop(&mut self) {
+        self.namespace
+            .creating
+            .fetch_sub(self.count, Ordering::SeqCst);
+    }
+}
+
+/// One running command's place under its namespace's quota; given back
+/// on drop.
+#[must_use]
+#[derive(Debug)]
+pub struct NamespaceCommand(Arc<NamespaceUse>);
+
+impl Drop for NamespaceCommand {
+    fn drop(&mut self) {
+        self.0.commands.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Every namespace the daemon has met, by name.
+#[derive(Debug)]
+pub struct Namespaces {
+    by_name: RwLock<HashMap<Arc<str>, Arc<NamespaceUse>>>,
+    epoch: Instant,
+}
+
+impl Default for Namespaces {
+    fn default() -> Self {
+        Self {
+            by_name: RwLock::default(),
+            epoch: Instant::now(),
+        }
+    }
+}
+
+impl Namespaces {
+    /// The namespace `name`, met now if never before. Its names are
+    /// checked where agents are made; this takes what a record holds.
+    pub fn get(&self, name: &str) -> Arc<NamespaceUse> {
+        if let Some(found) = self
+            .by_name
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+        {
+            return found.clone();
+        }
+        let mut by_name = self.by_name.write().unwrap_or_else(PoisonError::into_inner);
+        by_name
+            .entry(Arc::from(name))
+            .or_insert_with_key(|name| Arc::new(NamespaceUse::new(name.clone(), self.epoch)))
+            .clone()
+    }
+
+    /// Makes `quotas` the quotas of their namespaces, and every other
+    /// namespace unbounded.
+    pub fn set_quotas(&self, quotas: &[(String, Quota)]) {
+        let given: HashMap<&str, Quota> = quotas.iter().map(|(n, q)| (n.as_str(), *q)).collect();
+        for (name, quota) in &given {
+            self.get(name).set_quota(*quota);
+        }
+        let by_name = self.by_name.read().unwrap_or_else(PoisonError::into_inner);
+        for (name, namespace) in by_name.iter() {
+            if !given.contains_key(&**name) {
+                namespace.set_quota(Quota::default());
+            }
+        }
+    }
+
+    /// Every namespace met, by name.
+    pub fn reports(&self) -> Vec<NamespaceReport> {
+        let by_name = self.by_name.read().unwrap_or_else(PoisonError::into_inner);
+        let mut reports: Vec<NamespaceReport> = by_name.values().map(|n| n.report()).collect();
+        reports.sort_by(|a, b| a.name.cmp(&b.name));
+        reports
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn quota(agents: Option<u64>, turns: Option<u32>, commands: Option<u64>) -> Quota {
+        Quota {
+            agents,
+            turns_per_minute: turns,
+            commands,
+        }
+    }
+
+    #[test]
+    fn agents_past_the_quota_are_refused_and_reservations_come_back() {
+        let namespaces = Namespaces::default();
+        namespaces.set_quotas(&[("a".into(), quota(Some(3), None, None))]);
+        let a = namespaces.get("a");
+        a.count_agent(true);
+        let two = a.reserve_agents(2).expect("3 fit");
+        assert!(a.reserve_agents(1).is_err(), "a fourth does not");
+        drop(two);
+        let _slots = a.reserve_agents(2).expect("given back on drop");
+        assert!(
+            namespaces.get("b").reserve_agents(1000).is_ok(),
+            "b is unbounded"
+        );
+    }
+
+    #[test]
+    fn commands_past_the_quota_are_refused_until_one_ends() {
+        let namespaces = Namespaces::default();
+        namespaces.set_quotas(&[("a".into(), quota(None, None, Some(1)))]);
+        let a = namespaces.get("a");
+        let first = a.take_command().expect("one runs");
+        assert!(matches!(
+            a.take_command(),
+            Err(QuotaError::Commands { limit: 1, .. })
+        ));
+        drop(first);
+        let _slot = a.take_command().expect("its slot came back");
+    }
+
+    #[test]
+    fn turns_pass_in_a_burst_then_are_spaced_and_a_cleared_quota_frees_them() {
+        let namespaces = Namespaces::default();
+        namespaces.set_quotas(&[("a".into(), quota(None, Some(6), None))]);
+        let a = namespaces.get("a");
+        let now = Instant::now();
+        for _ in 0..6 {
+            assert_eq!(a.take_turn(now), Ok(()));
+        }
+        let wait = a.take_turn(now).expect_err("the seventh waits");
+        assert!(
+            wait > Duration::from_secs(9) && wait <= Duration::from_secs(10),
+            "{wait:?}"
+        );
+        assert_eq!(a.take_turn(now + wait), Ok(()));
+        assert_eq!(a.report().turns_deferred, 1);
+        namespaces.set_quotas(&[]);
+        assert_eq!(a.quota(), Quota::default());
+        assert_eq!(a.take_turn(now), Ok(()));
+    }
+}

@@ -1,0 +1,249 @@
+//! Per-namespace quotas against the real daemon: an admin of every
+//! namespace bounds `team-a`'s live agents, commands and turns a minute;
+//! past each bound a creation (public or spawned) and a command are
+//! refused with the namespace's name and what lifts it, and a turn waits,
+//! while `team-b` and `default` go on unbounded. The quota survives
+//! `kill -9`, the CLI sets and lists it, and a namespace's own admin may
+//! not lift it.
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{data_dir, Daemon};
+use holarchy::api::pb;
+use holarchy::client::{connect_in, Clients, Target};
+use tonic::Code;
+
+/// `holarchy <args>` over the daemon's socket: its stdout, after checking
+/// it succeeded.
+fn cli(daemon: &Daemon, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_holarchy"))
+        .arg("--socket")
+        .arg(daemon.socket())
+        .args(args)
+        .output()
+        .expect("the CLI runs");
+    assert!(
+        out.status.success(),
+        "holarchy {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The machine's admin, acting in `namespace`.
+async fn acting_in(daemon: &Daemon, namespace: &str) -> Clients {
+    connect_in(&Target::Unix(daemon.socket()), Some(namespace))
+        .await
+        .expect("connects")
+}
+
+async fn try_create(c: &mut Clients, name: &str) -> Result<String, tonic::Status> {
+    c.agents
+        .create_agent(pb::CreateAgentRequest {
+            name: name.into(),
+            ..Default::default()
+        })
+        .await
+        .map(|r| r.into_inner().agent_id)
+}
+
+async fn namespace(c: &mut Clients, name: &str) -> pb::NamespaceInfo {
+    c.access
+        .list_namespaces(pb::ListNamespacesRequest {})
+        .await
+        .expect("namespaces")
+        .into_inner()
+        .namespaces
+        .into_iter()
+        .find(|n| n.name == name)
+        .unwrap_or_else(|| panic!("namespace {name} is not listed"))
+}
+
+fn quota(agents: u64, turns_per_minute: u32, commands: u64) -> pb::Quota {
+    pb::Quota {
+        agents: Some(agents),
+        turns_per_minute: Some(turns_per_minute),
+        commands: Some(commands),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_is_held_to_its_quota_and_the_others_are_not() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let listen = common::free_addr();
+    let mut daemon = Daemon::start_with(&data_dir(&root), &["--listen", &listen]).await;
+    let mut machine = daemon.clients().await;
+    let set = machine
+        .access
+        .set_quota(pb::SetQuotaRequest {
+            namespace: "team-a".into(),
+            quota: Some(quota(3, 4, 1)),
+        })
+        .await
+        .expect("quota set")
+        .into_inner();
+    assert_eq!(set.quota, Some(quota(3, 4, 1)));
+    assert!(set.quota_set_by.starts_with("uid:"), "{set:?}");
+
+    // Agents: three live ones, then refused, the others unbounded.
+    let mut a = acting_in(&daemon, "team-a").await;
+    let mut a_agents = Vec::new();
+    for i in 0..3 {
+        a_agents.push(try_create(&mut a, &format!("a-{i}")).await.expect("fits"));
+    }
+    let refused = try_create(&mut a, "a-3").await.expect_err("past the quota");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains("namespace `team-a`")
+            && refused
+                .message()
+                .contains("holarchy namespace quota team-a --agents"),
+        "the refusal names the namespace and what lifts it: {}",
+        refused.message()
+    );
+    let mut b = acting_in(&daemon, "team-b").await;
+    for i in 0..5 {
+        try_create(&mut b, &format!("b-{i}"))
+            .await
+            .expect("b is unbounded");
+    }
+    let helper = common::create(&mut machine, "helper", None).await;
+    assert_eq!(namespace(&mut machine, "team-a").await.agents, 3);
+
+    // A spawn counts as much: the full namespace's agent cannot grow it.
+    let spawn = r#"{"tool_calls":[{"name":"SpawnAgent","input":{"preset":"private_delegator","initial_message":"hello"}}]}"#;
+    common::send(&mut a, &a_agents[0], spawn).await;
+    common::handled(&a, &a_agents[0], 1).await;
+    let (failed, output) = common::tool_call(&mut a, &a_agents[0], "SpawnAgent").await;
+    assert!(
+        failed && output.to_string().contains("namespace `team-a`"),
+        "a spawn past the quota is a tool error naming it: {output}"
+    );
+
+    // Commands: one runs, the next is refused, the default runs two.
+    let long = common::exec(&mut a, &a_agents[1], "sleep 30", 100).await;
+    assert_eq!(long["task_handle"]["status"], "running", "{long}");
+    let next = r#"{"tool_calls":[{"name":"ExecCommand","input":{"command":"echo second","yield_ms":1000}}]}"#;
+    common::send(&mut a, &a_agents[2], next).await;
+    common::handled(&a, &a_agents[2], 1).await;
+    let (failed, output) = common::tool_call(&mut a, &a_agents[2], "ExecCommand").await;
+    assert!(
+        failed && output.to_string().contains("already runs 1 commands"),
+        "a second command in team-a is refused: {output}"
+    );
+    common::exec(&mut machine, &helper, "sleep 30", 100).await;
+    common::exec(&mut machine, &helper, "echo default-is-unbounded", 2_000).await;
+    assert_eq!(namespace(&mut machine, "team-a").await.commands, 1);
+
+    // Turns: a burst of the quota passes, then the next ones wait.
+    let started = Instant::now();
+    for i in 0..6 {
+        common::send(&mut a, &a_agents[i % 3], "{}").await;
+    }
+    common::eventually("team-a's turns held back", || {
+        let mut machine = machine.clone();
+        async move {
+            let info = namespace(&mut machine, "team-a").await;
+            (info.turns_deferred > 0).then_some(())
+        }
+    })
+    .await;
+    let mut handled = 0;
+    let mut queued = 0;
+    for agent in &a_agents {
+        for m in common::messages(&mut a, agent).await {
+            if m.text == "{}" {
+                if m.status == pb::MessageStatus::Handled as i32 {
+                    handled += 1;
+                } else {
+                    queued += 1;
+                }
+            }
+        }
+    }
+    // The burst had 4 turns, 3 of them spent above (the spawn, the two
+    // commands); at 4 a minute the next comes 15 s after.
+    assert!(
+        started.elapsed() < Duration::from_secs(15) && queued >= 4,
+        "handled {handled}, queued {queued}"
+    );
+    for i in 0..3 {
+        let agent = common::create(&mut machine, &format!("free-{i}"), None).await;
+        common::send(&mut machine, &agent, "{}").await;
+        common::handled(&machine, &agent, 1).await;
+    }
+
+    // A namespace's own admin may not lift its quota.
+    let team_a_admin = machine
+        .access
+        .create_token(pb::CreateTokenRequest {
+            role: "admin".into(),
+            namespace: "team-a".into(),
+            name: "team-a's admin".into(),
+            expires_in_ms: 0,
+        })
+        .await
+        .expect("token")
+        .into_inner()
+        .secret;
+    let mut own = common::tcp_clients(&listen, Some(&team_a_admin)).await;
+    let lifted = own
+        .access
+        .set_quota(pb::SetQuotaRequest {
+            namespace: "team-a".into(),
+            quota: Some(pb::Quota::default()),
+        })
+        .await
+        .expect_err("not its own admin's to lift");
+    assert_eq!(lifted.code(), Code::PermissionDenied, "{lifted:?}");
+    let seen = own
+        .access
+        .list_namespaces(pb::ListNamespacesRequest {})
+        .await
+        .expect("its own namespace")
+        .into_inner()
+        .namespaces;
+    assert_eq!(
+        seen.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+        ["team-a"],
+        "an admin of one namespace sees its own"
+    );
+
+    // Through kill -9: the quota holds and the count is rebuilt.
+    daemon.kill9();
+    let daemon = Daemon::start_with(&data_dir(&root), &["--listen", &listen]).await;
+    let mut a = acting_in(&daemon, "team-a").await;
+    let again = try_create(&mut a, "a-4").await.expect_err("still full");
+    assert_eq!(again.code(), Code::ResourceExhausted, "{again:?}");
+
+    // The CLI: a bound given replaces its own only; `none` drops one.
+    let shown = cli(
+        &daemon,
+        &[
+            "namespace",
+            "quota",
+            "team-a",
+            "--agents",
+            "4",
+            "--commands",
+            "none",
+        ],
+    );
+    assert!(
+        shown.contains("at most 4 agents, 4 turns a minute, - commands"),
+        "{shown}"
+    );
+    let listed = cli(&daemon, &["namespace", "list"]);
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with("team-a"))
+        .unwrap_or_else(|| panic!("no team-a row:\n{listed}"));
+    assert!(row.contains("3/4"), "{listed}");
+    try_create(&mut a, "a-4").await.expect("room for a fourth");
+    let cleared = cli(&daemon, &["namespace", "quota", "team-a", "--clear"]);
+    assert!(cleared.contains("no quota"), "{cleared}");
+    try_create(&mut a, "a-5").await.expect("unbounded again");
+}
