@@ -67,6 +67,7 @@ fn quota(agents: u64, turns_per_minute: u32, commands: u64) -> pb::Quota {
         agents: Some(agents),
         turns_per_minute: Some(turns_per_minute),
         commands: Some(commands),
+        store_bytes: None,
     }
 }
 
@@ -246,4 +247,104 @@ async fn a_namespace_is_held_to_its_quota_and_the_others_are_not() {
     let cleared = cli(&daemon, &["namespace", "quota", "team-a", "--clear"]);
     assert!(cleared.contains("no quota"), "{cleared}");
     try_create(&mut a, "a-5").await.expect("unbounded again");
+}
+
+/// The store quota: a namespace filled past it takes no new message or
+/// agent (the others do), and takes them again once an agent is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_over_its_store_bytes_takes_nothing_new_until_it_deletes() {
+    const LIMIT: u64 = 64 * 1024;
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(&data_dir(&root)).await;
+    let mut machine = daemon.clients().await;
+    let mut s = acting_in(&daemon, "team-s").await;
+    let filler = try_create(&mut s, "filler").await.expect("made");
+    let other = try_create(&mut s, "other").await.expect("made");
+    machine
+        .access
+        .set_quota(pb::SetQuotaRequest {
+            namespace: "team-s".into(),
+            quota: Some(pb::Quota {
+                store_bytes: Some(LIMIT),
+                ..Default::default()
+            }),
+        })
+        .await
+        .expect("quota set");
+
+    // 8 KiB at a time until the measure finds it over: within a few
+    // measures (one every 5 s at most), never past a minute.
+    let body = "x".repeat(8 * 1024);
+    let began = Instant::now();
+    let mut taken = 0;
+    let refused = loop {
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "{taken} sends of 8 KiB taken past a {LIMIT}-byte quota"
+        );
+        let sent = s
+            .agents
+            .send_message(pb::SendMessageRequest {
+                agent_id: filler.clone(),
+                text: body.clone(),
+                dedupe_key: String::new(),
+            })
+            .await;
+        match sent {
+            Ok(_) => taken += 1,
+            Err(status) => break status,
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(taken * 8 * 1024 > LIMIT, "refused after {taken} sends");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused
+            .message()
+            .contains("bytes in the store, over its quota of 65536")
+            && refused.message().contains("agent delete"),
+        "the refusal says what fills it and what frees it: {}",
+        refused.message()
+    );
+    let info = namespace(&mut machine, "team-s").await;
+    assert!(
+        info.store_bytes > LIMIT && info.store_bytes_measured_at_ms > 0,
+        "{info:?}"
+    );
+    let made = try_create(&mut s, "one-more")
+        .await
+        .expect_err("no new agent either");
+    assert_eq!(made.code(), Code::ResourceExhausted, "{made:?}");
+    // Another namespace is not held.
+    let free = common::create(&mut machine, "free", None).await;
+    common::send(&mut machine, &free, &body).await;
+
+    // Deleting the filler frees the namespace at the next measure.
+    s.agents
+        .archive_agent(pb::ArchiveAgentRequest {
+            agent_id: filler.clone(),
+        })
+        .await
+        .expect("archived");
+    s.agents
+        .delete_agent(pb::DeleteAgentRequest { agent_id: filler })
+        .await
+        .expect("deleted");
+    common::eventually("team-s takes messages again", || {
+        let mut s = s.clone();
+        let other = other.clone();
+        async move {
+            s.agents
+                .send_message(pb::SendMessageRequest {
+                    agent_id: other,
+                    text: "room again".into(),
+                    dedupe_key: "room-again".into(),
+                })
+                .await
+                .ok()
+                .map(drop)
+        }
+    })
+    .await;
+    common::handled(&s, &other, 1).await;
 }

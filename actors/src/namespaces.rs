@@ -1,5 +1,7 @@
 //! Per-namespace quotas and the counts held against them: live agents,
-//! turns started per minute, and commands running.
+//! turns started per minute, commands running, and the bytes the store
+//! holds for the namespace's agents (measured by the daemon, see
+//! [`NamespaceUse::set_store_bytes`]).
 //!
 //! One [`NamespaceUse`] per namespace that has agents or a quota, shared
 //! by the directory entries and the agents of that namespace, so that a
@@ -25,6 +27,11 @@ pub struct Quota {
     pub turns_per_minute: Option<u32>,
     /// Most commands running at once across the namespace.
     pub commands: Option<u64>,
+    /// Most bytes the store may hold for the namespace's agents (their
+    /// records, messages, notes, context, commands' output), as last
+    /// measured. Past it the namespace takes no new agent, message,
+    /// command or note, and its turns wait, until it is under again.
+    pub store_bytes: Option<u64>,
 }
 
 impl Quota {
@@ -41,7 +48,16 @@ pub enum QuotaError {
     Agents { namespace: String, limit: u64 },
     #[error("namespace `{namespace}` already runs {limit} commands, its quota (an admin raises it with `holarchy namespace quota {namespace} --commands N`)")]
     Commands { namespace: String, limit: u64 },
+    #[error("namespace `{namespace}` holds {used} bytes in the store, over its quota of {limit}: archive and delete agents it no longer needs (`holarchy agent archive`, `agent delete`), or an admin raises it with `holarchy namespace quota {namespace} --store-bytes N`")]
+    StoreBytes {
+        namespace: String,
+        used: u64,
+        limit: u64,
+    },
 }
+
+/// How long a turn held for the store quota waits before it looks again.
+const STORE_RECHECK: Duration = Duration::from_secs(5);
 
 /// What marks "no bound" in an atomic limit.
 const UNBOUNDED: u64 = u64::MAX;
@@ -62,6 +78,11 @@ pub struct NamespaceUse {
     /// 0: no bound.
     turns_per_minute: AtomicU64,
     max_commands: AtomicU64,
+    max_store_bytes: AtomicU64,
+    /// Bytes the store held for the namespace at the last measure, and
+    /// when (milliseconds since the epoch; 0: never measured).
+    store_bytes: AtomicU64,
+    measured_at_ms: AtomicU64,
     /// Agents in the directory (counted by the directory, under its lock).
     agents: AtomicUsize,
     /// Agents reserved by creations under way, not yet in the directory.
@@ -84,6 +105,9 @@ pub struct NamespaceReport {
     pub agents: u64,
     pub commands: u64,
     pub turns_deferred: u64,
+    /// As last measured; 0 with `measured_at_ms` 0 if never.
+    pub store_bytes: u64,
+    pub measured_at_ms: u64,
 }
 
 impl NamespaceUse {
@@ -93,6 +117,9 @@ impl NamespaceUse {
             max_agents: AtomicU64::new(UNBOUNDED),
             turns_per_minute: AtomicU64::new(0),
             max_commands: AtomicU64::new(UNBOUNDED),
+            max_store_bytes: AtomicU64::new(UNBOUNDED),
+            store_bytes: AtomicU64::new(0),
+            measured_at_ms: AtomicU64::new(0),
             agents: AtomicUsize::new(0),
             creating: AtomicUsize::new(0),
             commands: AtomicUsize::new(0),
@@ -114,6 +141,7 @@ impl NamespaceUse {
                 n => Some(u32::try_from(n).unwrap_or(u32::MAX)),
             },
             commands: unbound(self.max_commands.load(Ordering::Relaxed)),
+            store_bytes: unbound(self.max_store_bytes.load(Ordering::Relaxed)),
         }
     }
 
@@ -126,6 +154,26 @@ impl NamespaceUse {
         );
         self.max_commands
             .store(bound(quota.commands), Ordering::Relaxed);
+        self.max_store_bytes
+            .store(bound(quota.store_bytes), Ordering::Relaxed);
+    }
+
+    /// Records what the store held for the namespace at `at_ms`.
+    pub fn set_store_bytes(&self, bytes: u64, at_ms: u64) {
+        self.store_bytes.store(bytes, Ordering::Relaxed);
+        self.measured_at_ms.store(at_ms, Ordering::Relaxed);
+    }
+
+    /// The refusal of a write that would grow the store, if the
+    /// namespace holds more than its quota as last measured.
+    pub fn store_refusal(&self) -> Option<QuotaError> {
+        let limit = self.max_store_bytes.load(Ordering::Relaxed);
+        let used = self.store_bytes.load(Ordering::Relaxed);
+        (limit != UNBOUNDED && used > limit).then(|| QuotaError::StoreBytes {
+            namespace: self.name.to_string(),
+            used,
+            limit,
+        })
     }
 
     /// Counts an agent into (`add`) or out of the directory; called by
@@ -151,6 +199,9 @@ impl NamespaceUse {
     /// counted twice for that moment: at the quota's edge a concurrent
     /// creation may be refused early, never let past it.
     pub fn reserve_agents(self: &Arc<Self>, count: usize) -> Result<NamespaceSlots, QuotaError> {
+        if let Some(refused) = self.store_refusal() {
+            return Err(refused);
+        }
         self.creating.fetch_add(count, Ordering::SeqCst);
         let slots = NamespaceSlots {
             namespace: self.clone(),
@@ -172,6 +223,9 @@ impl NamespaceUse {
 
     /// Takes one of the namespace's command slots.
     pub fn take_command(self: &Arc<Self>) -> Result<NamespaceCommand, QuotaError> {
+        if let Some(refused) = self.store_refusal() {
+            return Err(refused);
+        }
         let limit = self.max_commands.load(Ordering::Relaxed);
         self.commands
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
@@ -187,6 +241,10 @@ impl NamespaceUse {
     /// Takes a turn at `now` under the namespace's pace, or says how long
     /// until one may start. Unbounded namespaces always may.
     pub fn take_turn(&self, now: Instant) -> Result<(), Duration> {
+        if self.store_refusal().is_some() {
+            self.deferred.fetch_add(1, Ordering::Relaxed);
+            return Err(STORE_RECHECK);
+        }
         let per_minute = self.turns_per_minute.load(Ordering::Relaxed);
         if per_minute == 0 {
             return Ok(());
@@ -219,6 +277,8 @@ impl NamespaceUse {
             agents: self.agents() as u64,
             commands: self.commands.load(Ordering::SeqCst) as u64,
             turns_deferred: self.deferred.load(Ordering::Relaxed),
+            store_bytes: self.store_bytes.load(Ordering::Relaxed),
+            measured_at_ms: self.measured_at_ms.load(Ordering::Relaxed),
         }
     }
 }
@@ -319,7 +379,31 @@ mod tests {
             agents,
             turns_per_minute: turns,
             commands,
+            store_bytes: None,
         }
+    }
+
+    #[test]
+    fn a_namespace_over_its_store_bytes_takes_nothing_new_until_under() {
+        let namespaces = Namespaces::default();
+        namespaces.set_quotas(&[(
+            "a".into(),
+            Quota {
+                store_bytes: Some(1000),
+                ..Quota::default()
+            },
+        )]);
+        let a = namespaces.get("a");
+        a.set_store_bytes(1001, 1);
+        assert!(matches!(
+            a.reserve_agents(1),
+            Err(QuotaError::StoreBytes { used: 1001, .. })
+        ));
+        assert!(a.take_command().is_err());
+        assert_eq!(a.take_turn(Instant::now()), Err(STORE_RECHECK));
+        a.set_store_bytes(1000, 2);
+        let _slots = a.reserve_agents(1).expect("at the bound is under it");
+        assert_eq!(a.take_turn(Instant::now()), Ok(()));
     }
 
     #[test]

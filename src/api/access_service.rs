@@ -92,6 +92,7 @@ fn quota_of(quota: &Quota) -> pb::Quota {
         agents: quota.agents,
         turns_per_minute: quota.turns_per_minute,
         commands: quota.commands,
+        store_bytes: quota.store_bytes,
     }
 }
 
@@ -105,6 +106,8 @@ fn namespace_info(report: NamespaceReport, record: Option<&QuotaRecord>) -> pb::
         turns_deferred: report.turns_deferred,
         quota_set_by: record.map(|r| r.set_by.clone()).unwrap_or_default(),
         quota_set_at_ms: record.map_or(0, |r| r.set_at_ms),
+        store_bytes: report.store_bytes,
+        store_bytes_measured_at_ms: report.measured_at_ms,
     }
 }
 
@@ -337,7 +340,10 @@ impl AccessService for AccessApi {
             ));
         }
         let given = req.quota.unwrap_or_default();
-        if given.agents == Some(0) || given.turns_per_minute == Some(0) || given.commands == Some(0)
+        if given.agents == Some(0)
+            || given.turns_per_minute == Some(0)
+            || given.commands == Some(0)
+            || given.store_bytes == Some(0)
         {
             return Err(invalid(
                 "a bound of 0 would stop the namespace: give at least 1, or leave the bound out for none",
@@ -349,6 +355,7 @@ impl AccessService for AccessApi {
                 agents: given.agents,
                 turns_per_minute: given.turns_per_minute,
                 commands: given.commands,
+                store_bytes: given.store_bytes,
             },
             set_at_ms: audit::now_ms(),
             set_by: caller.who(),

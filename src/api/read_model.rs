@@ -54,6 +54,9 @@ pub trait ReadModel: Send + Sync + std::fmt::Debug + 'static {
     /// Each of `owners`' waits and work items, in `owners`' order: what a
     /// page of summaries shows beside the records, read together.
     fn beside(&self, owners: &[AgentId]) -> Result<Vec<Beside>, StoreError>;
+    /// Bytes the store holds for the agent: its record, messages, notes,
+    /// context, and its commands' records and output.
+    fn agent_bytes(&self, id: AgentId) -> Result<u64, StoreError>;
     /// Which store this is and where, for an operator (no secret in it).
     fn describe(&self) -> String;
     /// Flushes and transactions since the store opened.
@@ -147,6 +150,10 @@ macro_rules! read_model {
 
             fn describe(&self) -> String {
                 <$store>::describe(self)
+            }
+
+            fn agent_bytes(&self, id: AgentId) -> Result<u64, StoreError> {
+                <$store>::agent_bytes(self, id)
             }
 
             fn agent_view(&self, id: AgentId) -> Result<Option<AgentView>, StoreError> {

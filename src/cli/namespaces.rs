@@ -30,8 +30,14 @@ pub enum NamespaceCommand {
         /// unbounded).
         #[arg(long, value_parser = parse_bound)]
         commands: Option<Bound>,
+        /// Most bytes the store holds for the namespace's agents: 500MiB,
+        /// 2GiB (`none`: unbounded). Measured every few seconds; past it
+        /// the namespace takes nothing new and its turns wait until
+        /// agents are deleted or the bound raised.
+        #[arg(long, value_parser = parse_size)]
+        store_bytes: Option<Bound>,
         /// Remove every bound: the daemon's own limits hold alone.
-        #[arg(long, conflicts_with_all = ["agents", "turns_per_minute", "commands"])]
+        #[arg(long, conflicts_with_all = ["agents", "turns_per_minute", "commands", "store_bytes"])]
         clear: bool,
     },
 }
@@ -48,6 +54,49 @@ fn parse_bound(text: &str) -> Result<Bound, String> {
         Ok(0) => Err("0 would stop the namespace: give at least 1, or `none`".into()),
         Ok(n) => Ok(Bound(Some(n))),
         Err(_) => Err(format!("`{text}` is neither a number nor `none`")),
+    }
+}
+
+/// A size: bytes, or a number with KiB, MiB, GiB or TiB; or `none`.
+fn parse_size(text: &str) -> Result<Bound, String> {
+    if text == "none" {
+        return Ok(Bound(None));
+    }
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size: write 500MiB, 2GiB, or `none`"))?;
+    let scale: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" | "K" | "k" => 1 << 10,
+        "MiB" | "M" => 1 << 20,
+        "GiB" | "G" => 1 << 30,
+        "TiB" | "T" => 1 << 40,
+        _ => return Err(format!("`{unit}` is not a unit: use KiB, MiB, GiB or TiB")),
+    };
+    match n.checked_mul(scale) {
+        Some(0) => Err("0 would stop the namespace: give a size, or `none`".into()),
+        Some(bytes) => Ok(Bound(Some(bytes))),
+        None => Err(format!("`{text}` is more than this can take")),
+    }
+}
+
+/// Bytes for a table: 512 B, 3.2 KiB, 12.0 MiB.
+fn size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
     }
 }
 
@@ -69,10 +118,13 @@ fn info_json(n: &pb::NamespaceInfo) -> serde_json::Value {
         "agents": n.agents,
         "commands": n.commands,
         "turns_deferred": n.turns_deferred,
+        "store_bytes": n.store_bytes,
+        "store_bytes_measured_at_ms": n.store_bytes_measured_at_ms,
         "quota": {
             "agents": quota.agents,
             "turns_per_minute": quota.turns_per_minute,
             "commands": quota.commands,
+            "store_bytes": quota.store_bytes,
         },
         "quota_set_by": n.quota_set_by,
         "quota_set_at_ms": n.quota_set_at_ms,
@@ -85,11 +137,12 @@ fn describe(n: &pb::NamespaceInfo) -> String {
         return format!("namespace {}: no quota (the daemon's limits hold)", n.name);
     }
     format!(
-        "namespace {}: at most {} agents, {} turns a minute, {} commands",
+        "namespace {}: at most {} agents, {} turns a minute, {} commands, {} in the store",
         n.name,
         bound(quota.agents),
         bound(quota.turns_per_minute.map(u64::from)),
-        bound(quota.commands)
+        bound(quota.commands),
+        quota.store_bytes.map_or_else(|| "-".into(), size)
     )
 }
 
@@ -115,6 +168,7 @@ pub(super) async fn namespace_command(
                 "COMMANDS",
                 "TURNS/MIN",
                 "TURNS HELD",
+                "STORE",
                 "QUOTA SET BY",
             ]);
             for n in &list.namespaces {
@@ -125,6 +179,12 @@ pub(super) async fn namespace_command(
                     against(n.commands, quota.commands),
                     bound(quota.turns_per_minute.map(u64::from)),
                     n.turns_deferred.to_string(),
+                    match (n.store_bytes_measured_at_ms, quota.store_bytes) {
+                        (0, None) => "-".into(),
+                        (0, Some(limit)) => format!("?/{}", size(limit)),
+                        (_, Some(limit)) => format!("{}/{}", size(n.store_bytes), size(limit)),
+                        (_, None) => size(n.store_bytes),
+                    },
                     if n.quota_set_by.is_empty() {
                         "-".into()
                     } else {
@@ -139,6 +199,7 @@ pub(super) async fn namespace_command(
             agents,
             turns_per_minute,
             commands,
+            store_bytes,
             clear,
         } => {
             let current = if *clear {
@@ -169,6 +230,7 @@ pub(super) async fn namespace_command(
                     b.0.and_then(|n| u32::try_from(n).ok())
                 }),
                 commands: commands.map_or(current.commands, |b| b.0),
+                store_bytes: store_bytes.map_or(current.store_bytes, |b| b.0),
             };
             let set = clients
                 .access

@@ -48,7 +48,22 @@ pub struct Keys {
     /// before its entry is written, as recording it would spend the
     /// reserve the refusal keeps.
     pub disk: DiskLow,
+    /// The runtime, whose namespaces' store quotas hold the writes that
+    /// grow the store.
+    pub runtime: Arc<holarchy_actors::Runtime>,
 }
+
+/// The writes that add to what the store holds for a namespace: refused
+/// while it is over its store quota (the runtime holds the rest: new
+/// agents, commands, notes and turns).
+const GROWS_THE_STORE: [&str; 6] = [
+    "AgentService/CreateAgent",
+    "AgentService/CreateAgents",
+    "AgentService/SendMessage",
+    "AgentService/SendMessages",
+    "MemoryService/WriteMemory",
+    "TaskService/SendTaskInput",
+];
 
 #[derive(Debug, Clone)]
 pub struct GateLayer(pub Arc<Keys>);
@@ -162,6 +177,12 @@ where
         Some(Status::failed_precondition(
             "instances live in the default namespace in this release: apply it as a caller of `default`",
         ))
+    } else if GROWS_THE_STORE.contains(&action) {
+        keys.runtime
+            .namespaces()
+            .get(&caller.namespace)
+            .store_refusal()
+            .map(|refusal| Status::resource_exhausted(refusal.to_string()))
     } else {
         None
     };

@@ -124,7 +124,7 @@ pub(super) async fn serve(
 
     let tokens = Arc::new(Tokens::new(store.access()));
     let audit = Arc::new(Audit::new(store.access(), config.audit_retention));
-    let quotas = crate::access::quotas::Quotas::new(store.access(), runtime.clone());
+    let quotas = crate::access::quotas::Quotas::new(store.access(), runtime.clone(), reads(&store));
     {
         let quotas = quotas.clone();
         tokio::task::spawn_blocking(move || quotas.load())
@@ -158,6 +158,7 @@ pub(super) async fn serve(
         oidc: None,
         scopes: scopes.clone(),
         disk: disk_low.clone(),
+        runtime: runtime.clone(),
     });
 
     let mut grpc_metrics = crate::metrics::GrpcMetrics::new(&[
@@ -198,6 +199,7 @@ pub(super) async fn serve(
             oidc: oidc.clone(),
             scopes,
             disk: disk_low.clone(),
+            runtime: runtime.clone(),
         })
     });
     let console = tcp_keys.clone().map(|keys| {

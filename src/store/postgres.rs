@@ -319,6 +319,32 @@ impl PgStore {
         .unwrap_or(0)
     }
 
+    /// Bytes the database holds for `agent` (as stored, before the
+    /// table's own overhead): its record, messages, notes, context, and
+    /// its commands' records and output. One statement.
+    pub fn agent_bytes(&self, agent: holarchy_supervision::AgentId) -> Result<u64, StoreError> {
+        let id = agent.to_bytes().to_vec();
+        self.call(move |client| async move {
+            let row = client
+                .query_one(
+                    "SELECT \
+                       COALESCE((SELECT sum(octet_length(value)) FROM agents WHERE id = $1), 0) \
+                     + COALESCE((SELECT sum(octet_length(value)) FROM messages WHERE agent_id = $1), 0) \
+                     + COALESCE((SELECT sum(octet_length(value)) FROM notes WHERE agent_id = $1), 0) \
+                     + COALESCE((SELECT sum(octet_length(value)) FROM context WHERE agent_id = $1), 0) \
+                     + COALESCE((SELECT sum(octet_length(value)) FROM tasks WHERE owner = $1), 0) \
+                     + COALESCE((SELECT sum(octet_length(o.value)) FROM output o \
+                                 JOIN tasks t ON o.task_id = t.id WHERE t.owner = $1), 0)",
+                    &[&id],
+                )
+                .await
+                .map_err(backend)?;
+            // `sum` of integers is a bigint: no numeric to decode.
+            let bytes: i64 = row.try_get(0).map_err(backend)?;
+            Ok(u64::try_from(bytes).unwrap_or(0))
+        })
+    }
+
     /// Where the database is, for an operator: its host, port, name and
     /// role, never its password.
     pub fn describe(&self) -> String {
