@@ -138,6 +138,7 @@ async fn phase_create(n: usize, concurrency: usize, batch: usize, dir: &Path) ->
                             network: Default::default(),
                             namespace: "default".to_owned(),
                             labels: Default::default(),
+                            created_by: None,
                         })
                         .collect();
                     runtime.create_agents(specs).await.expect("agents created");

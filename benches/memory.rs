@@ -125,6 +125,7 @@ async fn agents(store: &Arc<SledStore>, dir: &Path, count: usize) -> Vec<AgentId
             network: Default::default(),
             namespace: "default".to_owned(),
             labels: Default::default(),
+            created_by: None,
         })
         .collect();
     for chunk in specs.chunks(1_000) {

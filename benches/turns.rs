@@ -156,6 +156,7 @@ async fn turns(opts: &Options) -> (Option<f64>, Option<f64>) {
             network: Default::default(),
             namespace: "default".to_owned(),
             labels: Default::default(),
+            created_by: None,
         })
         .collect::<Vec<_>>();
     let mut agents = Vec::with_capacity(opts.agents);

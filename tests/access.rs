@@ -716,3 +716,84 @@ async fn the_cli_makes_lists_and_revokes_tokens_and_prints_the_trail() {
     assert_eq!(entries[0]["action"], "AgentService/CreateAgent");
     assert_eq!(entries[0]["target"], "nope");
 }
+
+/// Who did what is in the agent's own event log too: a sent message's
+/// sender in the commit of its `message_queued`, a pause's and a resume's
+/// after them; a refused write leaves nothing there (the trail has it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_log_says_which_operator_acted_on_an_agent() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (daemon, listen, _) = tcp_daemon(&root).await;
+    let mut admin = daemon.clients().await;
+    let agent_id = common::create(&mut admin, "watched", None).await;
+    let (operator_id, operator) = make_token(&mut admin, "operator", 0).await;
+    let (_, viewer) = make_token(&mut admin, "viewer", 0).await;
+    let mut op = common::tcp_clients(&listen, Some(&operator)).await;
+    let mut view = common::tcp_clients(&listen, Some(&viewer)).await;
+    let pause = || pb::PauseAgentRequest {
+        agent_id: agent_id.clone(),
+    };
+    view.agents
+        .pause_agent(pause())
+        .await
+        .expect_err("a viewer may not");
+    op.agents.pause_agent(pause()).await.expect("paused");
+    let sent = op
+        .agents
+        .send_message(pb::SendMessageRequest {
+            agent_id: agent_id.clone(),
+            text: "while paused".into(),
+            dedupe_key: String::new(),
+        })
+        .await
+        .expect("sent")
+        .into_inner();
+    op.agents
+        .resume_agent(pb::ResumeAgentRequest {
+            agent_id: agent_id.clone(),
+        })
+        .await
+        .expect("resumed");
+    common::handled(&admin, &agent_id, 1).await;
+
+    let events: Vec<pb::Event> = common::events(&mut admin, 0)
+        .await
+        .into_iter()
+        .filter(|e| e.agent_id == agent_id)
+        .collect();
+    let acts: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| e.kind == "operator_action")
+        .map(|e| {
+            let detail: serde_json::Value =
+                serde_json::from_str(&e.detail_json).expect("detail is JSON");
+            let caller = detail["caller"].as_str().expect("a caller").to_owned();
+            (caller, e.text.clone())
+        })
+        .collect();
+    let operator = format!("token:{operator_id}");
+    let expected = [
+        ("uid:", "AgentService/CreateAgent"),
+        (operator.as_str(), "AgentService/PauseAgent"),
+        (operator.as_str(), "AgentService/SendMessage"),
+        (operator.as_str(), "AgentService/ResumeAgent"),
+    ];
+    assert_eq!(acts.len(), expected.len(), "{acts:#?}");
+    for ((caller, action), (who, what)) in acts.iter().zip(expected) {
+        assert!(caller.starts_with(who) && action == what, "{acts:#?}");
+    }
+    // The creator's entry is in the creation's commit: next to it.
+    assert_eq!(events[0].kind, "agent_created", "{events:#?}");
+    assert_eq!(events[1].kind, "operator_action", "{events:#?}");
+    // The sender's entry is in the message's own commit: next to it.
+    let queued = events
+        .iter()
+        .position(|e| e.kind == "message_queued" && e.message_id == sent.message_id)
+        .expect("the message is queued");
+    assert!(
+        events[queued.saturating_sub(1)..=(queued + 1).min(events.len() - 1)]
+            .iter()
+            .any(|e| e.kind == "operator_action" && e.text == "AgentService/SendMessage"),
+        "{events:#?}"
+    );
+}

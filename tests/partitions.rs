@@ -44,6 +44,7 @@ fn specs(prefix: &str, count: usize) -> Vec<NewAgent> {
             network: Default::default(),
             namespace: "default".to_owned(),
             labels: Default::default(),
+            created_by: None,
         })
         .collect()
 }

@@ -76,13 +76,14 @@ impl Actor for GatewayActor {
                 ack,
                 reply,
                 cause,
+                events,
             } => match self.route(agent_id) {
                 Ok(actor) => {
                     let message = NewMessage {
                         provenance: Provenance::Operator,
                         body,
                         dedupe_key,
-                        events: Vec::new(),
+                        events,
                         cause,
                     };
                     if let Err(MessagingErr::SendErr(AgentMsg::Deliver { reply, .. })) =

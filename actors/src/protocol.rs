@@ -328,6 +328,8 @@ pub enum GatewayMsg {
         reply: RpcReplyPort<Result<Delivered, DeliverError>>,
         /// See [`NewMessage::cause`].
         cause: Option<tracing::Span>,
+        /// See [`NewMessage::events`]: who sent it, for the log.
+        events: Vec<holarchy_supervision::EventKind>,
     },
 }
 

@@ -46,6 +46,9 @@ pub struct Outgoing {
     pub agent_id: AgentId,
     pub body: String,
     pub dedupe_key: Option<String>,
+    /// Logged for the agent in the message's commit if it is queued (who
+    /// sent it).
+    pub events: Vec<holarchy_supervision::EventKind>,
 }
 
 /// Why the runtime could not start or answer.

@@ -221,6 +221,7 @@ impl AgentService for AgentApi {
         request: Request<pb::CreateAgentRequest>,
     ) -> Result<Response<pb::CreateAgentResponse>, Status> {
         let namespace = super::scope::namespace_of(&request);
+        let created_by = caller_of(&request);
         let req = request.into_inner();
         bounds::check_name(&req.name).map_err(ApiError::from)?;
         if let Some(body) = &req.initial_message {
@@ -246,6 +247,7 @@ impl AgentService for AgentApi {
                 network: network_policy(&req.network)?,
                 namespace,
                 labels: req.labels.into_iter().collect(),
+                created_by: created_by.clone(),
             })
             .await
             .map_err(ApiError::from)?;
@@ -262,6 +264,7 @@ impl AgentService for AgentApi {
     ) -> Result<Response<pb::CreateAgentsResponse>, Status> {
         let mut specs = Vec::with_capacity(request.get_ref().agents.len());
         let namespace = super::scope::namespace_of(&request);
+        let created_by = caller_of(&request);
         for req in request.into_inner().agents {
             bounds::check_name(&req.name).map_err(ApiError::from)?;
             if let Some(body) = &req.initial_message {
@@ -280,6 +283,7 @@ impl AgentService for AgentApi {
                 network: network_policy(&req.network)?,
                 namespace: namespace.clone(),
                 labels: req.labels.into_iter().collect(),
+                created_by: created_by.clone(),
             });
         }
         let ids = self
@@ -375,6 +379,7 @@ impl AgentService for AgentApi {
         &self,
         request: Request<pb::SendMessageRequest>,
     ) -> Result<Response<pb::SendMessageResponse>, Status> {
+        let by = sent_by(&request, "AgentService/SendMessage");
         let req = request.into_inner();
         let agent_id = parse_agent_id(&req.agent_id)?;
         bounds::check_message(&req.text).map_err(ApiError::from)?;
@@ -382,7 +387,7 @@ impl AgentService for AgentApi {
         let dedupe_key = (!req.dedupe_key.is_empty()).then_some(req.dedupe_key);
         let delivered = self
             .runtime
-            .send_message(agent_id, req.text, dedupe_key)
+            .send_message_logged(agent_id, req.text, dedupe_key, by)
             .await
             .map_err(ApiError::from)?;
         Ok(Response::new(pb::SendMessageResponse {
@@ -395,6 +400,7 @@ impl AgentService for AgentApi {
         &self,
         request: Request<pb::SendMessagesRequest>,
     ) -> Result<Response<pb::SendMessagesResponse>, Status> {
+        let by = sent_by(&request, "AgentService/SendMessages");
         let requests = request.into_inner().messages;
         if requests.is_empty() || requests.len() > MAX_SEND_BATCH {
             return Err(ApiError::InvalidArgument(format!(
@@ -414,6 +420,7 @@ impl AgentService for AgentApi {
                         agent_id,
                         body: req.text,
                         dedupe_key: (!req.dedupe_key.is_empty()).then_some(req.dedupe_key),
+                        events: by.clone(),
                     });
                 }
                 Err(err) => results.push(Some(refused(err.into()))),
@@ -652,4 +659,24 @@ fn refused(status: Status) -> pb::SendMessageResult {
             },
         )),
     }
+}
+
+/// Who made the call, as the audit trail names callers: the caller the
+/// gate found (none for the daemon's own calls).
+fn caller_of<T>(request: &Request<T>) -> Option<String> {
+    request
+        .extensions()
+        .get::<crate::access::Caller>()
+        .map(crate::access::Caller::who)
+}
+
+/// Who sent a message, for its agent's log.
+fn sent_by<T>(request: &Request<T>, action: &str) -> Vec<holarchy_supervision::EventKind> {
+    caller_of(request)
+        .map(|caller| holarchy_supervision::EventKind::OperatorAction {
+            caller,
+            action: action.to_owned(),
+        })
+        .into_iter()
+        .collect()
 }

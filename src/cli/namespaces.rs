@@ -18,6 +18,7 @@ pub enum NamespaceCommand {
     /// bounds given replace those of the same name; the others stay.
     /// Past a bound, a creation or a command is refused and a turn waits.
     Quota {
+        /// The namespace bounded (it need not have agents yet).
         namespace: String,
         /// Most live agents, public and private (`none`: unbounded).
         #[arg(long, value_parser = parse_bound)]

@@ -192,6 +192,7 @@ where
         }
         return Ok(status.into_http());
     }
+    let acted_on = acted_on(action, scope, &bytes);
     let (bytes, stand_ins) = match scoped(&keys.scopes, scope, &bytes, &caller.namespace) {
         Ok(scoped) => scoped,
         Err(err) => {
@@ -247,7 +248,32 @@ where
         // store watch restarts on that.
         tracing::error!(error = %err, action, caller = %caller.who(), "cannot record an audit entry");
     }
+    if let Some(agent_id) = acted_on.filter(|_| status.code() == tonic::Code::Ok) {
+        let logged = keys
+            .runtime
+            .log_operator_action(agent_id, caller.who(), action.to_owned())
+            .await;
+        if let Err(err) = logged {
+            // Done and in the trail; the agent's log misses who did it.
+            tracing::warn!(error = %err, agent_id = %agent_id, action, "cannot log an operator's action in the event log");
+        }
+    }
     Ok(response)
+}
+
+/// The agent a write names, whose event log says who did it once it is
+/// done. A sent message's sender is logged in the message's own commit
+/// (`AgentService/SendMessage`), so not here.
+fn acted_on(action: &str, scope: Scope, frame: &[u8]) -> Option<holarchy_supervision::AgentId> {
+    let Scope::Agent(field) = scope else {
+        return None;
+    };
+    if action.starts_with("AgentService/SendMessage") {
+        return None;
+    }
+    wire::strings(wire::message_of(frame)?, field)
+        .next()
+        .and_then(|id| id.parse().ok())
 }
 
 /// The request `frame` as the service gets it: each id it names of

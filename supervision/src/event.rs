@@ -163,6 +163,16 @@ pub enum EventKind {
         /// Of `prompt_tokens`, those read from the provider's prompt cache.
         cached_tokens: u64,
     },
+    /// An operator's write to the agent, done: who (as the audit trail
+    /// names callers: `uid:1000`, `token:<id>`, `oidc:<sub>`) and what
+    /// (`AgentService/PauseAgent`). A sent message's is in the commit of
+    /// its `message_queued`; other actions' follow theirs. The audit
+    /// trail keeps refusals too. Last, so logs written before it still
+    /// decode.
+    OperatorAction {
+        caller: String,
+        action: String,
+    },
 }
 
 impl EventKind {
@@ -186,6 +196,7 @@ impl EventKind {
             EventKind::EventReceived { .. } => "event_received",
             EventKind::Decided { .. } => "decided",
             EventKind::TurnUsage { .. } => "turn_usage",
+            EventKind::OperatorAction { .. } => "operator_action",
         }
     }
 }
@@ -239,6 +250,8 @@ impl EventKind {
             }
             // Names and digests the runtime checked: no free text.
             EventKind::InstanceChanged { .. } => {}
+            // Who, as the gate identified them, and a method's name.
+            EventKind::OperatorAction { .. } => {}
             // The subject is taken from a sender's payload; the type and
             // key are named by the sender too. Only the instance and the
             // source are the runtime's own.

@@ -81,7 +81,9 @@ async fn deltas_reach_watchers_before_the_turn_ends_and_make_its_reply() {
         kinds,
         [
             "agent_created",
+            "operator_action",
             "message_queued",
+            "operator_action",
             "run_started",
             "step_decided",
             "replied",
@@ -89,7 +91,7 @@ async fn deltas_reach_watchers_before_the_turn_ends_and_make_its_reply() {
             "run_finished"
         ]
     );
-    let used: Value = serde_json::from_str(&log[5].detail_json).expect("JSON");
+    let used: Value = serde_json::from_str(&log[7].detail_json).expect("JSON");
     assert_eq!(
         (
             &used["prompt_tokens"],
@@ -98,7 +100,7 @@ async fn deltas_reach_watchers_before_the_turn_ends_and_make_its_reply() {
         ),
         (&json!(100), &json!(20), &json!(40))
     );
-    assert_eq!(log[6].cursor, log[5].cursor + 1);
+    assert_eq!(log[8].cursor, log[7].cursor + 1);
 
     let request = &stub.requests()[0];
     assert_eq!(request.body["stream"], true);
@@ -353,7 +355,14 @@ async fn an_aborted_turn_records_what_its_finished_steps_spent_and_watchers_see_
         (80, 16, 1)
     );
     let log = events_of(&mut c, &id).await;
-    let tail: Vec<&str> = log.iter().rev().take(3).map(|e| e.kind.as_str()).collect();
+    // The abort's own `operator_action` follows; the turn's end is before.
+    let tail: Vec<&str> = log
+        .iter()
+        .rev()
+        .filter(|e| e.kind != "operator_action")
+        .take(3)
+        .map(|e| e.kind.as_str())
+        .collect();
     assert!(
         tail.contains(&"turn_usage") && tail.contains(&"run_finished"),
         "{tail:?}"

@@ -45,6 +45,10 @@ pub struct NewAgent {
     /// Its operator's labels (checked by
     /// [`holarchy_supervision::labels::check`]).
     pub labels: holarchy_supervision::labels::Labels,
+    /// Who asked for it, as the audit trail names callers: logged as an
+    /// `operator_action` in its creation's commit. `None` for the
+    /// daemon's own creations.
+    pub created_by: Option<String>,
 }
 
 /// Why an agent was not created.
@@ -177,6 +181,7 @@ async fn create_to_completion(
             network: spec.network,
             namespace: spec.namespace,
             labels: spec.labels,
+            created_by: spec.created_by,
             composition,
         })
         .collect();

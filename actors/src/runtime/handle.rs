@@ -207,6 +207,7 @@ impl Runtime {
             network: Default::default(),
             namespace: holarchy_supervision::namespace::DEFAULT.to_owned(),
             labels: Default::default(),
+            created_by: None,
         })
         .await
     }
@@ -242,6 +243,19 @@ impl Runtime {
         body: String,
         dedupe_key: Option<String>,
     ) -> Result<Delivered, DeliverError> {
+        self.send_message_logged(agent_id, body, dedupe_key, Vec::new())
+            .await
+    }
+
+    /// [`Self::send_message`], with `events` logged for the agent in the
+    /// message's commit if it is queued (an operator's who-sent-it).
+    pub async fn send_message_logged(
+        &self,
+        agent_id: AgentId,
+        body: String,
+        dedupe_key: Option<String>,
+        events: Vec<holarchy_supervision::EventKind>,
+    ) -> Result<Delivered, DeliverError> {
         bounds::check_message(&body)?;
         if let Some(key) = &dedupe_key {
             bounds::check_dedupe_key(key)?;
@@ -262,6 +276,7 @@ impl Runtime {
                     ack: Ack::Durable,
                     reply,
                     cause,
+                    events,
                 },
                 timeout,
             )
@@ -301,6 +316,7 @@ impl Runtime {
                 ack: Ack::Applied,
                 reply: tx.into(),
                 cause: self.ctx.config.trace_causes.then(tracing::Span::current),
+                events: message.events,
             });
             pending.push(match sent {
                 Ok(()) => Ok(rx),
@@ -438,6 +454,28 @@ impl Runtime {
         })?;
         crate::apply::durable(&self.ctx).await?;
         Ok(record)
+    }
+
+    /// Logs that an operator's write to `agent_id` was done: `caller` as
+    /// the audit trail names callers, `action` the method. Durable when
+    /// this returns. (A sent message's is logged in its own commit, see
+    /// [`Self::send_message_logged`].)
+    pub async fn log_operator_action(
+        &self,
+        agent_id: AgentId,
+        caller: String,
+        action: String,
+    ) -> Result<(), StoreError> {
+        let batch = holarchy_supervision::effect::Batch::new().events(
+            agent_id,
+            vec![holarchy_supervision::EventKind::OperatorAction { caller, action }],
+        );
+        let flushed = crate::apply::apply_grouped(
+            &self.ctx,
+            holarchy_supervision::effect::Plan::writes(batch),
+        )
+        .await?;
+        flushed.await
     }
 
     /// Starts no more turns (the disk is nearly full): agents with work

@@ -291,6 +291,7 @@ async fn create_agent(
         // Instances live in the default namespace (see docs/security.md).
         namespace: holarchy_supervision::namespace::DEFAULT.to_owned(),
         labels: Default::default(),
+        created_by: None,
     };
     let composed = vec![(new, Some(Box::new(record.composition())))];
     let (ids, flushed) = create::create_composed_unflushed(ctx, composed)

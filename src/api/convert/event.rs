@@ -32,6 +32,10 @@ pub fn event(event: &Event) -> pb::Event {
             out.text = state.name().to_owned();
             json!({ "state": state.name(), "reason": reason })
         }
+        EventKind::OperatorAction { caller, action } => {
+            out.text = action.clone();
+            json!({ "caller": caller, "action": action })
+        }
         EventKind::AgentRestarted { reason } => {
             out.text = reason.clone();
             json!({ "reason": reason })

@@ -23,6 +23,9 @@ pub struct PublicAgent {
     pub labels: crate::labels::Labels,
     /// Role, skills and limits of an instance's agent.
     pub composition: Option<Box<Composition>>,
+    /// Who asked for it (an operator, as the audit trail names callers):
+    /// logged as an `operator_action` after its `agent_created`.
+    pub created_by: Option<String>,
 }
 
 /// The new agents' records, each with the messages queued for it.
@@ -53,6 +56,15 @@ pub fn public_agents(agents: Vec<PublicAgent>, now_ms: u64) -> (Plan, Created) {
                 supervisor_agent_id: None,
             },
         );
+        if let Some(caller) = spec.created_by {
+            batch = batch.event(
+                agent_id,
+                EventKind::OperatorAction {
+                    caller,
+                    action: "AgentService/CreateAgent".into(),
+                },
+            );
+        }
         let mut queue = Vec::new();
         if let Some(body) = spec.initial_message {
             let message = MessageRecord::queued(agent_id, Provenance::Operator, body, None, now_ms);
@@ -108,6 +120,7 @@ mod tests {
                     namespace: if i % 2 == 0 { "default" } else { "team-a" }.into(),
                     labels: [("n".to_owned(), i.to_string())].into(),
                     composition: None,
+                    created_by: None,
                 })
                 .collect()
         })
