@@ -8,30 +8,12 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{data_dir, Daemon};
 use holarchy::api::pb;
 use holarchy::client::{connect_in, Clients, Target};
 use tonic::Code;
-
-/// `holarchy <args>` over the daemon's socket: its stdout, after checking
-/// it succeeded.
-fn cli(daemon: &Daemon, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_holarchy"))
-        .arg("--socket")
-        .arg(daemon.socket())
-        .args(args)
-        .output()
-        .expect("the CLI runs");
-    assert!(
-        out.status.success(),
-        "holarchy {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// The machine's admin, acting in `namespace`.
 async fn acting_in(daemon: &Daemon, namespace: &str) -> Clients {
@@ -221,30 +203,27 @@ async fn a_namespace_is_held_to_its_quota_and_the_others_are_not() {
     assert_eq!(again.code(), Code::ResourceExhausted, "{again:?}");
 
     // The CLI: a bound given replaces its own only; `none` drops one.
-    let shown = cli(
-        &daemon,
-        &[
-            "namespace",
-            "quota",
-            "team-a",
-            "--agents",
-            "4",
-            "--commands",
-            "none",
-        ],
-    );
+    let shown = daemon.cli(&[
+        "namespace",
+        "quota",
+        "team-a",
+        "--agents",
+        "4",
+        "--commands",
+        "none",
+    ]);
     assert!(
         shown.contains("at most 4 agents, 4 turns a minute, - commands"),
         "{shown}"
     );
-    let listed = cli(&daemon, &["namespace", "list"]);
+    let listed = daemon.cli(&["namespace", "list"]);
     let row = listed
         .lines()
         .find(|l| l.starts_with("team-a"))
         .unwrap_or_else(|| panic!("no team-a row:\n{listed}"));
     assert!(row.contains("3/4"), "{listed}");
     try_create(&mut a, "a-4").await.expect("room for a fourth");
-    let cleared = cli(&daemon, &["namespace", "quota", "team-a", "--clear"]);
+    let cleared = daemon.cli(&["namespace", "quota", "team-a", "--clear"]);
     assert!(cleared.contains("no quota"), "{cleared}");
     try_create(&mut a, "a-5").await.expect("unbounded again");
 }

@@ -144,6 +144,23 @@ impl Daemon {
         }
     }
 
+    /// `holarchy <args>` over the daemon's socket: its stdout, after
+    /// checking it succeeded.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_holarchy"))
+            .arg("--socket")
+            .arg(self.socket())
+            .args(args)
+            .output()
+            .expect("the CLI runs");
+        assert!(
+            out.status.success(),
+            "holarchy {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
     /// The bearer token the daemon wrote to `<data-dir>/token`.
     pub fn token(&self) -> String {
         std::fs::read_to_string(self.data_dir.join("token")).expect("token written")

@@ -3,8 +3,6 @@
 //! as by count, an event stream sends no event over the budget, and a
 //! record too big for any page comes back cut, with its full size.
 
-use std::process::Command;
-
 use holarchy::api::pb;
 use holarchy::client::Clients;
 use prost::Message as _;
@@ -18,23 +16,6 @@ const BUDGET: usize = 1024 * 1024 + 4096;
 /// 8 MiB of messages, 16 MiB of events.
 const MESSAGES: usize = 70;
 const MESSAGE_BYTES: usize = 60 * 1024;
-
-/// `holarchy <args>` against the daemon: its stdout, after checking it
-/// succeeded.
-fn cli(daemon: &Daemon, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_holarchy"))
-        .arg("--socket")
-        .arg(daemon.socket())
-        .args(args)
-        .output()
-        .expect("the CLI runs");
-    assert!(
-        out.status.success(),
-        "holarchy {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
-}
 
 /// Every page of the agent's messages, each checked against the budget.
 async fn message_pages(c: &mut Clients, agent_id: &str) -> Vec<pb::ListMessagesResponse> {
@@ -69,7 +50,7 @@ async fn seventy_large_messages_page_under_the_budget_and_their_events_stream() 
         .all(|m| m.truncated_from_bytes == 0 && m.text.len() == MESSAGE_BYTES));
 
     // The CLI follows the pages.
-    let lines = cli(&daemon, &["--json", "agent", "messages", &agent]);
+    let lines = daemon.cli(&["--json", "agent", "messages", &agent]);
     let shown: Vec<String> = lines
         .lines()
         .map(|l| {
@@ -96,7 +77,7 @@ async fn seventy_large_messages_page_under_the_budget_and_their_events_stream() 
     }
     assert!(total > 4 * 1024 * 1024, "the backlog is {total} bytes");
     assert_eq!(replies, MESSAGES);
-    let events = cli(&daemon, &["events"]);
+    let events = daemon.cli(&["events"]);
     assert_eq!(
         events.lines().filter(|l| l.contains("replied")).count(),
         MESSAGES
@@ -171,7 +152,7 @@ async fn a_record_over_the_budget_comes_back_cut_with_its_full_size() {
     assert_eq!(listed[1].truncated_from_bytes, 0);
 
     // The CLI lists both.
-    let listed = cli(&daemon, &["agent", "list", "--all"]);
+    let listed = daemon.cli(&["agent", "list", "--all"]);
     let row = |name: &str| listed.lines().any(|l| l.starts_with(&format!("{name} ")));
     assert!(row("big-brain") && row("small"), "{listed}");
 }
