@@ -186,6 +186,11 @@ impl Directory {
         self.read().agents.get(&id).cloned()
     }
 
+    /// The namespace of running agent `id`, without cloning its entry.
+    pub fn namespace_of(&self, id: AgentId) -> Option<Arc<NamespaceUse>> {
+        self.read().agents.get(&id).map(|e| e.namespace.clone())
+    }
+
     pub fn task(&self, id: TaskId) -> Option<ActorRef<TaskMsg>> {
         self.read().tasks.get(&id).cloned()
     }

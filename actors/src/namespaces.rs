@@ -133,6 +133,11 @@ impl NamespaceUse {
         &self.name
     }
 
+    /// The name, shared.
+    pub fn name_shared(&self) -> Arc<str> {
+        self.name.clone()
+    }
+
     pub fn quota(&self) -> Quota {
         Quota {
             agents: unbound(self.max_agents.load(Ordering::Relaxed)),

@@ -102,6 +102,16 @@ impl Runtime {
         &self.ctx.namespaces
     }
 
+    /// The namespace of a running agent, from the directory: no store
+    /// read. `None` for one that is not running (archived, failed, or
+    /// none at all).
+    pub fn namespace_of_running(&self, id: AgentId) -> Option<Arc<str>> {
+        self.ctx
+            .directory
+            .namespace_of(id)
+            .map(|namespace| namespace.name_shared())
+    }
+
     /// Recovers from the store and starts every live agent. Returns once
     /// all of them run, so a caller can report SERVING right after.
     pub async fn start(
