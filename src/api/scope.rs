@@ -69,9 +69,8 @@ impl Scopes {
 
     /// The namespace of agent `id`, if there is one.
     pub fn of_agent(&self, id: AgentId) -> Result<Option<Arc<str>>, StoreError> {
-        // Most requests name a running agent: its entry knows, and no
-        // shared memory is touched (one mutex over a remembered map was a
-        // measured cost at 100,000 agents read at random).
+        // Most requests name a running agent: its entry knows, with no
+        // store read (a round trip on PostgreSQL) and no shared map.
         if let Some(namespace) = self.runtime.namespace_of_running(id) {
             return Ok(Some(namespace));
         }
