@@ -308,3 +308,41 @@ async fn a_namespace_sees_nothing_of_another() {
     assert!(trail.iter().all(|e| e.namespace == "team-b"), "{trail:?}");
     let _ = pb::AgentSummary::default().encode_to_vec();
 }
+
+/// A deleted agent's events: its record, and so its namespace, is gone.
+/// No scoped caller sees them, in its namespace or `default`; the
+/// machine's operator, who may see every namespace, still does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_agents_events_show_to_no_other_namespace() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let listen = common::free_addr();
+    let daemon = Daemon::start_with(&data_dir(&root), &["--listen", &listen]).await;
+    let mut machine = daemon.clients().await;
+    let team_a = make_token(&mut machine, "team-a", "operator").await;
+    let in_default = make_token(&mut machine, "default", "viewer").await;
+    let mut a = common::tcp_clients(&listen, Some(&team_a)).await;
+    let mut default = common::tcp_clients(&listen, Some(&in_default)).await;
+    let gone = common::create(&mut a, "short-lived", None).await;
+    common::send(&mut a, &gone, "a-private-reply-to-keep").await;
+    common::handled(&a, &gone, 1).await;
+    a.agents
+        .archive_agent(pb::ArchiveAgentRequest {
+            agent_id: gone.clone(),
+        })
+        .await
+        .expect("archived");
+    a.agents
+        .delete_agent(pb::DeleteAgentRequest {
+            agent_id: gone.clone(),
+        })
+        .await
+        .expect("deleted");
+
+    let seen_by = |events: Vec<pb::Event>| events.iter().filter(|e| e.agent_id == gone).count();
+    assert_eq!(seen_by(common::events(&mut a, 0).await), 0, "team-a");
+    assert_eq!(seen_by(common::events(&mut default, 0).await), 0, "default");
+    assert!(
+        seen_by(common::events(&mut machine, 0).await) > 0,
+        "the machine's operator sees every namespace's"
+    );
+}

@@ -608,6 +608,11 @@ impl AgentService for AgentApi {
         request: Request<pb::WatchEventsRequest>,
     ) -> Result<Response<Self::WatchEventsStream>, Status> {
         let namespace = super::scope::namespace_of(&request);
+        // In process (no caller): the daemon's own, every namespace's.
+        let global = request
+            .extensions()
+            .get::<crate::access::Caller>()
+            .is_none_or(|caller| caller.global);
         let req = request.into_inner();
         let filter = if req.agent_id.is_empty() {
             None
@@ -618,6 +623,7 @@ impl AgentService for AgentApi {
             after: req.after_cursor,
             agent: filter,
             namespace,
+            global,
             follow: req.follow,
         };
         let stream = events::stream(self.store.clone(), watch, self.shutdown.clone());

@@ -150,7 +150,10 @@ pub(super) async fn serve(
         ),
     })
     .await?;
-    let scopes = Arc::new(crate::api::scope::Scopes::new(reads(&store), runtime.clone()));
+    let scopes = Arc::new(crate::api::scope::Scopes::new(
+        reads(&store),
+        runtime.clone(),
+    ));
     let unix_keys = Arc::new(Keys {
         bootstrap: None,
         tokens: tokens.clone(),

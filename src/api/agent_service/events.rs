@@ -35,6 +35,10 @@ pub(super) struct Watch {
     pub(super) agent: Option<AgentId>,
     /// Only the events of this namespace's agents.
     pub(super) namespace: String,
+    /// The caller acts for every namespace (the machine's operators):
+    /// it also sees the events of deleted agents, whose namespace is gone
+    /// with their records.
+    pub(super) global: bool,
     /// Keep going once caught up, until the client leaves or the daemon
     /// shuts down.
     pub(super) follow: bool,
@@ -81,8 +85,9 @@ pub(super) fn stream(
 
 impl Follower {
     /// Whether events of `agent` are for this watch's namespace. Events
-    /// of no agent, or of one whose record is gone (deleted), are the
-    /// default namespace's.
+    /// of no agent are the default namespace's. Those of an agent whose
+    /// record is gone (deleted) could be any namespace's: only a caller
+    /// of every namespace sees them.
     fn mine(&mut self, agent: Option<AgentId>) -> bool {
         let default = self.watch.namespace == holarchy_supervision::namespace::DEFAULT;
         let Some(id) = agent else {
@@ -93,7 +98,7 @@ impl Follower {
         }
         let mine = match self.store.agent(id) {
             Ok(Some(record)) => record.namespace == self.watch.namespace,
-            Ok(None) => default,
+            Ok(None) => self.watch.global,
             // Unreadable: not shown.
             Err(_) => false,
         };
