@@ -346,3 +346,23 @@ async fn a_deleted_agents_events_show_to_no_other_namespace() {
         "the machine's operator sees every namespace's"
     );
 }
+
+/// A caller of one namespace reads the daemon's figures, not where it
+/// keeps its data, its database or its pid; the machine's operator does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_reads_status_without_the_machines_details() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let listen = common::free_addr();
+    let daemon = Daemon::start_with(&data_dir(&root), &["--listen", &listen]).await;
+    let mut machine = daemon.clients().await;
+    let viewer = make_token(&mut machine, "team-a", "viewer").await;
+    let mut a = common::tcp_clients(&listen, Some(&viewer)).await;
+    let theirs = common::status(&mut a).await;
+    assert!(
+        theirs.data_dir.is_empty() && theirs.store.is_empty() && theirs.pid == 0,
+        "{theirs:?}"
+    );
+    assert!(!theirs.version.is_empty());
+    let mine = common::status(&mut machine).await;
+    assert!(!mine.data_dir.is_empty() && !mine.store.is_empty() && mine.pid > 0);
+}

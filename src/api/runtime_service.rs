@@ -72,12 +72,20 @@ pub fn rss_bytes() -> u64 {
 impl RuntimeService for RuntimeApi {
     async fn get_status(
         &self,
-        _request: Request<pb::GetStatusRequest>,
+        request: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        // A caller of one namespace sees the daemon's figures, but not
+        // where it keeps its data, its database, its pid, nor damaged
+        // records of agents not its own.
+        let scoped = request
+            .extensions()
+            .get::<crate::access::Caller>()
+            .filter(|caller| !caller.global)
+            .map(|caller| caller.namespace.clone());
         let snapshot = self.runtime.snapshot().await.map_err(ApiError::from)?;
         let heap = crate::memory::heap_stats().unwrap_or_default();
         let (flushes, transactions) = self.store.work_done();
-        Ok(Response::new(pb::GetStatusResponse {
+        let mut status = pb::GetStatusResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_ms: self.runtime.uptime().as_millis() as u64,
             public_agents: snapshot.public_agents as u64,
@@ -121,7 +129,22 @@ impl RuntimeService for RuntimeApi {
                 .collect(),
             damaged_count: snapshot.damaged_count as u64,
             held_agents: snapshot.held_agents as u64,
-        }))
+        };
+        if let Some(namespace) = scoped {
+            status.data_dir.clear();
+            status.store.clear();
+            status.pid = 0;
+            let store = self.store.clone();
+            status.damaged_records.retain(|damaged| {
+                damaged
+                    .agent_id
+                    .parse()
+                    .ok()
+                    .and_then(|id| store.agent(id).ok().flatten())
+                    .is_some_and(|record| record.namespace == namespace)
+            });
+        }
+        Ok(Response::new(status))
     }
 
     async fn get_activity(

@@ -493,8 +493,13 @@ impl Output {
                 s.store_bytes as f64 / 1048576.0
             );
             say!("events     {}", s.event_cursor);
-            say!("data       {}", one_line(&s.data_dir));
-            say!("store      {}", one_line(&s.store));
+            // Empty for a caller of one namespace: the machine's own.
+            if !s.data_dir.is_empty() {
+                say!("data       {}", one_line(&s.data_dir));
+            }
+            if !s.store.is_empty() {
+                say!("store      {}", one_line(&s.store));
+            }
             say!("sandbox    {}", s.sandbox);
             for listener in &s.listeners {
                 say!("listening  {}", one_line(listener));
