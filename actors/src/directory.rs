@@ -186,6 +186,18 @@ impl Directory {
         self.read().agents.get(&id).cloned()
     }
 
+    /// The agents of `namespace` whose next turn waits for a turn limit.
+    /// Walks every entry under the read lock: for an operator's rare
+    /// change of a quota, not for a hot path.
+    pub fn deferred_in(&self, namespace: &Arc<NamespaceUse>) -> Vec<ActorRef<AgentMsg>> {
+        self.read()
+            .agents
+            .values()
+            .filter(|e| Arc::ptr_eq(&e.namespace, namespace) && e.live.is_turn_deferred())
+            .map(|e| e.actor.clone())
+            .collect()
+    }
+
     /// The namespace of running agent `id`, without cloning its entry.
     pub fn namespace_of(&self, id: AgentId) -> Option<Arc<NamespaceUse>> {
         self.read().agents.get(&id).map(|e| e.namespace.clone())

@@ -73,6 +73,11 @@ impl LiveView {
         self.update(|live| live.turn_deferred = deferred);
     }
 
+    /// Whether a queued turn waits for a turn limit now.
+    pub fn is_turn_deferred(&self) -> bool {
+        self.read().turn_deferred
+    }
+
     /// The turn left the agent (finished, failed or aborted).
     pub fn turn_ended(&self) {
         self.update(|live| live.run = None);

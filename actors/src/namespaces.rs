@@ -150,7 +150,24 @@ impl NamespaceUse {
         }
     }
 
-    fn set_quota(&self, quota: Quota) {
+    /// Sets the quota; whether it eased what holds turns back (a turn or
+    /// store bound lifted or raised), so that waiting turns may start.
+    fn set_quota(&self, quota: Quota) -> bool {
+        let before = self.quota();
+        let eased = |was: Option<u64>, now: Option<u64>| match (was, now) {
+            (Some(_), None) => true,
+            (Some(was), Some(now)) => now > was,
+            (None, _) => false,
+        };
+        let turns_eased = eased(
+            before.turns_per_minute.map(u64::from),
+            quota.turns_per_minute.map(u64::from),
+        );
+        if turns_eased {
+            // The pace kept under the old bound would still hold the
+            // next turn for as long as that bound spaced them.
+            self.pace.store(0, Ordering::SeqCst);
+        }
         self.max_agents
             .store(bound(quota.agents), Ordering::Relaxed);
         self.turns_per_minute.store(
@@ -161,6 +178,7 @@ impl NamespaceUse {
             .store(bound(quota.commands), Ordering::Relaxed);
         self.max_store_bytes
             .store(bound(quota.store_bytes), Ordering::Relaxed);
+        turns_eased || eased(before.store_bytes, quota.store_bytes)
     }
 
     /// Records what the store held for the namespace at `at_ms`.
@@ -352,18 +370,24 @@ impl Namespaces {
     }
 
     /// Makes `quotas` the quotas of their namespaces, and every other
-    /// namespace unbounded.
-    pub fn set_quotas(&self, quotas: &[(String, Quota)]) {
+    /// namespace unbounded. Returns the namespaces whose turns may start
+    /// sooner now (see `Runtime::wake_deferred`).
+    pub fn set_quotas(&self, quotas: &[(String, Quota)]) -> Vec<Arc<NamespaceUse>> {
         let given: HashMap<&str, Quota> = quotas.iter().map(|(n, q)| (n.as_str(), *q)).collect();
+        let mut eased = Vec::new();
         for (name, quota) in &given {
-            self.get(name).set_quota(*quota);
+            let namespace = self.get(name);
+            if namespace.set_quota(*quota) {
+                eased.push(namespace);
+            }
         }
         let by_name = self.by_name.read().unwrap_or_else(PoisonError::into_inner);
         for (name, namespace) in by_name.iter() {
-            if !given.contains_key(&**name) {
-                namespace.set_quota(Quota::default());
+            if !given.contains_key(&**name) && namespace.set_quota(Quota::default()) {
+                eased.push(namespace.clone());
             }
         }
+        eased
     }
 
     /// Every namespace met, by name.

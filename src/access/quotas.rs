@@ -70,7 +70,8 @@ impl Quotas {
             .iter()
             .map(|r| (r.namespace.clone(), r.quota))
             .collect();
-        self.runtime.namespaces().set_quotas(&given);
+        let eased = self.runtime.namespaces().set_quotas(&given);
+        self.runtime.wake_deferred(&eased);
         Ok(records)
     }
 

@@ -337,10 +337,15 @@ impl AgentActor {
         let now = Instant::now();
         let paced = match hourly {
             Some(Err(free_at)) => Err(Duration::from_millis(free_at.saturating_sub(now_ms))),
-            _ => state
-                .pace
-                .take(now, per_minute)
-                .and_then(|()| state.namespace.take_turn(now)),
+            _ => {
+                // The agent's own pace is taken only once its namespace's
+                // is: a turn its namespace holds back costs the agent
+                // nothing, and retries cannot drain its own bucket.
+                let mut own = state.pace;
+                own.take(now, per_minute)
+                    .and_then(|()| state.namespace.take_turn(now))
+                    .map(|()| state.pace = own)
+            }
         };
         if let Err(wait) = paced {
             state.queue.push_front(message_id);

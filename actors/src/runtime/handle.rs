@@ -102,6 +102,17 @@ impl Runtime {
         &self.ctx.namespaces
     }
 
+    /// Lets the agents of `namespaces` whose turns wait for a turn limit
+    /// look again at once (a quota was lifted or raised), rather than at
+    /// the wake-up the old bound set.
+    pub fn wake_deferred(&self, namespaces: &[Arc<crate::namespaces::NamespaceUse>]) {
+        for namespace in namespaces {
+            for agent in self.ctx.directory.deferred_in(namespace) {
+                let _ = agent.cast(crate::protocol::AgentMsg::PaceElapsed);
+            }
+        }
+    }
+
     /// The namespace of a running agent, from the directory: no store
     /// read. `None` for one that is not running (archived, failed, or
     /// none at all).
