@@ -785,6 +785,35 @@ async fn the_event_log_says_which_operator_acted_on_an_agent() {
     // The creator's entry is in the creation's commit: next to it.
     assert_eq!(events[0].kind, "agent_created", "{events:#?}");
     assert_eq!(events[1].kind, "operator_action", "{events:#?}");
+
+    // A batch of creations names its own method on each agent.
+    let made = op
+        .agents
+        .create_agents(pb::CreateAgentsRequest {
+            agents: vec![
+                pb::CreateAgentRequest {
+                    name: "batch-1".into(),
+                    ..Default::default()
+                },
+                pb::CreateAgentRequest {
+                    name: "batch-2".into(),
+                    ..Default::default()
+                },
+            ],
+        })
+        .await
+        .expect("made")
+        .into_inner()
+        .agent_ids;
+    let all = common::events(&mut admin, 0).await;
+    for id in &made {
+        let acts: Vec<&str> = all
+            .iter()
+            .filter(|e| &e.agent_id == id && e.kind == "operator_action")
+            .map(|e| e.text.as_str())
+            .collect();
+        assert_eq!(acts, ["AgentService/CreateAgents"], "{id}");
+    }
     // The sender's entry is in the message's own commit: next to it.
     let queued = events
         .iter()

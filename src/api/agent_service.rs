@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use holarchy_actors::protocol::Control;
 use holarchy_actors::{AgentSnapshot, DeliverError, NewAgent, Outgoing, Runtime};
+use holarchy_supervision::event::ActedBy;
 use holarchy_supervision::{
     bounds, AgentId, AgentRecord, BrainConfig, MessageId, Visibility, WorkStatus,
 };
@@ -221,7 +222,7 @@ impl AgentService for AgentApi {
         request: Request<pb::CreateAgentRequest>,
     ) -> Result<Response<pb::CreateAgentResponse>, Status> {
         let namespace = super::scope::namespace_of(&request);
-        let created_by = caller_of(&request);
+        let created_by = acted_by(&request, "AgentService/CreateAgent");
         let req = request.into_inner();
         bounds::check_name(&req.name).map_err(ApiError::from)?;
         if let Some(body) = &req.initial_message {
@@ -264,7 +265,7 @@ impl AgentService for AgentApi {
     ) -> Result<Response<pb::CreateAgentsResponse>, Status> {
         let mut specs = Vec::with_capacity(request.get_ref().agents.len());
         let namespace = super::scope::namespace_of(&request);
-        let created_by = caller_of(&request);
+        let created_by = acted_by(&request, "AgentService/CreateAgents");
         for req in request.into_inner().agents {
             bounds::check_name(&req.name).map_err(ApiError::from)?;
             if let Some(body) = &req.initial_message {
@@ -676,13 +677,18 @@ fn caller_of<T>(request: &Request<T>) -> Option<String> {
         .map(crate::access::Caller::who)
 }
 
+/// Who made the call and which, for the log of the agent it acts on.
+fn acted_by<T>(request: &Request<T>, action: &str) -> Option<ActedBy> {
+    caller_of(request).map(|caller| ActedBy {
+        caller,
+        action: action.to_owned(),
+    })
+}
+
 /// Who sent a message, for its agent's log.
 fn sent_by<T>(request: &Request<T>, action: &str) -> Vec<holarchy_supervision::EventKind> {
-    caller_of(request)
-        .map(|caller| holarchy_supervision::EventKind::OperatorAction {
-            caller,
-            action: action.to_owned(),
-        })
+    acted_by(request, action)
+        .map(Into::into)
         .into_iter()
         .collect()
 }

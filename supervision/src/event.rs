@@ -175,6 +175,25 @@ pub enum EventKind {
     },
 }
 
+/// Who made an operator's write, and which: what an `operator_action`
+/// event says, for a write whose own commit carries it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActedBy {
+    /// As the audit trail names callers: `uid:1000`, `token:<id>`.
+    pub caller: String,
+    /// The method: `AgentService/CreateAgent`.
+    pub action: String,
+}
+
+impl From<ActedBy> for EventKind {
+    fn from(by: ActedBy) -> Self {
+        EventKind::OperatorAction {
+            caller: by.caller,
+            action: by.action,
+        }
+    }
+}
+
 impl EventKind {
     pub const fn name(&self) -> &'static str {
         match self {

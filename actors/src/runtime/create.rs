@@ -48,7 +48,7 @@ pub struct NewAgent {
     /// Who asked for it, as the audit trail names callers: logged as an
     /// `operator_action` in its creation's commit. `None` for the
     /// daemon's own creations.
-    pub created_by: Option<String>,
+    pub created_by: Option<holarchy_supervision::event::ActedBy>,
 }
 
 /// Why an agent was not created.

@@ -25,7 +25,7 @@ pub struct PublicAgent {
     pub composition: Option<Box<Composition>>,
     /// Who asked for it (an operator, as the audit trail names callers):
     /// logged as an `operator_action` after its `agent_created`.
-    pub created_by: Option<String>,
+    pub created_by: Option<crate::event::ActedBy>,
 }
 
 /// The new agents' records, each with the messages queued for it.
@@ -56,14 +56,8 @@ pub fn public_agents(agents: Vec<PublicAgent>, now_ms: u64) -> (Plan, Created) {
                 supervisor_agent_id: None,
             },
         );
-        if let Some(caller) = spec.created_by {
-            batch = batch.event(
-                agent_id,
-                EventKind::OperatorAction {
-                    caller,
-                    action: "AgentService/CreateAgent".into(),
-                },
-            );
+        if let Some(by) = spec.created_by {
+            batch = batch.event(agent_id, EventKind::from(by));
         }
         let mut queue = Vec::new();
         if let Some(body) = spec.initial_message {
