@@ -786,6 +786,16 @@ async fn the_event_log_says_which_operator_acted_on_an_agent() {
     assert_eq!(events[0].kind, "agent_created", "{events:#?}");
     assert_eq!(events[1].kind, "operator_action", "{events:#?}");
 
+    // Writes to no agent (here, the two tokens the machine made) are in
+    // the log of no agent, which the default namespace reads.
+    let made_tokens = common::events(&mut admin, 0)
+        .await
+        .into_iter()
+        .filter(|e| e.agent_id.is_empty() && e.kind == "operator_action")
+        .filter(|e| e.text == "AccessService/CreateToken")
+        .count();
+    assert_eq!(made_tokens, 2);
+
     // A batch of creations names its own method on each agent.
     let made = op
         .agents

@@ -93,7 +93,7 @@ impl Scopes {
     }
 
     /// The agent `text` (an id of `kind`) belongs to, if it names one.
-    fn owner(&self, kind: Kind, text: &str) -> Result<Option<AgentId>, StoreError> {
+    pub fn owner(&self, kind: Kind, text: &str) -> Result<Option<AgentId>, StoreError> {
         Ok(match kind {
             Kind::Agent => text.parse::<AgentId>().ok(),
             Kind::Task => match text.parse::<TaskId>() {

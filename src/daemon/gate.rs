@@ -192,7 +192,7 @@ where
         }
         return Ok(status.into_http());
     }
-    let acted_on = acted_on(action, scope, &bytes);
+    let acted_on = acted_on(&keys.scopes, action, scope, &bytes, &caller.namespace);
     let (bytes, stand_ins) = match scoped(&keys.scopes, scope, &bytes, &caller.namespace) {
         Ok(scoped) => scoped,
         Err(err) => {
@@ -254,26 +254,42 @@ where
             .log_operator_action(agent_id, caller.who(), action.to_owned())
             .await;
         if let Err(err) = logged {
-            // Done and in the trail; the agent's log misses who did it.
-            tracing::warn!(error = %err, agent_id = %agent_id, action, "cannot log an operator's action in the event log");
+            // Done and in the trail; the log misses who did it.
+            tracing::warn!(error = %err, action, "cannot log an operator's action in the event log");
         }
     }
     Ok(response)
 }
 
-/// The agent a write names, whose event log says who did it once it is
-/// done. A sent message's sender is logged in the message's own commit
-/// (`AgentService/SendMessage`), so not here.
-fn acted_on(action: &str, scope: Scope, frame: &[u8]) -> Option<holarchy_supervision::AgentId> {
-    let Scope::Agent(field) = scope else {
-        return None;
+/// Where a write's `operator_action` goes once it is done: the agent it
+/// acts on (`Some(Some(id))`), or the log of no agent (`Some(None)`: an
+/// instance's, a token's, a quota's), which the default namespace's
+/// watchers read, so only for callers in it. `None`: not here (a sent
+/// message's and a created agent's go in their own commits; a write
+/// whose agent cannot be found is in the trail only).
+fn acted_on(
+    scopes: &Scopes,
+    action: &str,
+    scope: Scope,
+    frame: &[u8],
+    namespace: &str,
+) -> Option<Option<holarchy_supervision::AgentId>> {
+    let named = |field: u32| {
+        wire::message_of(frame).and_then(|message| wire::strings(message, field).next())
     };
-    if action.starts_with("AgentService/SendMessage") {
-        return None;
+    let owner = |kind: Kind, field: u32| {
+        let text = named(field)?;
+        scopes.owner(kind, text).ok().flatten().map(Some)
+    };
+    match scope {
+        Scope::Agent(_) if action.starts_with("AgentService/SendMessage") => None,
+        Scope::Agent(field) => owner(Kind::Agent, field),
+        Scope::Task(field) => owner(Kind::Task, field),
+        Scope::Approval(field) => owner(Kind::Approval, field),
+        Scope::WorkItem(field) => owner(Kind::WorkItem, field),
+        Scope::Creates | Scope::EachAgent(..) => None,
+        _ => (namespace == DEFAULT_NAMESPACE).then_some(None),
     }
-    wire::strings(wire::message_of(frame)?, field)
-        .next()
-        .and_then(|id| id.parse().ok())
 }
 
 /// The request `frame` as the service gets it: each id it names of

@@ -477,20 +477,22 @@ impl Runtime {
         Ok(record)
     }
 
-    /// Logs that an operator's write to `agent_id` was done: `caller` as
-    /// the audit trail names callers, `action` the method. Durable when
-    /// this returns. (A sent message's is logged in its own commit, see
+    /// Logs that an operator's write was done, to `agent_id` (or to no
+    /// agent: an instance's, a token's): `caller` as the audit trail
+    /// names callers, `action` the method. Durable when this returns. (A
+    /// sent message's is logged in its own commit, see
     /// [`Self::send_message_logged`].)
     pub async fn log_operator_action(
         &self,
-        agent_id: AgentId,
+        agent_id: Option<AgentId>,
         caller: String,
         action: String,
     ) -> Result<(), StoreError> {
-        let batch = holarchy_supervision::effect::Batch::new().events(
+        let mut batch = holarchy_supervision::effect::Batch::new();
+        batch.events.push((
             agent_id,
-            vec![holarchy_supervision::EventKind::OperatorAction { caller, action }],
-        );
+            holarchy_supervision::EventKind::OperatorAction { caller, action },
+        ));
         let flushed = crate::apply::apply_grouped(
             &self.ctx,
             holarchy_supervision::effect::Plan::writes(batch),
