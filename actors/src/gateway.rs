@@ -25,6 +25,11 @@ impl GatewayActor {
         // the message again against its own state before it queues it.
         if let Some(entry) = self.ctx.directory.get(agent_id) {
             if entry.visibility == Visibility::Public {
+                // An operator's message grows the store: none into a
+                // namespace over its store quota (gRPC or console alike).
+                if let Some(refused) = entry.namespace.store_refusal() {
+                    return Err(refused.into());
+                }
                 return Ok(entry.actor);
             }
         }
@@ -36,7 +41,10 @@ impl GatewayActor {
             .ok_or(DeliverError::NotFound(agent_id))?;
         admit(&Provenance::Operator, None, Target::from(&record))?;
         match self.ctx.directory.get(agent_id) {
-            Some(entry) => Ok(entry.actor),
+            Some(entry) => match entry.namespace.store_refusal() {
+                Some(refused) => Err(refused.into()),
+                None => Ok(entry.actor),
+            },
             None => Err(DeliverError::NotRunning {
                 agent_id,
                 why: if record.state.is_live() {

@@ -52,6 +52,8 @@ pub enum DeliverError {
     #[error("agent queue is full ({limit} messages waiting)")]
     QueueFull { limit: usize },
     #[error(transparent)]
+    Quota(#[from] crate::namespaces::QuotaError),
+    #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the runtime did not answer: {0}")]
     Unavailable(String),

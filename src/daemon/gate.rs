@@ -53,17 +53,11 @@ pub struct Keys {
     pub runtime: Arc<holarchy_actors::Runtime>,
 }
 
-/// The writes that add to what the store holds for a namespace: refused
-/// while it is over its store quota (the runtime holds the rest: new
-/// agents, commands, notes and turns).
-const GROWS_THE_STORE: [&str; 6] = [
-    "AgentService/CreateAgent",
-    "AgentService/CreateAgents",
-    "AgentService/SendMessage",
-    "AgentService/SendMessages",
-    "MemoryService/WriteMemory",
-    "TaskService/SendTaskInput",
-];
+/// Operators' writes that add to what the store holds for a namespace
+/// and that the runtime does not hold itself: refused while it is over
+/// its store quota. (The runtime refuses new agents, commands and
+/// operators' messages, and holds turns.)
+const GROWS_THE_STORE: [&str; 2] = ["MemoryService/WriteMemory", "TaskService/SendTaskInput"];
 
 #[derive(Debug, Clone)]
 pub struct GateLayer(pub Arc<Keys>);
@@ -192,7 +186,9 @@ where
         }
         return Ok(status.into_http());
     }
-    let acted_on = acted_on(&keys.scopes, action, scope, &bytes, &caller.namespace);
+    // Read again once the write is done (a count of references, not a
+    // copy), for whom its `operator_action` names.
+    let asked = bytes.clone();
     let (bytes, stand_ins) = match scoped(&keys.scopes, scope, &bytes, &caller.namespace) {
         Ok(scoped) => scoped,
         Err(err) => {
@@ -248,7 +244,10 @@ where
         // store watch restarts on that.
         tracing::error!(error = %err, action, caller = %caller.who(), "cannot record an audit entry");
     }
-    if let Some(agent_id) = acted_on.filter(|_| status.code() == tonic::Code::Ok) {
+    let acted_on = (status.code() == tonic::Code::Ok)
+        .then(|| acted_on(&keys.scopes, action, scope, &asked, &caller.namespace))
+        .flatten();
+    if let Some(agent_id) = acted_on {
         let logged = keys
             .runtime
             .log_operator_action(agent_id, caller.who(), action.to_owned())
@@ -265,8 +264,10 @@ where
 /// acts on (`Some(Some(id))`), or the log of no agent (`Some(None)`: an
 /// instance's, a token's, a quota's), which the default namespace's
 /// watchers read, so only for callers in it. `None`: not here (a sent
-/// message's and a created agent's go in their own commits; a write
-/// whose agent cannot be found is in the trail only).
+/// message's and a created agent's go in their own commits; a delivered
+/// trigger or published event is input its own events record, at a
+/// machine's rate; a write whose agent cannot be found is in the trail
+/// only).
 fn acted_on(
     scopes: &Scopes,
     action: &str,
@@ -288,6 +289,13 @@ fn acted_on(
         Scope::Approval(field) => owner(Kind::Approval, field),
         Scope::WorkItem(field) => owner(Kind::WorkItem, field),
         Scope::Creates | Scope::EachAgent(..) => None,
+        _ if matches!(
+            action,
+            "TriggerService/DeliverTrigger" | "InstanceService/PublishEvent"
+        ) =>
+        {
+            None
+        }
         _ => (namespace == DEFAULT_NAMESPACE).then_some(None),
     }
 }

@@ -189,7 +189,7 @@ impl Classify for DeliverError {
                 NotRunning::Restarting | NotRunning::Stopping => ErrorKind::Failed,
                 NotRunning::Ended(_) => ErrorKind::Refused,
             },
-            DeliverError::QueueFull { .. } => ErrorKind::Refused,
+            DeliverError::QueueFull { .. } | DeliverError::Quota(_) => ErrorKind::Refused,
             DeliverError::Store(e) => e.kind(),
             DeliverError::Unavailable(_) => ErrorKind::Failed,
         }

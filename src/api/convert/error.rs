@@ -174,7 +174,9 @@ impl From<DeliverError> for ApiError {
                 }
                 NotRunning::Ended(_) => ApiError::FailedPrecondition(err.to_string()),
             },
-            DeliverError::QueueFull { .. } => ApiError::ResourceExhausted(err.to_string()),
+            DeliverError::QueueFull { .. } | DeliverError::Quota(_) => {
+                ApiError::ResourceExhausted(err.to_string())
+            }
             DeliverError::Store(e) => e.into(),
             DeliverError::Unavailable(_) => ApiError::Unavailable(err.to_string()),
         }
