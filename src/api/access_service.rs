@@ -383,9 +383,9 @@ impl AccessService for AccessApi {
         request: Request<pb::ListNamespacesRequest>,
     ) -> Result<Response<pb::ListNamespacesResponse>, Status> {
         let caller = caller_of(&request);
-        let quotas = self.quotas.clone();
-        // Read again, so what is shown is what the store holds now.
-        let records = blocking(move || quotas.load()).await?;
+        // Who set each quota; the quotas in force are the runtime's.
+        let store = self.quotas.store().clone();
+        let records = blocking(move || store.quotas()).await?;
         let namespaces = self
             .quotas
             .runtime()

@@ -367,29 +367,25 @@ impl SledStore {
         self.db.size_on_disk().unwrap_or(0)
     }
 
-    /// Bytes the store holds for `agent`, keys and values: its record,
-    /// messages, notes, context, and its commands' records and output.
-    /// What a namespace's store quota counts; reads them all.
+    /// Bytes of the records the store holds for `agent` (their values,
+    /// as PostgreSQL counts them): its record, messages, notes, context,
+    /// and its commands' records and output. What a namespace's store
+    /// quota counts; reads them all.
     pub fn agent_bytes(&self, agent: AgentId) -> Result<u64, StoreError> {
         fn sum(tree: &Tree, prefix: &[u8]) -> Result<u64, StoreError> {
             tree.scan_prefix(prefix).try_fold(0u64, |bytes, entry| {
-                let (key, value) = entry.map_err(backend)?;
-                Ok(bytes + (key.len() + value.len()) as u64)
+                let (_, value) = entry.map_err(backend)?;
+                Ok(bytes + value.len() as u64)
             })
         }
         let id = agent.to_bytes();
-        let one = |tree: &Tree| -> Result<u64, StoreError> {
-            Ok(tree
-                .get(id)
-                .map_err(backend)?
-                .map_or(0, |v| (id.len() + v.len()) as u64))
-        };
-        let mut bytes = self
-            .agents
-            .get(&id)?
-            .map_or(0, |(_, v)| (id.len() + v.len()) as u64);
+        let mut bytes = self.agents.get(&id)?.map_or(0, |(_, v)| v.len() as u64);
         bytes += sum(&self.messages, &id)? + sum(&self.memory.notes, &id)?;
-        bytes += one(&self.context)? + one(&self.usage)?;
+        bytes += self
+            .context
+            .get(id)
+            .map_err(backend)?
+            .map_or(0, |v| v.len() as u64);
         for key in self.scan_keys(&self.owned, agent) {
             let key = key?;
             let task = key.get(16..).unwrap_or_default();
@@ -397,7 +393,7 @@ impl SledStore {
                 .tasks
                 .get(task)
                 .map_err(backend)?
-                .map_or(0, |v| (task.len() + v.len()) as u64);
+                .map_or(0, |v| v.len() as u64);
             bytes += sum(&self.output, task)?;
         }
         Ok(bytes)
