@@ -272,23 +272,22 @@ impl NamespaceUse {
         if per_minute == 0 {
             return Ok(());
         }
-        let window = 60_000_000_000u64;
-        let per_turn = window / per_minute;
-        let tolerance = window.saturating_sub(per_turn);
-        let now =
-            u64::try_from(now.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX);
+        let per_minute = u32::try_from(per_minute).unwrap_or(u32::MAX);
+        let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let now = nanos(now.saturating_duration_since(self.epoch));
+        let step = |theoretical: u64| {
+            crate::limits::pace_step(Duration::from_nanos(theoretical.max(now) - now), per_minute)
+        };
         let taken = self
             .pace
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |theoretical| {
-                let theoretical = theoretical.max(now);
-                (theoretical - now <= tolerance).then_some(theoretical + per_turn)
+                step(theoretical).ok().map(|ahead| now + nanos(ahead))
             });
         match taken {
             Ok(_) => Ok(()),
             Err(theoretical) => {
                 self.deferred.fetch_add(1, Ordering::Relaxed);
-                let ahead = theoretical.max(now) - now;
-                Err(Duration::from_nanos(ahead.saturating_sub(tolerance)))
+                Err(step(theoretical).err().unwrap_or_default())
             }
         }
     }
