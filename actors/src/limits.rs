@@ -296,24 +296,9 @@ impl TurnPace {
     /// Takes a turn at `now`, or says how long until one may start.
     pub fn take(&mut self, now: Instant, per_minute: u32) -> Result<(), Duration> {
         let theoretical = self.theoretical.map_or(now, |t| t.max(now));
-        let ahead = pace_step(theoretical - now, per_minute)?;
+        let ahead = crate::namespaces::pace_step(theoretical - now, per_minute)?;
         self.theoretical = Some(now + ahead);
         Ok(())
-    }
-}
-
-/// One step of a turn pace of `per_minute` (the generic cell rate
-/// algorithm, shared by an agent's pace and its namespace's): the pace
-/// runs `ahead` of now. A turn is taken, and the pace then runs the
-/// returned time ahead; or it is refused, with how long until one may.
-pub fn pace_step(ahead: Duration, per_minute: u32) -> Result<Duration, Duration> {
-    let window = Duration::from_secs(60);
-    let per_turn = window / per_minute.max(1);
-    let tolerance = window.saturating_sub(per_turn);
-    if ahead > tolerance {
-        Err(ahead - tolerance)
-    } else {
-        Ok(ahead + per_turn)
     }
 }
 

@@ -59,6 +59,21 @@ pub enum QuotaError {
 /// How long a turn held for the store quota waits before it looks again.
 const STORE_RECHECK: Duration = Duration::from_secs(5);
 
+/// One step of a turn pace of `per_minute` (the generic cell rate
+/// algorithm, shared by an agent's pace and its namespace's): the pace
+/// runs `ahead` of now. A turn is taken, and the pace then runs the
+/// returned time ahead; or it is refused, with how long until one may.
+pub(crate) fn pace_step(ahead: Duration, per_minute: u32) -> Result<Duration, Duration> {
+    let window = Duration::from_secs(60);
+    let per_turn = window / per_minute.max(1);
+    let tolerance = window.saturating_sub(per_turn);
+    if ahead > tolerance {
+        Err(ahead - tolerance)
+    } else {
+        Ok(ahead + per_turn)
+    }
+}
+
 /// What marks "no bound" in an atomic limit.
 const UNBOUNDED: u64 = u64::MAX;
 
@@ -276,7 +291,7 @@ impl NamespaceUse {
         let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         let now = nanos(now.saturating_duration_since(self.epoch));
         let step = |theoretical: u64| {
-            crate::limits::pace_step(Duration::from_nanos(theoretical.max(now) - now), per_minute)
+            pace_step(Duration::from_nanos(theoretical.max(now) - now), per_minute)
         };
         let taken = self
             .pace
