@@ -203,6 +203,10 @@ impl AuditEntry {
     }
 }
 
+/// A queued audit write, resolved once it is committed.
+pub type AuditFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StoreError>> + Send>>;
+
 /// Where tokens and the audit trail are kept: beside the agents, in the
 /// same store, so every daemon on one database sees the same tokens.
 /// A write is durable once a later [`AccessStore::flushed`] resolves.
@@ -215,6 +219,12 @@ pub trait AccessStore: Send + Sync {
     /// Writes entries, each whole (a new one, or one again with its
     /// outcome); a mark for [`AccessStore::flushed_through`].
     fn append_audit(&self, entries: &[AuditEntry]) -> Result<u64, StoreError>;
+    /// The same write, awaited without holding a thread, where the store
+    /// queues its writes (PostgreSQL: they ride in the committer's next
+    /// transaction); `None` where it has no such path.
+    fn append_audit_queued(&self, _entries: &[AuditEntry]) -> Option<AuditFuture> {
+        None
+    }
     /// Up to `limit` entries with ids in `after..before` (exclusive both
     /// ends, `None` open), oldest first, or newest first if `descending`.
     fn audit_range(

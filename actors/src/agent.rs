@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use holarchy_supervision::{AgentId, MessageId, Profile, RunId, Target, TaskStatus};
+use holarchy_supervision::{AgentId, MessageId, MessageRecord, Profile, RunId, Target, TaskStatus};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 use tokio::task::AbortHandle;
 use tracing::{warn, Instrument};
@@ -36,6 +36,10 @@ mod start;
 struct ActiveRun {
     run_id: RunId,
     message_id: MessageId,
+    /// The message as its start wrote it. Only this actor changes its
+    /// messages, so the turn's end (or abort) needs no read of it: on
+    /// PostgreSQL that read was a round trip per turn. Taken by the end.
+    message: Option<MessageRecord>,
     /// What the turn's model calls spent so far: read at its end, or when
     /// it is aborted.
     usage: crate::brain::UsageMeter,

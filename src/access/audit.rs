@@ -118,6 +118,9 @@ impl Audit {
         let store = self.store.clone();
         let mark = if store.shares_flushes() {
             store.append_audit(std::slice::from_ref(&entry))?
+        } else if let Some(queued) = store.append_audit_queued(std::slice::from_ref(&entry)) {
+            queued.await?;
+            0
         } else {
             blocking(move || store.append_audit(std::slice::from_ref(&entry))).await?
         };

@@ -392,6 +392,15 @@ impl PgStore {
         }
     }
 
+    /// Queues audit entries for the next group's transaction.
+    pub(crate) fn send_audit(&self, rows: Vec<committer::AuditRow>, answer: committer::Answer) {
+        let _ = self.committer.send(committer::Job::Audit {
+            rows,
+            answer,
+            queued: std::time::Instant::now(),
+        });
+    }
+
     /// Queues `batch`; a closed committer drops `answer`, which tells
     /// its receiver.
     fn send(&self, batch: Batch, answer: committer::Answer) {

@@ -43,12 +43,12 @@ impl AgentActor {
                     }
                     (Some(_), _) => state.run.take(),
                 };
-                let Some(run) = run else {
+                let Some(mut run) = run else {
                     return Err(ControlError::NoRun);
                 };
                 state.queue.live().turn_ended();
                 // What the turn spent until now is recorded with its end.
-                let message = self.ctx.reads().message(agent_id, run.message_id)?;
+                let message = run.message.take();
                 let run_end = super::finish::run_of(&run);
                 let batch = plan::turn::abort(agent_id, message.as_ref(), run_end);
                 let aborted = run.run_id;

@@ -54,16 +54,15 @@ impl AgentActor {
         done: TurnDone,
     ) -> Result<Finished, StoreError> {
         let mut finished = Finished::default();
-        let Some(run) = state.run.take_if(|r| r.run_id == done.run_id) else {
+        let Some(mut run) = state.run.take_if(|r| r.run_id == done.run_id) else {
             debug!(agent_id = %state.id(), run_id = %done.run_id, "stale turn result ignored");
             return Ok(finished);
         };
         state.queue.live().turn_ended();
         let agent_id = state.id();
         let run_id = run.run_id;
-        let message_id = run.message_id;
-        let Some(message) = self.ctx.reads().message(agent_id, message_id)? else {
-            warn!(agent_id = %agent_id, run_id = %run_id, "message of finished turn missing from store");
+        let Some(message) = run.message.take() else {
+            warn!(agent_id = %agent_id, run_id = %run_id, "finished turn has no message");
             finished.run = Some(run);
             return Ok(finished);
         };

@@ -374,6 +374,7 @@ impl AgentActor {
     ) {
         let agent_id = state.id();
         let message_id = message.id;
+        let started = message.clone();
         // A root, never a child of whatever span is current here: a turn
         // started from the previous one's end would otherwise hang
         // under it, and a long run of turns becomes a chain of spans
@@ -413,6 +414,7 @@ impl AgentActor {
         state.run = Some(ActiveRun {
             run_id,
             message_id,
+            message: Some(started),
             usage,
             task: task.abort_handle(),
             busy: self.ctx.stats.busy.clone(),

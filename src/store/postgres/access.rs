@@ -1,14 +1,25 @@
 //! Tokens and the audit trail in tables of their own (the schema's second
-//! migration). Each write is one statement, committed before it returns,
-//! so [`AccessStore::flushed`] has nothing left to wait for.
+//! migration). Each write is committed before it returns (audit entries
+//! in the committer's next group, the rest one statement each), so
+//! [`AccessStore::flushed`] has nothing left to wait for.
 
 use holarchy_actors::store::DurableFuture;
 use holarchy_actors::StoreError;
 
+use super::committer::{Answer, AuditRow};
 use super::statements::{bigint, Param};
 use super::{backend, PgStore};
-use crate::access::{AccessStore, AuditEntry, QuotaRecord, TokenRecord};
+use crate::access::{AccessStore, AuditEntry, AuditFuture, QuotaRecord, TokenRecord};
 use crate::store::codec::{decode, encode};
+
+/// Entries as the rows of their table; the committer writes them with the
+/// group of commits that is next, one statement for the group.
+fn audit_rows(entries: &[AuditEntry]) -> Result<Vec<AuditRow>, StoreError> {
+    entries
+        .iter()
+        .map(|entry| Ok((entry.id.to_vec(), encode("audit", entry)?)))
+        .collect()
+}
 
 /// The tables of this module: migration 2.
 pub(super) const TABLES: &str = r#"
@@ -99,18 +110,26 @@ impl AccessStore for PgStore {
     }
 
     fn append_audit(&self, entries: &[AuditEntry]) -> Result<u64, StoreError> {
-        let mut ids = Vec::with_capacity(entries.len());
-        let mut encoded = Vec::with_capacity(entries.len());
-        for entry in entries {
-            ids.push(entry.id.to_vec());
-            encoded.push(encode("audit", entry)?);
-        }
-        self.execute(
-            "INSERT INTO audit (id, value) SELECT * FROM unnest($1::bytea[], $2::bytea[]) \
-             ON CONFLICT (id) DO UPDATE SET value = excluded.value",
-            vec![Box::new(ids), Box::new(encoded)],
-        )
-        .map(|_| 0)
+        let rows = audit_rows(entries)?;
+        // A std channel: the caller may be a runtime's worker.
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        self.send_audit(rows, Answer::Blocking(answer));
+        answered
+            .recv()
+            .unwrap_or(Err(StoreError::Closed))
+            .map(|()| 0)
+    }
+
+    fn append_audit_queued(&self, entries: &[AuditEntry]) -> Option<AuditFuture> {
+        let rows = match audit_rows(entries) {
+            Ok(rows) => rows,
+            Err(err) => return Some(Box::pin(std::future::ready(Err(err)))),
+        };
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        self.send_audit(rows, Answer::Waiting(answer));
+        Some(Box::pin(async move {
+            answered.await.unwrap_or(Err(StoreError::Closed))
+        }))
     }
 
     fn audit_range(

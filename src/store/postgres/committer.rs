@@ -61,12 +61,23 @@ impl Answer {
     }
 }
 
+/// An audit entry as its table holds it: id and encoded value.
+pub(crate) type AuditRow = (Vec<u8>, Vec<u8>);
+
 #[derive(Debug)]
 pub(crate) enum Job {
     Commit {
         batch: Batch,
         answer: Answer,
         /// When the caller handed it over.
+        queued: Instant,
+    },
+    /// Audit entries, written in the next group's transaction: one
+    /// transaction of their own per call cost the database a WAL flush
+    /// each, beside the committer's.
+    Audit {
+        rows: Vec<AuditRow>,
+        answer: Answer,
         queued: Instant,
     },
     /// Commit what is queued, then stop.
@@ -106,6 +117,7 @@ pub(crate) async fn last_cursor(client: &Client) -> Result<EventCursor, PgError>
 struct Ready {
     batch: Batch,
     steps: Vec<Step>,
+    audit: Vec<AuditRow>,
     answer: Answer,
     at_ms: u64,
     queued: Instant,
@@ -178,13 +190,20 @@ impl Committer {
 
     /// Applies `jobs` in order, in as few transactions as their refusals
     /// allow, and answers each.
-    async fn apply_all(&mut self, jobs: Vec<(Batch, Answer, Instant)>) {
+    async fn apply_all(&mut self, jobs: Vec<Queued>) {
         let mut rest = VecDeque::with_capacity(jobs.len());
-        for (batch, answer, queued) in jobs {
+        for Queued {
+            batch,
+            audit,
+            answer,
+            queued,
+        } in jobs
+        {
             match statements::batch_steps(&batch.writes) {
                 Ok(steps) => rest.push_back(Ready {
                     batch,
                     steps,
+                    audit,
                     answer,
                     at_ms: holarchy_actors::now_ms(),
                     queued,
@@ -281,8 +300,12 @@ impl Committer {
             .iter()
             .any(|ready| ready.steps.iter().any(|step| step.sql == Sql::Requeue));
         let mut messages = MessageColumns::default();
+        let mut audit = AuditColumns::default();
         let mut calls = Vec::new();
         for (at, ready) in group.iter().enumerate() {
+            for row in &ready.audit {
+                audit.push(at, row);
+            }
             for step in &ready.steps {
                 let params: Vec<&(dyn ToSql + Sync)> = match &step.message {
                     Some(row) if merge => {
@@ -299,13 +322,16 @@ impl Committer {
                 calls.push((at, step.guard.as_ref(), params, prepared.get(step.sql)));
             }
         }
-        if let Some(at) = messages.blamed() {
+        if let Some(at) = messages.blame.blamed() {
             calls.push((
                 at,
                 None,
                 messages.params(),
                 prepared.get(Sql::UpsertMessages),
             ));
+        }
+        if let Some(at) = audit.blame.blamed() {
+            calls.push((at, None, audit.params(), prepared.get(Sql::UpsertAudit)));
         }
         if let Some(at) = first_with_events {
             // Blamed on the first batch with events: only a log another
@@ -368,8 +394,7 @@ struct MessageColumns<'a> {
     values: Vec<&'a [u8]>,
     /// Where each message's row is in the columns.
     index: std::collections::HashMap<(&'a [u8], &'a [u8]), usize>,
-    /// The first and last batch with a row.
-    batches: Option<(usize, usize)>,
+    blame: Blame,
 }
 
 impl<'a> MessageColumns<'a> {
@@ -390,17 +415,7 @@ impl<'a> MessageColumns<'a> {
                 self.values.push(&row.value);
             }
         }
-        let first = self.batches.map_or(at, |(first, _)| first);
-        self.batches = Some((first, at));
-    }
-
-    /// The batch a failure of the upsert is blamed on, if there are rows.
-    /// Rows of several batches are never blamed on the first: it is only
-    /// answered with an error after it ran alone (the split at 1 retries
-    /// it so), since the culprit may be any of them.
-    fn blamed(&self) -> Option<usize> {
-        let (first, last) = self.batches?;
-        Some(if first == last || first > 0 { first } else { 1 })
+        self.blame.saw(at);
     }
 
     fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
@@ -411,6 +426,57 @@ impl<'a> MessageColumns<'a> {
             &self.handling,
             &self.values,
         ]
+    }
+}
+
+/// Which batches a statement of many batches' rows holds rows of.
+#[derive(Default)]
+struct Blame {
+    /// The first and last batch with a row.
+    batches: Option<(usize, usize)>,
+}
+
+impl Blame {
+    fn saw(&mut self, at: usize) {
+        let first = self.batches.map_or(at, |(first, _)| first);
+        self.batches = Some((first, at));
+    }
+
+    /// The batch a failure of the statement is blamed on, if it has rows.
+    /// Rows of several batches are never blamed on the first: it is only
+    /// answered with an error after it ran alone (the split at 1 retries
+    /// it so), since the culprit may be any of them.
+    fn blamed(&self) -> Option<usize> {
+        let (first, last) = self.batches?;
+        Some(if first == last || first > 0 { first } else { 1 })
+    }
+}
+
+/// A group's audit entries as the columns of one upsert, the last write
+/// of each entry (an upsert may touch a row once).
+#[derive(Default)]
+struct AuditColumns<'a> {
+    ids: Vec<&'a [u8]>,
+    values: Vec<&'a [u8]>,
+    index: std::collections::HashMap<&'a [u8], usize>,
+    blame: Blame,
+}
+
+impl<'a> AuditColumns<'a> {
+    fn push(&mut self, at: usize, (id, value): &'a AuditRow) {
+        match self.index.get(id.as_slice()) {
+            Some(&i) => self.values[i] = value,
+            None => {
+                self.index.insert(id, self.ids.len());
+                self.ids.push(id);
+                self.values.push(value);
+            }
+        }
+        self.blame.saw(at);
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![&self.ids, &self.values]
     }
 }
 
@@ -434,6 +500,14 @@ fn run_rows(runs: Vec<EncodedRun>, last: EventCursor) -> (Vec<i64>, Vec<i64>, Ve
     )
 }
 
+/// A job to commit, as taken from the queue.
+struct Queued {
+    batch: Batch,
+    audit: Vec<AuditRow>,
+    answer: Answer,
+    queued: Instant,
+}
+
 /// Takes jobs until stopped, each group what queued while the last ran.
 pub(crate) async fn run(mut committer: Committer, mut queue: mpsc::UnboundedReceiver<Job>) {
     let mut stopped = None;
@@ -446,7 +520,22 @@ pub(crate) async fn run(mut committer: Committer, mut queue: mpsc::UnboundedRece
                     batch,
                     answer,
                     queued,
-                } => jobs.push((batch, answer, queued)),
+                } => jobs.push(Queued {
+                    batch,
+                    audit: Vec::new(),
+                    answer,
+                    queued,
+                }),
+                Job::Audit {
+                    rows,
+                    answer,
+                    queued,
+                } => jobs.push(Queued {
+                    batch: Batch::default(),
+                    audit: rows,
+                    answer,
+                    queued,
+                }),
                 Job::Stop(done) => stopped = Some(done),
             }
             if jobs.len() < MAX_GROUP {

@@ -49,10 +49,11 @@ pub(super) enum Sql {
     DeleteWorkspaces,
     InsertEvents,
     UpsertMessages,
+    UpsertAudit,
 }
 
 impl Sql {
-    pub const ALL: [Sql; 25] = [
+    pub const ALL: [Sql; 26] = [
         Sql::InsertName,
         Sql::SupervisorLive,
         Sql::UpsertAgent,
@@ -78,6 +79,7 @@ impl Sql {
         Sql::DeleteWorkspaces,
         Sql::InsertEvents,
         Sql::UpsertMessages,
+        Sql::UpsertAudit,
     ];
 
     pub fn text(self) -> &'static str {
@@ -179,6 +181,11 @@ impl Sql {
                  SELECT * FROM unnest($1::bytea[], $2::bytea[], $3::bool[], $4::bool[], \
                  $5::bytea[]) ON CONFLICT (agent_id, id) DO UPDATE SET \
                  pending = excluded.pending, handling = excluded.handling, value = excluded.value"
+            }
+            // A group's audit entries, the same way: each written whole.
+            Sql::UpsertAudit => {
+                "INSERT INTO audit (id, value) SELECT * FROM unnest($1::bytea[], $2::bytea[]) \
+                 ON CONFLICT (id) DO UPDATE SET value = excluded.value"
             }
         }
     }
