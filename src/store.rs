@@ -23,6 +23,7 @@ pub mod memory_index;
 pub mod opened;
 pub mod postgres;
 pub mod sled_store;
+pub mod slots;
 pub mod stats;
 pub mod view;
 

@@ -52,12 +52,29 @@ async fn tree(c: &mut Clients) -> Vec<(String, String, bool)> {
     nodes
 }
 
-/// Events as an operator compares them: cursor, kind, agent and text.
-async fn log(c: &mut Clients) -> Vec<(u64, String, String, String)> {
+/// An event as an operator compares them.
+#[derive(Debug, Clone, PartialEq)]
+struct Logged {
+    cursor: u64,
+    slot: u32,
+    seq: u64,
+    kind: String,
+    agent: String,
+    text: String,
+}
+
+async fn log(c: &mut Clients) -> Vec<Logged> {
     events(c, 0)
         .await
         .into_iter()
-        .map(|e| (e.cursor, e.kind, e.agent_id, e.text))
+        .map(|e| Logged {
+            cursor: e.cursor,
+            slot: e.slot,
+            seq: e.seq,
+            kind: e.kind,
+            agent: e.agent_id,
+            text: e.text,
+        })
         .collect()
 }
 
@@ -202,12 +219,26 @@ async fn a_copied_store_serves_the_same_agents_messages_events_and_notes_from_po
     // ones' cursors.
     send(&mut c, &agent, "a third message, on PostgreSQL").await;
     handled(&c, &agent, 3).await;
-    let last_copied = before_log.last().map_or(0, |e| e.0);
+    let last_copied = before_log.last().map_or(0, |e| e.cursor);
     let newer = log(&mut c).await;
     assert!(
-        newer.iter().any(|e| e.0 > last_copied && e.2 == agent),
+        newer
+            .iter()
+            .any(|e| e.cursor > last_copied && e.agent == agent),
         "new events after cursor {last_copied}"
     );
+    // Each slot's numbers too: the copied ones, then on by one.
+    let mut by_slot = std::collections::BTreeMap::<u32, Vec<u64>>::new();
+    for event in &newer {
+        by_slot.entry(event.slot).or_default().push(event.seq);
+    }
+    for (slot, numbers) in by_slot {
+        assert_eq!(
+            numbers,
+            (1..=numbers.len() as u64).collect::<Vec<_>>(),
+            "slot {slot}"
+        );
+    }
     daemon.terminate(Duration::from_secs(20)).await;
 }
 

@@ -185,18 +185,42 @@ mod instance;
 pub use instance::{decode_instance, encode_instance};
 
 /// The event log keeps a commit's events in runs (see `event_log`):
-/// version 2 holds consecutive events back to back, each in bincode;
-/// version 1, the first release's, holds one event.
-pub const EVENT_RUN_VERSION: u8 = 2;
+/// version 3 holds consecutive events back to back, each in bincode with
+/// its number in its slot; version 2 the same without that number (read
+/// back as 0); version 1, the first release's, holds one event.
+pub const EVENT_RUN_VERSION: u8 = 3;
+const EVENT_RUN_VERSION_2: u8 = 2;
 
 /// Borrows an event's parts; serialises exactly as the [`Event`] it
 /// describes (same fields, same order), so no kind is cloned to write it.
 #[derive(serde::Serialize)]
 struct EventParts<'a> {
     cursor: holarchy_supervision::EventCursor,
+    seq: u64,
     at_ms: u64,
     agent_id: &'a Option<holarchy_supervision::AgentId>,
     kind: &'a holarchy_supervision::EventKind,
+}
+
+/// An event as versions 1 and 2 wrote it: before slots.
+#[derive(serde::Deserialize)]
+struct EventV2 {
+    cursor: holarchy_supervision::EventCursor,
+    at_ms: u64,
+    agent_id: Option<holarchy_supervision::AgentId>,
+    kind: holarchy_supervision::EventKind,
+}
+
+impl From<EventV2> for holarchy_supervision::Event {
+    fn from(v2: EventV2) -> Self {
+        Self {
+            cursor: v2.cursor,
+            seq: 0,
+            at_ms: v2.at_ms,
+            agent_id: v2.agent_id,
+            kind: v2.kind,
+        }
+    }
 }
 
 /// An empty run, ready for [`append_event`].
@@ -204,17 +228,25 @@ pub fn start_event_run() -> Vec<u8> {
     vec![EVENT_RUN_VERSION]
 }
 
+/// One event's place: its cursor in the log and its number in its slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventPlace {
+    pub cursor: holarchy_supervision::EventCursor,
+    pub seq: u64,
+}
+
 /// Appends one event to a run started by [`start_event_run`].
 pub fn append_event(
     tree: &'static str,
     run: &mut Vec<u8>,
-    cursor: holarchy_supervision::EventCursor,
+    place: EventPlace,
     at_ms: u64,
     agent_id: &Option<holarchy_supervision::AgentId>,
     kind: &holarchy_supervision::EventKind,
 ) -> Result<(), StoreError> {
     let parts = EventParts {
-        cursor,
+        cursor: place.cursor,
+        seq: place.seq,
         at_ms,
         agent_id,
         kind,
@@ -234,24 +266,31 @@ pub fn decode_event_run(
     bytes: &[u8],
 ) -> Result<Vec<holarchy_supervision::Event>, StoreError> {
     match split_version(tree, bytes)? {
-        (FORMAT_VERSION, body) => Ok(vec![decode_body(tree, body)?]),
-        (EVENT_RUN_VERSION, mut body) => {
-            let mut events = Vec::new();
-            while !body.is_empty() {
-                let (event, read) =
-                    bincode::serde::decode_from_slice(body, bincode::config::standard()).map_err(
-                        |err| StoreError::Corrupt {
-                            tree,
-                            detail: err.to_string(),
-                        },
-                    )?;
-                events.push(event);
-                body = &body[read..];
-            }
-            Ok(events)
+        (FORMAT_VERSION, body) => Ok(vec![decode_body::<EventV2>(tree, body)?.into()]),
+        (EVENT_RUN_VERSION_2, body) => {
+            decode_events::<EventV2>(tree, body).map(|v| v.into_iter().map(Into::into).collect())
         }
+        (EVENT_RUN_VERSION, body) => decode_events(tree, body),
         (version, _) => Err(StoreError::UnsupportedVersion { tree, version }),
     }
+}
+
+/// Events back to back, each in bincode.
+fn decode_events<T: DeserializeOwned>(
+    tree: &'static str,
+    mut body: &[u8],
+) -> Result<Vec<T>, StoreError> {
+    let mut events = Vec::new();
+    while !body.is_empty() {
+        let (event, read) = bincode::serde::decode_from_slice(body, bincode::config::standard())
+            .map_err(|err| StoreError::Corrupt {
+                tree,
+                detail: err.to_string(),
+            })?;
+        events.push(event);
+        body = &body[read..];
+    }
+    Ok(events)
 }
 
 #[cfg(test)]

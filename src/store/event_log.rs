@@ -13,10 +13,10 @@
 use std::collections::VecDeque;
 
 use holarchy_actors::StoreError;
-use holarchy_supervision::{AgentId, Event, EventCursor, EventKind};
+use holarchy_supervision::{slot_of, AgentId, Event, EventCursor, EventKind, Slot};
 use sled::Tree;
 
-use super::codec::{append_event, decode_event_run, start_event_run};
+use super::codec::{append_event, decode_event_run, start_event_run, EventPlace};
 
 const TREE: &str = "events";
 
@@ -25,30 +25,64 @@ const TREE: &str = "events";
 /// event in it.
 const RUN_BYTES: usize = 8 * 1024;
 
-/// A run's key and encoded value.
-pub type EncodedRun = ([u8; 8], Vec<u8>);
+/// A run: its first event's cursor, slot and number in that slot, and
+/// its encoded value. In a run built [`Runs::per_slot`], every event is
+/// of that slot, numbered on from that number.
+#[derive(Debug)]
+pub struct EncodedRun {
+    pub first: EventCursor,
+    pub slot: Slot,
+    pub seq: u64,
+    pub value: Vec<u8>,
+}
+
+impl EncodedRun {
+    /// The key the sled tree keeps it under.
+    pub fn key(&self) -> [u8; 8] {
+        self.first.to_be_bytes()
+    }
+}
 
 /// Builds the runs of one commit, in cursor order.
 #[derive(Debug, Default)]
 pub struct Runs {
     closed: Vec<EncodedRun>,
     open: Option<EncodedRun>,
+    /// A run ends where the slot changes.
+    per_slot: bool,
 }
 
 impl Runs {
-    /// Appends the event at `cursor`, one after the previous one's.
+    /// Runs of one slot each (the commit's events come ordered by slot,
+    /// see [`crate::store::slots::log_order`]), for a store that keys its
+    /// runs by slot.
+    pub fn per_slot() -> Self {
+        Self {
+            per_slot: true,
+            ..Self::default()
+        }
+    }
+
+    /// Appends the event at `place`, one cursor after the previous one's.
     pub fn push(
         &mut self,
-        cursor: EventCursor,
+        place: EventPlace,
         at_ms: u64,
         agent_id: &Option<AgentId>,
         kind: &EventKind,
     ) -> Result<(), StoreError> {
-        let (_, run) = self
-            .open
-            .get_or_insert_with(|| (cursor.to_be_bytes(), start_event_run()));
-        append_event(TREE, run, cursor, at_ms, agent_id, kind)?;
-        if run.len() >= RUN_BYTES {
+        let slot = slot_of(*agent_id);
+        if self.per_slot && self.open.as_ref().is_some_and(|run| run.slot != slot) {
+            self.closed.extend(self.open.take());
+        }
+        let run = self.open.get_or_insert_with(|| EncodedRun {
+            first: place.cursor,
+            slot,
+            seq: place.seq,
+            value: start_event_run(),
+        });
+        append_event(TREE, &mut run.value, place, at_ms, agent_id, kind)?;
+        if run.value.len() >= RUN_BYTES {
             self.closed.extend(self.open.take());
         }
         Ok(())
@@ -58,6 +92,92 @@ impl Runs {
         self.closed.extend(self.open.take());
         self.closed
     }
+}
+
+/// A run as a store keyed by slot keeps it: its cursors, and the slot
+/// and first number of its events, unless they were written before
+/// events were numbered by slot.
+#[derive(Debug)]
+pub struct SlotRun {
+    pub first: EventCursor,
+    pub last: EventCursor,
+    pub slot: Option<(Slot, u64)>,
+    pub value: Vec<u8>,
+}
+
+/// Splits a run where its slot changes (a commit's run of a store that
+/// does not key by slot holds several), each part one slot's events
+/// numbered on from its first. A run from before slots stays whole.
+pub fn split_by_slot(value: Vec<u8>) -> Result<Vec<SlotRun>, StoreError> {
+    let events = decode_event_run(TREE, &value)?;
+    let (Some(first), Some(last)) = (events.first(), events.last()) else {
+        return Ok(Vec::new());
+    };
+    if events.iter().any(|event| event.seq == 0) {
+        return Ok(vec![SlotRun {
+            first: first.cursor,
+            last: last.cursor,
+            slot: None,
+            value,
+        }]);
+    }
+    let mut runs = Runs::per_slot();
+    let mut previous: Option<&Event> = None;
+    for event in &events {
+        // A slot's numbers go on by one within a run; if not, a new run
+        // starts there (a store never writes that, but a copy must keep
+        // every number as it is).
+        if previous.is_some_and(|p| p.slot() == event.slot() && p.seq + 1 != event.seq) {
+            runs.closed.extend(runs.open.take());
+        }
+        let place = EventPlace {
+            cursor: event.cursor,
+            seq: event.seq,
+        };
+        runs.push(place, event.at_ms, &event.agent_id, &event.kind)?;
+        previous = Some(event);
+    }
+    let runs = runs.finish();
+    let ends: Vec<EventCursor> = runs
+        .iter()
+        .skip(1)
+        .map(|run| run.first - 1)
+        .chain(std::iter::once(last.cursor))
+        .collect();
+    Ok(runs
+        .into_iter()
+        .zip(ends)
+        .map(|(run, last)| SlotRun {
+            first: run.first,
+            last,
+            slot: Some((run.slot, run.seq)),
+            value: run.value,
+        })
+        .collect())
+}
+
+/// Each slot's last number in the log's events after cursor `after`.
+pub fn seqs_after(
+    tree: &Tree,
+    after: EventCursor,
+    seqs: &mut super::slots::SlotSeqs,
+) -> Result<EventCursor, StoreError> {
+    let mut last = after;
+    for event in range(tree, after, EventCursor::MAX) {
+        match event {
+            Ok(event) => {
+                seqs.saw(event.slot(), event.seq);
+                last = event.cursor;
+            }
+            // A run that does not decode numbers nothing anyone can read;
+            // the start goes on (see `last_cursor`).
+            Err(err @ StoreError::Corrupt { .. }) => {
+                tracing::warn!(error = %err, "an event run does not decode; its slots' numbers are not read");
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(last)
 }
 
 fn key_cursor(key: &[u8]) -> Result<EventCursor, StoreError> {
@@ -195,7 +315,7 @@ impl Iterator for Events {
 
 #[cfg(test)]
 mod tests {
-    use holarchy_supervision::{AgentId, Event, EventKind, MessageId, RunId, RunOutcome};
+    use holarchy_supervision::{AgentId, Event, EventKind, MessageId, RunId, RunOutcome, Slot};
 
     use super::*;
     use crate::store::codec::encode;
@@ -213,6 +333,76 @@ mod tests {
         }
     }
 
+    fn place(event: &Event) -> EventPlace {
+        EventPlace {
+            cursor: event.cursor,
+            seq: event.seq,
+        }
+    }
+
+    fn insert(tree: &Tree, runs: Vec<EncodedRun>) {
+        for run in runs {
+            tree.insert(run.key(), run.value).expect("inserts");
+        }
+    }
+
+    /// An event as versions 1 and 2 wrote it.
+    #[derive(serde::Serialize)]
+    struct Legacy<'a> {
+        cursor: EventCursor,
+        at_ms: u64,
+        agent_id: Option<AgentId>,
+        kind: &'a EventKind,
+    }
+
+    fn legacy(event: &Event) -> Legacy<'_> {
+        Legacy {
+            cursor: event.cursor,
+            at_ms: event.at_ms,
+            agent_id: event.agent_id,
+            kind: &event.kind,
+        }
+    }
+
+    #[test]
+    fn a_commit_s_runs_split_by_slot_keep_each_event_and_number() {
+        let (a, b) = (AgentId::generate(), AgentId::generate());
+        let mut ordered = [(Some(a), 1), (Some(b), 2), (Some(a), 3), (None, 4)];
+        ordered.sort_by_key(|(agent, _)| slot_of(*agent));
+        let mut seqs = crate::store::slots::SlotSeqs::default();
+        let mut runs = Runs::default();
+        let mut events = Vec::new();
+        for (cursor, (agent_id, n)) in (10..).zip(ordered) {
+            let event = Event {
+                cursor,
+                seq: seqs.take(slot_of(agent_id)),
+                at_ms: n,
+                agent_id,
+                kind: kind(n),
+            };
+            runs.push(place(&event), event.at_ms, &event.agent_id, &event.kind)
+                .expect("encodes");
+            events.push(event);
+        }
+        let [run] = <[EncodedRun; 1]>::try_from(runs.finish()).expect("one mixed run");
+        let split = split_by_slot(run.value).expect("splits");
+        let slots: std::collections::BTreeSet<Slot> = events.iter().map(Event::slot).collect();
+        assert_eq!(split.len(), slots.len(), "one run per slot");
+        let mut read = Vec::new();
+        for part in split {
+            let (slot, seq) = part.slot.expect("numbered");
+            let got = decode_event_run(TREE, &part.value).expect("decodes");
+            assert!(got.iter().all(|e| e.slot() == slot));
+            assert_eq!(
+                got.first().map(|e| (e.cursor, e.seq)),
+                Some((part.first, seq))
+            );
+            assert_eq!(got.last().map(|e| e.cursor), Some(part.last));
+            read.extend(got);
+        }
+        assert_eq!(read, events);
+    }
+
     fn db() -> (tempfile::TempDir, Tree) {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = sled::open(dir.path()).expect("opens");
@@ -227,6 +417,7 @@ mod tests {
         let events: Vec<Event> = (1..=3_000)
             .map(|cursor| Event {
                 cursor,
+                seq: cursor,
                 at_ms: 1_000 + cursor,
                 agent_id: if cursor.is_multiple_of(3) {
                     None
@@ -238,15 +429,13 @@ mod tests {
             .collect();
         let mut runs = Runs::default();
         for event in &events {
-            runs.push(event.cursor, event.at_ms, &event.agent_id, &event.kind)
+            runs.push(place(event), event.at_ms, &event.agent_id, &event.kind)
                 .expect("encodes");
         }
         let runs = runs.finish();
         assert!(runs.len() > 1, "3,000 events make more than one run");
         assert!(runs.len() < 300, "and far fewer runs than events");
-        for (key, value) in runs {
-            tree.insert(key, value).expect("inserts");
-        }
+        insert(&tree, runs);
         let all: Vec<Event> = range(&tree, 0, 3_000).map(|e| e.expect("reads")).collect();
         assert_eq!(all, events);
         // Any window, starting and ending inside runs.
@@ -280,23 +469,36 @@ mod tests {
         let events: Vec<Event> = (1..=5)
             .map(|cursor| Event {
                 cursor,
+                seq: 0,
                 at_ms: cursor,
                 agent_id: None,
                 kind: kind(cursor),
             })
             .collect();
         for event in &events {
-            let value = encode(TREE, event).expect("encodes");
+            // As the first release wrote an event: before slots.
+            let value = encode(TREE, &legacy(event)).expect("encodes");
             tree.insert(event.cursor.to_be_bytes(), value)
                 .expect("inserts");
         }
         // Then a commit in the new layout after them.
         let mut runs = Runs::default();
-        runs.push(6, 6, &None, &kind(6)).expect("encodes");
-        runs.push(7, 7, &None, &kind(7)).expect("encodes");
-        for (key, value) in runs.finish() {
-            tree.insert(key, value).expect("inserts");
+        for cursor in [6, 7] {
+            let at = EventPlace {
+                cursor,
+                seq: cursor - 5,
+            };
+            runs.push(at, cursor, &None, &kind(cursor))
+                .expect("encodes");
         }
+        insert(&tree, runs.finish());
+        let mut seqs = crate::store::slots::SlotSeqs::default();
+        assert_eq!(seqs_after(&tree, 0, &mut seqs).expect("reads"), 7);
+        assert_eq!(
+            seqs.last(Slot::FIRST),
+            2,
+            "numbered from the first run with numbers"
+        );
         let got: Vec<u64> = range(&tree, 2, 7)
             .map(|e| e.expect("reads").cursor)
             .collect();
@@ -310,12 +512,14 @@ mod tests {
         let (_dir, tree) = db();
         let mut runs = Runs::default();
         for cursor in 1..=3 {
-            runs.push(cursor, cursor, &None, &kind(cursor))
+            let at = EventPlace {
+                cursor,
+                seq: cursor,
+            };
+            runs.push(at, cursor, &None, &kind(cursor))
                 .expect("encodes");
         }
-        for (key, value) in runs.finish() {
-            tree.insert(key, value).expect("inserts");
-        }
+        insert(&tree, runs.finish());
         let spoiled = vec![super::super::codec::EVENT_RUN_VERSION, 0xff, 0xff];
         tree.insert(4u64.to_be_bytes(), spoiled.clone())
             .expect("inserts");
@@ -334,6 +538,7 @@ mod tests {
     fn an_event_borrowed_into_a_run_encodes_as_the_event_itself() {
         let event = Event {
             cursor: 42,
+            seq: 3,
             at_ms: 7,
             agent_id: Some(AgentId::generate()),
             kind: kind(1),
@@ -342,7 +547,7 @@ mod tests {
         append_event(
             TREE,
             &mut run,
-            event.cursor,
+            place(&event),
             event.at_ms,
             &event.agent_id,
             &event.kind,

@@ -64,6 +64,8 @@ pub enum PgError {
     NewerSchema { found: i32, known: i32 },
     #[error("{0}")]
     Settings(String),
+    #[error("PostgreSQL answered unexpectedly: expected {0}")]
+    Unexpected(&'static str),
     #[error("the store's runtime could not start: {0}")]
     Runtime(#[from] std::io::Error),
 }
@@ -172,13 +174,14 @@ impl PgStore {
                 let mut client = pool.get().await.map_err(|e| PgError::Pool(e.to_string()))?;
                 schema::migrate(&mut client).await?;
                 let last = committer::last_cursor(&client).await?;
+                let seqs = committer::slot_seqs(&client).await?;
                 let prepared = committer::Prepared::new(&client).await?;
-                Ok::<_, PgError>((client, last, prepared))
+                Ok::<_, PgError>((client, (last, seqs), prepared))
             })
         };
         let (client, last, prepared) =
             started.ok_or(PgError::Pool("the runtime stopped".into()))??;
-        let (watermark_tx, watermark) = watch::channel(last);
+        let (watermark_tx, watermark) = watch::channel(last.0);
         let stats = Arc::new(StoreStats::default());
         let (jobs, queue) = mpsc::unbounded_channel();
         let (failure_tx, failure) = watch::channel(None);

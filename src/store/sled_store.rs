@@ -56,6 +56,7 @@ use super::agent_trees::{AgentTrees, AGENTS, PUBLIC_AGENTS};
 use super::codec::{decode, decode_agent};
 use super::event_log;
 use super::group_commit::GroupCommit;
+use super::slots::SlotSeqs;
 use super::stats::{StatsSnapshot, StoreStats};
 use grouped::Applier;
 use writer::Job;
@@ -98,7 +99,7 @@ const AUDIT: &str = "audit";
 const QUOTAS: &str = "quotas";
 
 /// Every tree, in the order `apply::apply` takes them in a transaction.
-const APPLY_ORDER: [&str; 20] = [
+const APPLY_ORDER: [&str; 21] = [
     AGENTS,
     NAMES,
     MESSAGES,
@@ -119,7 +120,25 @@ const APPLY_ORDER: [&str; 20] = [
     WORKSPACES,
     WORKTREES,
     USAGE,
+    crate::store::slots::NOTE_TREE,
 ];
+
+/// Each slot's last event number: the last note's, and the log's after
+/// it, noted again so the next start reads from here. Read once per start.
+fn slot_seqs(events: &Tree, notes: &Tree) -> Result<SlotSeqs, StoreError> {
+    use crate::store::slots::{decode_note, encode_note, NOTE_KEY};
+    let (through, mut seqs) = match notes.get(NOTE_KEY).map_err(backend)? {
+        Some(bytes) => decode_note(&bytes)?,
+        None => (0, SlotSeqs::default()),
+    };
+    let last = event_log::seqs_after(events, through, &mut seqs)?;
+    if last > through {
+        notes
+            .insert(NOTE_KEY, encode_note(last, &seqs)?)
+            .map_err(backend)?;
+    }
+    Ok(seqs)
+}
 
 fn backend(err: sled::Error) -> StoreError {
     StoreError::Backend(err.to_string())
@@ -248,6 +267,7 @@ impl SledStore {
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let events = tree(EVENTS)?;
         let last = event_log::last_cursor(&events)?;
+        let seqs = slot_seqs(&events, &tree(crate::store::slots::NOTE_TREE)?)?;
         let committed = Arc::new(AtomicU64::new(last));
         let stats = Arc::new(StoreStats::default());
         let (group, unstarted) = GroupCommit::new(committed.clone(), stats.clone());
@@ -259,6 +279,7 @@ impl SledStore {
         let writer = Arc::new(Writer::new(
             trees,
             last,
+            seqs,
             committed,
             group.clone(),
             stats.clone(),

@@ -1,9 +1,11 @@
 //! The event log: an append-only, densely numbered history of what happened,
-//! which clients follow with a cursor.
+//! which clients follow with a cursor. Each event is also numbered within
+//! its agent's slot ([`crate::Slot`]), densely: the key a cluster of
+//! daemons will route and fence the log by.
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AgentId, EventCursor, MessageId, RunId, TaskId, WaitId};
+use crate::ids::{AgentId, EventCursor, MessageId, RunId, Slot, TaskId, WaitId};
 use crate::record::{LifecycleState, Provenance};
 use crate::task::TaskStatus;
 use crate::wait::WaitStatus;
@@ -12,9 +14,26 @@ use crate::wait::WaitStatus;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
     pub cursor: EventCursor,
+    /// Its number within its slot ([`Event::slot`]): 1 for the slot's
+    /// first event, one more for each next, in commit order. 0 for an
+    /// event written before events were numbered by slot.
+    pub seq: u64,
     pub at_ms: u64,
     pub agent_id: Option<AgentId>,
     pub kind: EventKind,
+}
+
+impl Event {
+    /// The slot it is numbered in: its agent's; the first slot for an
+    /// event of no agent.
+    pub fn slot(&self) -> Slot {
+        slot_of(self.agent_id)
+    }
+}
+
+/// The slot the events of `agent_id` are numbered in.
+pub fn slot_of(agent_id: Option<AgentId>) -> Slot {
+    agent_id.map_or(Slot::FIRST, AgentId::slot)
 }
 
 /// How a turn ended.

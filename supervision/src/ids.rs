@@ -180,6 +180,69 @@ ulid_id!(
     "note_"
 );
 
+/// One of the [`Slot::COUNT`] parts the agents are divided into, a tree
+/// always whole in one: what a cluster of daemons will route and fence
+/// by, the way a sharded store routes by shard.
+///
+/// An agent's slot is written in its id (the low bits), so finding it
+/// needs no lookup, and it never changes. A root (an agent an operator or
+/// an instance made) gets the slot its random bits fall in; every agent
+/// spawned below it is made in its creator's slot
+/// ([`AgentId::generate_in`]), so a tree's agents share their root's
+/// slot. Trees made before ids carried their slot keep their children in
+/// slots of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Slot(u16);
+
+impl Slot {
+    /// How many slots there are: a power of two, so a slot is a mask.
+    pub const COUNT: u16 = 1024;
+    pub const FIRST: Slot = Slot(0);
+    const MASK: u128 = Self::COUNT as u128 - 1;
+    /// Bits of an id that name its slot.
+    const BITS: u32 = Self::COUNT.trailing_zeros();
+
+    /// The slot numbered `n`, if there is one.
+    pub const fn new(n: u16) -> Option<Self> {
+        if n < Self::COUNT {
+            Some(Self(n))
+        } else {
+            None
+        }
+    }
+
+    pub const fn get(self) -> u16 {
+        self.0
+    }
+
+    /// Every slot, in order.
+    pub fn all() -> impl Iterator<Item = Slot> {
+        (0..Self::COUNT).map(Slot)
+    }
+}
+
+impl fmt::Display for Slot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl AgentId {
+    /// The slot this agent (and its whole tree) is in.
+    pub const fn slot(self) -> Slot {
+        Slot((self.0 & Slot::MASK) as u16)
+    }
+
+    /// A fresh id in `slot`: for an agent spawned by one in that slot.
+    /// The generator's random bits move up past the slot's, so ids made
+    /// in one millisecond stay distinct and in the order they were made.
+    pub fn generate_in(slot: Slot) -> Self {
+        let ulid = next_ulid();
+        let random = ulid.random() << Slot::BITS | u128::from(slot.0);
+        Self(Ulid::from_parts(ulid.timestamp_ms(), random).0)
+    }
+}
+
 /// Position in the event log. Cursor `n` names the `n`-th event (1-based);
 /// cursor 0 is "before the first event". Dense and gap-free, so a client
 /// that resumes after cursor `n` neither misses nor repeats an event.
@@ -195,6 +258,25 @@ mod tests {
         assert_eq!(id.to_string().parse::<AgentId>(), Ok(id));
         assert_eq!(AgentId::from_bytes(id.to_bytes()), id);
         assert!(id.to_string().starts_with("agt_"));
+    }
+
+    #[test]
+    fn an_id_made_in_a_slot_is_in_it_and_distinct_from_its_neighbours() {
+        let root = AgentId::generate();
+        let made: Vec<AgentId> = (0..2000)
+            .map(|_| AgentId::generate_in(root.slot()))
+            .collect();
+        assert!(made.iter().all(|id| id.slot() == root.slot()));
+        let mut distinct = made.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), made.len());
+        // Made in order, they sort in order (the random bits' top ten
+        // wrap only once in 2^70 ids).
+        assert!(made.windows(2).all(|w| w[0] < w[1]), "out of order");
+        let last = Slot::new(Slot::COUNT - 1).map(AgentId::generate_in);
+        assert_eq!(last.map(|id| id.slot().get()), Some(Slot::COUNT - 1));
+        assert_eq!(Slot::new(Slot::COUNT), None);
     }
 
     #[test]

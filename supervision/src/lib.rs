@@ -54,10 +54,10 @@ pub mod workspace;
 pub use admission::{admit, Refusal, Target};
 pub use brain::BrainConfig;
 pub use composed::{Composition, Role, ToolLimits};
-pub use event::{Event, EventKind, RunOutcome};
+pub use event::{slot_of, Event, EventKind, RunOutcome};
 pub use ids::{
     AgentId, ApprovalId, CleanupId, EventCursor, IdParseError, InboundId, MessageId, NoteId, RunId,
-    TaskId, WaitId, WorkItemId,
+    Slot, TaskId, WaitId, WorkItemId,
 };
 pub use network::NetworkPolicy;
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};

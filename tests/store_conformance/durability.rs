@@ -52,6 +52,16 @@ pub async fn durable_writes_survive_a_crash<H: Harness>() {
         newest[0].cursor, 101,
         "the log goes on densely after a crash"
     );
+    // So do the slot's numbers: one more than its last before the crash.
+    let slot = agents[0].id.slot();
+    let before = store
+        .events_after(0, 100)
+        .expect("events")
+        .iter()
+        .filter(|e| e.slot() == slot)
+        .map(|e| e.seq)
+        .max();
+    assert_eq!(Some(newest[0].seq), before.map(|n| n + 1));
     H::close(store).await;
 }
 

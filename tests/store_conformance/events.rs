@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use holarchy::api::read_model::ReadModel;
 use holarchy_actors::{Batch, Store};
-use holarchy_supervision::EventKind;
+use holarchy_supervision::{AgentId, AgentRecord, EventKind};
 
 use crate::fixtures::*;
 use crate::harness::Harness;
@@ -130,5 +130,90 @@ pub async fn grouped_commits_keep_each_batch_s_events_together<H: Harness>() {
         let page = store.events_after(after, 5).expect("events");
         let end = (after + 5).min(16 + 16 * 8 * 3);
         assert_eq!(cursors(&page), (after + 1..=end).collect::<Vec<u64>>());
+    }
+}
+
+/// Each slot's numbers as the log gives them, in cursor order.
+fn numbers_by_slot(
+    events: &[holarchy_supervision::Event],
+) -> std::collections::BTreeMap<holarchy_supervision::Slot, Vec<u64>> {
+    let mut by_slot = std::collections::BTreeMap::<_, Vec<u64>>::new();
+    for event in events {
+        by_slot.entry(event.slot()).or_default().push(event.seq);
+    }
+    by_slot
+}
+
+pub async fn each_slot_numbers_its_events_densely_in_commit_order<H: Harness>() {
+    let (_place, store) = H::create().await;
+    // Two roots in different slots, a child in its root's, and events of
+    // no agent (the first slot's).
+    let slot = |n| holarchy_supervision::Slot::new(n).expect("a slot");
+    let roots = [
+        AgentRecord {
+            id: AgentId::generate_in(slot(5)),
+            ..public("r5")
+        },
+        AgentRecord {
+            id: AgentId::generate_in(slot(900)),
+            ..public("r900")
+        },
+    ];
+    let child = AgentRecord {
+        id: AgentId::generate_in(roots[0].id.slot()),
+        ..child_of(roots[0].id)
+    };
+    for agent in roots.iter().chain([&child]) {
+        store.commit(created(agent)).expect("creates");
+    }
+    // Grouped commits from several callers at once, so groups mix slots.
+    let mut tasks = tokio::task::JoinSet::new();
+    for agent in [roots[0].id, roots[1].id, child.id] {
+        let store = Arc::clone(&store);
+        tasks.spawn(async move {
+            for n in 0..20 {
+                let mut batch = noted(agent, n);
+                batch
+                    .events
+                    .push((None, noted(agent, n).events[0].1.clone()));
+                let durable = store.commit_grouped(batch).await.expect("applies");
+                durable.await.expect("flushes");
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.expect("a committer");
+    }
+    let events = store.events_after(0, 10_000).expect("events");
+    assert_eq!(events.len(), 3 + 3 * 20 * 2);
+    assert_eq!(
+        cursors(&events),
+        (1..=events.len() as u64).collect::<Vec<_>>()
+    );
+    let by_slot = numbers_by_slot(&events);
+    assert_eq!(
+        by_slot.keys().map(|s| s.get()).collect::<Vec<_>>(),
+        [0, 5, 900],
+        "a child is numbered in its root's slot"
+    );
+    for (slot, numbers) in &by_slot {
+        assert_eq!(
+            numbers,
+            &(1..=numbers.len() as u64).collect::<Vec<_>>(),
+            "slot {slot}: dense from 1, in cursor order"
+        );
+    }
+    assert_eq!(by_slot[&slot(5)].len(), 2 + 40, "root and child together");
+    // Each agent's own events stay in the order it committed them.
+    for agent in [roots[0].id, roots[1].id, child.id] {
+        let ids: Vec<u128> = events
+            .iter()
+            .filter(|e| e.agent_id == Some(agent))
+            .filter_map(|e| match &e.kind {
+                EventKind::MessageQueued { message_id, .. } => Some(message_id.as_u128()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, (1..=20).collect::<Vec<u128>>());
     }
 }

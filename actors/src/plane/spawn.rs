@@ -121,7 +121,8 @@ async fn spawn_to_completion(
     request: SpawnRequest,
 ) -> Result<Spawned, SpawnError> {
     validate(caller_profile, &request)?;
-    let agent_id = AgentId::generate();
+    // In its creator's slot: a tree is never split across slots.
+    let agent_id = AgentId::generate_in(caller.slot());
     let task_id = TaskId::generate();
     let profile = request.preset.profile();
     let workspaces = ChildWorkspaces::prepare(

@@ -11,6 +11,8 @@ pub fn event(event: &Event) -> pb::Event {
         at_ms: event.at_ms as i64,
         agent_id: opt_id(event.agent_id),
         kind: event.kind.name().to_owned(),
+        slot: u32::from(event.slot().get()),
+        seq: event.seq,
         ..Default::default()
     };
     let detail = match &event.kind {

@@ -21,14 +21,16 @@ use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Object, Pool};
 use holarchy_actors::{Batch, StoreError};
-use holarchy_supervision::EventCursor;
+use holarchy_supervision::{slot_of, EventCursor, Slot};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Statement};
 
 use super::statements::{self, bigint, MessageRow, Refusal, Sql, Step};
 use super::PgError;
+use crate::store::codec::EventPlace;
 use crate::store::event_log::{EncodedRun, Runs};
+use crate::store::slots::{self, SlotSeqs};
 use crate::store::stats::StoreStats;
 
 /// At most this many batches in one transaction.
@@ -142,6 +144,8 @@ pub(crate) struct Committer {
     pool: Pool,
     /// The newest committed cursor.
     last: EventCursor,
+    /// Each slot's last committed event number.
+    seqs: SlotSeqs,
     watermark: watch::Sender<EventCursor>,
     stats: Arc<StoreStats>,
     /// Set at the first lost connection: the daemon then stops serving
@@ -154,7 +158,7 @@ impl Committer {
         client: Object,
         prepared: Prepared,
         pool: Pool,
-        last: EventCursor,
+        (last, seqs): (EventCursor, SlotSeqs),
         watermark: watch::Sender<EventCursor>,
         stats: Arc<StoreStats>,
         failure: watch::Sender<Option<String>>,
@@ -164,6 +168,7 @@ impl Committer {
             prepared,
             pool,
             last,
+            seqs,
             watermark,
             stats,
             failure,
@@ -183,6 +188,7 @@ impl Committer {
             .map_err(|err| PgError::Pool(err.to_string()))?;
         self.prepared = Prepared::new(&client).await?;
         self.last = last_cursor(&client).await?;
+        self.seqs = slot_seqs(&client).await?;
         self.watermark.send_replace(self.last);
         self.client = Some(client);
         Ok(())
@@ -280,19 +286,27 @@ impl Committer {
         // The group's events as a few runs of consecutive cursors (as the
         // sled store writes a flush's), inserted by one statement: one row
         // per batch cost the database a statement and an index entry each.
+        // By slot, one run per slot (see `slots`): the table keys runs by
+        // slot and number.
         let mut cursor = self.last;
-        let mut runs = Runs::default();
-        let mut first_with_events = None;
-        for (at, ready) in group.iter().enumerate() {
-            for (agent_id, kind) in &ready.batch.events {
-                cursor += 1;
-                first_with_events.get_or_insert(at);
-                if let Err(error) = runs.push(cursor, ready.at_ms, agent_id, kind) {
-                    return Outcome::Refused { at, error };
-                }
+        let mut seqs = self.seqs.clone();
+        let mut runs = Runs::per_slot();
+        let first_with_events = group
+            .iter()
+            .position(|ready| !ready.batch.events.is_empty());
+        for (at, (agent_id, kind)) in
+            slots::log_order(group.iter().map(|r| r.batch.events.as_slice()))
+        {
+            cursor += 1;
+            let place = EventPlace {
+                cursor,
+                seq: seqs.take(slot_of(*agent_id)),
+            };
+            if let Err(error) = runs.push(place, group[at].at_ms, agent_id, kind) {
+                return Outcome::Refused { at, error };
             }
         }
-        let runs = run_rows(runs.finish(), cursor);
+        let runs = RunColumns::new(runs.finish(), cursor);
         let prepared = &self.prepared;
         // A requeue reads the message row an earlier upsert wrote, so a
         // group with one keeps every statement in its place.
@@ -337,12 +351,7 @@ impl Committer {
             // Blamed on the first batch with events: only a log another
             // writer touched makes it fail, and the split then goes on
             // batch by batch.
-            calls.push((
-                at,
-                None,
-                vec![&runs.0 as &(dyn ToSql + Sync), &runs.1, &runs.2],
-                prepared.get(Sql::InsertEvents),
-            ));
+            calls.push((at, None, runs.params(), prepared.get(Sql::InsertEvents)));
         }
         let outcomes = futures::future::join_all(
             calls
@@ -378,6 +387,7 @@ impl Committer {
             return Outcome::Lost(format!("PostgreSQL: {err}"));
         }
         self.last = cursor;
+        self.seqs = seqs;
         self.watermark.send_replace(cursor);
         Outcome::Applied
     }
@@ -481,23 +491,69 @@ impl<'a> AuditColumns<'a> {
 }
 
 /// The columns of the events rows, as arrays: each run's first and last
-/// cursor and its value. A run ends where the next begins; the last ends
-/// at `last`, the group's newest cursor.
-fn run_rows(runs: Vec<EncodedRun>, last: EventCursor) -> (Vec<i64>, Vec<i64>, Vec<Vec<u8>>) {
-    let firsts: Vec<EventCursor> = runs
+/// cursor, its slot and first number, and its value. A run ends where the
+/// next begins; the last ends at the group's newest cursor.
+struct RunColumns {
+    firsts: Vec<i64>,
+    lasts: Vec<i64>,
+    slots: Vec<i16>,
+    seqs: Vec<i64>,
+    values: Vec<Vec<u8>>,
+}
+
+impl RunColumns {
+    fn new(runs: Vec<EncodedRun>, last: EventCursor) -> Self {
+        let lasts = runs
+            .iter()
+            .skip(1)
+            .map(|next| next.first - 1)
+            .chain(std::iter::once(last))
+            .map(bigint)
+            .take(runs.len())
+            .collect();
+        Self {
+            firsts: runs.iter().map(|run| bigint(run.first)).collect(),
+            lasts,
+            slots: runs.iter().map(|run| slot_column(run.slot)).collect(),
+            seqs: runs.iter().map(|run| bigint(run.seq)).collect(),
+            values: runs.into_iter().map(|run| run.value).collect(),
+        }
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.firsts,
+            &self.lasts,
+            &self.slots,
+            &self.seqs,
+            &self.values,
+        ]
+    }
+}
+
+/// A slot as its column holds it (`smallint`: slots are below 1024).
+pub(crate) fn slot_column(slot: Slot) -> i16 {
+    i16::try_from(slot.get()).unwrap_or(i16::MAX)
+}
+
+/// Each slot's last event number: one index probe per slot.
+pub(crate) async fn slot_seqs(client: &Client) -> Result<SlotSeqs, PgError> {
+    let rows = client
+        .query(
+            "SELECT (SELECT e.seq + (e.last - e.first) FROM events e \
+                     WHERE e.slot = s.n ORDER BY e.seq DESC LIMIT 1) \
+             FROM generate_series(0, $1::int4 - 1) AS s(n) ORDER BY s.n",
+            &[&i32::from(Slot::COUNT)],
+        )
+        .await?;
+    let lasts = rows
         .iter()
-        .map(|(key, _)| u64::from_be_bytes(*key))
+        .map(|row| {
+            row.get::<_, Option<i64>>(0)
+                .map_or(0, |last| u64::try_from(last).unwrap_or(0))
+        })
         .collect();
-    let lasts = firsts
-        .iter()
-        .skip(1)
-        .map(|next| next - 1)
-        .chain(std::iter::once(last));
-    (
-        firsts.iter().map(|c| bigint(*c)).collect(),
-        lasts.map(bigint).take(firsts.len()).collect(),
-        runs.into_iter().map(|(_, value)| value).collect(),
-    )
+    SlotSeqs::from_lasts(lasts).ok_or(PgError::Unexpected("a last number for every slot"))
 }
 
 /// A job to commit, as taken from the queue.

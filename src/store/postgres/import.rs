@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::{ToSql, Type};
 
+use super::committer::slot_column;
 use super::statements::{
     agent_columns, bigint, id, message_columns, task_columns, wait_columns, work_item_columns,
     Param,
@@ -22,11 +23,13 @@ use super::statements::{
 use super::{backend, PgStore};
 use crate::store::codec::{encode, encode_approval, encode_instance};
 use crate::store::dump::{Record, Table};
+use crate::store::event_log;
 
 const BYTEA: Type = Type::BYTEA;
 const BOOL: Type = Type::BOOL;
 const TEXT: Type = Type::TEXT;
 const INT8: Type = Type::INT8;
+const INT2: Type = Type::INT2;
 
 /// The table a dump's table lands in, its columns and their types.
 fn layout(table: Table) -> (&'static str, &'static str, &'static [Type]) {
@@ -67,7 +70,11 @@ fn layout(table: Table) -> (&'static str, &'static str, &'static [Type]) {
             "agent_id, prompt, completion, cached, turns",
             &[BYTEA, INT8, INT8, INT8, INT8],
         ),
-        Table::Events => ("events", "first, last, value", &[INT8, INT8, BYTEA]),
+        Table::Events => (
+            "events",
+            "first, last, slot, seq, value",
+            &[INT8, INT8, INT2, INT8, BYTEA],
+        ),
         Table::Instances => ("instances", "name, digest, value", &[TEXT, TEXT, BYTEA]),
         Table::Inbound => (
             "inbound",
@@ -119,6 +126,27 @@ fn text(s: &str) -> Param {
     Box::new(s.to_owned())
 }
 
+/// The rows `record` becomes in its table: one, but for a run of events,
+/// which the database keeps one slot's to a row.
+fn rows(record: Record) -> Result<Vec<Vec<Param>>, StoreError> {
+    match record {
+        Record::EventRun { encoded, .. } => Ok(event_log::split_by_slot(encoded)?
+            .into_iter()
+            .map(|run| {
+                let (slot, seq) = run.slot.unzip();
+                vec![
+                    Box::new(bigint(run.first)) as Param,
+                    Box::new(bigint(run.last)),
+                    Box::new(slot.map(slot_column)),
+                    Box::new(seq.map(bigint)),
+                    Box::new(run.value),
+                ]
+            })
+            .collect()),
+        other => row(other).map(|row| vec![row]),
+    }
+}
+
 /// The row `record` becomes in its table.
 fn row(record: Record) -> Result<Vec<Param>, StoreError> {
     Ok(match record {
@@ -163,15 +191,13 @@ fn row(record: Record) -> Result<Vec<Param>, StoreError> {
             Box::new(bigint(usage.tokens.cached_tokens)),
             Box::new(bigint(usage.turns)),
         ],
-        Record::EventRun {
-            first,
-            last,
-            encoded,
-        } => vec![
-            Box::new(bigint(first)),
-            Box::new(bigint(last)),
-            Box::new(encoded),
-        ],
+        // Split by slot first (see `rows`).
+        Record::EventRun { .. } => {
+            return Err(StoreError::Corrupt {
+                tree: "events",
+                detail: "an event run reached the copy whole, not split by slot".into(),
+            })
+        }
         Record::Instance(instance) => vec![
             text(instance.name()),
             text(&instance.digest),
@@ -350,7 +376,13 @@ impl PgStore {
                 };
                 let (name, columns, types) = layout(table);
                 let words: Vec<_> = chunk.iter().filter_map(note_words).collect();
-                let rows = chunk.into_iter().map(row).collect::<Result<Vec<_>, _>>()?;
+                let rows = chunk
+                    .into_iter()
+                    .map(rows)
+                    .collect::<Result<Vec<_>, _>>()?
+                    .into_iter()
+                    .flatten()
+                    .collect();
                 let statement = format!("COPY {name} ({columns}) FROM STDIN (FORMAT binary)");
                 *taken.entry(table).or_default() += copy_in(&tx, &statement, types, rows).await?;
                 if !words.is_empty() {

@@ -19,10 +19,21 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
     (2, &[super::access::TABLES]),
     // Namespaces' quotas.
     (3, &[super::access::QUOTAS]),
+    // Events numbered by slot.
+    (4, &[V4]),
 ];
 
 /// The version this build writes and reads.
-pub const VERSION: i32 = 3;
+pub const VERSION: i32 = 4;
+
+/// Each run of events is one slot's, keyed by slot and the number of its
+/// first event there (`crate::store::slots`); a run's numbers go on by
+/// one to `seq + (last - first)`. Runs written before have neither: their
+/// events are numbered 0.
+const V4: &str = r#"
+ALTER TABLE events ADD COLUMN slot smallint, ADD COLUMN seq bigint;
+CREATE UNIQUE INDEX events_slot_seq ON events (slot, seq);
+"#;
 
 /// Ids are 16 big-endian bytes (`bytea`), so `ORDER BY id` is the sled
 /// key order: creation order for agents, messages, tasks, waits and items.

@@ -87,7 +87,7 @@ impl Sql {
             Sql::InsertName => {
                 "INSERT INTO names (name, agent_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
             }
-            Sql::SupervisorLive => "SELECT 1 FROM agents WHERE id = $1 AND live",
+            Sql::SupervisorLive => "SELECT 1 FROM agents WHERE id = $1 AND live FOR SHARE",
             Sql::UpsertAgent => {
                 "INSERT INTO agents (id, public, supervisor, live, archived, value) \
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET \
@@ -171,8 +171,8 @@ impl Sql {
             Sql::DeleteWorkspaces => "DELETE FROM workspaces WHERE agent_id = $1",
             // A group's runs, as arrays of their columns.
             Sql::InsertEvents => {
-                "INSERT INTO events (first, last, value) \
-                 SELECT * FROM unnest($1::int8[], $2::int8[], $3::bytea[])"
+                "INSERT INTO events (first, last, slot, seq, value) \
+                 SELECT * FROM unnest($1::int8[], $2::int8[], $3::int2[], $4::int8[], $5::bytea[])"
             }
             // A group's message rows, as arrays of their columns; no two
             // of one message (an upsert may touch a row once).

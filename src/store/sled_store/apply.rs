@@ -267,11 +267,24 @@ pub(super) fn apply(t: &[TransactionalTree], writes: &[Encoded]) -> TxResult {
     Ok(())
 }
 
+/// Writes each slot's last event number down, as of cursor `through`
+/// (see `slots`), in the same transaction as the events.
+pub(super) fn note_seqs(
+    t: &[TransactionalTree],
+    through: holarchy_supervision::EventCursor,
+    seqs: &crate::store::slots::SlotSeqs,
+) -> TxResult {
+    let value = crate::store::slots::encode_note(through, seqs)
+        .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e)))?;
+    t[20].insert(crate::store::slots::NOTE_KEY, value)?;
+    Ok(())
+}
+
 /// Writes a commit's event runs (see `event_log`) in the same transaction.
 pub(super) fn append_events(t: &[TransactionalTree], runs: Vec<EncodedRun>) -> TxResult {
     let log = &t[5];
-    for (key, value) in runs {
-        log.insert(key.as_slice(), value)?;
+    for run in runs {
+        log.insert(run.key().as_slice(), run.value)?;
     }
     Ok(())
 }

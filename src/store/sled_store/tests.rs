@@ -519,3 +519,116 @@ async fn only_an_archived_agent_is_deleted_and_its_name_is_free_again() {
     ));
     assert!(store.agent_id_by_name("ops").expect("reads").is_some());
 }
+
+/// Each slot's numbers, from the store's log.
+fn slot_numbers(store: &SledStore) -> std::collections::BTreeMap<u16, Vec<u64>> {
+    let mut by_slot = std::collections::BTreeMap::<u16, Vec<u64>>::new();
+    for event in store.events_after(0, 100_000).expect("events") {
+        by_slot
+            .entry(event.slot().get())
+            .or_default()
+            .push(event.seq);
+    }
+    by_slot
+}
+
+#[tokio::test]
+async fn slot_numbers_go_on_from_the_last_note_and_the_log_after_it() {
+    use crate::store::slots::{decode_note, NOTE_EVERY, NOTE_KEY, NOTE_TREE};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let agents: Vec<AgentRecord> = (0..7).map(|i| agent(&format!("n{i}"))).collect();
+    let note = |dir: &std::path::Path| {
+        let db = sled::open(dir).expect("opens");
+        let bytes = db
+            .open_tree(NOTE_TREE)
+            .expect("tree")
+            .get(NOTE_KEY)
+            .expect("reads")
+            .expect("a note");
+        decode_note(&bytes).expect("decodes")
+    };
+    {
+        let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("opens");
+        for round in 0..NOTE_EVERY / 4 {
+            for agent in &agents {
+                let batch = if round == 0 {
+                    created(agent)
+                } else {
+                    Batch::new().event(
+                        agent.id,
+                        EventKind::AgentRestarted {
+                            reason: "test".into(),
+                        },
+                    )
+                };
+                store.commit(batch).expect("commits");
+            }
+        }
+        store.durable().await.expect("flushes");
+        store.close().await;
+    }
+    // A note was written on the way, and once more at the reopen below.
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+    let before = slot_numbers(&store);
+    for agent in &agents {
+        store
+            .commit(Batch::new().event(
+                agent.id,
+                EventKind::AgentRestarted {
+                    reason: "test".into(),
+                },
+            ))
+            .expect("commits");
+    }
+    store.durable().await.expect("flushes");
+    let after = slot_numbers(&store);
+    for (slot, numbers) in &after {
+        assert_eq!(
+            numbers,
+            &(1..=numbers.len() as u64).collect::<Vec<_>>(),
+            "slot {slot}"
+        );
+        let had = before.get(slot).map_or(0, Vec::len);
+        assert!(numbers.len() > had, "slot {slot} went on after the reopen");
+    }
+    store.close().await;
+    drop(store);
+    let (through, seqs) = note(dir.path());
+    assert_eq!(
+        through,
+        NOTE_EVERY / 4 * 7,
+        "noted through the log's end at the reopen"
+    );
+    for agent in &agents {
+        let slot = agent.id.slot();
+        assert_eq!(seqs.last(slot), before[&slot.get()].len() as u64);
+    }
+    // A start trusts the note and reads only the log after it.
+    let mut bumped = seqs.clone();
+    let slot = agents[0].id.slot();
+    bumped.saw(slot, seqs.last(slot) + 1_000);
+    {
+        let db = sled::open(dir.path()).expect("opens");
+        let value = crate::store::slots::encode_note(through + 7, &bumped).expect("encodes");
+        db.open_tree(NOTE_TREE)
+            .expect("tree")
+            .insert(NOTE_KEY, value)
+            .expect("writes");
+        db.flush().expect("flushes");
+    }
+    let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
+    store
+        .commit(Batch::new().event(
+            agents[0].id,
+            EventKind::AgentRestarted {
+                reason: "test".into(),
+            },
+        ))
+        .expect("commits");
+    store.durable().await.expect("flushes");
+    let newest = store.events_after(through + 7, 10).expect("events");
+    assert_eq!(
+        newest.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [seqs.last(slot) + 1_001]
+    );
+}

@@ -11,11 +11,11 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use holarchy_actors::{Batch, DurableFuture, StoreError};
-use holarchy_supervision::{AgentId, EventCursor, EventKind};
+use holarchy_supervision::{slot_of, AgentId, EventCursor, EventKind};
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 use sled::Tree;
 use tokio::sync::oneshot;
@@ -23,8 +23,10 @@ use tokio::sync::oneshot;
 use super::apply::{self, Abort};
 use super::backend;
 use super::encoded::{encode_write, Encoded};
+use crate::store::codec::EventPlace;
 use crate::store::event_log::Runs;
 use crate::store::group_commit::GroupCommit;
+use crate::store::slots::{self, SlotSeqs};
 use crate::store::stats::StoreStats;
 
 /// A batch with its records encoded, ready for a transaction (whose
@@ -69,6 +71,12 @@ impl Prepared {
     }
 }
 
+/// The numbers stay whole if a holder panicked: each change is made
+/// whole under the lock, or given back whole.
+fn lock(seqs: &Mutex<SlotSeqs>) -> MutexGuard<'_, SlotSeqs> {
+    seqs.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// One caller's grouped batch and where its answer goes (see `grouped`).
 pub(in crate::store) struct Job {
     pub(super) batch: Prepared,
@@ -102,6 +110,10 @@ pub(super) struct Writer {
     last_cursor: AtomicU64,
     /// The last event cursor whose transaction has been applied.
     committed: Arc<AtomicU64>,
+    /// Each slot's last event number handed out.
+    seqs: Mutex<SlotSeqs>,
+    /// Events since each slot's last number was written down.
+    unnoted: AtomicU64,
     group: Arc<GroupCommit<Job>>,
     stats: Arc<StoreStats>,
 }
@@ -110,6 +122,7 @@ impl Writer {
     pub(super) fn new(
         trees: Vec<Tree>,
         last: EventCursor,
+        seqs: SlotSeqs,
         committed: Arc<AtomicU64>,
         group: Arc<GroupCommit<Job>>,
         stats: Arc<StoreStats>,
@@ -118,9 +131,28 @@ impl Writer {
             trees,
             last_cursor: AtomicU64::new(last),
             committed,
+            seqs: Mutex::new(seqs),
+            unnoted: AtomicU64::new(0),
             group,
             stats,
         }
+    }
+
+    /// Every [`slots::NOTE_EVERY`] events, writes each slot's last number
+    /// down in the transaction, so a start reads the log only after it.
+    fn checkpoint(
+        &self,
+        t: &[sled::transaction::TransactionalTree],
+        count: u64,
+        through: EventCursor,
+        seqs: &SlotSeqs,
+    ) -> Result<(), ConflictableTransactionError<Abort>> {
+        if self.unnoted.fetch_add(count, Ordering::AcqRel) + count < slots::NOTE_EVERY {
+            return Ok(());
+        }
+        apply::note_seqs(t, through, seqs)?;
+        self.unnoted.store(0, Ordering::Release);
+        Ok(())
     }
 
     /// Applies `batches` in order in one transaction: all of them, or (one
@@ -161,33 +193,41 @@ impl Writer {
             // `fetch_add` keeps cursors unique even if sled ever let two of
             // these closures run at once; under its lock they are dense.
             let first = self.last_cursor.fetch_add(count, Ordering::AcqRel) + 1;
-            let mut next = first;
+            // Under sled's lock too, so never waited on; given back below
+            // if the transaction aborts.
+            let mut seqs = lock(&self.seqs);
+            let before = seqs.clone();
             let mut outcome = Ok(());
-            // Every batch's events go in the same runs: a group writes
-            // them as one or a few keys.
-            let mut runs = Runs::default();
             for (at, batch) in batches.iter().enumerate() {
-                outcome = batch
-                    .events
-                    .iter()
-                    .zip(next..)
-                    .try_for_each(|((agent_id, kind), cursor)| {
-                        runs.push(cursor, batch.at_ms, agent_id, kind)
-                    })
-                    .map_err(|err| ConflictableTransactionError::Abort(Abort::Corrupt(err)))
-                    .and_then(|()| apply::apply(t, &batch.writes));
+                outcome = apply::apply(t, &batch.writes);
                 if outcome.is_err() {
                     refused_at.set(at);
                     break;
                 }
-                next += batch.events.len() as u64;
             }
             if outcome.is_ok() {
-                outcome = apply::append_events(t, runs.finish());
+                // Every batch's events go in the same runs: a group writes
+                // them as one or a few keys.
+                let mut runs = Runs::default();
+                let ordered = slots::log_order(batches.iter().map(|b| b.events.as_slice()));
+                outcome = ordered
+                    .into_iter()
+                    .zip(first..)
+                    .try_for_each(|((at, (agent_id, kind)), cursor)| {
+                        let seq = seqs.take(slot_of(*agent_id));
+                        let place = EventPlace { cursor, seq };
+                        runs.push(place, batches[at].at_ms, agent_id, kind)
+                            .inspect_err(|_| refused_at.set(at))
+                    })
+                    .map_err(|err| ConflictableTransactionError::Abort(Abort::Corrupt(err)))
+                    .and_then(|()| apply::append_events(t, runs.finish()))
+                    .and_then(|()| self.checkpoint(t, count, first + count - 1, &seqs));
             }
             if outcome.is_err() {
-                // Give the cursors back (nobody took any since, under the
-                // lock); had someone, a gap would be harmless.
+                // Give the cursors and numbers back (nobody took any
+                // since, under the lock); had someone, a gap would be
+                // harmless.
+                *seqs = before;
                 let _ = self.last_cursor.compare_exchange(
                     first + count - 1,
                     first - 1,
