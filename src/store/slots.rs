@@ -105,6 +105,15 @@ impl SlotSeqs {
         *last
     }
 
+    /// Gives back the last number taken in each of `taken` (a commit that
+    /// did not apply), when nothing was taken since.
+    pub fn give_back(&mut self, taken: &[Slot]) {
+        for slot in taken {
+            let last = &mut self.0[usize::from(slot.get())];
+            *last = last.saturating_sub(1);
+        }
+    }
+
     /// Notes that `seq` was given in `slot` (reading a log back).
     pub fn saw(&mut self, slot: Slot, seq: u64) {
         let last = &mut self.0[usize::from(slot.get())];
@@ -151,6 +160,8 @@ mod tests {
 
         let mut seqs = SlotSeqs::default();
         assert_eq!((seqs.take(slot(3)), seqs.take(slot(3))), (1, 2));
+        seqs.give_back(&[slot(3)]);
+        assert_eq!(seqs.take(slot(3)), 2, "given back, taken again");
         seqs.saw(slot(9), 40);
         seqs.saw(slot(9), 12);
         assert_eq!(seqs.take(slot(9)), 41);

@@ -196,7 +196,7 @@ impl Writer {
             // Under sled's lock too, so never waited on; given back below
             // if the transaction aborts.
             let mut seqs = lock(&self.seqs);
-            let before = seqs.clone();
+            let mut taken = Vec::with_capacity(count as usize);
             let mut outcome = Ok(());
             for (at, batch) in batches.iter().enumerate() {
                 outcome = apply::apply(t, &batch.writes);
@@ -214,7 +214,9 @@ impl Writer {
                     .into_iter()
                     .zip(first..)
                     .try_for_each(|((at, (agent_id, kind)), cursor)| {
-                        let seq = seqs.take(slot_of(*agent_id));
+                        let slot = slot_of(*agent_id);
+                        taken.push(slot);
+                        let seq = seqs.take(slot);
                         let place = EventPlace { cursor, seq };
                         runs.push(place, batches[at].at_ms, agent_id, kind)
                             .inspect_err(|_| refused_at.set(at))
@@ -227,7 +229,7 @@ impl Writer {
                 // Give the cursors and numbers back (nobody took any
                 // since, under the lock); had someone, a gap would be
                 // harmless.
-                *seqs = before;
+                seqs.give_back(&taken);
                 let _ = self.last_cursor.compare_exchange(
                     first + count - 1,
                     first - 1,
