@@ -39,7 +39,8 @@ struct ActiveRun {
     /// The message as its start wrote it. Only this actor changes its
     /// messages, so the turn's end (or abort) needs no read of it: on
     /// PostgreSQL that read was a round trip per turn. Taken by the end.
-    message: Option<MessageRecord>,
+    /// Boxed: every idle agent's state has room for a run.
+    message: Option<Box<MessageRecord>>,
     /// What the turn's model calls spent so far: read at its end, or when
     /// it is aborted.
     usage: crate::brain::UsageMeter,
@@ -298,5 +299,16 @@ impl Actor for AgentActor {
         ))
         .await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every idle agent holds an `AgentState`, room for a run included: a
+    /// field added inline costs a million agents its size each.
+    #[test]
+    fn an_idle_agent_s_state_stays_small() {
+        let size = std::mem::size_of::<super::AgentState>();
+        assert!(size <= 256, "AgentState is {size} bytes");
     }
 }

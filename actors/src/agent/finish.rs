@@ -61,7 +61,7 @@ impl AgentActor {
         state.queue.live().turn_ended();
         let agent_id = state.id();
         let run_id = run.run_id;
-        let Some(message) = run.message.take() else {
+        let Some(message) = run.message.take().map(|m| *m) else {
             warn!(agent_id = %agent_id, run_id = %run_id, "finished turn has no message");
             finished.run = Some(run);
             return Ok(finished);

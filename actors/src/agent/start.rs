@@ -414,7 +414,7 @@ impl AgentActor {
         state.run = Some(ActiveRun {
             run_id,
             message_id,
-            message: Some(started),
+            message: Some(Box::new(started)),
             usage,
             task: task.abort_handle(),
             busy: self.ctx.stats.busy.clone(),
