@@ -15,6 +15,8 @@
 //!   events and schedules, approvals, context records).
 //! - [`views`]: an operator's reads of one agent, or a page of them, in
 //!   one go.
+//! - [`upgrade`]: a PostgreSQL log from before events were numbered by
+//!   slot.
 
 #[path = "store_conformance/durability.rs"]
 mod durability;
@@ -34,6 +36,8 @@ mod pg_server;
 mod records;
 #[path = "store_conformance/side.rs"]
 mod side;
+#[path = "store_conformance/upgrade.rs"]
+mod upgrade;
 #[path = "store_conformance/views.rs"]
 mod views;
 
@@ -115,3 +119,8 @@ every_check!(
     crate::harness::Postgres,
     crate::pg_server::available()
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_log_from_before_slots_is_numbered_on_from_one() {
+    upgrade::a_log_from_before_slots_is_numbered_on_from_one().await;
+}

@@ -35,6 +35,9 @@ struct Live {
     queue_len: u32,
     /// In the padding after `queue_len`: no cost per agent.
     turn_deferred: bool,
+    /// A cleanup is ending the agent: its records (messages included)
+    /// are written by the cleanup now, not only by the agent.
+    ending: bool,
     turns_completed: u64,
     run: Option<RunId>,
 }
@@ -71,6 +74,17 @@ impl LiveView {
     /// again (`false`).
     pub fn turn_deferred(&self, deferred: bool) {
         self.update(|live| live.turn_deferred = deferred);
+    }
+
+    /// Set by a cleanup before it writes the agent's records ended.
+    pub fn mark_ending(&self) {
+        self.update(|live| live.ending = true);
+    }
+
+    /// Whether a cleanup may have written the agent's records: what the
+    /// agent kept in memory of them may no longer be what is stored.
+    pub fn is_ending(&self) -> bool {
+        self.read().ending
     }
 
     /// Whether a queued turn waits for a turn limit now.

@@ -156,21 +156,35 @@ pub fn split_by_slot(value: Vec<u8>) -> Result<Vec<SlotRun>, StoreError> {
         .collect())
 }
 
-/// Each slot's last number in the log's events after cursor `after`.
+/// Each slot's last number in the log's runs that start after cursor
+/// `after` (a note's cursor ends a commit's runs); the log's last cursor
+/// read. Runs from before slots number nothing and are not decoded, so
+/// the first start after an upgrade reads an old log by its version bytes.
 pub fn seqs_after(
     tree: &Tree,
     after: EventCursor,
     seqs: &mut super::slots::SlotSeqs,
 ) -> Result<EventCursor, StoreError> {
     let mut last = after;
-    for event in range(tree, after, EventCursor::MAX) {
-        match event {
-            Ok(event) => {
-                seqs.saw(event.slot(), event.seq);
-                last = event.cursor;
+    for run in tree.range(after.saturating_add(1).to_be_bytes()..) {
+        let (key, value) = run.map_err(backend)?;
+        last = last.max(key_cursor(&key)?);
+        if value
+            .first()
+            .is_some_and(|version| *version < super::codec::EVENT_RUN_VERSION)
+        {
+            continue;
+        }
+        match decode_event_run(TREE, &value) {
+            Ok(events) => {
+                for event in events {
+                    seqs.saw(event.slot(), event.seq);
+                    last = last.max(event.cursor);
+                }
             }
             // A run that does not decode numbers nothing anyone can read;
-            // the start goes on (see `last_cursor`).
+            // the start goes on (see `last_cursor`). Its slots' numbers may
+            // be given again.
             Err(err @ StoreError::Corrupt { .. }) => {
                 tracing::warn!(error = %err, "an event run does not decode; its slots' numbers are not read");
             }
@@ -505,6 +519,46 @@ mod tests {
         assert_eq!(got, vec![3, 4, 5, 6, 7]);
         assert_eq!(at(&tree, 4).expect("reads"), Some(events[3].clone()));
         assert_eq!(last_cursor(&tree).expect("reads"), 7);
+    }
+
+    #[test]
+    fn a_run_from_before_slots_reads_numbered_zero_and_copies_whole() {
+        let (_dir, tree) = db();
+        let agent = Some(AgentId::generate());
+        let events: Vec<Event> = (1..=4)
+            .map(|cursor| Event {
+                cursor,
+                seq: 0,
+                at_ms: cursor,
+                agent_id: if cursor == 2 { None } else { agent },
+                kind: kind(cursor),
+            })
+            .collect();
+        // Version 2: events back to back, each without its number.
+        let mut value = vec![2u8];
+        for event in &events {
+            bincode::serde::encode_into_std_write(
+                legacy(event),
+                &mut value,
+                bincode::config::standard(),
+            )
+            .expect("encodes");
+        }
+        tree.insert(1u64.to_be_bytes(), value.clone())
+            .expect("inserts");
+        let read: Vec<Event> = range(&tree, 0, 4).map(|e| e.expect("reads")).collect();
+        assert_eq!(read, events);
+        let mut seqs = crate::store::slots::SlotSeqs::default();
+        seqs_after(&tree, 0, &mut seqs).expect("reads");
+        assert_eq!(
+            seqs,
+            crate::store::slots::SlotSeqs::default(),
+            "nothing numbered"
+        );
+        let split = split_by_slot(value.clone()).expect("splits");
+        assert_eq!(split.len(), 1, "an old run is copied whole");
+        assert_eq!((split[0].first, split[0].last, split[0].slot), (1, 4, None));
+        assert_eq!(split[0].value, value);
     }
 
     #[test]

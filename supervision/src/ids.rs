@@ -53,7 +53,7 @@ fn decode_body(body: &str) -> Result<u128, IdParseError> {
 /// message id keeps arrival order.
 static GENERATOR: Mutex<Option<Generator>> = Mutex::new(None);
 
-fn next_ulid() -> Ulid {
+fn next_raw() -> Ulid {
     let mut guard = match GENERATOR.lock() {
         Ok(guard) => guard,
         // A panic while holding the lock cannot leave the generator in a
@@ -64,6 +64,19 @@ fn next_ulid() -> Ulid {
     // Overflow needs 2^80 ids in one millisecond; fall back to a fresh
     // random id, which still sorts by time at millisecond precision.
     generator.generate().unwrap_or_else(|_| Ulid::new())
+}
+
+/// The next id, its low bits set to `slot` (by default, its own random
+/// low bits): the generator's random bits move up past them, so every id
+/// this process makes, in a slot or not, sorts after the ones before it.
+fn next_ulid_in(slot: Option<u16>) -> Ulid {
+    let ulid = next_raw();
+    let low = slot.map_or(ulid.random() & Slot::MASK, u128::from);
+    Ulid::from_parts(ulid.timestamp_ms(), ulid.random() << Slot::BITS | low)
+}
+
+fn next_ulid() -> Ulid {
+    next_ulid_in(None)
 }
 
 macro_rules! ulid_id {
@@ -233,13 +246,11 @@ impl AgentId {
         Slot((self.0 & Slot::MASK) as u16)
     }
 
-    /// A fresh id in `slot`: for an agent spawned by one in that slot.
-    /// The generator's random bits move up past the slot's, so ids made
-    /// in one millisecond stay distinct and in the order they were made.
+    /// A fresh id in `slot`, for an agent spawned by one in that slot;
+    /// greater than every id this process made before, as
+    /// [`AgentId::generate`]'s.
     pub fn generate_in(slot: Slot) -> Self {
-        let ulid = next_ulid();
-        let random = ulid.random() << Slot::BITS | u128::from(slot.0);
-        Self(Ulid::from_parts(ulid.timestamp_ms(), random).0)
+        Self(next_ulid_in(Some(slot.0)).0)
     }
 }
 
@@ -272,8 +283,15 @@ mod tests {
         distinct.dedup();
         assert_eq!(distinct.len(), made.len());
         // Made in order, they sort in order (the random bits' top ten
-        // wrap only once in 2^70 ids).
+        // wrap only once in 2^70 ids), in a slot or not.
         assert!(made.windows(2).all(|w| w[0] < w[1]), "out of order");
+        let mixed: Vec<AgentId> = (0..2000)
+            .map(|n| match n % 3 {
+                0 => AgentId::generate(),
+                _ => AgentId::generate_in(root.slot()),
+            })
+            .collect();
+        assert!(mixed.windows(2).all(|w| w[0] < w[1]), "mixed out of order");
         let last = Slot::new(Slot::COUNT - 1).map(AgentId::generate_in);
         assert_eq!(last.map(|id| id.slot().get()), Some(Slot::COUNT - 1));
         assert_eq!(Slot::new(Slot::COUNT), None);

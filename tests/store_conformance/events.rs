@@ -108,7 +108,9 @@ pub async fn grouped_commits_keep_each_batch_s_events_together<H: Harness>() {
         cursors(&events),
         (17..=16 + 16 * 8 * 3).collect::<Vec<u64>>()
     );
-    // Each batch's three events are consecutive and in its own order.
+    // Each batch's three events are consecutive and in its own order:
+    // they are one agent's, so one slot's (a group orders its events by
+    // slot, each slot's as made).
     for run in events.chunks(3) {
         let agent = run[0].agent_id;
         let ids: Vec<u128> = run

@@ -48,7 +48,7 @@ impl AgentActor {
                 };
                 state.queue.live().turn_ended();
                 // What the turn spent until now is recorded with its end.
-                let message = run.message.take().map(|m| *m);
+                let message = super::finish::kept_message(&self.ctx, state, &mut run)?;
                 let run_end = super::finish::run_of(&run);
                 let batch = plan::turn::abort(agent_id, message.as_ref(), run_end);
                 let aborted = run.run_id;

@@ -12,6 +12,7 @@ use super::{ActiveRun, AgentActor, AgentState};
 use crate::protocol::{AgentMsg, ToolResult, TurnDecision, TurnDone, TurnOutcome};
 use crate::replies::{ReplyEvent, ReplyKind};
 use crate::store::{Batch, StoreError};
+use crate::Ctx;
 
 /// What a finished turn leaves for its agent to do once it is written.
 #[derive(Default)]
@@ -33,6 +34,21 @@ pub(super) struct Ended {
 
 /// The run as the planner of its end sees it; what its model calls spent
 /// is taken from the meter, so it is recorded once.
+/// The message of `run` as stored: as its start wrote it, unless a
+/// cleanup ending the agent may have written it since (it cancels a
+/// message in a turn), in which case it is read back.
+pub(super) fn kept_message(
+    ctx: &Ctx,
+    state: &AgentState,
+    run: &mut ActiveRun,
+) -> Result<Option<holarchy_supervision::MessageRecord>, StoreError> {
+    let kept = run.message.take().map(|message| *message);
+    if state.queue.live().is_ending() {
+        return ctx.reads().message(state.id(), run.message_id);
+    }
+    Ok(kept)
+}
+
 pub(super) fn run_of(run: &ActiveRun) -> turn::Run {
     turn::Run {
         run_id: run.run_id,
@@ -61,7 +77,7 @@ impl AgentActor {
         state.queue.live().turn_ended();
         let agent_id = state.id();
         let run_id = run.run_id;
-        let Some(message) = run.message.take().map(|m| *m) else {
+        let Some(message) = kept_message(&self.ctx, state, &mut run)? else {
             warn!(agent_id = %agent_id, run_id = %run_id, "finished turn has no message");
             finished.run = Some(run);
             return Ok(finished);

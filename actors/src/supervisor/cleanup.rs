@@ -84,6 +84,14 @@ async fn run_to_completion(
         CleanupId::generate(),
         now_ms(),
     );
+    // Told before the batch lands: an agent ending a turn meanwhile reads
+    // its message back (the batch cancels it) instead of trusting what it
+    // kept of it.
+    for agent in &decided.agents {
+        if let Some(entry) = ctx.directory.get(*agent) {
+            entry.live.mark_ending();
+        }
+    }
     crate::apply::apply(ctx, decided.plan)?;
     // Forgotten at once, under the locks: from here no ingress is routed to
     // an agent of the subtree, though its actors stop only below.

@@ -549,10 +549,10 @@ pub(crate) async fn slot_seqs(client: &Client) -> Result<SlotSeqs, PgError> {
     let lasts = rows
         .iter()
         .map(|row| {
-            row.get::<_, Option<i64>>(0)
-                .map_or(0, |last| u64::try_from(last).unwrap_or(0))
+            let last: Option<i64> = row.try_get(0)?;
+            Ok(last.map_or(0, |last| u64::try_from(last).unwrap_or(0)))
         })
-        .collect();
+        .collect::<Result<Vec<u64>, tokio_postgres::Error>>()?;
     SlotSeqs::from_lasts(lasts).ok_or(PgError::Unexpected("a last number for every slot"))
 }
 

@@ -87,7 +87,7 @@ impl Sql {
             Sql::InsertName => {
                 "INSERT INTO names (name, agent_id) VALUES ($1, $2) ON CONFLICT DO NOTHING"
             }
-            Sql::SupervisorLive => "SELECT 1 FROM agents WHERE id = $1 AND live FOR SHARE",
+            Sql::SupervisorLive => "SELECT 1 FROM agents WHERE id = $1 AND live",
             Sql::UpsertAgent => {
                 "INSERT INTO agents (id, public, supervisor, live, archived, value) \
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO UPDATE SET \

@@ -567,7 +567,13 @@ async fn slot_numbers_go_on_from_the_last_note_and_the_log_after_it() {
         store.durable().await.expect("flushes");
         store.close().await;
     }
-    // A note was written on the way, and once more at the reopen below.
+    // A note was written on the way, in the commit that reached it.
+    let (noted, _) = note(dir.path());
+    assert!(
+        (NOTE_EVERY..NOTE_EVERY / 4 * 7).contains(&noted),
+        "noted through {noted}"
+    );
+    // And once more at the reopen.
     let store = SledStore::open(dir.path(), &StoreConfig::default()).expect("reopens");
     let before = slot_numbers(&store);
     for agent in &agents {
