@@ -208,6 +208,10 @@ const COVERED: &[(&str, &str)] = &[
         "man_pages::man_writes_a_page_per_subcommand_with_its_about_text",
     ),
     (
+        "store copy --from --to",
+        "store_copy::a_copied_store_serves_the_same_agents_messages_events_and_notes_from_postgres",
+    ),
+    (
         "top",
         "top::top_shows_busy_agents_long_queues_tasks_and_waits_over_the_socket_and_tcp",
     ),
@@ -231,6 +235,7 @@ const MODULES: &[(&str, &str)] = &[
     ("top", include_str!("../top.rs")),
     ("config_file", include_str!("../config_file.rs")),
     ("man_pages", include_str!("../man_pages.rs")),
+    ("store_copy", include_str!("../store_copy.rs")),
     ("tour", include_str!("tour.rs")),
     ("help", include_str!("help.rs")),
     ("lifecycle", include_str!("lifecycle.rs")),
