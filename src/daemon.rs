@@ -12,6 +12,7 @@ mod incarnation;
 mod listen;
 pub mod notify;
 pub mod process;
+mod retention;
 mod safe_dirs;
 mod services;
 pub mod tls;
@@ -82,9 +83,15 @@ pub struct ServeConfig {
     pub notify: notify::Notifier,
     /// How long the audit trail keeps an entry.
     pub audit_retention: Duration,
+    /// How long the event log keeps an event; `None`: for ever.
+    pub event_retention: Option<Duration>,
     /// Also take OIDC tokens from this issuer (`serve --oidc-issuer`).
     pub oidc: Option<crate::access::oidc::OidcConfig>,
 }
+
+/// The default of [`ServeConfig::event_retention`]: 90 days, as the
+/// audit trail's.
+pub const DEFAULT_EVENT_RETENTION: Duration = Duration::from_secs(90 * 86_400);
 
 /// The default of [`ServeConfig::min_free_disk`]: room for what is
 /// already running to finish.
@@ -112,6 +119,7 @@ impl ServeConfig {
             max_flush_stall: DEFAULT_MAX_FLUSH_STALL,
             notify: notify::Notifier::default(),
             audit_retention: crate::access::audit::DEFAULT_RETENTION,
+            event_retention: Some(DEFAULT_EVENT_RETENTION),
             oidc: None,
         }
     }

@@ -90,6 +90,7 @@ macro_rules! every_check {
                 events::the_watermark_follows_durable_events,
                 events::grouped_commits_keep_each_batch_s_events_together,
                 events::each_slot_numbers_its_events_densely_in_commit_order,
+                events::the_retention_removes_old_events_and_no_number_is_given_twice,
                 durability::durable_writes_survive_a_crash,
                 durability::a_clean_close_keeps_everything_committed,
                 durability::a_refused_batch_in_a_group_leaves_the_others_applied,

@@ -63,7 +63,7 @@ pub struct AuditArgs {
 }
 
 /// `90d`, `12h`, `30m`, `45s`, `2w` in milliseconds.
-fn parse_span(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_span(text: &str) -> Result<u64, String> {
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .ok_or_else(|| format!("`{text}` has no unit: write 90d, 12h, 30m or 45s"))?;

@@ -107,6 +107,11 @@ pub struct ServeArgs {
     /// Days the audit trail keeps an entry (`holarchy audit`).
     #[arg(help_heading = "Storage", long, default_value_t = 90, value_parser = clap::value_parser!(u64).range(1..=36_500))]
     pub audit_retention_days: u64,
+    /// How long the event log keeps an event (`holarchy events`; the
+    /// memory search's hits on tool calls go with it): `90d`, `12h`, `2w`,
+    /// or `forever`.
+    #[arg(help_heading = "Storage", long, default_value = "90d", value_parser = parse_retention)]
+    pub event_retention: Retention,
     /// Messages an agent may hold waiting before ingress is refused.
     #[arg(help_heading = "Limits", long, default_value_t = 1024)]
     pub max_queue: usize,
@@ -316,6 +321,7 @@ pub(super) async fn serve(
     config.connections = args.connections.limits()?;
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
     config.audit_retention = Duration::from_secs(args.audit_retention_days * 86_400);
+    config.event_retention = args.event_retention.0;
     if let (Some(issuer), Some(audience), Some(jwks)) =
         (&args.oidc_issuer, &args.oidc_audience, &args.oidc_jwks)
     {
@@ -468,4 +474,17 @@ pub(super) fn store_password(
     Ok(secrets
         .var("HOLARCHY_STORE_PASSWORD")
         .filter(|p| !p.is_empty()))
+}
+
+/// A retention: a span, or none (`forever`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention(pub Option<Duration>);
+
+fn parse_retention(text: &str) -> Result<Retention, String> {
+    if text == "forever" {
+        return Ok(Retention(None));
+    }
+    super::access::parse_span(text)
+        .map(|ms| Retention(Some(Duration::from_millis(ms))))
+        .map_err(|why| format!("{why}, or `forever`"))
 }

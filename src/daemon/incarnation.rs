@@ -133,6 +133,13 @@ pub(super) async fn serve(
             .context("cannot read the namespaces' quotas")?;
     }
     let quota_refresh = tokio::spawn(quotas.clone().refresh_until(stop_rx.clone()));
+    let event_retention = config.event_retention.map(|keep| {
+        tokio::spawn(super::retention::trim_until(
+            store.clone(),
+            keep,
+            stop_rx.clone(),
+        ))
+    });
     let services = Services::new(Over {
         runtime: runtime.clone(),
         store: reads(&store),
@@ -332,6 +339,9 @@ pub(super) async fn serve(
     trimmer.abort();
     let _ = disk_guard.await;
     let _ = quota_refresh.await;
+    if let Some(trimming) = event_retention {
+        let _ = trimming.await;
+    }
     store.close().await;
     let _ = std::fs::remove_file(&socket);
     stopped.store(true, std::sync::atomic::Ordering::SeqCst);

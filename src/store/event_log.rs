@@ -194,6 +194,40 @@ pub fn seqs_after(
     Ok(last)
 }
 
+/// Removes up to `limit` of the oldest runs whose events were all made
+/// before `before_ms`, none past cursor `through` (the last note of each
+/// slot's numbers: the numbers of what goes stay written there), and
+/// never the newest run (the next cursor follows it). How many events
+/// went.
+pub fn trim(
+    tree: &Tree,
+    before_ms: u64,
+    through: EventCursor,
+    limit: usize,
+) -> Result<u64, StoreError> {
+    let newest = match tree.last().map_err(backend)? {
+        Some((key, _)) => key_cursor(&key)?,
+        None => return Ok(0),
+    };
+    let mut removed = 0;
+    for run in tree.iter().take(limit) {
+        let (key, value) = run.map_err(backend)?;
+        let first = key_cursor(&key)?;
+        if first >= newest {
+            break;
+        }
+        let events = decode_event_run(TREE, &value)?;
+        let done = events.last().is_some_and(|last| last.cursor <= through)
+            && events.iter().all(|event| event.at_ms < before_ms);
+        if !done {
+            break;
+        }
+        tree.remove(&key).map_err(backend)?;
+        removed += events.len() as u64;
+    }
+    Ok(removed)
+}
+
 fn key_cursor(key: &[u8]) -> Result<EventCursor, StoreError> {
     let bytes: [u8; 8] = key.try_into().map_err(|_| StoreError::Corrupt {
         tree: TREE,

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use holarchy_actors::Store;
+use holarchy_actors::{Store, StoreError};
 use holarchy_supervision::EventCursor;
 use tokio::sync::watch;
 
@@ -96,6 +96,15 @@ impl Opened {
         match self {
             Opened::Sled(store) => store.memory_indexed(),
             Opened::Postgres(store) => store.memory_indexed(),
+        }
+    }
+
+    /// Removes up to `limit` runs of events all made before `before_ms`
+    /// (the log's retention); how many events went.
+    pub fn trim_events(&self, before_ms: u64, limit: usize) -> Result<u64, StoreError> {
+        match self {
+            Opened::Sled(store) => store.trim_events(before_ms, limit),
+            Opened::Postgres(store) => store.trim_events(before_ms, limit),
         }
     }
 

@@ -41,6 +41,7 @@ mod committer;
 pub mod import;
 mod memory;
 mod reads;
+mod retention;
 pub mod schema;
 mod side;
 mod statements;
@@ -273,6 +274,13 @@ impl PgStore {
     }
 
     /// Committed events after `cursor`, oldest first.
+    /// Removes up to `limit` runs of the oldest events, all made before
+    /// `before_ms`, never the newest: the log's retention. How many
+    /// events went.
+    pub fn trim_events(&self, before_ms: u64, limit: usize) -> Result<u64, StoreError> {
+        retention::trim(self, before_ms, limit)
+    }
+
     pub fn events_after(
         &self,
         cursor: EventCursor,

@@ -56,7 +56,7 @@ use super::agent_trees::{AgentTrees, AGENTS, PUBLIC_AGENTS};
 use super::codec::{decode, decode_agent};
 use super::event_log;
 use super::group_commit::GroupCommit;
-use super::slots::SlotSeqs;
+use super::slots::{self, SlotSeqs};
 use super::stats::{StatsSnapshot, StoreStats};
 use grouped::Applier;
 use writer::Job;
@@ -216,6 +216,8 @@ pub struct SledStore {
     pending: Tree,
     dedupe: Tree,
     events: Tree,
+    /// Each slot's last event number, noted (see `slots`).
+    slot_notes: Tree,
     tasks: Tree,
     owned: Tree,
     children: Tree,
@@ -267,7 +269,8 @@ impl SledStore {
         let tree = |name: &str| db.open_tree(name).map_err(backend);
         let events = tree(EVENTS)?;
         let last = event_log::last_cursor(&events)?;
-        let seqs = slot_seqs(&events, &tree(crate::store::slots::NOTE_TREE)?)?;
+        let slot_notes = tree(crate::store::slots::NOTE_TREE)?;
+        let seqs = slot_seqs(&events, &slot_notes)?;
         let committed = Arc::new(AtomicU64::new(last));
         let stats = Arc::new(StoreStats::default());
         let (group, unstarted) = GroupCommit::new(committed.clone(), stats.clone());
@@ -318,6 +321,7 @@ impl SledStore {
             quotas: tree(QUOTAS)?,
             memory,
             events,
+            slot_notes,
             writer,
             group,
             stats,
@@ -508,6 +512,18 @@ impl SledStore {
     /// Changes whenever more events become durable.
     pub fn event_watermark(&self) -> watch::Receiver<EventCursor> {
         self.group.watermark()
+    }
+
+    /// Removes up to `limit` runs of the oldest events, all made before
+    /// `before_ms`: the log's retention. Only runs at or before the last
+    /// note of each slot's numbers go (so no number is given twice), and
+    /// never the newest. How many events went.
+    pub fn trim_events(&self, before_ms: u64, limit: usize) -> Result<u64, StoreError> {
+        let through = match self.slot_notes.get(slots::NOTE_KEY).map_err(backend)? {
+            Some(bytes) => slots::decode_note(&bytes)?.0,
+            None => return Ok(0),
+        };
+        event_log::trim(&self.events, before_ms, through, limit)
     }
 
     fn get_agent(&self, key: &[u8]) -> Result<Option<AgentRecord>, StoreError> {

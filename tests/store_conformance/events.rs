@@ -219,3 +219,69 @@ pub async fn each_slot_numbers_its_events_densely_in_commit_order<H: Harness>() 
         assert_eq!(ids, (1..=20).collect::<Vec<u128>>());
     }
 }
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub async fn the_retention_removes_old_events_and_no_number_is_given_twice<H: Harness>() {
+    let (mut place, store) = H::create().await;
+    let slot = |n| holarchy_supervision::Slot::new(n).expect("a slot");
+    let old = AgentRecord {
+        id: AgentId::generate_in(slot(11)),
+        ..public("old")
+    };
+    let new = AgentRecord {
+        id: AgentId::generate_in(slot(12)),
+        ..public("new")
+    };
+    store.commit(created(&old)).expect("creates");
+    for n in 0..5 {
+        store.commit(noted(old.id, n)).expect("commits");
+    }
+    ReadModel::durable(&*store).await.expect("flushes");
+    // A start notes each slot's numbers (sled trims only what is noted).
+    H::close(store).await;
+    let store = H::reopen(&place).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let cutoff = now_ms();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    store.commit(created(&new)).expect("creates");
+    store.commit(noted(new.id, 0)).expect("commits");
+    ReadModel::durable(&*store).await.expect("flushes");
+
+    let removed = H::trim_events(&store, cutoff, 1_000).expect("trims");
+    assert_eq!(
+        removed, 6,
+        "the old agent's six events, made before the cutoff"
+    );
+    assert_eq!(
+        cursors(&store.events_after(0, 100).expect("events")),
+        [7, 8]
+    );
+    assert_eq!(
+        H::trim_events(&store, cutoff, 1_000).expect("trims"),
+        0,
+        "nothing newer than the cutoff goes"
+    );
+    // Past every event: the newest run always stays.
+    H::trim_events(&store, now_ms() + 60_000, 1_000).expect("trims");
+    let kept = store.events_after(0, 100).expect("events");
+    assert_eq!(kept.last().map(|e| e.cursor), Some(8));
+
+    // After a crash, the cursor and the old agent's slot go on from where
+    // they were, though none of the old agent's events is left.
+    H::crash(&mut place, store).await;
+    let store = H::reopen(&place).await;
+    store.commit(noted(old.id, 9)).expect("commits");
+    ReadModel::durable(&*store).await.expect("flushes");
+    let newest = store.events_after(8, 10).expect("events");
+    assert_eq!(
+        newest.iter().map(|e| (e.cursor, e.seq)).collect::<Vec<_>>(),
+        [(9, 7)],
+        "cursor 9; the old slot's seventh number"
+    );
+    H::close(store).await;
+}

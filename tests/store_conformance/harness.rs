@@ -26,6 +26,9 @@ pub trait Harness: Sized + Send + 'static {
     fn crash(place: &mut Self::Place, store: Arc<Self::Store>) -> impl Future<Output = ()> + Send;
     /// Opens the store at `place` again.
     fn reopen(place: &Self::Place) -> impl Future<Output = Arc<Self::Store>> + Send;
+    /// The event log's retention: removes up to `limit` runs all made
+    /// before `before_ms`.
+    fn trim_events(store: &Self::Store, before_ms: u64, limit: usize) -> Result<u64, StoreError>;
     /// A memory search with a budget of the caller's choosing, as each
     /// store bounds one.
     fn search_within(
@@ -92,6 +95,10 @@ impl Harness for Sled {
         }
     }
 
+    fn trim_events(store: &SledStore, before_ms: u64, limit: usize) -> Result<u64, StoreError> {
+        store.trim_events(before_ms, limit)
+    }
+
     fn search_within(
         store: &SledStore,
         agent: AgentId,
@@ -132,6 +139,10 @@ impl Harness for Postgres {
 
     async fn reopen(place: &Self::Place) -> Arc<PgStore> {
         Arc::new(PgStore::open(place.config.clone()).expect("the store reopens"))
+    }
+
+    fn trim_events(store: &PgStore, before_ms: u64, limit: usize) -> Result<u64, StoreError> {
+        store.trim_events(before_ms, limit)
     }
 
     fn search_within(

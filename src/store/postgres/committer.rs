@@ -105,10 +105,15 @@ impl Prepared {
     }
 }
 
-/// The newest cursor in the log; 0 when it is empty.
+/// The newest cursor in the log, or the last the retention removed; 0
+/// when it is empty.
 pub(crate) async fn last_cursor(client: &Client) -> Result<EventCursor, PgError> {
     let row = client
-        .query_one("SELECT coalesce(max(last), 0) FROM events", &[])
+        .query_one(
+            "SELECT greatest(coalesce(max(last), 0), \
+             coalesce((SELECT seq FROM event_floors WHERE slot = -1), 0)) FROM events",
+            &[],
+        )
         .await?;
     let last: i64 = row.get(0);
     Ok(u64::try_from(last).unwrap_or(0))
@@ -536,12 +541,14 @@ pub(crate) fn slot_column(slot: Slot) -> i16 {
     i16::try_from(slot.get()).unwrap_or(i16::MAX)
 }
 
-/// Each slot's last event number: one index probe per slot.
+/// Each slot's last event number, its rows' or the retention's floor:
+/// one index probe per slot.
 pub(crate) async fn slot_seqs(client: &Client) -> Result<SlotSeqs, PgError> {
     let rows = client
         .query(
-            "SELECT (SELECT e.seq + (e.last - e.first) FROM events e \
-                     WHERE e.slot = s.n ORDER BY e.seq DESC LIMIT 1) \
+            "SELECT greatest(coalesce((SELECT e.seq + (e.last - e.first) FROM events e \
+                     WHERE e.slot = s.n ORDER BY e.seq DESC LIMIT 1), 0), \
+                     coalesce((SELECT f.seq FROM event_floors f WHERE f.slot = s.n), 0)) \
              FROM generate_series(0, $1::int4 - 1) AS s(n) ORDER BY s.n",
             &[&i32::from(Slot::COUNT)],
         )
@@ -549,8 +556,8 @@ pub(crate) async fn slot_seqs(client: &Client) -> Result<SlotSeqs, PgError> {
     let lasts = rows
         .iter()
         .map(|row| {
-            let last: Option<i64> = row.try_get(0)?;
-            Ok(last.map_or(0, |last| u64::try_from(last).unwrap_or(0)))
+            let last: i64 = row.try_get(0)?;
+            Ok(u64::try_from(last).unwrap_or(0))
         })
         .collect::<Result<Vec<u64>, tokio_postgres::Error>>()?;
     SlotSeqs::from_lasts(lasts).ok_or(PgError::Unexpected("a last number for every slot"))

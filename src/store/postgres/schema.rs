@@ -21,10 +21,12 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
     (3, &[super::access::QUOTAS]),
     // Events numbered by slot.
     (4, &[V4]),
+    // What the event log's retention removed.
+    (5, &[super::retention::FLOORS]),
 ];
 
 /// The version this build writes and reads.
-pub const VERSION: i32 = 4;
+pub const VERSION: i32 = 5;
 
 /// Each run of events is one slot's, keyed by slot and the number of its
 /// first event there (`crate::store::slots`); a run's numbers go on by
