@@ -56,7 +56,7 @@ use super::agent_trees::{AgentTrees, AGENTS, PUBLIC_AGENTS};
 use super::codec::{decode, decode_agent};
 use super::event_log;
 use super::group_commit::GroupCommit;
-use super::slots::{self, SlotSeqs};
+use super::slots::SlotSeqs;
 use super::stats::{StatsSnapshot, StoreStats};
 use grouped::Applier;
 use writer::Job;
@@ -216,8 +216,6 @@ pub struct SledStore {
     pending: Tree,
     dedupe: Tree,
     events: Tree,
-    /// Each slot's last event number, noted (see `slots`).
-    slot_notes: Tree,
     tasks: Tree,
     owned: Tree,
     children: Tree,
@@ -321,7 +319,6 @@ impl SledStore {
             quotas: tree(QUOTAS)?,
             memory,
             events,
-            slot_notes,
             writer,
             group,
             stats,
@@ -515,14 +512,11 @@ impl SledStore {
     }
 
     /// Removes up to `limit` runs of the oldest events, all made before
-    /// `before_ms`: the log's retention. Only runs at or before the last
-    /// note of each slot's numbers go (so no number is given twice), and
-    /// never the newest. How many events went.
+    /// `before_ms`: the log's retention. Each slot's numbers are noted
+    /// first, so none is given twice once its events are gone; the newest
+    /// run always stays. How many events went.
     pub fn trim_events(&self, before_ms: u64, limit: usize) -> Result<u64, StoreError> {
-        let through = match self.slot_notes.get(slots::NOTE_KEY).map_err(backend)? {
-            Some(bytes) => slots::decode_note(&bytes)?.0,
-            None => return Ok(0),
-        };
+        let through = self.writer.note_now()?;
         event_log::trim(&self.events, before_ms, through, limit)
     }
 

@@ -271,12 +271,13 @@ pub(super) fn apply(t: &[TransactionalTree], writes: &[Encoded]) -> TxResult {
 /// (see `slots`), in the same transaction as the events.
 pub(super) fn note_seqs(
     t: &[TransactionalTree],
+    at: usize,
     through: holarchy_supervision::EventCursor,
     seqs: &crate::store::slots::SlotSeqs,
 ) -> TxResult {
     let value = crate::store::slots::encode_note(through, seqs)
         .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e)))?;
-    t[20].insert(crate::store::slots::NOTE_KEY, value)?;
+    t[at].insert(crate::store::slots::NOTE_KEY, value)?;
     Ok(())
 }
 

@@ -71,6 +71,10 @@ impl Prepared {
     }
 }
 
+/// Where the note of each slot's numbers is among the trees (see
+/// `APPLY_ORDER`).
+const NOTE_TREE_AT: usize = 20;
+
 /// The numbers stay whole if a holder panicked: each change is made
 /// whole under the lock, or given back whole.
 fn lock(seqs: &Mutex<SlotSeqs>) -> MutexGuard<'_, SlotSeqs> {
@@ -150,9 +154,34 @@ impl Writer {
         if self.unnoted.fetch_add(count, Ordering::AcqRel) + count < slots::NOTE_EVERY {
             return Ok(());
         }
-        apply::note_seqs(t, through, seqs)?;
+        apply::note_seqs(t, NOTE_TREE_AT, through, seqs)?;
         self.unnoted.store(0, Ordering::Release);
         Ok(())
+    }
+
+    /// Writes each slot's last number down now, as of the last cursor
+    /// handed out; that cursor. A transaction of its own, so under sled's
+    /// lock, between two commits: the numbers and the cursor agree. Its
+    /// place in sled's log is after every event it covers, so whatever
+    /// later removes those events cannot outlive it in a crash.
+    pub(super) fn note_now(&self) -> Result<EventCursor, StoreError> {
+        let notes = &self.trees[NOTE_TREE_AT];
+        notes
+            .transaction(|t| {
+                let seqs = lock(&self.seqs);
+                let through = self.last_cursor.load(Ordering::Acquire);
+                let value = slots::encode_note(through, &seqs)
+                    .map_err(|e| ConflictableTransactionError::Abort(Abort::Corrupt(e)))?;
+                t.insert(slots::NOTE_KEY, value)?;
+                Ok(through)
+            })
+            .map_err(|err| match err {
+                TransactionError::Abort(Abort::Corrupt(err)) => err,
+                TransactionError::Abort(_) => {
+                    StoreError::Backend("noting the slots' numbers was refused".into())
+                }
+                TransactionError::Storage(err) => backend(err),
+            })
     }
 
     /// Applies `batches` in order in one transaction: all of them, or (one
