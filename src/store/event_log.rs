@@ -194,6 +194,22 @@ pub fn seqs_after(
     Ok(last)
 }
 
+/// Whether the oldest run is due for removal: all its events made before
+/// `before_ms`, and it is not the newest run.
+pub fn oldest_due(tree: &Tree, before_ms: u64) -> Result<bool, StoreError> {
+    let (Some((first, value)), Some((newest, _))) = (
+        tree.first().map_err(backend)?,
+        tree.last().map_err(backend)?,
+    ) else {
+        return Ok(false);
+    };
+    if first == newest {
+        return Ok(false);
+    }
+    let events = decode_event_run(TREE, &value)?;
+    Ok(events.iter().all(|event| event.at_ms < before_ms))
+}
+
 /// Removes up to `limit` of the oldest runs whose events were all made
 /// before `before_ms`, none past cursor `through` (the last note of each
 /// slot's numbers: the numbers of what goes stay written there), and

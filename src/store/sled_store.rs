@@ -516,6 +516,10 @@ impl SledStore {
     /// first, so none is given twice once its events are gone; the newest
     /// run always stays. How many events went.
     pub fn trim_events(&self, before_ms: u64, limit: usize) -> Result<u64, StoreError> {
+        // Noted only when something is due: a note is a write.
+        if !event_log::oldest_due(&self.events, before_ms)? {
+            return Ok(0);
+        }
         let through = self.writer.note_now()?;
         event_log::trim(&self.events, before_ms, through, limit)
     }

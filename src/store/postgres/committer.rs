@@ -281,6 +281,18 @@ impl Committer {
 
     /// One transaction over `group`, its statements pipelined.
     async fn try_group(&mut self, group: &[&Ready]) -> Outcome {
+        let mut taken = Vec::new();
+        let outcome = self.run_group(group, &mut taken).await;
+        if !matches!(outcome, Outcome::Applied) {
+            // Nothing was taken since: the committer is the one writer.
+            self.seqs.give_back(&taken);
+        }
+        outcome
+    }
+
+    /// [`Committer::try_group`]'s transaction; the slots whose numbers
+    /// it took go in `taken`, given back unless it applied.
+    async fn run_group(&mut self, group: &[&Ready], taken: &mut Vec<Slot>) -> Outcome {
         let Some(client) = self.client.as_mut() else {
             return Outcome::Lost("no connection to PostgreSQL".into());
         };
@@ -294,7 +306,6 @@ impl Committer {
         // By slot, one run per slot (see `slots`): the table keys runs by
         // slot and number.
         let mut cursor = self.last;
-        let mut seqs = self.seqs.clone();
         let mut runs = Runs::per_slot();
         let first_with_events = group
             .iter()
@@ -303,9 +314,11 @@ impl Committer {
             slots::log_order(group.iter().map(|r| r.batch.events.as_slice()))
         {
             cursor += 1;
+            let slot = slot_of(*agent_id);
+            taken.push(slot);
             let place = EventPlace {
                 cursor,
-                seq: seqs.take(slot_of(*agent_id)),
+                seq: self.seqs.take(slot),
             };
             if let Err(error) = runs.push(place, group[at].at_ms, agent_id, kind) {
                 return Outcome::Refused { at, error };
@@ -392,7 +405,6 @@ impl Committer {
             return Outcome::Lost(format!("PostgreSQL: {err}"));
         }
         self.last = cursor;
-        self.seqs = seqs;
         self.watermark.send_replace(cursor);
         Outcome::Applied
     }

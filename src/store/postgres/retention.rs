@@ -16,6 +16,9 @@ CREATE TABLE event_floors (
 );
 "#;
 
+/// Runs read per query while looking for what is due.
+const PAGE: i64 = 32;
+
 /// The floors' row that holds the last removed cursor.
 pub(super) const CURSOR_FLOOR: i16 = -1;
 
@@ -25,34 +28,44 @@ pub(super) fn trim(store: &PgStore, before_ms: u64, limit: usize) -> Result<u64,
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     store.call(move |mut client| async move {
         let tx = client.transaction().await.map_err(backend)?;
-        let rows = tx
-            .query(
-                "SELECT first, last, slot, seq, value FROM events \
-                 WHERE last < (SELECT max(last) FROM events) ORDER BY last LIMIT $1",
-                &[&limit],
-            )
-            .await
-            .map_err(backend)?;
         let mut firsts = Vec::new();
         let mut floors: std::collections::BTreeMap<i16, i64> = Default::default();
         let mut removed = 0u64;
-        for row in &rows {
-            let first: i64 = row.try_get(0).map_err(backend)?;
-            let last: i64 = row.try_get(1).map_err(backend)?;
-            let slot: Option<i16> = row.try_get(2).map_err(backend)?;
-            let seq: Option<i64> = row.try_get(3).map_err(backend)?;
-            let value: Vec<u8> = row.try_get(4).map_err(backend)?;
-            let events = decode_event_run("events", &value)?;
-            if events.iter().any(|event| event.at_ms >= before_ms) {
+        // A page at a time, oldest first, until a run is too new: most
+        // calls find the first one so and read no more.
+        let mut after = i64::MIN;
+        'pages: while (firsts.len() as i64) < limit {
+            let rows = tx
+                .query(
+                    "SELECT first, last, slot, seq, value FROM events \
+                     WHERE last > $1 AND last < (SELECT max(last) FROM events) \
+                     ORDER BY last LIMIT $2",
+                    &[&after, &PAGE.min(limit - firsts.len() as i64)],
+                )
+                .await
+                .map_err(backend)?;
+            if rows.is_empty() {
                 break;
             }
-            firsts.push(first);
-            removed += events.len() as u64;
-            let cursor = floors.entry(CURSOR_FLOOR).or_default();
-            *cursor = (*cursor).max(last);
-            if let (Some(slot), Some(seq)) = (slot, seq) {
-                let number = floors.entry(slot).or_default();
-                *number = (*number).max(seq + (last - first));
+            for row in &rows {
+                let first: i64 = row.try_get(0).map_err(backend)?;
+                let last: i64 = row.try_get(1).map_err(backend)?;
+                let slot: Option<i16> = row.try_get(2).map_err(backend)?;
+                let seq: Option<i64> = row.try_get(3).map_err(backend)?;
+                let value: Vec<u8> = row.try_get(4).map_err(backend)?;
+                let events = decode_event_run("events", &value)?;
+                if events.iter().any(|event| event.at_ms >= before_ms) {
+                    break 'pages;
+                }
+                after = last;
+                firsts.push(first);
+                removed += events.len() as u64;
+                let cursor = floors.entry(CURSOR_FLOOR).or_default();
+                *cursor = (*cursor).max(last);
+                if let (Some(slot), Some(seq)) = (slot, seq) {
+                    let number = floors.entry(slot).or_default();
+                    *number = (*number).max(seq + (last - first));
+                }
             }
         }
         if firsts.is_empty() {
