@@ -262,6 +262,24 @@ async fn a_namespace_over_its_store_bytes_takes_nothing_new_until_it_deletes() {
     let mut s = acting_in(&daemon, "team-s").await;
     let filler = try_create(&mut s, "filler").await.expect("made");
     let other = try_create(&mut s, "other").await.expect("made");
+    // A trigger of team-s's, whose payloads grow its store too.
+    let script = common::script(serde_json::json!([
+        { "name": "CreateExternalTrigger", "input": { "reason": "a webhook" } },
+        { "name": "ExecCommand", "input": {
+            "command": "printf %s \"$TOKEN\" > trigger-token",
+            "env": { "TOKEN": "{{results[0].token}}" }
+        } }
+    ]));
+    common::send(&mut s, &other, &script).await;
+    common::handled(&s, &other, 1).await;
+    let token = std::fs::read_to_string(
+        daemon
+            .data_dir
+            .join("workspaces")
+            .join(&other)
+            .join("trigger-token"),
+    )
+    .expect("token handed over");
     machine
         .access
         .set_quota(pb::SetQuotaRequest {
@@ -317,6 +335,22 @@ async fn a_namespace_over_its_store_bytes_takes_nothing_new_until_it_deletes() {
         .await
         .expect_err("no new agent either");
     assert_eq!(made.code(), Code::ResourceExhausted, "{made:?}");
+    let triggered = machine
+        .triggers
+        .deliver_trigger(pb::DeliverTriggerRequest {
+            token,
+            payload: body.clone(),
+            dedupe_key: String::new(),
+        })
+        .await
+        .expect_err("no trigger payload either");
+    assert_eq!(triggered.code(), Code::ResourceExhausted, "{triggered:?}");
+    assert!(
+        triggered.message().contains("over its store quota")
+            && !triggered.message().contains("team-s"),
+        "says why, names nothing: {}",
+        triggered.message()
+    );
     // Another namespace is not held.
     let free = common::create(&mut machine, "free", None).await;
     common::send(&mut machine, &free, &body).await;

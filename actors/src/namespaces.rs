@@ -54,6 +54,10 @@ pub enum QuotaError {
         used: u64,
         limit: u64,
     },
+    /// The store quota, told to a trigger's caller, who holds only a token
+    /// and learns no name.
+    #[error("the trigger's agent is over its store quota: its operator frees space or raises the quota; try again then")]
+    TriggerTargetFull,
 }
 
 /// How long a turn held for the store quota waits before it looks again.

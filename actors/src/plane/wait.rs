@@ -211,6 +211,11 @@ pub async fn deliver(
     let entry = ctx.directory.get(owner).ok_or_else(|| {
         DeliverError::Unavailable("the trigger's agent is not available right now".into())
     })?;
+    // A payload grows the store as an operator's message does: none into
+    // a namespace over its store quota.
+    if entry.namespace.store_refusal().is_some() {
+        return Err(DeliverError::Quota(crate::namespaces::QuotaError::TriggerTargetFull).into());
+    }
     let message = NewMessage {
         cause: None,
         provenance: Provenance::Trigger { wait_id },
