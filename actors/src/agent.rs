@@ -25,6 +25,7 @@ use run::AbortOnDrop;
 
 mod control;
 mod finish;
+pub(crate) use finish::decided;
 mod hourly;
 mod queue;
 mod run;

@@ -55,6 +55,9 @@ pub struct RuntimeConfig {
     pub metrics: bool,
     /// The MCP servers agents may be allowed (`serve --mcp-config`).
     pub mcp: Arc<crate::mcp::McpConfig>,
+    /// How many recorded turn inputs (for replays) each agent keeps; 0
+    /// records none (`serve --replay-keep-turns`).
+    pub turn_inputs_kept: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -79,6 +82,7 @@ impl Default for RuntimeConfig {
             trace_causes: false,
             metrics: true,
             mcp: Arc::default(),
+            turn_inputs_kept: crate::store::turn_input::DEFAULT_KEPT,
         }
     }
 }

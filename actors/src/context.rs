@@ -293,7 +293,11 @@ fn turn_candidates(
 /// The agent's skills as the context lists them: name, description and
 /// the tools each says it needs. `LoadSkill` gives the whole text.
 fn skills(ctx: &Ctx, names: &[String]) -> Value {
-    let catalog = ctx.skills.current();
+    skills_view(&ctx.skills.current(), names)
+}
+
+/// The skills of `names` in `catalog`, as the context lists them.
+pub fn skills_view(catalog: &holarchy_composition::skill::SkillCatalog, names: &[String]) -> Value {
     Value::Array(
         catalog
             .some(names)

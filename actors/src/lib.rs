@@ -57,6 +57,7 @@ pub mod plane;
 pub mod process;
 pub mod protocol;
 pub mod quota;
+pub mod replay;
 pub mod replies;
 pub mod runtime;
 pub mod sandbox;
@@ -91,8 +92,8 @@ pub use shared::Ctx;
 pub use store::{
     ApprovalStore, Batch, CommitFuture, ContextRecord, ContextStore, DamagedRecord, DurableFuture,
     InboundStore, InstanceStore, MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore,
-    NoteDraft, Reads, Recalled, RecalledToolCall, RecoveryInput, ReplayGuard, Store, StoreError,
-    StoredEvent, Write,
+    NoteDraft, Reads, Recalled, RecalledToolCall, RecoveryInput, ReplayGuard, SharedInput, Store,
+    StoreError, StoredEvent, TurnInputRecord, TurnInputs, Write,
 };
 
 /// Wall-clock milliseconds since the Unix epoch, for record timestamps.

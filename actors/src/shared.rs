@@ -25,7 +25,7 @@ use crate::directory::Directory;
 use crate::lifecycle::Lifecycle;
 use crate::protocol::{AgentArgs, AgentMsg, TaskMsg, TaskSnapshot, WaitMsg};
 use crate::store::{
-    ApprovalStore, ContextStore, InboundStore, InstanceStore, MemoryStore, Reads, Store,
+    ApprovalStore, ContextStore, InboundStore, InstanceStore, MemoryStore, Reads, Store, TurnInputs,
 };
 use crate::topology::Topology;
 use crate::{limits, secrets, structure};
@@ -56,6 +56,9 @@ pub struct Ctx {
     pub replies: Arc<crate::replies::Replies>,
     /// The MCP servers agents may use, started on demand.
     pub mcp: crate::mcp::McpServers,
+    /// The shared parts of recorded turn inputs written this incarnation,
+    /// by digest: each is written once, not with every turn.
+    pub shared_inputs: crate::turn::SharedWritten,
     /// Task ids whose command output grew or ended, for followers.
     output_events: tokio::sync::broadcast::Sender<holarchy_supervision::TaskId>,
 
@@ -173,6 +176,7 @@ impl Ctx {
             locks: structure::Locks::default(),
             topology: Topology::default(),
             brain_processes,
+            shared_inputs: crate::turn::SharedWritten::default(),
             output_events: tokio::sync::broadcast::channel(1024).0,
             replies: Arc::default(),
             // A stalled server must not hold a turn until its deadline: the
@@ -208,6 +212,11 @@ impl Ctx {
 
     /// Each agent's running summary of its context.
     pub fn context_records(&self) -> &dyn ContextStore {
+        self.store.as_ref()
+    }
+
+    /// What recorded turns' brains saw, for replays.
+    pub fn turn_inputs(&self) -> &dyn TurnInputs {
         self.store.as_ref()
     }
 

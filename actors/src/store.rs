@@ -4,7 +4,8 @@
 //!
 //! [`Store`] is made of parts, so that a caller's signature says what it
 //! may do: [`Reads`] of the tree's records, one trait per side store
-//! (approvals, instances, inbound events, context records, memory), and the
+//! (approvals, instances, inbound events, context records, memory, the
+//! inputs of recorded turns), and the
 //! commits. Each part is `Send + Sync` because a door to it is held across
 //! awaits.
 //!
@@ -27,12 +28,14 @@ pub use memory::{
     check_search, MemoryHit, MemoryInputError, MemoryKind, MemoryNote, MemorySize, MemoryStore,
     NoteDraft, Recalled, RecalledToolCall,
 };
+pub use turn_input::{SharedInput, TurnInputRecord, TurnInputs};
 
 mod approval;
 mod context;
 mod inbound;
 mod instance;
 pub mod memory;
+pub mod turn_input;
 
 pub use holarchy_supervision::effect::{Batch, Write};
 
@@ -206,6 +209,7 @@ pub trait Store:
     + ApprovalStore
     + ContextStore
     + MemoryStore
+    + TurnInputs
     + Send
     + Sync
     + 'static

@@ -27,15 +27,28 @@ use steps::{Fixed, Progress};
 
 pub mod budget;
 mod compaction;
+mod record;
 mod steps;
+
+pub use record::SharedWritten;
 
 /// How much of a refused call's input the turn keeps: the call did not
 /// run, so a hint of what it was is enough.
-const REFUSED_INPUT_BYTES: usize = 1024;
+pub(crate) const REFUSED_INPUT_BYTES: usize = 1024;
 
 /// The brain for a configuration. `scripted` is the runtime's built-in
 /// brain (tests may give their own).
 pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Arc<dyn Brain> {
+    brain_with(ctx, config, ctx.brain_processes.clone())
+}
+
+/// The brain for a configuration, a command brain's processes taking
+/// `slots` (a replay's own, apart from the live agents').
+pub fn brain_with(
+    ctx: &Ctx,
+    config: &BrainConfig,
+    slots: Arc<tokio::sync::Semaphore>,
+) -> Arc<dyn Brain> {
     match config {
         BrainConfig::Scripted => ctx.brain.clone(),
         BrainConfig::Command {
@@ -49,7 +62,7 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Arc<dyn Brain> {
             env: env.clone(),
             timeout: std::time::Duration::from_millis(*timeout_ms),
             sandbox: ctx.config.sandbox.clone(),
-            slots: ctx.brain_processes.clone(),
+            slots,
         }),
         BrainConfig::OpenAi {
             base_url,
@@ -87,7 +100,7 @@ pub fn brain_for(ctx: &Ctx, config: &BrainConfig) -> Arc<dyn Brain> {
 }
 
 /// A result as the brain sees it; a cut input is no JSON, so it sees none.
-fn result_view(result: &ToolResult) -> ResultView {
+pub(crate) fn result_view(result: &ToolResult) -> ResultView {
     ResultView {
         tool: result.tool.clone(),
         input: result.input.value().cloned().unwrap_or(Value::Null),
@@ -200,26 +213,56 @@ async fn run_on(
         Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
     };
     // Only an instance's agents log decisions; the brain's last one wins.
-    let logs_decision = composition.and_then(|c| c.instance.clone());
-    let mut progress = Progress::new(limits);
+    let instance = composition.and_then(|c| c.instance.clone());
+    let logs = instance.is_some();
     let caller = TurnCaller {
         agent_id,
         profile,
         run_id,
         policy: policy.as_ref(),
     };
+    let outcome = steps_of(
+        &ctx,
+        brain.as_ref(),
+        &fixed,
+        &mut room,
+        &caller,
+        instance,
+        &usage,
+        &record,
+    )
+    .await;
+    if brain.reads_context() {
+        record::record(&ctx, brain.name(), &fixed, &outcome, logs).await;
+    }
+    outcome
+}
+
+/// The steps of the turn `fixed` describes, to its outcome.
+#[allow(clippy::too_many_arguments)]
+async fn steps_of(
+    ctx: &Arc<Ctx>,
+    brain: &dyn Brain,
+    fixed: &Fixed,
+    room: &mut Option<compaction::StepRoom>,
+    caller: &TurnCaller<'_>,
+    logs_decision: Option<String>,
+    usage: &UsageMeter,
+    record: &AgentRecord,
+) -> TurnOutcome {
+    let (agent_id, run_id, max_steps) = (fixed.agent_id, fixed.run_id, fixed.max_steps);
+    let mut progress = Progress::new(&ctx.config.limits);
     for step in 1..=max_steps {
         // Before the brain sees them: the turn's steps within its budget.
         if let Some(room) = room.as_mut() {
             let steps = &mut progress.steps;
-            room.fit(&ctx, brain.as_ref(), agent_id, run_id, steps, &usage)
-                .await;
+            room.fit(ctx, brain, agent_id, run_id, steps, usage).await;
         }
         // Taken after the fit: a step compacted away is in the summary, not
         // sent again whole.
         let compacted = room.as_ref().and_then(|r| r.compacted.clone());
         let logs = logs_decision.is_some();
-        let input = fixed.input(&ctx, step, &progress.steps, compacted, logs, &usage);
+        let input = fixed.input(ctx, step, &progress.steps, compacted, logs, usage);
         let decided = brain.decide(input).instrument(tracing::info_span!(
             "brain_step",
             brain = brain.name(),
@@ -229,7 +272,7 @@ async fn run_on(
             Ok(plan) => plan,
             Err(err) => return TurnOutcome::BrainFailed(err.to_string()),
         };
-        if !progress.take(&ctx, &caller, plan).await {
+        if !progress.take(ctx, caller, plan).await {
             break;
         }
         if step == max_steps && max_steps < record.brain.max_steps() {
@@ -397,7 +440,7 @@ async fn parked(
 /// A call's input as written, what is never stored left out (see
 /// [`tools::recorded_input`]), cut to `limit` bytes of its text if it is
 /// longer.
-fn written(call: &ToolCall, limit: usize) -> CallInput {
+pub(crate) fn written(call: &ToolCall, limit: usize) -> CallInput {
     let kept = tools::recorded_input(&call.name, &call.input).unwrap_or_else(|| call.input.clone());
     let len = json_len(&kept);
     if len <= limit {
@@ -412,7 +455,7 @@ fn written(call: &ToolCall, limit: usize) -> CallInput {
 
 /// A brain's reply, cut to a message's bound: it is stored with every step,
 /// and a child's reply becomes its parent's message.
-fn bounded_reply(reply: Option<String>) -> Option<String> {
+pub(crate) fn bounded_reply(reply: Option<String>) -> Option<String> {
     reply.map(|text| {
         if text.len() <= MAX_MESSAGE_LEN {
             return text;

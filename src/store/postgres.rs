@@ -45,6 +45,7 @@ mod retention;
 pub mod schema;
 mod side;
 mod statements;
+mod turn_inputs;
 mod views;
 
 /// Why the database could not be opened or used.
@@ -174,6 +175,7 @@ impl PgStore {
             block(&handle, async move {
                 let mut client = pool.get().await.map_err(|e| PgError::Pool(e.to_string()))?;
                 schema::migrate(&mut client).await?;
+                turn_inputs::sweep_shared(&client).await?;
                 let last = committer::last_cursor(&client).await?;
                 let seqs = committer::slot_seqs(&client).await?;
                 let prepared = committer::Prepared::new(&client).await?;

@@ -30,6 +30,10 @@
 //! - `agent_approvals`: agent id ++ approval id -> (empty): an agent's approvals, oldest first
 //! - `open_approvals`: agent id ++ approval id -> (empty): approvals not yet decided and told
 //! - `context`: agent id                 -> ContextRecord, its running summary (not in batches)
+//! - `turn_inputs`: agent id ++ run id -> TurnInputRecord, what a recorded turn's brain saw
+//!   (not in batches; see `turn_inputs`)
+//! - `turn_shared`: digest            -> SharedInput, a role and catalog recorded turns share
+//! - `turn_shared_refs`: digest ++ 0 ++ agent id ++ run id -> (empty): which records use it
 //! - `usage`:   agent id                  -> UsageTotals: tokens its turns spent (added to in
 //!   the batch of each turn's end)
 //! - `tokens`:  token id (ULID text)     -> TokenRecord, hashed (not in batches; see `access`)
@@ -93,6 +97,10 @@ const AGENT_APPROVALS: &str = "agent_approvals";
 const OPEN_APPROVALS: &str = "open_approvals";
 /// Outside the batch path: see `context`.
 const CONTEXT: &str = "context";
+/// Outside the batch path: see `turn_inputs`.
+const TURN_INPUTS: &str = "turn_inputs";
+const TURN_SHARED: &str = "turn_shared";
+const TURN_SHARED_REFS: &str = "turn_shared_refs";
 /// Outside the batch path: see `access`.
 const TOKENS: &str = "tokens";
 const AUDIT: &str = "audit";
@@ -236,6 +244,9 @@ pub struct SledStore {
     agent_approvals: Tree,
     open_approvals: Tree,
     context: Tree,
+    turn_inputs: Tree,
+    turn_shared: Tree,
+    turn_shared_refs: Tree,
     usage: Tree,
     tokens: Tree,
     audit: Tree,
@@ -287,6 +298,7 @@ impl SledStore {
         ));
         unstarted.start(db.clone(), Applier(writer.clone()))?;
         let memory = memory::Memory::open(&db, path, &agents, group.watermark())?;
+        turn_inputs::sweep_shared(&tree(TURN_SHARED)?, &tree(TURN_SHARED_REFS)?)?;
         Ok(Self {
             agents,
             names: tree(NAMES)?,
@@ -313,6 +325,9 @@ impl SledStore {
             agent_approvals: tree(AGENT_APPROVALS)?,
             open_approvals: tree(OPEN_APPROVALS)?,
             context: tree(CONTEXT)?,
+            turn_inputs: tree(TURN_INPUTS)?,
+            turn_shared: tree(TURN_SHARED)?,
+            turn_shared_refs: tree(TURN_SHARED_REFS)?,
             usage: tree(USAGE)?,
             tokens: tree(TOKENS)?,
             audit: tree(AUDIT)?,
@@ -575,5 +590,6 @@ mod reads;
 mod recovery;
 #[cfg(test)]
 mod tests;
+mod turn_inputs;
 mod views;
 mod writer;

@@ -158,7 +158,7 @@ impl AgentActor {
 /// one that holds, else the one read off the turn. A refused explicit
 /// decision is no failure of the turn: the derived one is recorded, its
 /// reason saying why the brain's was refused.
-fn decided(
+pub(crate) fn decided(
     run_id: RunId,
     reply: Option<&str>,
     steps: &[(Option<String>, Vec<ToolResult>)],

@@ -18,7 +18,8 @@ use super::Secrets;
 use crate::store::{
     ApprovalStore, Batch, ContextRecord, ContextStore, DurableFuture, InboundStore, InstanceStore,
     MemoryHit, MemoryKind, MemoryNote, MemorySize, MemoryStore, NoteDraft, Reads, Recalled,
-    RecoveryInput, ReplayGuard, Store, StoreError, StoredEvent,
+    RecoveryInput, ReplayGuard, SharedInput, Store, StoreError, StoredEvent, TurnInputRecord,
+    TurnInputs,
 };
 
 /// Wraps the runtime's store; reads pass through unchanged.
@@ -133,6 +134,42 @@ impl ContextStore for RedactingStore {
 
     fn forget_context(&self, agent_id: AgentId) -> Result<(), StoreError> {
         self.inner.forget_context(agent_id)
+    }
+}
+
+// A recorded input holds what the brain was shown, which may quote a
+// secret an agent saw: redacted as a note is. The shared part is the
+// operator's own role and the runtime's catalog.
+impl TurnInputs for RedactingStore {
+    fn put_turn_input(
+        &self,
+        agent_id: AgentId,
+        run_id: holarchy_supervision::RunId,
+        record: &TurnInputRecord,
+        shared: Option<&SharedInput>,
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        let mut record = record.clone();
+        self.secrets.redact(&mut record.agent);
+        self.secrets.redact(&mut record.context);
+        self.inner
+            .put_turn_input(agent_id, run_id, &record, shared, keep)
+    }
+
+    fn turn_input(
+        &self,
+        agent_id: AgentId,
+        run_id: holarchy_supervision::RunId,
+    ) -> Result<Option<TurnInputRecord>, StoreError> {
+        self.inner.turn_input(agent_id, run_id)
+    }
+
+    fn shared_input(&self, digest: &str) -> Result<Option<SharedInput>, StoreError> {
+        self.inner.shared_input(digest)
+    }
+
+    fn forget_turn_inputs(&self, agent_id: AgentId) -> Result<(), StoreError> {
+        self.inner.forget_turn_inputs(agent_id)
     }
 }
 

@@ -274,8 +274,10 @@ async fn delete_memories(ctx: &Arc<Ctx>, agents: &[AgentId]) -> Result<(), Store
     tokio::task::spawn_blocking(move || {
         agents.iter().try_for_each(|agent| {
             ctx.memory().delete_memory(*agent)?;
-            // The running summary of its context goes with its notes.
-            ctx.context_records().forget_context(*agent)
+            // The running summary of its context goes with its notes, and
+            // so do its recorded turns' inputs.
+            ctx.context_records().forget_context(*agent)?;
+            ctx.turn_inputs().forget_turn_inputs(*agent)
         })
     })
     .await
@@ -295,6 +297,7 @@ pub fn finish(ctx: &Ctx, intent: &CleanupIntent) -> Result<usize, StoreError> {
     for agent_id in &intent.agents {
         ctx.memory().delete_memory(*agent_id)?;
         ctx.context_records().forget_context(*agent_id)?;
+        ctx.turn_inputs().forget_turn_inputs(*agent_id)?;
     }
     crate::apply::apply(ctx, plan)?;
     // Nothing of theirs runs at start: their temporary directories go too.

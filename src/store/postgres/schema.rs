@@ -23,10 +23,12 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
     (4, &[V4]),
     // What the event log's retention removed.
     (5, &[super::retention::FLOORS]),
+    // Recorded turn inputs, and replays' jobs and reports.
+    (6, &[super::turn_inputs::TABLES]),
 ];
 
 /// The version this build writes and reads.
-pub const VERSION: i32 = 5;
+pub const VERSION: i32 = 6;
 
 /// Each run of events is one slot's, keyed by slot and the number of its
 /// first event there (`crate::store::slots`); a run's numbers go on by
