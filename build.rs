@@ -18,6 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/holarchy/v1/approval.proto",
         "proto/holarchy/v1/memory.proto",
         "proto/holarchy/v1/access.proto",
+        "proto/holarchy/v1/replay.proto",
     ];
     let descriptors = protox::compile(files, ["proto"])?;
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);

@@ -11,6 +11,7 @@
 //! - [`approval_service`] serves `holarchy.v1.ApprovalService`.
 //! - [`memory_service`] serves `holarchy.v1.MemoryService`.
 //! - [`plane_service`] serves `holarchy.v1.WorkService` and `holarchy.v1.TriggerService`.
+//! - [`replay_service`] serves `holarchy.v1.ReplayService`.
 //! - [`read_model`]: what the services read from the store.
 //! - [`scope`]: the namespace a call acts in.
 //! - [`convert`]: domain to proto, and the one error-to-status mapping.
@@ -25,6 +26,7 @@ pub mod instance_service;
 pub mod memory_service;
 pub mod plane_service;
 pub mod read_model;
+pub mod replay_service;
 pub mod runtime_service;
 pub mod scope;
 pub mod supervision_service;

@@ -23,6 +23,7 @@ mod message_text;
 mod namespaces;
 mod output;
 mod progress;
+mod replay;
 mod resolve;
 mod run_errors;
 mod serve;
@@ -57,8 +58,8 @@ use crate::api::pb;
 use crate::daemon::{self, GivenToken};
 use examples::{
     AGENT_EXAMPLES, AUDIT_EXAMPLES, BENCH_EXAMPLES, EVENTS_EXAMPLES, INSTANCE_EXAMPLES,
-    MEMORY_EXAMPLES, NAMESPACE_EXAMPLES, SERVE_EXAMPLES, STATUS_EXAMPLES, TASK_EXAMPLES,
-    TOKEN_EXAMPLES, TOP_EXAMPLES, TREE_EXAMPLES, WORKSPACE_EXAMPLES,
+    MEMORY_EXAMPLES, NAMESPACE_EXAMPLES, REPLAY_EXAMPLES, SERVE_EXAMPLES, STATUS_EXAMPLES,
+    TASK_EXAMPLES, TOKEN_EXAMPLES, TOP_EXAMPLES, TREE_EXAMPLES, WORKSPACE_EXAMPLES,
 };
 use output::Output;
 use resolve::resolve;
@@ -204,6 +205,11 @@ pub enum Command {
     /// Agents' durable memory: search and list an agent's notes.
     #[command(subcommand, after_help = MEMORY_EXAMPLES)]
     Memory(MemoryCommand),
+    /// Replays: run an agent's recorded turns through a candidate brain,
+    /// role prompt, skills folder or constraints, without side effects, and
+    /// see where its decisions differ (docs/replay.md).
+    #[command(subcommand, after_help = REPLAY_EXAMPLES)]
+    Replay(Box<replay::ReplayCommand>),
     /// Run a call waiting for approval, once, as its agent.
     Approve {
         /// The approval's id (`approvals` lists them).
@@ -513,6 +519,10 @@ pub async fn run(cli: Cli, secrets: Arc<Secrets>) -> anyhow::Result<()> {
         } => {
             let clients = cli.connect().await?;
             approvals::list(clients, agent.as_deref(), *all, &out).await
+        }
+        Command::Replay(command) => {
+            let clients = cli.connect().await?;
+            replay::replay_command(clients, command, &out).await
         }
         Command::Memory(command) => {
             let clients = cli.connect().await?;

@@ -21,6 +21,7 @@ use crate::api::pb::agent_service_client::AgentServiceClient;
 use crate::api::pb::approval_service_client::ApprovalServiceClient;
 use crate::api::pb::instance_service_client::InstanceServiceClient;
 use crate::api::pb::memory_service_client::MemoryServiceClient;
+use crate::api::pb::replay_service_client::ReplayServiceClient;
 use crate::api::pb::runtime_service_client::RuntimeServiceClient;
 use crate::api::pb::supervision_service_client::SupervisionServiceClient;
 use crate::api::pb::task_service_client::TaskServiceClient;
@@ -111,6 +112,7 @@ pub type WorkspaceClient = WorkspaceServiceClient<InterceptedService<Channel, Au
 pub type InstanceClient = InstanceServiceClient<InterceptedService<Channel, Auth>>;
 pub type ApprovalClient = ApprovalServiceClient<InterceptedService<Channel, Auth>>;
 pub type MemoryClient = MemoryServiceClient<InterceptedService<Channel, Auth>>;
+pub type ReplayClient = ReplayServiceClient<InterceptedService<Channel, Auth>>;
 pub type AccessClient = AccessServiceClient<InterceptedService<Channel, Auth>>;
 pub type HealthClient = GrpcHealthClient<InterceptedService<Channel, Auth>>;
 
@@ -130,6 +132,7 @@ pub struct Clients {
     pub instances: InstanceClient,
     pub approvals: ApprovalClient,
     pub memory: MemoryClient,
+    pub replays: ReplayClient,
     pub access: AccessClient,
     /// The standard gRPC health check: a call that does no work.
     pub health: HealthClient,
@@ -300,6 +303,9 @@ pub async fn connect_in(target: &Target, namespace: Option<&str>) -> anyhow::Res
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
         memory: MemoryServiceClient::with_interceptor(channel.clone(), auth.clone())
+            .max_decoding_message_size(max)
+            .max_encoding_message_size(max),
+        replays: ReplayServiceClient::with_interceptor(channel.clone(), auth.clone())
             .max_decoding_message_size(max)
             .max_encoding_message_size(max),
         access: AccessServiceClient::with_interceptor(channel.clone(), auth.clone())

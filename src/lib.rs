@@ -27,6 +27,7 @@ pub mod escape;
 pub mod memory;
 pub mod metrics;
 pub mod problems;
+pub mod replay;
 pub mod store;
 pub mod telemetry;
 pub mod web;

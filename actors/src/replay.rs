@@ -84,7 +84,7 @@ pub struct Candidate {
 }
 
 /// What the candidate decided over one turn.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Decided {
     pub steps: Vec<DecidedStep>,
     /// The last reply of the turn.
@@ -99,7 +99,7 @@ pub struct Decided {
 }
 
 /// One step's reply and calls, the calls as `(tool, input text)`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DecidedStep {
     pub reply: Option<String>,
     pub calls: Vec<(String, String)>,
@@ -138,6 +138,31 @@ pub fn decision_text(decided: &EventKind) -> Option<String> {
         Some(target) => format!("{kind} {target}: {reason}"),
         None => format!("{kind}: {reason}"),
     })
+}
+
+impl Decided {
+    /// The decision with each text cut to `max` bytes and at most
+    /// `max_steps` steps, for a report that must stay small.
+    pub fn bounded(mut self, max: usize, max_steps: usize) -> Self {
+        let cut = |text: &mut String| {
+            if text.len() > max {
+                let note = format!("… ({} bytes, cut)", text.len());
+                holarchy_supervision::bounds::truncate(text, max);
+                text.push_str(&note);
+            }
+        };
+        self.steps.truncate(max_steps);
+        for step in &mut self.steps {
+            step.reply.iter_mut().for_each(cut);
+            for (_, input) in &mut step.calls {
+                cut(input);
+            }
+        }
+        self.reply.iter_mut().for_each(cut);
+        self.decision.iter_mut().for_each(cut);
+        self.failed.iter_mut().for_each(cut);
+        self
+    }
 }
 
 impl RecordedTurn {

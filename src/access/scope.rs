@@ -68,6 +68,14 @@ const SCOPES: &[(&str, Scope)] = &[
     ("MemoryService/SearchMemory", Scope::Agent(1)),
     ("MemoryService/ListMemory", Scope::Agent(1)),
     ("MemoryService/WriteMemory", Scope::Agent(1)),
+    ("ReplayService/StartReplay", Scope::Agent(1)),
+    // A replay is its agent's namespace's: the service shows a caller only
+    // its own.
+    ("ReplayService/GetReplay", Scope::Listing),
+    ("ReplayService/ListReplays", Scope::Listing),
+    ("ReplayService/CancelReplay", Scope::Listing),
+    ("ReplayService/ResumeReplay", Scope::Listing),
+    ("ReplayService/DeleteReplay", Scope::Listing),
     ("RuntimeService/GetStatus", Scope::Open),
     ("RuntimeService/GetActivity", Scope::Listing),
     ("SupervisionService/GetTree", Scope::AgentOrListing(1)),

@@ -112,6 +112,12 @@ pub struct ServeArgs {
     /// or `forever`.
     #[arg(help_heading = "Storage", long, default_value = "90d", value_parser = parse_retention)]
     pub event_retention: Retention,
+    /// How many recorded turn inputs each agent keeps for replays
+    /// (`holarchy replay`): what its brain was shown, for brains that read
+    /// context (command, openai, anthropic). 0 records none; its turns can
+    /// then be replayed only through a brain that reads no context.
+    #[arg(help_heading = "Storage", long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub replay_keep_turns: u64,
     /// Messages an agent may hold waiting before ingress is refused.
     #[arg(help_heading = "Limits", long, default_value_t = 1024)]
     pub max_queue: usize,
@@ -346,6 +352,7 @@ pub(super) async fn serve(
         config.database = Some(crate::store::postgres::database(url, password)?);
     }
     config.runtime.context_tokens = args.context_tokens.and_then(|n| usize::try_from(n).ok());
+    config.runtime.turn_inputs_kept = usize::try_from(args.replay_keep_turns).unwrap_or(usize::MAX);
     config.runtime.trace_causes = args.otlp_endpoint.is_some();
     config.runtime.metrics = !args.no_metrics;
     config.runtime.model_retry.max_retries = args.model_retries;

@@ -140,6 +140,10 @@ pub(super) async fn serve(
             stop_rx.clone(),
         ))
     });
+    let replays =
+        crate::replay::Replays::open(runtime.clone(), reads(&store), replay_store(&store))
+            .await
+            .context("cannot read the stored replays")?;
     let services = Services::new(Over {
         runtime: runtime.clone(),
         store: reads(&store),
@@ -155,6 +159,7 @@ pub(super) async fn serve(
             http_listener.as_ref(),
             tls.is_some(),
         ),
+        replays: replays.clone(),
     })
     .await?;
     let scopes = Arc::new(crate::api::scope::Scopes::new(
@@ -328,6 +333,9 @@ pub(super) async fn serve(
             warn!("webhook server did not drain in time");
         }
     }
+    // Replays run on the runtime's brains: stopped (each marked
+    // interrupted, to be resumed) before it is.
+    replays.shutdown().await;
     runtime.shutdown(timeout).await;
     if let Some(server) = http_server {
         match tokio::time::timeout(timeout, server.close()).await {
@@ -380,6 +388,14 @@ fn listeners(
         ));
     }
     out
+}
+
+/// The store as replays keep their records.
+fn replay_store(store: &Opened) -> Arc<dyn crate::replay::store::ReplayStore> {
+    match store {
+        Opened::Sled(store) => store.clone(),
+        Opened::Postgres(store) => store.clone(),
+    }
 }
 
 /// The store as the services read it.

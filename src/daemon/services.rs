@@ -29,6 +29,7 @@ use crate::api::pb::agent_service_server::AgentServiceServer;
 use crate::api::pb::approval_service_server::ApprovalServiceServer;
 use crate::api::pb::instance_service_server::InstanceServiceServer;
 use crate::api::pb::memory_service_server::MemoryServiceServer;
+use crate::api::pb::replay_service_server::ReplayServiceServer;
 use crate::api::pb::runtime_service_server::RuntimeServiceServer;
 use crate::api::pb::supervision_service_server::SupervisionServiceServer;
 use crate::api::pb::task_service_server::TaskServiceServer;
@@ -37,6 +38,7 @@ use crate::api::pb::work_service_server::WorkServiceServer;
 use crate::api::pb::workspace_service_server::WorkspaceServiceServer;
 use crate::api::plane_service::PlaneApi;
 use crate::api::read_model::ReadModel;
+use crate::api::replay_service::ReplayApi;
 use crate::api::runtime_service::RuntimeApi;
 use crate::api::supervision_service::SupervisionApi;
 use crate::api::task_service::TaskApi;
@@ -67,6 +69,7 @@ pub(super) struct Over {
     pub quotas: crate::access::quotas::Quotas,
     /// Where the daemon answers, for `GetStatus`.
     pub listeners: Vec<String>,
+    pub replays: Arc<crate::replay::Replays>,
 }
 
 /// Every gRPC service of the daemon, bounded and reported serving.
@@ -90,6 +93,7 @@ impl Services {
             audit,
             quotas,
             listeners,
+            replays,
         } = over;
         let (health, health_service) = tonic_health::server::health_reporter();
         let mut services = Services {
@@ -114,6 +118,8 @@ impl Services {
         add!(services, WorkspaceServiceServer::new(workspaces));
         let instances = InstanceApi::new(runtime.clone());
         add!(services, InstanceServiceServer::new(instances));
+        let replay = ReplayApi::new(runtime.clone(), store.clone(), replays);
+        add!(services, ReplayServiceServer::new(replay));
         let approvals = ApprovalApi::new(runtime.clone(), store);
         add!(services, ApprovalServiceServer::new(approvals));
         let memory = MemoryApi::new(runtime);

@@ -41,6 +41,7 @@ mod committer;
 pub mod import;
 mod memory;
 mod reads;
+mod replays;
 mod retention;
 pub mod schema;
 mod side;

@@ -34,6 +34,8 @@
 //!   (not in batches; see `turn_inputs`)
 //! - `turn_shared`: digest            -> SharedInput, a role and catalog recorded turns share
 //! - `turn_shared_refs`: digest ++ 0 ++ agent id ++ run id -> (empty): which records use it
+//! - `replay_jobs`: replay id        -> ReplayRecord (not in batches; see `replays`)
+//! - `replay_turns`: replay id ++ index -> TurnReport of one replayed turn
 //! - `usage`:   agent id                  -> UsageTotals: tokens its turns spent (added to in
 //!   the batch of each turn's end)
 //! - `tokens`:  token id (ULID text)     -> TokenRecord, hashed (not in batches; see `access`)
@@ -101,6 +103,9 @@ const CONTEXT: &str = "context";
 const TURN_INPUTS: &str = "turn_inputs";
 const TURN_SHARED: &str = "turn_shared";
 const TURN_SHARED_REFS: &str = "turn_shared_refs";
+/// Outside the batch path: see `replays`.
+const REPLAY_JOBS: &str = "replay_jobs";
+const REPLAY_TURNS: &str = "replay_turns";
 /// Outside the batch path: see `access`.
 const TOKENS: &str = "tokens";
 const AUDIT: &str = "audit";
@@ -247,6 +252,8 @@ pub struct SledStore {
     turn_inputs: Tree,
     turn_shared: Tree,
     turn_shared_refs: Tree,
+    replay_jobs: Tree,
+    replay_turns: Tree,
     usage: Tree,
     tokens: Tree,
     audit: Tree,
@@ -328,6 +335,8 @@ impl SledStore {
             turn_inputs: tree(TURN_INPUTS)?,
             turn_shared: tree(TURN_SHARED)?,
             turn_shared_refs: tree(TURN_SHARED_REFS)?,
+            replay_jobs: tree(REPLAY_JOBS)?,
+            replay_turns: tree(REPLAY_TURNS)?,
             usage: tree(USAGE)?,
             tokens: tree(TOKENS)?,
             audit: tree(AUDIT)?,
@@ -588,6 +597,7 @@ mod instances;
 mod memory;
 mod reads;
 mod recovery;
+mod replays;
 #[cfg(test)]
 mod tests;
 mod turn_inputs;

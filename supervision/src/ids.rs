@@ -192,6 +192,11 @@ ulid_id!(
     NoteId,
     "note_"
 );
+ulid_id!(
+    /// Identifies one replay: recorded turns run through a candidate.
+    ReplayId,
+    "rpl_"
+);
 
 /// One of the [`Slot::COUNT`] parts the agents are divided into, a tree
 /// always whole in one: what a cluster of daemons will route and fence

@@ -56,8 +56,8 @@ pub use brain::BrainConfig;
 pub use composed::{Composition, Role, ToolLimits};
 pub use event::{slot_of, Event, EventKind, RunOutcome};
 pub use ids::{
-    AgentId, ApprovalId, CleanupId, EventCursor, IdParseError, InboundId, MessageId, NoteId, RunId,
-    Slot, TaskId, WaitId, WorkItemId,
+    AgentId, ApprovalId, CleanupId, EventCursor, IdParseError, InboundId, MessageId, NoteId,
+    ReplayId, RunId, Slot, TaskId, WaitId, WorkItemId,
 };
 pub use network::NetworkPolicy;
 pub use profile::{Ownership, Preset, Profile, ToolFamilies, ToolFamily, Visibility};

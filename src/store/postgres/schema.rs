@@ -24,7 +24,7 @@ const MIGRATIONS: &[(i32, &[&str])] = &[
     // What the event log's retention removed.
     (5, &[super::retention::FLOORS]),
     // Recorded turn inputs, and replays' jobs and reports.
-    (6, &[super::turn_inputs::TABLES]),
+    (6, &[super::turn_inputs::TABLES, super::replays::TABLES]),
 ];
 
 /// The version this build writes and reads.

@@ -10,7 +10,10 @@ use crate::store::codec::{decode, encode};
 
 impl SledStore {
     /// Runs `write` counted as a write, so the next `durable()` flushes it.
-    fn counted<T>(&self, write: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(super) fn counted<T>(
+        &self,
+        write: impl FnOnce() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         self.group.begin_write();
         let done = write();
         self.group.end_write();

@@ -94,7 +94,7 @@ impl TurnInputs for SledStore {
                 .insert(ref_key(&record.shared, &key), &[])
                 .map_err(backend)?;
             self.turn_inputs.insert(&key, value).map_err(backend)?;
-            if run_id.to_bytes()[15] % PRUNE_EVERY == 0 {
+            if run_id.to_bytes()[15].is_multiple_of(PRUNE_EVERY) {
                 self.prune_turn_inputs(agent_id, keep)?;
             }
             Ok(())
