@@ -266,8 +266,8 @@ where
 /// watchers read, so only for callers in it. `None`: not here (a sent
 /// message's and a created agent's go in their own commits; a delivered
 /// trigger or published event is input its own events record, at a
-/// machine's rate; a write whose agent cannot be found is in the trail
-/// only).
+/// machine's rate; a replay's are in the trail only, as is a write whose
+/// agent cannot be found).
 fn acted_on(
     scopes: &Scopes,
     action: &str,
@@ -284,6 +284,9 @@ fn acted_on(
     };
     match scope {
         Scope::Agent(_) if action.starts_with("AgentService/SendMessage") => None,
+        // A replay writes nothing of any agent's, the event log included:
+        // who started, cancelled or deleted one is in the audit trail.
+        _ if action.starts_with("ReplayService/") => None,
         Scope::Agent(field) => owner(Kind::Agent, field),
         Scope::Task(field) => owner(Kind::Task, field),
         Scope::Approval(field) => owner(Kind::Approval, field),
