@@ -6,6 +6,10 @@ on stdout.
 An inbound GitHub event (provenance "event") for a new issue: first load
 the `labels` skill, then reply with the label its rule picks, and record an
 explicit decision. Anything else is acknowledged and recorded as `no_op`.
+
+It stands in for a model that follows its role: when the role asks for the
+issue's body to be read too, the label's word is looked for in the body as
+well as the title (docs/replay.md replays its turns under such a change).
 """
 import json
 import sys
@@ -32,12 +36,16 @@ def decide(request):
     labels = labels_of(skill.get("text", ""))
     issue = event.get("payload", {}).get("issue", {})
     title = issue.get("title", "").lower()
-    label = next((l for l in labels if l in title), labels[-1] if labels else "needs-triage")
+    role = (request.get("role") or {}).get("prompt", "")
+    words = title
+    if "body as well" in role:
+        words = "%s %s" % (title, (issue.get("body") or "").lower())
+    label = next((l for l in labels if l in words), labels[-1] if labels else "needs-triage")
     return {
         "reply": "%s: label %s" % (event["subject"], label),
         "decision": {
             "kind": "comment",
-            "reason": "the title of %s picks %s" % (event["subject"], label),
+            "reason": "the labels skill's rule picks %s" % label,
             "target": event["subject"],
             "idempotency_key": event["dedupe_key"],
         },

@@ -106,8 +106,10 @@ pub fn load(ctx: &Ctx, reads: &dyn ReadModel, turn: &TurnRef) -> Result<Recorded
         usage: None,
     };
     let mut cursor = turn.first.saturating_sub(1);
+    // The turn's events lie between its first and last: read no further.
+    let span = usize::try_from(turn.last.saturating_sub(turn.first) + 1).unwrap_or(PAGE);
     'log: loop {
-        let page = reads.events_after(cursor, PAGE)?;
+        let page = reads.events_after(cursor, span.min(PAGE))?;
         let Some(last) = page.last() else { break };
         cursor = last.cursor;
         for event in page {
