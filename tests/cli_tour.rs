@@ -44,6 +44,8 @@ mod progress;
 mod readable;
 #[path = "cli_tour/readme.rs"]
 mod readme;
+#[path = "cli_tour/replay.rs"]
+mod replay;
 #[path = "cli_tour/signals.rs"]
 mod signals;
 #[path = "cli_tour/tour.rs"]

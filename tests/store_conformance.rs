@@ -13,6 +13,7 @@
 //! - [`memory`]: agents' notes and their search.
 //! - [`side`]: the stores outside the batch path (instances, inbound
 //!   events and schedules, approvals, context records).
+//! - [`replays`]: recorded turn inputs, and replays with their reports.
 //! - [`views`]: an operator's reads of one agent, or a page of them, in
 //!   one go.
 //! - [`upgrade`]: a PostgreSQL log from before events were numbered by
@@ -34,6 +35,8 @@ mod memory;
 mod pg_server;
 #[path = "store_conformance/records.rs"]
 mod records;
+#[path = "store_conformance/replays.rs"]
+mod replays;
 #[path = "store_conformance/side.rs"]
 mod side;
 #[path = "store_conformance/upgrade.rs"]
@@ -109,6 +112,8 @@ macro_rules! every_check {
                 side::schedule_states_are_kept_until_their_instance_is_forgotten,
                 side::an_approval_is_decided_once_and_listed_while_open,
                 side::context_records_are_replaced_and_forgotten,
+                replays::turn_inputs_keep_the_newest_and_share_their_role_and_catalog,
+                replays::replays_and_their_reports_are_paged_and_deleted,
             ]
         );
     };

@@ -21,6 +21,14 @@ const TOUR_SECTIONS: [&str; 3] = [
 /// that runs it through the binary.
 const COVERED: &[(&str, &str)] = &[
     (
+        "replay start --role-file --wait",
+        "replay::an_operator_replays_an_agents_turns_through_a_candidate",
+    ),
+    (
+        "replay show",
+        "replay::an_operator_replays_an_agents_turns_through_a_candidate",
+    ),
+    (
         "memory search",
         "memory::an_operator_searches_and_lists_what_an_agent_wrote",
     ),

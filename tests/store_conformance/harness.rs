@@ -13,7 +13,7 @@ use holarchy_supervision::AgentId;
 
 /// One kind of store, as the suite drives it.
 pub trait Harness: Sized + Send + 'static {
-    type Store: Store + ReadModel;
+    type Store: Store + ReadModel + holarchy::replay::store::ReplayStore;
     /// Where one store's data lives; dropping it removes the data.
     type Place: Send + Sync;
 

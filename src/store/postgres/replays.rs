@@ -91,7 +91,7 @@ impl ReplayStore for PgStore {
         after: Option<u32>,
         limit: usize,
     ) -> Result<Vec<TurnReport>, StoreError> {
-        let after = after.map_or(-1, i64::from);
+        let after: i32 = after.map_or(-1, |a| i32::try_from(a).unwrap_or(i32::MAX));
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self.rows(
             "SELECT value FROM replay_turns WHERE replay_id = $1 AND idx > $2 \

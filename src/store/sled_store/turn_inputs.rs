@@ -11,10 +11,6 @@ use sled::Tree;
 use super::{backend, pair_key, SledStore, TURN_INPUTS, TURN_SHARED};
 use crate::store::codec::{decode, encode};
 
-/// How often (one put in this many) an agent's oldest records are
-/// dropped: each drop walks its newest `keep` keys.
-const PRUNE_EVERY: u8 = 16;
-
 fn ref_key(digest: &str, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(digest.len() + 1 + key.len());
     out.extend_from_slice(digest.as_bytes());
@@ -94,10 +90,9 @@ impl TurnInputs for SledStore {
                 .insert(ref_key(&record.shared, &key), &[])
                 .map_err(backend)?;
             self.turn_inputs.insert(&key, value).map_err(backend)?;
-            if run_id.to_bytes()[15].is_multiple_of(PRUNE_EVERY) {
-                self.prune_turn_inputs(agent_id, keep)?;
-            }
-            Ok(())
+            // A walk of the newest `keep` keys, per turn of a brain that
+            // reads context (a process or a model call each): cheap beside it.
+            self.prune_turn_inputs(agent_id, keep)
         })();
         self.group.end_write();
         written
