@@ -77,6 +77,14 @@ async fn the_console_lists_replays_and_shows_each_turns_two_sides() {
     assert_eq!(replay.status, "completed", "{replay:?}");
     assert_eq!((replay.selected, replay.same), (3, 3), "{replay:?}");
 
+    // The page has its script, and a way to the replays.
+    let page = http(&addr, "GET", "/", None).await;
+    assert!(page.body.contains("/console/replays.js"), "{}", page.body);
+    assert!(page.body.contains("href=\"#/replays\""), "{}", page.body);
+    let script = http(&addr, "GET", "/console/replays.js", None).await;
+    assert_eq!(script.status, 200);
+    assert!(script.header("content-type").starts_with("text/javascript"));
+
     // Without the token, neither the list nor the replay.
     let one = format!("/api/replays/{id}");
     for path in ["/api/replays", one.as_str()] {
