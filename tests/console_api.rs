@@ -3,9 +3,13 @@
 //! opened (then structure), contents and writes with it, private agents
 //! refused like gRPC refuses them, every input bounded, the tree one level
 //! and one page at a time (its filter walking past what was loaded, in
-//! `console_api/tree_filter.rs`), and only under the names it was given.
+//! `console_api/tree_filter.rs`), replays with the token only and in the
+//! caller's namespace only (`console_api/replays.rs`), and only under the
+//! names it was given.
 
 mod common;
+#[path = "console_api/replays.rs"]
+mod replays;
 #[path = "console/support.rs"]
 mod support;
 #[path = "console_api/tree_filter.rs"]

@@ -222,6 +222,7 @@ pub(super) async fn serve(
             crate::web::console::Console::new(
                 runtime.clone(),
                 reads(&store),
+                replays.clone(),
                 keys,
                 stop_rx.clone(),
             )

@@ -10,7 +10,9 @@
 //! operator message). Its reads beside them: the names a search starts
 //! with, through the same read model (each name found is then read with
 //! `GetAgent`), and the live agents' counts by state that `/metrics`
-//! reads too (see [`overview`]).
+//! reads too (see [`overview`]). Replays, an agent's recorded turns run
+//! through a candidate, are read through `ReplayService` (see
+//! [`replays`]).
 //!
 //! Authorisation: the daemon's bearer token, sent by the page as
 //! `Authorization: Bearer ...`. Without it the console serves the page and
@@ -42,6 +44,7 @@ use crate::access::{Caller as AccessCaller, Role};
 use crate::api::agent_service::AgentApi;
 use crate::api::plane_service::PlaneApi;
 use crate::api::read_model::ReadModel;
+use crate::api::replay_service::ReplayApi;
 use crate::api::runtime_service::RuntimeApi;
 use crate::api::supervision_service::SupervisionApi;
 use crate::api::task_service::TaskApi;
@@ -54,6 +57,7 @@ mod assets;
 mod inputs;
 mod overview;
 mod query;
+mod replays;
 mod routes;
 mod stream;
 mod tree_filter;
@@ -79,6 +83,7 @@ pub struct Console {
     tree: SupervisionApi,
     planes: PlaneApi,
     workspaces: WorkspaceApi,
+    replays: ReplayApi,
     /// Only its `GetActivity` is called (the overview's totals and
     /// queues), which reads neither its data directory nor its sandbox
     /// report.
@@ -120,6 +125,7 @@ impl Console {
     pub fn new(
         runtime: Arc<Runtime>,
         store: Arc<dyn ReadModel>,
+        replays: Arc<crate::replay::Replays>,
         keys: Arc<Keys>,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
@@ -129,6 +135,7 @@ impl Console {
             tree: SupervisionApi::new(runtime.clone(), store.clone()),
             planes: PlaneApi::new(runtime.clone(), store.clone()),
             workspaces: WorkspaceApi::new(runtime.clone()),
+            replays: ReplayApi::new(runtime.clone(), store.clone(), replays),
             activity: RuntimeApi::new(
                 runtime.clone(),
                 store.clone(),

@@ -15,6 +15,7 @@ const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/console.js");
 const OVERVIEW: &str = include_str!("assets/overview.js");
 const TREE_FILTER: &str = include_str!("assets/tree_filter.js");
+const REPLAYS: &str = include_str!("assets/replays.js");
 const STYLE: &str = include_str!("assets/console.css");
 
 const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -28,6 +29,7 @@ pub fn answer(method: &Method, path: &str) -> Response<Body> {
         "/console/console.js" => (SCRIPT, "text/javascript; charset=utf-8"),
         "/console/overview.js" => (OVERVIEW, "text/javascript; charset=utf-8"),
         "/console/tree_filter.js" => (TREE_FILTER, "text/javascript; charset=utf-8"),
+        "/console/replays.js" => (REPLAYS, "text/javascript; charset=utf-8"),
         "/console/console.css" => (STYLE, "text/css; charset=utf-8"),
         _ => return error(StatusCode::NOT_FOUND, "no such page"),
     };

@@ -19,6 +19,8 @@
 //! | `GET /api/overview?after=` | `GetActivity`, live counts by state, failures from `WatchEvents` | no (failures with) |
 //! | `POST /api/agents/ID/messages` `{"text", "dedupe_key"}` | `SendMessage` | yes (operator) |
 //! | `POST /api/tasks/ID/input` `{"text"}` | `SendTaskInput` | yes (operator) |
+//! | `GET /api/replays` | `ListReplays`, each agent named by `GetAgent` | yes |
+//! | `GET /api/replays/ID?page=&limit=&all=` | `GetReplay`, the turns that differ (every turn with `all=1`), two sides aligned (see [`replays`]) | yes |
 //!
 //! A "no" holds only with `serve --console-public-read`: without it, the
 //! console refuses every route but `/api/session` to a caller without the
@@ -42,8 +44,8 @@ use crate::api::pb::workspace_service_server::WorkspaceService as _;
 
 use super::query::Query;
 use super::{
-    inputs, json_answer, method_is, overview, stream, tree_filter, views, Body, Caller, Console,
-    Refusal,
+    inputs, json_answer, method_is, overview, replays, stream, tree_filter, views, Body, Caller,
+    Console, Refusal,
 };
 
 /// Nodes per page of the tree, by default and at most.
@@ -159,6 +161,16 @@ pub async fn answer(console: &Console, call: Call<'_>) -> Answer {
         }
         ["tasks", id, "output"] => match operator_read(method, caller) {
             Ok(()) => output(console, id, query).await,
+            Err(refusal) => Err(refusal),
+        },
+        // What agents said and called, replayed: contents. A replay of
+        // another namespace is one that does not exist, as over gRPC.
+        ["replays"] => match operator_read(method, caller) {
+            Ok(()) => replays::list(console).await,
+            Err(refusal) => Err(refusal),
+        },
+        ["replays", id] => match operator_read(method, caller) {
+            Ok(()) => replays::one(console, id, query).await,
             Err(refusal) => Err(refusal),
         },
         _ => Err(Refusal::new(StatusCode::NOT_FOUND, "no such route")),

@@ -1,7 +1,8 @@
 // The holarchy web console: the supervision tree, expanded one level at a
 // time and filtered as it is, and an agent's page, from which an operator
 // sends it a message or its tasks input (the overview page is
-// overview.js, the tree's filter tree_filter.js). Plain script, no
+// overview.js, the tree's filter tree_filter.js, the replays page
+// replays.js). Plain script, no
 // framework; every string from the daemon goes into the page as text,
 // never as markup.
 "use strict";
@@ -547,9 +548,12 @@ async function render() {
   const view = document.getElementById("view");
   const hash = location.hash || "#/";
   const agent = hash.match(/^#\/agent\/([^/]+)$/);
+  const replay = hash.match(/^#\/replay\/([^/]+)(\/all)?$/);
   try {
     if (agent) await agentView(view, decodeURIComponent(agent[1]));
     else if (hash === "#/overview") leaving = await overviewView(view);
+    else if (hash === "#/replays") await replaysView(view);
+    else if (replay) await replayView(view, decodeURIComponent(replay[1]), !!replay[2]);
     else await treeView(view);
   } catch (err) {
     notice("The console could not reach the daemon: " + err.message, true);
