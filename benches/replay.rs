@@ -87,7 +87,9 @@ async fn record(c: &Clients, agent: &str, texts: Vec<String>) {
             }
         }
     });
-    sends.buffer_unordered(64).collect::<Vec<()>>().await;
+    // A few in flight: one agent takes its turns one at a time, and a
+    // deep queue only makes each wait longer.
+    sends.buffer_unordered(16).collect::<Vec<()>>().await;
     let mut c = c.clone();
     while turns_completed(&mut c, agent).await < total {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -259,7 +261,13 @@ fn main() {
 async fn run(turns: usize, rounds: usize, command_turns: usize) -> Value {
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
-    let mut daemon = daemon::Daemon::start(&data_dir, &[], &dir.path().join("daemon.log"));
+    // One agent records every turn: past the default 600 a minute its
+    // turns would wait for the limit, not the store.
+    let mut daemon = daemon::Daemon::start(
+        &data_dir,
+        &["--max-turns-per-minute", "100000000"],
+        &dir.path().join("daemon.log"),
+    );
     let mut c = daemon.clients().await;
 
     // 1. Scripted throughput.

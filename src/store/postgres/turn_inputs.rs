@@ -95,7 +95,7 @@ impl TurnInputs for PgStore {
             tx.execute(
                 "DELETE FROM turn_inputs WHERE agent_id = $1 AND run_id < ( \
                    SELECT run_id FROM turn_inputs WHERE agent_id = $1 \
-                   ORDER BY run_id DESC OFFSET GREATEST($2 - 1, 0) LIMIT 1)",
+                   ORDER BY run_id DESC OFFSET GREATEST($2::bigint - 1, 0) LIMIT 1)",
                 &[&agent, &keep],
             )
             .await
