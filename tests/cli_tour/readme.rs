@@ -247,6 +247,7 @@ const MODULES: &[(&str, &str)] = &[
     ("tour", include_str!("tour.rs")),
     ("help", include_str!("help.rs")),
     ("lifecycle", include_str!("lifecycle.rs")),
+    ("replay", include_str!("replay.rs")),
 ];
 
 #[test]

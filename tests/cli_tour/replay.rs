@@ -59,6 +59,14 @@ async fn an_operator_replays_an_agents_turns_through_a_candidate() {
     cli.ok(&["replay", "delete", &id]);
     assert_eq!(cli.json(&["replay", "list"]).len(), 1);
 
+    // A role this brain does not read changes none of its turns.
+    let role = root.path().join("role.md");
+    std::fs::write(&role, "Answer in one word.").expect("role written");
+    let role = role.to_str().expect("a UTF-8 path");
+    let roled = cli.ok(&["replay", "start", "ops", "--role-file", role, "--wait"]);
+    assert!(roled.contains("3 of 3 replayed: 3 same"), "{roled}");
+    assert!(roled.contains("role of 19 bytes"), "{roled}");
+
     let missing = cli.fails(&["replay", "start", "ops", "--role-file", "no-such-role.md"]);
     assert!(missing.contains("cannot read the role file"), "{missing}");
 }
