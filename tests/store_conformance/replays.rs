@@ -20,7 +20,7 @@ fn input(shared: &str, n: u64) -> TurnInputRecord {
         shared: shared.into(),
         max_steps: 8,
         logs_decision: false,
-        done: n % 2 == 0,
+        done: n.is_multiple_of(2),
         at_ms: n,
     }
 }
