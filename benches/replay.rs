@@ -11,8 +11,11 @@
 //!    notes and workspace files byte-identical before and after.
 //!
 //! ```sh
-//! cargo bench --bench replay -- [--turns 10000] [--rounds 3] [--command-turns 1000]
+//! cargo bench --bench replay -- [--turns 10000] [--rounds 3] [--command-turns 1000] [--pace N]
 //! ```
+//!
+//! `--pace N` is the daemon's `--replay-turns-per-second` (its default
+//! otherwise).
 //!
 //! Prints a table and one JSON line, and writes the JSON to
 //! `target/bench-results/replay.json`.
@@ -249,25 +252,27 @@ fn main() {
     let turns = cli::number(&args, "--turns", 10_000);
     let rounds = cli::number(&args, "--rounds", 3);
     let command_turns = cli::number(&args, "--command-turns", 1_000);
+    let pace = cli::number(&args, "--pace", 0);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio");
-    let report = runtime.block_on(run(turns, rounds, command_turns));
+    let report = runtime.block_on(run(turns, rounds, command_turns, pace));
     println!("{report}");
     cli::write_report(&cli::report_path("replay"), &report);
 }
 
-async fn run(turns: usize, rounds: usize, command_turns: usize) -> Value {
+async fn run(turns: usize, rounds: usize, command_turns: usize, pace: usize) -> Value {
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
     // One agent records every turn: past the default 600 a minute its
     // turns would wait for the limit, not the store.
-    let mut daemon = daemon::Daemon::start(
-        &data_dir,
-        &["--max-turns-per-minute", "100000000"],
-        &dir.path().join("daemon.log"),
-    );
+    let pace_flag = pace.to_string();
+    let mut flags = vec!["--max-turns-per-minute", "100000000"];
+    if pace > 0 {
+        flags.extend(["--replay-turns-per-second", pace_flag.as_str()]);
+    }
+    let mut daemon = daemon::Daemon::start(&data_dir, &flags, &dir.path().join("daemon.log"));
     let mut c = daemon.clients().await;
 
     // 1. Scripted throughput.
@@ -364,6 +369,7 @@ async fn run(turns: usize, rounds: usize, command_turns: usize) -> Value {
     let (alone_m, beside_m) = (median(alone.clone()), median(beside.clone()));
     let report = json!({
         "bench": "replay",
+        "replay_turns_per_second_flag": if pace > 0 { json!(pace) } else { json!("default") },
         "scripted_turns": turns,
         "recording_s": recording.as_secs_f64(),
         "replay_turns_per_s": throughput,

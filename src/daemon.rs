@@ -87,6 +87,9 @@ pub struct ServeConfig {
     pub event_retention: Option<Duration>,
     /// Also take OIDC tokens from this issuer (`serve --oidc-issuer`).
     pub oidc: Option<crate::access::oidc::OidcConfig>,
+    /// Turns every replay together may start a second
+    /// (`serve --replay-turns-per-second`).
+    pub replay_turns_per_second: u32,
 }
 
 /// The default of [`ServeConfig::event_retention`]: 90 days, as the
@@ -121,6 +124,7 @@ impl ServeConfig {
             audit_retention: crate::access::audit::DEFAULT_RETENTION,
             event_retention: Some(DEFAULT_EVENT_RETENTION),
             oidc: None,
+            replay_turns_per_second: crate::replay::jobs::DEFAULT_TURNS_PER_SECOND,
         }
     }
 }

@@ -118,6 +118,11 @@ pub struct ServeArgs {
     /// then be replayed only through a brain that reads no context.
     #[arg(help_heading = "Storage", long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub replay_keep_turns: u64,
+    /// Turns all replays together may start a second: a replay shares the
+    /// daemon's cores with the live agents, and this keeps it from taking
+    /// them (docs/replay.md).
+    #[arg(help_heading = "Limits", long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub replay_turns_per_second: u32,
     /// Messages an agent may hold waiting before ingress is refused.
     #[arg(help_heading = "Limits", long, default_value_t = 1024)]
     pub max_queue: usize,
@@ -328,6 +333,7 @@ pub(super) async fn serve(
     config.shutdown_timeout = Duration::from_secs(args.shutdown_timeout);
     config.audit_retention = Duration::from_secs(args.audit_retention_days * 86_400);
     config.event_retention = args.event_retention.0;
+    config.replay_turns_per_second = args.replay_turns_per_second;
     if let (Some(issuer), Some(audience), Some(jwks)) =
         (&args.oidc_issuer, &args.oidc_audience, &args.oidc_jwks)
     {

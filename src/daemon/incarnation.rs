@@ -140,10 +140,14 @@ pub(super) async fn serve(
             stop_rx.clone(),
         ))
     });
-    let replays =
-        crate::replay::Replays::open(runtime.clone(), reads(&store), replay_store(&store))
-            .await
-            .context("cannot read the stored replays")?;
+    let replays = crate::replay::Replays::open(
+        runtime.clone(),
+        reads(&store),
+        replay_store(&store),
+        config.replay_turns_per_second,
+    )
+    .await
+    .context("cannot read the stored replays")?;
     let services = Services::new(Over {
         runtime: runtime.clone(),
         store: reads(&store),

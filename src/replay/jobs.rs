@@ -31,6 +31,40 @@ use crate::api::read_model::ReadModel;
 /// Command-brain processes all replays may run at once: few, and never
 /// the live agents' own.
 const REPLAY_PROCESSES: usize = 2;
+/// Turns all replays together start a second, unless the daemon is told
+/// otherwise: about a tenth of what a replay of scripted turns could take
+/// of two cores, so live turns keep nine tenths of theirs beside one
+/// (docs/benchmarks.md).
+pub const DEFAULT_TURNS_PER_SECOND: u32 = 2000;
+
+/// Spaces the starts of replayed turns, across every replay, at most
+/// `per_second` a second: each start takes the next free moment.
+#[derive(Debug)]
+struct Pace {
+    every: Duration,
+    next: Mutex<Instant>,
+}
+
+impl Pace {
+    fn new(per_second: u32) -> Self {
+        Self {
+            every: Duration::from_secs(1) / per_second.max(1),
+            next: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// Waits for this turn's moment.
+    async fn turn(&self) {
+        let at = {
+            let mut next = self.next.lock().unwrap_or_else(PoisonError::into_inner);
+            let at = (*next).max(Instant::now());
+            *next = at + self.every;
+            at
+        };
+        tokio::time::sleep_until(at.into()).await;
+    }
+}
+
 /// Reports written together, at most; a batch is written sooner once it
 /// is this old.
 const REPORT_BATCH: usize = 64;
@@ -56,6 +90,7 @@ pub struct Replays {
     reads: Arc<dyn ReadModel>,
     store: Arc<dyn ReplayStore>,
     processes: Arc<tokio::sync::Semaphore>,
+    pace: Pace,
     /// The running ones, each with the sender that stops it.
     running: Mutex<HashMap<ReplayId, watch::Sender<Stop>>>,
     tasks: Mutex<JoinSet<()>>,
@@ -76,6 +111,7 @@ impl Replays {
         runtime: Arc<Runtime>,
         reads: Arc<dyn ReadModel>,
         store: Arc<dyn ReplayStore>,
+        turns_per_second: u32,
     ) -> Result<Arc<Self>, StoreError> {
         let marked = {
             let store = store.clone();
@@ -107,6 +143,7 @@ impl Replays {
             reads,
             store,
             processes: Arc::new(tokio::sync::Semaphore::new(REPLAY_PROCESSES)),
+            pace: Pace::new(turns_per_second),
             running: Mutex::default(),
             tasks: Mutex::default(),
         }))
@@ -378,16 +415,17 @@ impl Replays {
             .filter(|(i, _)| !done.contains(i))
             .collect();
         let concurrency = budget.concurrency.clamp(1, super::model::MAX_CONCURRENCY) as usize;
-        let mut reports =
-            futures::stream::iter(to_do)
-                .map(|(index, turn)| {
-                    let (replayer, reads) = (replayer.clone(), self.reads.clone());
-                    let (brain, policy) = (agent.brain.clone(), policy.clone());
-                    async move {
-                        replay_one(&replayer, reads, index, turn, &brain, policy.as_ref()).await
-                    }
-                })
-                .buffer_unordered(concurrency);
+        let mut reports = futures::stream::iter(to_do)
+            .map(|(index, turn)| {
+                let (replayer, reads) = (replayer.clone(), self.reads.clone());
+                let (brain, policy) = (agent.brain.clone(), policy.clone());
+                let manager = self.clone();
+                async move {
+                    manager.pace.turn().await;
+                    replay_one(&replayer, reads, index, turn, &brain, policy.as_ref()).await
+                }
+            })
+            .buffer_unordered(concurrency);
         let mut batch: Vec<TurnReport> = Vec::new();
         let mut written = Instant::now();
         let ended = loop {
