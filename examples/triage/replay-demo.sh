@@ -38,7 +38,7 @@ for _ in $(seq 1 100); do
     [ "$handled" -ge 10 ] && break
     sleep 0.2
 done
-holarchy replay start triage --turns 10 --role-file examples/triage/roles/triage-v2.md \
+holarchy replay start --instance triage --turns 10 --role-file examples/triage/roles/triage-v2.md \
     --label "role v2: read the body" --wait >/dev/null
 id=$(holarchy --json replay list | head -1 | sed 's/.*"replay_id":"\([^"]*\)".*/\1/')
 holarchy replay show "$id"

@@ -12,7 +12,6 @@ use super::agent_service::{page_token, parse_agent_id};
 use super::convert::{brain_from, quote, ApiError};
 use super::pb;
 use super::pb::replay_service_server::ReplayService;
-use super::read_model::ReadModel;
 use super::scope::namespace_of;
 use crate::replay::model::{
     Budget, CandidateSpec, ReplayRecord, ReplaySpec, TurnReport, MAX_CONCURRENCY, MAX_TURNS,
@@ -33,17 +32,12 @@ const MAX_TOOL_NAMES: usize = 256;
 #[derive(Debug, Clone)]
 pub struct ReplayApi {
     runtime: Arc<Runtime>,
-    store: Arc<dyn ReadModel>,
     replays: Arc<Replays>,
 }
 
 impl ReplayApi {
-    pub fn new(runtime: Arc<Runtime>, store: Arc<dyn ReadModel>, replays: Arc<Replays>) -> Self {
-        Self {
-            runtime,
-            store,
-            replays,
-        }
+    pub fn new(runtime: Arc<Runtime>, replays: Arc<Replays>) -> Self {
+        Self { runtime, replays }
     }
 
     /// The replay `text` names, if the caller's namespace holds it.
@@ -289,7 +283,7 @@ impl ReplayService for ReplayApi {
                 max_wall_ms: budget.max_wall_ms,
                 concurrency: budget.concurrency.max(1),
             },
-            until_cursor: *self.store.event_watermark().borrow(),
+            until_ms: holarchy_actors::now_ms(),
         };
         // The gate let the caller name the agent: its namespace is theirs.
         let started = self

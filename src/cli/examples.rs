@@ -54,7 +54,7 @@ pub const AUDIT_EXAMPLES: &str = "Examples:
   holarchy audit --caller token:01JD5Z... --since 24h
   holarchy audit --action PauseAgent --since 2026-11-01T00:00:00Z --json";
 pub const REPLAY_EXAMPLES: &str = "Examples:
-  holarchy replay start triage --turns 10 --role-file roles/triage-v2.md --wait
+  holarchy replay start --instance triage --turns 10 --role-file roles/triage-v2.md --wait
   holarchy replay start ops --brain-command ./candidate.py --concurrency 4
   holarchy replay show rpl_01JD5Z...               # turns that differ, as diffs
   holarchy --json replay show rpl_01JD5Z... --all   # every turn, one JSON object each

@@ -49,7 +49,11 @@ pub enum ReplayCommand {
 #[derive(Debug, Args)]
 pub struct StartArgs {
     /// The agent whose turns to replay: its name or id.
-    pub agent: String,
+    #[arg(required_unless_present = "instance", conflicts_with = "instance")]
+    pub agent: Option<String>,
+    /// Or the instance whose agent's turns to replay.
+    #[arg(long, value_name = "NAME")]
+    pub instance: Option<String>,
     /// The most turns (the newest chosen), 1 to 10,000.
     #[arg(long, default_value_t = 100)]
     pub turns: u32,
@@ -205,7 +209,18 @@ fn absolute(program: &str) -> String {
 }
 
 async fn start(clients: &mut Clients, args: &StartArgs, out: &Output) -> anyhow::Result<()> {
-    let agent_id = resolve(clients, &args.agent).await?;
+    let agent_id = match (&args.agent, &args.instance) {
+        (Some(agent), _) => resolve(clients, agent).await?,
+        (None, Some(name)) => clients
+            .instances
+            .get_instance(pb::GetInstanceRequest { name: name.clone() })
+            .await?
+            .into_inner()
+            .agent
+            .map(|agent| agent.agent_id)
+            .with_context(|| format!("instance {name} has no agent yet: apply it again"))?,
+        (None, None) => anyhow::bail!("name the agent, or --instance"),
+    };
     let role_prompt = match &args.role_file {
         Some(path) => std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the role file {}", path.display()))?,

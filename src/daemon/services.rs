@@ -118,7 +118,7 @@ impl Services {
         add!(services, WorkspaceServiceServer::new(workspaces));
         let instances = InstanceApi::new(runtime.clone());
         add!(services, InstanceServiceServer::new(instances));
-        let replay = ReplayApi::new(runtime.clone(), store.clone(), replays);
+        let replay = ReplayApi::new(runtime.clone(), replays);
         add!(services, ReplayServiceServer::new(replay));
         let approvals = ApprovalApi::new(runtime.clone(), store);
         add!(services, ApprovalServiceServer::new(approvals));

@@ -383,10 +383,10 @@ impl Replays {
             Err(reason) => return Ok((ReplayStatus::Failed, reason)),
         };
         let (turns, done) = {
-            let (reads, store, id) = (self.reads.clone(), self.store.clone(), record.id);
+            let (ctx, store, id) = (ctx.clone(), self.store.clone(), record.id);
             let spec = spec.clone();
             tokio::task::spawn_blocking(move || {
-                let turns = recorded::select(reads.as_ref(), &spec)?;
+                let turns = recorded::select(&ctx, &spec)?;
                 let done: HashSet<u32> = store.reported(id)?.into_iter().collect();
                 Ok::<_, StoreError>((turns, done))
             })
@@ -535,10 +535,9 @@ async fn replay_one(
     policy: Option<&Policy>,
 ) -> Result<TurnReport, StoreError> {
     let ctx = replayer.ctx.clone();
-    let recorded = tokio::task::spawn_blocking(move || recorded::load(&ctx, reads.as_ref(), &turn))
+    let loaded = tokio::task::spawn_blocking(move || recorded::load(&ctx, reads.as_ref(), &turn))
         .await
-        .map_err(|join| StoreError::Backend(join.to_string()))??;
-    let recorded_decided = recorded.decided();
+        .map_err(|join| StoreError::Backend(join.to_string()))?;
     let mut report = TurnReport {
         index,
         run_id: turn.run_id,
@@ -548,10 +547,22 @@ async fn replay_one(
         recorded: Decided::default(),
         candidate: Decided::default(),
         unrecorded_calls: 0,
-        recorded_usage: recorded.usage,
+        recorded_usage: None,
         candidate_usage: None,
         error: None,
     };
+    let recorded = match loaded {
+        Ok(recorded) => recorded,
+        // A turn the log no longer holds is this turn's error, not the
+        // replay's.
+        Err(StoreError::Precondition(why)) => {
+            report.error = Some(why);
+            return Ok(report);
+        }
+        Err(err) => return Err(err),
+    };
+    report.recorded_usage = recorded.usage;
+    let recorded_decided = recorded.decided();
     match replayer.replay(&recorded, brain, policy).await {
         Ok(replayed) => {
             report.class = classify(&recorded_decided, &replayed.decided)

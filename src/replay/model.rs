@@ -34,9 +34,9 @@ pub struct ReplaySpec {
     pub max_turns: u32,
     pub candidate: CandidateSpec,
     pub budget: Budget,
-    /// The log's newest event when the replay started: the turns chosen
-    /// are those recorded by then, the same on a resume.
-    pub until_cursor: u64,
+    /// When the replay started, Unix ms: the turns chosen are those that
+    /// started before, the same on a resume.
+    pub until_ms: u64,
 }
 
 /// What the candidate changes; unset fields keep the agent's own.

@@ -1,90 +1,108 @@
-//! Recorded turns read back: which of an agent's turns a spec chooses (one
-//! pass over the event log up to the replay's first cursor), and each
-//! chosen turn whole (its events, its message, its stored input). Blocking
-//! reads: callers run them off the async workers.
+//! Recorded turns read back: which of an agent's turns a spec chooses
+//! (from its messages, each settled one naming the run that handled it),
+//! and each chosen turn whole (its events, its message, its stored input).
+//! A turn's events are found by time: the log is in commit order, so a
+//! search by halves finds where the turn's start lies, and only the
+//! stretch from there to its end is read. Neither costs a walk of the
+//! whole log, however long it grew. Blocking reads: callers run them off
+//! the async workers.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
 use holarchy_actors::replay::{RecordedCall, RecordedInput, RecordedStep, RecordedTurn};
 use holarchy_actors::{Ctx, StoreError};
-use holarchy_supervision::{AgentId, EventKind, MessageId, RunId, RunOutcome, TokenUsage};
+use holarchy_supervision::{AgentId, EventKind, MessageId, MessageStatus, RunId, TokenUsage};
 
 use super::model::ReplaySpec;
 use crate::api::read_model::ReadModel;
 
-/// Events read per page of the log.
-const PAGE: usize = 1024;
+/// Messages read per page of an agent's.
+const MESSAGE_PAGE: usize = 512;
+/// Events read per page of a turn's stretch of the log.
+const EVENT_PAGE: usize = 256;
+/// How long before its run id's time a turn's first event may be stamped
+/// (its id is made before its start commits; stamps may run a little out
+/// of order across commits).
+const SLACK_MS: u64 = 2_000;
+/// The most events read looking for one turn's: a turn whose events lie
+/// further apart (a turn of hours on a busy daemon) is reported as one
+/// that could not be read.
+const MAX_SCAN: usize = 1_000_000;
 
-/// One chosen turn: where its events are in the log.
+/// One chosen turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TurnRef {
     pub run_id: RunId,
     pub message_id: MessageId,
     pub agent_id: AgentId,
-    /// Its `run_started` and `run_finished` events.
-    pub first: u64,
-    pub last: u64,
+    /// When it started (its run id's time), Unix ms.
     pub at_ms: u64,
 }
 
-/// The turns `spec` chooses, oldest first: its agent's turns that ended
-/// (completed or failed) by `spec.until_cursor`, within its times and run
-/// ids, the newest `max_turns` of them.
-pub fn select(reads: &dyn ReadModel, spec: &ReplaySpec) -> Result<Vec<TurnRef>, StoreError> {
+/// The turns `spec` chooses, oldest first: its agent's messages that a
+/// turn handled (or failed on) that started before the replay did, within
+/// its times and run ids, the newest `max_turns` of them.
+pub fn select(ctx: &Ctx, spec: &ReplaySpec) -> Result<Vec<TurnRef>, StoreError> {
     let named: HashSet<RunId> = spec.run_ids.iter().copied().collect();
-    let mut started: HashMap<RunId, TurnRef> = HashMap::new();
     let mut chosen: VecDeque<TurnRef> = VecDeque::new();
-    let mut cursor = 0;
-    let max = spec.max_turns as usize;
-    'log: loop {
-        let page = reads.events_after(cursor, PAGE)?;
+    let mut after: Option<MessageId> = None;
+    loop {
+        let page = ctx
+            .reads()
+            .list_messages(spec.agent_id, after, MESSAGE_PAGE)?;
         let Some(last) = page.last() else { break };
-        cursor = last.cursor;
-        for event in page {
-            if event.cursor > spec.until_cursor {
-                break 'log;
-            }
-            if event.agent_id != Some(spec.agent_id) {
-                continue;
-            }
-            match event.kind {
-                EventKind::RunStarted { run_id, message_id } => {
-                    let within = spec.from_ms.is_none_or(|from| event.at_ms >= from)
-                        && spec.to_ms.is_none_or(|to| event.at_ms < to)
-                        && (named.is_empty() || named.contains(&run_id));
-                    if within {
-                        started.insert(
-                            run_id,
-                            TurnRef {
-                                run_id,
-                                message_id,
-                                agent_id: spec.agent_id,
-                                first: event.cursor,
-                                last: event.cursor,
-                                at_ms: event.at_ms,
-                            },
-                        );
-                    }
+        after = Some(last.id);
+        for message in &page {
+            let run_id = match message.status {
+                MessageStatus::Handled { run_id } | MessageStatus::Failed { run_id } => run_id,
+                _ => continue,
+            };
+            let at_ms = run_id.timestamp_ms();
+            let within = at_ms < spec.until_ms
+                && spec.from_ms.is_none_or(|from| at_ms >= from)
+                && spec.to_ms.is_none_or(|to| at_ms < to)
+                && (named.is_empty() || named.contains(&run_id));
+            if within {
+                chosen.push_back(TurnRef {
+                    run_id,
+                    message_id: message.id,
+                    agent_id: spec.agent_id,
+                    at_ms,
+                });
+                if chosen.len() > spec.max_turns as usize {
+                    chosen.pop_front();
                 }
-                EventKind::RunFinished {
-                    run_id, outcome, ..
-                } => {
-                    let Some(mut turn) = started.remove(&run_id) else {
-                        continue;
-                    };
-                    if matches!(outcome, RunOutcome::Completed | RunOutcome::Failed) {
-                        turn.last = event.cursor;
-                        chosen.push_back(turn);
-                        if chosen.len() > max {
-                            chosen.pop_front();
-                        }
-                    }
-                }
-                _ => {}
             }
         }
+        if page.len() < MESSAGE_PAGE {
+            break;
+        }
     }
-    Ok(chosen.into())
+    let mut chosen: Vec<TurnRef> = chosen.into();
+    // Messages are in arrival order; turns are replayed in start order.
+    chosen.sort_by_key(|t| (t.at_ms, t.run_id));
+    Ok(chosen)
+}
+
+/// The cursor after which the first event stamped at or after `at_ms`
+/// lies: a search by halves over the log's cursors.
+fn cursor_before(reads: &dyn ReadModel, at_ms: u64) -> Result<u64, StoreError> {
+    let Some(first) = reads.events_after(0, 1)?.into_iter().next() else {
+        return Ok(0);
+    };
+    if first.at_ms >= at_ms {
+        return Ok(first.cursor.saturating_sub(1));
+    }
+    // `lo` is an event stamped before `at_ms`; `hi` a cursor past it.
+    let (mut lo, mut hi) = (first.cursor, *reads.event_watermark().borrow() + 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        match reads.events_after(mid - 1, 1)?.into_iter().next() {
+            Some(event) if event.at_ms < at_ms => lo = event.cursor,
+            _ => hi = mid,
+        }
+    }
+    Ok(lo)
 }
 
 /// The turn `turn` points at, whole, as the replay shows it a candidate.
@@ -105,22 +123,30 @@ pub fn load(ctx: &Ctx, reads: &dyn ReadModel, turn: &TurnRef) -> Result<Recorded
         decision: None,
         usage: None,
     };
-    let mut cursor = turn.first.saturating_sub(1);
-    // The turn's events lie between its first and last: read no further.
-    let span = usize::try_from(turn.last.saturating_sub(turn.first) + 1).unwrap_or(PAGE);
+    let mut cursor = cursor_before(reads, turn.at_ms.saturating_sub(SLACK_MS))?;
+    let mut read = 0;
     'log: loop {
-        let page = reads.events_after(cursor, span.min(PAGE))?;
+        let page = reads.events_after(cursor, EVENT_PAGE)?;
         let Some(last) = page.last() else { break };
         cursor = last.cursor;
+        read += page.len();
         for event in page {
-            if event.cursor > turn.last {
-                break 'log;
-            }
             if event.agent_id != Some(turn.agent_id) {
                 continue;
             }
-            take(&mut recorded, turn.run_id, event.kind);
+            if take(&mut recorded, turn.run_id, event.kind) {
+                break 'log;
+            }
         }
+        if read >= MAX_SCAN {
+            break;
+        }
+    }
+    if recorded.outcome.is_empty() {
+        return Err(StoreError::Precondition(format!(
+            "the events of turn {} are no longer in the log (its retention, or a turn cut short)",
+            turn.run_id
+        )));
     }
     if let Some(message) = ctx.reads().message(turn.agent_id, turn.message_id)? {
         recorded.message = holarchy_actors::context::message_view(&message);
@@ -133,8 +159,8 @@ pub fn load(ctx: &Ctx, reads: &dyn ReadModel, turn: &TurnRef) -> Result<Recorded
     Ok(recorded)
 }
 
-/// Adds one of the turn's events to `recorded`.
-fn take(recorded: &mut RecordedTurn, run: RunId, kind: EventKind) {
+/// Adds one of the turn's events to `recorded`; true once the turn ended.
+fn take(recorded: &mut RecordedTurn, run: RunId, kind: EventKind) -> bool {
     match kind {
         EventKind::StepDecided { run_id, reply, .. } if run_id == run => {
             recorded.steps.push(RecordedStep {
@@ -161,15 +187,8 @@ fn take(recorded: &mut RecordedTurn, run: RunId, kind: EventKind) {
                 });
             }
         }
-        EventKind::RunFinished {
-            run_id,
-            outcome,
-            detail,
-            ..
-        } if run_id == run => {
-            recorded.outcome = outcome.name().to_owned();
-            recorded.detail = detail;
-        }
+        // The turn's decision and usage are in the commit of its end,
+        // before `run_finished`.
         ref decided @ EventKind::Decided { run_id, .. } if run_id == run => {
             recorded.decision = holarchy_actors::replay::decision_text(decided);
         }
@@ -185,6 +204,17 @@ fn take(recorded: &mut RecordedTurn, run: RunId, kind: EventKind) {
                 cached_tokens,
             });
         }
+        EventKind::RunFinished {
+            run_id,
+            outcome,
+            detail,
+            ..
+        } if run_id == run => {
+            recorded.outcome = outcome.name().to_owned();
+            recorded.detail = detail;
+            return true;
+        }
         _ => {}
     }
+    false
 }

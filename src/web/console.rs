@@ -135,7 +135,7 @@ impl Console {
             tree: SupervisionApi::new(runtime.clone(), store.clone()),
             planes: PlaneApi::new(runtime.clone(), store.clone()),
             workspaces: WorkspaceApi::new(runtime.clone()),
-            replays: ReplayApi::new(runtime.clone(), store.clone(), replays),
+            replays: ReplayApi::new(runtime.clone(), replays),
             activity: RuntimeApi::new(
                 runtime.clone(),
                 store.clone(),

@@ -89,7 +89,7 @@ fn replay(agent: AgentId) -> ReplayRecord {
                 max_wall_ms: 1000,
                 concurrency: 2,
             },
-            until_cursor: 42,
+            until_ms: 42,
         },
         status: ReplayStatus::Running,
         reason: String::new(),
