@@ -20,10 +20,13 @@ use crate::api::read_model::ReadModel;
 const MESSAGE_PAGE: usize = 512;
 /// Events read per page of a turn's stretch of the log.
 const EVENT_PAGE: usize = 256;
-/// How long before its run id's time a turn's first event may be stamped
-/// (its id is made before its start commits; stamps may run a little out
-/// of order across commits).
-const SLACK_MS: u64 = 2_000;
+/// How long before its run id's time the search for a turn's events
+/// starts, try after try: an event is stamped when its batch is made, so
+/// stamps run out of order across commits by as long as a batch waits to
+/// commit (milliseconds, unless the disk stalls). A try that finds the
+/// turn's end before its start began too late, and the next starts
+/// earlier.
+const SLACK_MS: [u64; 3] = [20, 1_000, 60_000];
 /// The most events read looking for one turn's: a turn whose events lie
 /// further apart (a turn of hours on a busy daemon) is reported as one
 /// that could not be read.
@@ -123,22 +126,11 @@ pub fn load(ctx: &Ctx, reads: &dyn ReadModel, turn: &TurnRef) -> Result<Recorded
         decision: None,
         usage: None,
     };
-    let mut cursor = cursor_before(reads, turn.at_ms.saturating_sub(SLACK_MS))?;
-    let mut read = 0;
-    'log: loop {
-        let page = reads.events_after(cursor, EVENT_PAGE)?;
-        let Some(last) = page.last() else { break };
-        cursor = last.cursor;
-        read += page.len();
-        for event in page {
-            if event.agent_id != Some(turn.agent_id) {
-                continue;
-            }
-            if take(&mut recorded, turn.run_id, event.kind) {
-                break 'log;
-            }
-        }
-        if read >= MAX_SCAN {
+    for slack in SLACK_MS {
+        let start = cursor_before(reads, turn.at_ms.saturating_sub(slack))?;
+        let mut found = recorded.clone();
+        if scan(reads, turn, start, &mut found)? {
+            recorded = found;
             break;
         }
     }
@@ -157,6 +149,46 @@ pub fn load(ctx: &Ctx, reads: &dyn ReadModel, turn: &TurnRef) -> Result<Recorded
         }
     }
     Ok(recorded)
+}
+
+/// Reads the log after `cursor` into `recorded` until the turn's end:
+/// whether the read began before the turn's start (else what it read is
+/// only part of the turn, or none of it).
+fn scan(
+    reads: &dyn ReadModel,
+    turn: &TurnRef,
+    mut cursor: u64,
+    recorded: &mut RecordedTurn,
+) -> Result<bool, StoreError> {
+    let mut started = false;
+    let mut read = 0;
+    loop {
+        let page = reads.events_after(cursor, EVENT_PAGE)?;
+        let Some(last) = page.last() else {
+            return Ok(false);
+        };
+        cursor = last.cursor;
+        read += page.len();
+        for event in page {
+            if event.agent_id != Some(turn.agent_id) {
+                continue;
+            }
+            if let EventKind::RunStarted { run_id, .. } = &event.kind {
+                started |= *run_id == turn.run_id;
+                continue;
+            }
+            let ended = take(recorded, turn.run_id, event.kind);
+            if !started && (ended || !recorded.steps.is_empty()) {
+                return Ok(false);
+            }
+            if ended {
+                return Ok(true);
+            }
+        }
+        if read >= MAX_SCAN {
+            return Ok(false);
+        }
+    }
 }
 
 /// Adds one of the turn's events to `recorded`; true once the turn ended.
