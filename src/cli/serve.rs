@@ -121,7 +121,7 @@ pub struct ServeArgs {
     /// Turns all replays together may start a second: a replay shares the
     /// daemon's cores with the live agents, and this keeps it from taking
     /// them (docs/replay.md).
-    #[arg(help_heading = "Limits", long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(help_heading = "Limits", long, default_value_t = 1200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub replay_turns_per_second: u32,
     /// Messages an agent may hold waiting before ingress is refused.
     #[arg(help_heading = "Limits", long, default_value_t = 1024)]

@@ -18,7 +18,10 @@ use crate::api::read_model::ReadModel;
 
 /// Messages read per page of an agent's.
 const MESSAGE_PAGE: usize = 512;
-/// Events read per page of a turn's stretch of the log.
+/// Events read by the first page of a turn's stretch of the log, and by
+/// any page at most: a short turn's events are a few, and each read page
+/// doubles, so a long one's are read in few pages.
+const FIRST_PAGE: usize = 16;
 const EVENT_PAGE: usize = 256;
 /// How long before its run id's time the search for a turn's events
 /// starts, try after try: an event is stamped when its batch is made, so
@@ -161,9 +164,10 @@ fn scan(
     recorded: &mut RecordedTurn,
 ) -> Result<bool, StoreError> {
     let mut started = false;
-    let mut read = 0;
+    let (mut read, mut size) = (0, FIRST_PAGE);
     loop {
-        let page = reads.events_after(cursor, EVENT_PAGE)?;
+        let page = reads.events_after(cursor, size)?;
+        size = (size * 2).min(EVENT_PAGE);
         let Some(last) = page.last() else {
             return Ok(false);
         };
