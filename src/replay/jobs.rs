@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use holarchy_actors::replay::{classify, Candidate, Class, Decided, Replayer};
+use holarchy_actors::replay::{classify, Candidate, Class, Decided, RecordedTurn, Replayer};
 use holarchy_actors::{Runtime, StoreError};
 use holarchy_composition::constraint::{Layer, Policy, ToolRules};
 use holarchy_composition::skill::SkillCatalog;
@@ -53,17 +53,22 @@ impl Pace {
         }
     }
 
-    /// Waits for this turn's moment.
-    async fn turn(&self) {
+    /// Waits for the moment of the first of `turns` turns, the rest
+    /// taking the moments after it: a group starts together, and the
+    /// rate holds over groups.
+    async fn turns(&self, turns: usize) {
         let at = {
             let mut next = self.next.lock().unwrap_or_else(PoisonError::into_inner);
             let at = (*next).max(Instant::now());
-            *next = at + self.every;
+            *next = at + self.every * u32::try_from(turns).unwrap_or(u32::MAX);
             at
         };
         tokio::time::sleep_until(at.into()).await;
     }
 }
+
+/// Recorded turns read from the store together.
+const LOAD_GROUP: usize = 32;
 
 /// Reports written together, at most; a batch is written sooner once it
 /// is this old.
@@ -407,6 +412,10 @@ impl Replays {
             step_timeout: ctx.config.turn_timeout,
         });
         let policy = agent_policy(&ctx, &agent, &spec);
+        let source = Arc::new(Source {
+            reads: self.reads.clone(),
+            hint: recorded::Hint::default(),
+        });
         let budget = spec.budget;
         let to_do: Vec<(u32, TurnRef)> = turns
             .into_iter()
@@ -415,17 +424,31 @@ impl Replays {
             .filter(|(i, _)| !done.contains(i))
             .collect();
         let concurrency = budget.concurrency.clamp(1, super::model::MAX_CONCURRENCY) as usize;
-        let mut reports = futures::stream::iter(to_do)
-            .map(|(index, turn)| {
-                let (replayer, reads) = (replayer.clone(), self.reads.clone());
-                let (brain, policy) = (agent.brain.clone(), policy.clone());
-                let manager = self.clone();
+        // Turns are read from the store a group at a time, one group read
+        // ahead of those replaying: a thread of the blocking pool per
+        // group, not per turn, and the pace kept per group.
+        let groups: Vec<Vec<(u32, TurnRef)>> =
+            to_do.chunks(LOAD_GROUP).map(<[_]>::to_vec).collect();
+        let loaded = futures::stream::iter(groups)
+            .map(|group| {
+                let (ctx, source, manager) = (ctx.clone(), source.clone(), self.clone());
                 async move {
-                    manager.pace.turn().await;
-                    replay_one(&replayer, reads, index, turn, &brain, policy.as_ref()).await
+                    manager.pace.turns(group.len()).await;
+                    load_group(ctx, source, group).await
                 }
             })
-            .buffer_unordered(concurrency);
+            .buffered(2)
+            .flat_map(futures::stream::iter);
+        let mut reports =
+            loaded
+                .map(|(index, turn, loaded)| {
+                    let replayer = replayer.clone();
+                    let (brain, policy) = (agent.brain.clone(), policy.clone());
+                    async move {
+                        replay_one(&replayer, index, turn, loaded, &brain, policy.as_ref()).await
+                    }
+                })
+                .buffer_unordered(concurrency);
         let mut batch: Vec<TurnReport> = Vec::new();
         let mut written = Instant::now();
         let ended = loop {
@@ -526,18 +549,49 @@ impl Replays {
 }
 
 /// One chosen turn replayed, as its report.
+/// Where a replay reads its recorded turns, and where its last search
+/// of the log ended.
+struct Source {
+    reads: Arc<dyn ReadModel>,
+    hint: recorded::Hint,
+}
+
+/// A recorded turn as read (or why it could not be).
+type Loaded = Result<RecordedTurn, StoreError>;
+
+/// Reads `group`'s recorded turns, in order, on one blocking thread.
+async fn load_group(
+    ctx: Arc<holarchy_actors::Ctx>,
+    source: Arc<Source>,
+    group: Vec<(u32, TurnRef)>,
+) -> Vec<(u32, TurnRef, Loaded)> {
+    let refs = group.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        group
+            .into_iter()
+            .map(|(index, turn)| {
+                let loaded = recorded::load(&ctx, source.reads.as_ref(), &turn, &source.hint);
+                (index, turn, loaded)
+            })
+            .collect()
+    })
+    .await;
+    read.unwrap_or_else(|join| {
+        let why = join.to_string();
+        refs.into_iter()
+            .map(|(index, turn)| (index, turn, Err(StoreError::Backend(why.clone()))))
+            .collect()
+    })
+}
+
 async fn replay_one(
     replayer: &Replayer,
-    reads: Arc<dyn ReadModel>,
     index: u32,
     turn: TurnRef,
+    loaded: Loaded,
     brain: &holarchy_supervision::BrainConfig,
     policy: Option<&Policy>,
 ) -> Result<TurnReport, StoreError> {
-    let ctx = replayer.ctx.clone();
-    let loaded = tokio::task::spawn_blocking(move || recorded::load(&ctx, reads.as_ref(), &turn))
-        .await
-        .map_err(|join| StoreError::Backend(join.to_string()))?;
     let mut report = TurnReport {
         index,
         run_id: turn.run_id,

@@ -90,29 +90,86 @@ pub fn select(ctx: &Ctx, spec: &ReplaySpec) -> Result<Vec<TurnRef>, StoreError> 
     Ok(chosen)
 }
 
+/// Where the last search found a stamp: replayed turns go in time order,
+/// so the next search starts there and gallops forward (a few reads)
+/// instead of halving the whole log (a few dozen).
+#[derive(Debug, Default)]
+pub struct Hint(std::sync::Mutex<Option<(u64, u64)>>);
+
+impl Hint {
+    fn get(&self) -> Option<(u64, u64)> {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set(&self, cursor: u64, at_ms: u64) {
+        let mut hint = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if hint.is_none_or(|(_, seen)| seen < at_ms) {
+            *hint = Some((cursor, at_ms));
+        }
+    }
+}
+
 /// The cursor after which the first event stamped at or after `at_ms`
-/// lies: a search by halves over the log's cursors.
-fn cursor_before(reads: &dyn ReadModel, at_ms: u64) -> Result<u64, StoreError> {
-    let Some(first) = reads.events_after(0, 1)?.into_iter().next() else {
+/// lies (the last event stamped before it): galloping from `hint` when it
+/// lies before, then a search by halves over the bracket found.
+fn cursor_before(reads: &dyn ReadModel, at_ms: u64, hint: &Hint) -> Result<u64, StoreError> {
+    let probe = |cursor: u64| -> Result<Option<(u64, u64)>, StoreError> {
+        Ok(reads
+            .events_after(cursor.saturating_sub(1), 1)?
+            .into_iter()
+            .next()
+            .map(|e| (e.cursor, e.at_ms)))
+    };
+    let Some((first, first_ms)) = probe(1)? else {
         return Ok(0);
     };
-    if first.at_ms >= at_ms {
-        return Ok(first.cursor.saturating_sub(1));
+    if first_ms >= at_ms {
+        return Ok(first.saturating_sub(1));
     }
     // `lo` is an event stamped before `at_ms`; `hi` a cursor past it.
-    let (mut lo, mut hi) = (first.cursor, *reads.event_watermark().borrow() + 1);
+    let mut lo = first;
+    let mut hi = *reads.event_watermark().borrow() + 1;
+    if let Some((cursor, _)) = hint.get().filter(|&(c, seen)| seen <= at_ms && c >= first) {
+        lo = cursor;
+        let mut step = 16;
+        loop {
+            match probe(lo + step)? {
+                Some((cursor, stamp)) if stamp < at_ms => {
+                    lo = cursor;
+                    step *= 2;
+                }
+                Some(_) => {
+                    hi = lo + step;
+                    break;
+                }
+                None => break,
+            }
+        }
+    }
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        match reads.events_after(mid - 1, 1)?.into_iter().next() {
-            Some(event) if event.at_ms < at_ms => lo = event.cursor,
+        match probe(mid)? {
+            Some((cursor, stamp)) if stamp < at_ms && cursor < hi => lo = cursor,
             _ => hi = mid,
         }
     }
+    hint.set(lo, at_ms);
     Ok(lo)
 }
 
 /// The turn `turn` points at, whole, as the replay shows it a candidate.
-pub fn load(ctx: &Ctx, reads: &dyn ReadModel, turn: &TurnRef) -> Result<RecordedTurn, StoreError> {
+pub fn load(
+    ctx: &Ctx,
+    reads: &dyn ReadModel,
+    turn: &TurnRef,
+    hint: &Hint,
+) -> Result<RecordedTurn, StoreError> {
     let mut recorded = RecordedTurn {
         agent_id: turn.agent_id,
         run_id: turn.run_id,
@@ -130,7 +187,7 @@ pub fn load(ctx: &Ctx, reads: &dyn ReadModel, turn: &TurnRef) -> Result<Recorded
         usage: None,
     };
     for slack in SLACK_MS {
-        let start = cursor_before(reads, turn.at_ms.saturating_sub(slack))?;
+        let start = cursor_before(reads, turn.at_ms.saturating_sub(slack), hint)?;
         let mut found = recorded.clone();
         if scan(reads, turn, start, &mut found)? {
             recorded = found;
