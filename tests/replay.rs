@@ -430,3 +430,100 @@ async fn a_model_brain_is_replayed_against_a_loopback_server_with_its_tokens() {
         (100, 10)
     );
 }
+
+/// The triage example's brain and skill as an instance that takes
+/// published events (the example's own takes GitHub webhooks).
+const TRIAGE: &str = r#"
+name = "triage"
+skills = ["labels"]
+
+[role]
+prompt_file = "roles/triage.md"
+
+[brain.command]
+program = "BRAIN"
+
+[[ingress]]
+source = "publish"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_skills_folder_answers_load_skill_and_a_role_changes_the_labels() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/triage");
+    let root = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start_with(
+        &data_dir(&root),
+        &["--skills-dir", &format!("{example}/skills")],
+    )
+    .await;
+    let mut c = daemon.clients().await;
+    let role = std::fs::read_to_string(format!("{example}/roles/triage.md")).expect("role");
+    let manifest = TRIAGE.replace("BRAIN", &format!("{example}/brain.py"));
+    c.instances
+        .apply_instance(pb::ApplyInstanceRequest {
+            manifest,
+            files: [("roles/triage.md".to_owned(), role)].into(),
+        })
+        .await
+        .expect("applied");
+    let issues = [
+        (1, "Crash on start", "a bug since 2.1"),
+        (2, "The docs are stale", "the install page"),
+        (3, "Slow search", "no idea why"),
+    ];
+    for (number, title, body) in issues {
+        let payload = json!({"issue": {"number": number, "title": title, "body": body}});
+        c.instances
+            .publish_event(pb::PublishEventRequest {
+                instance: "triage".into(),
+                r#type: "issue.opened".into(),
+                subject: format!("issue#{number}"),
+                dedupe_key: format!("issue-{number}"),
+                payload_json: payload.to_string(),
+                ..Default::default()
+            })
+            .await
+            .expect("published");
+    }
+    let agent = harness::agent_named(&mut c, "triage").await;
+    handled(&c, &agent, 3).await;
+    let replies: Vec<String> = common::messages(&mut c, &agent)
+        .await
+        .into_iter()
+        .map(|m| m.reply)
+        .collect();
+    assert!(replies[0].ends_with("label needs-triage"), "{replies:?}");
+
+    // A skills folder whose `labels` lists `crash` and `slow` first.
+    let skills = root.path().join("skills");
+    std::fs::create_dir_all(skills.join("labels")).expect("skill folder");
+    std::fs::write(
+        skills.join("labels/SKILL.md"),
+        "---\nname: labels\ndescription: The labels, newest rule\ntools: [LoadSkill]\n---\nPick the first label whose word is in the title.\n\n- crash\n- slow\n- docs\n- needs-triage\n",
+    )
+    .expect("skill written");
+    let relabel = start(
+        &mut c,
+        &agent,
+        pb::ReplayCandidate {
+            skills_dir: skills.to_str().expect("utf-8").into(),
+            ..Default::default()
+        },
+        1,
+    )
+    .await;
+    let relabel = ended(&c, &relabel.replay_id).await;
+    assert_eq!(
+        (relabel.same, relabel.same_tools_different_text),
+        (1, 2),
+        "{relabel:?}"
+    );
+    let turns = page(&mut c, &relabel.replay_id, true).await.turns;
+    let replies: Vec<&str> = turns
+        .iter()
+        .map(|t| t.candidate.as_ref().expect("candidate").reply.as_str())
+        .collect();
+    assert_eq!(replies, ["issue#1: label crash", "issue#3: label slow"]);
+    // The call was the same: answered from the folder, not "not recorded".
+    assert_eq!(relabel.unrecorded_calls, 0);
+}

@@ -425,14 +425,7 @@ impl Replayer {
         }
         let name = call.input.get("name")?.as_str()?;
         let loaded = catalog.get(name)?.load().ok()?;
-        Some(json!({
-            "name": loaded.skill.name,
-            "description": loaded.skill.description,
-            "tools": loaded.skill.tools,
-            "text": loaded.body,
-            "files": loaded.files,
-            "files_truncated": loaded.files_truncated,
-        }))
+        Some(tools::loaded_skill_json(&loaded))
     }
 
     /// What the candidate brain is shown besides the message and steps.

@@ -34,6 +34,7 @@ mod memory;
 mod placeholder;
 mod schema;
 mod skill;
+pub use skill::loaded_json as loaded_skill_json;
 mod task;
 mod tool;
 mod wait;

@@ -38,12 +38,21 @@ pub enum ReplayCommand {
         limit: u32,
     },
     /// Stop a running replay; what it replayed is kept.
-    Cancel { replay_id: String },
+    Cancel {
+        /// The replay's id (`replay list`).
+        replay_id: String,
+    },
     /// Take up a cancelled, interrupted or stopped replay where it left
     /// off.
-    Resume { replay_id: String },
+    Resume {
+        /// The replay's id (`replay list`).
+        replay_id: String,
+    },
     /// Drop a replay that is not running, and its reports.
-    Delete { replay_id: String },
+    Delete {
+        /// The replay's id (`replay list`).
+        replay_id: String,
+    },
 }
 
 #[derive(Debug, Args)]

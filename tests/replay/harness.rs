@@ -41,6 +41,20 @@ pub async fn start(
         .into_inner()
 }
 
+/// The id of the agent named `name`.
+pub async fn agent_named(c: &mut Clients, name: &str) -> String {
+    c.agents
+        .get_agent(pb::GetAgentRequest {
+            agent: Some(pb::get_agent_request::Agent::Name(name.into())),
+        })
+        .await
+        .expect("agent")
+        .into_inner()
+        .agent
+        .expect("summary")
+        .agent_id
+}
+
 pub async fn get(c: &mut Clients, id: &str) -> pb::Replay {
     page(c, id, false).await.replay.expect("replay")
 }

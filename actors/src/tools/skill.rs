@@ -93,13 +93,19 @@ impl Tool for LoadSkill {
                 name: input.name.clone(),
                 source,
             })?;
-        Ok(json!({
-            "name": loaded.skill.name,
-            "description": loaded.skill.description,
-            "tools": loaded.skill.tools,
-            "text": loaded.body,
-            "files": loaded.files,
-            "files_truncated": loaded.files_truncated,
-        }))
+        Ok(loaded_json(&loaded))
     }
+}
+
+/// A loaded skill as `LoadSkill` answers it (a replay's candidate skills
+/// are answered the same way).
+pub fn loaded_json(loaded: &holarchy_composition::skill::LoadedSkill) -> Value {
+    json!({
+        "name": loaded.skill.name,
+        "description": loaded.skill.description,
+        "tools": loaded.skill.tools,
+        "text": loaded.body,
+        "files": loaded.files,
+        "files_truncated": loaded.files_truncated,
+    })
 }
