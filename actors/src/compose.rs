@@ -10,7 +10,7 @@ use holarchy_composition::constraint::{Layer, Policy, ToolRules, Verdict};
 use holarchy_supervision::Composition;
 
 use crate::store::InstanceStore;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// The composition an agent runs under now: its instance's skills and
 /// constraints as last applied, when the instance still exists, with its
@@ -35,7 +35,7 @@ pub fn current(store: &dyn InstanceStore, stored: &Composition) -> Composition {
 }
 
 /// The role a brain is given with every step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RoleView {
     /// `sha256:` and 12 hex digits of the prompt.
     pub version: String,

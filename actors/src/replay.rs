@@ -452,7 +452,10 @@ impl Replayer {
                 version: role.version(),
                 prompt: role.text.clone(),
             }),
-            None => input.shared.role.clone(),
+            None => input.shared.role.as_ref().map(|role| RoleView {
+                version: role.version.clone(),
+                prompt: role.prompt.clone(),
+            }),
         };
         let catalog = match parse(&input.shared.catalog) {
             Value::Array(entries) => entries,

@@ -40,9 +40,16 @@ pub struct TurnInputRecord {
 /// What many turns share: the role (as cut to fit) and the tool catalog.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SharedInput {
-    pub role: Option<crate::compose::RoleView>,
+    pub role: Option<SharedRole>,
     /// The catalog, as JSON text.
     pub catalog: String,
+}
+
+/// A role as its turns' brains were shown it: its version and its prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedRole {
+    pub version: String,
+    pub prompt: String,
 }
 
 impl SharedInput {

@@ -11,6 +11,7 @@ use tracing::warn;
 
 use super::steps::Fixed;
 use crate::protocol::TurnOutcome;
+use crate::store::turn_input::SharedRole;
 use crate::store::{SharedInput, TurnInputRecord};
 use crate::{now_ms, Ctx};
 
@@ -66,7 +67,10 @@ pub(super) async fn record(
         return;
     }
     let shared = SharedInput {
-        role: fixed.role.clone(),
+        role: fixed.role.as_ref().map(|role| SharedRole {
+            version: role.version.clone(),
+            prompt: role.prompt.clone(),
+        }),
         catalog: serde_json::Value::Array(fixed.catalog.clone()).to_string(),
     };
     let digest = shared.digest();
