@@ -47,7 +47,8 @@ fn bytes(value: Vec<u8>) -> Param {
     Box::new(value)
 }
 
-fn values<T: serde::de::DeserializeOwned>(
+/// Each row's first column decoded: the value of a record of `table`.
+pub(super) fn values<T: serde::de::DeserializeOwned>(
     rows: &[tokio_postgres::Row],
     table: &'static str,
 ) -> Result<Vec<T>, StoreError> {

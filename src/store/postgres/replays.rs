@@ -4,11 +4,12 @@
 use holarchy_actors::StoreError;
 use holarchy_supervision::ReplayId;
 
+use super::access::values;
 use super::statements::Param;
 use super::{backend, PgStore};
 use crate::replay::model::{ReplayRecord, TurnReport};
 use crate::replay::store::ReplayStore;
-use crate::store::codec::{decode, encode};
+use crate::store::codec::encode;
 
 /// The tables of this module (migration 6).
 pub(super) const TABLES: &str = r#"
@@ -27,18 +28,6 @@ CREATE TABLE replay_turns (
 
 fn id(replay: ReplayId) -> Param {
     Box::new(replay.to_bytes().to_vec())
-}
-
-fn values<T: serde::de::DeserializeOwned>(
-    rows: &[tokio_postgres::Row],
-    table: &'static str,
-) -> Result<Vec<T>, StoreError> {
-    rows.iter()
-        .map(|row| {
-            let bytes: Vec<u8> = row.try_get(0).map_err(backend)?;
-            decode(table, &bytes)
-        })
-        .collect()
 }
 
 impl ReplayStore for PgStore {

@@ -6,9 +6,10 @@
 use holarchy_actors::{SharedInput, StoreError, TurnInputRecord, TurnInputs};
 use holarchy_supervision::{AgentId, RunId};
 
+use super::access::values;
 use super::statements::bigint;
 use super::{backend, PgStore};
-use crate::store::codec::{decode, encode};
+use crate::store::codec::encode;
 
 /// The tables of this module (migration 6).
 pub(super) const TABLES: &str = r#"
@@ -116,12 +117,7 @@ impl TurnInputs for PgStore {
                 Box::new(id(run_id.to_bytes())),
             ],
         )?;
-        rows.first()
-            .map(|row| {
-                let bytes: Vec<u8> = row.try_get(0).map_err(backend)?;
-                decode("turn_inputs", &bytes)
-            })
-            .transpose()
+        Ok(values(&rows, "turn_inputs")?.into_iter().next())
     }
 
     fn shared_input(&self, digest: &str) -> Result<Option<SharedInput>, StoreError> {
@@ -129,12 +125,7 @@ impl TurnInputs for PgStore {
             "SELECT value FROM turn_shared WHERE digest = $1",
             vec![Box::new(digest.to_owned())],
         )?;
-        rows.first()
-            .map(|row| {
-                let bytes: Vec<u8> = row.try_get(0).map_err(backend)?;
-                decode("turn_shared", &bytes)
-            })
-            .transpose()
+        Ok(values(&rows, "turn_shared")?.into_iter().next())
     }
 
     fn forget_turn_inputs(&self, agent_id: AgentId) -> Result<(), StoreError> {
