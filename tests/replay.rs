@@ -451,9 +451,18 @@ source = "publish"
 async fn a_candidate_skills_folder_answers_load_skill_and_a_role_changes_the_labels() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/triage");
     let root = tempfile::tempdir().expect("tempdir");
+    // Candidate skills lie under a skill folder of the daemon's own.
+    let candidates = root.path().join("candidates");
+    let skills = candidates.join("v2");
+    std::fs::create_dir_all(skills.join("labels")).expect("skill folder");
     let daemon = Daemon::start_with(
         &data_dir(&root),
-        &["--skills-dir", &format!("{example}/skills")],
+        &[
+            "--skills-dir",
+            &format!("{example}/skills"),
+            "--skills-dir",
+            candidates.to_str().expect("utf-8"),
+        ],
     )
     .await;
     let mut c = daemon.clients().await;
@@ -494,9 +503,22 @@ async fn a_candidate_skills_folder_answers_load_skill_and_a_role_changes_the_lab
         .collect();
     assert!(replies[0].ends_with("label needs-triage"), "{replies:?}");
 
-    // A skills folder whose `labels` lists `crash` and `slow` first.
-    let skills = root.path().join("skills");
-    std::fs::create_dir_all(skills.join("labels")).expect("skill folder");
+    // A skills folder whose `labels` lists `crash` and `slow` first; one
+    // outside the daemon's skill folders is refused.
+    let outside = c
+        .replays
+        .start_replay(pb::StartReplayRequest {
+            agent_id: agent.clone(),
+            candidate: Some(pb::ReplayCandidate {
+                skills_dir: root.path().to_str().expect("utf-8").into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect_err("outside the skill folders");
+    assert_eq!(outside.code(), Code::InvalidArgument, "{outside:?}");
+    assert!(outside.message().contains("--skills-dir"), "{outside:?}");
     std::fs::write(
         skills.join("labels/SKILL.md"),
         "---\nname: labels\ndescription: The labels, newest rule\ntools: [LoadSkill]\n---\nPick the first label whose word is in the title.\n\n- crash\n- slow\n- docs\n- needs-triage\n",

@@ -141,10 +141,18 @@ pub fn decision_text(decided: &EventKind) -> Option<String> {
 }
 
 impl Decided {
-    /// The decision with each text cut to `max` bytes and at most
-    /// `max_steps` steps, for a report that must stay small.
-    pub fn bounded(mut self, max: usize, max_steps: usize) -> Self {
+    /// The decision as a report keeps it: at most `max_steps` steps of at
+    /// most `max_calls` calls each (a candidate may ask for any number),
+    /// each text passed through `redact` and cut to `max` bytes.
+    pub fn bounded(
+        mut self,
+        max: usize,
+        max_steps: usize,
+        max_calls: usize,
+        redact: impl Fn(&mut String),
+    ) -> Self {
         let cut = |text: &mut String| {
+            redact(text);
             if text.len() > max {
                 let note = format!("… ({} bytes, cut)", text.len());
                 holarchy_supervision::bounds::truncate(text, max);
@@ -154,7 +162,9 @@ impl Decided {
         self.steps.truncate(max_steps);
         for step in &mut self.steps {
             step.reply.iter_mut().for_each(cut);
-            for (_, input) in &mut step.calls {
+            step.calls.truncate(max_calls);
+            for (tool, input) in &mut step.calls {
+                cut(tool);
                 cut(input);
             }
         }

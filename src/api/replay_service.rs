@@ -88,8 +88,37 @@ fn tool_names(names: Vec<String>, field: &str) -> Result<Vec<String>, ApiError> 
     Ok(names)
 }
 
+/// A candidate's skills folder must lie under one of the daemon's own
+/// (`serve --skills-dir`): the daemon reads no folder a caller chose
+/// elsewhere, and a skill's text reaches the report.
+fn skills_under(dir: &str, roots: &[std::path::PathBuf]) -> Result<(), ApiError> {
+    let outside = || {
+        ApiError::InvalidArgument(format!(
+            "candidate skills_dir `{}` is not a folder under the daemon's skill folders (serve --skills-dir): put the candidate skills there",
+            quote(dir)
+        ))
+    };
+    let path = std::path::Path::new(dir);
+    if !path.is_absolute() {
+        return Err(outside());
+    }
+    let dir = std::fs::canonicalize(path).map_err(|_| outside())?;
+    let under = roots
+        .iter()
+        .filter_map(|root| std::fs::canonicalize(root).ok())
+        .any(|root| dir.starts_with(&root));
+    if under && dir.is_dir() {
+        Ok(())
+    } else {
+        Err(outside())
+    }
+}
+
 /// The candidate a request names, checked.
-fn candidate(given: Option<pb::ReplayCandidate>) -> Result<CandidateSpec, ApiError> {
+fn candidate(
+    given: Option<pb::ReplayCandidate>,
+    roots: &[std::path::PathBuf],
+) -> Result<CandidateSpec, ApiError> {
     let Some(c) = given else {
         return Ok(CandidateSpec::default());
     };
@@ -107,13 +136,7 @@ fn candidate(given: Option<pb::ReplayCandidate>) -> Result<CandidateSpec, ApiErr
     }
     let skills_dir = (!c.skills_dir.is_empty()).then_some(c.skills_dir);
     if let Some(dir) = &skills_dir {
-        let path = std::path::Path::new(dir);
-        if !path.is_absolute() || !path.is_dir() {
-            return Err(ApiError::InvalidArgument(format!(
-                "candidate skills_dir `{}` is not an absolute path to a folder the daemon can read",
-                quote(dir)
-            )));
-        }
+        skills_under(dir, roots)?;
     }
     if c.label.len() > MAX_LABEL {
         return Err(ApiError::InvalidArgument(format!(
@@ -277,7 +300,7 @@ impl ReplayService for ReplayApi {
             to_ms: (to_ms > 0).then_some(to_ms as u64),
             run_ids,
             max_turns,
-            candidate: candidate(req.candidate)?,
+            candidate: candidate(req.candidate, &self.runtime.ctx().config.skill_roots)?,
             budget: Budget {
                 max_tokens: budget.max_tokens,
                 max_wall_ms: budget.max_wall_ms,

@@ -22,7 +22,7 @@ use tracing::{info, warn, Instrument};
 
 use super::model::{
     ReplayRecord, ReplaySpec, ReplayStatus, Summary, TurnReport, MAX_RUNNING, MAX_STORED,
-    REPORT_STEPS, REPORT_TEXT_BYTES,
+    REPORT_CALLS, REPORT_STEPS, REPORT_TEXT_BYTES,
 };
 use super::recorded::{self, TurnRef};
 use super::store::ReplayStore;
@@ -624,11 +624,22 @@ async fn replay_one(
                 .to_owned();
             report.unrecorded_calls = replayed.unrecorded_calls;
             report.candidate_usage = replayed.usage;
-            report.candidate = replayed.decided.bounded(REPORT_TEXT_BYTES, REPORT_STEPS);
+            // What a candidate said is stored apart from the redacting
+            // store: the daemon's secrets go here.
+            let secrets = replayer.ctx.config.secrets.clone();
+            report.candidate =
+                replayed
+                    .decided
+                    .bounded(REPORT_TEXT_BYTES, REPORT_STEPS, REPORT_CALLS, |text| {
+                        secrets.redact(text);
+                        *text = holarchy_actors::secrets::redact_trigger_tokens(text);
+                    });
         }
         Err(err) => report.error = Some(err.to_string()),
     }
-    report.recorded = recorded_decided.bounded(REPORT_TEXT_BYTES, REPORT_STEPS);
+    // The recorded side came from the log, redacted when it was written.
+    report.recorded =
+        recorded_decided.bounded(REPORT_TEXT_BYTES, REPORT_STEPS, REPORT_CALLS, |_| ());
     Ok(report)
 }
 

@@ -19,6 +19,8 @@ pub const MAX_RUNNING: usize = 4;
 pub const REPORT_TEXT_BYTES: usize = 4096;
 /// Steps of each side a report keeps.
 pub const REPORT_STEPS: usize = 32;
+/// Calls of each step a report keeps.
+pub const REPORT_CALLS: usize = 64;
 
 /// Which turns, through which candidate, within which budget.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
